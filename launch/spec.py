@@ -1,0 +1,283 @@
+"""Launch spec rendering (pure): service + candidate + host -> the exact vLLM command, env and config file.
+
+Pipeline position: the first arrow after config validation. The spec is what the launcher starts, what the
+journal records and what a restore is checked against: its SHA-256 fingerprint covers the argv, the
+environment, the names of passed-through secrets and the rendered ``--config`` YAML, and is the same on
+any machine for the same inputs. No shell is involved anywhere.
+
+Example::
+
+    spec = render_spec(service, candidate, host)
+    spec.argv          # ('vllm', 'serve', 'deepseek-ai/DeepSeek-V4-Flash', '--served-model-name', ...)
+    spec.fingerprint   # 'sha256:3f0c...'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from orchestrator.errors import SpecError, SpecTamperedError
+from orchestrator.schema import CandidateConfig, HostConfig, ServiceConfig
+
+SPEC_VERSION = 1
+
+#: Environment variable names whose values are secrets: they may only be passed through by name.
+SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|CREDENTIAL|PRIVATE_KEY)", re.IGNORECASE)
+#: vLLM flags whose values are secrets.
+SECRET_FLAGS = frozenset({"api-key"})
+
+
+def _json(value: Any) -> str:
+    """Canonical compact JSON: the same bytes on every machine."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, Mapping | list | tuple):
+        return _json(value)
+    return str(value)
+
+
+def render_flag(name: str, value: Any) -> list[str]:
+    """One vLLM flag as argv items: true -> --flag, false -> --no-flag, None -> nothing, JSON for mappings."""
+    flag = name if name.startswith("--") else f"--{name}"
+    if value is None:
+        return []
+    if value is True:
+        return [flag]
+    if value is False:
+        return [f"--no-{flag[2:]}"]
+    return [flag, _scalar(value)]
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything needed to start one server, and the fingerprint that identifies it."""
+
+    candidate: str
+    host: str
+    host_kind: str
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    pass_env: tuple[str, ...]
+    config_yaml: str
+    bind_host: str
+    port: int
+    served_model_name: str
+    max_model_len: int
+    startup_timeout_s: float
+    shutdown_grace_s: float
+    gpu_release_timeout_s: float
+    time_scale: float
+    fingerprint: str = field(default="")
+
+    @property
+    def base_url(self) -> str:
+        host = "127.0.0.1" if self.bind_host in ("0.0.0.0", "") else self.bind_host
+        return f"http://{host}:{self.port}"
+
+    def command_line(self) -> str:
+        """The argv as one shell-quoted line, for people to read or paste (gauntlet never uses a shell)."""
+        return shlex.join(self.argv)
+
+    def env_line(self) -> str:
+        shown = [f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items())]
+        shown += [f"{k}=<from environment>" for k in self.pass_env]
+        return " ".join(shown)
+
+    def fingerprinted_bytes(self) -> bytes:
+        return fingerprint_payload(self.argv, self.env, self.pass_env, self.config_yaml)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["spec_version"] = SPEC_VERSION
+        data["argv"] = list(self.argv)
+        data["pass_env"] = list(self.pass_env)
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, *, source: str = "<spec>") -> LaunchSpec:
+        """Read a recorded spec; refuses one whose content no longer matches its recorded fingerprint."""
+        try:
+            data = json.loads(text)
+            data.pop("spec_version", None)
+            recorded = data.pop("fingerprint")
+            spec = cls(
+                **{
+                    **data,
+                    "argv": tuple(data["argv"]),
+                    "pass_env": tuple(data["pass_env"]),
+                    "env": dict(data["env"]),
+                }
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SpecError(
+                f"{source}: not a launch spec ({exc})", hint="re-render it with `python -m orchestrator plan`"
+            ) from exc
+        actual = _digest(spec.fingerprinted_bytes())
+        if actual != recorded:
+            raise SpecTamperedError(
+                f"{source}: content does not match its recorded fingerprint {recorded} "
+                f"(it hashes to {actual})",
+                hint="the recorded spec was edited; restore it from the sweep's copy or re-run the sweep",
+            )
+        return _with_fingerprint(spec)
+
+
+def fingerprint_payload(
+    argv: tuple[str, ...], env: Mapping[str, str], pass_env: tuple[str, ...], config_yaml: str
+) -> bytes:
+    """The exact bytes the fingerprint is taken over (secret values are never part of them)."""
+    return _json(
+        {"argv": list(argv), "env": dict(env), "pass_env": sorted(pass_env), "config_yaml": config_yaml}
+    ).encode("ascii")
+
+
+def _digest(payload: bytes) -> str:
+    return "sha256:" + hashlib.sha256(payload).hexdigest()
+
+
+def _with_fingerprint(spec: LaunchSpec) -> LaunchSpec:
+    return replace(spec, fingerprint=_digest(spec.fingerprinted_bytes()))
+
+
+def speculative_json(candidate: CandidateConfig) -> dict[str, Any] | None:
+    spec = candidate.speculative
+    if spec is None:
+        return None
+    out: dict[str, Any] = {
+        "method": spec.method,
+        "num_speculative_tokens": spec.num_speculative_tokens,
+        "draft_sample_method": spec.draft_sample_method,
+    }
+    if spec.model is not None:
+        out["model"] = spec.model
+    out.update(spec.extra)
+    return out
+
+
+def vllm_flags(service: ServiceConfig, candidate: CandidateConfig) -> list[tuple[str, Any]]:
+    """The (flag, value) pairs of one candidate on one service, in a fixed order."""
+    flags: list[tuple[str, Any]] = [
+        ("served-model-name", service.served_model_name),
+        ("revision", service.revision),
+        ("host", service.bind_host),
+        ("port", service.port),
+        ("tensor-parallel-size", candidate.tensor_parallel_size),
+        ("data-parallel-size", candidate.data_parallel_size),
+        # vLLM's defaults are off; only "on" is rendered so the command reads as a difference.
+        ("enable-expert-parallel", True if candidate.enable_expert_parallel else None),
+        ("enable-eplb", True if candidate.enable_eplb else None),
+        ("eplb-config", candidate.eplb_config or None),
+        ("speculative-config", speculative_json(candidate)),
+        ("moe-backend", candidate.moe_backend),
+        ("gpu-memory-utilization", candidate.gpu_memory_utilization),
+        ("max-num-batched-tokens", candidate.max_num_batched_tokens),
+        ("max-num-seqs", candidate.max_num_seqs),
+        ("max-model-len", service.max_model_len),
+        ("kv-cache-dtype", candidate.kv_cache_dtype or service.kv_cache_dtype),
+        ("reasoning-parser", service.reasoning_parser),
+        ("seed", service.seed),
+    ]
+    fixed = {name for name, _ in flags}
+    extra = {**service.extra_args, **candidate.extra_args}
+    for name in sorted(extra):
+        key = name.removeprefix("--")
+        if key in fixed:
+            raise SpecError(
+                f"extra_args sets --{key}, which gauntlet renders from a typed field",
+                hint=f"set the typed field instead of extra_args[{name!r}]",
+            )
+        if key in SECRET_FLAGS:
+            raise SpecError(
+                f"extra_args sets --{key}: a secret must not be written in a config",
+                hint="vLLM reads the API key from VLLM_API_KEY: list it in service.pass_env",
+            )
+        flags.append((key, extra[name]))
+    return flags
+
+
+def render_config_yaml(flags: list[tuple[str, Any]]) -> str:
+    """vLLM's ``--config`` file for the same flags: keys are flag names, nested values JSON (valid YAML).
+
+    False is written in its ``no-`` form: ``vllm serve`` silently drops ``enable-prefix-caching: false``.
+    """
+    lines = ["# vLLM --config file rendered by gauntlet; equivalent to the flags of the command line."]
+    for name, value in flags:
+        if value is None:
+            continue
+        if value is False:
+            lines.append(f"no-{name}: true")
+        else:
+            lines.append(f"{name}: {_json(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def render_spec(service: ServiceConfig, candidate: CandidateConfig, host: HostConfig) -> LaunchSpec:
+    """Render the exact launch of ``candidate`` on ``host`` for ``service`` (pure and deterministic)."""
+    flags = vllm_flags(service, candidate)
+    if host.kind == "sim":
+        sim = {**host.sim_args, **candidate.sim_args}
+        flags.extend((name.removeprefix("--"), sim[name]) for name in sorted(sim))
+    entry = [part.replace("{model}", service.model) for part in host.entrypoint]
+    argv: list[str] = list(entry)
+    for name, value in flags:
+        argv.extend(render_flag(name, value))
+    env = {**host.env, **service.env, **candidate.env}
+    for name in env:
+        if SECRET_NAME.search(name):
+            raise SpecError(
+                f"environment variable {name} looks like a secret and has a literal value in the config",
+                hint=f"remove the value and list {name} in service.pass_env; gauntlet copies it at launch",
+            )
+    spec = LaunchSpec(
+        candidate=candidate.name,
+        host=host.name,
+        host_kind=host.kind,
+        argv=tuple(argv),
+        env=dict(sorted(env.items())),
+        pass_env=tuple(sorted(set(service.pass_env))),
+        config_yaml=render_config_yaml(flags),
+        bind_host=service.bind_host,
+        port=service.port,
+        served_model_name=service.served_model_name,
+        max_model_len=service.max_model_len,
+        startup_timeout_s=float(host.startup_timeout_s),
+        shutdown_grace_s=float(host.shutdown_grace_s),
+        gpu_release_timeout_s=float(host.gpu_release_timeout_s),
+        time_scale=float(host.time_scale),
+    )
+    return _with_fingerprint(spec)
+
+
+def diff_specs(recorded: LaunchSpec, current: LaunchSpec) -> list[str]:
+    """Human-readable differences between two specs (argv items, env, config lines)."""
+    out: list[str] = []
+    if recorded.argv != current.argv:
+        a, b = list(recorded.argv), list(current.argv)
+        for i in range(max(len(a), len(b))):
+            x = a[i] if i < len(a) else "<absent>"
+            y = b[i] if i < len(b) else "<absent>"
+            if x != y:
+                out.append(f"argv[{i}]: recorded {x!r}, now {y!r}")
+    for key in sorted(set(recorded.env) | set(current.env)):
+        x2, y2 = recorded.env.get(key), current.env.get(key)
+        if x2 != y2:
+            out.append(f"env {key}: recorded {x2!r}, now {y2!r}")
+    if recorded.pass_env != current.pass_env:
+        out.append(f"pass_env: recorded {list(recorded.pass_env)}, now {list(current.pass_env)}")
+    if recorded.config_yaml != current.config_yaml:
+        ra, rb = recorded.config_yaml.splitlines(), current.config_yaml.splitlines()
+        out.extend(f"config: recorded {line!r}" for line in ra if line not in rb)
+        out.extend(f"config: now {line!r}" for line in rb if line not in ra)
+    return out

@@ -1,0 +1,171 @@
+"""The one exception tree of gauntlet, and the exit code each kind maps to.
+
+Every stage raises from this tree; foreign exceptions are translated at the boundary
+(``raise LaunchError(...) from exc``). A message says what was observed, what is allowed and what to
+do next, and carries its evidence::
+
+    GauntletError
+    ├── ConfigError            a composed config is invalid (file, field, value, allowed)
+    ├── SpecError              a launch spec cannot be rendered or read
+    │   └── SpecTamperedError  a recorded spec no longer matches its fingerprint
+    ├── LaunchError            starting, watching or stopping a server failed
+    │   ├── PortInUseError     the port is held by another process (pid, command line)
+    │   ├── StartupFailure     the server never became ready (classified: bad-args, incompatible, ...)
+    │   └── TeardownError      something of the server's process tree or port survived teardown
+    ├── LoadError              the load runner could not run a profile
+    ├── ResultFileError        a result file on disk fails validation
+    ├── GateError              gates cannot be evaluated from the stored results
+    ├── JournalError           the journal is unreadable or inconsistent
+    └── RollbackError          the retained configuration could not be restored and validated
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class GauntletError(Exception):
+    """Base of every error gauntlet raises on purpose."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None, evidence: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.evidence = list(evidence)
+
+    def __str__(self) -> str:
+        parts = [self.message]
+        if self.evidence:
+            parts.append("evidence:")
+            parts.extend(f"  | {line}" for line in self.evidence)
+        if self.hint:
+            parts.append(f"hint: {self.hint}")
+        return "\n".join(parts)
+
+
+class ConfigError(GauntletError):
+    """A composed configuration is invalid; nothing is started."""
+
+    exit_code = 2
+
+    def __init__(self, problems: Sequence[ConfigProblem], *, hint: str | None = None) -> None:
+        self.problems = list(problems)
+        lines = [f"invalid configuration ({len(self.problems)} problem{'s' if len(problems) != 1 else ''}):"]
+        lines.extend(f"  - {p}" for p in self.problems)
+        super().__init__("\n".join(lines), hint=hint or "fix the file named above; nothing was started")
+
+
+class ConfigProblem:
+    """One invalid value: where it is, what it is, what is allowed."""
+
+    def __init__(self, file: str, field: str, value: object, allowed: str) -> None:
+        self.file = file
+        self.field = field
+        self.value = value
+        self.allowed = allowed
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.field} = {self.value!r}: {self.allowed}"
+
+    def __repr__(self) -> str:
+        return f"ConfigProblem({self})"
+
+
+class SpecError(GauntletError):
+    """A launch spec cannot be rendered or read."""
+
+    exit_code = 3
+
+
+class SpecTamperedError(SpecError):
+    """A recorded launch spec does not match the fingerprint it was recorded with."""
+
+
+class LaunchError(GauntletError):
+    """Starting, watching or stopping a server failed."""
+
+    exit_code = 4
+
+
+class PortInUseError(LaunchError):
+    """The server's port is already taken."""
+
+
+class StartupFailure(LaunchError):
+    """The server exited or timed out before it became ready; ``kind`` classifies why."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str,
+        exit_code: int | None = None,
+        matched_line: str | None = None,
+        evidence: Sequence[str] = (),
+        hint: str | None = None,
+        elapsed_s: float | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint, evidence=evidence)
+        self.kind = kind
+        self.process_exit_code = exit_code
+        self.matched_line = matched_line
+        self.elapsed_s = elapsed_s
+
+
+class TeardownError(LaunchError):
+    """A process of the server's tree, or its port, survived teardown."""
+
+
+class LoadError(GauntletError):
+    """A load profile could not be run."""
+
+    exit_code = 5
+
+
+class ResultFileError(GauntletError):
+    """A result file on disk fails validation."""
+
+    exit_code = 6
+
+
+class GateError(GauntletError):
+    """Gates cannot be evaluated from the stored results."""
+
+    exit_code = 6
+
+
+class JournalError(GauntletError):
+    """The journal is unreadable or inconsistent."""
+
+    exit_code = 7
+
+
+class RollbackError(GauntletError):
+    """The retained configuration could not be restored and validated."""
+
+    exit_code = 7
+
+
+#: Exit codes of the command line, by error kind (most specific first).
+EXIT_CODES: dict[type[BaseException], int] = {
+    ConfigError: 2,
+    SpecError: 3,
+    LaunchError: 4,
+    LoadError: 5,
+    ResultFileError: 6,
+    GateError: 6,
+    JournalError: 7,
+    RollbackError: 7,
+    GauntletError: 1,
+    KeyboardInterrupt: 130,
+}
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """The process exit code for an exception (1 for anything unexpected)."""
+    for kind, code in EXIT_CODES.items():
+        if isinstance(exc, kind):
+            return code
+    return 1

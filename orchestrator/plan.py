@@ -1,0 +1,94 @@
+"""``python -m orchestrator plan``: compose, validate and render every candidate, launching nothing.
+
+Pipeline position: the dry run of the first two arrows (config -> validated config -> launch spec). It
+prints, per candidate, the exact command, its environment and its fingerprint, so a reviewer sees what a
+sweep would start before anything starts.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TextIO
+
+from launch.spec import LaunchSpec, render_spec
+from orchestrator.config import CONF_DIR, candidate_files, check_candidate_names, load
+from orchestrator.errors import ConfigError, ConfigProblem, GauntletError, SpecError
+
+
+@dataclass(frozen=True)
+class PlannedCandidate:
+    """One candidate as a sweep would launch it."""
+
+    option: str
+    spec: LaunchSpec
+    is_baseline: bool
+
+
+def _override_value(overrides: Sequence[str], key: str) -> str | None:
+    for item in overrides:
+        if item.startswith(f"{key}="):
+            return item.split("=", 1)[1]
+    return None
+
+
+def plan(overrides: Sequence[str] = ()) -> list[PlannedCandidate]:
+    """Render the launch spec of every candidate selected by ``overrides`` (all of the group by default)."""
+    check_candidate_names([CONF_DIR])
+    chosen = _override_value(overrides, "candidate")
+    rest = [o for o in overrides if not o.startswith("candidate=")]
+    options = chosen.split(",") if chosen else [f.option for f in candidate_files([CONF_DIR])]
+    planned: list[PlannedCandidate] = []
+    problems: list[ConfigProblem] = []
+    baseline_name: str | None = None
+    for option in options:
+        try:
+            cfg, _ = load([*rest, f"candidate={option}"])
+            spec = render_spec(cfg.service, cfg.candidate, cfg.host)
+        except ConfigError as exc:
+            problems.extend(p for p in exc.problems if str(p) not in {str(q) for q in problems})
+            continue
+        except SpecError as exc:
+            problems.append(ConfigProblem(f"conf/candidate/{option}.yaml", "(rendering)", option, str(exc)))
+            continue
+        baseline_name = cfg.baseline.name
+        planned.append(PlannedCandidate(option, spec, cfg.candidate.name == cfg.baseline.name))
+    if problems:
+        raise ConfigError(problems)
+    if baseline_name is not None:
+        planned.sort(key=lambda p: (not p.is_baseline, p.option))
+    return planned
+
+
+def format_plan(planned: Sequence[PlannedCandidate]) -> str:
+    if not planned:
+        return "no candidates\n"
+    first = planned[0].spec
+    kind = {"sim": "simulated host (launch.sim)", "cpu": "real vLLM on CPU", "gpu": "GPU host"}.get(
+        first.host_kind, first.host_kind
+    )
+    lines = [
+        f"gauntlet plan: {len(planned)} candidate(s) on host '{first.host}' ({kind}); nothing is started",
+        "",
+    ]
+    for item in planned:
+        tag = "  [retained baseline]" if item.is_baseline else ""
+        lines.append(f"{item.spec.candidate}{tag}")
+        lines.append(f"  fingerprint: {item.spec.fingerprint}")
+        env = item.spec.env_line()
+        if env:
+            lines.append(f"  env: {env}")
+        lines.append(f"  command: {item.spec.command_line()}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(overrides: Sequence[str], out: TextIO = sys.stdout) -> int:
+    try:
+        planned = plan(overrides)
+    except GauntletError as exc:
+        print(f"gauntlet plan: {exc}", file=sys.stderr)
+        return exc.exit_code
+    out.write(format_plan(planned))
+    return 0

@@ -1,0 +1,257 @@
+"""Typed configuration schema: the dataclasses behind every YAML file in ``conf/``.
+
+Pipeline position: ``conf/*.yaml`` is composed by Hydra on top of these schemas (registered in the
+ConfigStore by :func:`register_configs`), then :mod:`orchestrator.config` validates the result and
+converts it once into these plain dataclasses. Nothing downstream imports omegaconf.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+
+@dataclass
+class ServiceConfig:
+    """What stays fixed across the sweep: the model and the flags every candidate shares."""
+
+    # Model path or Hugging Face id, as vLLM takes it (positional for `vllm serve`, --model otherwise).
+    model: str = MISSING
+    # Name the OpenAI API serves the model under (--served-model-name); requests use it.
+    served_model_name: str = MISSING
+    # Model revision (git sha or tag) pinned for the sweep; None = the default branch.
+    revision: str | None = None
+    # Longest context in tokens (prompt + output) the server accepts (--max-model-len).
+    max_model_len: int = 131072
+    # KV cache element type (--kv-cache-dtype): auto, fp8, fp8_e4m3, fp8_e5m2, ...
+    kv_cache_dtype: str = "auto"
+    # Reasoning parser that splits hidden reasoning from visible content (--reasoning-parser); None = off.
+    reasoning_parser: str | None = None
+    # Address the server binds to (--host).
+    bind_host: str = "127.0.0.1"
+    # TCP port the server listens on (--port).
+    port: int = 8000
+    # Sampling seed of the engine (--seed).
+    seed: int = 0
+    # Further vLLM flags fixed for the whole sweep: flag name without "--" -> value
+    # (true -> --flag, false -> --no-flag, mapping/list -> JSON).
+    extra_args: dict[str, Any] = field(default_factory=dict)
+    # Environment variables for the server process (non-secret values only).
+    env: dict[str, str] = field(default_factory=dict)
+    # Names of secret environment variables (tokens, API keys) copied from gauntlet's own environment at
+    # launch; their values are never written, printed or fingerprinted.
+    pass_env: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SpeculativeConfig:
+    """Speculative decoding (--speculative-config)."""
+
+    # Drafting method: dspark, ngram, eagle, eagle3, mtp, draft_model, ...
+    method: str = MISSING
+    # Draft tokens proposed per step (>= 1).
+    num_speculative_tokens: int = MISSING
+    # How draft tokens are sampled: greedy or probabilistic.
+    draft_sample_method: str = "greedy"
+    # Drafter checkpoint, when the method needs a separate one; None = carried by the target model.
+    model: str | None = None
+    # Further keys passed through to --speculative-config unchanged.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CandidateConfig:
+    """One deployment candidate: the baseline's settings plus this file's differences."""
+
+    # Unique name of the candidate; it names its result directory. Must differ from every other candidate.
+    name: str = MISSING
+    # One line on what the candidate changes and why.
+    description: str = ""
+    # GPUs per model replica (--tensor-parallel-size).
+    tensor_parallel_size: int = 1
+    # Independent model replicas (--data-parallel-size).
+    data_parallel_size: int = 1
+    # Shard MoE experts across all TP x DP GPUs (--enable-expert-parallel).
+    enable_expert_parallel: bool = False
+    # Expert-parallel load balancing (--enable-eplb).
+    enable_eplb: bool = False
+    # EPLB settings passed as JSON to --eplb-config; empty = vLLM's defaults.
+    eplb_config: dict[str, Any] = field(default_factory=dict)
+    # Speculative decoding; None = off.
+    speculative: SpeculativeConfig | None = None
+    # MoE kernel backend (--moe-backend): auto, triton, deep_gemm, deep_gemm_mega_moe, cutlass, ...
+    moe_backend: str = "auto"
+    # Fraction of each GPU's memory vLLM may use for weights, activations and KV cache, in (0, 1].
+    gpu_memory_utilization: float = 0.9
+    # Scheduler token budget per engine step, prefill and decode together (--max-num-batched-tokens).
+    max_num_batched_tokens: int | None = None
+    # Most sequences running at once per replica (--max-num-seqs); None = vLLM's default.
+    max_num_seqs: int | None = None
+    # Override of the service's KV cache dtype for this candidate; None = the service's.
+    kv_cache_dtype: str | None = None
+    # Further vLLM flags for this candidate only (same form as ServiceConfig.extra_args; wins over it).
+    extra_args: dict[str, Any] = field(default_factory=dict)
+    # Extra environment variables for this candidate's server process.
+    env: dict[str, str] = field(default_factory=dict)
+    # Flags passed only when the host is the simulator (e.g. {sim-speed: 0.8}); ignored on real hosts.
+    sim_args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class HostConfig:
+    """Where candidates run and how vLLM is started there."""
+
+    # Short name of the host kind (h100x8, cpu, sim).
+    name: str = MISSING
+    # gpu: NVIDIA host checked through NVML; cpu: vLLM's CPU backend; sim: the simulated host.
+    kind: str = "gpu"
+    # Accelerators a candidate's TP x DP is placed on.
+    gpu_count: int = MISSING
+    # exact: TP x DP must use every GPU; at_most: TP x DP may not exceed gpu_count.
+    placement: str = "exact"
+    # GPU model, e.g. "NVIDIA H100 80GB HBM3" (the simulator's profile; checked against NVML on GPU hosts).
+    gpu_name: str = ""
+    # Compute capability as "major.minor", e.g. "9.0" for Hopper.
+    compute_capability: str = ""
+    # Memory per GPU in GiB.
+    gpu_memory_gib: float = 0.0
+    # Command that starts the server, before the flags. "{model}" is replaced by the service's model;
+    # an executable named "python" means the interpreter running gauntlet; a relative path is taken
+    # from the project root.
+    entrypoint: list[str] = field(default_factory=lambda: ["vllm", "serve", "{model}"])
+    # Environment variables every server on this host gets.
+    env: dict[str, str] = field(default_factory=dict)
+    # Longest wait for a server to become ready, in seconds.
+    startup_timeout_s: float = 900.0
+    # Wait after SIGTERM before SIGKILL of every remaining process of the server, in seconds.
+    shutdown_grace_s: float = 30.0
+    # Longest wait for GPU memory to return to its pre-launch level after teardown, in seconds.
+    gpu_release_timeout_s: float = 60.0
+    # Simulated seconds per wall-clock second (the simulator only; 1.0 on real hosts). Durations the load
+    # runner measures are multiplied by it, so reports are in host seconds.
+    time_scale: float = 1.0
+    # Flags passed only to the simulator (its profile and fault injection).
+    sim_args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LengthConfig:
+    """A token-length distribution for prompts or outputs."""
+
+    # fixed: always `mean`; uniform: between min and max; lognormal: mean and std, clipped to [min, max].
+    kind: str = "fixed"
+    # Mean length in tokens.
+    mean: int = MISSING
+    # Standard deviation in tokens (lognormal only).
+    std: int = 0
+    # Smallest length in tokens (uniform, lognormal).
+    min: int = 1
+    # Largest length in tokens (uniform, lognormal).
+    max: int = 0
+
+
+@dataclass
+class WorkloadConfig:
+    """One reproducible load profile."""
+
+    # Profile name (serial, short, prefill_10k, decode_heavy, mixed, answer_gate).
+    name: str = MISSING
+    # What the profile stresses.
+    description: str = ""
+    # closed: a fixed number of requests in flight; open: Poisson arrivals at `rate`.
+    mode: str = "closed"
+    # Requests in flight at once (closed loop).
+    concurrency: int = 1
+    # Mean arrival rate in requests per second (open loop).
+    rate: float | None = None
+    # Requests measured.
+    num_requests: int = MISSING
+    # Requests sent first and not counted.
+    warmup_requests: int = 0
+    # Prompt length in tokens.
+    prompt_tokens: LengthConfig = field(default_factory=LengthConfig)
+    # Output length in tokens (max_tokens of each request).
+    output_tokens: LengthConfig = field(default_factory=LengthConfig)
+    # Generate until max_tokens regardless of EOS (with min_tokens = max_tokens: exact output length).
+    ignore_eos: bool = False
+    # Sampling temperature.
+    temperature: float = 0.0
+    # Fixed prompts file (JSON list of strings, relative to conf/workload/); replaces generated prompts.
+    prompts_file: str | None = None
+    # Seed of every random choice in the profile.
+    seed: int = 0
+    # Hard bound on the profile's wall time in seconds; unfinished requests are recorded as timed out.
+    time_limit_s: float = 600.0
+    # Longest wait for one request in seconds.
+    request_timeout_s: float = 600.0
+
+
+@dataclass
+class GatesConfig:
+    """Acceptance thresholds (see gates/)."""
+
+    # Allowed loss of aggregate tokens/s under load against the baseline, as a fraction (0.05 = 5%).
+    throughput_tolerance: float = 0.05
+    # Allowed worsening of loaded median TTFT and of the censored median visible-answer time, as a fraction.
+    latency_tolerance: float = 0.05
+    # Smallest free memory per GPU after warmup, in GiB.
+    min_free_gpu_memory_gib: float = 0.5
+    # Confidence level of every interval.
+    confidence: float = 0.95
+    # Bootstrap resamples per interval.
+    bootstrap_resamples: int = 2000
+    # Seed of the bootstrap.
+    seed: int = 0
+    # Profiles whose requests must all succeed with zero preemptions and no restart.
+    accepted_profiles: list[str] = field(default_factory=list)
+    # Profiles that count as "under load" for throughput and loaded TTFT.
+    loaded_profiles: list[str] = field(default_factory=list)
+    # The single-request profile ("empty road").
+    serial_profile: str = "serial"
+    # The fixed visible-answer reliability profile.
+    answer_profile: str = "answer_gate"
+    # Gates to evaluate, by registered name; empty = all registered gates.
+    enabled: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunConfig:
+    """What a sweep measures for each candidate."""
+
+    # Profiles measured for every candidate, in order.
+    profiles: list[str] = field(default_factory=list)
+    # Repeats of each profile per candidate (the gates need >= 2 for intervals).
+    repeats: int = 3
+    # Profiles of the recovery validation after the restore.
+    recovery_profiles: list[str] = field(default_factory=list)
+    # Multiplier on every profile's request count (the demo scales profiles down); 1.0 = as configured.
+    scale: float = 1.0
+    # Directory that holds sweeps; each sweep gets a sub-directory.
+    sweeps_dir: str = "sweeps"
+
+
+@dataclass
+class GauntletConfig:
+    """The composed configuration of one job."""
+
+    service: ServiceConfig = field(default_factory=ServiceConfig)
+    host: HostConfig = field(default_factory=HostConfig)
+    # The candidate this job measures.
+    candidate: CandidateConfig = field(default_factory=CandidateConfig)
+    # The retained configuration the sweep compares against and restores.
+    baseline: CandidateConfig = field(default_factory=CandidateConfig)
+    # Every load profile, by name.
+    workloads: dict[str, WorkloadConfig] = field(default_factory=dict)
+    gates: GatesConfig = field(default_factory=GatesConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+
+def register_configs() -> None:
+    """Register the schemas in Hydra's ConfigStore (idempotent)."""
+    cs = ConfigStore.instance()
+    cs.store(name="gauntlet_schema", node=GauntletConfig)
+    cs.store(group="schema", name="candidate", node=CandidateConfig)
+    cs.store(group="schema", name="workload", node=WorkloadConfig)
