@@ -1,0 +1,312 @@
+"""Result files: the validated records that join measuring, judging and reporting.
+
+Pipeline position: the load runner and the sweep write these; the gates and the report read them and
+nothing else, so any verdict or report can be rebuilt from disk without rerunning load. Every file is
+validated on write and on read (:func:`write_model`, :func:`read_model`, :func:`read_jsonl`).
+
+Units: every duration is in **host seconds**: wall-clock seconds multiplied by the host's ``time_scale``
+(1.0 on real hosts; the simulator may run faster than real time). Token counts come from the server's
+``usage``, never from chunk counts.
+
+Layout of a sweep directory (one per sweep)::
+
+    <sweep>/candidates/<name>/run.json                         CandidateRun (startup, probe, teardown)
+    <sweep>/candidates/<name>/<profile>/r<k>/records.jsonl     RequestRecord per line
+    <sweep>/candidates/<name>/<profile>/r<k>/summary.json      ProfileSummary
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from orchestrator.errors import ResultFileError
+
+SCHEMA_VERSION = 1
+
+#: Error classes of a request (None = it succeeded).
+ErrorClass = Literal[
+    "http_4xx",  # the server refused the request
+    "http_5xx",  # the server failed the request
+    "connect",  # connection refused or reset before a response
+    "timeout",  # no end of stream within the request timeout or the profile's time bound
+    "truncated",  # the stream ended without [DONE] or without a finish reason
+    "malformed",  # a chunk was not valid JSON / SSE
+    "stream_error",  # an error object arrived inside the stream
+    "cancelled",  # the run was interrupted (Ctrl-C) before the request finished
+]
+
+Backend = Literal["vllm", "sim"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RequestRecord(_Model):
+    """One request as the client saw it. Times are host seconds from the profile's start."""
+
+    index: int  # position in the profile's request sequence (warmup first)
+    warmup: bool  # sent during warmup; not counted
+    target_prompt_tokens: int  # what the generator aimed for
+    target_output_tokens: int  # max_tokens of the request
+    scheduled_s: float  # when the schedule wanted it sent
+    sent_s: float  # when it was actually sent (sent_s - scheduled_s > 0: the client fell behind)
+    ttft_s: float | None  # first chunk with any token (reasoning included), from sent_s
+    first_visible_s: float | None  # first non-empty content delta, from sent_s; None = censored
+    end_s: float | None  # last byte of the stream, from sent_s
+    chunk_offsets_s: list[float] = Field(default_factory=list)  # arrival of each token chunk, from sent_s
+    prompt_tokens: int | None = None  # usage.prompt_tokens
+    completion_tokens: int | None = None  # usage.completion_tokens
+    finish_reason: str | None = None  # stop, length, abort, error, ...
+    http_status: int | None = None
+    error: ErrorClass | None = None
+    error_detail: str | None = None  # first line of the error, for the report
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.finish_reason is not None
+
+    @property
+    def censored(self) -> bool:
+        """No visible answer arrived (recorded, never dropped; counts as +inf in censored medians)."""
+        return self.first_visible_s is None
+
+
+class Stats(_Model):
+    """Distribution of one latency over the measured requests (host seconds)."""
+
+    n: int
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    min: float | None = None
+    max: float | None = None
+
+
+class CensoredMedian(_Model):
+    """Median where missing values count as +infinity (right-censored)."""
+
+    n: int  # requests considered
+    censored: int  # of which no value arrived
+    value_s: float | None  # the median; None when it is infinite or n == 0
+    infinite: bool  # more than half are censored: the median is +inf
+
+
+class ClientHealth(_Model):
+    """Whether the load client kept up: a saturated client under-reports gaps and over-reports TTFT."""
+
+    dispatch_lag_p50_s: float  # sent_s - scheduled_s
+    dispatch_lag_p99_s: float
+    dispatch_lag_max_s: float
+    chunks_per_read_p99: float  # >1 means several chunks arrived in one socket read
+    client_cpu_percent: float  # CPU of the client process during the measured window
+    saturated: bool  # the runner judged itself the bottleneck
+    notes: list[str] = Field(default_factory=list)
+
+
+class ServerMetrics(_Model):
+    """What the server's /metrics said over the profile (sums over engines)."""
+
+    scrapes: int
+    preemptions: float  # delta of vllm:num_preemptions_total
+    prompt_tokens: float  # delta of vllm:prompt_tokens_total
+    generation_tokens: float  # delta of vllm:generation_tokens_total
+    request_success: dict[str, float]  # delta by finished_reason
+    peak_waiting: float  # max of vllm:num_requests_waiting
+    peak_running: float
+    peak_kv_cache_usage: float  # max of vllm:kv_cache_usage_perc (0-1)
+    waiting_at_end: float
+    running_at_end: float
+    restart_detected: bool  # a counter went backwards between scrapes
+    token_mismatch: bool  # client usage totals disagree with the server's counters
+    notes: list[str] = Field(default_factory=list)
+
+
+class ProfileSummary(_Model):
+    """One (candidate, profile, repeat): the figures the gates judge."""
+
+    schema_version: int = SCHEMA_VERSION
+    candidate: str
+    profile: str
+    repeat: int
+    fingerprint: str  # launch spec of the server measured
+    backend: Backend
+    host: str
+    time_scale: float
+    started_at: str  # ISO 8601, UTC
+    duration_s: float  # the measured window (first send to last end), host seconds
+    num_requests: int  # measured requests (warmup excluded)
+    completed: int  # finished without error
+    failed: int
+    errors: dict[str, int]  # by ErrorClass
+    prompt_tokens: int
+    output_tokens: int
+    prompt_tps: float  # prompt tokens / duration_s
+    output_tps: float  # output tokens / duration_s
+    ttft: Stats
+    first_visible: Stats  # over requests that showed content
+    first_visible_censored: CensoredMedian
+    itl: Stats  # gaps between consecutive chunks
+    e2e: Stats
+    client: ClientHealth
+    server: ServerMetrics | None  # None when /metrics could not be read
+    interrupted: bool = False  # Ctrl-C or the time bound stopped it early
+    records_file: str = "records.jsonl"  # relative to the summary
+
+
+class GpuMemory(_Model):
+    """One GPU's memory at a moment."""
+
+    index: int
+    name: str
+    total_gib: float
+    used_gib: float
+    free_gib: float
+
+
+class HostProbe(_Model):
+    """What NVML said about the host (or why it could not)."""
+
+    driver: bool  # an NVIDIA driver answered
+    reason: str | None = None  # why not ("no NVIDIA driver", "simulated host", ...)
+    driver_version: str | None = None
+    gpus: list[GpuMemory] = Field(default_factory=list)
+    compute_capability: list[str] = Field(default_factory=list)  # per GPU, "9.0"
+    simulated: bool = False
+
+
+class StartupRecord(_Model):
+    """How the launch went."""
+
+    ok: bool
+    kind: str | None = (
+        None  # failure class: bad-args, incompatible, init-failed, out-of-memory, timeout, crashed
+    )
+    exit_code: int | None = None
+    matched_line: str | None = None  # the log line that classified the failure
+    evidence: list[str] = Field(default_factory=list)  # last log lines
+    time_to_ready_s: float | None = None  # wall seconds
+
+
+class TeardownRecord(_Model):
+    """How the server was stopped, and the proof that nothing was left."""
+
+    signal_sequence: list[str]  # e.g. ["SIGTERM", "SIGKILL"]
+    duration_s: float
+    survivors: list[int]  # pids still alive at the end (must be empty)
+    port_free: bool
+    gpu_released: bool | None  # None when there is no NVIDIA driver
+    gpu_after: list[GpuMemory] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+class WatchEvent(_Model):
+    """Something the watcher saw while load ran."""
+
+    at: str  # ISO 8601, UTC
+    kind: Literal["died", "restarted", "unhealthy", "recovered"]
+    detail: str
+
+
+class CandidateRun(_Model):
+    """One candidate's launch on the host, independent of the profiles run against it."""
+
+    schema_version: int = SCHEMA_VERSION
+    candidate: str
+    fingerprint: str
+    backend: Backend
+    host: str
+    is_baseline: bool
+    phase: Literal["baseline", "candidate", "baseline_end", "recovery"] = "candidate"
+    startup: StartupRecord
+    probe: HostProbe | None = None
+    free_gpu_gib_after_warmup: list[float] | None = None  # per GPU; None without NVML
+    watch: list[WatchEvent] = Field(default_factory=list)
+    teardown: TeardownRecord | None = None
+    profiles: list[str] = Field(default_factory=list)  # profile/r<k> directories written
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def write_model(path: Path, model: BaseModel) -> None:
+    """Validate and write one JSON file atomically (write to a temp file, fsync, rename)."""
+    data = model.model_dump_json(indent=2)
+    type(model).model_validate_json(data)
+    _atomic_write(path, data + "\n")
+
+
+def read_model(path: Path, kind: type[M]) -> M:
+    """Read and validate one JSON file; a bad file raises ResultFileError naming it."""
+    try:
+        return kind.model_validate_json(path.read_text())
+    except FileNotFoundError as exc:
+        raise ResultFileError(f"{path}: missing", hint="rerun the profile or the sweep") from exc
+    except ValidationError as exc:
+        raise ResultFileError(
+            f"{path}: not a valid {kind.__name__}", evidence=str(exc).splitlines()[:8]
+        ) from exc
+
+
+def write_jsonl(path: Path, records: Iterable[BaseModel]) -> int:
+    """Validate and write records, one JSON object per line; returns the count."""
+    lines = []
+    for record in records:
+        data = record.model_dump_json()
+        type(record).model_validate_json(data)
+        lines.append(data)
+    _atomic_write(path, "".join(line + "\n" for line in lines))
+    return len(lines)
+
+
+def read_jsonl(path: Path, kind: type[M]) -> list[M]:
+    """Read and validate every line; the error names the file and line."""
+    return list(iter_jsonl(path, kind))
+
+
+def iter_jsonl(path: Path, kind: type[M]) -> Iterator[M]:
+    try:
+        handle = path.open()
+    except FileNotFoundError as exc:
+        raise ResultFileError(f"{path}: missing") from exc
+    with handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield kind.model_validate_json(line)
+            except ValidationError as exc:
+                raise ResultFileError(
+                    f"{path}:{number}: not a valid {kind.__name__}", evidence=str(exc).splitlines()[:8]
+                ) from exc
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def profile_dir(sweep: Path, candidate: str, profile: str, repeat: int) -> Path:
+    return sweep / "candidates" / candidate / profile / f"r{repeat}"
+
+
+def dumps(data: object) -> str:
+    """Canonical JSON for small ad-hoc files (journal lines, reports)."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
