@@ -225,8 +225,11 @@ class RunConfig:
     profiles: list[str] = field(default_factory=list)
     # Repeats of each profile per candidate (the gates need >= 2 for intervals).
     repeats: int = 3
-    # Profiles of the recovery validation after the restore.
+    # Profiles of the recovery validation after the restore; they also measure the baseline again at the
+    # end of the sweep, which is how drift is detected.
     recovery_profiles: list[str] = field(default_factory=list)
+    # Repeats of each recovery profile.
+    recovery_repeats: int = 1
     # Multiplier on every profile's request count (the demo scales profiles down); 1.0 = as configured.
     scale: float = 1.0
     # Directory that holds sweeps; each sweep gets a sub-directory.

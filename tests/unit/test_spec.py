@@ -56,7 +56,7 @@ def test_hosts_choose_their_entrypoint() -> None:
     cfg, _ = load(["host=sim"])
     sim = render_spec(cfg.service, cfg.candidate, cfg.host)
     assert sim.argv[:5] == ("python", "-m", "launch.sim", "--model", "deepseek-ai/DeepSeek-V4-Flash")
-    assert sim.argv[-2:] == ("--sim-profile", "h100x8_deepseek_v4_flash")
+    assert sim.argv[-4:] == ("--sim-profile", "h100x8_deepseek_v4_flash", "--sim-time-scale", "1.0")
     small = [
         "tensor_parallel_size=1",
         "data_parallel_size=1",
