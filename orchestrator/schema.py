@@ -215,6 +215,9 @@ class GatesConfig:
     answer_profile: str = "answer_gate"
     # Gates to evaluate, by registered name; empty = all registered gates.
     enabled: list[str] = field(default_factory=list)
+    # Smallest latency improvement that counts as a gain, as a fraction (0.05 = 5% faster); the interval
+    # must also exclude "no change".
+    min_gain: float = 0.05
 
 
 @dataclass
