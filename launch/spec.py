@@ -106,12 +106,12 @@ class LaunchSpec:
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
     @classmethod
-    def from_json(cls, text: str, *, source: str = "<spec>") -> LaunchSpec:
-        """Read a recorded spec; refuses one whose content no longer matches its recorded fingerprint."""
+    def parse_json(cls, text: str, *, source: str = "<spec>") -> tuple[LaunchSpec, str]:
+        """Read a recorded spec without trusting it: the spec as written and the fingerprint it claims."""
         try:
             data = json.loads(text)
             data.pop("spec_version", None)
-            recorded = data.pop("fingerprint")
+            recorded = str(data.pop("fingerprint"))
             spec = cls(
                 **{
                     **data,
@@ -124,6 +124,12 @@ class LaunchSpec:
             raise SpecError(
                 f"{source}: not a launch spec ({exc})", hint="re-render it with `python -m orchestrator plan`"
             ) from exc
+        return spec, recorded
+
+    @classmethod
+    def from_json(cls, text: str, *, source: str = "<spec>") -> LaunchSpec:
+        """Read a recorded spec; refuses one whose content no longer matches its recorded fingerprint."""
+        spec, recorded = cls.parse_json(text, source=source)
         actual = _digest(spec.fingerprinted_bytes())
         if actual != recorded:
             raise SpecTamperedError(

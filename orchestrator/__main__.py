@@ -8,11 +8,20 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-USAGE = """usage: python -m orchestrator COMMAND [hydra overrides]
+USAGE = """usage: python -m orchestrator [COMMAND] [hydra overrides]
 
-commands:
-  plan [overrides]        validate every candidate and print the exact command each would run
-  -m [overrides]          run the sweep (a Hydra multirun), e.g. -m candidate=glob(*)
+  -m candidate=glob(*) [overrides]   run the sweep (a Hydra multirun): baseline, every candidate, then the
+                                     verified restore of the retained configuration and the report
+  plan [overrides]                   validate every candidate and print the exact command each would run
+  rollback [SWEEP_DIR]               stop what gauntlet started, restore the retained configuration
+                                     byte-for-byte and validate it under load (default: the latest sweep)
+  status [SWEEP_DIR]                 what gauntlet has running, its fingerprint, and whether it is healthy
+  report SWEEP_DIR                   rebuild the decision table and plots from the files on disk
+
+examples:
+  python -m orchestrator -m 'candidate=glob(*)'                    # the case study on the simulator
+  python -m orchestrator -m 'candidate=glob(*)' host=h100x8         # the same on a real 8xH100 host
+  python -m orchestrator -m 'candidate=glob(*)' hydra.sweep.dir=sweeps/20261202-101500   # resume
 """
 
 
@@ -22,10 +31,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(USAGE)
         return 0
     command, rest = args[0], args[1:]
+    # Subcommands import only what they use, so `plan` never loads process or network code.
     if command == "plan":
-        from orchestrator import plan  # noqa: PLC0415  (subcommands import only what they use)
+        from orchestrator import plan  # noqa: PLC0415
 
         return plan.main(rest)
+    if command in ("rollback", "status"):
+        from orchestrator import rollback  # noqa: PLC0415
+        from orchestrator.hydra_app import SEAMS_FACTORY  # noqa: PLC0415
+
+        handler = rollback.main_rollback if command == "rollback" else rollback.main_status
+        return handler(rest, SEAMS_FACTORY)
+    if command == "report":
+        from orchestrator import report  # noqa: PLC0415
+
+        return report.main(rest)
+    if command.startswith("-") or "=" in command:
+        from orchestrator import hydra_app  # noqa: PLC0415
+
+        return hydra_app.main(args)
     print(f"gauntlet: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 

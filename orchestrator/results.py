@@ -234,6 +234,28 @@ class CandidateRun(_Model):
     profiles: list[str] = Field(default_factory=list)  # profile/r<k> directories written
 
 
+class RecoveryCheck(_Model):
+    """One check of the recovery validation."""
+
+    name: str
+    ok: bool
+    expected: str
+    observed: str
+
+
+class RecoveryValidation(_Model):
+    """Whether the restored retained configuration is the one recorded and serves load cleanly."""
+
+    ok: bool
+    candidate: str
+    fingerprint: str
+    recorded_fingerprint: str
+    pid: int | None
+    checks: list[RecoveryCheck] = Field(default_factory=list)
+    profiles: list[str] = Field(default_factory=list)
+    reason: str
+
+
 M = TypeVar("M", bound=BaseModel)
 
 

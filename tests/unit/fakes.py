@@ -1,0 +1,154 @@
+"""Fakes for the lifecycle's seams: a supervisor with no processes and a load runner that writes files."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from launch.spec import LaunchSpec
+from orchestrator.errors import StartupFailure
+from orchestrator.results import (
+    CensoredMedian,
+    ClientHealth,
+    HostProbe,
+    ProfileSummary,
+    ServerMetrics,
+    Stats,
+    TeardownRecord,
+    WatchEvent,
+    write_model,
+)
+from orchestrator.schema import WorkloadConfig
+from orchestrator.sweep import Seams
+
+
+@dataclass(frozen=True)
+class FakeServer:
+    spec: LaunchSpec
+    pid: int
+    pgid: int
+    create_time: float
+    log_path: Path
+
+
+@dataclass
+class FakeSupervisor:
+    """Keeps 'processes' in a dict; fails startups by candidate name; can kill a server on demand."""
+
+    failures: dict[str, StartupFailure] = field(default_factory=dict)
+    alive: dict[int, FakeServer] = field(default_factory=dict)
+    started: list[str] = field(default_factory=list)
+    next_pid: int = 1000
+    dead: set[int] = field(default_factory=set)
+
+    def start(self, spec: LaunchSpec, log_path: Path) -> FakeServer:
+        self.next_pid += 1
+        server = FakeServer(spec, self.next_pid, self.next_pid, float(self.next_pid), log_path)
+        self.alive[server.pid] = server
+        self.started.append(spec.candidate)
+        return server
+
+    def wait_ready(self, server: FakeServer, timeout_s: float | None = None) -> float:
+        failure = self.failures.get(server.spec.candidate)
+        if failure is not None:
+            self.alive.pop(server.pid, None)
+            raise failure
+        return 0.25
+
+    def check(self, server: FakeServer) -> list[WatchEvent]:
+        if server.pid in self.dead:
+            self.dead.discard(server.pid)
+            return [WatchEvent(at="2026-12-02T00:00:00Z", kind="died", detail="exit code -9")]
+        return []
+
+    def teardown(self, server: FakeServer) -> TeardownRecord:
+        self.alive.pop(server.pid, None)
+        return TeardownRecord(signal_sequence=["SIGTERM"], duration_s=0.1, survivors=[], port_free=True,
+                              gpu_released=None)  # fmt: skip
+
+    def adopt(
+        self, pid: int, pgid: int, create_time: float, spec: LaunchSpec, log_path: Path
+    ) -> FakeServer | None:
+        server = self.alive.get(pid)
+        return server if server is not None and server.create_time == create_time else None
+
+
+def summary(candidate: str, profile: str, repeat: int, fingerprint: str, *, n: int = 4,
+            interrupted: bool = False, output_tps: float = 1000.0) -> ProfileSummary:  # fmt: skip
+    stats = Stats(n=n, mean=0.5, p50=0.5, p90=0.6, p99=0.7)
+    return ProfileSummary(
+        candidate=candidate, profile=profile, repeat=repeat, fingerprint=fingerprint, backend="sim", host="sim",
+        time_scale=1.0, started_at="2026-12-02T00:00:00Z", duration_s=1.0, num_requests=n, completed=n,
+        failed=0, errors={}, prompt_tokens=100 * n, output_tokens=int(output_tps), prompt_tps=100.0 * n,
+        output_tps=output_tps, ttft=stats, first_visible=stats,
+        first_visible_censored=CensoredMedian(n=n, censored=0, value_s=0.5, infinite=False),
+        itl=stats, e2e=stats,
+        client=ClientHealth(dispatch_lag_p50_s=0.0, dispatch_lag_p99_s=0.0, dispatch_lag_max_s=0.0,
+                            chunks_per_read_p99=1.0, client_cpu_percent=5.0, saturated=False),
+        server=ServerMetrics(scrapes=3, preemptions=0, prompt_tokens=100 * n, generation_tokens=output_tps,
+                             request_success={"length": n}, peak_waiting=0, peak_running=n,
+                             peak_kv_cache_usage=0.2, waiting_at_end=0, running_at_end=0,
+                             restart_detected=False, token_mismatch=False),
+        interrupted=interrupted,
+    )  # fmt: skip
+
+
+@dataclass
+class FakeLoad:
+    """Writes a summary for every call; optional hooks run before writing (to kill or interrupt)."""
+
+    calls: list[tuple[str, str, int]] = field(default_factory=list)
+    before: Callable[[str, str, int], None] | None = None
+
+    def __call__(
+        self, base_url: str, served_model: str, workload: WorkloadConfig, **kw: Any
+    ) -> ProfileSummary:
+        key = (kw["candidate"], workload.name, kw["repeat"])
+        self.calls.append(key)
+        if self.before is not None:
+            self.before(*key)
+        result = summary(kw["candidate"], workload.name, kw["repeat"], kw["fingerprint"])
+        out: Path = kw["out_dir"]
+        write_model(out / "summary.json", result)
+        (out / "records.jsonl").write_text("")
+        return result
+
+
+def server_transport(
+    max_model_len: int = 131072, gmu: str = "0.81", dtype: str = "fp8"
+) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            return httpx.Response(
+                200, json={"data": [{"id": "deepseek-v4-flash", "max_model_len": max_model_len}]}
+            )
+        if request.url.path == "/metrics":
+            text = (
+                "# TYPE vllm:cache_config_info gauge\n"
+                f'vllm:cache_config_info{{cache_dtype="{dtype}",gpu_memory_utilization="{gmu}"}} 1.0\n'
+            )
+            return httpx.Response(200, text=text)
+        if request.url.path == "/health":
+            return httpx.Response(200)
+        return httpx.Response(404)
+
+    return httpx.MockTransport(handler)
+
+
+def fake_seams(supervisor: FakeSupervisor, load: FakeLoad, messages: list[str] | None = None) -> Seams:
+    log = messages if messages is not None else []
+    return Seams(
+        supervisor=supervisor,
+        run_profile=load,
+        gpu_memory=lambda spec: None,
+        host_probe=lambda kind: HostProbe(driver=False, reason="test", simulated=True),
+        say=log.append,
+        transport=server_transport(),
+        watch_interval_s=0.01,
+        stop=threading.Event(),
+    )

@@ -1,0 +1,169 @@
+"""The sweep lifecycle with fake seams: journal, resume, failures, restore and its refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator.config import load
+from orchestrator.errors import RollbackError, StartupFailure
+from orchestrator.journal import Journal
+from orchestrator.results import CandidateRun, RecoveryValidation, read_model
+from orchestrator.sweep import Lifecycle, recovery_load_checks
+from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams, summary
+
+OVERRIDES = ["run.repeats=2", "run.profiles=[serial,decode_heavy]", "run.recovery_profiles=[decode_heavy]"]
+MEGA = StartupFailure(
+    "exited", kind="incompatible", exit_code=1, matched_line="DeepGEMM MegaMoE requires SM100 GPUs."
+)
+
+
+def make(tmp_path: Path, sup: FakeSupervisor, fake: FakeLoad, *extra: str) -> tuple[Lifecycle, list[str]]:
+    cfg, _ = load([*OVERRIDES, *extra])
+    messages: list[str] = []
+    return Lifecycle(cfg, tmp_path / "sweep", fake_seams(sup, fake, messages)), messages
+
+
+def candidate(name: str, *extra: str):  # type: ignore[no-untyped-def]
+    cfg, _ = load([*OVERRIDES, f"candidate={name}", *extra])
+    return cfg.candidate
+
+
+def assert_one_retained(life: Lifecycle, sup: FakeSupervisor) -> None:
+    state = life.journal.replay()
+    assert len(state.live) == 1
+    (live,) = state.live.values()
+    assert live.role == "retained" and live.fingerprint == state.retained_fingerprint
+    assert list(sup.alive) == [live.pid]
+
+
+def test_sweep_measures_fails_fast_restores_and_validates(tmp_path: Path) -> None:
+    sup, fake = FakeSupervisor(failures={"mega_moe": MEGA}), FakeLoad()
+    life, _ = make(tmp_path, sup, fake)
+    life.begin()
+    base = life.run_candidate(life.cfg.baseline, role="baseline")
+    tp4 = life.run_candidate(candidate("tp4_dp2"))
+    mega = life.run_candidate(candidate("mega_moe"))
+    assert base.startup.ok and tp4.startup.ok
+    assert (mega.startup.ok, mega.startup.kind) == (False, "incompatible")
+    assert tp4.profiles == ["serial/r1", "decode_heavy/r1", "serial/r2", "decode_heavy/r2"]
+    assert not [c for c in fake.calls if c[0] == "mega_moe"]
+    result = life.restore(reason="sweep completed")
+    assert result.ok, result.reason
+    assert read_model(life.dir / "recovery" / "validation.json", RecoveryValidation) == result
+    assert {c.name for c in result.checks} >= {
+        "fingerprint",
+        "max_model_len",
+        "cache_config_info.cache_dtype",
+    }
+    assert_one_retained(life, sup)
+    events = [e["event"] for e in life.journal.entries()]
+    assert events.index("launching") < events.index("started") < events.index("ready")
+    assert events[-1] == "validated"
+
+
+def test_resume_skips_complete_candidates_and_reruns_an_interrupted_one(tmp_path: Path) -> None:
+    sup, fake = FakeSupervisor(), FakeLoad()
+    life, _ = make(tmp_path, sup, fake)
+    life.begin()
+    life.run_candidate(life.cfg.baseline, role="baseline")
+    life.run_candidate(candidate("tp4_dp2"))
+    # The second candidate was interrupted: its last summary says so.
+    life.run_candidate(candidate("spec_probabilistic"))
+    target = life.dir / "candidates" / "spec_probabilistic" / "decode_heavy" / "r2" / "summary.json"
+    data = json.loads(target.read_text())
+    data["interrupted"] = True
+    target.write_text(json.dumps(data))
+    fake.calls.clear()
+    again, messages = make(tmp_path, sup, fake)
+    again.begin()
+    again.run_candidate(again.cfg.baseline, role="baseline")
+    again.run_candidate(candidate("tp4_dp2"))
+    again.run_candidate(candidate("spec_probabilistic"))
+    assert {c[0] for c in fake.calls} == {"spec_probabilistic"}
+    assert sum("skipping (resume)" in m for m in messages) == 2
+
+
+def test_a_server_that_dies_mid_profile_is_recorded_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    sup = FakeSupervisor()
+
+    def kill(name: str, profile: str, repeat: int) -> None:
+        if name == "tp4_dp2" and profile == "decode_heavy":
+            sup.dead.update(sup.alive)
+
+    fake = FakeLoad(before=kill)
+    life, _ = make(tmp_path, sup, fake)
+    life.begin()
+    run = life.run_candidate(candidate("tp4_dp2"))
+    assert [e.kind for e in run.watch] == ["died"]
+    assert run.profiles == ["serial/r1", "decode_heavy/r1"]
+    assert read_model(life.dir / "candidates" / "tp4_dp2" / "run.json", CandidateRun).watch[0].kind == "died"
+    later = life.run_candidate(candidate("spec_probabilistic"))
+    assert len(later.profiles) == 4
+    assert sup.alive == {}
+
+
+def test_ctrl_c_under_load_tears_the_candidate_down_before_propagating(tmp_path: Path) -> None:
+    sup = FakeSupervisor()
+
+    def interrupt(name: str, profile: str, repeat: int) -> None:
+        if name == "tp4_dp2":
+            raise KeyboardInterrupt
+
+    life, _ = make(tmp_path, sup, FakeLoad(before=interrupt))
+    life.begin()
+    with pytest.raises(KeyboardInterrupt):
+        life.run_candidate(candidate("tp4_dp2"))
+    assert sup.alive == {}
+    assert life.journal.replay().live == {}
+    assert life.restore(reason="interrupted").ok
+    assert_one_retained(life, sup)
+
+
+def test_restore_refuses_a_tampered_retained_spec_and_says_what_differs(tmp_path: Path) -> None:
+    sup = FakeSupervisor()
+    life, _ = make(tmp_path, sup, FakeLoad())
+    life.begin()
+    spec_file = life.retained_spec_path
+    data = json.loads(spec_file.read_text())
+    data["argv"][data["argv"].index("0.81")] = "0.9"
+    spec_file.write_text(json.dumps(data))
+    with pytest.raises(RollbackError) as info:
+        life.restore(reason="rollback")
+    text = str(info.value)
+    assert "refusing to restore" in text
+    assert "recorded '0.81', now '0.9'" in text
+    assert sup.alive == {}
+
+
+def test_a_second_begin_adopts_and_stops_leftovers_of_this_sweep(tmp_path: Path) -> None:
+    sup = FakeSupervisor()
+    life, _ = make(tmp_path, sup, FakeLoad())
+    life.begin()
+    spec = life.render(candidate("tp4_dp2"))
+    spec_file = life.dir / "candidates" / "tp4_dp2" / "spec.json"
+    spec_file.parent.mkdir(parents=True)
+    spec_file.write_text(spec.to_json())
+    server = sup.start(spec, tmp_path / "log")
+    Journal(life.journal.path).append(
+        "started", candidate="tp4_dp2", role="candidate", fingerprint=spec.fingerprint, pid=server.pid,
+        pgid=server.pgid, create_time=server.create_time, port=8000, spec_file=str(spec_file), log_path="x",
+    )  # fmt: skip
+    # The orchestrator was SIGKILLed here. A new run of the same sweep stops what it left.
+    again, messages = make(tmp_path, sup, FakeLoad())
+    again.begin()
+    assert sup.alive == {}
+    assert any("stopping tp4_dp2" in m for m in messages)
+
+
+def test_recovery_checks_table() -> None:
+    clean = summary("baseline", "decode_heavy", 1, "sha256:b")
+    assert all(c.ok for c in recovery_load_checks([clean], []))
+    queued = clean.model_copy(update={"server": clean.server.model_copy(update={"waiting_at_end": 3.0})})  # type: ignore[union-attr]
+    failed = clean.model_copy(update={"completed": 3, "failed": 1})
+    preempt = clean.model_copy(update={"server": clean.server.model_copy(update={"preemptions": 2.0})})  # type: ignore[union-attr]
+    for bad, name in ((queued, "queued at end"), (failed, "completed"), (preempt, "preemptions")):
+        broken = [c.name for c in recovery_load_checks([bad], []) if not c.ok]
+        assert broken == [f"decode_heavy/r1 {name}"]
