@@ -1,0 +1,117 @@
+"""Visible-answer reliability: on the fixed answer prompts, as many visible answers as the baseline, and a
+right-censored median time to visible answer not worse than the baseline by more than the tolerance.
+
+Pipeline position: reads the answer profile's records of both sides, pooled over repeats. A request with
+no visible content is right-censored (+inf), never dropped: dropping it would make a candidate that
+answers less often look faster. The rule is strict on purpose (a handful of fixed prompts cannot make a
+population claim, but it is enough to refuse a change): the Mann-Whitney / Hodges-Lehmann interval is
+reported for context and does not soften it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from gates.compare import fmt_interval, fmt_ratio, pooled, records_evidence, visible_value
+from gates.models import Comparison, GateResult, GateStatus
+from gates.registry import Gate, GateContext, register
+from gates.stats import censored_median, hodges_lehmann_ratio
+
+
+def _median_s(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return "inf (more than half censored)" if math.isinf(value) else f"{value:.2f} s"
+
+
+@register
+class AnswerReliability(Gate):
+    """At least as many visible answers as the baseline; censored median not worse beyond tolerance."""
+
+    name = "answer_reliability"
+    requirement = "visible-answer reliability"
+    failure = "visible-answer reliability"
+
+    def evaluate(self, ctx: GateContext) -> GateResult:
+        profile = ctx.cfg.answer_profile
+        cand, base = ctx.candidate.repeats(profile), ctx.baseline.repeats(profile)
+        if not cand or not base:
+            side = "baseline" if not base else "candidate"
+            return GateResult(
+                gate=self.name,
+                role=self.role,
+                status="not_run" if not base else "inconclusive",
+                message=f"answer profile {profile!r} not measured for the {side}",
+            )
+        c_vals, b_vals = pooled(cand, visible_value), pooled(base, visible_value)
+        c_seen = sum(not math.isinf(v) for v in c_vals)
+        b_seen = sum(not math.isinf(v) for v in b_vals)
+        c_rate, b_rate = c_seen / len(c_vals), b_seen / len(b_vals)
+        count_status: GateStatus = "fail" if c_rate < b_rate else "pass"
+        counts = Comparison(
+            metric="visible_answers",
+            profile=profile,
+            status=count_status,
+            observed=float(c_seen),
+            baseline=float(b_seen),
+            ratio=c_rate / b_rate if b_rate else None,
+            threshold=float(b_seen) * len(c_vals) / len(b_vals),
+            unit="answers",
+            method="count (no interval: a fixed prompt set)",
+            n_candidate=len(c_vals),
+            n_baseline=len(b_vals),
+            message=f"{c_seen}/{len(c_vals)} visible answers vs {b_seen}/{len(b_vals)}",
+        )
+        c_med = censored_median([None if math.isinf(v) else v for v in c_vals])
+        b_med = censored_median([None if math.isinf(v) else v for v in b_vals])
+        limit = 1 + ctx.cfg.latency_tolerance
+        est = hodges_lehmann_ratio(
+            c_vals, b_vals, confidence=ctx.cfg.confidence, repeats=min(len(cand), len(base))
+        )
+        median_status: GateStatus
+        if c_med is None or b_med is None:
+            median_status, ratio = "not_run", None
+        elif math.isinf(b_med):
+            median_status, ratio = "pass", (1.0 if math.isinf(c_med) else 0.0)
+        elif math.isinf(c_med):
+            median_status, ratio = "fail", math.inf
+        else:
+            ratio = c_med / b_med if b_med > 0 else math.inf
+            median_status = "fail" if ratio > limit else "pass"
+        change = ""
+        if ratio is not None and math.isfinite(ratio):
+            change = f", {ratio - 1:+.1%} against the {ctx.cfg.latency_tolerance:.0%} tolerance"
+        median = Comparison(
+            metric="visible_p50_censored",
+            profile=profile,
+            status=median_status,
+            observed=c_med,
+            baseline=b_med,
+            ratio=ratio,
+            interval=est.interval,
+            threshold=limit,
+            unit="s",
+            method="right-censored median (missing = +inf); interval: " + est.method,
+            n_candidate=len(c_vals),
+            n_baseline=len(b_vals),
+            message=(
+                f"censored median time to visible answer {_median_s(c_med)} vs {_median_s(b_med)}{change} "
+                f"(HL ratio {fmt_ratio(est.ratio)}, {fmt_interval(est)}, for context)"
+            ),
+        )
+        status: GateStatus = "fail" if "fail" in (count_status, median_status) else "pass"
+        message = f"{counts.message}; {median.message}"
+        return GateResult(
+            gate=self.name,
+            role=self.role,
+            status=status,
+            observed=c_med,
+            threshold=limit,
+            baseline=b_med,
+            interval=est.interval,
+            unit="s",
+            message=message,
+            evidence=records_evidence(cand, lambda r: r.censored)
+            + records_evidence(base, lambda r: r.censored),
+            comparisons=[counts, median],
+        )

@@ -1,0 +1,114 @@
+"""No material concurrency regression: aggregate tokens/s and loaded median TTFT against the baseline.
+
+Pipeline position: for every loaded profile the baseline measured, compares output and prompt tokens/s
+(two-stage bootstrap over repeats and requests) within ``throughput_tolerance``, and median TTFT
+(Hodges-Lehmann / Mann-Whitney over requests) within ``latency_tolerance``. A regression counts only
+when it is beyond the tolerance and its interval excludes "no change".
+"""
+
+from __future__ import annotations
+
+from gates.compare import (
+    Measured,
+    judge_requirement,
+    latency,
+    max_more,
+    missing,
+    overall_status,
+    throughput,
+    ttft_value,
+)
+from gates.models import Comparison, Evidence, GateResult
+from gates.registry import Gate, GateContext, register
+
+
+def loaded_measurements(ctx: GateContext) -> tuple[list[Measured], list[Comparison]]:
+    """Every loaded comparison that could be measured, and the ones that could not."""
+    cfg = ctx.cfg
+    measured: list[Measured] = []
+    unmeasured: list[Comparison] = []
+    for profile in cfg.loaded_profiles:
+        base = ctx.baseline.repeats(profile)
+        cand = ctx.candidate.repeats(profile)
+        if not base:
+            continue
+        if not cand:
+            unmeasured.append(missing("loaded", profile, "candidate"))
+            continue
+        for metric in ("output_tps", "prompt_tps"):
+            measured.append(
+                throughput(
+                    metric,
+                    profile,
+                    cand,
+                    base,
+                    confidence=cfg.confidence,
+                    resamples=cfg.bootstrap_resamples,
+                    seed=ctx.seed(profile, metric),
+                    judge=lambda e: judge_requirement(e, "higher", cfg.throughput_tolerance),
+                )
+            )
+        ttft = latency(
+            "ttft_p50",
+            profile,
+            cand,
+            base,
+            ttft_value,
+            confidence=cfg.confidence,
+            judge=lambda e: judge_requirement(e, "lower", cfg.latency_tolerance),
+            label=f"{profile} median TTFT",
+        )
+        if ttft is not None:
+            measured.append(ttft)
+    return measured, unmeasured
+
+
+@register
+class Concurrency(Gate):
+    """Loaded throughput within tolerance of the baseline, loaded median TTFT not worse."""
+
+    name = "concurrency"
+    requirement = "no material concurrency regression"
+    failure = "concurrency regression"
+
+    def evaluate(self, ctx: GateContext) -> GateResult:
+        measured, unmeasured = loaded_measurements(ctx)
+        comparisons = [m.comparison for m in measured] + unmeasured
+        status = overall_status([c.status for c in comparisons])
+        evidence: list[Evidence] = []
+        for m in measured:
+            if m.comparison.status != "pass":
+                evidence.extend(e for e in m.evidence if e not in evidence)
+        deciding = next((c for c in comparisons if c.status == status), None)
+        if status == "not_run":
+            message = (
+                "no loaded profile measured for the baseline "
+                f"(gates.loaded_profiles = {ctx.cfg.loaded_profiles})"
+            )
+        elif status == "pass":
+            worst = min(
+                (m for m in measured if m.comparison.unit == "tok/s"),
+                key=lambda m: m.estimate.ratio,
+                default=None,
+            )
+            message = "within tolerance on every loaded profile" + (
+                f" (lowest: {worst.comparison.message})" if worst else ""
+            )
+        else:
+            listed = "; ".join(c.message for c in comparisons if c.status == status)
+            message = listed if status == "fail" else f"possible regression within noise: {listed}"
+        tolerance = ctx.cfg.throughput_tolerance
+        return GateResult(
+            gate=self.name,
+            role=self.role,
+            status=status,
+            observed=deciding.ratio if deciding else None,
+            threshold=deciding.threshold if deciding else 1 - tolerance,
+            baseline=1.0,
+            interval=deciding.interval if deciding else None,
+            unit="ratio",
+            message=message,
+            evidence=evidence,
+            comparisons=comparisons,
+            more_repeats=max_more(comparisons) if status == "inconclusive" else None,
+        )

@@ -1,0 +1,114 @@
+"""Latency gain: serial latency and loaded median TTFT improve on the baseline beyond noise.
+
+Pipeline position: the gain gate (role ``gain``): it decides ``keep`` against ``neutral``, never
+``reject``. Metrics: serial median TTFT and median request latency, and median TTFT of every loaded
+profile. Their intervals are Bonferroni-adjusted so that the family "some latency improved" keeps the
+configured confidence; a gain must reach ``min_gain`` and exclude "no change", and no latency may be
+worse beyond ``latency_tolerance`` and noise (the serial/loaded reversal is not a gain).
+"""
+
+from __future__ import annotations
+
+from gates.compare import (
+    Measured,
+    e2e_value,
+    judge_gain,
+    latency,
+    max_more,
+    ttft_value,
+    worse_beyond_noise,
+)
+from gates.models import Comparison, GateResult, GateStatus
+from gates.registry import Gate, GateContext, register
+from gates.stats import bonferroni
+
+
+def latency_measurements(ctx: GateContext) -> list[Measured]:
+    """Serial TTFT and latency, and loaded median TTFT, each with a family-adjusted interval."""
+    cfg = ctx.cfg
+    plan: list[tuple[str, str, str]] = []
+    if ctx.baseline.repeats(cfg.serial_profile) and ctx.candidate.repeats(cfg.serial_profile):
+        plan += [
+            (cfg.serial_profile, "serial_ttft_p50", "ttft"),
+            (cfg.serial_profile, "serial_e2e_p50", "e2e"),
+        ]
+    for profile in cfg.loaded_profiles:
+        if ctx.baseline.repeats(profile) and ctx.candidate.repeats(profile):
+            plan.append((profile, "ttft_p50", "ttft"))
+    confidence = bonferroni(cfg.confidence, len(plan))
+    out: list[Measured] = []
+    for profile, metric, kind in plan:
+        label = {
+            "serial_ttft_p50": "serial median TTFT",
+            "serial_e2e_p50": "serial median latency",
+        }.get(metric, f"{profile} median TTFT")
+        measured = latency(
+            metric,
+            profile,
+            ctx.candidate.repeats(profile),
+            ctx.baseline.repeats(profile),
+            ttft_value if kind == "ttft" else e2e_value,
+            confidence=confidence,
+            judge=lambda e: judge_gain(e, "lower", cfg.min_gain),
+            label=label,
+        )
+        if measured is not None:
+            out.append(measured)
+    return out
+
+
+@register
+class LatencyGain(Gate):
+    """Some latency improves by at least ``min_gain`` beyond noise, and none gets worse beyond noise."""
+
+    name = "latency_gain"
+    requirement = "latency gain"
+    failure = "no latency gain"
+    role = "gain"
+
+    def evaluate(self, ctx: GateContext) -> GateResult:
+        measured = latency_measurements(ctx)
+        comparisons: list[Comparison] = [m.comparison for m in measured]
+        if not measured:
+            return GateResult(
+                gate=self.name,
+                role=self.role,
+                status="not_run",
+                message="no serial or loaded profile measured for both the candidate and the baseline",
+            )
+        gains = [m for m in measured if m.comparison.status == "pass"]
+        maybe = [m for m in measured if m.comparison.status == "inconclusive"]
+        worse = [m for m in measured if worse_beyond_noise(m.estimate, "lower", ctx.cfg.latency_tolerance)]
+        status: GateStatus
+        if worse:
+            status = "fail"
+            better = f"{'; '.join(m.comparison.message for m in gains)} but " if gains else ""
+            message = f"{better}worse: {'; '.join(m.comparison.message for m in worse)}"
+        elif gains:
+            status = "pass"
+            message = "; ".join(m.comparison.message for m in gains)
+        elif maybe:
+            status = "inconclusive"
+            message = "possible gain within noise: " + "; ".join(m.comparison.message for m in maybe)
+        else:
+            status = "fail"
+            best = min(measured, key=lambda m: m.estimate.ratio)
+            message = (
+                f"no latency gain of {ctx.cfg.min_gain:.0%} beyond noise (best: {best.comparison.message})"
+            )
+        deciding = (gains or maybe or worse or [min(measured, key=lambda m: m.estimate.ratio)])[0]
+        evidence = [e for m in (gains or worse or maybe) for e in m.evidence]
+        return GateResult(
+            gate=self.name,
+            role=self.role,
+            status=status,
+            observed=deciding.estimate.ratio,
+            threshold=1 - ctx.cfg.min_gain,
+            baseline=1.0,
+            interval=deciding.estimate.interval,
+            unit="ratio",
+            message=message,
+            evidence=evidence,
+            comparisons=comparisons,
+            more_repeats=max_more(comparisons) if status == "inconclusive" else None,
+        )

@@ -1,0 +1,80 @@
+"""The gate registry: one small class per requirement, registered by name with :func:`register`.
+
+Pipeline position: :func:`gates.evaluate_sweep` asks :func:`selected_gates` for the gates the config
+enables and calls each one's :meth:`Gate.evaluate` on a :class:`GateContext` (stored results of the
+baseline and of one candidate). Adding a gate::
+
+    @register
+    class MyGate(Gate):
+        name = "my_gate"
+        requirement = "what it protects"
+
+        def evaluate(self, ctx: GateContext) -> GateResult: ...
+"""
+
+from __future__ import annotations
+
+import zlib
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar, TypeVar
+
+from gates.data import Results
+from gates.models import GateResult, GateRole
+from orchestrator.errors import GateError
+from orchestrator.schema import GatesConfig
+
+
+@dataclass(frozen=True)
+class GateContext:
+    """What one gate sees: the thresholds and the stored results of the baseline and one candidate."""
+
+    cfg: GatesConfig
+    baseline: Results
+    candidate: Results
+
+    def seed(self, *parts: str) -> int:
+        """A bootstrap seed that depends on the configured seed and on what is compared, nothing else."""
+        key = "/".join((self.candidate.name, *parts)).encode()
+        return (self.cfg.seed * 1_000_003 + zlib.crc32(key)) % (2**32)
+
+
+class Gate(ABC):
+    """One requirement evaluated over stored results."""
+
+    name: ClassVar[str]
+    requirement: ClassVar[str]  # what it protects, in words
+    failure: ClassVar[str] = ""  # how a failure is named in a verdict's reason ("concurrency regression")
+    role: ClassVar[GateRole] = "requirement"
+
+    @abstractmethod
+    def evaluate(self, ctx: GateContext) -> GateResult:
+        """Judge the candidate against the baseline."""
+
+
+REGISTRY: dict[str, type[Gate]] = {}
+
+G = TypeVar("G", bound=type[Gate])
+
+
+def register(cls: G) -> G:
+    """Class decorator: make the gate selectable by its ``name`` (evaluation follows registration order)."""
+    if cls.name in REGISTRY and REGISTRY[cls.name] is not cls:
+        raise GateError(
+            f"gate name {cls.name!r} registered twice ({REGISTRY[cls.name].__name__}, {cls.__name__})"
+        )
+    REGISTRY[cls.name] = cls
+    return cls
+
+
+def selected_gates(enabled: Sequence[str]) -> list[Gate]:
+    """The gates to run: every registered one when ``enabled`` is empty; compatibility always runs."""
+    unknown = [name for name in enabled if name not in REGISTRY]
+    if unknown:
+        raise GateError(
+            f"gates.enabled names unknown gate(s): {', '.join(unknown)}",
+            hint=f"registered gates: {', '.join(REGISTRY)}; fix conf/gates/",
+        )
+    names = list(REGISTRY) if not enabled else [n for n in REGISTRY if n in enabled or n == "compatibility"]
+    return [REGISTRY[name]() for name in names]

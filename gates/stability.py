@@ -1,0 +1,109 @@
+"""Stability: zero preemptions, no server restart and no failed request on the accepted workloads.
+
+Pipeline position: reads each accepted profile's summaries (server /metrics deltas, failed requests),
+their records (which requests failed) and the watcher's events in ``run.json``. Absolute requirements:
+the baseline's values are shown for context, not compared against.
+"""
+
+from __future__ import annotations
+
+from gates.compare import overall_status, records_evidence
+from gates.models import Comparison, Evidence, GateResult, GateStatus
+from gates.registry import Gate, GateContext, register
+
+
+@register
+class Stability(Gate):
+    """Every accepted profile ran with zero preemptions, no restart and no failed request."""
+
+    name = "stability"
+    requirement = "zero preemptions, no restart, no failed request"
+    failure = "stability"
+
+    def evaluate(self, ctx: GateContext) -> GateResult:
+        comparisons: list[Comparison] = []
+        evidence: list[Evidence] = []
+        problems: list[str] = []
+        run = ctx.candidate.run
+        for event in run.watch if run else []:
+            if event.kind in ("died", "restarted"):
+                problems.append(f"watcher: server {event.kind} at {event.at} ({event.detail})")
+                evidence.append(Evidence(file=ctx.candidate.run_file))
+        for profile in ctx.cfg.accepted_profiles:
+            repeats = ctx.candidate.repeats(profile)
+            if not repeats:
+                comparisons.append(
+                    Comparison(
+                        metric="stability",
+                        profile=profile,
+                        status="inconclusive",
+                        observed=None,
+                        baseline=None,
+                        message=f"{profile}: not measured for the candidate",
+                    )
+                )
+                continue
+            base_failed = sum(rep.summary.failed for rep in ctx.baseline.repeats(profile))
+            failed = sum(rep.summary.failed for rep in repeats)
+            total = sum(rep.summary.num_requests for rep in repeats)
+            servers = [rep.summary.server for rep in repeats]
+            preemptions = sum(s.preemptions for s in servers if s is not None)
+            restarted = [
+                rep.summary_file for rep, s in zip(repeats, servers, strict=True) if s and s.restart_detected
+            ]
+            unknown = sum(s is None for s in servers)
+            status: GateStatus = "pass"
+            parts = [f"{failed}/{total} failed", f"{preemptions:g} preemptions"]
+            if failed:
+                status = "fail"
+                errors: dict[str, int] = {}
+                for rep in repeats:
+                    for kind, count in rep.summary.errors.items():
+                        errors[kind] = errors.get(kind, 0) + count
+                detail = ", ".join(f"{k} {v}" for k, v in sorted(errors.items()))
+                problems.append(f"{profile}: {failed}/{total} requests failed ({detail or 'no class'})")
+                evidence.extend(records_evidence(repeats, lambda r: not r.ok))
+            if preemptions > 0:
+                status = "fail"
+                problems.append(f"{profile}: {preemptions:g} preemptions")
+            if restarted:
+                status = "fail"
+                parts.append("restart detected")
+                problems.append(f"{profile}: server restart detected ({', '.join(restarted)})")
+            if unknown and status == "pass":
+                status = "inconclusive"
+                parts.append(f"/metrics unreadable in {unknown} repeat(s): preemptions unknown")
+            if status != "pass":
+                evidence.extend(Evidence(file=rep.summary_file) for rep in repeats)
+            comparisons.append(
+                Comparison(
+                    metric="stability",
+                    profile=profile,
+                    status=status,
+                    observed=float(failed) + preemptions,
+                    baseline=float(base_failed),
+                    threshold=0.0,
+                    unit="events",
+                    n_candidate=len(repeats),
+                    n_baseline=len(ctx.baseline.repeats(profile)),
+                    message=f"{profile}: " + ", ".join(parts),
+                )
+            )
+        statuses = [c.status for c in comparisons]
+        status = "fail" if problems else overall_status(statuses)
+        if not comparisons and not problems:
+            message = "no accepted profiles configured (gates.accepted_profiles)"
+        elif problems:
+            message = "; ".join(problems)
+        else:
+            message = "; ".join(c.message for c in comparisons)
+        return GateResult(
+            gate=self.name,
+            role=self.role,
+            status=status,
+            threshold=0.0,
+            unit="events",
+            message=message,
+            evidence=evidence,
+            comparisons=comparisons,
+        )

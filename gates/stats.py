@@ -1,0 +1,246 @@
+"""Statistics of the gates: ratio estimates with confidence intervals, and right-censored medians.
+
+Pipeline position: pure functions the gate modules call on numbers taken from stored result files.
+Every estimate is a ratio candidate / baseline with an interval; an effect counts only when the interval
+excludes 1 ("no change"). Two methods (why these: docs/gates.md):
+
+- :func:`bootstrap_ratio` for aggregate figures (tokens/s), one value per repeat: a two-stage bootstrap
+  that resamples repeats, then requests inside each chosen repeat, so that few repeats still carry the
+  within-run noise;
+- :func:`hodges_lehmann_ratio` for latencies, one value per request: the Hodges-Lehmann shift of the log
+  latencies with the distribution-free interval that inverts the Mann-Whitney test. Missing values are
+  right-censored (+inf) and rank above every observed value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.stats import mannwhitneyu, norm
+
+FloatArray = NDArray[np.float64]
+
+_TINY = 1e-9  # latencies are clipped here before taking logs (a 0 s latency would be -inf)
+MAX_MORE_REPEATS = 200  # beyond this, "more repeats" is not a useful answer
+
+
+@dataclass(frozen=True)
+class RatioEstimate:
+    """candidate / baseline: the point estimate and its confidence interval."""
+
+    ratio: float
+    low: float
+    high: float
+    confidence: float
+    method: str
+    n_candidate: int  # units behind the candidate side (repeats or requests)
+    n_baseline: int
+    repeats: int  # repeats per side (the smaller side), the unit "more repeats" is counted in
+    p_value: float | None = None
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return (self.low, self.high)
+
+    @property
+    def excludes_one(self) -> bool:
+        return self.high < 1.0 or self.low > 1.0
+
+
+@dataclass(frozen=True)
+class RunSample:
+    """One repeat of an aggregate figure, with per-request parts for the inner bootstrap stage.
+
+    ``value`` is the figure the summary reports (e.g. output tokens/s). ``amounts`` and ``times`` are
+    per-request tokens and service times; a resample of requests scales ``value`` by
+    ``sum(amounts*)/sum(times*)`` over ``sum(amounts)/sum(times)`` (Little's law: at a fixed number of
+    requests in flight, throughput is proportional to tokens per request-second).
+    """
+
+    value: float
+    amounts: FloatArray = field(default_factory=lambda: np.zeros(0))
+    times: FloatArray = field(default_factory=lambda: np.zeros(0))
+
+
+def censored_median(values: Sequence[float | None]) -> float | None:
+    """Median where None (no value arrived) counts as +inf; None when there are no values.
+
+    >>> censored_median([43.95, 12.0, None, 80.1, 30.2])
+    43.95
+    >>> censored_median([76.85, None, 12.0, None, 30.2])
+    76.85
+    """
+    if not values:
+        return None
+    data = np.sort(np.array([math.inf if v is None else float(v) for v in values]))
+    n = len(data)
+    if n % 2:
+        return float(data[n // 2])
+    low, high = data[n // 2 - 1], data[n // 2]
+    if math.isinf(high):
+        return math.inf
+    return float((low + high) / 2)
+
+
+def _log(values: Sequence[float]) -> FloatArray:
+    data = np.asarray(values, dtype=np.float64)
+    return np.log(np.maximum(data, _TINY))
+
+
+def hodges_lehmann_ratio(
+    candidate: Sequence[float], baseline: Sequence[float], *, confidence: float, repeats: int = 1
+) -> RatioEstimate:
+    """Ratio of typical latencies (candidate / baseline) with the Mann-Whitney interval.
+
+    Values are latencies in seconds; +inf marks a censored request. The estimate is
+    exp(median of log(c_i) - log(b_j)) over all pairs; pairs of two censored values are ties (0).
+
+    >>> est = hodges_lehmann_ratio([2.0, 2.2, 1.9, 2.1], [1.0, 1.1, 0.95, 1.05], confidence=0.9)
+    >>> round(est.ratio, 2)
+    2.0
+    """
+    c, b = _log(candidate), _log(baseline)
+    n, m = len(c), len(b)
+    if n == 0 or m == 0:
+        raise ValueError("hodges_lehmann_ratio needs at least one value on each side")
+    with np.errstate(invalid="ignore"):
+        diffs = (c[:, None] - b[None, :]).ravel()
+    diffs[np.isnan(diffs)] = 0.0  # inf - inf: both censored, a tie
+    diffs.sort()
+    total = n * m
+    point = float(np.median(diffs))
+    z = float(norm.ppf(0.5 + confidence / 2))
+    k = math.floor(total / 2 - z * math.sqrt(n * m * (n + m + 1) / 12.0))
+    if k < 1:
+        low, high = -math.inf, math.inf
+    else:
+        low, high = float(diffs[k - 1]), float(diffs[total - k])
+    p_value: float | None = None
+    if n > 1 or m > 1:
+        with np.errstate(invalid="ignore"):
+            p_value = float(mannwhitneyu(c, b, alternative="two-sided", method="asymptotic").pvalue)
+        if math.isnan(p_value):
+            p_value = 1.0
+    return RatioEstimate(
+        ratio=_exp(point),
+        low=_exp(low),
+        high=_exp(high),
+        confidence=confidence,
+        method="Hodges-Lehmann / Mann-Whitney over requests (censored = +inf)",
+        n_candidate=n,
+        n_baseline=m,
+        repeats=repeats,
+        p_value=p_value,
+    )
+
+
+def _exp(x: float) -> float:
+    if x == math.inf:
+        return math.inf
+    if x == -math.inf:
+        return 0.0
+    return math.exp(x)
+
+
+def _inner_factors(sample: RunSample, size: int, rng: np.random.Generator) -> FloatArray:
+    amounts, times = sample.amounts, sample.times
+    n = len(amounts)
+    if n < 2 or len(times) != n or float(times.sum()) <= 0 or float(amounts.sum()) <= 0:
+        return np.ones(size)
+    idx = rng.integers(0, n, size=(size, n))
+    num = amounts[idx].sum(axis=1)
+    den = np.maximum(times[idx].sum(axis=1), _TINY)
+    factors: FloatArray = (num / den) / (float(amounts.sum()) / float(times.sum()))
+    return factors
+
+
+def _side_replicates(samples: Sequence[RunSample], resamples: int, rng: np.random.Generator) -> FloatArray:
+    k = len(samples)
+    outer = rng.integers(0, k, size=(resamples, k))
+    total = np.zeros(resamples)
+    for r, sample in enumerate(samples):
+        counts = (outer == r).sum(axis=1)
+        most = int(counts.max())
+        if most == 0:
+            continue
+        factors = _inner_factors(sample, resamples * most, rng).reshape(resamples, most)
+        chosen = np.arange(most)[None, :] < counts[:, None]
+        total += sample.value * (factors * chosen).sum(axis=1)
+    replicates: FloatArray = total / k
+    return replicates
+
+
+def bootstrap_ratio(
+    candidate: Sequence[RunSample],
+    baseline: Sequence[RunSample],
+    *,
+    confidence: float,
+    resamples: int,
+    seed: int,
+) -> RatioEstimate:
+    """Ratio of mean per-repeat figures with a two-stage percentile bootstrap interval.
+
+    >>> c = [RunSample(95.0), RunSample(96.0), RunSample(94.0)]
+    >>> b = [RunSample(100.0), RunSample(101.0), RunSample(99.0)]
+    >>> est = bootstrap_ratio(c, b, confidence=0.95, resamples=500, seed=1)
+    >>> round(est.ratio, 2), est.high < 1
+    (0.95, True)
+    """
+    if not candidate or not baseline:
+        raise ValueError("bootstrap_ratio needs at least one repeat on each side")
+    c_mean = float(np.mean([s.value for s in candidate]))
+    b_mean = float(np.mean([s.value for s in baseline]))
+    repeats = min(len(candidate), len(baseline))
+    method = "two-stage bootstrap (repeats, then requests within each repeat)"
+    if b_mean <= 0:
+        return RatioEstimate(
+            math.inf if c_mean > 0 else 1.0, 0.0, math.inf, confidence, method, 0, 0, repeats
+        )
+    rng = np.random.default_rng(seed)
+    c_rep = _side_replicates(candidate, resamples, rng)
+    b_rep = np.maximum(_side_replicates(baseline, resamples, rng), _TINY)
+    ratios = np.maximum(c_rep / b_rep, _TINY)
+    alpha = 1 - confidence
+    low, high = np.quantile(np.log(ratios), [alpha / 2, 1 - alpha / 2])
+    return RatioEstimate(
+        ratio=c_mean / b_mean,
+        low=math.exp(float(low)),
+        high=math.exp(float(high)),
+        confidence=confidence,
+        method=method,
+        n_candidate=len(candidate),
+        n_baseline=len(baseline),
+        repeats=repeats,
+    )
+
+
+def more_repeats(estimate: RatioEstimate) -> int | None:
+    """Repeats per side to add so that the interval would exclude 1, if the estimate held.
+
+    The interval's half-width on the log scale shrinks like 1/sqrt(repeats); None when the estimate is
+    1 (no effect to settle), the interval is unbounded, or more than MAX_MORE_REPEATS would be needed.
+
+    >>> more_repeats(RatioEstimate(0.9, 0.8, 1.02, 0.95, "", 3, 3, 3))
+    2
+    """
+    if estimate.ratio <= 0 or not math.isfinite(estimate.ratio):
+        return None
+    point = math.log(estimate.ratio)
+    if abs(point) < 1e-12:
+        return None
+    bound = estimate.high if point < 0 else estimate.low
+    if bound <= 0 or not math.isfinite(bound):
+        return None
+    width = abs(math.log(bound) - point)
+    needed = math.ceil(max(estimate.repeats, 1) * (width / abs(point)) ** 2)
+    extra = max(needed - estimate.repeats, 1)
+    return extra if extra <= MAX_MORE_REPEATS else None
+
+
+def bonferroni(confidence: float, comparisons: int) -> float:
+    """Per-comparison confidence that keeps the family-wise level at ``confidence``."""
+    return 1 - (1 - confidence) / max(comparisons, 1)
