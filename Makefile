@@ -46,3 +46,21 @@ check: lint types test
 
 plan: setup
 	$(PY) -m orchestrator plan $(OVERRIDES)
+
+# The case study on the simulated 8xH100 host, scaled to finish in minutes: baseline + four candidates,
+# restore, recovery validation, decision table.
+demo: setup
+	$(PY) -m orchestrator -m 'candidate=glob(*)' +experiment=demo $(OVERRIDES)
+
+# A full sweep with the configured profiles (OVERRIDES='host=h100x8' on a real GPU host).
+sweep: setup
+	$(PY) -m orchestrator -m 'candidate=glob(*)' $(OVERRIDES)
+
+rollback: setup
+	$(PY) -m orchestrator rollback $(SWEEP)
+
+status: setup
+	$(PY) -m orchestrator status $(SWEEP)
+
+report: setup
+	$(PY) -m orchestrator report $(or $(SWEEP),sweeps/latest)

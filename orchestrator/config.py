@@ -151,11 +151,19 @@ def compose_config(
         raise translate_compose_error(exc, Sources(search_path=[config_dir])) from exc
     finally:
         GlobalHydra.instance().clear()
-    choices = {str(k): str(v) for k, v in cfg.hydra.runtime.choices.items() if v is not None}
-    sources = Sources(choices=choices, search_path=[Path(config_dir)], overrides=list(overrides))
+    sources = sources_from_hydra(cfg.hydra, primary=Path(config_dir))
+    sources.overrides = list(overrides)
     with _open(cfg):
         del cfg["hydra"]
     return cfg, sources
+
+
+def sources_from_hydra(hydra_node: Any, *, primary: Path = CONF_DIR) -> Sources:
+    """Sources of a composed config from its ``hydra`` node: group choices, search path, overrides."""
+    choices = {str(k): str(v) for k, v in hydra_node.runtime.choices.items() if v is not None}
+    extra = [Path(str(p)[len("file://") :]) for p in hydra_node.searchpath if str(p).startswith("file://")]
+    overrides: list[str] = [str(o) for o in hydra_node.overrides.task]
+    return Sources(choices=choices, search_path=[primary, *extra], overrides=overrides)
 
 
 class _open:

@@ -25,7 +25,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from orchestrator.config import CONF_DIR, Sources, check_candidate_names, to_typed, validate
+from orchestrator.config import CONF_DIR, Sources, check_candidate_names, sources_from_hydra, to_typed, validate
 from orchestrator.errors import ConfigError, ConfigProblem, GauntletError, exit_code_for
 from orchestrator.results import RecoveryValidation
 from orchestrator.schema import GauntletConfig, register_configs
@@ -109,9 +109,7 @@ def _typed(config: DictConfig) -> GauntletConfig:
 
 
 def _sources(config: DictConfig) -> Sources:
-    choices = {str(k): str(v) for k, v in config.hydra.runtime.choices.items() if v is not None}
-    overrides: list[str] = [str(o) for o in config.hydra.overrides.task]
-    return Sources(choices=choices, overrides=overrides)
+    return sources_from_hydra(config.hydra)
 
 
 def _save_config(config: DictConfig, sweep_dir: Path) -> None:
@@ -140,7 +138,7 @@ def expand_jobs(config: DictConfig) -> list[list[str]]:
 
 def prevalidate(config: DictConfig) -> list[str]:
     """Compose and validate every job before anything starts; returns the candidate names in order."""
-    check_candidate_names([CONF_DIR])
+    check_candidate_names(_sources(config).search_path)
     loader = GlobalHydra.instance().config_loader()
     problems: list[ConfigProblem] = []
     names: list[str] = []

@@ -18,6 +18,7 @@ Sweep directory::
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import threading
@@ -32,7 +33,7 @@ import httpx
 
 from launch.spec import LaunchSpec, diff_specs, render_spec
 from orchestrator.errors import GauntletError, LaunchError, RollbackError, SpecError
-from orchestrator.journal import Journal, JournalState
+from orchestrator.journal import Journal, JournalState, Launching
 from orchestrator.results import (
     CandidateRun,
     GpuMemory,
@@ -100,14 +101,15 @@ class Seams:
     transport: httpx.BaseTransport | None = None
     watch_interval_s: float = 1.0
     stop: threading.Event = field(default_factory=threading.Event)
+    processes: Callable[[], list[ProcessInfo]] = field(default_factory=lambda: list_processes)
 
 
 def real_seams() -> Seams:
     """The production wiring: the real supervisor, load runner, NVML and the simulator's memory endpoint."""
-    from launch.nvml import NvmlProbe, probe_host  # noqa: PLC0415  (keeps `plan` free of process code)
     from launch.sim.client import sim_gpu_memory  # noqa: PLC0415
     from launch.supervisor import Supervisor  # noqa: PLC0415
 
+    from launch.nvml import NvmlProbe, probe_host  # noqa: PLC0415  (keeps `plan` free of process code)
     from orchestrator.load.runner import run_profile  # noqa: PLC0415
 
     nvml = NvmlProbe()
@@ -254,6 +256,32 @@ class Lifecycle:
             )
 
     def _stop_leftovers(self, state: JournalState, *, reason: str) -> None:
+        for pending in state.pending:
+            for pid, create_time in find_unrecorded(pending, self.seams.processes()):
+                try:
+                    spec = LaunchSpec.from_json(Path(pending.spec_file).read_text(), source=pending.spec_file)
+                except (OSError, SpecError):
+                    continue
+                server = self.seams.supervisor.adopt(pid, pid, create_time, spec, Path(pending.spec_file))
+                if server is not None:
+                    self.journal.append(
+                        "adopted",
+                        candidate=pending.candidate,
+                        role=pending.role,
+                        fingerprint=pending.fingerprint,
+                        pid=pid,
+                        pgid=pid,
+                        create_time=create_time,
+                        port=pending.port,
+                        spec_file=pending.spec_file,
+                        log_path="",
+                        source="unrecorded launch",
+                    )
+                    self.say(
+                        f"stopping {pending.candidate} (pid {pid}): launched but never recorded ({reason})"
+                    )
+                    self._teardown(server, pending.candidate, pending.role)
+            self.journal.append("vanished", candidate=pending.candidate, fingerprint=pending.fingerprint)
         for live in list(state.live.values()):
             try:
                 spec = LaunchSpec.from_json(Path(live.spec_file).read_text(), source=live.spec_file)
@@ -587,6 +615,50 @@ class Lifecycle:
         )
         self.say(("recovery validation passed: " if ok else "RECOVERY VALIDATION FAILED: ") + reason)
         return result
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    """A process as seen by :func:`list_processes` (pid, its argv and its start time)."""
+
+    pid: int
+    pgid: int
+    cmdline: tuple[str, ...]
+    create_time: float
+
+
+def list_processes() -> list[ProcessInfo]:
+    """Every process of this host with its argv and start time (psutil)."""
+    import psutil  # noqa: PLC0415
+
+    out: list[ProcessInfo] = []
+    for proc in psutil.process_iter(["pid", "cmdline", "create_time"]):
+        try:
+            cmd = tuple(proc.info["cmdline"] or ())
+            out.append(
+                ProcessInfo(proc.info["pid"], os.getpgid(proc.info["pid"]), cmd, proc.info["create_time"])
+            )
+        except (psutil.Error, ProcessLookupError):
+            continue
+    return out
+
+
+def find_unrecorded(pending: Launching, processes: Sequence[ProcessInfo]) -> list[tuple[int, float]]:
+    """Session leaders started after ``pending`` was announced whose argv is its spec's (pure).
+
+    A pid is only trusted when its argv equals the recorded spec's (the interpreter path aside) and it
+    started no earlier than the announcement, so a process gauntlet did not start is never touched.
+    """
+    try:
+        spec = LaunchSpec.from_json(Path(pending.spec_file).read_text(), source=pending.spec_file)
+    except (OSError, SpecError):
+        return []
+    tail = tuple(spec.argv[1:])
+    return [
+        (p.pid, p.create_time)
+        for p in processes
+        if p.pid == p.pgid and tuple(p.cmdline[1:]) == tail and p.create_time >= pending.at_epoch - 1.0
+    ]
 
 
 def read_retained_spec(path: Path, recorded_fingerprint: str, configured: LaunchSpec | None) -> LaunchSpec:

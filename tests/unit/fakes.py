@@ -151,4 +151,5 @@ def fake_seams(supervisor: FakeSupervisor, load: FakeLoad, messages: list[str] |
         transport=server_transport(),
         watch_interval_s=0.01,
         stop=threading.Event(),
+        processes=lambda: [],
     )

@@ -167,3 +167,23 @@ def test_recovery_checks_table() -> None:
     for bad, name in ((queued, "queued at end"), (failed, "completed"), (preempt, "preemptions")):
         broken = [c.name for c in recovery_load_checks([bad], []) if not c.ok]
         assert broken == [f"decode_heavy/r1 {name}"]
+
+
+def test_an_unrecorded_launch_is_found_only_by_its_exact_argv_and_start_time(tmp_path: Path) -> None:
+    cfg, _ = load(OVERRIDES)
+    from launch.spec import render_spec
+    from orchestrator.journal import Launching
+    from orchestrator.sweep import ProcessInfo, find_unrecorded
+
+    spec = render_spec(cfg.service, cfg.baseline, cfg.host)
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(spec.to_json())
+    pending = Launching("baseline", "baseline", spec.fingerprint, 8000, str(spec_file), "t", at_epoch=100.0)
+    argv = ("/usr/bin/python3.11", *spec.argv[1:])
+    procs = [
+        ProcessInfo(10, 10, argv, 100.5),  # ours: same argv, started after the announcement
+        ProcessInfo(11, 11, argv, 50.0),  # same argv but older: somebody else's server
+        ProcessInfo(12, 12, (*argv, "--extra"), 101.0),  # different argv
+        ProcessInfo(13, 10, argv, 101.0),  # a child of the group, not the leader
+    ]
+    assert find_unrecorded(pending, procs) == [(10, 100.5)]
