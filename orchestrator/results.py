@@ -160,6 +160,8 @@ class ProfileSummary(_Model):
     server: ServerMetrics | None  # None when /metrics could not be read
     interrupted: bool = False  # Ctrl-C or the time bound stopped it early
     records_file: str = "records.jsonl"  # relative to the summary
+    prompt_mismatches: int = 0  # measured requests whose usage.prompt_tokens missed the target by > 2%
+    notes: list[str] = Field(default_factory=list)  # what the runner noticed (clipped max_tokens, ...)
 
 
 class GpuMemory(_Model):
