@@ -297,7 +297,12 @@ class Lifecycle:
                     "vanished", candidate=live.candidate, pid=live.pid, fingerprint=live.fingerprint
                 )
                 continue
-            self.say(f"stopping {live.candidate} (pid {live.pid}): {reason}")
+            why = (
+                "the live retained service; it is measured as the baseline"
+                if live.role == "retained"
+                else reason
+            )
+            self.say(f"stopping {live.candidate} (pid {live.pid}): {why}")
             self._teardown(server, live.candidate, live.role)
 
     # ------------------------------------------------------------------ one candidate
@@ -530,9 +535,10 @@ class Lifecycle:
                 f"{self.journal.path}: no retained configuration was recorded",
                 hint="nothing to restore: this sweep never started",
             )
-        self._stop_leftovers(state, reason=f"before restoring the retained configuration ({reason})")
+        # Verify the recorded spec before touching anything: a refused restore must leave the host as it was.
         spec_path = Path(state.retained_spec_file)
         spec = read_retained_spec(spec_path, state.retained_fingerprint, self.render(self.cfg.baseline))
+        self._stop_leftovers(state, reason=f"before restoring the retained configuration ({reason})")
         out = self.dir / "recovery"
         if out.exists():
             shutil.rmtree(out)

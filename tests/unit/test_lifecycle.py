@@ -126,6 +126,8 @@ def test_restore_refuses_a_tampered_retained_spec_and_says_what_differs(tmp_path
     sup = FakeSupervisor()
     life, _ = make(tmp_path, sup, FakeLoad())
     life.begin()
+    assert life.restore(reason="sweep completed").ok
+    (live_pid,) = sup.alive
     spec_file = life.retained_spec_path
     data = json.loads(spec_file.read_text())
     data["argv"][data["argv"].index("0.81")] = "0.9"
@@ -135,7 +137,7 @@ def test_restore_refuses_a_tampered_retained_spec_and_says_what_differs(tmp_path
     text = str(info.value)
     assert "refusing to restore" in text
     assert "recorded '0.81', now '0.9'" in text
-    assert sup.alive == {}
+    assert list(sup.alive) == [live_pid]  # the refused restore left the live service alone
 
 
 def test_a_second_begin_adopts_and_stops_leftovers_of_this_sweep(tmp_path: Path) -> None:

@@ -1,0 +1,119 @@
+"""Helpers for sweep tests on the simulator: run the orchestrator as a user would, inspect what is left."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import httpx
+import psutil
+
+from orchestrator.journal import Journal
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def orchestrator_cmd(
+    args: Sequence[str], *, sweeps: Path, port: int, experiment: str = "sim_small"
+) -> list[str]:
+    return [
+        sys.executable, "-m", "orchestrator", *args,
+        f"run.sweeps_dir={sweeps}", f"service.port={port}",
+        "hydra.searchpath=[file://tests/integration/conf]", f"+experiment={experiment}",
+    ]  # fmt: skip
+
+
+def start(
+    args: Sequence[str], *, sweeps: Path, port: int, experiment: str = "sim_small"
+) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        orchestrator_cmd(args, sweeps=sweeps, port=port, experiment=experiment),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def run_cli(args: Sequence[str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def wait_for(predicate: Callable[[], bool], *, timeout: float, what: str) -> None:
+    """Poll a condition until it holds or the deadline passes (never a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def sweep_dir(sweeps: Path) -> Path:
+    latest = sweeps / "latest"
+    wait_for(latest.exists, timeout=60, what=f"{latest}")
+    return latest.resolve()
+
+
+def journal_has(sweep: Path, event: str, **match: object) -> bool:
+    for entry in Journal(sweep / "journal.jsonl").entries():
+        if entry["event"] == event and all(entry.get(k) == v for k, v in match.items()):
+            return True
+    return False
+
+
+def sim_servers(port: int) -> list[psutil.Process]:
+    """Session leaders of simulator servers on ``port`` (what gauntlet starts there)."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmd = proc.info["cmdline"] or []
+        if "launch.sim" in cmd and "--port" in cmd and cmd[cmd.index("--port") + 1] == str(port):
+            try:
+                if os.getpgid(proc.pid) == proc.pid:
+                    found.append(proc)
+            except ProcessLookupError:
+                continue
+    return found
+
+
+def assert_one_healthy_retained(sweep: Path, port: int) -> None:
+    """Exactly one healthy server runs, with the baseline fingerprint, and nothing else gauntlet started."""
+    state = Journal(sweep / "journal.jsonl").replay()
+    live = list(state.live.values())
+    assert len(live) == 1, f"journal says live: {live}"
+    (server,) = live
+    assert server.role == "retained"
+    assert server.fingerprint == state.retained_fingerprint
+    pids = [p.pid for p in sim_servers(port)]
+    assert pids == [server.pid], f"simulator processes on port {port}: {pids}, journal: {server.pid}"
+    assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
+    status = run_cli(["status", str(sweep)], timeout=60)
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert "the retained configuration is the one healthy server" in status.stdout
+
+
+def kill_servers(port: int) -> None:
+    for proc in sim_servers(port):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue

@@ -1,0 +1,129 @@
+"""Crash-safe rollback on the simulator: every test ends with one healthy retained server and nothing else."""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.journal import Journal
+from orchestrator.results import CandidateRun, read_model
+from tests.integration.sweep_helpers import (
+    assert_one_healthy_retained,
+    free_port,
+    journal_has,
+    kill_servers,
+    run_cli,
+    start,
+    sweep_dir,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture
+def port() -> Iterator[int]:
+    value = free_port()
+    yield value
+    kill_servers(value)
+
+
+def test_sigkill_under_load_then_rollback_twice(tmp_path: Path, port: int) -> None:
+    sweeps = tmp_path / "sweeps"
+    proc = start(["-m", "candidate=tp4_dp2"], sweeps=sweeps, port=port)
+    sweep = sweep_dir(sweeps)
+    wait_for(
+        lambda: journal_has(sweep, "load_started", candidate="tp4_dp2"),
+        timeout=180,
+        what="tp4_dp2 under load",
+    )
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    live = Journal(sweep / "journal.jsonl").replay().live
+    assert [s.candidate for s in live.values()] == ["tp4_dp2"]  # the journal knows what was left running
+    first = run_cli(["rollback", str(sweep)])
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "rollback OK" in first.stdout
+    assert_one_healthy_retained(sweep, port)
+    second = run_cli(["rollback", str(sweep)])
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert_one_healthy_retained(sweep, port)
+
+
+def test_sigint_during_a_candidate_startup_restores_the_baseline(tmp_path: Path, port: int) -> None:
+    sweeps = tmp_path / "sweeps"
+    proc = start(["-m", "candidate=slow_start"], sweeps=sweeps, port=port)
+    sweep = sweep_dir(sweeps)
+    wait_for(
+        lambda: journal_has(sweep, "started", candidate="slow_start"), timeout=180, what="slow_start spawned"
+    )
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=240)
+    assert proc.returncode == 130, out
+    assert journal_has(sweep, "validated")
+    assert_one_healthy_retained(sweep, port)
+
+
+def test_a_server_killed_mid_profile_is_recorded_and_the_sweep_goes_on(tmp_path: Path, port: int) -> None:
+    sweeps = tmp_path / "sweeps"
+    proc = start(["-m", "candidate=crashy,tp4_dp2"], sweeps=sweeps, port=port)
+    out, _ = proc.communicate(timeout=600)
+    sweep = sweep_dir(sweeps)
+    crashy = read_model(sweep / "candidates" / "crashy" / "run.json", CandidateRun)
+    assert crashy.startup.ok
+    assert any(e.kind == "died" for e in crashy.watch), crashy.watch
+    tp4 = read_model(sweep / "candidates" / "tp4_dp2" / "run.json", CandidateRun)
+    assert tp4.profiles == ["serial/r1", "decode_heavy/r1", "serial/r2", "decode_heavy/r2"]
+    verdicts = json.loads((sweep / "verdicts.json").read_text())
+    decisions = {v["candidate"]: v["decision"] for v in verdicts["verdicts"]}
+    assert decisions["crashy"] == "reject", out
+    assert proc.returncode == 0, out
+    assert_one_healthy_retained(sweep, port)
+
+
+def test_rollback_refuses_a_tampered_baseline_spec(tmp_path: Path, port: int) -> None:
+    sweeps = tmp_path / "sweeps"
+    proc = start(["-m", "candidate=baseline"], sweeps=sweeps, port=port)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    sweep = sweep_dir(sweeps)
+    assert_one_healthy_retained(sweep, port)
+    spec_file = sweep / "retained" / "spec.json"
+    data = json.loads(spec_file.read_text())
+    data["argv"][data["argv"].index("16384")] = "32768"
+    spec_file.write_text(json.dumps(data))
+    refused = run_cli(["rollback", str(sweep)])
+    assert refused.returncode == 7, refused.stdout + refused.stderr
+    assert "refusing to restore" in refused.stderr
+    assert "recorded '16384', now '32768'" in refused.stderr
+    assert_one_healthy_retained(sweep, port)  # the refusal touched nothing
+
+
+def test_resume_reuses_the_completed_candidates(tmp_path: Path, port: int) -> None:
+    sweeps = tmp_path / "sweeps"
+    proc = start(["-m", "candidate=tp4_dp2,spec_probabilistic"], sweeps=sweeps, port=port)
+    sweep = sweep_dir(sweeps)
+    wait_for(
+        lambda: journal_has(sweep, "load_started", candidate="spec_probabilistic"),
+        timeout=300,
+        what="spec_probabilistic under load",
+    )
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=240)
+    assert proc.returncode == 130, out
+    tp4_before = (sweep / "candidates" / "tp4_dp2" / "run.json").read_text()
+    again = start(
+        ["-m", "candidate=tp4_dp2,spec_probabilistic", f"hydra.sweep.dir={sweep}"], sweeps=sweeps, port=port
+    )
+    out, _ = again.communicate(timeout=600)
+    assert again.returncode == 0, out
+    assert journal_has(sweep, "skipped_complete", candidate="baseline")
+    assert journal_has(sweep, "skipped_complete", candidate="tp4_dp2")
+    assert (sweep / "candidates" / "tp4_dp2" / "run.json").read_text() == tp4_before
+    spec = read_model(sweep / "candidates" / "spec_probabilistic" / "run.json", CandidateRun)
+    assert len(spec.profiles) == 4
+    assert_one_healthy_retained(sweep, port)
