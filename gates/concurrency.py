@@ -96,7 +96,7 @@ class Concurrency(Gate):
             )
         else:
             listed = "; ".join(c.message for c in comparisons if c.status == status)
-            message = listed if status == "fail" else f"possible regression within noise: {listed}"
+            message = listed if status == "fail" else f"unsettled: {listed}"
         tolerance = ctx.cfg.throughput_tolerance
         return GateResult(
             gate=self.name,

@@ -167,11 +167,15 @@ def decide(candidate: str, baseline: str, results: Sequence[GateResult], cfg: Ga
         why = gain.message if gain is not None else "latency gain not evaluated"
         reason = f"neutral: fails no requirement but no clear gain ({why}); not worth a production change"
     if decision == "inconclusive":
-        reason += (
-            f"; about {more} more repeat(s) per side would likely settle it"
-            if more
-            else "; the effect is too small for more repeats to settle it"
-        )
+        sources = unsure or ([gain] if gain else [])
+        pending = [c for g in sources for c in g.comparisons]
+        unmeasured = any(c.status == "inconclusive" and c.ratio is None for c in pending)
+        if more:
+            reason += f"; about {more} more repeat(s) per side would likely settle it"
+        elif unmeasured:
+            reason += "; rerun the missing or unreadable measurement"
+        else:
+            reason += "; the effect is too small for more repeats to settle it"
     return Verdict(
         candidate=candidate,
         decision=decision,
