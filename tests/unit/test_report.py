@@ -1,0 +1,465 @@
+"""The report, rebuilt from synthetic sweep directories: decision table, reversal, drift, recovery, plots."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from gates.models import Comparison
+from orchestrator.report import (
+    PLOT_RANKING,
+    PLOT_THROUGHPUT,
+    PLOT_TTFT,
+    ReportModel,
+    build_report,
+    fmt_value,
+    main,
+    short_comparison,
+    table,
+)
+from orchestrator.results import (
+    CandidateRun,
+    HostProbe,
+    ProfileSummary,
+    RecoveryCheck,
+    RecoveryValidation,
+    read_model,
+    write_model,
+)
+from orchestrator.schema import GauntletConfig
+from tests.unit.gates_fixtures import BASELINE, SweepBuilder, baseline_like, case_study
+
+FINGERPRINT = "sha256:" + "ab" * 32
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+# ------------------------------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="module")
+def base_cfg() -> GauntletConfig:
+    from orchestrator.config import load
+
+    cfg, _ = load([])
+    # Fewer bootstrap resamples keep the suite fast; the decisions of these fixtures are far from the edge.
+    return dataclasses.replace(cfg, gates=dataclasses.replace(cfg.gates, bootstrap_resamples=300))
+
+
+def write_config(sweep: Path, cfg: GauntletConfig) -> None:
+    sweep.mkdir(parents=True, exist_ok=True)
+    (sweep / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+
+
+def write_validation(sweep: Path, *, ok: bool = True, fingerprint: str = FINGERPRINT) -> None:
+    checks = [
+        RecoveryCheck(
+            name="fingerprint", ok=fingerprint == FINGERPRINT, expected=FINGERPRINT, observed=fingerprint
+        ),
+        RecoveryCheck(name="max_model_len", ok=True, expected="131072", observed="131072"),
+        RecoveryCheck(
+            name="decode_heavy/r1 completed",
+            ok=ok,
+            expected="128/128",
+            observed="128/128" if ok else "120/128",
+        ),
+    ]
+    write_model(
+        sweep / "recovery" / "validation.json",
+        RecoveryValidation(
+            ok=ok,
+            candidate="baseline",
+            fingerprint=fingerprint,
+            recorded_fingerprint=FINGERPRINT,
+            pid=4242,
+            checks=checks,
+            profiles=["decode_heavy/r1"],
+            reason="restored baseline byte-for-byte and served 1 recovery profile run(s) cleanly"
+            if ok
+            else "decode_heavy/r1 completed: expected 128/128, observed 120/128",
+        ),
+    )
+
+
+def finish_sweep(sweep: Path, cfg: GauntletConfig, *, probe: HostProbe | None = None) -> Path:
+    write_config(sweep, cfg)
+    write_model(
+        sweep / "host.json",
+        probe or HostProbe(driver=False, reason="simulated host (launch.sim)", simulated=True),
+    )
+    write_validation(sweep)
+    return sweep
+
+
+def decisions(markdown: str) -> dict[str, str]:
+    """The decision table as {candidate: verdict label}."""
+    section = markdown.split("## Decision", 1)[1].split("\n\n", 2)[1]
+    rows = [line for line in section.splitlines() if line.startswith("| ")][1:]
+    return {cells[0]: cells[1] for cells in ([c.strip() for c in row.strip("|").split("|")] for row in rows)}
+
+
+def section(markdown: str, title: str) -> str:
+    return markdown.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory: pytest.TempPathFactory, base_cfg: GauntletConfig) -> tuple[Path, str]:
+    """The case study's sweep, reported once (config read back from the sweep's own config.yaml)."""
+    sweep = finish_sweep(case_study(tmp_path_factory.mktemp("case") / "sweep"), base_cfg)
+    return sweep, build_report(sweep)
+
+
+# ------------------------------------------------------------------------------------------ the case study
+
+
+def test_decision_table_of_the_case_study(case: tuple[Path, str]) -> None:
+    _, text = case
+    assert decisions(text) == {
+        "baseline": "baseline",
+        "eplb": "INCOMPATIBLE",
+        "mega_moe": "INCOMPATIBLE",
+        "spec_probabilistic": "REJECT",
+        "tp4_dp2": "REJECT",
+    }
+
+
+@pytest.mark.parametrize(
+    ("candidate", "fragments"),
+    [
+        ("mega_moe", ["startup failed (incompatible)", "DeepGEMM MegaMoE requires SM100"]),
+        ("eplb", ["startup failed (init-failed)", "EPLB is not supported"]),
+        (
+            "spec_probabilistic",
+            ["visible-answer reliability", "visible answers 3/5 vs 4/5", "no clear load advantage"],
+        ),
+        (
+            "tp4_dp2",
+            ["concurrency regression", "decode_heavy TTFT p50 64.7x", "decode_heavy output tok/s 0.119x"],
+        ),
+        ("baseline", ["retained configuration"]),
+    ],
+)
+def test_each_row_names_what_it_failed(case: tuple[Path, str], candidate: str, fragments: list[str]) -> None:
+    _, text = case
+    row = next(line for line in section(text, "Decision").splitlines() if line.startswith(f"| {candidate} "))
+    for fragment in fragments:
+        assert fragment in row
+
+
+def test_header_says_simulated_and_shows_the_host_probe(case: tuple[Path, str]) -> None:
+    _, text = case
+    head = text.split("## Decision", 1)[0]
+    assert "**SIMULATED**" in head
+    assert "host probe: simulated host (launch.sim)" in head
+    assert "real vLLM" not in head
+
+
+def test_key_figures_carry_intervals_against_the_baseline(case: tuple[Path, str]) -> None:
+    _, text = case
+    rows = {
+        cells[0]: cells[1:]
+        for cells in (
+            [c.strip() for c in line.strip("|").split("|")]
+            for line in section(text, "Key figures against the baseline").splitlines()
+            if line.startswith("| ")
+        )
+    }
+    assert rows["figure"] == ["baseline", "spec_probabilistic", "tp4_dp2"]
+    assert rows["decode_heavy output tok/s"][0] == "10,039 tok/s"
+    assert rows["decode_heavy output tok/s"][2].startswith("1,197 tok/s  0.119x [0.1")
+    assert rows["decode_heavy TTFT p50"][2].startswith("22.45 s  64.7x [")
+    assert rows["serial e2e p50"][2].startswith("4.10 s  0.820x [")
+    assert rows["visible answers"] == ["4/5", "3/5  0.750x", "4/5  1.000x"]
+    assert rows["visible-answer censored median"][1].startswith("76.85 s")
+    # Profiles configured but measured by nobody are named, not shown as empty rows.
+    assert "short output tok/s" not in rows
+    assert "Not measured in this sweep: short output tok/s, mixed output tok/s" in text
+
+
+def test_the_reversal_has_its_own_paragraph(case: tuple[Path, str]) -> None:
+    _, text = case
+    body = section(text, "Serial versus loaded ranking")
+    paragraph = next(p for p in body.split("\n\n") if p.startswith("**tp4_dp2**"))
+    assert "faster than baseline on the empty road (serial e2e p50 4.10 s vs 5.00 s" in paragraph
+    assert "decode_heavy it serves 8.4x less output (1,197 tok/s vs 10,039 tok/s)" in paragraph
+    assert "its median TTFT is 64.7x worse (22.45 s vs 0.347 s)" in paragraph
+    assert "- serial e2e p50: tp4_dp2 > baseline" in body
+    assert "- decode_heavy output tok/s: spec_probabilistic > baseline > tp4_dp2" in body
+
+
+def test_drift_and_recovery_sections(case: tuple[Path, str]) -> None:
+    _, text = case
+    assert section(text, "Baseline drift").strip().startswith("no drift:")
+    recovery = section(text, "Retained configuration and recovery")
+    assert "retained: **baseline**" in recovery
+    assert "recovery validation: **PASSED**" in recovery
+    assert f"fingerprint matches the one recorded at the start: `{FINGERPRINT}`" in recovery
+    assert "| max_model_len " in recovery
+
+
+def test_report_json_is_the_validated_model(case: tuple[Path, str]) -> None:
+    sweep, _ = case
+    report = read_model(sweep / "report.json", ReportModel)
+    assert report.simulated and report.backend == "sim"
+    assert [r.candidate for r in report.reversals] == ["tp4_dp2"]
+    assert report.retained == "baseline"
+    rows = {r.candidate: r for r in report.rows}
+    assert rows["mega_moe"].startup.kind == "incompatible" and rows["mega_moe"].figures == []
+    assert rows["tp4_dp2"].failed == ["concurrency"]
+    out = next(f for f in rows["tp4_dp2"].figures if f.metric == "output_tps" and f.profile == "decode_heavy")
+    assert out.source == "gates" and out.interval is not None
+    assert out.interval[1] < 1 and out.ratio == pytest.approx(1197 / 10039, rel=0.02)
+    assert report.recovery is not None and report.recovery.ok
+    assert (sweep / "verdicts.json").exists()
+
+
+def test_plots_are_non_empty_png_images(case: tuple[Path, str]) -> None:
+    import matplotlib.image as mpimg
+
+    sweep, _ = case
+    for name in (PLOT_TTFT, PLOT_THROUGHPUT, PLOT_RANKING):
+        path = sweep / name
+        assert path.read_bytes()[:8] == PNG_MAGIC
+        pixels = mpimg.imread(path)
+        assert pixels.shape[0] > 200 and pixels.shape[1] > 400
+        assert pixels.std() > 0.05  # something was drawn
+
+
+def test_rebuilding_gives_the_same_markdown_and_json(case: tuple[Path, str]) -> None:
+    sweep, first = case
+    json_before = (sweep / "report.json").read_bytes()
+    (sweep / "verdicts.json").unlink()  # rebuilt from the results, not from an earlier judgement
+    assert build_report(sweep) == first
+    assert (sweep / "report.md").read_text() == first
+    assert (sweep / "report.json").read_bytes() == json_before
+
+
+# ------------------------------------------------------------------------------------------ other sweeps
+
+
+def test_a_keep_replaces_the_baseline(tmp_path: Path, base_cfg: GauntletConfig) -> None:
+    b = SweepBuilder(tmp_path)
+    b.run("baseline", is_baseline=True, free_gib=[1.0] * 8)
+    baseline_like(b, "baseline")
+    b.run("faster", free_gib=[1.0] * 8)
+    baseline_like(b, "faster", ttft_factor=0.8)
+    text = build_report(finish_sweep(tmp_path, base_cfg), base_cfg)
+    assert decisions(text) == {"baseline": "baseline", "faster": "KEEP"}
+    row = next(line for line in text.splitlines() if line.startswith("| faster "))
+    assert "gain: " in row and "TTFT p50 0.8" in row and "no requirement failed" in row
+    assert "| baseline " in text and "replaced by faster" in text
+    assert "retained: **faster**" in text
+    assert "No reversal" in section(text, "Serial versus loaded ranking")
+
+
+def test_missing_profiles_and_unmeasured_candidates_still_report(
+    tmp_path: Path, base_cfg: GauntletConfig
+) -> None:
+    b = SweepBuilder(tmp_path)
+    b.run("baseline", is_baseline=True, free_gib=[1.0] * 8)
+    baseline_like(b, "baseline")
+    # Measured, but decode_heavy and the answer gate are missing (an interrupted candidate).
+    b.run("partial", free_gib=[1.0] * 8)
+    fig = BASELINE["prefill_10k"]
+    b.loaded(
+        "partial", "prefill_10k", output_tps=fig["output_tps"], prompt_tps=fig["prompt_tps"], ttft=fig["ttft"]
+    )
+    b.serial("partial", ttft=0.20, e2e=5.0)
+    b.run(
+        "broken", ok=False, kind="bad-args", matched_line="vllm: error: unrecognized arguments: --frobnicate"
+    )
+    text = build_report(finish_sweep(tmp_path, base_cfg), base_cfg)
+    assert decisions(text) == {"baseline": "baseline", "broken": "INCOMPATIBLE", "partial": "INCONCLUSIVE"}
+    figures = {
+        line.split("|")[1].strip(): line.split("|")[3].strip()
+        for line in section(text, "Key figures against the baseline").splitlines()
+        if line.startswith("| ")
+    }
+    assert figures["decode_heavy output tok/s"] == "not measured"
+    assert figures["visible answers"] == "not measured"
+    assert figures["prefill_10k output tok/s"].startswith("222 tok/s  1.00")
+    for name in (PLOT_TTFT, PLOT_THROUGHPUT, PLOT_RANKING):
+        assert (tmp_path / name).read_bytes()[:8] == PNG_MAGIC
+
+
+def test_only_the_baseline_started(tmp_path: Path, base_cfg: GauntletConfig) -> None:
+    b = SweepBuilder(tmp_path)
+    b.run("baseline", is_baseline=True, free_gib=[1.0] * 8)
+    baseline_like(b, "baseline")
+    b.run("mega_moe", ok=False, kind="incompatible", matched_line="RuntimeError: requires SM100")
+    text = build_report(finish_sweep(tmp_path, base_cfg), base_cfg)
+    assert decisions(text) == {"baseline": "baseline", "mega_moe": "INCOMPATIBLE"}
+    assert "## Key figures" not in text
+    assert (tmp_path / PLOT_RANKING).read_bytes()[:8] == PNG_MAGIC
+
+
+def test_drift_beyond_noise_is_loud(tmp_path: Path, base_cfg: GauntletConfig) -> None:
+    b = SweepBuilder(tmp_path)
+    b.run("baseline", is_baseline=True, free_gib=[1.0] * 8)
+    baseline_like(b, "baseline")
+    b.run("faster", free_gib=[1.0] * 8)
+    baseline_like(b, "faster", ttft_factor=0.8)
+    b.run("baseline", root="recovery", is_baseline=True)
+    fig = BASELINE["decode_heavy"]
+    out, prompt, ttft = fig["output_tps"] * 0.6, fig["prompt_tps"] * 0.6, fig["ttft"] * 2  # a slower host
+    b.loaded(
+        "baseline", "decode_heavy", output_tps=out, prompt_tps=prompt, ttft=ttft, repeats=1, root="recovery"
+    )
+    text = build_report(finish_sweep(tmp_path, base_cfg), base_cfg)
+    assert "**DRIFT: the baseline moved beyond noise" in text
+    assert decisions(text)["faster"] == "INCONCLUSIVE"
+    assert "baseline drift (would have been keep)" in text
+
+
+@pytest.mark.parametrize(
+    ("ok", "fingerprint", "fragments"),
+    [
+        (True, FINGERPRINT, ["**PASSED**", "fingerprint matches"]),
+        (False, FINGERPRINT, ["**FAILED**", "observed 120/128", "| NO "]),
+        (
+            False,
+            "sha256:" + "cd" * 32,
+            ["**FAILED**", "fingerprint DIFFERS from", f"(recorded `{FINGERPRINT}`)"],
+        ),
+    ],
+)
+def test_recovery_result_is_reported(
+    tmp_path: Path, base_cfg: GauntletConfig, ok: bool, fingerprint: str, fragments: list[str]
+) -> None:
+    b = SweepBuilder(tmp_path)
+    b.run("baseline", is_baseline=True, free_gib=[1.0] * 8)
+    baseline_like(b, "baseline")
+    finish_sweep(tmp_path, base_cfg)
+    write_validation(tmp_path, ok=ok, fingerprint=fingerprint)
+    recovery = section(build_report(tmp_path, base_cfg), "Retained configuration and recovery")
+    for fragment in fragments:
+        assert fragment in recovery
+
+
+def _as_real_vllm(sweep: Path) -> None:
+    for path in sweep.rglob("run.json"):
+        write_model(
+            path, read_model(path, CandidateRun).model_copy(update={"backend": "vllm", "host": "h100x8"})
+        )
+    for path in sweep.rglob("summary.json"):
+        write_model(path, read_model(path, ProfileSummary).model_copy(update={"backend": "vllm"}))
+
+
+def test_header_states_real_vllm_and_the_nvml_probe(tmp_path: Path, base_cfg: GauntletConfig) -> None:
+    b = SweepBuilder(tmp_path)
+    b.run("baseline", is_baseline=True, free_gib=[1.0] * 8)
+    baseline_like(b, "baseline")
+    _as_real_vllm(tmp_path)
+    from orchestrator.results import GpuMemory
+
+    probe = HostProbe(
+        driver=True,
+        driver_version="550.54.15",
+        gpus=[
+            GpuMemory(index=i, name="NVIDIA H100 80GB HBM3", total_gib=80, used_gib=0.5, free_gib=79.5)
+            for i in range(8)
+        ],
+        compute_capability=["9.0"] * 8,
+    )
+    finish_sweep(tmp_path, base_cfg, probe=probe)
+    head = build_report(tmp_path, base_cfg).split("## Decision", 1)[0]
+    assert "Numbers measured on **real vLLM**" in head and "SIMULATED" not in head
+    assert "NVIDIA driver 550.54.15, 8 GPU(s) (NVIDIA H100 80GB HBM3), compute capability 9.0" in head
+
+
+# ------------------------------------------------------------------------------------------ command line
+
+
+def test_main_rebuilds_and_prints(case: tuple[Path, str], capsys: pytest.CaptureFixture[str]) -> None:
+    sweep, text = case
+    assert main([str(sweep)]) == 0
+    assert capsys.readouterr().out == text
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        ([], 2, "the following arguments are required"),
+        (["/nonexistent/sweep"], 6, "/nonexistent/sweep: no such sweep directory"),
+    ],
+)
+def test_main_errors(args: list[str], code: int, message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(args) == code
+    assert message in capsys.readouterr().err
+
+
+def test_main_on_a_directory_without_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(tmp_path)]) == 6
+    err = capsys.readouterr().err
+    assert "no config.yaml here" in err and "hint:" in err
+
+
+# ------------------------------------------------------------------------------------------ formatting
+
+
+@pytest.mark.parametrize(
+    ("value", "unit", "text"),
+    [
+        (None, "s", "n/a"),
+        (math.inf, "s", "inf (censored)"),
+        (0.347, "s", "0.347 s"),
+        (22.45, "s", "22.45 s"),
+        (1234.0, "s", "1,234 s"),
+        (10039.0, "tok/s", "10,039 tok/s"),
+        (55.25, "tok/s", "55.2 tok/s"),
+    ],
+)
+def test_fmt_value(value: float | None, unit: str, text: str) -> None:
+    assert fmt_value(value, unit) == text
+
+
+def _cmp(metric: str, profile: str, **fields: object) -> Comparison:
+    return Comparison.model_validate(
+        {"metric": metric, "profile": profile, "status": "fail", "observed": None, "baseline": None, **fields}
+    )
+
+
+@pytest.mark.parametrize(
+    ("comparison", "text"),
+    [
+        (
+            _cmp("output_tps", "decode_heavy", ratio=0.1192, interval=(0.114, 0.124)),
+            "decode_heavy output tok/s 0.119x [0.114x-0.124x]",
+        ),
+        (
+            _cmp("serial_e2e_p50", "serial", ratio=0.82, interval=(0.81, 0.83)),
+            "serial latency p50 0.820x [0.810x-0.830x]",
+        ),
+        (
+            _cmp("ttft_p50", "decode_heavy", ratio=64.7, interval=(58.4, 71.7)),
+            "decode_heavy TTFT p50 64.7x [58.4x-71.7x]",
+        ),
+        (
+            _cmp("visible_answers", "answer_gate", observed=3.0, baseline=4.0, n_candidate=5, n_baseline=5),
+            "visible answers 3/5 vs 4/5",
+        ),
+        (
+            _cmp("visible_p50_censored", "answer_gate", observed=math.inf, baseline=43.95, ratio=math.inf),
+            "censored median to visible answer inf (censored) vs 43.95 s",
+        ),
+        (
+            _cmp("stability", "decode_heavy", message="decode_heavy: 3 preemptions"),
+            "decode_heavy: 3 preemptions",
+        ),
+    ],
+)
+def test_short_comparison(comparison: Comparison, text: str) -> None:
+    assert short_comparison(comparison) == text
+
+
+def test_table_pads_columns_and_escapes_pipes() -> None:
+    lines = table(["a", "bb"], [["x|y", "1"], ["long cell", "22"]])
+    assert lines == [
+        "| a         | bb |",
+        "|-----------|----|",
+        "| x\\|y      | 1  |",
+        "| long cell | 22 |",
+    ]
