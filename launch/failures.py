@@ -111,13 +111,13 @@ DEFAULT_PATTERNS: Final[tuple[FailurePattern, ...]] = (
         "a flag has a value this vLLM version refuses: see the quoted line",
         frozenset({2}),
     ),
-    # "ValueError: DeepGEMM MegaMoE requires SM100 GPUs."
+    # "RuntimeError: DeepGEMM MegaMoE requires SM100 GPUs."
     FailurePattern(
         INCOMPATIBLE,
-        r"requires SM ?\d+|requires (compute capability|a GPU with compute capability)",
+        r"requires SM ?\d+|requires (a GPU with )?compute capability",
         "the kernel needs a newer GPU generation than this host has: pick another moe_backend",
     ),
-    # "FP8 KV cache on CPU requires x86 with AVX-512 or AMX"
+    # "NotImplementedError: FP8 KV cache on CPU requires x86 with AVX-512 or AMX."
     FailurePattern(
         INCOMPATIBLE,
         r"requires [^.]*\b(AVX-?512|AMX|AVX2)\b",
@@ -128,13 +128,6 @@ DEFAULT_PATTERNS: Final[tuple[FailurePattern, ...]] = (
         INCOMPATIBLE,
         r"Unsupported (CPU )?attention configuration|no (valid|supported) attention backend",
         "no attention kernel supports this model shape or dtype on this device",
-    ),
-    # "... is not supported on (this|the current) platform/device/GPU", "... not supported on CPU"
-    FailurePattern(
-        INCOMPATIBLE,
-        r"(not|isn't|is not) supported (on|by) (this|the current|your|cpu|rocm|xpu)\b"
-        r"|not supported for (this|the current) (platform|device|gpu)",
-        "the runtime refuses this configuration on this hardware",
     ),
     # "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate ..."
     FailurePattern(
@@ -153,7 +146,7 @@ DEFAULT_PATTERNS: Final[tuple[FailurePattern, ...]] = (
     #  utilization (0.9, 71.3 GiB)"; on CPU: "... less than desired CPU memory utilization"
     FailurePattern(
         OUT_OF_MEMORY,
-        r"less than desired (GPU|CPU)? ?memory utilization",
+        r"less than desired (GPU |CPU )?memory utilization",
         "another process holds memory on the device: stop it, or lower gpu_memory_utilization",
     ),
     # "ValueError: To serve at least one request with the models's max seq len (131072), (8.0 GiB KV cache
@@ -163,18 +156,32 @@ DEFAULT_PATTERNS: Final[tuple[FailurePattern, ...]] = (
         r"larger than the available KV cache memory|insufficient (KV cache )?memory",
         "the KV cache cannot hold one request of max_model_len: lower max_model_len or free memory",
     ),
+    # "NotImplementedError: EPLB is not supported for DeepseekV4ForCausalLM: ... cannot initialize.",
+    # "RuntimeError: EPLB state failed to initialize" (before the generic NotImplementedError row)
+    FailurePattern(
+        INIT_FAILED,
+        r"\bEPLB\b.*\b(fail\w*|error|unable|cannot|could not|not supported)\b"
+        r"|\b(fail\w*|unable|cannot|could not)\b.*\bEPLB\b",
+        "expert-parallel load balancing could not start: check eplb_config and expert parallelism",
+    ),
+    # "ValueError: The number of required GPUs (16 = ...) exceeds the 8 GPUs available on this host."
+    FailurePattern(
+        INIT_FAILED,
+        r"number of required GPUs|larger than the number of available GPUs|exceeds the \d+ GPUs available",
+        "the candidate needs more GPUs than the host has: lower tensor/data parallel sizes",
+    ),
     # "NotImplementedError: FP8 KV cache requires head_size divisible by 32 on CPU." (any CPU, head_dim 80)
     FailurePattern(
         INCOMPATIBLE,
         r"^NotImplementedError: |requires head_size divisible",
         "the runtime has no implementation of this configuration for this model on this hardware",
     ),
-    # "RuntimeError: EPLB state failed to initialize: ..." and other EPLB root causes
+    # "... is not supported on this platform", "... not supported on CPU"
     FailurePattern(
-        INIT_FAILED,
-        r"\bEPLB\b.*\b(fail\w*|error|unable|cannot|could not)\b"
-        r"|\b(fail\w*|unable|cannot|could not)\b.*\bEPLB\b",
-        "expert-parallel load balancing could not start: check eplb_config and expert parallelism",
+        INCOMPATIBLE,
+        r"(not|isn't|is not) supported (on|by) (this|the current|your|cpu|rocm|xpu)\b"
+        r"|not supported for (this|the current) (platform|device|gpu)",
+        "the runtime refuses this configuration on this hardware",
     ),
     # "torch.distributed.DistBackendError: NCCL error ...", "Failed to initialize NCCL/process group"
     FailurePattern(
@@ -187,6 +194,18 @@ DEFAULT_PATTERNS: Final[tuple[FailurePattern, ...]] = (
         BAD_ARGS,
         r"ValidationError: \d+ validation errors? for",
         "vLLM rejected a configuration value at startup: see the quoted line",
+    ),
+    # "ValueError: gpu_memory_utilization must be in (0, 1], got 1.5", "Unsupported KV cache dtype 'x'"
+    FailurePattern(
+        BAD_ARGS,
+        r"^ValueError: .*(\bmust be (at least|at most|in|one of|greater|less)\b|Unsupported KV cache dtype)",
+        "a configuration value is out of range: see the quoted line",
+    ),
+    # "ValueError: speculative method 'x' is not supported for this model"
+    FailurePattern(
+        INIT_FAILED,
+        r"is not supported for this model",
+        "a component of the candidate cannot be built for this model",
     ),
     # "RuntimeError: Engine core initialization failed. See root cause above." (no known root cause)
     FailurePattern(
