@@ -591,15 +591,16 @@ def _few(items: Sequence[str], limit: int = 2) -> str:
     return head + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
 
 
-def _failed_short(verdict: Verdict) -> str:
+def _gates_short(verdict: Verdict, status: GateStatus, *, gain: bool = False) -> str:
+    """The requirement gates (or the gain gate) with ``status``, each with its strongest comparisons."""
     parts = []
     for gate in verdict.gates:
-        if gate.role != "requirement" or gate.status != "fail":
+        if gate.status != status or (gate.role == "gain") != gain or gate.gate == "compatibility":
             continue
-        bad = sorted((c for c in gate.comparisons if c.status == "fail"), key=_strength, reverse=True)
+        bad = sorted((c for c in gate.comparisons if c.status == status), key=_strength, reverse=True)
         bad.sort(key=lambda c: c.metric != "visible_answers")  # the count says more than its median
         detail = _few([short_comparison(c) for c in bad]) if bad else gate.message
-        parts.append(f"{requirement_label(gate.gate)}: {detail}")
+        parts.append(f"{requirement_label(gate.gate) if status == 'fail' else gate.gate}: {detail}")
     return "; ".join(parts)
 
 
@@ -631,7 +632,7 @@ def _summary(verdict: Verdict | None) -> str:
     if verdict.decision_before_drift is not None:
         return f"baseline drift (would have been {verdict.decision_before_drift})"
     if verdict.decision == "reject":
-        failed = _failed_short(verdict)
+        failed = _gates_short(verdict, "fail")
         no_gain = "" if verdict.gains else "; no clear load advantage"
         return f"{failed}{no_gain}" if failed else verdict.reason
     if verdict.decision == "keep":
@@ -639,12 +640,13 @@ def _summary(verdict: Verdict | None) -> str:
     if verdict.decision == "neutral":
         return "fails no requirement, no clear gain: not worth a production change"
     if verdict.decision == "inconclusive":
+        unsure = _gates_short(verdict, "inconclusive") or _gates_short(verdict, "inconclusive", gain=True)
         more = (
-            f"about {verdict.more_repeats} more repeat(s) per side would settle it"
+            f"; about {verdict.more_repeats} more repeat(s) per side would settle it"
             if verdict.more_repeats
-            else "more repeats are unlikely to settle it"
+            else ""
         )
-        return f"noise larger than the effect; {more}"
+        return f"unsettled: {unsure or verdict.reason}{more}"
     return verdict.reason
 
 
@@ -789,7 +791,11 @@ def _figures_section(report: ReportModel) -> list[str]:
             continue
         lines.append([base_fig.label, _figure_value(base_fig), *(figure_cell(f) for f in figs)])
     out += table(["figure", base_label, *(r.candidate for r in measured)], lines)
-    out += ["", "Ratios are candidate / baseline; an interval that excludes 1.000x is beyond noise."]
+    out += [
+        "",
+        "Ratios are candidate / baseline; an interval that excludes 1.000x is beyond noise. Intervals are "
+        "the gates' own (serial latency: widened for the several latencies the gain gate tests).",
+    ]
     if unmeasured:
         out.append(f"Not measured in this sweep: {', '.join(unmeasured)}.")
     return out
@@ -867,8 +873,8 @@ def _drift_section(drift: DriftResult) -> list[str]:
             f"**DRIFT: the baseline moved beyond noise during the sweep: every measured verdict is "
             f"inconclusive.** {drift.message}"
         ]
-    label = {"pass": "no drift", "inconclusive": "drift inconclusive", "not_run": "drift not checked"}
-    return [f"{label[drift.status]}: {drift.message}"]
+    label = {"pass": "pass", "inconclusive": "INCONCLUSIVE", "not_run": "not run"}
+    return [f"drift check: **{label[drift.status]}**. {drift.message}"]
 
 
 def _recovery_section(report: ReportModel) -> list[str]:

@@ -192,7 +192,7 @@ def test_the_reversal_has_its_own_paragraph(case: tuple[Path, str]) -> None:
 
 def test_drift_and_recovery_sections(case: tuple[Path, str]) -> None:
     _, text = case
-    assert section(text, "Baseline drift").strip().startswith("no drift:")
+    assert section(text, "Baseline drift").strip().startswith("drift check: **pass**. no drift beyond noise")
     recovery = section(text, "Retained configuration and recovery")
     assert "retained: **baseline**" in recovery
     assert "recovery validation: **PASSED**" in recovery
@@ -273,6 +273,8 @@ def test_missing_profiles_and_unmeasured_candidates_still_report(
     )
     text = build_report(finish_sweep(tmp_path, base_cfg), base_cfg)
     assert decisions(text) == {"baseline": "baseline", "broken": "INCOMPATIBLE", "partial": "INCONCLUSIVE"}
+    row = next(line for line in text.splitlines() if line.startswith("| partial "))
+    assert "unsettled: " in row and "decode_heavy: not measured for the candidate" in row
     figures = {
         line.split("|")[1].strip(): line.split("|")[3].strip()
         for line in section(text, "Key figures against the baseline").splitlines()
