@@ -1,0 +1,761 @@
+"""The simulator's HTTP server: vLLM's OpenAI-compatible surface over asyncio streams.
+
+Pipeline position: the process the launcher starts for the ``sim`` host (``python -m launch.sim``). It
+checks the configuration as vLLM would at startup (refusals, memory), then serves ``/health``,
+``/v1/models``, ``/version``, ``/tokenize``, ``/metrics``, ``/v1/chat/completions`` and the simulator-only
+``/sim/gpu_memory``; tokens come from the engine model (:mod:`launch.sim.engine`) through the runtime's
+virtual clock. Every log line starts with ``[sim]``; the ``server`` header, the model's ``owned_by`` and
+``/version`` say that it is simulated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import signal
+import sys
+import time
+import uuid
+from dataclasses import replace
+from typing import Any, TextIO
+
+from launch.sim.cli import SimArgs, parse_args
+from launch.sim.engine import Host
+from launch.sim.metrics import render_metrics
+from launch.sim.model import (
+    EngineConfig,
+    MemoryPlan,
+    StartupError,
+    chat_text,
+    check_startup,
+    count_chat_tokens,
+    count_text_tokens,
+    prompt_digest,
+    token_ids,
+)
+from launch.sim.profile import Profile, ProfileError, load_profile
+from launch.sim.runtime import Runtime
+
+SERVER_HEADER = "gauntlet-sim (simulated vLLM)"
+LOG_PREFIX = "[sim]"
+_REASONING_WORDS = (" Let", " me", " think", " about", " this", " carefully", " and", " check", ".")
+_CONTENT_WORDS = (" The", " answer", " is", " shown", " here", " in", " plain", " words", ".")
+_STATUS_TEXT = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+
+
+def log(level: str, source: str, message: str, stream: TextIO | None = None) -> None:
+    stamp = time.strftime("%m-%d %H:%M:%S")
+    out = stream or sys.stdout
+    out.write(f"{LOG_PREFIX} {level} {stamp} [{source}] {message}\n")
+    out.flush()
+
+
+_TEXT_CACHE: dict[tuple[bool, int], bytes] = {}
+
+
+def _text(reasoning: bool, n: int) -> bytes:
+    key = (reasoning, n)
+    cached = _TEXT_CACHE.get(key)
+    if cached is None:
+        words = _REASONING_WORDS if reasoning else _CONTENT_WORDS
+        cached = "".join(words[i % len(words)] for i in range(n)).encode()
+        if len(_TEXT_CACHE) < 4096:
+            _TEXT_CACHE[key] = cached
+    return cached
+
+
+def _error_body(status: int, message: str, kind: str, param: str | None = None) -> bytes:
+    return json.dumps({"error": {"message": message, "type": kind, "param": param, "code": status}}).encode()
+
+
+class BadRequest(Exception):
+    """A request vLLM would refuse; becomes an HTTP error response."""
+
+    def __init__(
+        self, message: str, status: int = 400, kind: str = "BadRequestError", param: str | None = None
+    ):
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+        self.param = param
+
+
+class ChatStream:
+    """The engine's sink for one chat request: turns steps into SSE chunks (or one JSON at the end)."""
+
+    __slots__ = (
+        "chunks",
+        "completion",
+        "content_started",
+        "created",
+        "done",
+        "finish",
+        "include_usage",
+        "last_write",
+        "model_json",
+        "pend_c",
+        "pend_r",
+        "prefix",
+        "prompt_tokens",
+        "rid",
+        "server",
+        "stall_after",
+        "started",
+        "stream",
+        "text_c",
+        "text_r",
+        "transport",
+    )
+
+    def __init__(
+        self,
+        server: SimServer,
+        transport: asyncio.WriteTransport | None,
+        *,
+        stream: bool,
+        include_usage: bool,
+        prompt_tokens: int,
+    ) -> None:
+        self.server = server
+        self.transport = transport
+        self.stream = stream
+        self.include_usage = include_usage
+        self.prompt_tokens = prompt_tokens
+        self.rid = f"chatcmpl-{uuid.uuid4().hex}"
+        self.created = int(time.time())
+        self.model_json = json.dumps(server.served_model_name)
+        self.prefix = (
+            f'data: {{"id":"{self.rid}","object":"chat.completion.chunk","created":{self.created},'
+            f'"model":{self.model_json},"choices":[{{"index":0,"delta":{{'
+        ).encode()
+        self.pend_r = self.pend_c = 0
+        self.text_r: list[bytes] = []
+        self.text_c: list[bytes] = []
+        self.completion = 0
+        self.started = False
+        self.content_started = False
+        self.finish: str | None = None
+        self.last_write = 0.0
+        self.chunks = 0
+        self.stall_after = server.args.stall_after_chunks
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    # -- the engine's sink -----------------------------------------------------------------------------
+    def __call__(self, _t: float, r: int, c: int, finish: str | None) -> None:
+        self.pend_r += r
+        self.pend_c += c
+        self.completion += r + c
+        if not self.stream:
+            if r:
+                self.text_r.append(_text(True, r))
+            if c:
+                self.text_c.append(_text(False, c))
+            if finish is not None:
+                self.finish = finish
+                if not self.done.done():
+                    self.done.set_result(None)
+            return
+        if finish is not None:
+            self.finish = finish
+        wall = self.server.clock()
+        must = finish is not None or not self.started or (c and not self.content_started)
+        if must or wall - self.last_write >= self.server.runtime.coalesce_s:
+            self.flush(wall)
+        else:
+            self.server.runtime.pending[id(self)] = self.flush_if_due
+
+    def flush_if_due(self, wall: float) -> bool:
+        if wall - self.last_write >= self.server.runtime.coalesce_s:
+            self.flush(wall)
+            return True
+        return False
+
+    def _write(self, data: bytes) -> None:
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        transport.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def flush(self, wall: float) -> None:
+        self.server.runtime.pending.pop(id(self), None)
+        if self.stall_after is not None and self.chunks >= self.stall_after:
+            self.pend_r = self.pend_c = 0
+            return
+        parts: list[bytes] = []
+        if not self.started:
+            self.started = True
+            parts.append(
+                self.prefix + b'"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
+            )
+        delta: list[bytes] = []
+        if self.pend_r:
+            delta.append(b'"reasoning":"' + _text(True, self.pend_r) + b'"')
+        if self.pend_c:
+            self.content_started = True
+            delta.append(b'"content":"' + _text(False, self.pend_c) + b'"')
+        self.pend_r = self.pend_c = 0
+        if self.finish is None:
+            tail = b'},"logprobs":null,"finish_reason":null}]}\n\n'
+        else:
+            tail = b'},"logprobs":null,"finish_reason":"%s","stop_reason":null}]}\n\n' % self.finish.encode()
+        parts.append(self.prefix + b",".join(delta) + tail)
+        self.chunks += 1
+        if self.finish is not None:
+            if self.include_usage:
+                usage = (
+                    f'data: {{"id":"{self.rid}","object":"chat.completion.chunk","created":{self.created},'
+                    f'"model":{self.model_json},"choices":[],"usage":{{"prompt_tokens":{self.prompt_tokens},'
+                    f'"total_tokens":{self.prompt_tokens + self.completion},'
+                    f'"completion_tokens":{self.completion}}}}}\n\n'
+                )
+                parts.append(usage.encode())
+            parts.append(b"data: [DONE]\n\n")
+        self._write(b"".join(parts))
+        self.last_write = wall
+        if self.finish is not None:
+            self._write_end()
+
+    def _write_end(self) -> None:
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            transport.write(b"0\r\n\r\n")
+        if not self.done.done():
+            self.done.set_result(None)
+
+    def response(self) -> dict[str, Any]:
+        content = b"".join(self.text_c).decode() or None
+        reasoning = b"".join(self.text_r).decode() or None
+        return {
+            "id": self.rid,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.server.served_model_name,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {
+                        "role": "assistant",
+                        "content": content,
+                        "reasoning": reasoning,
+                        "tool_calls": [],
+                    },
+                    "logprobs": None,
+                    "finish_reason": self.finish,
+                    "stop_reason": None,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": self.prompt_tokens,
+                "total_tokens": self.prompt_tokens + self.completion,
+                "completion_tokens": self.completion,
+            },
+            "prompt_logprobs": None,
+        }
+
+
+def _int_field(body: dict[str, Any], name: str, minimum: int) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadRequest(f"{name} must be an integer, got {value!r}", param=name)
+    if value < minimum:
+        raise BadRequest(f"{name} must be at least {minimum}, got {value}.", param=name)
+    return value
+
+
+def validate_cache_salt(value: Any) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str) or not 1 <= len(value) <= 128 or any(ch in value for ch in "@/\\\x00"):
+        raise BadRequest(
+            "Parameter 'cache_salt' must be a non-empty string of at most 128 characters without "
+            "'@', '/', '\\' or NUL.",
+            param="cache_salt",
+        )
+
+
+class SimServer:
+    """One simulated vLLM server process."""
+
+    def __init__(
+        self,
+        args: SimArgs,
+        profile: Profile,
+        cfg: EngineConfig,
+        memory: MemoryPlan,
+        *,
+        clock: Any = time.monotonic,
+    ) -> None:
+        self.args = args
+        self.profile = profile
+        self.cfg = cfg
+        self.memory = memory
+        self.clock = clock
+        self.served_model_name = args.served_model_name
+        self.host = Host(profile, cfg, memory)
+        self.runtime = Runtime(self.host, args.time_scale, clock=clock, coalesce_s=args.coalesce_s)
+        self.finished_requests = 0
+        self.dead = False
+        self.health_hangs_at: float | None = args.hang_health_after_s
+        self.error_rng = random.Random(f"sim-errors:{cfg.seed}")
+        self.transports: set[asyncio.WriteTransport] = set()
+        self.exit_code: asyncio.Future[int] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # ---- lifecycle -----------------------------------------------------------------------------------
+    def crash(self, reason: str) -> None:
+        """The engine dies: vLLM's log lines, /health 503, open streams cut, exit 1 shortly after."""
+        if self.dead:
+            return
+        self.dead = True
+        log("ERROR", "core.py", f"EngineCore encountered a fatal error ({reason}).")
+        log(
+            "ERROR",
+            "async_llm.py",
+            "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
+            "See stack trace (above) for the root cause.",
+        )
+        self.runtime.stop()
+        for transport in list(self.transports):
+            transport.abort()
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.5, self._exit, 1)
+
+    def _exit(self, code: int) -> None:
+        if self.exit_code is not None and not self.exit_code.done():
+            self.exit_code.set_result(code)
+
+    def _request_finished(self) -> None:
+        self.finished_requests += 1
+        limit = self.args.crash_after_requests
+        if limit is not None and self.finished_requests >= limit:
+            self.crash(f"--sim-crash-after-requests {limit} reached")
+
+    # ---- HTTP ----------------------------------------------------------------------------------------
+    def _headers(self, status: int, content_type: str, length: int | None) -> bytes:
+        lines = [
+            f"HTTP/1.1 {status} {_STATUS_TEXT.get(status, 'OK')}",
+            f"server: {SERVER_HEADER}",
+            f"content-type: {content_type}",
+            "x-simulated: true",
+        ]
+        if length is None:
+            lines.append("transfer-encoding: chunked")
+        else:
+            lines.append(f"content-length: {length}")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+    def _send(
+        self, writer: asyncio.StreamWriter, status: int, body: bytes, content_type: str = "application/json"
+    ) -> None:
+        writer.write(self._headers(status, content_type, len(body)) + body)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        transport = writer.transport
+        self.transports.add(transport)
+        try:
+            while not self.dead:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+                    return
+                lines = head.decode("latin-1").split("\r\n")
+                try:
+                    method, target, _version = lines[0].split(" ", 2)
+                except ValueError:
+                    return
+                headers = {}
+                for line in lines[1:]:
+                    if ":" in line:
+                        key, value = line.split(":", 1)
+                        headers[key.strip().lower()] = value.strip()
+                length = int(headers.get("content-length", "0") or 0)
+                try:
+                    body = await reader.readexactly(length) if length else b""
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                path = target.split("?", 1)[0]
+                keep = await self.route(method, path, body, reader, writer)
+                if not keep or headers.get("connection", "").lower() == "close":
+                    return
+                await writer.drain()
+        except ConnectionError:
+            return
+        finally:
+            self.transports.discard(transport)
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    async def route(
+        self, method: str, path: str, body: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
+        """Answer one request; False closes the connection."""
+        if path == "/v1/chat/completions" and method == "POST":
+            return await self.chat(body, reader, writer)
+        if path == "/health" and method == "GET":
+            if self.dead:
+                self._send(writer, 503, b"")
+                return True
+            if self.health_hangs_at is not None and self.runtime.vnow() >= self.health_hangs_at:
+                await reader.read()  # never answers; returns when the client goes away
+                return False
+            self._send(writer, 200, b"")
+            return True
+        if method == "GET" and path in ("/ping", "/load"):
+            self._send(writer, 200, b"{}" if path == "/load" else b"")
+            return True
+        if path == "/v1/models" and method == "GET":
+            self._send(writer, 200, json.dumps(self.models()).encode())
+            return True
+        if path == "/version" and method == "GET":
+            version = {
+                "version": f"{self.profile.vllm_version}+sim",
+                "simulated": True,
+                "profile": self.profile.name,
+            }
+            self._send(writer, 200, json.dumps(version).encode())
+            return True
+        if path == "/metrics" and method == "GET":
+            text = render_metrics(self.host, self.served_model_name, self.memory).encode()
+            self._send(writer, 200, text, "text/plain; version=0.0.4; charset=utf-8")
+            return True
+        if path == "/sim/gpu_memory" and method == "GET":
+            self._send(writer, 200, json.dumps(self.gpu_memory()).encode())
+            return True
+        if path == "/tokenize" and method == "POST":
+            try:
+                result = self.tokenize(body)
+            except BadRequest as exc:
+                self._send(writer, exc.status, _error_body(exc.status, str(exc), exc.kind, exc.param))
+                return True
+            self._send(writer, 200, json.dumps(result).encode())
+            return True
+        known = {
+            "/v1/chat/completions",
+            "/health",
+            "/v1/models",
+            "/version",
+            "/metrics",
+            "/tokenize",
+            "/sim/gpu_memory",
+        }
+        if path in known:
+            self._send(writer, 405, _error_body(405, "Method Not Allowed", "MethodNotAllowed"))
+        else:
+            self._send(writer, 404, json.dumps({"detail": "Not Found"}).encode())
+        return True
+
+    def models(self) -> dict[str, Any]:
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": self.served_model_name,
+                    "object": "model",
+                    "created": int(time.time()),
+                    "owned_by": "vllm (simulated by gauntlet)",
+                    "root": f"{self.args.model} (simulated)",
+                    "parent": None,
+                    "max_model_len": self.cfg.max_model_len,
+                    "simulated": True,
+                    "permission": [],
+                }
+            ],
+        }
+
+    def gpu_memory(self) -> list[dict[str, Any]]:
+        """Per-GPU memory after warmup (what NVML would say on a real host)."""
+        used_gpus = self.cfg.tensor_parallel_size * self.cfg.data_parallel_size
+        out = []
+        for i in range(self.profile.gpu.count):
+            total = self.memory.total_gib
+            if i < used_gpus:
+                wobble = 0.04 * (((i * 7 + self.cfg.seed) % 5) - 2)  # allocator slack differs a little
+                free = max(0.0, self.memory.free_gib + wobble)
+            else:
+                free = total - self.profile.memory.cuda_context_gib
+            out.append(
+                {
+                    "index": i,
+                    "name": f"{self.profile.gpu.name} (simulated)",
+                    "total_gib": round(total, 3),
+                    "used_gib": round(total - free, 3),
+                    "free_gib": round(free, 3),
+                }
+            )
+        return out
+
+    def _parse_json(self, body: bytes) -> dict[str, Any]:
+        try:
+            data = json.loads(body or b"{}")
+        except ValueError as exc:
+            raise BadRequest(f"request body is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise BadRequest("request body must be a JSON object")
+        return data
+
+    def _check_model(self, data: dict[str, Any]) -> None:
+        model = data.get("model")
+        if model is not None and model not in (self.served_model_name, self.args.model):
+            raise BadRequest(f"The model `{model}` does not exist.", 404, "NotFoundError", "model")
+
+    def tokenize(self, body: bytes) -> dict[str, Any]:
+        data = self._parse_json(body)
+        self._check_model(data)
+        if "messages" in data:
+            messages = data["messages"]
+            if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+                raise BadRequest("messages must be a list of objects", param="messages")
+            count = count_chat_tokens(
+                messages, add_generation_prompt=bool(data.get("add_generation_prompt", True))
+            )
+            text = chat_text(messages)
+            ids = [1, *token_ids(text)]
+        elif isinstance(data.get("prompt"), str):
+            count = count_text_tokens(data["prompt"])
+            ids = token_ids(data["prompt"])
+        else:
+            raise BadRequest("either 'prompt' (a string) or 'messages' is required")
+        ids = (ids + [0] * count)[:count]
+        return {"count": count, "max_model_len": self.cfg.max_model_len, "tokens": ids, "token_strs": None}
+
+    def _parse_chat(self, data: dict[str, Any]) -> dict[str, Any]:
+        self._check_model(data)
+        messages = data.get("messages")
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+            raise BadRequest("messages must be a non-empty list of message objects", param="messages")
+        stream = data.get("stream", False)
+        if not isinstance(stream, bool):
+            raise BadRequest("stream must be a boolean", param="stream")
+        options = data.get("stream_options")
+        if options is not None and not stream:
+            raise BadRequest("Stream options can only be defined when `stream=True`.", param="stream_options")
+        if options is not None and not isinstance(options, dict):
+            raise BadRequest("stream_options must be an object", param="stream_options")
+        max_tokens = _int_field(data, "max_completion_tokens", 1)
+        if max_tokens is None:
+            max_tokens = _int_field(data, "max_tokens", 1)
+        min_tokens = _int_field(data, "min_tokens", 0) or 0
+        temperature = data.get("temperature")
+        if temperature is not None:
+            if isinstance(temperature, bool) or not isinstance(temperature, int | float):
+                raise BadRequest(f"temperature must be a number, got {temperature!r}", param="temperature")
+            if temperature < 0:
+                raise BadRequest(f"temperature must be non-negative, got {temperature}.", param="temperature")
+        ignore_eos = data.get("ignore_eos", False)
+        if not isinstance(ignore_eos, bool):
+            raise BadRequest("ignore_eos must be a boolean", param="ignore_eos")
+        validate_cache_salt(data.get("cache_salt"))
+        seed = _int_field(data, "seed", -(2**63))
+        prompt_tokens = count_chat_tokens(messages)
+        limit = self.cfg.max_model_len
+        if max_tokens is None:
+            max_tokens = limit - prompt_tokens
+            if max_tokens < 1:
+                raise BadRequest(
+                    f"This model's maximum context length is {limit} tokens. However, your request has "
+                    f"{prompt_tokens} input tokens. Please reduce the length of the input messages.",
+                    param="messages",
+                )
+        if prompt_tokens + max_tokens > limit:
+            raise BadRequest(
+                f"This model's maximum context length is {limit} tokens. However, you requested "
+                f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in the "
+                f"completion). Please reduce the length of the messages or completion.",
+                param="max_tokens",
+            )
+        if min_tokens > max_tokens:
+            raise BadRequest(
+                f"min_tokens must be less than or equal to max_tokens={max_tokens}, got {min_tokens}.",
+                param="min_tokens",
+            )
+        return {
+            "messages": messages,
+            "stream": stream,
+            "include_usage": bool((options or {}).get("include_usage", False)),
+            "max_tokens": max_tokens,
+            "min_tokens": min_tokens,
+            "ignore_eos": ignore_eos,
+            "seed": seed,
+            "prompt_tokens": prompt_tokens,
+        }
+
+    async def chat(self, body: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        try:
+            params = self._parse_chat(self._parse_json(body))
+        except BadRequest as exc:
+            self._send(writer, exc.status, _error_body(exc.status, str(exc), exc.kind, exc.param))
+            return True
+        if self.args.error_rate and self.error_rng.random() < self.args.error_rate:
+            message = "Simulated internal server error (--sim-error-rate)."
+            self._send(writer, 500, _error_body(500, message, "InternalServerError"))
+            return True
+        stream = ChatStream(
+            self,
+            writer.transport if params["stream"] else None,
+            stream=params["stream"],
+            include_usage=params["include_usage"],
+            prompt_tokens=params["prompt_tokens"],
+        )
+        req = self.host.new_request(
+            stream.rid,
+            prompt_tokens=params["prompt_tokens"],
+            digest=prompt_digest(chat_text(params["messages"])),
+            max_tokens=params["max_tokens"],
+            min_tokens=params["min_tokens"],
+            ignore_eos=params["ignore_eos"],
+            request_seed=params["seed"],
+            arrival=self.runtime.vnow(),
+            sink=stream,
+        )
+        if params["stream"]:
+            writer.write(self._headers(200, "text/event-stream; charset=utf-8", None))
+        self.runtime.submit(req)
+        gone = asyncio.ensure_future(reader.read(1))
+        try:
+            await asyncio.wait((stream.done, gone), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not gone.done():
+                gone.cancel()
+        if not stream.done.done():
+            self.runtime.abort(req)  # the client went away
+            return False
+        self._request_finished()
+        if not params["stream"]:
+            self._send(writer, 200, json.dumps(stream.response()).encode())
+        return not self.dead
+
+    # ---- periodic log --------------------------------------------------------------------------------
+    async def log_stats(self, every_s: float = 10.0) -> None:
+        last = [(r.stats.prompt_tokens, r.stats.generation_tokens) for r in self.host.replicas]
+        while not self.dead:
+            await asyncio.sleep(every_s)
+            for i, replica in enumerate(self.host.replicas):
+                prompt, gen = replica.stats.prompt_tokens, replica.stats.generation_tokens
+                if (prompt, gen) == last[i] and not replica.running and not replica.waiting:
+                    continue
+                sim_s = every_s * self.args.time_scale
+                log(
+                    "INFO",
+                    "loggers.py",
+                    f"Engine {i:03d}: Avg prompt throughput: {(prompt - last[i][0]) / sim_s:.1f} tokens/s, "
+                    f"Avg generation throughput: {(gen - last[i][1]) / sim_s:.1f} tokens/s, "
+                    f"Running: {len(replica.running)} reqs, Waiting: {len(replica.waiting)} reqs, "
+                    f"GPU KV cache usage: {replica.kv_usage() * 100:.1f}%, Prefix cache hit rate: 0.0%",
+                )
+                last[i] = (prompt, gen)
+
+
+def _startup_failure(exc: StartupError) -> int:
+    pid = os.getpid()
+    for line in exc.log:
+        log("ERROR", "core.py", f"(EngineCore_DP0 pid={pid}) {line}")
+    sys.stdout.flush()
+    sys.stderr.write(
+        f"{LOG_PREFIX} RuntimeError: Engine core initialization failed. See root cause above. "
+        "Failed core proc(s): {'EngineCore_DP0': 1}\n"
+    )
+    sys.stderr.flush()
+    return 1
+
+
+async def serve(args: SimArgs) -> int:
+    """Start up (or fail as vLLM would), serve until SIGTERM/SIGINT or a simulated crash."""
+    try:
+        profile = load_profile(args.profile)
+    except ProfileError as exc:
+        sys.stderr.write(f"python -m launch.sim: error: {exc}\n")
+        return 2
+    cfg = replace(args.engine, max_model_len=args.max_model_len or profile.model.max_model_len)
+    log(
+        "INFO",
+        "api_server.py",
+        f"vLLM API server version {profile.vllm_version} (SIMULATED by gauntlet, profile {profile.name})",
+    )
+    shown = {k: v for k, v in args.raw.items() if v not in (None, False) and k != "model_tag"}
+    log("INFO", "utils.py", f"non-default args: {shown}")
+    log(
+        "INFO",
+        "config.py",
+        f"Simulated host: {profile.gpu.count} x {profile.gpu.name}; time scale {args.time_scale}x",
+    )
+    await asyncio.sleep(min(args.startup_s, 0.3))
+    try:
+        memory = check_startup(profile, cfg)
+    except StartupError as exc:
+        return _startup_failure(exc)
+    remaining = max(0.0, args.startup_s - 0.3) + args.slow_start_s
+    log("INFO", "gpu_model_runner.py", f"Model loading took {memory.weights_gib:.2f} GiB per GPU (simulated)")
+    while remaining > 0:
+        step = min(remaining, 1.0)
+        await asyncio.sleep(step)
+        remaining -= step
+        if remaining > 0:
+            log("INFO", "gpu_worker.py", "Still starting (simulated warmup)...")
+    log("INFO", "gpu_worker.py", f"Available KV cache memory: {memory.kv_gib:.2f} GiB")
+    log("INFO", "kv_cache_utils.py", f"GPU KV cache size: {memory.kv_tokens:,} tokens")
+    log(
+        "INFO",
+        "kv_cache_utils.py",
+        f"Maximum concurrency for {cfg.max_model_len:,} tokens per request: "
+        f"{memory.kv_tokens / cfg.max_model_len:.2f}x",
+    )
+    server = SimServer(args, profile, cfg, memory)
+    loop = asyncio.get_running_loop()
+    server.exit_code = loop.create_future()
+    try:
+        listener = await asyncio.start_server(
+            server.handle, args.host, args.port, limit=1 << 20, backlog=1024
+        )
+    except OSError as exc:
+        log(
+            "ERROR",
+            "api_server.py",
+            f"[Errno {exc.errno}] error while attempting to bind on address "
+            f"({args.host!r}, {args.port}): {exc.strerror}",
+            sys.stderr,
+        )
+        return 1
+    server.runtime.t0 = server.clock()
+    engine_task = asyncio.ensure_future(server.runtime.run())
+    stats_task = asyncio.ensure_future(server.log_stats())
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, server._exit, 0)
+    if args.crash_at_s is not None:
+        loop.call_later(
+            args.crash_at_s / args.time_scale, server.crash, f"--sim-crash-at-s {args.crash_at_s}"
+        )
+    port = listener.sockets[0].getsockname()[1]
+    log("INFO", "api_server.py", f"Starting vLLM API server 0 on http://{args.host}:{port}")
+    log("INFO", "launcher.py", "Application startup complete.")
+    code = await server.exit_code
+    log(
+        "INFO",
+        "launcher.py",
+        "Shutting down FastAPI HTTP server." if code == 0 else "Engine died; shutting down.",
+    )
+    listener.close()
+    for transport in list(server.transports):
+        transport.abort()
+    server.runtime.stop()
+    for task in (engine_task, stats_task):
+        task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await asyncio.gather(engine_task, stats_task, return_exceptions=True)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    return asyncio.run(serve(args))
