@@ -487,7 +487,7 @@ def fmt_ratio(value: float | None) -> str:
     if value is None:
         return "n/a"
     if math.isinf(value):
-        return "infx"
+        return "inf"
     if value >= 10:
         return f"{value:.1f}x"
     return f"{value:.3f}x" if value < 1.2 else f"{value:.2f}x"
@@ -511,7 +511,7 @@ def figure_cell(fig: KeyFigure) -> str:
     value = _figure_value(fig)
     if fig.value is None:
         return "not measured"
-    if fig.ratio is None:
+    if fig.ratio is None or math.isinf(fig.ratio):
         return value
     return f"{value}  {fmt_ratio(fig.ratio)}{_bounds(fig.interval)}"
 

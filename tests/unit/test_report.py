@@ -246,13 +246,22 @@ def test_a_keep_replaces_the_baseline(tmp_path: Path, base_cfg: GauntletConfig) 
     baseline_like(b, "baseline")
     b.run("faster", free_gib=[1.0] * 8)
     baseline_like(b, "faster", ttft_factor=0.8)
+    # Same speed as the baseline, but most answers never become visible: an infinite censored median.
+    b.run("silent", free_gib=[1.0] * 8)
+    baseline_like(b, "silent")
+    b.answers("silent", [None, None, None, 30.0, 40.0])
     text = build_report(finish_sweep(tmp_path, base_cfg), base_cfg)
-    assert decisions(text) == {"baseline": "baseline", "faster": "KEEP"}
+    assert decisions(text) == {"baseline": "baseline", "faster": "KEEP", "silent": "REJECT"}
     row = next(line for line in text.splitlines() if line.startswith("| faster "))
     assert "gain: " in row and "TTFT p50 0.8" in row and "no requirement failed" in row
     assert "| baseline " in text and "replaced by faster" in text
     assert "retained: **faster**" in text
     assert "No reversal" in section(text, "Serial versus loaded ranking")
+    silent = next(line for line in text.splitlines() if line.startswith("| visible-answer censored median "))
+    assert silent.split("|")[4].strip() == "inf (censored)"
+    report = read_model(tmp_path / "report.json", ReportModel)  # infinity survives the JSON round trip
+    figure = next(f for f in report.rows[2].figures if f.metric == "visible_p50_censored")
+    assert figure.value == math.inf and figure.count is None
 
 
 def test_missing_profiles_and_unmeasured_candidates_still_report(
