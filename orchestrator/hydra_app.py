@@ -9,6 +9,7 @@ working. :func:`main` wraps Hydra so that the restore also runs after a failed j
 
 from __future__ import annotations
 
+import copy
 import os
 import signal
 import sys
@@ -23,7 +24,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from orchestrator.config import CONF_DIR, Sources, check_candidate_names, sources_from_hydra, to_typed, validate
 from orchestrator.errors import ConfigError, ConfigProblem, GauntletError, exit_code_for
@@ -103,9 +104,16 @@ def point_latest(sweeps: Path, target: Path) -> None:
     os.replace(tmp, link)
 
 
+def _without_hydra(config: DictConfig) -> DictConfig:
+    """A copy of the job config without the ``hydra`` node, keeping its structured (typed) nodes."""
+    cfg = copy.deepcopy(config)
+    with open_dict(cfg):
+        cfg.pop("hydra", None)
+    return cfg
+
+
 def _typed(config: DictConfig) -> GauntletConfig:
-    cfg = OmegaConf.masked_copy(config, [str(k) for k in config if k != "hydra"])
-    return to_typed(cfg)
+    return to_typed(_without_hydra(config))
 
 
 def _sources(config: DictConfig) -> Sources:
@@ -114,8 +122,7 @@ def _sources(config: DictConfig) -> Sources:
 
 def _save_config(config: DictConfig, sweep_dir: Path) -> None:
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    cfg = OmegaConf.masked_copy(config, [str(k) for k in config if k != "hydra"])
-    (sweep_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    (sweep_dir / "config.yaml").write_text(OmegaConf.to_yaml(_without_hydra(config), resolve=True))
     overrides: list[str] = [str(o) for o in config.hydra.overrides.task]
     (sweep_dir / "overrides.txt").write_text("\n".join(overrides) + ("\n" if overrides else ""))
 
