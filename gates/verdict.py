@@ -157,7 +157,7 @@ def decide(candidate: str, baseline: str, results: Sequence[GateResult], cfg: Ga
         reason = "inconclusive: " + "; ".join(f"{g.gate}: {_brief(g, 'inconclusive')}" for g in unsure)
     elif gain is not None and gain.status == "pass":
         decision = "keep"
-        reason = f"keep: latency gain beyond noise ({gain.message}); no requirement failed"
+        reason = f"keep: latency gain beyond noise ({_brief(gain, 'pass')}); no requirement failed"
     elif gain is not None and gain.status == "inconclusive":
         decision = "inconclusive"
         more = gain.more_repeats
