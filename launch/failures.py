@@ -53,6 +53,7 @@ _NOISE = re.compile(
       | INFO:\s                           # uvicorn
       | \S+\.py:\d+:\s\w*Warning:          # Python warning
       | \s*warnings\.warn\(
+      | \#\ gauntlet:                       # the launcher's own header line (it quotes the command line)
     )""",
     re.VERBOSE,
 )

@@ -79,6 +79,16 @@ class Processes(Protocol):
         """Processes listening on ``port`` (may be empty when the table cannot be read)."""
 
 
+class _DetachedPopen(subprocess.Popen[bytes]):
+    """A server handle that may be dropped while the server runs on purpose (the retained live service)."""
+
+    def __del__(self) -> None:
+        # Popen warns "subprocess N is still running"; for a server that is the design, not a leak.
+        if self.returncode is None:
+            with contextlib.suppress(OSError):
+                self.poll()
+
+
 class PopenSpawner:
     """The real spawner: ``subprocess.Popen`` with ``start_new_session=True``; no shell.
 
@@ -89,7 +99,7 @@ class PopenSpawner:
     def __call__(self, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log_path: Path) -> Child:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("ab") as log:
-            return subprocess.Popen(  # the child keeps its own copy of the log descriptor
+            return _DetachedPopen(  # the child keeps its own copy of the log descriptor
                 list(argv),
                 env=dict(env),
                 cwd=cwd,

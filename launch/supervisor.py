@@ -455,6 +455,7 @@ class Supervisor:
                 self._procs.signal(info.pid, signal.SIGKILL)
             signals.append("SIGKILL")
             alive = self._wait_gone(server, tracked, KILL_WAIT_S)
+        self._exit_code(server)  # reap our own child if it died between two looks (a zombie counts as gone)
         port_free = self._wait_port_free(server.spec, PORT_WAIT_S)
         gpu_released, gpu_after = self._wait_gpu_released(server, tracked, notes)
         record = TeardownRecord(
