@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import httpx
 from tenacity import RetryError, Retrying, retry_if_exception_type, wait_fixed
@@ -58,7 +58,7 @@ INHERITED_ENV = (
 )  # fmt: skip
 
 POLL_INTERVAL_S = 0.5  # readiness polls; process liveness is checked before every one
-TEARDOWN_POLL_S = 0.1
+TEARDOWN_POLL_S = 0.2
 KILL_WAIT_S = 10.0  # after SIGKILL, how long to wait for the tree to disappear
 PORT_WAIT_S = 5.0  # after the tree is gone, how long to wait for the port to be released
 HTTP_TIMEOUT_S = 5.0
@@ -196,6 +196,8 @@ class Supervisor:
         self._lock = threading.Lock()
         #: Things said once per supervisor (e.g. "no NVIDIA driver (...)"), for the run record.
         self.notes: list[str] = []
+        #: The record of the latest teardown, including the one wait_ready does after a failed startup.
+        self.last_teardown: TeardownRecord | None = None
 
     # ---------------------------------------------------------------- start
 
@@ -469,6 +471,7 @@ class Supervisor:
         )
         with self._lock:
             tracked.watch.state = "dead"
+        self.last_teardown = record
         if alive or not port_free:
             problems = [f"survivor: {info.describe()}" for info in alive]
             if not port_free:
@@ -573,15 +576,3 @@ def _stable(previous: list[GpuMemory], current: list[GpuMemory], tolerance: floa
     by_index = {gpu.index: gpu for gpu in previous}
     return all(abs(gpu.used_gib - by_index[gpu.index].used_gib) <= tolerance / 5 for gpu in current
                if gpu.index in by_index)  # fmt: skip
-
-
-def to_jsonable(server: Server) -> dict[str, Any]:
-    """What the journal records to adopt the server later."""
-    return {
-        "pid": server.pid,
-        "pgid": server.pgid,
-        "create_time": server.create_time,
-        "log_path": str(server.log_path),
-        "started_at": server.started_at,
-        "fingerprint": server.spec.fingerprint,
-    }

@@ -410,6 +410,7 @@ def test_never_ready_is_a_timeout_and_the_server_is_torn_down(tmp_path: Path, sc
     assert 60.0 <= clock.t - start < 61.0 + 20.0
     assert ("group", ROOT_PID, "SIGTERM") in system.signals
     assert not any(p.alive for p in system.procs.values())
+    assert sup.last_teardown is not None and sup.last_teardown.signal_sequence == ["SIGTERM"]
 
 
 def test_an_explicit_timeout_overrides_the_spec(tmp_path: Path) -> None:
