@@ -145,9 +145,14 @@ def expand_config(argv: Sequence[str]) -> list[str]:
     args = list(argv)
     for i, item in enumerate(args):
         if item == "--config" and i + 1 < len(args):
-            return _config_argv(args[i + 1]) + args[:i] + args[i + 2 :]
-        if item.startswith("--config="):
-            return _config_argv(item.split("=", 1)[1]) + args[:i] + args[i + 1 :]
+            path, rest = args[i + 1], args[:i] + args[i + 2 :]
+        elif item.startswith("--config="):
+            path, rest = item.split("=", 1)[1], args[:i] + args[i + 1 :]
+        else:
+            continue
+        # like vLLM: a positional MODEL stays first, then the file's flags, then the command line's
+        head = rest[:1] if rest and not rest[0].startswith("-") else []
+        return head + _config_argv(path) + rest[len(head) :]
     return args
 
 

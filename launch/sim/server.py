@@ -311,7 +311,8 @@ class SimServer:
         self.error_rng = random.Random(f"sim-errors:{cfg.seed}")
         self.transports: set[asyncio.WriteTransport] = set()
         self.exit_code: asyncio.Future[int] | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        #: a byte of the next request read while watching for the client going away, per connection
+        self._pushback: dict[Any, bytes] = {}
 
     # ---- lifecycle -----------------------------------------------------------------------------------
     def crash(self, reason: str) -> None:
@@ -328,7 +329,7 @@ class SimServer:
         )
         self.runtime.stop()
         for transport in list(self.transports):
-            transport.abort()
+            transport.close()  # what was written goes out; open streams end without [DONE]
         loop = asyncio.get_running_loop()
         loop.call_later(0.5, self._exit, 1)
 
@@ -367,7 +368,7 @@ class SimServer:
         try:
             while not self.dead:
                 try:
-                    head = await reader.readuntil(b"\r\n\r\n")
+                    head = self._pushback.pop(transport, b"") + await reader.readuntil(b"\r\n\r\n")
                 except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
                     return
                 lines = head.decode("latin-1").split("\r\n")
@@ -393,6 +394,7 @@ class SimServer:
         except ConnectionError:
             return
         finally:
+            self._pushback.pop(transport, None)
             self.transports.discard(transport)
             with contextlib.suppress(Exception):
                 writer.close()
@@ -481,7 +483,7 @@ class SimServer:
         for i in range(self.profile.gpu.count):
             total = self.memory.total_gib
             if i < used_gpus:
-                wobble = 0.04 * (((i * 7 + self.cfg.seed) % 5) - 2)  # allocator slack differs a little
+                wobble = 0.03 * (((i * 7 + self.cfg.seed) % 5) - 2)  # allocator slack differs a little
                 free = max(0.0, self.memory.free_gib + wobble)
             else:
                 free = total - self.profile.memory.cuda_context_gib
@@ -628,12 +630,16 @@ class SimServer:
         finally:
             if not gone.done():
                 gone.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+                await gone  # the reader is free again only once the watcher has stopped
+            if not gone.cancelled() and gone.exception() is None and gone.result():
+                self._pushback[writer.transport] = gone.result()  # the client's next request began
         if not stream.done.done():
             self.runtime.abort(req)  # the client went away
             return False
-        self._request_finished()
         if not params["stream"]:
             self._send(writer, 200, json.dumps(stream.response()).encode())
+        self._request_finished()
         return not self.dead
 
     # ---- periodic log --------------------------------------------------------------------------------
