@@ -403,6 +403,15 @@ def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
         problems.append(ConfigProblem("conf/config.yaml", "run.repeats", cfg.run.repeats, "an integer >= 1"))
     if cfg.run.scale <= 0:
         problems.append(ConfigProblem("conf/config.yaml", "run.scale", cfg.run.scale, "a positive factor"))
+    from gates import REGISTRY  # noqa: PLC0415  (gates register themselves on import)
+
+    for name in cfg.gates.enabled:
+        if name not in REGISTRY:
+            problems.append(
+                ConfigProblem(
+                    src.describe("gates"), "gates.enabled", name, f"a registered gate: {', '.join(REGISTRY)}"
+                )
+            )
     if not 0 < cfg.gates.confidence < 1:
         problems.append(
             ConfigProblem(

@@ -284,13 +284,13 @@ class Lifecycle:
             self.journal.append("vanished", candidate=pending.candidate, fingerprint=pending.fingerprint)
         for live in list(state.live.values()):
             try:
-                spec = LaunchSpec.from_json(Path(live.spec_file).read_text(), source=live.spec_file)
-            except (OSError, SpecError):
-                spec = None
-            server = (
-                self.seams.supervisor.adopt(live.pid, live.pgid, live.create_time, spec, Path(live.log_path))
-                if spec is not None
-                else None
+                # Stopping needs the port, not trust: an edited spec still names the process to stop.
+                spec, _ = LaunchSpec.parse_json(Path(live.spec_file).read_text(), source=live.spec_file)
+            except (OSError, SpecError) as exc:
+                self.say(f"cannot read {live.spec_file} ({exc}); pid {live.pid} is left as it is")
+                continue
+            server = self.seams.supervisor.adopt(
+                live.pid, live.pgid, live.create_time, spec, Path(live.log_path)
             )
             if server is None:
                 self.journal.append(

@@ -72,6 +72,13 @@ def test_candidate_file_holds_only_its_difference() -> None:
             ["workloads.decode_heavy.concurrency = 0", "an integer >= 1"],
         ),
         (
+            ["gates.enabled=[concurency]"],
+            [
+                "command-line override 'gates.enabled=[concurency]': gates.enabled = 'concurency'",
+                "a registered gate: answer_reliability, compatibility, concurrency",
+            ],
+        ),
+        (
             ["run.profiles=[serial,nonexistent]"],
             ["run.profiles = 'nonexistent'", "a workload name"],
         ),
