@@ -409,7 +409,10 @@ def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
         if name not in REGISTRY:
             problems.append(
                 ConfigProblem(
-                    src.describe("gates"), "gates.enabled", name, f"a registered gate: {', '.join(REGISTRY)}"
+                    src.origin("gates", src.choices.get("gates"), ["enabled"]),
+                    "gates.enabled",
+                    name,
+                    f"a registered gate: {', '.join(REGISTRY)}",
                 )
             )
     if not 0 < cfg.gates.confidence < 1:

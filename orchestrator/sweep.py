@@ -106,10 +106,9 @@ class Seams:
 
 def real_seams() -> Seams:
     """The production wiring: the real supervisor, load runner, NVML and the simulator's memory endpoint."""
+    from launch.nvml import NvmlProbe, probe_host  # noqa: PLC0415  (keeps `plan` free of process code)
     from launch.sim.client import sim_gpu_memory  # noqa: PLC0415
     from launch.supervisor import Supervisor  # noqa: PLC0415
-
-    from launch.nvml import NvmlProbe, probe_host  # noqa: PLC0415  (keeps `plan` free of process code)
     from orchestrator.load.runner import run_profile  # noqa: PLC0415
 
     nvml = NvmlProbe()
