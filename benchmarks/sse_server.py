@@ -1,0 +1,335 @@
+"""A reference OpenAI-style streaming server on loopback, for load-client benchmarks and integration tests.
+
+Not a simulator of vLLM: it streams one chunk per active request on every tick of a fixed clock (the way
+an engine step emits a token for every running request at once, so chunks arrive in bursts), and stamps
+each chunk's content with its ``time.monotonic_ns()`` at send. A client on the same machine shares
+CLOCK_MONOTONIC, so its receive lag per chunk is exact.
+
+Endpoints: ``POST /v1/chat/completions`` (streaming only), ``POST /tokenize`` (one token per word plus a
+fixed template overhead, the same count ``usage.prompt_tokens`` reports), ``GET /v1/models``,
+``GET /health``, ``GET /metrics`` (vLLM's counter and gauge names), ``GET /stamps`` (send stamps per
+``cache_salt``, then cleared). Faults for tests, chosen by a marker in the prompt: ``FAULT:http500``,
+``FAULT:http400``, ``FAULT:stream_error``, ``FAULT:truncate``, ``FAULT:malformed``, ``FAULT:stall``,
+``FAULT:nodone``; ``REASONING:<n>`` streams n reasoning deltas before the content.
+
+    python benchmarks/sse_server.py --port 0 --interval-ms 10      # prints "listening on <port>"
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import signal
+import sys
+import time
+from typing import Any
+
+TEMPLATE_OVERHEAD = 3  # tokens the pretend chat template adds to every prompt
+_REASONING = re.compile(r"REASONING:(\d+)")
+_FAULT = re.compile(r"FAULT:(\w+)")
+
+
+def count_tokens(payload: dict[str, Any]) -> int:
+    if "messages" in payload:
+        text = " ".join(str(m.get("content", "")) for m in payload["messages"])
+        return len(text.split()) + TEMPLATE_OVERHEAD
+    return len(str(payload.get("prompt", "")).split())
+
+
+class Stream:
+    """One streaming response in progress."""
+
+    __slots__ = ("conn", "fault", "finish", "left", "prompt_tokens", "reasoning", "salt", "sent", "stamps")
+
+    def __init__(
+        self, conn: Conn, total: int, reasoning: int, fault: str | None, prompt_tokens: int, salt: str
+    ):
+        self.conn = conn
+        self.left = total
+        self.reasoning = reasoning
+        self.fault = fault
+        self.prompt_tokens = prompt_tokens
+        self.salt = salt
+        self.sent = 0
+        self.finish = "length"
+        self.stamps: list[int] | None = None
+
+
+class Server:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.interval_ns = round(args.interval_ms * 1e6)
+        self.streams: list[Stream] = []
+        self.counters = {"prompt": 0, "generation": 0, "preemptions": 0}
+        self.success: dict[str, int] = {"length": 0, "stop": 0, "abort": 0}
+        self.stamps: dict[str, list[int]] = {}
+        self.ticks = 0
+        self.late_ticks = 0
+        self.model = args.model
+        self.prefix = (
+            b'data: {"id":"chatcmpl-ref","object":"chat.completion.chunk","created":0,"model":"'
+            + self.model.encode()
+            + b'","choices":[{"index":0,"delta":{"'
+        )
+
+    def start_ticker(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._next = time.monotonic_ns() + self.interval_ns
+        loop.call_at(self._next / 1e9, self.tick)
+
+    def tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        now = time.monotonic_ns()
+        self.ticks += 1
+        if now - self._next > self.interval_ns:
+            self.late_ticks += 1
+        self._next += self.interval_ns
+        if self._next < now:
+            self._next = now + self.interval_ns
+        loop.call_at(self._next / 1e9, self.tick)
+        if not self.streams:
+            return
+        active = self.streams
+        self.streams = []
+        keep = self.streams
+        tokens = self.args.tokens_per_chunk
+        prefix = self.prefix
+        for stream in active:
+            conn = stream.conn
+            if conn.closed:
+                self.success["abort"] += 1
+                continue
+            transport = conn.transport
+            stream.sent += 1
+            stream.left -= 1
+            if stream.fault in ("truncate", "malformed", "stream_error", "stall") and stream.sent == 3:
+                self._fault(stream)
+                if stream.fault == "malformed":
+                    keep.append(stream)
+                continue
+            field = b"reasoning" if stream.sent <= stream.reasoning else b"content"
+            stamp = time.monotonic_ns()
+            last = stream.left <= 0
+            body = b'%s%s":"%d "},"finish_reason":%s}]}\n\n' % (
+                prefix,
+                field,
+                stamp,
+                b'"length"' if last else b"null",
+            )
+            transport.write(b"%x\r\n%s\r\n" % (len(body), body))
+            self.counters["generation"] += tokens
+            if stream.stamps is not None:
+                stream.stamps.append(stamp)
+            if last:
+                self._end(stream)
+            else:
+                keep.append(stream)
+
+    def _fault(self, stream: Stream) -> None:
+        conn = stream.conn
+        if stream.fault == "truncate":
+            conn.transport.close()
+        elif stream.fault == "malformed":
+            conn.send_chunk(b'data: {"choices": [oops\n\n')
+            stream.fault = None
+        elif stream.fault == "stream_error":
+            conn.send_chunk(b'data: {"error": {"message": "engine died mid-stream", "code": 500}}\n\n')
+            conn.send_chunk(b"data: [DONE]\n\n")
+            conn.transport.write(b"0\r\n\r\n")
+        # stall: nothing more is ever sent
+
+    def _end(self, stream: Stream) -> None:
+        conn = stream.conn
+        completion = stream.sent * self.args.tokens_per_chunk
+        usage = {
+            "prompt_tokens": stream.prompt_tokens,
+            "completion_tokens": completion,
+            "total_tokens": stream.prompt_tokens + completion,
+        }
+        conn.send_chunk(
+            b'data: {"id":"chatcmpl-ref","choices":[],"usage":%s}\n\n' % json.dumps(usage).encode()
+        )
+        if stream.fault != "nodone":
+            conn.send_chunk(b"data: [DONE]\n\n")
+        conn.transport.write(b"0\r\n\r\n")
+        self.success[stream.finish] += 1
+        if stream.stamps is not None and stream.salt:
+            self.stamps[stream.salt] = stream.stamps
+        conn.busy = False
+
+    def metrics_text(self) -> str:
+        lines = [
+            "# HELP vllm:num_requests_running Requests running.",
+            "# TYPE vllm:num_requests_running gauge",
+            f'vllm:num_requests_running{{engine="0",model_name="{self.model}"}} {len(self.streams)}',
+            "# TYPE vllm:num_requests_waiting gauge",
+            f'vllm:num_requests_waiting{{engine="0",model_name="{self.model}"}} 0',
+            "# TYPE vllm:kv_cache_usage_perc gauge",
+            f'vllm:kv_cache_usage_perc{{engine="0",model_name="{self.model}"}} {min(1.0, len(self.streams) / 1000)}',
+            "# TYPE vllm:num_preemptions counter",
+            f'vllm:num_preemptions_total{{engine="0",model_name="{self.model}"}} 0.0',
+            "# TYPE vllm:prompt_tokens counter",
+            f'vllm:prompt_tokens_total{{engine="0",model_name="{self.model}"}} {float(self.counters["prompt"])}',
+            "# TYPE vllm:generation_tokens counter",
+            f'vllm:generation_tokens_total{{engine="0",model_name="{self.model}"}} '
+            f"{float(self.counters['generation'])}",
+            "# TYPE vllm:request_success counter",
+        ]
+        for reason, value in self.success.items():
+            lines.append(
+                f'vllm:request_success_total{{engine="0",finished_reason="{reason}",model_name="{self.model}"}} '
+                f"{float(value)}"
+            )
+        return "\n".join(lines) + "\n"
+
+
+class Conn(asyncio.Protocol):
+    """One client connection (keep-alive; one request at a time)."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.buf = b""
+        self.closed = False
+        self.busy = False
+        self.transport: asyncio.Transport
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's transports do not subclass it
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while True:
+            head_end = self.buf.find(b"\r\n\r\n")
+            if head_end < 0:
+                return
+            head = self.buf[:head_end].decode("latin-1")
+            length = 0
+            for line in head.split("\r\n")[1:]:
+                name, _, value = line.partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value.strip())
+            if len(self.buf) < head_end + 4 + length:
+                return
+            body = self.buf[head_end + 4 : head_end + 4 + length]
+            self.buf = self.buf[head_end + 4 + length :]
+            method, path = head.split(" ", 2)[:2]
+            self.handle(method, path, body)
+
+    def send_chunk(self, data: bytes) -> None:
+        self.transport.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def respond(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 500: "Internal Server Error"}[status]
+        self.transport.write(
+            b"HTTP/1.1 %d %s\r\ncontent-type: %s\r\ncontent-length: %d\r\n\r\n%s"
+            % (status, reason.encode(), content_type.encode(), len(body), body)
+        )
+
+    def handle(self, method: str, path: str, body: bytes) -> None:
+        server = self.server
+        args = server.args
+        if method == "GET" and path == "/health":
+            self.respond(200, b"")
+        elif method == "GET" and path == "/v1/models":
+            models = {
+                "object": "list",
+                "data": [{"id": server.model, "object": "model", "max_model_len": 32768}],
+            }
+            self.respond(200, json.dumps(models).encode())
+        elif method == "GET" and path == "/metrics" and not args.no_metrics:
+            self.respond(200, server.metrics_text().encode(), "text/plain; version=0.0.4")
+        elif method == "GET" and path == "/stamps":
+            stamps, server.stamps = server.stamps, {}
+            self.respond(200, json.dumps(stamps).encode())
+        elif method == "POST" and path == "/tokenize" and not args.no_tokenize:
+            payload = json.loads(body)
+            count = count_tokens(payload)
+            self.respond(
+                200, json.dumps({"count": count, "max_model_len": 32768, "tokens": [0] * count}).encode()
+            )
+        elif method == "POST" and path == "/v1/chat/completions":
+            self.chat(json.loads(body))
+        else:
+            self.respond(404, b'{"detail": "Not Found"}')
+
+    def chat(self, payload: dict[str, Any]) -> None:
+        server = self.server
+        text = " ".join(str(m.get("content", "")) for m in payload.get("messages", []))
+        fault_match = _FAULT.search(text)
+        fault = fault_match.group(1) if fault_match else None
+        if fault == "http500":
+            self.respond(500, b'{"error": {"message": "internal error (injected)", "code": 500}}')
+            return
+        if fault == "http400" or not payload.get("stream"):
+            self.respond(
+                400,
+                b'{"error": {"message": "This model\'s maximum context length is 8 tokens", "code": 400}}',
+            )
+            return
+        reasoning_match = _REASONING.search(text)
+        reasoning = int(reasoning_match.group(1)) if reasoning_match else server.args.reasoning
+        prompt_tokens = count_tokens(payload)
+        server.counters["prompt"] += prompt_tokens
+        max_tokens = int(payload.get("max_tokens") or payload.get("max_completion_tokens") or 16)
+        chunks = max(1, -(-max_tokens // server.args.tokens_per_chunk))
+        self.transport.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+        )
+        if server.args.role_chunk:
+            self.send_chunk(
+                server.prefix + b'role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
+            )
+        stream = Stream(self, chunks, reasoning, fault, prompt_tokens, str(payload.get("cache_salt", "")))
+        if server.args.record_stamps:
+            stream.stamps = []
+        self.busy = True
+        server.streams.append(stream)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 = a free port, printed on stdout")
+    parser.add_argument("--model", default="ref-model")
+    parser.add_argument("--interval-ms", type=float, default=10.0, help="time between chunks of a stream")
+    parser.add_argument("--tokens-per-chunk", type=int, default=1)
+    parser.add_argument("--reasoning", type=int, default=0, help="reasoning deltas before the content")
+    parser.add_argument("--no-role-chunk", dest="role_chunk", action="store_false")
+    parser.add_argument("--record-stamps", action="store_true", help="keep send stamps per cache_salt")
+    parser.add_argument("--no-metrics", action="store_true")
+    parser.add_argument("--no-tokenize", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        import uvloop  # noqa: PLC0415 - optional: more chunks per second per core
+    except ImportError:
+        uvloop = None
+
+    async def serve() -> None:
+        server = Server(args)
+        loop = asyncio.get_running_loop()
+        listener = await loop.create_server(lambda: Conn(server), args.host, args.port, backlog=4096)
+        port = listener.sockets[0].getsockname()[1]
+        print(f"listening on {port}", flush=True)
+        server.start_ticker()
+        done = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, done.set)
+        await done.wait()
+        listener.close()
+        print(f"ticks {server.ticks} late {server.late_ticks}", file=sys.stderr, flush=True)
+
+    if uvloop is not None:
+        uvloop.run(serve())
+    else:
+        asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,323 @@
+"""The streaming HTTP client of the load runner: timestamp each socket read, parse nothing until the end.
+
+Pipeline position: the runner (:mod:`orchestrator.load.runner`) sends each request through a
+:class:`StreamClient`; the client returns an :class:`Exchange` (status, body pieces with their arrival
+times, how it ended) which :mod:`orchestrator.load.sse` turns into timings. This is the one module of the
+load runner that opens sockets.
+
+Why a raw :class:`asyncio.Protocol`: a closed-loop profile's streams receive their chunks in bursts, and
+the last chunk of a burst is timestamped only after the client has handled every earlier one, so the
+timing error is the burst size times the work done per read. ``data_received`` here takes the clock and
+appends ``(ns, bytes)``; chunked decoding, SSE splitting and JSON happen after the stream ends. There is
+no read-buffer limit: a 10K-token prompt or a megabyte chunk is just more reads. :class:`HttpxStreamClient`
+is the same contract over an httpx transport: the seam tests use with ``httpx.MockTransport``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, cast
+from urllib.parse import urlsplit
+
+import httpx
+
+from orchestrator.errors import LoadError
+from orchestrator.load.sse import ChunkedDecoder, Read, decode_response, split_head
+
+Ending = Literal["complete", "closed", "timeout", "connect", "cancelled"]
+Clock = Callable[[], int]
+
+
+@dataclass
+class Exchange:
+    """One request/response as the client saw it (absolute monotonic nanoseconds).
+
+    The raw client leaves the response undecoded (``raw``) so that the next request goes out first;
+    :meth:`decode` splits it into status, headers and body when the runner gets to it.
+    """
+
+    sent_ns: int
+    status: int | None = None
+    body: list[Read] = field(default_factory=list)
+    complete: bool = False  # the response's framing ended cleanly
+    ending: Ending = "complete"
+    detail: str | None = None  # what went wrong at the transport level
+    end_ns: int | None = None
+    raw: list[Read] | None = None  # undecoded reads (raw client)
+    close_delimited: bool = False  # the server said the body ends when the connection closes
+
+    def decode(self) -> Exchange:
+        if self.raw is None:
+            return self
+        response = decode_response(self.raw)
+        self.raw = None
+        self.status = response.status
+        self.body = response.body
+        self.complete = response.complete or (self.ending == "complete" and self.close_delimited)
+        if response.framing_error is not None:
+            self.detail = response.framing_error
+        return self
+
+
+class StreamClient(Protocol):
+    """Send one POST and collect the streamed response."""
+
+    async def post_stream(self, path: str, body: bytes, *, timeout_s: float) -> Exchange: ...
+
+    async def aclose(self) -> None: ...
+
+
+class _Conn(asyncio.Protocol):
+    """One HTTP/1.1 connection; a response at a time."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.lost_detail: str | None = None
+        self.reset()
+
+    def reset(self) -> None:
+        self.reads: list[Read] = []
+        self.append = self.reads.append
+        self.waiter: asyncio.Future[None] | None = None
+        self.mode: str | None = None  # None until the head arrived: chunked | length | close
+        self.length_left = 0
+        self.keep_alive = False
+        self.finished = False
+        self._decoder: ChunkedDecoder | None = None
+        self._decoded = 0  # reads already fed to the decoder
+        self._body_start: tuple[int, int] = (0, 0)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
+
+    def data_received(self, data: bytes) -> None:
+        # The hot path: one clock read, one append, one cheap test. Everything else happens later.
+        self.append((self.clock(), data))
+        mode = self.mode
+        if mode == "chunked":
+            if data.endswith(b"\r\n\r\n") or len(data) < 7:
+                self._check_chunked_end()
+        elif mode == "length":
+            self.length_left -= len(data)
+            if self.length_left <= 0:
+                self._finish()
+        elif mode is None:
+            self._read_head()
+
+    def _read_head(self) -> None:
+        status, headers, index, offset = split_head(self.reads)
+        if status is None and index == len(self.reads):
+            return  # the head is still incomplete
+        self.keep_alive = headers.get("connection", "").lower() != "close"
+        self._body_start = (index, offset)
+        body_bytes = sum(len(d) for _, d in self.reads[index:]) - offset
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            self.mode = "chunked"
+            self._check_chunked_end()
+        elif headers.get("content-length", "").isdigit():
+            self.mode = "length"
+            self.length_left = int(headers["content-length"]) - body_bytes
+            if self.length_left <= 0:
+                self._finish()
+        else:
+            self.mode = "close"
+            self.keep_alive = False
+
+    def _check_chunked_end(self) -> None:
+        """Has the body ended? The last-chunk marker ends it at once (the parse step re-checks the
+        framing); anything else that could end it (trailers) goes through the incremental decoder."""
+        tail = self.reads[-1][1][-7:]
+        index = len(self.reads) - 2
+        while len(tail) < 7 and index >= 0:
+            tail = self.reads[index][1][-(7 - len(tail)) :] + tail
+            index -= 1
+        if tail.endswith(b"\r\n0\r\n\r\n") or (len(self.reads) == 1 and tail.endswith(b"\n0\r\n\r\n")):
+            self._finish()
+            return
+        if not tail.endswith(b"\r\n\r\n"):
+            return
+        if self._decoder is None:
+            self._decoder = ChunkedDecoder()
+            index, offset = self._body_start
+            if index < len(self.reads):
+                ns, data = self.reads[index]
+                self._decoder.feed(ns, data[offset:])
+            self._decoded = index + 1
+        decoder = self._decoder
+        for ns, data in self.reads[self._decoded :]:
+            decoder.feed(ns, data)
+        self._decoded = len(self.reads)
+        if decoder.done or decoder.error:
+            self._finish()
+
+    def _finish(self) -> None:
+        self.finished = True
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.lost_detail = repr(exc) if exc else None
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+
+class RawStreamClient:
+    """HTTP/1.1 over asyncio protocols, with a keep-alive pool; base_url like ``http://127.0.0.1:8000``."""
+
+    def __init__(self, base_url: str, *, clock: Clock = time.monotonic_ns) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme != "http" or not parts.hostname:
+            raise LoadError(
+                f"cannot stream from {base_url!r}: the load client speaks plain http://host:port only",
+                hint="point the runner at the server's http address (TLS terminators add their own latency)",
+            )
+        self.host = parts.hostname
+        self.port = parts.port or 80
+        self.prefix = parts.path.rstrip("/")
+        self.clock = clock
+        self._idle: list[_Conn] = []
+        self._all: set[_Conn] = set()
+
+    async def _connect(self) -> _Conn:
+        loop = asyncio.get_running_loop()
+        _, conn = await loop.create_connection(lambda: _Conn(self.clock), self.host, self.port)
+        self._all.add(conn)
+        return conn
+
+    async def preconnect(self, count: int) -> None:
+        """Open up to ``count`` idle connections, so the first wave is not timed with TCP setup."""
+        missing = count - len(self._idle)
+        if missing <= 0:
+            return
+        results = await asyncio.gather(*(self._connect() for _ in range(missing)), return_exceptions=True)
+        self._idle.extend(conn for conn in results if isinstance(conn, _Conn))
+
+    def _request_bytes(self, path: str, body: bytes) -> bytes:
+        head = (
+            f"POST {self.prefix}{path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+            f"Content-Type: application/json\r\nAccept: text/event-stream\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        return head.encode("latin-1") + body
+
+    async def post_stream(self, path: str, body: bytes, *, timeout_s: float) -> Exchange:
+        payload = self._request_bytes(path, body)
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        for attempt in range(2):  # a reused connection the server closed meanwhile gets one fresh retry
+            reused = bool(self._idle)
+            conn: _Conn | None = None
+            sent_ns = self.clock()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    conn = self._idle.pop() if reused else await self._connect()
+                    conn.reset()
+                    waiter = asyncio.get_running_loop().create_future()
+                    conn.waiter = waiter
+                    assert conn.transport is not None
+                    sent_ns = self.clock()
+                    conn.transport.write(payload)
+                    await waiter
+            except TimeoutError:
+                self._discard(conn)
+                return self._exchange(conn, sent_ns, "timeout", f"no end of stream within {timeout_s:g} s")
+            except asyncio.CancelledError:
+                self._discard(conn)
+                raise
+            except OSError as exc:
+                self._discard(conn)
+                return Exchange(sent_ns=sent_ns, ending="connect", detail=f"{type(exc).__name__}: {exc}")
+            assert conn is not None
+            if conn.finished:
+                if conn.keep_alive and not conn.closed:
+                    self._idle.append(conn)
+                else:
+                    self._discard(conn)
+                return self._exchange(conn, sent_ns, "complete", None)
+            # The connection closed before the framing said the response ended.
+            self._discard(conn)
+            if reused and not conn.reads and attempt == 0:
+                continue
+            if conn.mode == "close" and conn.lost_detail is None:
+                return self._exchange(conn, sent_ns, "complete", None)
+            if not conn.reads:
+                return Exchange(
+                    sent_ns=sent_ns, ending="connect", detail="connection closed before a response"
+                )
+            return self._exchange(
+                conn, sent_ns, "closed", conn.lost_detail or "connection closed mid-response"
+            )
+        raise AssertionError("unreachable: the retry loop returns")  # pragma: no cover
+
+    def _exchange(self, conn: _Conn | None, sent_ns: int, ending: Ending, detail: str | None) -> Exchange:
+        reads = conn.reads if conn is not None else []
+        return Exchange(
+            sent_ns=sent_ns,
+            ending=ending,
+            detail=detail,
+            end_ns=reads[-1][0] if reads else None,
+            raw=reads,
+            close_delimited=conn is not None and conn.mode == "close",
+        )
+
+    def _discard(self, conn: _Conn | None) -> None:
+        if conn is None:
+            return
+        self._all.discard(conn)
+        if conn.transport is not None and not conn.closed:
+            conn.transport.abort()
+
+    async def aclose(self) -> None:
+        for conn in list(self._all):
+            self._discard(conn)
+        self._idle.clear()
+        await asyncio.sleep(0)  # let the transports' close callbacks run inside this loop
+
+
+class HttpxStreamClient:
+    """The same contract through httpx (tests pass ``httpx.MockTransport``); slower per chunk."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        clock: Clock = time.monotonic_ns,
+    ) -> None:
+        self.clock = clock
+        self._client = httpx.AsyncClient(base_url=base_url, transport=transport, timeout=None)
+
+    async def post_stream(self, path: str, body: bytes, *, timeout_s: float) -> Exchange:
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        sent_ns = self.clock()
+        out = Exchange(sent_ns=sent_ns)
+        try:
+            async with asyncio.timeout(timeout_s):
+                request = self._client.build_request("POST", path, content=body, headers=headers)
+                sent_ns = out.sent_ns = self.clock()
+                response = await self._client.send(request, stream=True)
+                try:
+                    out.status = response.status_code
+                    async for piece in response.aiter_raw():
+                        out.body.append((self.clock(), piece))
+                    out.complete = True
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            out.ending, out.detail = "timeout", f"no end of stream within {timeout_s:g} s"
+        except httpx.ConnectError as exc:
+            out.ending, out.detail = "connect", f"ConnectError: {exc}"
+        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+            out.ending, out.detail = ("closed" if out.status else "connect"), f"{type(exc).__name__}: {exc}"
+        out.end_ns = out.body[-1][0] if out.body else None
+        return out
+
+    async def aclose(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._client.aclose()
