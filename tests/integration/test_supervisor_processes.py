@@ -86,11 +86,13 @@ def sup() -> Iterator[Supervisor]:
 
 
 @pytest.fixture
-def cleanup() -> Iterator[list[Server]]:
-    """Servers a test started; anything still alive at the end is killed so a failing test leaks nothing."""
+def cleanup(sup: Supervisor) -> Iterator[list[Server]]:
+    """Servers a test started; anything left at the end is torn down so a failing test leaks nothing."""
     servers: list[Server] = []
     yield servers
     for server in servers:
+        with contextlib.suppress(Exception):
+            sup.teardown(server)  # tracks descendants that left the group, unlike killpg
         with contextlib.suppress(ProcessLookupError):
             os.killpg(server.pgid, signal.SIGKILL)
 
