@@ -43,7 +43,7 @@ class Stream:
 
     __slots__ = ("conn", "fault", "finish", "left", "prompt_tokens", "reasoning", "salt", "sent", "stamps")
 
-    def __init__(
+    def __init__(  # noqa: PLR0917 - one argument per field, called from one place
         self, conn: Conn, total: int, reasoning: int, fault: str | None, prompt_tokens: int, salt: str
     ):
         self.conn = conn
@@ -160,28 +160,21 @@ class Server:
         conn.busy = False
 
     def metrics_text(self) -> str:
-        lines = [
-            "# HELP vllm:num_requests_running Requests running.",
-            "# TYPE vllm:num_requests_running gauge",
-            f'vllm:num_requests_running{{engine="0",model_name="{self.model}"}} {len(self.streams)}',
-            "# TYPE vllm:num_requests_waiting gauge",
-            f'vllm:num_requests_waiting{{engine="0",model_name="{self.model}"}} 0',
-            "# TYPE vllm:kv_cache_usage_perc gauge",
-            f'vllm:kv_cache_usage_perc{{engine="0",model_name="{self.model}"}} {min(1.0, len(self.streams) / 1000)}',
-            "# TYPE vllm:num_preemptions counter",
-            f'vllm:num_preemptions_total{{engine="0",model_name="{self.model}"}} 0.0',
-            "# TYPE vllm:prompt_tokens counter",
-            f'vllm:prompt_tokens_total{{engine="0",model_name="{self.model}"}} {float(self.counters["prompt"])}',
-            "# TYPE vllm:generation_tokens counter",
-            f'vllm:generation_tokens_total{{engine="0",model_name="{self.model}"}} '
-            f"{float(self.counters['generation'])}",
-            "# TYPE vllm:request_success counter",
+        labels = f'engine="0",model_name="{self.model}"'
+        values = [
+            ("vllm:num_requests_running", "gauge", len(self.streams)),
+            ("vllm:num_requests_waiting", "gauge", 0),
+            ("vllm:kv_cache_usage_perc", "gauge", min(1.0, len(self.streams) / 1000)),
+            ("vllm:num_preemptions_total", "counter", 0),
+            ("vllm:prompt_tokens_total", "counter", self.counters["prompt"]),
+            ("vllm:generation_tokens_total", "counter", self.counters["generation"]),
         ]
-        for reason, value in self.success.items():
-            lines.append(
-                f'vllm:request_success_total{{engine="0",finished_reason="{reason}",model_name="{self.model}"}} '
-                f"{float(value)}"
-            )
+        lines = []
+        for name, kind, value in values:
+            lines += [f"# TYPE {name.removesuffix('_total')} {kind}", f"{name}{{{labels}}} {float(value)}"]
+        lines.append("# TYPE vllm:request_success counter")
+        for reason, count in self.success.items():
+            lines.append(f'vllm:request_success_total{{{labels},finished_reason="{reason}"}} {float(count)}')
         return "\n".join(lines) + "\n"
 
 

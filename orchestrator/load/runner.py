@@ -188,6 +188,7 @@ class _ProfileRun:
     _pending: deque[Iterator[None]] = field(default_factory=deque)
     _pending_ready: asyncio.Event | None = None
     _metrics_ok: bool = True
+    _raw: RawStreamClient | None = None
     _completed: int = 0
     _errors: int = 0
     _tokens_done: int = 0
@@ -204,6 +205,7 @@ class _ProfileRun:
             else RawStreamClient(self.base_url, clock=self.clock)
         )
         self._pending_ready = asyncio.Event()
+        self._raw = RawStreamClient(self.base_url, clock=self.clock) if self.transport is None else None
         watcher = asyncio.create_task(self._watch_stop())
         drainer = asyncio.create_task(self._drain())
         try:
@@ -228,6 +230,8 @@ class _ProfileRun:
             await asyncio.gather(watcher, drainer, return_exceptions=True)
             self._flush()
             await stream.aclose()
+            if self._raw is not None:
+                await self._raw.aclose()
             await aux.aclose()
 
     def _concurrency(self) -> int:
@@ -355,7 +359,7 @@ class _ProfileRun:
         assert self._stopping is not None
         scheduled = start_ns
         for request in queue:
-            if self._stopping.is_set():
+            if self._stopping.is_set() or self._check_deadline():
                 return
             task = asyncio.create_task(self._request(stream, request, scheduled))
             self._inflight.add(task)
@@ -392,7 +396,7 @@ class _ProfileRun:
             if delay > 0:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), delay)
-            if self._stopping.is_set():
+            if self._stopping.is_set() or self._check_deadline():
                 break
             await slots.acquire()
             task = asyncio.create_task(one(request, scheduled))
@@ -411,6 +415,25 @@ class _ProfileRun:
             self._record_stopped(request, scheduled, called)
             raise
         return exchange
+
+    def _check_deadline(self) -> bool:
+        """Past the profile's time bound: stop now (the watcher may not have polled yet)."""
+        if self.clock() < self._deadline_ns():
+            return False
+        self._stop("timeout")
+        return True
+
+    def _stop(self, reason: ErrorClass) -> None:
+        assert self._stopping is not None
+        if self._stopping.is_set():
+            return
+        self._stop_reason = reason
+        if reason == "timeout":
+            self.notes.append(f"stopped by the profile's time bound ({self.workload.time_limit_s:g} s)")
+        self.interrupted = True
+        self._stopping.set()
+        for task in list(self._inflight):
+            task.cancel()
 
     def _deadline_ns(self) -> int:
         return self.t0_ns + round(self.workload.time_limit_s * 1e9)
@@ -441,8 +464,7 @@ class _ProfileRun:
                 pass
 
     def _finish_steps(self, request: PlannedRequest, scheduled: int, exchange: Exchange) -> Iterator[None]:
-        exchange.decode()
-        yield
+        yield from exchange.decode_steps()
         transport_error: ErrorClass | None = None
         if exchange.ending in ("timeout", "connect", "cancelled"):
             transport_error = exchange.ending
@@ -502,33 +524,43 @@ class _ProfileRun:
         assert self._stopping is not None
         while not self._stopping.is_set():
             if self.stop.is_set():
-                self._stop_reason = "cancelled"
+                self._stop("cancelled")
             elif self.clock() >= self._deadline_ns():
-                self._stop_reason = "timeout"
-                self.notes.append(f"stopped by the profile's time bound ({self.workload.time_limit_s:g} s)")
+                self._stop("timeout")
             else:
                 await asyncio.sleep(STOP_POLL_S)
-                continue
-            self.interrupted = True
-            self._stopping.set()
-            for task in list(self._inflight):
-                task.cancel()
 
     async def _scrape(self, aux: httpx.AsyncClient, phase: str) -> None:
         if not self._metrics_ok:
             return
         at = self.clock()
+        status, text, error = await self._get_metrics(aux)
+        if error is not None:
+            self.scrape_errors.append(f"{phase}: {error}")
+            return
+        if status != 200:
+            self.scrape_errors.append(f"{phase}: HTTP {status}")
+            if status in (404, 405) and not self.scrapes:
+                self._metrics_ok = False  # this server has no /metrics: stop asking
+            return
+        self.scrapes.append((at, phase, filter_scrape(text)))
+
+    async def _get_metrics(self, aux: httpx.AsyncClient) -> tuple[int | None, str, str | None]:
+        """(status, text, transport error); the raw client when streaming raw, so a scrape is cheap."""
+        if self._raw is not None:
+            exchange = await self._raw.get("/metrics", timeout_s=SCRAPE_TIMEOUT_S)
+            if exchange.ending != "complete" or exchange.status is None:
+                return None, "", f"{exchange.ending}: {exchange.detail}"
+            return (
+                exchange.status,
+                b"".join(piece for _, piece in exchange.body).decode("utf-8", "replace"),
+                None,
+            )
         try:
             response = await aux.get("/metrics", timeout=SCRAPE_TIMEOUT_S)
         except httpx.HTTPError as exc:
-            self.scrape_errors.append(f"{phase}: {type(exc).__name__}: {exc}")
-            return
-        if response.status_code != 200:
-            self.scrape_errors.append(f"{phase}: HTTP {response.status_code}")
-            if response.status_code in (404, 405) and not self.scrapes:
-                self._metrics_ok = False  # this server has no /metrics: stop asking
-            return
-        self.scrapes.append((at, phase, filter_scrape(response.text)))
+            return None, "", f"{type(exc).__name__}: {exc}"
+        return response.status_code, response.text, None
 
     async def _scrape_loop(self, aux: httpx.AsyncClient) -> None:
         for _ in range(int(self.workload.time_limit_s / SCRAPE_EVERY_S) + 2):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,6 +141,17 @@ def _parse_head(head: bytes) -> tuple[int | None, dict[str, str]]:
 
 def decode_response(reads: Sequence[Read]) -> HttpResponse:
     """Decode the raw reads of one HTTP/1.1 response (all of them, or what arrived before it broke)."""
+    steps = decode_response_steps(reads, max(len(reads), 1))
+    try:
+        while True:
+            next(steps)
+    except StopIteration as done:
+        response: HttpResponse = done.value
+    return response
+
+
+def decode_response_steps(reads: Sequence[Read], size: int = 256) -> Generator[None, None, HttpResponse]:
+    """:func:`decode_response` in steps of ``size`` reads (the runner interleaves them with other work)."""
     status, headers, index, offset = split_head(reads)
     response = HttpResponse(status=status, headers=headers)
     if status is None:
@@ -153,10 +164,14 @@ def decode_response(reads: Sequence[Read]) -> HttpResponse:
         body_reads.extend(reads[index + 1 :])
     if "chunked" in headers.get("transfer-encoding", "").lower():
         decoder = ChunkedDecoder()
-        for ns, data in body_reads:
-            decoder.feed(ns, data)
+        for start in range(0, len(body_reads), size):
+            for ns, data in body_reads[start : start + size]:
+                decoder.feed(ns, data)
+                if decoder.done or decoder.error:
+                    break
             if decoder.done or decoder.error:
                 break
+            yield
         response.body = decoder.body
         response.complete = decoder.done
         response.framing_error = decoder.error
@@ -200,18 +215,17 @@ def _first_line(text: str) -> str:
     return text.strip().split("\n", 1)[0][:_MAX_DETAIL]
 
 
-def split_events(body: Sequence[Read]) -> tuple[list[tuple[int, bytes]], bytes]:
+def split_events(body: Sequence[Read], carry: bytes = b"") -> tuple[list[tuple[int, bytes]], bytes]:
     """Split a body into SSE events with their arrival (the read of each event's last byte).
 
-    Returns the complete events and the unterminated rest. Events end at a blank line; bodies with CR line
-    endings take the slower regex path.
+    Returns the complete events and the unterminated rest (pass it back as ``carry`` with the next
+    pieces). Events end at a blank line; bodies with CR line endings take the slower regex path.
     """
     if not body:
-        return [], b""
+        return [], carry
     if any(b"\r" in piece for _, piece in body):
-        return _split_events_cr(body)
+        return _split_events_cr([(body[0][0], carry), *body] if carry else body)
     events: list[tuple[int, bytes]] = []
-    carry = b""
     for ns, piece in body:
         data = carry + piece if carry else piece
         start = 0
@@ -273,8 +287,8 @@ def _loads_all(payloads: list[bytes]) -> tuple[list[Any], int | None]:
     return parsed, None
 
 
-#: Events parsed per step of :meth:`EventParser.steps` (about half a millisecond of work).
-EVENTS_PER_STEP = 128
+#: Body pieces parsed per step of :meth:`EventParser.steps` (a few hundred microseconds of work).
+EVENTS_PER_STEP = 64
 
 
 class EventParser:
@@ -284,21 +298,33 @@ class EventParser:
         self.complete = complete
         self.transport_error = transport_error
         self.out = StreamOutcome(last_byte_ns=body[-1][0] if body else None)
-        self._events, self._rest = split_events(body)
+        self._body = body
+        self._crlf = any(b"\r" in piece for _, piece in body)
+        self._rest = b""
         self._reads_seen: dict[int, int] = {}
         self._stopped = False
 
     def steps(self, size: int = EVENTS_PER_STEP) -> Iterator[None]:
-        """Parse ``size`` events per step; the outcome is in :attr:`out` once exhausted."""
-        for start in range(0, len(self._events), size):
-            if self._stopped:
-                break
-            self._feed(self._events[start : start + size])
-            yield
+        """Parse about ``size`` body pieces per step; the outcome is in :attr:`out` once exhausted."""
+        body = self._body
+        if self._crlf:  # rare: split everything at once, then parse in steps
+            events, self._rest = split_events(body)
+            for start in range(0, len(events), size):
+                if self._stopped:
+                    break
+                self._feed(events[start : start + size])
+                yield
+        else:
+            for start in range(0, len(body), size):
+                if self._stopped:
+                    break
+                events, self._rest = split_events(body[start : start + size], self._rest)
+                self._feed(events)
+                yield
         self._close()
 
     def run(self) -> StreamOutcome:
-        for _ in self.steps(len(self._events) or 1):
+        for _ in self.steps(max(len(self._body), 1)):
             pass
         return self.out
 

@@ -1,0 +1,220 @@
+"""run_profile end to end over httpx.MockTransport: requests sent, results written, errors classed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from orchestrator.load import run_profile
+from orchestrator.results import ProfileSummary, RequestRecord, read_jsonl, read_model
+from orchestrator.schema import LengthConfig, WorkloadConfig
+
+OVERHEAD = 3
+
+
+def sse(obj: object) -> bytes:
+    return b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode()) + b"\n\n"
+
+
+def delta(**fields: Any) -> dict[str, Any]:
+    finish = fields.pop("finish", None)
+    return {"choices": [{"index": 0, "delta": fields, "finish_reason": finish}]}
+
+
+class FakeServer:
+    """An OpenAI-style server in a MockTransport handler; ``faults`` maps request index -> fault."""
+
+    def __init__(
+        self, faults: dict[int, str] | None = None, *, metrics: bool = True, tokenize: bool = True
+    ) -> None:
+        self.faults = faults or {}
+        self.metrics = metrics
+        self.tokenize = tokenize
+        self.bodies: list[dict[str, Any]] = []
+        self.prompt_total = 0
+        self.generation_total = 0
+        self.never = asyncio.Event()  # a stalled stream waits on this forever
+
+    def count(self, payload: dict[str, Any]) -> int:
+        return len(" ".join(m["content"] for m in payload["messages"]).split()) + OVERHEAD
+
+    async def stalled(self) -> AsyncIterator[bytes]:
+        yield sse(delta(content="x"))
+        await self.never.wait()
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if path == "/tokenize":
+            if not self.tokenize:
+                return httpx.Response(404)
+            return httpx.Response(
+                200, json={"count": self.count(json.loads(request.content)), "tokens": [1, 2]}
+            )
+        if path == "/v1/models":
+            return httpx.Response(200, json={"data": [{"id": "m", "max_model_len": 4096}]})
+        if path == "/metrics":
+            if not self.metrics:
+                return httpx.Response(404)
+            text = (
+                f'vllm:prompt_tokens_total{{engine="0"}} {self.prompt_total}\n'
+                f'vllm:generation_tokens_total{{engine="0"}} {self.generation_total}\n'
+                'vllm:num_requests_waiting{engine="0"} 0\n'
+            )
+            return httpx.Response(200, text=text)
+        payload = json.loads(request.content)
+        self.bodies.append(payload)
+        index = int(payload["cache_salt"].rsplit("-", 1)[1])
+        fault = self.faults.get(index)
+        if fault == "interrupt":
+            raise KeyboardInterrupt
+        if fault == "http500":
+            return httpx.Response(500, json={"error": {"message": "boom"}})
+        if fault == "stall":
+            return httpx.Response(200, content=self.stalled())
+        prompt, output = self.count(payload), payload["max_tokens"]
+        self.prompt_total += prompt
+        self.generation_total += output
+        events = [delta(role="assistant", content=""), delta(reasoning="think"), delta(reasoning="more")]
+        events += [delta(content="answer"), delta(content="!", finish="length")]
+        if fault == "censored":
+            events = [delta(reasoning="think", finish="length")]
+        body = b"".join(sse(e) for e in events)
+        body += sse({"choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": output}})
+        if fault != "truncated":
+            body += sse(b"[DONE]")
+        return httpx.Response(200, content=body)
+
+
+def profile(**kw: Any) -> WorkloadConfig:
+    base: dict[str, Any] = dict(
+        name="unit",
+        concurrency=4,
+        num_requests=12,
+        warmup_requests=2,
+        prompt_tokens=LengthConfig(kind="uniform", mean=100, min=50, max=150),
+        output_tokens=LengthConfig(kind="fixed", mean=32),
+        ignore_eos=True,
+        seed=1,
+        time_limit_s=30,
+    )
+    base.update(kw)
+    return WorkloadConfig(**base)
+
+
+def run(tmp_path: Path, server: Callable[[httpx.Request], httpx.Response], **kw: Any) -> ProfileSummary:
+    workload = kw.pop("workload", profile())
+    return run_profile(
+        "http://fake",
+        "m",
+        workload,
+        candidate="base",
+        fingerprint="f" * 8,
+        repeat=0,
+        out_dir=tmp_path,
+        backend="sim",
+        host="unit",
+        progress=False,
+        transport=httpx.MockTransport(server),
+        salt="run1",
+        **kw,
+    )
+
+
+def test_profile_writes_validated_results(tmp_path: Path) -> None:
+    server = FakeServer({2: "http500", 3: "truncated", 4: "censored"})
+    summary = run(tmp_path, server)
+    assert read_model(tmp_path / "summary.json", ProfileSummary) == summary
+    records = read_jsonl(tmp_path / "records.jsonl", RequestRecord)
+    assert [r.index for r in records] == list(range(14))
+    assert [r.warmup for r in records[:3]] == [True, True, False]
+    assert (summary.num_requests, summary.completed, summary.failed) == (12, 10, 2)
+    assert summary.errors == {"http_5xx": 1, "truncated": 1}
+    # the 500 and the reasoning-only answer; the truncated stream had shown content before it broke
+    assert summary.first_visible_censored.censored == 2
+    ok = [r for r in records if r.ok and r.first_visible_s is not None]
+    assert all(r.ttft_s is not None and r.ttft_s <= r.first_visible_s for r in ok)
+    assert summary.output_tokens == 32 * 11  # usage of every measured request that reported it
+    assert summary.server is not None and not summary.server.token_mismatch
+    assert (tmp_path / "metrics.json").exists()
+    assert summary.prompt_mismatches == 0
+
+
+def test_every_request_is_a_streaming_request_with_its_own_salt(tmp_path: Path) -> None:
+    server = FakeServer()
+    run(tmp_path, server)
+    salts = [b["cache_salt"] for b in server.bodies]
+    assert len(set(salts)) == len(salts) == 14 and all(s.startswith("run1-") for s in salts)
+    for body in server.bodies:
+        assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+        assert body["min_tokens"] == body["max_tokens"] == 32 and body["ignore_eos"] is True
+
+
+def test_prompts_are_calibrated_to_the_servers_count(tmp_path: Path) -> None:
+    server = FakeServer()
+    run(tmp_path, server)
+    records = read_jsonl(tmp_path / "records.jsonl", RequestRecord)
+    assert all(
+        abs((r.prompt_tokens or 0) - r.target_prompt_tokens) <= 0.02 * r.target_prompt_tokens for r in records
+    )
+
+
+def test_scale_shrinks_the_profile(tmp_path: Path) -> None:
+    summary = run(tmp_path, FakeServer(), scale=0.25)
+    assert summary.num_requests == 3
+    assert len(read_jsonl(tmp_path / "records.jsonl", RequestRecord)) == 3  # warmup: round(2 * 0.25) = 0
+
+
+def test_stop_event_interrupts_and_keeps_files(tmp_path: Path) -> None:
+    stop = threading.Event()
+    stop.set()
+    summary = run(tmp_path, FakeServer(), stop=stop)
+    assert summary.interrupted
+    assert (tmp_path / "records.jsonl").exists() and (tmp_path / "summary.json").exists()
+
+
+def test_time_bound_stops_stalled_streams(tmp_path: Path) -> None:
+    server = FakeServer({i: "stall" for i in range(2, 14)})
+    summary = run(tmp_path, server, workload=profile(time_limit_s=1.0))
+    assert summary.interrupted
+    assert summary.completed == 0 and summary.errors.get("timeout", 0) >= 1
+    assert any("time bound" in note for note in summary.notes)
+
+
+def test_keyboard_interrupt_keeps_finished_records(tmp_path: Path) -> None:
+    server = FakeServer({9: "interrupt"})
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path, server, workload=profile(concurrency=1))
+    records = read_jsonl(tmp_path / "records.jsonl", RequestRecord)
+    assert [r.index for r in records if r.ok] == list(range(9))
+    assert read_model(tmp_path / "summary.json", ProfileSummary).interrupted
+
+
+def test_server_without_metrics_or_tokenize(tmp_path: Path) -> None:
+    summary = run(tmp_path, FakeServer(metrics=False, tokenize=False))
+    assert summary.server is None
+    assert summary.completed == 12
+    assert any("/tokenize" in note for note in summary.notes)
+    assert any("/metrics unavailable" in note for note in summary.notes)
+
+
+def test_fixed_prompts_of_the_answer_gate(tmp_path: Path) -> None:
+    server = FakeServer()
+    workload = profile(
+        num_requests=5,
+        warmup_requests=0,
+        prompts_file="answer_gate_prompts.json",
+        output_tokens=LengthConfig(kind="fixed", mean=32768),
+        ignore_eos=False,
+    )
+    summary = run(tmp_path, server, workload=workload)
+    assert summary.completed == 5
+    assert all(b["max_tokens"] < 4096 and "min_tokens" not in b for b in server.bodies)
+    assert any("clipped to fit max_model_len 4096" in note for note in summary.notes)
+    assert server.bodies[0]["messages"][0]["content"].startswith("Think as long as you need.")
