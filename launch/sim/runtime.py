@@ -61,7 +61,7 @@ class Runtime:
             return
         for key, flush in list(self.pending.items()):
             if flush(wall):
-                del self.pending[key]
+                self.pending.pop(key, None)  # a flush may already have removed itself
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()

@@ -333,6 +333,19 @@ class SimServer:
         loop = asyncio.get_running_loop()
         loop.call_later(0.5, self._exit, 1)
 
+    def engine_stopped(self, task: asyncio.Task[None]) -> None:
+        """The engine loop must never end on its own: an exception in it is a simulator bug, made loud."""
+        if task.cancelled() or self.dead:
+            return
+        exc = task.exception()
+        if exc is not None:
+            import traceback
+
+            for line in traceback.format_exception(exc):
+                for part in line.rstrip().splitlines():
+                    log("ERROR", "core.py", part, sys.stderr)
+        self.crash(f"simulator engine loop stopped: {exc!r}")
+
     def _exit(self, code: int) -> None:
         if self.exit_code is not None and not self.exit_code.done():
             self.exit_code.set_result(code)
@@ -735,6 +748,7 @@ async def serve(args: SimArgs) -> int:
         return 1
     server.runtime.t0 = server.clock()
     engine_task = asyncio.ensure_future(server.runtime.run())
+    engine_task.add_done_callback(server.engine_stopped)
     stats_task = asyncio.ensure_future(server.log_stats())
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server._exit, 0)
