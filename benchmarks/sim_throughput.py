@@ -136,8 +136,9 @@ def main() -> None:
             proc.wait(timeout=10)
         cpu = (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / result["wall_s"] * 100
         tps = result["tokens"] / result["wall_s"]
+        chunks_per_s = result["chunks"] / result["wall_s"]
         print(
-            f"{scale:>6g} {result['wall_s']:>8.2f} {tps:>17,.0f} {result['chunks'] / result['wall_s']:>9,.0f} "
+            f"{scale:>6g} {result['wall_s']:>8.2f} {tps:>17,.0f} {chunks_per_s:>9,.0f} "
             f"{result['tokens'] / max(result['chunks'], 1):>9.2f} {cpu:>12.0f} {tps / scale:>10,.0f}"
         )
         assert result["done"] == args.requests and result["tokens"] == args.requests * args.max_tokens
