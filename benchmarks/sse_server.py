@@ -105,9 +105,9 @@ class Server:
             stream.sent += 1
             stream.left -= 1
             if stream.fault in ("truncate", "malformed", "stream_error", "stall") and stream.sent == 3:
-                self._fault(stream)
                 if stream.fault == "malformed":
-                    keep.append(stream)
+                    keep.append(stream)  # a bad chunk, then the stream goes on
+                self._fault(stream)
                 continue
             field = b"reasoning" if stream.sent <= stream.reasoning else b"content"
             stamp = time.monotonic_ns()

@@ -1,0 +1,179 @@
+"""The load runner against a real streaming server process on loopback (benchmarks/sse_server.py).
+
+The raw asyncio client, chunked decoding, keep-alive, /tokenize calibration, /metrics deltas, fault
+classes and the stop event, all over real sockets.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.load import run_profile
+from orchestrator.load.metrics import quick_value
+from orchestrator.results import ProfileSummary, RequestRecord, read_jsonl
+from orchestrator.schema import LengthConfig, WorkloadConfig
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+Server = Callable[..., str]
+
+
+@pytest.fixture
+def ref_server() -> Iterator[Server]:
+    """Start the reference server with extra flags; returns its base URL. Stopped after the test."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(*flags: str) -> str:
+        argv = [sys.executable, str(ROOT / "benchmarks" / "sse_server.py"), "--port", "0", *flags]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        procs.append(proc)
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # the server prints its port once it listens
+        assert line.startswith("listening on"), line
+        return f"http://127.0.0.1:{int(line.split()[-1])}"
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def workload(**kw: Any) -> WorkloadConfig:
+    base: dict[str, Any] = dict(
+        name="itest",
+        concurrency=8,
+        num_requests=24,
+        warmup_requests=2,
+        prompt_tokens=LengthConfig(kind="lognormal", mean=400, std=300, min=32, max=2000),
+        output_tokens=LengthConfig(kind="uniform", mean=24, min=16, max=32),
+        ignore_eos=True,
+        seed=7,
+        time_limit_s=60,
+    )
+    base.update(kw)
+    return WorkloadConfig(**base)
+
+
+def run(url: str, out: Path, wl: WorkloadConfig, **kw: Any) -> ProfileSummary:
+    return run_profile(
+        url,
+        "ref-model",
+        wl,
+        candidate="c",
+        fingerprint="f",
+        repeat=0,
+        out_dir=out,
+        backend="sim",
+        host="loopback",
+        progress=False,
+        **kw,
+    )
+
+
+def test_profile_over_real_sockets(ref_server: Server, tmp_path: Path) -> None:
+    url = ref_server("--interval-ms", "2", "--reasoning", "3", "--tokens-per-chunk", "2")
+    summary = run(url, tmp_path, workload())
+    records = read_jsonl(tmp_path / "records.jsonl", RequestRecord)
+    measured = [r for r in records if not r.warmup]
+    assert (summary.completed, summary.failed, summary.errors) == (24, 0, {})
+    for r in measured:
+        assert r.ttft_s is not None and r.first_visible_s is not None and r.ttft_s < r.first_visible_s
+        assert len(r.chunk_offsets_s) == -(-r.target_output_tokens // 2)  # two tokens per chunk
+        assert r.completion_tokens == 2 * len(r.chunk_offsets_s)  # from usage, not from chunks
+        assert r.prompt_tokens is not None
+        assert abs(r.prompt_tokens - r.target_prompt_tokens) <= 0.02 * r.target_prompt_tokens
+    assert summary.server is not None
+    assert summary.server.prompt_tokens == summary.prompt_tokens  # warmup excluded on both sides
+    assert summary.server.generation_tokens == summary.output_tokens
+    assert not summary.server.token_mismatch and not summary.server.restart_detected
+    assert summary.itl.p50 is not None and summary.itl.p50 > 0
+    assert summary.prompt_mismatches == 0
+
+
+def test_ten_thousand_token_prompts_and_large_chunks(ref_server: Server, tmp_path: Path) -> None:
+    url = ref_server("--interval-ms", "1", "--tokens-per-chunk", "1")
+    wl = workload(
+        concurrency=4,
+        num_requests=4,
+        warmup_requests=0,
+        prompt_tokens=LengthConfig(kind="fixed", mean=10_000),
+    )
+    summary = run(url, tmp_path, wl)
+    assert summary.completed == 4
+    assert summary.prompt_tokens == pytest.approx(40_000, rel=0.02)
+
+
+FAULTS = {
+    "FAULT:http500 go": ("http_5xx", "internal error"),
+    "FAULT:http400 go": ("http_4xx", "maximum context length"),
+    "FAULT:truncate go": ("truncated", "closed"),
+    "FAULT:malformed go": ("malformed", "not valid JSON"),
+    "FAULT:stream_error go": ("stream_error", "engine died"),
+    "FAULT:nodone go": ("truncated", "[DONE]"),
+    "plain prompt": (None, None),
+    "REASONING:100 only thinking": (None, None),
+}
+
+
+def test_faults_are_classified_and_never_crash(ref_server: Server, tmp_path: Path) -> None:
+    url = ref_server("--interval-ms", "2")
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (prompts / "faults.json").write_text(json.dumps(list(FAULTS)))
+    wl = workload(concurrency=8, num_requests=len(FAULTS), warmup_requests=0, prompts_file="faults.json")
+    summary = run(url, tmp_path / "out", wl, prompts_dir=prompts)
+    records = read_jsonl(tmp_path / "out" / "records.jsonl", RequestRecord)
+    for record, (error, detail) in zip(records, FAULTS.values(), strict=True):
+        assert record.error == error, record
+        if detail is not None:
+            assert detail in (record.error_detail or ""), record
+    thinking = records[-1]
+    assert thinking.ok and thinking.censored and thinking.ttft_s is not None
+    assert summary.failed == 6 and summary.first_visible_censored.censored >= 1
+
+
+def test_stop_event_stops_promptly_and_keeps_finished_records(ref_server: Server, tmp_path: Path) -> None:
+    url = ref_server("--interval-ms", "20")
+    stop = threading.Event()
+
+    def stop_after_three_finished() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(f"{url}/metrics", timeout=5) as response:
+                if (quick_value(response.read().decode(), "vllm:request_success_total") or 0) >= 3:
+                    break
+        stop.set()
+
+    watcher = threading.Thread(target=stop_after_three_finished)
+    watcher.start()
+    started = time.monotonic()
+    wl = workload(
+        concurrency=1, num_requests=200, warmup_requests=0, output_tokens=LengthConfig(kind="fixed", mean=5)
+    )
+    summary = run(url, tmp_path, wl, stop=stop)
+    watcher.join()
+    assert summary.interrupted
+    records = read_jsonl(tmp_path / "records.jsonl", RequestRecord)
+    assert sum(r.ok for r in records) >= 3
+    assert all(r.ok or r.error == "cancelled" for r in records)
+    assert len(records) < 200
+    assert time.monotonic() - started < 25
+
+
+def test_server_without_metrics(ref_server: Server, tmp_path: Path) -> None:
+    url = ref_server("--interval-ms", "1", "--no-metrics")
+    summary = run(url, tmp_path, workload(num_requests=4, warmup_requests=0))
+    assert summary.server is None and summary.completed == 4
