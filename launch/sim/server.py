@@ -18,6 +18,7 @@ import random
 import signal
 import sys
 import time
+import traceback
 import uuid
 from dataclasses import replace
 from typing import Any, TextIO
@@ -339,8 +340,6 @@ class SimServer:
             return
         exc = task.exception()
         if exc is not None:
-            import traceback
-
             for line in traceback.format_exception(exc):
                 for part in line.rstrip().splitlines():
                     log("ERROR", "core.py", part, sys.stderr)
