@@ -1,0 +1,144 @@
+"""The load runner against real vLLM on CPU: the user-visible boundary with a model whose output is known.
+
+tiny-chain (``--reasoning-parser deepseek_r1``, temperature 0) reasons for exactly N tokens on the prompt
+``count<N>`` and then answers, so the first visible answer must come after TTFT and after exactly N
+reasoning chunks; tiny-random checks that generated prompts hit their token targets as vLLM counts them
+(chat template included) and that the client's usage totals agree with vLLM's /metrics counters.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from launch.supervisor import Server
+from launch.testmodels import TINY_CHAIN, TINY_RANDOM, chain_completion_tokens, chain_prompt
+from orchestrator.load import run_profile
+from orchestrator.results import ProfileSummary, RequestRecord, read_jsonl
+from orchestrator.schema import LengthConfig, WorkloadConfig
+from tests.e2e.conftest import cpu_spec, started_vllm
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+CHAIN_LENGTHS = [0, 3, 16, 64]
+
+
+@pytest.fixture(scope="module")
+def chain_server(vllm_cpu: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    spec = cpu_spec(model=TINY_CHAIN, reasoning_parser="deepseek_r1")
+    with started_vllm(spec, tmp_path_factory.mktemp("load-chain") / "server.log") as (_, server, _):
+        yield server
+
+
+@pytest.fixture(scope="module")
+def random_server(vllm_cpu: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    spec = cpu_spec(model=TINY_RANDOM)
+    with started_vllm(spec, tmp_path_factory.mktemp("load-random") / "server.log") as (_, server, _):
+        yield server
+
+
+def run(server: Server, out: Path, workload: WorkloadConfig, **kw: Any) -> ProfileSummary:
+    return run_profile(
+        server.base_url,
+        server.spec.served_model_name,
+        workload,
+        candidate="e2e",
+        fingerprint=server.spec.fingerprint,
+        repeat=0,
+        out_dir=out,
+        backend="vllm",
+        host="cpu",
+        progress=False,
+        **kw,
+    )
+
+
+def chain_workload(prompts: Path, *, max_tokens: int, concurrency: int = 1) -> WorkloadConfig:
+    (prompts / "chain.json").write_text(json.dumps([chain_prompt(n) for n in CHAIN_LENGTHS]))
+    return WorkloadConfig(
+        name="chain",
+        concurrency=concurrency,
+        num_requests=len(CHAIN_LENGTHS),
+        warmup_requests=0,
+        prompt_tokens=LengthConfig(kind="fixed", mean=1),
+        output_tokens=LengthConfig(kind="fixed", mean=max_tokens),
+        ignore_eos=False,
+        temperature=0.0,
+        prompts_file="chain.json",
+        time_limit_s=300,
+        request_timeout_s=120,
+    )
+
+
+def test_first_visible_answer_comes_after_exactly_the_reasoning_chain(
+    chain_server: Server, tmp_path: Path
+) -> None:
+    summary = run(
+        chain_server, tmp_path / "out", chain_workload(tmp_path, max_tokens=128), prompts_dir=tmp_path
+    )
+    records = read_jsonl(tmp_path / "out" / "records.jsonl", RequestRecord)
+    assert summary.completed == len(CHAIN_LENGTHS) and summary.errors == {}
+    for record, n in zip(records, CHAIN_LENGTHS, strict=True):
+        assert record.finish_reason == "stop"
+        # usage: n reasoning tokens + </think> + the 4-token answer + </s>, so exactly n before the answer
+        assert record.completion_tokens == chain_completion_tokens(n)
+        assert record.ttft_s is not None and record.first_visible_s is not None
+        if n == 0:
+            assert record.ttft_s == record.first_visible_s
+        else:
+            assert record.ttft_s < record.first_visible_s
+        before_answer = [t for t in record.chunk_offsets_s if t < record.first_visible_s]
+        # vLLM merges deltas that queue up behind a slow consumer, so chunks can carry several tokens
+        # (53 chunks for 64 tokens was seen serially on 2 cores): count tokens from usage, never chunks.
+        assert (n == 0 and not before_answer) or 1 <= len(before_answer) <= n
+    assert summary.first_visible_censored.censored == 0
+
+
+def test_an_answer_cut_off_by_max_tokens_is_censored_not_dropped(
+    chain_server: Server, tmp_path: Path
+) -> None:
+    summary = run(
+        chain_server,
+        tmp_path / "out",
+        chain_workload(tmp_path, max_tokens=10, concurrency=4),
+        prompts_dir=tmp_path,
+    )
+    records = read_jsonl(tmp_path / "out" / "records.jsonl", RequestRecord)
+    censored = [n for r, n in zip(records, CHAIN_LENGTHS, strict=True) if r.censored]
+    assert censored == [16, 64]  # their chains are longer than max_tokens
+    assert all(r.ok for r in records)  # finished with "length": censored, not failed
+    assert summary.first_visible_censored.censored == 2 and summary.first_visible_censored.n == 4
+    assert summary.server is not None and not summary.server.token_mismatch
+
+
+def test_generated_prompts_hit_their_targets_as_vllm_counts_them(
+    random_server: Server, tmp_path: Path
+) -> None:
+    workload = WorkloadConfig(
+        name="targets",
+        concurrency=4,
+        num_requests=8,
+        warmup_requests=1,
+        prompt_tokens=LengthConfig(kind="uniform", mean=700, min=64, max=1500),
+        output_tokens=LengthConfig(kind="fixed", mean=16),
+        ignore_eos=True,
+        seed=9,
+        time_limit_s=300,
+        request_timeout_s=120,
+    )
+    summary = run(random_server, tmp_path, workload)
+    records = read_jsonl(tmp_path / "records.jsonl", RequestRecord)
+    assert summary.completed == 8 and summary.prompt_mismatches == 0
+    for record in records:
+        assert record.prompt_tokens is not None
+        assert abs(record.prompt_tokens - record.target_prompt_tokens) <= 0.02 * record.target_prompt_tokens
+        assert record.completion_tokens == 16  # ignore_eos with min_tokens = max_tokens
+    assert summary.server is not None
+    assert summary.server.prompt_tokens == summary.prompt_tokens
+    assert summary.server.generation_tokens == summary.output_tokens
+    assert not summary.server.token_mismatch and not summary.server.restart_detected
+    assert summary.server.request_success.get("length") == 8
