@@ -10,6 +10,7 @@ working. :func:`main` wraps Hydra so that the restore also runs after a failed j
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import signal
 import sys
@@ -26,7 +27,14 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from orchestrator.config import CONF_DIR, Sources, check_candidate_names, sources_from_hydra, to_typed, validate
+from orchestrator.config import (
+    CONF_DIR,
+    Sources,
+    check_candidate_names,
+    sources_from_hydra,
+    to_typed,
+    validate,
+)
 from orchestrator.errors import ConfigError, ConfigProblem, GauntletError, exit_code_for
 from orchestrator.results import RecoveryValidation
 from orchestrator.schema import GauntletConfig, register_configs
@@ -40,10 +48,14 @@ class Session:
     """The sweep open in this process (None between sweeps)."""
 
     current: Session | None = None
+    #: Why the sweep could not open or close. Hydra turns a callback's exception into a warning and
+    #: launches the jobs anyway, so callbacks store it here, jobs check it, and :func:`main` reports it.
+    failure: Exception | None = None
 
     def __init__(self, cfg: GauntletConfig, sweep_dir: Path) -> None:
         self.cfg = cfg
         self.dir = sweep_dir
+        _quiet_http_logs()
         self.seams = SEAMS_FACTORY()
         self.lifecycle = Lifecycle(cfg, sweep_dir, self.seams)
         self.finished = False
@@ -71,6 +83,9 @@ class Session:
             return 0
         self.finished = True
         say = self.seams.say
+        if not self.lifecycle.touched:
+            say("no server was started or stopped: nothing to restore")
+            return 0
         try:
             self.validation = self.lifecycle.restore(reason=reason)
         except KeyboardInterrupt:
@@ -117,7 +132,15 @@ def _typed(config: DictConfig) -> GauntletConfig:
 
 
 def _sources(config: DictConfig) -> Sources:
-    return sources_from_hydra(config.hydra)
+    """Sources of a config that still carries its ``hydra`` node (callbacks), else of the running job."""
+    node = config.hydra if "hydra" in config else HydraConfig.get()
+    return sources_from_hydra(node)
+
+
+def _quiet_http_logs() -> None:
+    """Hydra sets the root logger to INFO; per-request lines of the HTTP client would drown the progress."""
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def _save_config(config: DictConfig, sweep_dir: Path) -> None:
@@ -168,27 +191,37 @@ class SweepCallback(Callback):
     """Opens the sweep before the first job and closes it (restore, validate, report) after the last."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        names = prevalidate(config)
-        sweep_dir = Path(str(config.hydra.sweep.dir))
-        _save_config(config, sweep_dir)
-        session = Session(_typed(config), sweep_dir)
-        Session.current = session
-        session.seams.say(f"sweep of {len(names)} job(s) in {sweep_dir}: {', '.join(names)}")
-        session.begin()
+        try:
+            names = prevalidate(config)
+            sweep_dir = Path(str(config.hydra.sweep.dir))
+            _save_config(config, sweep_dir)
+            session = Session(_typed(config), sweep_dir)
+            Session.current = session
+            session.seams.say(f"sweep of {len(names)} job(s) in {sweep_dir}: {', '.join(names)}")
+            session.begin()
+        except Exception as exc:
+            Session.failure = exc
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         session = Session.current
-        if session is not None:
+        if session is None or Session.failure is not None:
+            return
+        try:
             _EXIT[0] = session.finish(reason="sweep completed")
+        except Exception as exc:
+            Session.failure = exc
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        typed = _typed(config)
-        validate(typed, _sources(config))
-        sweep_dir = Path(str(config.hydra.run.dir))
-        _save_config(config, sweep_dir)
-        session = Session(typed, sweep_dir)
-        Session.current = session
-        session.begin()
+        try:
+            typed = _typed(config)
+            validate(typed, _sources(config))
+            sweep_dir = Path(str(config.hydra.run.dir))
+            _save_config(config, sweep_dir)
+            session = Session(typed, sweep_dir)
+            Session.current = session
+            session.begin()
+        except Exception as exc:
+            Session.failure = exc
 
     def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
         self.on_multirun_end(config)
@@ -199,6 +232,9 @@ _EXIT = [0]
 
 def job(config: DictConfig) -> str:
     """One Hydra job: measure one candidate (the baseline was measured when the sweep opened)."""
+    if Session.failure is not None:
+        return "not run: the sweep did not open"
+    _quiet_http_logs()
     typed = _typed(config)
     validate(typed, _sources(config))
     if typed.candidate.name == typed.baseline.name:
@@ -232,10 +268,16 @@ def main(argv: Sequence[str]) -> int:
     saved_argv = sys.argv
     sys.argv = [saved_argv[0] if saved_argv else "orchestrator", *argv]
     Session.current = None
+    Session.failure = None
     _EXIT[0] = 0
     try:
         _hydra_entry()
         session = Session.current
+        if Session.failure is not None:
+            failure = Session.failure
+            say_stderr(str(failure))
+            code = exit_code_for(failure)
+            return _restore_after(failure, reason=f"error: {failure}", code=code)
         if session is not None and not session.finished:
             # A Hydra job failed: Hydra skips on_multirun_end, the restore must still happen.
             return session.finish(reason="a job failed") or 1

@@ -158,6 +158,8 @@ class Lifecycle:
         self.say = seams.say
         # Set by the watcher when the server dies, or on Ctrl-C: the running profile stops promptly.
         self._profile_stop = threading.Event()
+        # True once this process started or stopped a server: only then does an early exit need a restore.
+        self.touched = False
 
     # ------------------------------------------------------------------ paths and specs
 
@@ -409,6 +411,7 @@ class Lifecycle:
         )
         self.say(f"{spec.candidate}: launching ({role}) {spec.fingerprint[:19]}")
         server = sup.start(spec, log_path)
+        self.touched = True
         self.journal.append(
             "started",
             candidate=spec.candidate,
@@ -449,6 +452,7 @@ class Lifecycle:
         return server, StartupRecord(ok=True, time_to_ready_s=ready_s)
 
     def _teardown(self, server: Any, name: str, role: str) -> TeardownRecord:
+        self.touched = True
         self.journal.append("tearing_down", candidate=name, pid=server.pid, role=role)
         record = self.seams.supervisor.teardown(server)
         self.journal.append(
