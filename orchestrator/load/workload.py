@@ -60,9 +60,15 @@ class PlannedRequest:
 
 
 def scaled_counts(workload: WorkloadConfig, scale: float) -> tuple[int, int]:
-    """(measured, warmup) request counts after ``scale``; at least one measured request."""
+    """(measured, warmup) request counts after ``scale``; at least one measured request.
+
+    A fixed prompt set (``prompts_file``, e.g. the five answer-gate prompts) is never scaled: a gate that
+    compares visible answers on those prompts needs all of them.
+    """
     if scale <= 0:
         raise LoadError(f"scale must be > 0, got {scale}", hint="run.scale multiplies request counts")
+    if workload.prompts_file is not None:
+        return workload.num_requests, workload.warmup_requests
     measured = max(1, round(workload.num_requests * scale))
     warmup = max(0, round(workload.warmup_requests * scale))
     return measured, warmup

@@ -50,6 +50,11 @@ def test_scaled_counts(num: int, warm: int, scale: float, want: tuple[int, int])
     assert scaled_counts(workload(num_requests=num, warmup_requests=warm), scale) == want
 
 
+def test_a_fixed_prompt_set_is_never_scaled() -> None:
+    gate = workload(num_requests=5, warmup_requests=0, prompts_file="answer_gate_prompts.json")
+    assert scaled_counts(gate, 0.25) == (5, 0)
+
+
 def test_scale_must_be_positive() -> None:
     with pytest.raises(LoadError, match="scale"):
         scaled_counts(workload(), 0)
