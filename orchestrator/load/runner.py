@@ -391,7 +391,8 @@ class _ProfileRun:
                 slots.release()
 
         for request in requests:
-            scheduled = start_ns + round((request.arrival_s or 0.0) * 1e9)
+            # Arrivals are in host seconds (rate is per host second); wall time runs time_scale x faster.
+            scheduled = start_ns + round((request.arrival_s or 0.0) / self.time_scale * 1e9)
             delay = (scheduled - self.clock()) / 1e9
             if delay > 0:
                 with contextlib.suppress(TimeoutError):
