@@ -321,6 +321,8 @@ def workload_problems(name: str, wl: WorkloadConfig, where: Any) -> list[ConfigP
         bad(["mode"], wl.mode, f"one of {', '.join(WORKLOAD_MODES)}")
     if wl.mode == "open" and (wl.rate is None or wl.rate <= 0):
         bad(["rate"], wl.rate, "a positive arrival rate in requests/s for an open-loop profile")
+    if wl.repeats is not None and wl.repeats < 1:
+        bad(["repeats"], wl.repeats, "an integer >= 1, or null for run.repeats")
     if wl.concurrency < 1:
         bad(["concurrency"], wl.concurrency, "an integer >= 1")
     if wl.num_requests < 1:

@@ -169,6 +169,9 @@ class WorkloadConfig:
     rate: float | None = None
     # Requests measured.
     num_requests: int = MISSING
+    # Repeats of this profile per candidate; None = run.repeats. (A fixed prompt set on a deterministic
+    # server gives the same answer every time: one repeat can be enough.)
+    repeats: int | None = None
     # Requests sent first and not counted.
     warmup_requests: int = 0
     # Prompt length in tokens.

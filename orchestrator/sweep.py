@@ -308,6 +308,11 @@ class Lifecycle:
 
     # ------------------------------------------------------------------ one candidate
 
+    def repeats_of(self, profile: str, default: int) -> int:
+        """How many times ``profile`` runs per candidate (its own ``repeats``, else the run's)."""
+        own = self.cfg.workloads[profile].repeats
+        return own if own is not None else default
+
     def is_complete(self, name: str, profiles: Sequence[str], repeats: int) -> bool:
         """Results of ``name`` are complete and valid (resume skips it)."""
         run_file = self.candidate_dir(name) / "run.json"
@@ -318,7 +323,7 @@ class Lifecycle:
             if not run.startup.ok:
                 return True
             for profile in profiles:
-                for repeat in range(1, repeats + 1):
+                for repeat in range(1, self.repeats_of(profile, repeats) + 1):
                     summary = read_model(
                         profile_dir(self.dir, name, profile, repeat) / "summary.json", ProfileSummary
                     )
@@ -367,6 +372,8 @@ class Lifecycle:
         try:
             for repeat in range(1, run_cfg.repeats + 1):
                 for profile in run_cfg.profiles:
+                    if repeat > self.repeats_of(profile, run_cfg.repeats):
+                        continue
                     events = self._measure(
                         server,
                         spec,

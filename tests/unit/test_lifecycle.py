@@ -189,3 +189,12 @@ def test_an_unrecorded_launch_is_found_only_by_its_exact_argv_and_start_time(tmp
         ProcessInfo(13, 10, argv, 101.0),  # a child of the group, not the leader
     ]
     assert find_unrecorded(pending, procs) == [(10, 100.5)]
+
+
+def test_a_profile_can_run_fewer_repeats_than_the_sweep(tmp_path: Path) -> None:
+    sup, fake = FakeSupervisor(), FakeLoad()
+    life, _ = make(tmp_path, sup, fake, "workloads.serial.repeats=1")
+    life.begin()
+    run = life.run_candidate(candidate("tp4_dp2", "workloads.serial.repeats=1"))
+    assert run.profiles == ["serial/r1", "decode_heavy/r1", "decode_heavy/r2"]
+    assert life.is_complete("tp4_dp2", ["serial", "decode_heavy"], 2)

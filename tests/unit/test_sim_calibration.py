@@ -74,7 +74,8 @@ def answer_gate(candidate: str) -> ReplayResult:
 
 def test_tp4_dp2_wins_the_empty_road() -> None:
     base, tp4 = run("baseline", "serial"), run("tp4_dp2", "serial")
-    assert tp4.e2e_p50 < base.e2e_p50
+    # A clear win, not a tie: the reversal is only a lesson when the empty road really favours TP4.
+    assert tp4.e2e_p50 < 0.9 * base.e2e_p50
     assert tp4.ttft_p50 < base.ttft_p50
 
 
