@@ -4,18 +4,27 @@ right-censored median time to visible answer not worse than the baseline by more
 Pipeline position: reads the answer profile's records of both sides, pooled over repeats. A request with
 no visible content is right-censored (+inf), never dropped: dropping it would make a candidate that
 answers less often look faster. The rule is strict on purpose (a handful of fixed prompts cannot make a
-population claim, but it is enough to refuse a change): the Mann-Whitney / Hodges-Lehmann interval is
-reported for context and does not soften it.
+population claim, but it is enough to refuse a change). The interval reported for context (it does not
+soften the rule) is run-level: the ratio of per-repeat right-censored medians with Welch's t on their logs,
+or, with a single repeat on both sides, the requests' Hodges-Lehmann interval, marked as such.
 """
 
 from __future__ import annotations
 
 import math
 
-from gates.compare import fmt_interval, fmt_ratio, pooled, records_evidence, visible_value
+from gates.compare import (
+    fmt_interval,
+    fmt_ratio,
+    fmt_repeats,
+    per_repeat,
+    pooled,
+    records_evidence,
+    visible_value,
+)
 from gates.models import Comparison, GateResult, GateStatus
 from gates.registry import Gate, GateContext, register
-from gates.stats import censored_median, hodges_lehmann_ratio
+from gates.stats import censored_median, latency_ratio
 
 
 def _median_s(value: float | None) -> str:
@@ -65,9 +74,18 @@ class AnswerReliability(Gate):
         c_med = censored_median([None if math.isinf(v) else v for v in c_vals])
         b_med = censored_median([None if math.isinf(v) else v for v in b_vals])
         limit = 1 + ctx.cfg.latency_tolerance
-        est = hodges_lehmann_ratio(
-            c_vals, b_vals, confidence=ctx.cfg.confidence, repeats=min(len(cand), len(base))
+        est = latency_ratio(
+            per_repeat(cand, visible_value), per_repeat(base, visible_value), confidence=ctx.cfg.confidence
         )
+        if est.candidate_values:
+            context = (
+                f"per-repeat censored medians {fmt_repeats(est.candidate_values, 's')} vs "
+                f"{fmt_repeats(est.baseline_values, 's')}: {fmt_ratio(est.ratio)}, {fmt_interval(est)}"
+            )
+        else:
+            context = f"HL ratio {fmt_ratio(est.ratio)}, {fmt_interval(est)}"
+        if est.note and not context.endswith(est.note):
+            context += f"; {est.note}"
         median_status: GateStatus
         if c_med is None or b_med is None:
             median_status, ratio = "not_run", None
@@ -96,7 +114,7 @@ class AnswerReliability(Gate):
             n_baseline=len(b_vals),
             message=(
                 f"censored median time to visible answer {_median_s(c_med)} vs {_median_s(b_med)}{change} "
-                f"(HL ratio {fmt_ratio(est.ratio)}, {fmt_interval(est)}, for context)"
+                f"({context}; for context)"
             ),
         )
         status: GateStatus = "fail" if "fail" in (count_status, median_status) else "pass"

@@ -16,7 +16,7 @@ import numpy as np
 
 from gates.data import Repeat
 from gates.models import Comparison, Evidence, GateStatus
-from gates.stats import RatioEstimate, bootstrap_ratio, hodges_lehmann_ratio, more_repeats
+from gates.stats import RatioEstimate, bootstrap_ratio, latency_ratio, more_repeats
 from orchestrator.results import RequestRecord
 
 Better = Literal["higher", "lower"]
@@ -92,7 +92,10 @@ def fmt_ratio(value: float) -> str:
 
 def fmt_interval(est: RatioEstimate) -> str:
     if est.low <= 0 and math.isinf(est.high):
-        return f"{est.confidence:.0%} CI unbounded (too few requests)"
+        censored_runs = bool(est.candidate_values) and est.df is None
+        return f"{est.confidence:.0%} CI unbounded ({est.note if censored_runs else 'too few requests'})"
+    if math.isinf(est.low) or est.high <= 0:
+        return est.note
     return f"{est.confidence:.1%} CI [{fmt_ratio(est.low)}, {fmt_ratio(est.high)}]".replace(".0% CI", "% CI")
 
 
@@ -203,6 +206,27 @@ def throughput(
     return Measured(comparison, est, summary_evidence(candidate, baseline))
 
 
+def per_repeat(repeats: Sequence[Repeat], extract: Callable[[RequestRecord], float]) -> list[list[float]]:
+    """Each repeat's values (repeats with no measured request are left out)."""
+    return [vals for rep in repeats if (vals := [extract(r) for r in rep.records])]
+
+
+def fmt_repeats(values: Sequence[float], unit: str) -> str:
+    """Per-repeat values, e.g. ``0.894/0.632/0.539 s``."""
+    if not values:
+        return "n/a"
+    text = "/".join(fmt_value(v, unit).removesuffix(f" {unit}") for v in values)
+    return f"{text} {unit}" if unit else text
+
+
+def geometric_mean(values: Sequence[float]) -> float | None:
+    if not values:
+        return None
+    if any(math.isinf(v) for v in values):
+        return math.inf
+    return math.exp(sum(math.log(max(v, 1e-12)) for v in values) / len(values))
+
+
 def latency(
     metric: str,
     profile: str,
@@ -214,35 +238,49 @@ def latency(
     judge: Callable[[RatioEstimate], tuple[GateStatus, float]],
     label: str,
 ) -> Measured | None:
-    """Median latency over the pooled requests of every repeat, Hodges-Lehmann ratio and interval."""
-    c_vals, b_vals = pooled(candidate, extract), pooled(baseline, extract)
-    if not c_vals or not b_vals:
+    """Median latency, candidate against baseline, with the repeat as the unit.
+
+    Each repeat's right-censored median; the values compared are the geometric means of those medians
+    and the interval is Welch's t on their logs (:func:`gates.stats.latency_ratio`), so it carries
+    run-to-run variance. With a single repeat on both sides the pooled requests' Hodges-Lehmann ratio
+    is the fallback, and the message says that run-to-run noise was not measured.
+    """
+    c_runs, b_runs = per_repeat(candidate, extract), per_repeat(baseline, extract)
+    if not c_runs or not b_runs:
         return None
-    est = hodges_lehmann_ratio(
-        c_vals, b_vals, confidence=confidence, repeats=min(len(candidate), len(baseline))
-    )
-    c_med, b_med = median_of(c_vals), median_of(b_vals)
-    status, threshold = judge(est)
-    censored = sum(math.isinf(v) for v in c_vals)
+    est = latency_ratio(c_runs, b_runs, confidence=confidence)
+    c_all = [v for run in c_runs for v in run]
+    b_all = [v for run in b_runs for v in run]
+    censored = sum(math.isinf(v) for v in c_all)
     note = f", {censored} censored" if censored else ""
-    message = (
-        f"{label} {fmt_value(c_med, 's')} vs {fmt_value(b_med, 's')} "
-        f"(HL ratio {fmt_ratio(est.ratio)}, {fmt_interval(est)}; "
-        f"{len(c_vals)} vs {len(b_vals)} requests{note})"
-    )
+    if est.candidate_values:
+        c_val, b_val = geometric_mean(est.candidate_values), geometric_mean(est.baseline_values)
+        n_c, n_b = len(est.candidate_values), len(est.baseline_values)
+        detail = (
+            f"{fmt_ratio(est.ratio)}, {fmt_interval(est)}; per-repeat medians "
+            f"{fmt_repeats(est.candidate_values, 's')} vs {fmt_repeats(est.baseline_values, 's')}{note}"
+        )
+    else:
+        c_val, b_val = median_of(c_all), median_of(b_all)
+        n_c, n_b = len(c_all), len(b_all)
+        detail = f"HL ratio {fmt_ratio(est.ratio)}, {fmt_interval(est)}; {n_c} vs {n_b} requests{note}"
+    if est.note and not fmt_interval(est).endswith(est.note):
+        detail += f"; {est.note}"
+    status, threshold = judge(est)
+    message = f"{label} {fmt_value(c_val, 's')} vs {fmt_value(b_val, 's')} ({detail})"
     comparison = Comparison(
         metric=metric,
         profile=profile,
         status=status,
-        observed=c_med,
-        baseline=b_med,
+        observed=c_val,
+        baseline=b_val,
         ratio=est.ratio,
         interval=est.interval,
         threshold=threshold,
         unit="s",
         method=est.method,
-        n_candidate=len(c_vals),
-        n_baseline=len(b_vals),
+        n_candidate=n_c,
+        n_baseline=n_b,
         more_repeats=more_repeats(est) if status == "inconclusive" else None,
         message=message,
     )

@@ -2,8 +2,9 @@
 
 Pipeline position: for every loaded profile the baseline measured, compares output and prompt tokens/s
 (two-stage bootstrap over repeats and requests) within ``throughput_tolerance``, and median TTFT
-(Hodges-Lehmann / Mann-Whitney over requests) within ``latency_tolerance``. A regression counts only
-when it is beyond the tolerance and its interval excludes "no change".
+within ``latency_tolerance`` (each repeat's right-censored median, Welch's t on their logs: the interval
+carries run-to-run variance; see :func:`gates.compare.latency`). A regression counts only when it is
+beyond the tolerance and its interval excludes "no change".
 """
 
 from __future__ import annotations

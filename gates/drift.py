@@ -1,20 +1,40 @@
 """Drift: the baseline measured at the start of the sweep against the restored baseline at the end.
 
 Pipeline position: compares ``<sweep>/candidates/<baseline>/<profile>/r*`` with
-``<sweep>/recovery/<profile>/r*`` for every recovery profile (output tokens/s by two-stage bootstrap,
-median TTFT by Hodges-Lehmann). Drift beyond the tolerances and beyond noise, in either direction, means
-the host changed under the sweep: every measured verdict becomes inconclusive.
+``<sweep>/recovery/<profile>/r*`` for every recovery profile: output tokens/s and median TTFT, one value
+per repeat (the repeat's figure; the repeat's right-censored median TTFT). The end-of-sweep run counts
+as drift only when it lies outside the prediction interval for a new run that the baseline's repeats
+give (pooled t on the log scale, Bonferroni-adjusted over the drift comparisons) **and** it changed by
+more than the tolerance, in either direction: then the host changed under the sweep and every measured
+verdict becomes inconclusive. Only when both sides have a single repeat (run-to-run noise unmeasured)
+do the request-level methods stand in, and the message says so.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from gates.compare import Measured, latency, overall_status, throughput, ttft_value
-from gates.data import Results, load_results
-from gates.models import DriftResult, Evidence, GateStatus
+from gates.compare import (
+    Measured,
+    fmt_interval,
+    fmt_ratio,
+    fmt_repeats,
+    fmt_value,
+    geometric_mean,
+    latency,
+    overall_status,
+    per_repeat,
+    records_evidence,
+    summary_evidence,
+    throughput,
+    ttft_value,
+)
+from gates.data import Repeat, Results, load_results
+from gates.models import Comparison, DriftResult, Evidence, GateStatus
 from gates.registry import GateContext
-from gates.stats import RatioEstimate
+from gates.stats import ONE_REPEAT_NOTE, RatioEstimate, bonferroni, censored_median, prediction_ratio
 from orchestrator.schema import GatesConfig
 
 RECOVERY_ROOT = "recovery"
@@ -26,6 +46,70 @@ def judge_drift(est: RatioEstimate, tolerance: float) -> tuple[GateStatus, float
     if material:
         return ("fail" if est.excludes_one else "inconclusive"), tolerance
     return "pass", tolerance
+
+
+def _prediction_text(est: RatioEstimate, unit: str) -> str:
+    """The prediction interval in the metric's unit: where a run without drift would have landed."""
+    reference = geometric_mean(est.baseline_values)
+    if est.df is None or reference is None or est.ratio <= 0 or not math.isfinite(reference):
+        return fmt_interval(est)
+    half = math.log(est.high / est.ratio)
+    low, high = reference * math.exp(-half), reference * math.exp(half)
+    new = "a new run" if est.n_candidate == 1 else f"the mean of {est.n_candidate} new runs"
+    level = f"{est.confidence:.2%}".rstrip("0").rstrip(".")
+    return f"{level} prediction interval for {new} [{fmt_value(low, unit)}, {fmt_value(high, unit)}]"
+
+
+def _run_level(
+    metric: str,
+    profile: str,
+    label: str,
+    unit: str,
+    *,
+    end: Sequence[float],
+    start: Sequence[float],
+    confidence: float,
+    tolerance: float,
+    evidence: list[Evidence],
+) -> Measured:
+    est = prediction_ratio(end, start, confidence=confidence, statistic=label.split(" ", 1)[1])
+    status, threshold = judge_drift(est, tolerance)
+    message = (
+        f"{label} at the end {fmt_repeats(est.candidate_values, unit)} vs the baseline's repeats "
+        f"{fmt_repeats(est.baseline_values, unit)} ({fmt_ratio(est.ratio)} of their geometric mean; "
+        f"{_prediction_text(est, unit)}; tolerance {tolerance:.0%})"
+    )
+    comparison = Comparison(
+        metric=metric,
+        profile=profile,
+        status=status,
+        observed=geometric_mean(est.candidate_values),
+        baseline=geometric_mean(est.baseline_values),
+        ratio=est.ratio,
+        interval=est.interval,
+        threshold=threshold,
+        unit=unit,
+        method=est.method,
+        n_candidate=est.n_candidate,
+        n_baseline=est.n_baseline,
+        message=message,
+    )
+    return Measured(comparison, est, evidence)
+
+
+def _one_repeat(measured: Measured) -> Measured:
+    """Both sides have a single repeat: the request-level comparison, marked as such."""
+    if measured.estimate.note:
+        return measured
+    comparison = measured.comparison.model_copy(
+        update={"message": f"{measured.comparison.message}; {ONE_REPEAT_NOTE}"}
+    )
+    return Measured(comparison, measured.estimate, measured.evidence)
+
+
+def _ttft_medians(repeats: Sequence[Repeat]) -> list[float]:
+    medians = [censored_median(run) for run in per_repeat(repeats, ttft_value)]
+    return [math.inf if m is None else m for m in medians]
 
 
 def evaluate_drift(sweep_dir: Path, cfg: GatesConfig, baseline: Results) -> DriftResult:
@@ -48,20 +132,56 @@ def evaluate_drift(sweep_dir: Path, cfg: GatesConfig, baseline: Results) -> Drif
             message="no recovery measurement of a profile the baseline ran: drift not checked",
         )
     ctx = GateContext(cfg=cfg, baseline=baseline, candidate=recovery)
+    # Drift voids every verdict: the family "some figure drifted" keeps the configured confidence.
+    confidence = bonferroni(cfg.confidence, 2 * len(shared))
     measured: list[Measured] = []
     for profile in shared:
         end, start = recovery.repeats(profile), baseline.repeats(profile)
+        run_level = len(end) >= 2 or len(start) >= 2
+        tps_tol, ttft_tol = cfg.throughput_tolerance, cfg.latency_tolerance
+        if run_level:
+            measured.append(
+                _run_level(
+                    "output_tps",
+                    profile,
+                    f"{profile} output tokens/s",
+                    "tok/s",
+                    end=[float(r.summary.output_tps) for r in end],
+                    start=[float(r.summary.output_tps) for r in start],
+                    confidence=confidence,
+                    tolerance=tps_tol,
+                    evidence=summary_evidence(end, start),
+                )
+            )
+            end_ttft, start_ttft = _ttft_medians(end), _ttft_medians(start)
+            if end_ttft and start_ttft and (len(end_ttft) >= 2 or len(start_ttft) >= 2):
+                measured.append(
+                    _run_level(
+                        "ttft_p50",
+                        profile,
+                        f"{profile} median TTFT",
+                        "s",
+                        end=end_ttft,
+                        start=start_ttft,
+                        confidence=confidence,
+                        tolerance=ttft_tol,
+                        evidence=records_evidence(end) + records_evidence(start),
+                    )
+                )
+            continue
         measured.append(
-            throughput(
-                "output_tps",
-                profile,
-                end,
-                start,
-                confidence=cfg.confidence,
-                resamples=cfg.bootstrap_resamples,
-                seed=ctx.seed("drift", profile),
-                judge=lambda e: judge_drift(e, cfg.throughput_tolerance),
-                label=f"{profile} output tokens/s at the end",
+            _one_repeat(
+                throughput(
+                    "output_tps",
+                    profile,
+                    end,
+                    start,
+                    confidence=confidence,
+                    resamples=cfg.bootstrap_resamples,
+                    seed=ctx.seed("drift", profile),
+                    judge=_judge(tps_tol),
+                    label=f"{profile} output tokens/s at the end",
+                )
             )
         )
         ttft = latency(
@@ -70,24 +190,31 @@ def evaluate_drift(sweep_dir: Path, cfg: GatesConfig, baseline: Results) -> Drif
             end,
             start,
             ttft_value,
-            confidence=cfg.confidence,
-            judge=lambda e: judge_drift(e, cfg.latency_tolerance),
+            confidence=confidence,
+            judge=_judge(ttft_tol),
             label=f"{profile} median TTFT at the end",
         )
         if ttft is not None:
-            measured.append(ttft)
+            measured.append(_one_repeat(ttft))
     comparisons = [m.comparison for m in measured]
     status = overall_status([c.status for c in comparisons])
     if status == "fail":
         drifted = "; ".join(c.message for c in comparisons if c.status == "fail")
         message = (
-            f"BASELINE DRIFT beyond noise ({drifted} against the start of the sweep): every measured verdict "
-            "is inconclusive; rerun the sweep on a quiet host"
+            f"BASELINE DRIFT beyond noise ({drifted}): the end-of-sweep run is outside the baseline's "
+            "run-to-run spread; every measured verdict is inconclusive; rerun the sweep on a quiet host"
         )
     elif status == "inconclusive":
         maybe = "; ".join(c.message for c in comparisons if c.status == "inconclusive")
-        message = f"possible baseline drift within noise ({maybe}); verdicts stand, more repeats would tell"
+        message = (
+            f"possible baseline drift within noise ({maybe}): inside the baseline's run-to-run spread; "
+            "verdicts stand, more repeats would tell"
+        )
     else:
         message = "no drift beyond noise: " + "; ".join(c.message for c in comparisons)
     evidence = [e for m in measured if m.comparison.status != "pass" for e in m.evidence]
     return DriftResult(status=status, message=message, comparisons=comparisons, evidence=evidence)
+
+
+def _judge(tolerance: float) -> Callable[[RatioEstimate], tuple[GateStatus, float]]:
+    return lambda est: judge_drift(est, tolerance)

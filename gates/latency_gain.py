@@ -2,7 +2,8 @@
 
 Pipeline position: the gain gate (role ``gain``): it decides ``keep`` against ``neutral``, never
 ``reject``. Metrics: serial median TTFT and median request latency, and median TTFT of every loaded
-profile. Their intervals are Bonferroni-adjusted so that the family "some latency improved" keeps the
+profile, each judged on its repeats' medians (Welch's t on their logs, so run-to-run variance is in the
+interval). Their intervals are Bonferroni-adjusted so that the family "some latency improved" keeps the
 configured confidence; a gain must reach ``min_gain`` and exclude "no change", and no latency may be
 worse beyond ``latency_tolerance`` and noise (the serial/loaded reversal is not a gain).
 """

@@ -2,13 +2,20 @@
 
 Pipeline position: pure functions the gate modules call on numbers taken from stored result files.
 Every estimate is a ratio candidate / baseline with an interval; an effect counts only when the interval
-excludes 1 ("no change"). Two methods (why these: docs/gates.md):
+excludes 1 ("no change"). The repeat (one run) is the unit of every interval: runs differ as a whole
+(scheduling, host noise shift every request of a run), so requests of one run are not independent draws.
+Methods (why these: docs/gates.md):
 
 - :func:`bootstrap_ratio` for aggregate figures (tokens/s), one value per repeat: a two-stage bootstrap
   that resamples repeats, then requests inside each chosen repeat, so that few repeats still carry the
   within-run noise;
-- :func:`hodges_lehmann_ratio` for latencies, one value per request: the Hodges-Lehmann shift of the log
-  latencies with the distribution-free interval that inverts the Mann-Whitney test. Missing values are
+- :func:`run_level_ratio` for latencies: one statistic per repeat (its right-censored median), a
+  Welch t-interval on the log ratio (Welch-Satterthwaite degrees of freedom), so the interval carries
+  run-to-run variance; :func:`prediction_ratio` for drift: is a new run of the same configuration
+  outside the prediction interval its earlier repeats give;
+- :func:`hodges_lehmann_ratio`, one value per request: the Hodges-Lehmann shift of the log latencies
+  with the distribution-free interval that inverts the Mann-Whitney test, only where a side has a single
+  repeat and run-to-run noise cannot be measured (:func:`latency_ratio` chooses). Missing values are
   right-censored (+inf) and rank above every observed value.
 """
 
@@ -16,11 +23,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy.stats import mannwhitneyu, norm
+from scipy.stats import t as student_t
 
 FloatArray = NDArray[np.float64]
 
@@ -41,6 +49,10 @@ class RatioEstimate:
     n_baseline: int
     repeats: int  # repeats per side (the smaller side), the unit "more repeats" is counted in
     p_value: float | None = None
+    note: str = ""  # a caveat the message must carry, e.g. "1 repeat: run-to-run noise not measured"
+    candidate_values: tuple[float, ...] = ()  # per-repeat statistics behind a run-level estimate
+    baseline_values: tuple[float, ...] = ()
+    df: float | None = None  # degrees of freedom of a t-interval
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -86,7 +98,7 @@ def censored_median(values: Sequence[float | None]) -> float | None:
     return float((low + high) / 2)
 
 
-def _log(values: Sequence[float]) -> FloatArray:
+def _log(values: Sequence[float] | FloatArray) -> FloatArray:
     data = np.asarray(values, dtype=np.float64)
     return np.log(np.maximum(data, _TINY))
 
@@ -144,6 +156,182 @@ def _exp(x: float) -> float:
     if x == -math.inf:
         return 0.0
     return math.exp(x)
+
+
+ONE_REPEAT_NOTE = "1 repeat: run-to-run noise not measured"
+
+
+def _t_quantile(confidence: float, df: float) -> float:
+    level = 0.5 + confidence / 2
+    return float(norm.ppf(level)) if math.isinf(df) else float(student_t.ppf(level, df))
+
+
+def run_level_ratio(
+    candidate: Sequence[float],
+    baseline: Sequence[float],
+    *,
+    confidence: float,
+    pooled: bool = False,
+    statistic: str = "median",
+) -> RatioEstimate:
+    """Ratio of the geometric means of per-repeat statistics, with a t-interval on the log scale.
+
+    One value per repeat (e.g. each repeat's right-censored median TTFT): the repeat is the unit, so
+    the interval carries run-to-run variance as well as each run's own sampling noise. Welch's interval
+    (Welch-Satterthwaite degrees of freedom: the two configurations may differ in run-level noise) when
+    both sides have at least two repeats; the pooled-variance interval (df = n + m - 2) when ``pooled``
+    or when one side has a single repeat (its run-to-run variance is then taken from the other side).
+    A +inf value (more than half of a repeat censored) leaves no t-interval: see :func:`_censored_runs`.
+
+    >>> est = run_level_ratio([0.552, 0.444, 0.501], [0.398, 0.426, 0.306], confidence=0.95)
+    >>> round(est.ratio, 2), est.excludes_one   # a 33% shift, but within the runs' own spread
+    (1.33, False)
+    """
+    n, m = len(candidate), len(baseline)
+    if n == 0 or m == 0:
+        raise ValueError("run_level_ratio needs at least one repeat on each side")
+    if n < 2 and m < 2:
+        raise ValueError("run_level_ratio needs two repeats on one side at least (see latency_ratio)")
+    c = np.asarray(candidate, dtype=np.float64)
+    b = np.asarray(baseline, dtype=np.float64)
+    values = (tuple(float(v) for v in c), tuple(float(v) for v in b))
+    if np.isinf(c).any() or np.isinf(b).any():
+        return _censored_runs(c, b, confidence=confidence, statistic=statistic, values=values)
+    lc, lb = _log(c), _log(b)
+    diff = float(lc.mean() - lb.mean())
+    single = n < 2 or m < 2
+    if pooled or single:
+        squares = float(((lc - lc.mean()) ** 2).sum() + ((lb - lb.mean()) ** 2).sum())
+        df: float = float(n + m - 2)
+        se = math.sqrt(squares / df * (1 / n + 1 / m))
+        kind = "pooled-variance t"
+    else:
+        a = float(lc.var(ddof=1)) / n
+        d = float(lb.var(ddof=1)) / m
+        se = math.sqrt(a + d)
+        denominator = a * a / (n - 1) + d * d / (m - 1)
+        df = (a + d) ** 2 / denominator if denominator > 0 else math.inf
+        kind = "Welch t"
+    if se > 0:
+        half = _t_quantile(confidence, df) * se
+        dist = norm if math.isinf(df) else student_t(df)
+        p_value: float = float(2 * dist.sf(abs(diff) / se))
+    else:  # every repeat identical on both sides: no spread seen (synthetic data)
+        half, p_value = 0.0, (1.0 if diff == 0 else 0.0)
+    note = ""
+    if single:
+        side = "candidate" if n < 2 else "baseline"
+        other = "baseline" if n < 2 else "candidate"
+        note = f"1 {side} repeat: run-to-run noise from the {other}'s {max(n, m)} repeats only"
+    return RatioEstimate(
+        ratio=math.exp(diff),
+        low=math.exp(diff - half),
+        high=math.exp(diff + half),
+        confidence=confidence,
+        method=f"{kind} on log per-repeat {statistic} ({n} vs {m} repeats, df {df:.1f})",
+        n_candidate=n,
+        n_baseline=m,
+        repeats=min(n, m),
+        p_value=p_value,
+        note=note,
+        candidate_values=values[0],
+        baseline_values=values[1],
+        df=df,
+    )
+
+
+def _censored_runs(
+    c: FloatArray,
+    b: FloatArray,
+    *,
+    confidence: float,
+    statistic: str,
+    values: tuple[tuple[float, ...], tuple[float, ...]],
+) -> RatioEstimate:
+    """Per-repeat values with +inf (a repeat whose median is censored): no t-interval exists.
+
+    Every candidate repeat infinite against every baseline repeat finite is a ratio of +inf in each run,
+    whatever the run-to-run noise: the interval is [inf, inf] (and [0, 0] the other way round). Any other
+    mix is unbounded. The estimate is the Hodges-Lehmann shift over repeats (two +inf are a tie).
+    """
+    lc, lb = _log(c), _log(b)
+    with np.errstate(invalid="ignore"):
+        diffs = (lc[:, None] - lb[None, :]).ravel()
+    diffs[np.isnan(diffs)] = 0.0
+    point = float(np.median(diffs))
+    c_inf, b_inf = np.isinf(c), np.isinf(b)
+    if c_inf.all() and not b_inf.any():
+        low, high = math.inf, math.inf
+        note = f"{statistic} censored (+inf) in every candidate repeat"
+    elif b_inf.all() and not c_inf.any():
+        low, high = 0.0, 0.0
+        note = f"{statistic} censored (+inf) in every baseline repeat"
+    else:
+        low, high = 0.0, math.inf
+        note = f"{statistic} censored (+inf) in some repeats: interval unbounded"
+    return RatioEstimate(
+        ratio=_exp(point),
+        low=low,
+        high=high,
+        confidence=confidence,
+        method=f"per-repeat {statistic}, censored repeats (+inf): no t-interval",
+        n_candidate=len(c),
+        n_baseline=len(b),
+        repeats=min(len(c), len(b)),
+        note=note,
+        candidate_values=values[0],
+        baseline_values=values[1],
+    )
+
+
+def prediction_ratio(
+    new: Sequence[float], reference: Sequence[float], *, confidence: float, statistic: str = "median"
+) -> RatioEstimate:
+    """New runs of a configuration (e.g. the end-of-sweep recovery) against its earlier repeats.
+
+    The pooled-variance t-interval of the log ratio; with one new run its interval excludes 1 exactly
+    when the new run's value lies outside the prediction interval for a new run that the reference
+    repeats give, ``exp(mean(log x) +- t(n-1) * s * sqrt(1 + 1/n))``.
+
+    >>> est = prediction_ratio([0.457], [0.894, 0.632, 0.539], confidence=0.95)
+    >>> round(est.ratio, 3), est.excludes_one   # the recovery run is inside the baseline's own spread
+    (0.679, False)
+    """
+    est = run_level_ratio(new, reference, confidence=confidence, pooled=True, statistic=statistic)
+    if est.df is None:
+        return est
+    kind = "prediction interval for a new run" if len(new) == 1 else "pooled t for the new runs' mean"
+    return replace(
+        est,
+        method=f"{kind} (log per-repeat {statistic}, {len(new)} vs {len(reference)} repeats, "
+        f"df {est.df:.0f})",
+        note="",
+    )
+
+
+def latency_ratio(
+    candidate: Sequence[Sequence[float]], baseline: Sequence[Sequence[float]], *, confidence: float
+) -> RatioEstimate:
+    """Median latency of candidate against baseline from per-repeat request latencies (+inf = censored).
+
+    The run-level ratio of per-repeat right-censored medians (:func:`run_level_ratio`) when a side has
+    two repeats or more; the request-level Hodges-Lehmann ratio only as a fallback when both sides have
+    a single repeat, with the note that run-to-run noise was not measured.
+    """
+    c_runs = [list(r) for r in candidate if len(r)]
+    b_runs = [list(r) for r in baseline if len(r)]
+    if not c_runs or not b_runs:
+        raise ValueError("latency_ratio needs at least one measured request on each side")
+    if len(c_runs) >= 2 or len(b_runs) >= 2:
+        c_med = [_finite_or_inf(censored_median(r)) for r in c_runs]
+        b_med = [_finite_or_inf(censored_median(r)) for r in b_runs]
+        return run_level_ratio(c_med, b_med, confidence=confidence)
+    est = hodges_lehmann_ratio(c_runs[0], b_runs[0], confidence=confidence, repeats=1)
+    return replace(est, note=ONE_REPEAT_NOTE)
+
+
+def _finite_or_inf(value: float | None) -> float:
+    return math.inf if value is None else value
 
 
 def _inner_factors(sample: RunSample, size: int, rng: np.random.Generator) -> FloatArray:

@@ -55,7 +55,7 @@ def test_tp4_dp2_is_rejected_on_concurrency_with_the_reversal(study: SweepVerdic
     assert tp4.failed == ["concurrency"]
     assert "concurrency regression" in tp4.reason
     assert "1,197 tok/s vs 10,039 tok/s (0.119x" in tp4.reason
-    assert "22.45 s vs 0.347 s (HL ratio 64.7x" in tp4.reason
+    assert "22.45 s vs 0.347 s (64.7x" in tp4.reason
     assert tp4.reversal is not None and "ranks tp4_dp2 ahead of baseline" in tp4.reversal
     assert "under load it ranks behind" in tp4.reversal
     assert study.reversal is not None and "tp4_dp2" in study.reversal
@@ -149,6 +149,7 @@ def _noisy_throughput_loss(b: SweepBuilder, name: str) -> None:
 
 
 def _noisy_ttft_gain(b: SweepBuilder, name: str) -> None:
+    """10% better TTFT, but the candidate's runs differ by 15% from one another (run-level noise)."""
     for profile, fig in BASELINE.items():
         b.loaded(
             name,
@@ -158,6 +159,7 @@ def _noisy_ttft_gain(b: SweepBuilder, name: str) -> None:
             ttft=fig["ttft"] * 0.9,
             spread=1.5,
             n=16,
+            noise=0.15,
         )
     b.serial(name, ttft=0.20, e2e=5.0)
     b.answers(name, [12.3, 30.2, 43.95, 61.0, None])
