@@ -1,0 +1,79 @@
+"""The README's first command: the case-study sweep on the simulator, end to end, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.sweep_helpers import (
+    ROOT,
+    assert_one_healthy_retained,
+    free_port,
+    kill_servers,
+    sim_servers,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture
+def port() -> Iterator[int]:
+    value = free_port()
+    yield value
+    kill_servers(value)
+
+
+def test_demo_sweep_reproduces_the_case_study(tmp_path: Path, port: int) -> None:
+    sweeps = tmp_path / "sweeps"
+    started = time.monotonic()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "-m",
+            "candidate=glob(*)",
+            "+experiment=demo",
+            f"run.sweeps_dir={sweeps}",
+            f"service.port={port}",
+        ],  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    sweep = (sweeps / "latest").resolve()
+    verdicts = json.loads((sweep / "verdicts.json").read_text())
+    by_name = {v["candidate"]: v for v in verdicts["verdicts"]}
+    # TP4 x DP2 wins the empty road and loses the shared one.
+    assert by_name["tp4_dp2"]["decision"] == "reject"
+    assert "concurrency" in by_name["tp4_dp2"]["failed"]
+    assert by_name["tp4_dp2"]["reversal"]
+    # Probabilistic drafts: no clear load advantage, fewer visible answers.
+    assert by_name["spec_probabilistic"]["decision"] == "reject"
+    assert by_name["spec_probabilistic"]["failed"] == ["answer_reliability"]
+    assert "no clear load advantage" in by_name["spec_probabilistic"]["reason"]
+    # Compatibility, not performance.
+    assert by_name["mega_moe"]["decision"] == "incompatible"
+    assert by_name["eplb"]["decision"] == "incompatible"
+    assert verdicts["retained"] == "baseline"
+    validation = json.loads((sweep / "recovery" / "validation.json").read_text())
+    assert validation["ok"], validation["reason"]
+    # The decision table is printed, and says where the numbers come from.
+    assert "SIMULATED" in done.stdout
+    assert "| tp4_dp2" in done.stdout and "REJECT" in done.stdout
+    for name in ("report.md", "report.json", "ttft.png", "throughput.png", "ranking.png"):
+        assert (sweep / name).stat().st_size > 0, name
+    # Every server the sweep started is gone except the restored retained one, which is healthy.
+    assert len(sim_servers(port)) == 1
+    assert_one_healthy_retained(sweep, port)
+    print(f"demo sweep took {elapsed:.0f} s")
