@@ -29,10 +29,15 @@ def orchestrator_cmd(
     args: Sequence[str], *, sweeps: Path, port: int, experiment: str = "sim_small"
 ) -> list[str]:
     return [
-        sys.executable, "-m", "orchestrator", *args,
-        f"run.sweeps_dir={sweeps}", f"service.port={port}",
-        "hydra.searchpath=[file://tests/integration/conf]", f"+experiment={experiment}",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "orchestrator",
+        *args,
+        f"run.sweeps_dir={sweeps}",
+        f"service.port={port}",
+        "hydra.searchpath=[file://tests/integration/conf]",
+        f"+experiment={experiment}",
+    ]
 
 
 def start(

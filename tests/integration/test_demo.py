@@ -42,7 +42,7 @@ def test_demo_sweep_reproduces_the_case_study(tmp_path: Path, port: int) -> None
             "+experiment=demo",
             f"run.sweeps_dir={sweeps}",
             f"service.port={port}",
-        ],  # fmt: skip
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

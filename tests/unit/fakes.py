@@ -68,8 +68,9 @@ class FakeSupervisor:
 
     def teardown(self, server: FakeServer) -> TeardownRecord:
         self.alive.pop(server.pid, None)
-        return TeardownRecord(signal_sequence=["SIGTERM"], duration_s=0.1, survivors=[], port_free=True,
-                              gpu_released=None)  # fmt: skip
+        return TeardownRecord(
+            signal_sequence=["SIGTERM"], duration_s=0.1, survivors=[], port_free=True, gpu_released=None
+        )
 
     def adopt(
         self, pid: int, pgid: int, create_time: float, spec: LaunchSpec, log_path: Path
@@ -78,24 +79,64 @@ class FakeSupervisor:
         return server if server is not None and server.create_time == create_time else None
 
 
-def summary(candidate: str, profile: str, repeat: int, fingerprint: str, *, n: int = 4,
-            interrupted: bool = False, output_tps: float = 1000.0) -> ProfileSummary:  # fmt: skip
+def summary(
+    candidate: str,
+    profile: str,
+    repeat: int,
+    fingerprint: str,
+    *,
+    n: int = 4,
+    interrupted: bool = False,
+    output_tps: float = 1000.0,
+) -> ProfileSummary:
     stats = Stats(n=n, mean=0.5, p50=0.5, p90=0.6, p99=0.7)
     return ProfileSummary(
-        candidate=candidate, profile=profile, repeat=repeat, fingerprint=fingerprint, backend="sim", host="sim",
-        time_scale=1.0, started_at="2026-12-02T00:00:00Z", duration_s=1.0, num_requests=n, completed=n,
-        failed=0, errors={}, prompt_tokens=100 * n, output_tokens=int(output_tps), prompt_tps=100.0 * n,
-        output_tps=output_tps, ttft=stats, first_visible=stats,
+        candidate=candidate,
+        profile=profile,
+        repeat=repeat,
+        fingerprint=fingerprint,
+        backend="sim",
+        host="sim",
+        time_scale=1.0,
+        started_at="2026-12-02T00:00:00Z",
+        duration_s=1.0,
+        num_requests=n,
+        completed=n,
+        failed=0,
+        errors={},
+        prompt_tokens=100 * n,
+        output_tokens=int(output_tps),
+        prompt_tps=100.0 * n,
+        output_tps=output_tps,
+        ttft=stats,
+        first_visible=stats,
         first_visible_censored=CensoredMedian(n=n, censored=0, value_s=0.5, infinite=False),
-        itl=stats, e2e=stats,
-        client=ClientHealth(dispatch_lag_p50_s=0.0, dispatch_lag_p99_s=0.0, dispatch_lag_max_s=0.0,
-                            chunks_per_read_p99=1.0, client_cpu_percent=5.0, saturated=False),
-        server=ServerMetrics(scrapes=3, preemptions=0, prompt_tokens=100 * n, generation_tokens=output_tps,
-                             request_success={"length": n}, peak_waiting=0, peak_running=n,
-                             peak_kv_cache_usage=0.2, waiting_at_end=0, running_at_end=0,
-                             restart_detected=False, token_mismatch=False),
+        itl=stats,
+        e2e=stats,
+        client=ClientHealth(
+            dispatch_lag_p50_s=0.0,
+            dispatch_lag_p99_s=0.0,
+            dispatch_lag_max_s=0.0,
+            chunks_per_read_p99=1.0,
+            client_cpu_percent=5.0,
+            saturated=False,
+        ),
+        server=ServerMetrics(
+            scrapes=3,
+            preemptions=0,
+            prompt_tokens=100 * n,
+            generation_tokens=output_tps,
+            request_success={"length": n},
+            peak_waiting=0,
+            peak_running=n,
+            peak_kv_cache_usage=0.2,
+            waiting_at_end=0,
+            running_at_end=0,
+            restart_detected=False,
+            token_mismatch=False,
+        ),
         interrupted=interrupted,
-    )  # fmt: skip
+    )
 
 
 @dataclass

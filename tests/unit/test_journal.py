@@ -11,8 +11,17 @@ from orchestrator.journal import Journal, replay
 
 
 def started(pid: int, role: str = "candidate", fp: str = "sha256:c") -> dict[str, object]:
-    return {"at": "t", "event": "started", "candidate": f"c{pid}", "role": role, "fingerprint": fp,
-            "pid": pid, "pgid": pid, "create_time": 1.0, "port": 8000}  # fmt: skip
+    return {
+        "at": "t",
+        "event": "started",
+        "candidate": f"c{pid}",
+        "role": role,
+        "fingerprint": fp,
+        "pid": pid,
+        "pgid": pid,
+        "create_time": 1.0,
+        "port": 8000,
+    }
 
 
 @pytest.mark.parametrize(

@@ -150,9 +150,17 @@ def test_a_second_begin_adopts_and_stops_leftovers_of_this_sweep(tmp_path: Path)
     spec_file.write_text(spec.to_json())
     server = sup.start(spec, tmp_path / "log")
     Journal(life.journal.path).append(
-        "started", candidate="tp4_dp2", role="candidate", fingerprint=spec.fingerprint, pid=server.pid,
-        pgid=server.pgid, create_time=server.create_time, port=8000, spec_file=str(spec_file), log_path="x",
-    )  # fmt: skip
+        "started",
+        candidate="tp4_dp2",
+        role="candidate",
+        fingerprint=spec.fingerprint,
+        pid=server.pid,
+        pgid=server.pgid,
+        create_time=server.create_time,
+        port=8000,
+        spec_file=str(spec_file),
+        log_path="x",
+    )
     # The orchestrator was SIGKILLed here. A new run of the same sweep stops what it left.
     again, messages = make(tmp_path, sup, FakeLoad())
     again.begin()
