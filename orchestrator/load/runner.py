@@ -215,7 +215,7 @@ class _ProfileRun:
             self.planned_measured = len(measured)
             await self._scrape(aux, "before_warmup")
             if warmup and not self._stopping.is_set():
-                await self._phase(stream, warmup, None)
+                await self._phase(stream, warmup)
             if self._stopping.is_set():
                 return
             await self._scrape(aux, "before")
@@ -313,16 +313,14 @@ class _ProfileRun:
 
     # ---- phases ------------------------------------------------------------------------------------
 
-    async def _phase(
-        self, stream: StreamClient, requests: Sequence[PlannedRequest], progress: _Live | None
-    ) -> None:
+    async def _phase(self, stream: StreamClient, requests: Sequence[PlannedRequest]) -> None:
         start_ns = self.clock()
         if self.workload.mode == "open":
-            await self._open_loop(stream, requests, start_ns, progress)
+            await self._open_loop(stream, requests, start_ns)
         else:
             queue = iter(requests)
             workers = [
-                asyncio.create_task(self._worker(stream, queue, start_ns, progress))
+                asyncio.create_task(self._worker(stream, queue, start_ns))
                 for _ in range(min(self._concurrency(), len(requests)))
             ]
             await _gather_owned(workers)
@@ -342,7 +340,7 @@ class _ProfileRun:
         cpu0 = self.cpu_clock()
         start = self.measure_start_ns = self.clock()
         try:
-            await self._phase(stream, measured, live)
+            await self._phase(stream, measured)
         finally:
             end = self.clock()
             self.cpu_s = self.cpu_clock() - cpu0
@@ -354,7 +352,7 @@ class _ProfileRun:
             await asyncio.gather(*background, return_exceptions=True)
             live.progress.stop(live.final(self))
 
-    async def _worker(self, stream: StreamClient, queue: Any, start_ns: int, progress: _Live | None) -> None:
+    async def _worker(self, stream: StreamClient, queue: Iterator[PlannedRequest], start_ns: int) -> None:
         """Closed loop: send the next request as soon as this slot's previous one ended."""
         assert self._stopping is not None
         scheduled = start_ns
@@ -376,7 +374,7 @@ class _ProfileRun:
             scheduled = exchange.end_ns if exchange.end_ns is not None else self.clock()
 
     async def _open_loop(
-        self, stream: StreamClient, requests: Sequence[PlannedRequest], start_ns: int, progress: _Live | None
+        self, stream: StreamClient, requests: Sequence[PlannedRequest], start_ns: int
     ) -> None:
         """Open loop: Poisson arrivals; at most ``concurrency`` in flight (a late send shows as lag)."""
         assert self._stopping is not None
