@@ -277,9 +277,8 @@ class RawStreamClient:
                 return Exchange(
                     sent_ns=sent_ns, ending="connect", detail="connection closed before a response"
                 )
-            return self._exchange(
-                conn, sent_ns, "closed", conn.lost_detail or "connection closed mid-response"
-            )
+            why = f" ({conn.lost_detail})" if conn.lost_detail else ""
+            return self._exchange(conn, sent_ns, "closed", f"connection closed mid-response{why}")
         raise AssertionError("unreachable: the retry loop returns")  # pragma: no cover
 
     def _exchange(self, conn: _Conn | None, sent_ns: int, ending: Ending, detail: str | None) -> Exchange:
