@@ -82,19 +82,22 @@ def test_first_visible_answer_comes_after_exactly_the_reasoning_chain(
     )
     records = read_jsonl(tmp_path / "out" / "records.jsonl", RequestRecord)
     assert summary.completed == len(CHAIN_LENGTHS) and summary.errors == {}
+    seen_reasoning_first: list[int] = []
     for record, n in zip(records, CHAIN_LENGTHS, strict=True):
         assert record.finish_reason == "stop"
         # usage: n reasoning tokens + </think> + the 4-token answer + </s>, so exactly n before the answer
         assert record.completion_tokens == chain_completion_tokens(n)
         assert record.ttft_s is not None and record.first_visible_s is not None
-        if n == 0:
-            assert record.ttft_s == record.first_visible_s
-        else:
-            assert record.ttft_s < record.first_visible_s
+        assert record.ttft_s <= record.first_visible_s
         before_answer = [t for t in record.chunk_offsets_s if t < record.first_visible_s]
-        # vLLM merges deltas that queue up behind a slow consumer, so chunks can carry several tokens
-        # (53 chunks for 64 tokens was seen serially on 2 cores): count tokens from usage, never chunks.
-        assert (n == 0 and not before_answer) or 1 <= len(before_answer) <= n
+        # vLLM merges deltas that queue up behind a slow consumer, so one chunk can carry several tokens
+        # (53 chunks for 64 tokens was seen serially on 2 cores), even the last reasoning and the first
+        # answer tokens together: count tokens from usage, never from chunks.
+        assert len(before_answer) <= n
+        if before_answer:
+            assert record.ttft_s < record.first_visible_s
+            seen_reasoning_first.append(n)
+    assert seen_reasoning_first, "no request showed its reasoning before its answer"
     assert summary.first_visible_censored.censored == 0
 
 
