@@ -127,12 +127,19 @@ def status(sweep_dir: Path, seams: Seams, *, out: TextIO = sys.stdout) -> int:
     """Print what gauntlet has running; 0 when exactly one healthy retained server runs and nothing else."""
     state = Journal(sweep_dir / "journal.jsonl").replay()
     lines: list[StatusLine] = []
+    warnings: list[str] = []
     for live in state.live.values():
         try:
-            spec = LaunchSpec.from_json(Path(live.spec_file).read_text(), source=live.spec_file)
-        except (OSError, SpecError):
+            text = Path(live.spec_file).read_text()
+            spec, _ = LaunchSpec.parse_json(text, source=live.spec_file)
+        except (OSError, SpecError) as exc:
+            warnings.append(f"cannot read {live.spec_file}: {exc}")
             lines.append(StatusLine(live, False, False, False))
             continue
+        try:
+            LaunchSpec.from_json(text, source=live.spec_file)
+        except SpecError as exc:
+            warnings.append(f"{exc.message}: a rollback from this sweep will refuse to restore it")
         handle = seams.supervisor.adopt(live.pid, live.pgid, live.create_time, spec, Path(live.log_path))
         alive = handle is not None
         healthy = alive and _healthy(spec, seams.transport)
@@ -150,6 +157,8 @@ def status(sweep_dir: Path, seams: Seams, *, out: TextIO = sys.stdout) -> int:
             f"  {live.candidate:<20} {tag:<9} pid {live.pid:<7} port {live.port:<5} {health:<18} "
             f"{live.fingerprint}\n"
         )
+    for warning in warnings:
+        out.write(f"warning: {warning}\n")
     for pending in state.pending:
         out.write(f"  {pending.candidate:<20} launch announced at {pending.at} without a recorded pid\n")
     running = [ln for ln in lines if ln.alive]

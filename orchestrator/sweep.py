@@ -33,7 +33,7 @@ import httpx
 
 from launch.spec import LaunchSpec, diff_specs, render_spec
 from orchestrator.errors import GauntletError, LaunchError, RollbackError, SpecError
-from orchestrator.journal import Journal, JournalState, Launching
+from orchestrator.journal import Journal, JournalState, Launching, utc_now
 from orchestrator.results import (
     CandidateRun,
     GpuMemory,
@@ -320,8 +320,8 @@ class Lifecycle:
             return False
         try:
             run = read_model(run_file, CandidateRun)
-            if not run.startup.ok:
-                return True
+            if not run.startup.ok or _server_lost(run.watch):
+                return True  # a failed start or a server lost under load is this candidate's result
             for profile in profiles:
                 for repeat in range(1, self.repeats_of(profile, repeats) + 1):
                     summary = read_model(
@@ -385,9 +385,9 @@ class Lifecycle:
                     watch.extend(events)
                     if free is None:
                         free = self._free_memory(spec)
-                    if any(e.kind == "died" for e in events):
+                    if _server_lost(events):
                         break
-                if any(e.kind == "died" for e in watch):
+                if _server_lost(watch):
                     self.say(f"{name}: the server died under load; remaining profiles skipped")
                     break
         finally:
@@ -483,28 +483,42 @@ class Lifecycle:
     def _measure(
         self, server: Any, spec: LaunchSpec, *, profile: str, repeat: int, out: Path
     ) -> list[WatchEvent]:
-        """Run one profile against a live server while a watcher checks it; returns what the watcher saw."""
+        """Run one profile against a live server while a watcher checks it; returns what the watcher saw.
+
+        A load error (the server vanished mid-profile, /tokenize or /metrics unreachable) is evidence, not a
+        crash of the sweep: it is journalled and returned as an ``unhealthy`` event next to whatever the
+        watcher saw (``died`` when the process is gone), and the caller moves on.
+        """
         workload = self.cfg.workloads[profile]
         name = spec.candidate
         self.journal.append("load_started", candidate=name, profile=profile, repeat=repeat)
         self.say(f"{name}: {profile} r{repeat}")
+        failure: str | None = None
         with self._watching(server) as events:
-            self.seams.run_profile(
-                spec.base_url,
-                spec.served_model_name,
-                workload,
-                candidate=name,
-                fingerprint=spec.fingerprint,
-                repeat=repeat,
-                out_dir=out,
-                backend=backend_of(spec),
-                host=spec.host,
-                time_scale=spec.time_scale,
-                scale=self.cfg.run.scale,
-                stop=self._profile_stop,
+            try:
+                self.seams.run_profile(
+                    spec.base_url,
+                    spec.served_model_name,
+                    workload,
+                    candidate=name,
+                    fingerprint=spec.fingerprint,
+                    repeat=repeat,
+                    out_dir=out,
+                    backend=backend_of(spec),
+                    host=spec.host,
+                    time_scale=spec.time_scale,
+                    scale=self.cfg.run.scale,
+                    stop=self._profile_stop,
+                )
+            except (GauntletError, httpx.HTTPError, OSError) as exc:
+                failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                self.say(f"{name}: {profile} r{repeat} could not complete: {failure}")
+        if failure is not None:
+            events.append(
+                WatchEvent(at=utc_now(), kind="unhealthy", detail=f"{profile} r{repeat}: {failure}")
             )
         self.journal.append(
-            "load_finished", candidate=name, profile=profile, repeat=repeat, events=len(events)
+            "load_finished", candidate=name, profile=profile, repeat=repeat, events=len(events), error=failure
         )
         return events
 
@@ -631,6 +645,11 @@ class Lifecycle:
         )
         self.say(("recovery validation passed: " if ok else "RECOVERY VALIDATION FAILED: ") + reason)
         return result
+
+
+def _server_lost(events: Sequence[WatchEvent]) -> bool:
+    """The server died, or a profile could not run against it: the remaining profiles would only fail."""
+    return any(e.kind in ("died", "unhealthy") for e in events)
 
 
 @dataclass(frozen=True)

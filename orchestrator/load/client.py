@@ -220,6 +220,15 @@ class RawStreamClient:
         results = await asyncio.gather(*(self._connect() for _ in range(missing)), return_exceptions=True)
         self._idle.extend(conn for conn in results if isinstance(conn, _Conn))
 
+    def _pop_idle(self) -> _Conn | None:
+        """An idle connection that is still open, discarding those the server closed meanwhile."""
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.transport is not None and not conn.transport.is_closing() and not conn.closed:
+                return conn
+            self._discard(conn)
+        return None
+
     def _request_bytes(self, method: str, path: str, body: bytes) -> bytes:
         head = (
             f"{method} {self.prefix}{path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
@@ -238,18 +247,23 @@ class RawStreamClient:
     async def _send(self, payload: bytes, timeout_s: float) -> Exchange:
         deadline = asyncio.get_running_loop().time() + timeout_s
         for attempt in range(2):  # a reused connection the server closed meanwhile gets one fresh retry
-            reused = bool(self._idle)
-            conn: _Conn | None = None
+            conn: _Conn | None = self._pop_idle()
+            reused = conn is not None
             sent_ns = self.clock()
             try:
                 async with asyncio.timeout_at(deadline):
-                    conn = self._idle.pop() if reused else await self._connect()
+                    if conn is None:
+                        conn = await self._connect()
                     conn.reset()
                     waiter = asyncio.get_running_loop().create_future()
                     conn.waiter = waiter
-                    assert conn.transport is not None
+                    if conn.transport is None or conn.transport.is_closing():
+                        raise ConnectionResetError("the connection was closed by the server")
                     sent_ns = self.clock()
-                    conn.transport.write(payload)
+                    try:
+                        conn.transport.write(payload)
+                    except RuntimeError as exc:  # uvloop: the handle closed between the check and the write
+                        raise ConnectionResetError(str(exc)) from exc
                     await waiter
             except TimeoutError:
                 self._discard(conn)
@@ -259,6 +273,8 @@ class RawStreamClient:
                 raise
             except OSError as exc:
                 self._discard(conn)
+                if reused and attempt == 0:
+                    continue  # the server closed an idle connection: try once on a fresh one
                 return Exchange(sent_ns=sent_ns, ending="connect", detail=f"{type(exc).__name__}: {exc}")
             assert conn is not None
             if conn.finished:

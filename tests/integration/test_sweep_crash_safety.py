@@ -42,7 +42,7 @@ def test_sigkill_under_load_then_rollback_twice(tmp_path: Path, port: int) -> No
         what="tp4_dp2 under load",
     )
     proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
+    proc.communicate(timeout=30)
     live = Journal(sweep / "journal.jsonl").replay().live
     assert [s.candidate for s in live.values()] == ["tp4_dp2"]  # the journal knows what was left running
     first = run_cli(["rollback", str(sweep)])
@@ -75,12 +75,14 @@ def test_a_server_killed_mid_profile_is_recorded_and_the_sweep_goes_on(tmp_path:
     sweep = sweep_dir(sweeps)
     crashy = read_model(sweep / "candidates" / "crashy" / "run.json", CandidateRun)
     assert crashy.startup.ok
-    assert any(e.kind == "died" for e in crashy.watch), crashy.watch
+    # The engine dies first (/health fails), the process exits half a second later: either is a lost server.
+    assert any(e.kind in ("died", "unhealthy") for e in crashy.watch), crashy.watch
     tp4 = read_model(sweep / "candidates" / "tp4_dp2" / "run.json", CandidateRun)
     assert tp4.profiles == ["serial/r1", "decode_heavy/r1", "serial/r2", "decode_heavy/r2"]
     verdicts = json.loads((sweep / "verdicts.json").read_text())
-    decisions = {v["candidate"]: v["decision"] for v in verdicts["verdicts"]}
-    assert decisions["crashy"] == "reject", out
+    by_name = {v["candidate"]: v for v in verdicts["verdicts"]}
+    assert by_name["crashy"]["decision"] == "reject", out
+    assert "stability" in by_name["crashy"]["failed"]
     assert proc.returncode == 0, out
     assert_one_healthy_retained(sweep, port)
 
@@ -101,6 +103,8 @@ def test_rollback_refuses_a_tampered_baseline_spec(tmp_path: Path, port: int) ->
     assert "refusing to restore" in refused.stderr
     assert "recorded '16384', now '32768'" in refused.stderr
     assert_one_healthy_retained(sweep, port)  # the refusal touched nothing
+    status = run_cli(["status", str(sweep)])
+    assert "a rollback from this sweep will refuse to restore it" in status.stdout
 
 
 def test_resume_reuses_the_completed_candidates(tmp_path: Path, port: int) -> None:

@@ -206,3 +206,23 @@ def test_a_profile_can_run_fewer_repeats_than_the_sweep(tmp_path: Path) -> None:
     run = life.run_candidate(candidate("tp4_dp2", "workloads.serial.repeats=1"))
     assert run.profiles == ["serial/r1", "decode_heavy/r1", "decode_heavy/r2"]
     assert life.is_complete("tp4_dp2", ["serial", "decode_heavy"], 2)
+
+
+def test_a_load_error_is_evidence_not_a_crash_of_the_sweep(tmp_path: Path) -> None:
+    from orchestrator.errors import LoadError
+
+    def vanish(name: str, profile: str, repeat: int) -> None:
+        if name == "tp4_dp2" and profile == "decode_heavy":
+            raise LoadError("POST /tokenize: connection refused")
+
+    sup = FakeSupervisor()
+    life, messages = make(tmp_path, sup, FakeLoad(before=vanish))
+    life.begin()
+    run = life.run_candidate(candidate("tp4_dp2"))
+    assert [(e.kind, e.detail) for e in run.watch] == [
+        ("unhealthy", "decode_heavy r1: POST /tokenize: connection refused")
+    ]
+    assert run.profiles == ["serial/r1", "decode_heavy/r1"]
+    assert any("could not complete" in m for m in messages)
+    assert life.is_complete("tp4_dp2", ["serial", "decode_heavy"], 2)  # resume does not rerun it
+    assert sup.alive == {}
