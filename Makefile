@@ -32,12 +32,12 @@ test-fast: setup
 	$(PY) -m pytest -m "not e2e and not slow"
 
 format: setup
-	$(PY) -m ruff format orchestrator launch gates tests
-	$(PY) -m ruff check --fix orchestrator launch gates tests
+	$(PY) -m ruff format orchestrator launch gates tests benchmarks
+	$(PY) -m ruff check --fix orchestrator launch gates tests benchmarks
 
 lint: setup
-	$(PY) -m ruff format --check orchestrator launch gates tests
-	$(PY) -m ruff check orchestrator launch gates tests
+	$(PY) -m ruff format --check orchestrator launch gates tests benchmarks
+	$(PY) -m ruff check orchestrator launch gates tests benchmarks
 
 types: setup
 	$(PY) -m mypy
