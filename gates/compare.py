@@ -16,7 +16,7 @@ import numpy as np
 
 from gates.data import Repeat
 from gates.models import Comparison, Evidence, GateStatus
-from gates.stats import RatioEstimate, bootstrap_ratio, latency_ratio, more_repeats
+from gates.stats import RatioEstimate, latency_ratio, more_repeats, throughput_ratio
 from orchestrator.results import RequestRecord
 
 Better = Literal["higher", "lower"]
@@ -171,8 +171,9 @@ def throughput(
     judge: Callable[[RatioEstimate], tuple[GateStatus, float]],
     label: str | None = None,
 ) -> Measured:
-    """Aggregate tokens/s (``output_tps`` or ``prompt_tps``), mean over repeats, bootstrap interval."""
-    est = bootstrap_ratio(
+    """Aggregate tokens/s (``output_tps`` or ``prompt_tps``), mean over repeats: the two-stage bootstrap
+    interval widened to the run-level one (:func:`gates.stats.throughput_ratio`)."""
+    est = throughput_ratio(
         [rep.throughput_sample(metric) for rep in candidate],
         [rep.throughput_sample(metric) for rep in baseline],
         confidence=confidence,
@@ -185,7 +186,8 @@ def throughput(
     name = label or f"{profile} {'output' if metric == 'output_tps' else 'prompt'} tokens/s"
     message = (
         f"{name} {fmt_value(c_val, 'tok/s')} vs {fmt_value(b_val, 'tok/s')} "
-        f"({fmt_ratio(est.ratio)}, {fmt_interval(est)}; {len(candidate)} vs {len(baseline)} repeats)"
+        f"({fmt_ratio(est.ratio)}, {fmt_interval(est)}; {len(candidate)} vs {len(baseline)} repeats"
+        f"{'; ' + est.note if est.note else ''})"
     )
     comparison = Comparison(
         metric=metric,

@@ -18,10 +18,13 @@ import pytest
 from gates import Comparison, SweepVerdict, Verdict, evaluate_sweep
 from gates.stats import (
     ONE_REPEAT_NOTE,
+    RunSample,
+    bootstrap_ratio,
     hodges_lehmann_ratio,
     latency_ratio,
     prediction_ratio,
     run_level_ratio,
+    throughput_ratio,
 )
 from orchestrator.schema import GatesConfig
 from tests.unit.gates_fixtures import SweepBuilder, lognormal_quantiles, make_records, write_repeat
@@ -315,3 +318,43 @@ def test_one_repeat_each_side_says_run_to_run_noise_was_not_measured(tmp_path: P
     assert ONE_REPEAT_NOTE in short.message
     assert "HL ratio" in short.message and "32 vs 32 requests" in short.message
     assert all(ONE_REPEAT_NOTE in c.message for c in sweep.drift.comparisons)
+
+
+# ------------------------------------------------------------------------------------------ throughput
+
+
+def _samples(values: Sequence[float]) -> list[RunSample]:
+    return [RunSample(v) for v in values]
+
+
+@pytest.mark.parametrize(
+    ("cand", "base", "excludes"),
+    [
+        # 7% lower, but each side's runs spread by 8%: the bootstrap over 3 repeats sees only their range
+        pytest.param((93.0, 97.0, 89.0), (100.0, 104.0, 96.0), False, id="shift_within_run_spread"),
+        pytest.param((80.0, 81.0, 79.0), (100.0, 101.0, 99.0), True, id="consistent_20pct_loss"),
+        pytest.param((101.0, 99.0, 100.0), (100.0, 99.0, 101.0), False, id="identical"),
+    ],
+)
+def test_throughput_interval_is_widened_to_the_run_level_one(
+    cand: tuple[float, ...], base: tuple[float, ...], excludes: bool
+) -> None:
+    boot = bootstrap_ratio(_samples(cand), _samples(base), confidence=0.95, resamples=1000, seed=1)
+    est = throughput_ratio(_samples(cand), _samples(base), confidence=0.95, resamples=1000, seed=1)
+    assert est.ratio == boot.ratio
+    assert est.low <= boot.low and est.high >= boot.high
+    assert est.excludes_one is excludes
+    assert est.candidate_values == cand and est.df is not None
+
+
+def test_throughput_widening_matters_with_three_repeats() -> None:
+    cand, base = _samples((93.0, 97.0, 89.0)), _samples((100.0, 104.0, 96.0))
+    boot = bootstrap_ratio(cand, base, confidence=0.95, resamples=1000, seed=1)
+    est = throughput_ratio(cand, base, confidence=0.95, resamples=1000, seed=1)
+    assert boot.excludes_one and not est.excludes_one
+    assert "widened to Welch t" in est.method
+
+
+def test_throughput_with_one_repeat_per_side_is_the_bootstrap_noted() -> None:
+    est = throughput_ratio(_samples((90.0,)), _samples((100.0,)), confidence=0.95, resamples=200, seed=1)
+    assert est.note == ONE_REPEAT_NOTE and est.df is None
