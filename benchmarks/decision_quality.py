@@ -18,8 +18,15 @@ request's sampled draws (speculative acceptance, output plans) differ between th
 every repetition has its own workload and seeds. A real sweep also shares the server seed and differs by
 timing noise, so this is the noisier case.
 
+Run-level noise: the in-process replay has none of its own (virtual time, no client, no host), yet a real
+run is shifted as a whole by scheduling and host noise. So every run (side, profile, repeat) gets its own
+clock factor ``exp(N(0, --run-jitter))`` (default 0.03: a run 3% slower or faster, log-sd), applied to
+every timestamp of the run: TTFT, latencies and duration, hence its tokens/s too. The gates must not call
+that noise a regression, a gain or drift.
+
     .venv/bin/python benchmarks/decision_quality.py                 # 20 repetitions, full-size profiles
     .venv/bin/python benchmarks/decision_quality.py --repetitions 5 --scale 0.25
+    .venv/bin/python benchmarks/decision_quality.py --run-jitter 0      # the replay's own noise only
 """
 
 from __future__ import annotations
@@ -174,25 +181,31 @@ def write_profile(
     candidate: str,
     profile: str,
     repeat: int,
+    clock: float = 1.0,
 ) -> None:
+    """Write the run's records and summary; ``clock`` scales every timestamp (run-level noise)."""
+
+    def at(t: float | None) -> float | None:
+        return None if t is None else t * clock
+
     records = []
     for rec in sorted(result.records, key=lambda r: r.index):
         spec = reqs[rec.index]
         offsets, elapsed = [], 0.0
         for t, _r, _c in rec.chunks:
-            offsets.append(t)
-            elapsed = t
+            offsets.append(t * clock)
+            elapsed = t * clock
         records.append(
             RequestRecord(
                 index=rec.index,
                 warmup=False,
                 target_prompt_tokens=spec.prompt_tokens,
                 target_output_tokens=spec.max_tokens,
-                scheduled_s=rec.sent,
-                sent_s=rec.sent,
-                ttft_s=rec.ttft,
-                first_visible_s=rec.first_visible,
-                end_s=rec.end if rec.end is not None else elapsed or None,
+                scheduled_s=rec.sent * clock,
+                sent_s=rec.sent * clock,
+                ttft_s=at(rec.ttft),
+                first_visible_s=at(rec.first_visible),
+                end_s=at(rec.end) if rec.end is not None else elapsed or None,
                 chunk_offsets_s=offsets,
                 prompt_tokens=spec.prompt_tokens,
                 completion_tokens=rec.completion_tokens,
@@ -201,7 +214,7 @@ def write_profile(
             )
         )
     write_jsonl(directory / "records.jsonl", records)
-    duration = result.duration
+    duration = result.duration * clock
     prompt_total = sum(r.prompt_tokens or 0 for r in records)
     output_total = sum(r.completion_tokens or 0 for r in records)
     visible = [r.first_visible_s for r in records]
@@ -276,8 +289,12 @@ def measure(
     scale: float,
     key: str,
     phase: str,
+    run_jitter: float = 0.0,
 ) -> None:
-    """Launch (check startup) and measure every profile ``repeats`` times; write run.json and the profiles."""
+    """Launch (check startup) and measure every profile ``repeats`` times; write run.json and the profiles.
+
+    Each run's timestamps are scaled by its own factor ``exp(N(0, run_jitter))``: run-level noise.
+    """
     sim = load_profile(SIM_PROFILE)
     plan = check_startup(sim, engine)
     written = []
@@ -285,8 +302,16 @@ def measure(
         for k in range(repeats):
             reqs, warmup, concurrency = requests_for(workloads[profile], scale, f"{key}:{profile}", k)
             result = replay_closed_loop(sim, engine, reqs, concurrency, warmup=warmup)
+            jitter = np.random.default_rng(_seed(key, root, profile, k, "run-jitter"))
+            clock = math.exp(float(jitter.normal(0.0, run_jitter))) if run_jitter > 0 else 1.0
             write_profile(
-                sweep / root / profile / f"r{k}", result, reqs, candidate=name, profile=profile, repeat=k
+                sweep / root / profile / f"r{k}",
+                result,
+                reqs,
+                candidate=name,
+                profile=profile,
+                repeat=k,
+                clock=clock,
             )
             written.append(f"{profile}/r{k}")
     gpus = engine.tensor_parallel_size * engine.data_parallel_size
@@ -308,12 +333,20 @@ def measure(
 
 
 def run_repetition(
-    scenario: Scenario, j: int, out: Path, *, repeats: int, scale: float, seed: int, recovery_repeats: int
+    scenario: Scenario,
+    j: int,
+    out: Path,
+    *,
+    repeats: int,
+    scale: float,
+    seed: int,
+    recovery_repeats: int,
+    run_jitter: float,
 ) -> tuple[str, str]:
     cfg, _ = load([])
     sweep = out / scenario.name / f"rep{j:02d}"
     base_key = f"{seed}:{scenario.name}:{j}"
-    common = {"workloads": cfg.workloads, "scale": scale}
+    common = {"workloads": cfg.workloads, "scale": scale, "run_jitter": run_jitter}
     measure(
         sweep, "candidates/baseline", "baseline", profiles=PROFILES, repeats=repeats, phase="baseline",
         engine=engine_config(cfg.service, cfg.baseline, seed=_seed(base_key, "baseline"), speed=1.0),
@@ -351,6 +384,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--scale", type=float, default=1.0, help="multiplier on every profile's request count"
     )
     parser.add_argument("--seed", type=int, default=0, help="changes every seed of the benchmark")
+    parser.add_argument(
+        "--run-jitter",
+        type=float,
+        default=0.03,
+        help="log-sd of each run's clock factor (run-level noise the replay lacks); 0 = none",
+    )
     parser.add_argument("--out", type=Path, default=None, help="keep the sweep directories here")
     parser.add_argument("--scenario", action="append", choices=[s.name for s in SCENARIOS])
     parser.add_argument("--verbose", action="store_true", help="print every verdict's reason")
@@ -361,7 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"decision quality on the simulator ({SIM_PROFILE}, in-process replay): "
             f"{args.repetitions} repetitions, {args.repeats} repeats per profile, scale {args.scale}, "
-            f"profiles {', '.join(PROFILES)}, seed {args.seed}"
+            f"profiles {', '.join(PROFILES)}, seed {args.seed}, run jitter {args.run_jitter:g} (log-sd)"
         )
         failures = 0
         for scenario in chosen:
@@ -371,7 +410,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for j in range(args.repetitions):
                 decision, reason = run_repetition(
                     scenario, j, out, repeats=args.repeats, scale=args.scale, seed=args.seed,
-                    recovery_repeats=args.recovery_repeats,
+                    recovery_repeats=args.recovery_repeats, run_jitter=args.run_jitter,
                 )  # fmt: skip
                 decisions[decision] += 1
                 reasons.setdefault(decision, []).append(reason)
