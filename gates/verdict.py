@@ -148,7 +148,10 @@ def decide(candidate: str, baseline: str, results: Sequence[GateResult], cfg: Ga
         decision = "reject"
         named = "; ".join(f"{_label(g.gate)}: {_brief(g, 'fail')}" for g in failed)
         conc = _gate(results, "concurrency")
-        neutral_load = conc is not None and conc.status == "pass" and not _load_gains(results, cfg)
+        # Passed, or unsettled within run-to-run noise, and no load gain beyond noise: no advantage.
+        neutral_load = (
+            conc is not None and conc.status in ("pass", "inconclusive") and not _load_gains(results, cfg)
+        )
         load = f"; no clear load advantage ({_load_summary(results)})" if neutral_load else ""
         reason = f"reject: {named}{load}"
     elif unsure:

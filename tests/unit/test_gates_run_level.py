@@ -27,7 +27,13 @@ from gates.stats import (
     throughput_ratio,
 )
 from orchestrator.schema import GatesConfig
-from tests.unit.gates_fixtures import SweepBuilder, lognormal_quantiles, make_records, write_repeat
+from tests.unit.gates_fixtures import (
+    CASE_STUDY_VISIBLE,
+    SweepBuilder,
+    lognormal_quantiles,
+    make_records,
+    write_repeat,
+)
 
 CFG = GatesConfig(
     accepted_profiles=["decode_heavy"],
@@ -186,10 +192,15 @@ def _sweep(
     cand: dict[str, Sequence[float]],
     base: dict[str, Sequence[float]],
     recovery: dict[str, Sequence[float]] | None = None,
+    *,
+    answers: bool = False,
 ) -> SweepVerdict:
     b = SweepBuilder(root)
     b.run("baseline", is_baseline=True)
     b.run("cand")
+    if answers:  # the case study's answer gate: 4/5 for the baseline, 3/5 for the candidate
+        b.answers("baseline", CASE_STUDY_VISIBLE["baseline"])
+        b.answers("cand", CASE_STUDY_VISIBLE["spec_probabilistic"])
     for profile, medians in base.items():
         _profile(b, "baseline", profile, medians)
     for profile, medians in cand.items():
@@ -295,13 +306,17 @@ def test_the_demo_sweep_numbers_give_no_drift_and_no_spurious_ttft_regression(tm
         {"short": DEMO_SPEC_SHORT, "decode_heavy": (0.291, 0.449, 0.313)},
         {"short": DEMO_BASE_SHORT, "decode_heavy": DEMO_BASE_DECODE},
         recovery={"decode_heavy": DEMO_RECOVERY_DECODE},
+        answers=True,
     )
     assert sweep.drift.status != "fail", sweep.drift.message
     assert "0.457 s vs the baseline's repeats 0.894/0.632/0.539 s (0.679x" in sweep.drift.message
     verdict = sweep.verdicts[0]
     assert verdict.decision_before_drift is None
+    # As in the case study: rejected on visible answers alone, and no load advantage.
+    assert (verdict.decision, verdict.failed) == ("reject", ["answer_reliability"])
+    assert "no clear load advantage" in verdict.reason
     conc = next(g for g in verdict.gates if g.gate == "concurrency")
-    assert conc.status != "fail" and "concurrency" not in verdict.failed
+    assert conc.status == "inconclusive"
     short = _ttft(verdict, "concurrency", "short")
     assert short.ratio == pytest.approx(1.333, abs=0.005)
     assert short.interval is not None and short.interval[0] < 1 < short.interval[1]
