@@ -38,6 +38,7 @@ class AnswerReliability(Gate):
     """At least as many visible answers as the baseline; censored median not worse beyond tolerance."""
 
     name = "answer_reliability"
+    order = 30
     requirement = "visible-answer reliability"
     failure = "visible-answer reliability"
 

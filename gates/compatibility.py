@@ -15,6 +15,7 @@ class Compatibility(Gate):
     """The server started and became ready."""
 
     name = "compatibility"
+    order = 0
     requirement = "compatibility (the candidate starts on this host)"
     failure = "incompatible"
 

@@ -69,6 +69,7 @@ class Concurrency(Gate):
     """Loaded throughput within tolerance of the baseline, loaded median TTFT not worse."""
 
     name = "concurrency"
+    order = 10
     requirement = "no material concurrency regression"
     failure = "concurrency regression"
 

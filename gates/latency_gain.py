@@ -63,6 +63,7 @@ class LatencyGain(Gate):
     """Some latency improves by at least ``min_gain`` beyond noise, and none gets worse beyond noise."""
 
     name = "latency_gain"
+    order = 90
     requirement = "latency gain"
     failure = "no latency gain"
     role = "gain"

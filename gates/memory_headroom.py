@@ -15,6 +15,7 @@ class MemoryHeadroom(Gate):
     """Every GPU keeps at least ``min_free_gpu_memory_gib`` free after warmup."""
 
     name = "memory_headroom"
+    order = 40
     requirement = "memory headroom"
     failure = "memory headroom"
 

@@ -47,6 +47,9 @@ class Gate(ABC):
     requirement: ClassVar[str]  # what it protects, in words
     failure: ClassVar[str] = ""  # how a failure is named in a verdict's reason ("concurrency regression")
     role: ClassVar[GateRole] = "requirement"
+    # Evaluation and reporting order (lower first): a verdict names what the service loses under load
+    # before what it loses elsewhere. Gates with equal order keep their registration order.
+    order: ClassVar[int] = 50
 
     @abstractmethod
     def evaluate(self, ctx: GateContext) -> GateResult:
@@ -77,4 +80,5 @@ def selected_gates(enabled: Sequence[str]) -> list[Gate]:
             hint=f"registered gates: {', '.join(REGISTRY)}; fix conf/gates/",
         )
     names = list(REGISTRY) if not enabled else [n for n in REGISTRY if n in enabled or n == "compatibility"]
+    names.sort(key=lambda n: REGISTRY[n].order)  # stable: equal order keeps registration order
     return [REGISTRY[name]() for name in names]

@@ -17,6 +17,7 @@ class Stability(Gate):
     """Every accepted profile ran with zero preemptions, no restart and no failed request."""
 
     name = "stability"
+    order = 20
     requirement = "zero preemptions, no restart, no failed request"
     failure = "stability"
 
@@ -26,7 +27,7 @@ class Stability(Gate):
         problems: list[str] = []
         run = ctx.candidate.run
         for event in run.watch if run else []:
-            if event.kind in ("died", "restarted"):
+            if event.kind in ("died", "restarted", "unhealthy"):
                 problems.append(f"watcher: server {event.kind} at {event.at} ({event.detail})")
                 evidence.append(Evidence(file=ctx.candidate.run_file))
         for profile in ctx.cfg.accepted_profiles:
