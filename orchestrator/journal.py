@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,7 @@ class LiveServer:
     port: int
     spec_file: str
     log_path: str
-    since: str
+    since: str = ""  # when the journal recorded it (filled on replay)
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,11 @@ class Journal:
         finally:
             os.close(fd)
         return entry
+
+    def append_server(self, event: str, server: LiveServer, **extra: Any) -> dict[str, Any]:
+        """Record a server process (``started``, ``adopted``) in the form :func:`replay` reads back."""
+        fields = {k: v for k, v in asdict(server).items() if k != "since"}
+        return self.append(event, **fields, **extra)
 
     def entries(self) -> list[dict[str, Any]]:
         if not self.path.exists():

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -33,7 +33,7 @@ import httpx
 
 from launch.spec import LaunchSpec, diff_specs, render_spec
 from orchestrator.errors import GauntletError, LaunchError, RollbackError, SpecError
-from orchestrator.journal import Journal, JournalState, Launching, utc_now
+from orchestrator.journal import Journal, JournalState, Launching, LiveServer, utc_now
 from orchestrator.results import (
     CandidateRun,
     GpuMemory,
@@ -233,19 +233,7 @@ class Lifecycle:
                     hint="make conf/candidate/baseline.yaml describe the live service, or stop it first "
                     "with `python -m orchestrator rollback`",
                 )
-            self.journal.append(
-                "adopted",
-                candidate=live.candidate,
-                role="retained",
-                fingerprint=live.fingerprint,
-                pid=live.pid,
-                pgid=live.pgid,
-                create_time=live.create_time,
-                port=live.port,
-                spec_file=live.spec_file,
-                log_path=live.log_path,
-                source=str(previous),
-            )
+            self.journal.append_server("adopted", replace(live, role="retained"), source=str(previous))
             self.say(f"live service {live.candidate} (pid {live.pid}) recorded as the baseline; stopping it")
             self._teardown(server, live.candidate, "retained")
             Journal(previous / "journal.jsonl").append(
@@ -263,19 +251,22 @@ class Lifecycle:
                     spec = LaunchSpec.from_json(Path(pending.spec_file).read_text(), source=pending.spec_file)
                 except (OSError, SpecError):
                     continue
-                server = self.seams.supervisor.adopt(pid, pid, create_time, spec, Path(pending.spec_file))
+                log = Path(pending.spec_file).with_name("server.log")
+                server = self.seams.supervisor.adopt(pid, pid, create_time, spec, log)
                 if server is not None:
-                    self.journal.append(
+                    self.journal.append_server(
                         "adopted",
-                        candidate=pending.candidate,
-                        role=pending.role,
-                        fingerprint=pending.fingerprint,
-                        pid=pid,
-                        pgid=pid,
-                        create_time=create_time,
-                        port=pending.port,
-                        spec_file=pending.spec_file,
-                        log_path="",
+                        LiveServer(
+                            candidate=pending.candidate,
+                            role=pending.role,
+                            fingerprint=pending.fingerprint,
+                            pid=pid,
+                            pgid=pid,
+                            create_time=create_time,
+                            port=pending.port,
+                            spec_file=pending.spec_file,
+                            log_path=str(log),
+                        ),
                         source="unrecorded launch",
                     )
                     self.say(
@@ -419,17 +410,19 @@ class Lifecycle:
         self.say(f"{spec.candidate}: launching ({role}) {spec.fingerprint[:19]}")
         server = sup.start(spec, log_path)
         self.touched = True
-        self.journal.append(
+        self.journal.append_server(
             "started",
-            candidate=spec.candidate,
-            role=role,
-            fingerprint=spec.fingerprint,
-            pid=server.pid,
-            pgid=server.pgid,
-            create_time=server.create_time,
-            port=spec.port,
-            spec_file=str(spec_file),
-            log_path=str(log_path),
+            LiveServer(
+                candidate=spec.candidate,
+                role=role,
+                fingerprint=spec.fingerprint,
+                pid=server.pid,
+                pgid=server.pgid,
+                create_time=server.create_time,
+                port=spec.port,
+                spec_file=str(spec_file),
+                log_path=str(log_path),
+            ),
         )
         try:
             ready_s = sup.wait_ready(server)
