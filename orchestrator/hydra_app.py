@@ -51,6 +51,8 @@ class Session:
     #: Why the sweep could not open or close. Hydra turns a callback's exception into a warning and
     #: launches the jobs anyway, so callbacks store it here, jobs check it, and :func:`main` reports it.
     failure: Exception | None = None
+    #: Exit code decided when the sweep closed (the restore's validation, the report).
+    exit_code: int = 0
 
     def __init__(self, cfg: GauntletConfig, sweep_dir: Path) -> None:
         self.cfg = cfg
@@ -207,7 +209,7 @@ class SweepCallback(Callback):
         if session is None or Session.failure is not None:
             return
         try:
-            _EXIT[0] = session.finish(reason="sweep completed")
+            Session.exit_code = session.finish(reason="sweep completed")
         except Exception as exc:
             Session.failure = exc
 
@@ -225,9 +227,6 @@ class SweepCallback(Callback):
 
     def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
         self.on_multirun_end(config)
-
-
-_EXIT = [0]
 
 
 def job(config: DictConfig) -> str:
@@ -269,7 +268,7 @@ def main(argv: Sequence[str]) -> int:
     sys.argv = [saved_argv[0] if saved_argv else "orchestrator", *argv]
     Session.current = None
     Session.failure = None
-    _EXIT[0] = 0
+    Session.exit_code = 0
     try:
         _hydra_entry()
         session = Session.current
@@ -281,7 +280,7 @@ def main(argv: Sequence[str]) -> int:
         if session is not None and not session.finished:
             # A Hydra job failed: Hydra skips on_multirun_end, the restore must still happen.
             return session.finish(reason="a job failed") or 1
-        return _EXIT[0]
+        return Session.exit_code
     except KeyboardInterrupt as exc:
         return _restore_after(exc, reason=f"interrupted ({exc or 'SIGINT'})", code=130)
     except SystemExit as exc:

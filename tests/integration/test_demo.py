@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,19 +13,10 @@ import pytest
 from tests.integration.sweep_helpers import (
     ROOT,
     assert_one_healthy_retained,
-    free_port,
-    kill_servers,
     sim_servers,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-@pytest.fixture
-def port() -> Iterator[int]:
-    value = free_port()
-    yield value
-    kill_servers(value)
 
 
 def test_demo_sweep_reproduces_the_case_study(tmp_path: Path, port: int) -> None:

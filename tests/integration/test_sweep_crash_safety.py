@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,9 +12,7 @@ from orchestrator.journal import Journal
 from orchestrator.results import CandidateRun, read_model
 from tests.integration.sweep_helpers import (
     assert_one_healthy_retained,
-    free_port,
     journal_has,
-    kill_servers,
     run_cli,
     start,
     sweep_dir,
@@ -23,13 +20,6 @@ from tests.integration.sweep_helpers import (
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-@pytest.fixture
-def port() -> Iterator[int]:
-    value = free_port()
-    yield value
-    kill_servers(value)
 
 
 def test_sigkill_under_load_then_rollback_twice(tmp_path: Path, port: int) -> None:

@@ -8,21 +8,10 @@ import pytest
 
 from launch.sim.engine import Host, SimRequest
 from launch.sim.model import EngineConfig, check_startup
-from launch.sim.profile import Profile, load_profile
+from launch.sim.profile import Profile
 from launch.sim.replay import ReplayRequest, replay_closed_loop
+from tests.unit.sim_fixtures import BASE, PROFILE
 
-PROFILE = load_profile("h100x8_deepseek_v4_flash")
-BASE = EngineConfig(
-    tensor_parallel_size=2,
-    data_parallel_size=4,
-    enable_expert_parallel=True,
-    speculative_method="dspark",
-    num_speculative_tokens=7,
-    gpu_memory_utilization=0.81,
-    max_num_batched_tokens=16384,
-    max_model_len=131072,
-    kv_cache_dtype="fp8",
-)
 Events = list[tuple[float, int, int, str | None]]
 
 

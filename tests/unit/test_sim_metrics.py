@@ -6,21 +6,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from launch.sim.engine import Host
 from launch.sim.metrics import render_metrics
-from launch.sim.model import EngineConfig, check_startup
-from launch.sim.profile import load_profile
-
-PROFILE = load_profile("h100x8_deepseek_v4_flash")
-CFG = EngineConfig(
-    tensor_parallel_size=2,
-    data_parallel_size=4,
-    enable_expert_parallel=True,
-    speculative_method="dspark",
-    num_speculative_tokens=7,
-    gpu_memory_utilization=0.81,
-    max_num_batched_tokens=16384,
-    max_model_len=131072,
-    kv_cache_dtype="fp8",
-)
+from launch.sim.model import check_startup
+from tests.unit.sim_fixtures import BASE as CFG
+from tests.unit.sim_fixtures import PROFILE
 
 
 def test_metrics_after_traffic() -> None:

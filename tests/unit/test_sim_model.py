@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from launch.sim.model import (
-    EngineConfig,
     StartupError,
     acceptance_table,
     check_startup,
@@ -23,19 +22,7 @@ from launch.sim.model import (
     token_ids,
 )
 from launch.sim.profile import PROFILE_DIR, ProfileError, load_profile, parse_profile
-
-PROFILE = load_profile("h100x8_deepseek_v4_flash")
-BASE = EngineConfig(
-    tensor_parallel_size=2,
-    data_parallel_size=4,
-    enable_expert_parallel=True,
-    speculative_method="dspark",
-    num_speculative_tokens=7,
-    gpu_memory_utilization=0.81,
-    max_num_batched_tokens=16384,
-    max_model_len=131072,
-    kv_cache_dtype="fp8",
-)
+from tests.unit.sim_fixtures import BASE, PROFILE
 
 
 @pytest.mark.parametrize(
