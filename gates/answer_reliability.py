@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from contracts.verdicts import Comparison, GateResult, GateStatus
 from gates.compare import (
     fmt_interval,
     fmt_ratio,
@@ -22,7 +23,6 @@ from gates.compare import (
     records_evidence,
     visible_value,
 )
-from gates.models import Comparison, GateResult, GateStatus
 from gates.registry import Gate, GateContext, register
 from gates.stats import censored_median, latency_ratio
 

@@ -14,10 +14,10 @@ from typing import Literal
 
 import numpy as np
 
+from contracts.results import RequestRecord
+from contracts.verdicts import Comparison, Evidence, GateStatus
 from gates.data import Repeat
-from gates.models import Comparison, Evidence, GateStatus
 from gates.stats import RatioEstimate, latency_ratio, more_repeats, throughput_ratio
-from orchestrator.results import RequestRecord
 
 Better = Literal["higher", "lower"]
 

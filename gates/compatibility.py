@@ -6,7 +6,7 @@ record). When it fails, the verdict is ``incompatible`` and no performance gate 
 
 from __future__ import annotations
 
-from gates.models import Evidence, GateResult
+from contracts.verdicts import Evidence, GateResult
 from gates.registry import Gate, GateContext, register
 
 

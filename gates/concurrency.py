@@ -9,6 +9,7 @@ beyond the tolerance and its interval excludes "no change".
 
 from __future__ import annotations
 
+from contracts.verdicts import Comparison, Evidence, GateResult
 from gates.compare import (
     Measured,
     judge_requirement,
@@ -19,7 +20,6 @@ from gates.compare import (
     throughput,
     ttft_value,
 )
-from gates.models import Comparison, Evidence, GateResult
 from gates.registry import Gate, GateContext, register
 
 

@@ -1,7 +1,7 @@
 """Reading a sweep directory into what the gates judge: runs, repeats and measured requests.
 
 Pipeline position: the only module of ``gates`` that touches the file system on the way in. It reads
-the files the sweep and the load runner wrote (:mod:`orchestrator.results`, validated on read) and
+the files the sweep and the load runner wrote (:mod:`contracts.results`, validated on read) and
 nothing else; every path it hands on is relative to the sweep directory, for evidence.
 """
 
@@ -13,14 +13,14 @@ from pathlib import Path
 
 import numpy as np
 
-from gates.stats import RunSample
-from orchestrator.results import (
+from contracts.results import (
     CandidateRun,
     ProfileSummary,
     RequestRecord,
     read_jsonl,
     read_model,
 )
+from gates.stats import RunSample
 
 _REPEAT = re.compile(r"^r(\d+)$")
 

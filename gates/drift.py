@@ -16,6 +16,8 @@ import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from contracts.schema import GatesConfig
+from contracts.verdicts import Comparison, DriftResult, Evidence, GateStatus
 from gates.compare import (
     Measured,
     fmt_interval,
@@ -32,10 +34,8 @@ from gates.compare import (
     ttft_value,
 )
 from gates.data import Repeat, Results, load_results
-from gates.models import Comparison, DriftResult, Evidence, GateStatus
 from gates.registry import GateContext
 from gates.stats import ONE_REPEAT_NOTE, RatioEstimate, bonferroni, censored_median, prediction_ratio
-from orchestrator.schema import GatesConfig
 
 RECOVERY_ROOT = "recovery"
 

@@ -10,6 +10,7 @@ worse beyond ``latency_tolerance`` and noise (the serial/loaded reversal is not 
 
 from __future__ import annotations
 
+from contracts.verdicts import Comparison, GateResult, GateStatus
 from gates.compare import (
     Measured,
     e2e_value,
@@ -19,7 +20,6 @@ from gates.compare import (
     ttft_value,
     worse_beyond_noise,
 )
-from gates.models import Comparison, GateResult, GateStatus
 from gates.registry import Gate, GateContext, register
 from gates.stats import bonferroni
 

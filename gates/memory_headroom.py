@@ -6,7 +6,7 @@ the launcher ran after warmup). Without NVML (CPU or simulated host) the gate is
 
 from __future__ import annotations
 
-from gates.models import Evidence, GateResult
+from contracts.verdicts import Evidence, GateResult
 from gates.registry import Gate, GateContext, register
 
 

@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
+from contracts.errors import GateError
+from contracts.schema import GatesConfig
+from contracts.verdicts import GateResult, GateRole
 from gates.data import Results
-from gates.models import GateResult, GateRole
-from orchestrator.errors import GateError
-from orchestrator.schema import GatesConfig
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ the baseline's values are shown for context, not compared against.
 
 from __future__ import annotations
 
+from contracts.verdicts import Comparison, Evidence, GateResult, GateStatus
 from gates.compare import overall_status, records_evidence
-from gates.models import Comparison, Evidence, GateResult, GateStatus
 from gates.registry import Gate, GateContext, register
 
 

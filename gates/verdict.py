@@ -19,14 +19,14 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+from contracts.errors import GateError
+from contracts.results import read_model, write_model
+from contracts.schema import GatesConfig
+from contracts.verdicts import Comparison, Decision, GateResult, SweepVerdict, Verdict
 from gates.compare import brief, fmt_ratio
 from gates.data import Results, candidate_names, load_results
 from gates.drift import evaluate_drift
-from gates.models import Comparison, Decision, GateResult, SweepVerdict, Verdict
 from gates.registry import REGISTRY, Gate, GateContext, selected_gates
-from orchestrator.errors import GateError
-from orchestrator.results import read_model, write_model
-from orchestrator.schema import GatesConfig
 
 VERDICTS_FILE = "verdicts.json"
 

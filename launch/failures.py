@@ -2,7 +2,7 @@
 
 Pipeline position: the launcher (:mod:`launch.supervisor`) calls :func:`classify` the moment a server exits
 before it became ready (or when its startup deadline passes); the result becomes the candidate's
-:class:`~orchestrator.results.StartupRecord` and decides whether the sweep says "incompatible with this
+:class:`~contracts.results.StartupRecord` and decides whether the sweep says "incompatible with this
 hardware" or "crashed". Extending it for another runtime is adding rows, not code::
 
     extra = parse_patterns([{"kind": "incompatible", "regex": "requires ROCm", "hint": "..."}])
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from orchestrator.errors import ConfigError, ConfigProblem
+from contracts.errors import ConfigError, ConfigProblem
 
 BAD_ARGS: Final = "bad-args"
 INCOMPATIBLE: Final = "incompatible"

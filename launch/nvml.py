@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import pynvml  # nvidia-ml-py: importing it needs no driver; nvmlInit() is what fails without one
 
-from orchestrator.results import GpuMemory, HostProbe
+from contracts.results import GpuMemory, HostProbe
 
 GIB = 1024**3
 

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from orchestrator.errors import SpecError, SpecTamperedError
-from orchestrator.schema import CandidateConfig, HostConfig, ServiceConfig
+from contracts.errors import SpecError, SpecTamperedError
+from contracts.schema import CandidateConfig, HostConfig, ServiceConfig
 
 SPEC_VERSION = 1
 

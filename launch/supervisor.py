@@ -37,15 +37,13 @@ from typing import Literal
 import httpx
 from tenacity import RetryError, Retrying, retry_if_exception_type, wait_fixed
 
+from contracts.errors import LaunchError, PortInUseError, StartupFailure, TeardownError
+from contracts.paths import PROJECT_ROOT
+from contracts.results import GpuMemory, StartupRecord, TeardownRecord, WatchEvent
 from launch.failures import DEFAULT_PATTERNS, TIMEOUT, FailurePattern, classify, read_log_tail
 from launch.nvml import GpuProbe, NvmlProbe
 from launch.process import Child, PopenSpawner, Processes, ProcInfo, PsutilProcesses, Spawner
 from launch.spec import LaunchSpec
-from orchestrator.errors import LaunchError, PortInUseError, StartupFailure, TeardownError
-from orchestrator.results import GpuMemory, StartupRecord, TeardownRecord, WatchEvent
-
-#: The project root: relative paths in argv (``.venv-vllm/bin/python``, ``models/...``) are relative to it.
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 #: Environment variables a server inherits from the orchestrator's environment (besides spec.env and
 #: spec.pass_env): what a shell, Python, CUDA and the Hugging Face cache need to work on the host.

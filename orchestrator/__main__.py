@@ -43,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler = rollback.main_rollback if command == "rollback" else rollback.main_status
         return handler(rest, SEAMS_FACTORY)
     if command == "report":
-        from orchestrator import report  # noqa: PLC0415
+        from report import render as report  # noqa: PLC0415
 
         return report.main(rest)
     if command.startswith("-") or "=" in command:

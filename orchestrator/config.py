@@ -16,24 +16,21 @@ from typing import Any
 
 import yaml
 from hydra import compose, initialize_config_dir
+from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from orchestrator.errors import ConfigError, ConfigProblem
-from orchestrator.schema import (
+from contracts.errors import ConfigError, ConfigProblem
+from contracts.paths import CONF_DIR, PROJECT_ROOT
+from contracts.schema import (
     CandidateConfig,
     GauntletConfig,
     HostConfig,
     LengthConfig,
     WorkloadConfig,
-    register_configs,
 )
-
-#: The project's config directory (Hydra's primary search path).
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-PROJECT_ROOT = CONF_DIR.parent
 
 #: --moe-backend values vLLM 0.32 accepts (vllm/config/kernel.py, MoEBackend).
 MOE_BACKENDS = (
@@ -132,6 +129,14 @@ def _parent_in_group(raw: Mapping[str, Any]) -> str | None:
         if isinstance(entry, str) and not entry.startswith("/") and entry != "_self_":
             return entry
     return None
+
+
+def register_configs() -> None:
+    """Register the typed schemas in Hydra's ConfigStore (idempotent)."""
+    cs = ConfigStore.instance()
+    cs.store(name="gauntlet_schema", node=GauntletConfig)
+    cs.store(group="schema", name="candidate", node=CandidateConfig)
+    cs.store(group="schema", name="workload", node=WorkloadConfig)
 
 
 def register() -> None:

@@ -27,17 +27,18 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from contracts.errors import ConfigError, ConfigProblem, GauntletError, exit_code_for
+from contracts.paths import CONF_DIR
+from contracts.results import RecoveryValidation
+from contracts.schema import GauntletConfig
 from orchestrator.config import (
-    CONF_DIR,
     Sources,
     check_candidate_names,
+    register_configs,
     sources_from_hydra,
     to_typed,
     validate,
 )
-from orchestrator.errors import ConfigError, ConfigProblem, GauntletError, exit_code_for
-from orchestrator.results import RecoveryValidation
-from orchestrator.schema import GauntletConfig, register_configs
 from orchestrator.sweep import Lifecycle, Seams, real_seams, say_stderr
 
 #: Builds the side-effect seams; tests may replace it.
@@ -95,7 +96,7 @@ class Session:
             raise
         code = 0 if self.validation.ok else 7
         try:
-            from orchestrator.report import build_report  # noqa: PLC0415
+            from report.render import build_report  # noqa: PLC0415
 
             text = build_report(self.dir, self.cfg)
             print(text, flush=True)

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import JournalError
+from contracts.errors import JournalError
 
 #: Events that mean a server process may now exist (it carries pid, pgid and create_time).
 STARTED = "started"

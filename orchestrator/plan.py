@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
+from contracts.errors import ConfigError, ConfigProblem, GauntletError, SpecError
+from contracts.paths import CONF_DIR
 from launch.spec import LaunchSpec, render_spec
-from orchestrator.config import CONF_DIR, candidate_files, check_candidate_names, load
-from orchestrator.errors import ConfigError, ConfigProblem, GauntletError, SpecError
+from orchestrator.config import candidate_files, check_candidate_names, load
 
 
 @dataclass(frozen=True)

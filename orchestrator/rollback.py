@@ -18,11 +18,12 @@ from typing import Any, TextIO
 import httpx
 from omegaconf import OmegaConf
 
+from contracts.errors import GauntletError, RollbackError, SpecError
+from contracts.results import CandidateRun, RecoveryValidation, read_model
+from contracts.schema import GauntletConfig
 from launch.spec import LaunchSpec
-from orchestrator.errors import GauntletError, RollbackError, SpecError
+from orchestrator.config import register_configs
 from orchestrator.journal import Journal, LiveServer
-from orchestrator.results import CandidateRun, RecoveryValidation, read_model
-from orchestrator.schema import GauntletConfig, register_configs
 from orchestrator.sweep import Lifecycle, Seams
 
 DEFAULT_SWEEPS = Path("sweeps")

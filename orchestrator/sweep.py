@@ -31,10 +31,8 @@ from typing import Any, Literal, Protocol
 
 import httpx
 
-from launch.spec import LaunchSpec, diff_specs, render_spec
-from orchestrator.errors import GauntletError, LaunchError, RollbackError, SpecError
-from orchestrator.journal import Journal, JournalState, Launching, LiveServer, utc_now
-from orchestrator.results import (
+from contracts.errors import GauntletError, LaunchError, RollbackError, SpecError
+from contracts.results import (
     CandidateRun,
     GpuMemory,
     HostProbe,
@@ -48,7 +46,9 @@ from orchestrator.results import (
     read_model,
     write_model,
 )
-from orchestrator.schema import CandidateConfig, GauntletConfig
+from contracts.schema import CandidateConfig, GauntletConfig
+from launch.spec import LaunchSpec, diff_specs, render_spec
+from orchestrator.journal import Journal, JournalState, Launching, LiveServer, utc_now
 
 Role = Literal["baseline", "candidate", "retained"]
 
@@ -109,7 +109,7 @@ def real_seams() -> Seams:
     from launch.nvml import NvmlProbe, probe_host  # noqa: PLC0415  (keeps `plan` free of process code)
     from launch.sim.client import sim_gpu_memory  # noqa: PLC0415
     from launch.supervisor import Supervisor  # noqa: PLC0415
-    from orchestrator.load.runner import run_profile  # noqa: PLC0415
+    from load.runner import run_profile  # noqa: PLC0415
 
     nvml = NvmlProbe()
 

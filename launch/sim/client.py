@@ -14,8 +14,8 @@ from __future__ import annotations
 import httpx
 from pydantic import ValidationError
 
-from orchestrator.errors import LaunchError
-from orchestrator.results import GpuMemory
+from contracts.errors import LaunchError
+from contracts.results import GpuMemory
 
 GPU_MEMORY_PATH = "/sim/gpu_memory"
 

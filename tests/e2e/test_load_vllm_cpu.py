@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
+from contracts.results import ProfileSummary, RequestRecord, read_jsonl
+from contracts.schema import LengthConfig, WorkloadConfig
 from launch.supervisor import Server
 from launch.testmodels import TINY_CHAIN, TINY_RANDOM, chain_completion_tokens, chain_prompt
-from orchestrator.load import run_profile
-from orchestrator.results import ProfileSummary, RequestRecord, read_jsonl
-from orchestrator.schema import LengthConfig, WorkloadConfig
+from load import run_profile
 from tests.e2e.conftest import cpu_spec, started_vllm
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -12,8 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from contracts.results import CandidateRun, read_model
 from orchestrator.journal import Journal
-from orchestrator.results import CandidateRun, read_model
 from tests.e2e.conftest import ROOT, free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from orchestrator.load import run_profile
-from orchestrator.load.metrics import quick_value
-from orchestrator.results import ProfileSummary, RequestRecord, read_jsonl
-from orchestrator.schema import LengthConfig, WorkloadConfig
+from contracts.results import ProfileSummary, RequestRecord, read_jsonl
+from contracts.schema import LengthConfig, WorkloadConfig
+from load import run_profile
+from load.metrics import quick_value
 
 pytestmark = pytest.mark.integration
 

@@ -17,9 +17,9 @@ import httpx
 import psutil
 import pytest
 
+from contracts.errors import PortInUseError
 from launch.spec import LaunchSpec
 from launch.supervisor import Server, Supervisor
-from orchestrator.errors import PortInUseError
 
 pytestmark = pytest.mark.integration
 

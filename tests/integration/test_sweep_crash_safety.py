@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from contracts.results import CandidateRun, read_model
 from orchestrator.journal import Journal
-from orchestrator.results import CandidateRun, read_model
 from tests.integration.sweep_helpers import (
     assert_one_healthy_retained,
     journal_has,

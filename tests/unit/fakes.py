@@ -10,9 +10,8 @@ from typing import Any
 
 import httpx
 
-from launch.spec import LaunchSpec
-from orchestrator.errors import StartupFailure
-from orchestrator.results import (
+from contracts.errors import StartupFailure
+from contracts.results import (
     CensoredMedian,
     ClientHealth,
     HostProbe,
@@ -23,7 +22,8 @@ from orchestrator.results import (
     WatchEvent,
     write_model,
 )
-from orchestrator.schema import WorkloadConfig
+from contracts.schema import WorkloadConfig
+from launch.spec import LaunchSpec
 from orchestrator.sweep import Seams
 
 

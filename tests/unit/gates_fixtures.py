@@ -12,7 +12,7 @@ from pathlib import Path
 
 from scipy.stats import norm
 
-from orchestrator.results import (
+from contracts.results import (
     CandidateRun,
     CensoredMedian,
     ClientHealth,

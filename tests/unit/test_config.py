@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config import CONF_DIR, check_candidate_names, load
-from orchestrator.errors import ConfigError
+from contracts.errors import ConfigError
+from contracts.paths import CONF_DIR
+from orchestrator.config import check_candidate_names, load
 from orchestrator.plan import format_plan, plan
 
 

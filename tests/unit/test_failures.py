@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from contracts.errors import ConfigError
 from launch.failures import (
     DEFAULT_PATTERNS,
     EVIDENCE_LINES,
@@ -17,7 +18,6 @@ from launch.failures import (
     read_log_tail,
     significant,
 )
-from orchestrator.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from contracts.errors import GateError
+from contracts.schema import GatesConfig
 from gates import REGISTRY, Gate, GateContext, GateResult, evaluate_sweep, register
-from orchestrator.errors import GateError
-from orchestrator.schema import GatesConfig
 from tests.unit.gates_fixtures import SweepBuilder, baseline_like
 
 LOADED = ["prefill_10k", "decode_heavy"]

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from contracts.schema import GatesConfig
 from gates import Comparison, SweepVerdict, Verdict, evaluate_sweep
 from gates.stats import (
     ONE_REPEAT_NOTE,
@@ -26,7 +27,6 @@ from gates.stats import (
     run_level_ratio,
     throughput_ratio,
 )
-from orchestrator.schema import GatesConfig
 from tests.unit.gates_fixtures import (
     CASE_STUDY_VISIBLE,
     SweepBuilder,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from contracts.errors import GateError, ResultFileError
+from contracts.results import WatchEvent
+from contracts.schema import GatesConfig
 from gates import GateResult, SweepVerdict, Verdict, evaluate_sweep, read_verdicts, write_verdicts
-from orchestrator.errors import GateError, ResultFileError
-from orchestrator.results import WatchEvent
-from orchestrator.schema import GatesConfig
 from tests.unit.gates_fixtures import BASELINE, SweepBuilder, baseline_like, case_study
 
 CFG = GatesConfig(

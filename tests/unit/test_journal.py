@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.errors import JournalError
+from contracts.errors import JournalError
 from orchestrator.journal import Journal, replay
 
 

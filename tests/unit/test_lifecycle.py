@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from contracts.errors import RollbackError, StartupFailure
+from contracts.results import CandidateRun, RecoveryValidation, read_model
 from orchestrator.config import load
-from orchestrator.errors import RollbackError, StartupFailure
 from orchestrator.journal import Journal
-from orchestrator.results import CandidateRun, RecoveryValidation, read_model
 from orchestrator.sweep import Lifecycle, recovery_load_checks
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams, summary
 
@@ -209,7 +209,7 @@ def test_a_profile_can_run_fewer_repeats_than_the_sweep(tmp_path: Path) -> None:
 
 
 def test_a_load_error_is_evidence_not_a_crash_of_the_sweep(tmp_path: Path) -> None:
-    from orchestrator.errors import LoadError
+    from contracts.errors import LoadError
 
     def vanish(name: str, profile: str, repeat: int) -> None:
         if name == "tp4_dp2" and profile == "decode_heavy":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.load.metrics import (
+from load.metrics import (
     GENERATION_TOKENS,
     KV_USAGE,
     PROMPT_TOKENS,

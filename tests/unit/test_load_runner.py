@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from orchestrator.load import run_profile
-from orchestrator.results import ProfileSummary, RequestRecord, read_jsonl, read_model
-from orchestrator.schema import LengthConfig, WorkloadConfig
+from contracts.results import ProfileSummary, RequestRecord, read_jsonl, read_model
+from contracts.schema import LengthConfig, WorkloadConfig
+from load import run_profile
 
 OVERHEAD = 3
 

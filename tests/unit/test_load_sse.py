@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from orchestrator.load.client import _Conn
-from orchestrator.load.sse import ChunkedDecoder, Read, decode_response, parse_events, split_events
+from load.client import _Conn
+from load.sse import ChunkedDecoder, Read, decode_response, parse_events, split_events
 
 
 def chunk(

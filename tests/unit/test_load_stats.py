@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from orchestrator.load.stats import censored_median, percentile, stats
+from load.stats import censored_median, percentile, stats
 
 
 @pytest.mark.parametrize(

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from orchestrator.load.progress import Progress
-from orchestrator.load.sse import StreamOutcome
-from orchestrator.load.summary import client_health, make_record, summarize
-from orchestrator.results import RequestRecord
+from contracts.results import RequestRecord
+from load.progress import Progress
+from load.sse import StreamOutcome
+from load.summary import client_health, make_record, summarize
 
 
 def record(index: int, **kw: Any) -> RequestRecord:

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.errors import LoadError
-from orchestrator.load.workload import (
+from contracts.errors import LoadError
+from contracts.schema import LengthConfig, WorkloadConfig
+from load.workload import (
     PROMPT_TOLERANCE,
     PromptBuilder,
     load_prompts,
@@ -18,7 +19,6 @@ from orchestrator.load.workload import (
     sample_lengths,
     scaled_counts,
 )
-from orchestrator.schema import LengthConfig, WorkloadConfig
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "workload"
 

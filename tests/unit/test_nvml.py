@@ -9,8 +9,8 @@ from typing import Any
 import pynvml
 import pytest
 
+from contracts.results import GpuMemory, HostProbe
 from launch.nvml import GIB, NvmlProbe, free_gib, probe_host, topology_problem
-from orchestrator.results import GpuMemory, HostProbe
 
 
 class FakeNVMLError(Exception):

@@ -9,8 +9,18 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from gates.models import Comparison
-from orchestrator.report import (
+from contracts.results import (
+    CandidateRun,
+    HostProbe,
+    ProfileSummary,
+    RecoveryCheck,
+    RecoveryValidation,
+    read_model,
+    write_model,
+)
+from contracts.schema import GauntletConfig
+from contracts.verdicts import Comparison
+from report.render import (
     PLOT_RANKING,
     PLOT_THROUGHPUT,
     PLOT_TTFT,
@@ -21,16 +31,6 @@ from orchestrator.report import (
     short_comparison,
     table,
 )
-from orchestrator.results import (
-    CandidateRun,
-    HostProbe,
-    ProfileSummary,
-    RecoveryCheck,
-    RecoveryValidation,
-    read_model,
-    write_model,
-)
-from orchestrator.schema import GauntletConfig
 from tests.unit.gates_fixtures import BASELINE, SweepBuilder, baseline_like, case_study
 
 FINGERPRINT = "sha256:" + "ab" * 32
@@ -364,7 +364,7 @@ def test_header_states_real_vllm_and_the_nvml_probe(tmp_path: Path, base_cfg: Ga
     b.run("baseline", is_baseline=True, free_gib=[1.0] * 8)
     baseline_like(b, "baseline")
     _as_real_vllm(tmp_path)
-    from orchestrator.results import GpuMemory
+    from contracts.results import GpuMemory
 
     probe = HostProbe(
         driver=True,

@@ -11,13 +11,14 @@ from functools import cache
 
 import pytest
 
+from contracts.paths import CONF_DIR
+from contracts.schema import WorkloadConfig
 from launch.sim.cli import parse_args
 from launch.sim.model import EngineConfig, StartupError, chat_text, check_startup
 from launch.sim.profile import Profile, load_profile
 from launch.sim.replay import ReplayRequest, ReplayResult, replay_closed_loop
 from launch.spec import render_spec
-from orchestrator.config import CONF_DIR, load
-from orchestrator.schema import WorkloadConfig
+from orchestrator.config import load
 
 
 @cache

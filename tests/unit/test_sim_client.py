@@ -5,8 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from contracts.errors import LaunchError
 from launch.sim.client import sim_gpu_memory
-from orchestrator.errors import LaunchError
 
 GPU = {
     "index": 0,

@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
+from contracts.errors import SpecError, SpecTamperedError
+from contracts.schema import CandidateConfig, HostConfig, ServiceConfig
 from launch.spec import LaunchSpec, diff_specs, render_flag, render_spec
 from orchestrator.config import load
-from orchestrator.errors import SpecError, SpecTamperedError
-from orchestrator.schema import CandidateConfig, HostConfig, ServiceConfig
 
 BASE = [
     "--served-model-name", "deepseek-v4-flash", "--host", "127.0.0.1", "--port", "8000",

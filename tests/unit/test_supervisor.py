@@ -12,11 +12,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from contracts.errors import LaunchError, PortInUseError, StartupFailure
+from contracts.results import GpuMemory
 from launch.process import ProcInfo
 from launch.spec import LaunchSpec
 from launch.supervisor import INHERITED_ENV, Server, Supervisor, TeardownIncomplete, child_env, resolve_argv
-from orchestrator.errors import LaunchError, PortInUseError, StartupFailure
-from orchestrator.results import GpuMemory
 
 ROOT_PID = 100
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.results import ServerMetrics
+from contracts.results import ServerMetrics
 
 PREEMPTIONS = "vllm:num_preemptions_total"
 PROMPT_TOKENS = "vllm:prompt_tokens_total"

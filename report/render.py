@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contracts.errors import GauntletError, ResultFileError
+from contracts.results import HostProbe, RecoveryValidation, RequestRecord, read_model, write_model
+from contracts.schema import GauntletConfig
+from contracts.verdicts import Comparison, Decision, DriftResult, GateStatus, SweepVerdict, Verdict
 from gates.data import Repeat, Results, candidate_names, load_results
-from gates.models import Comparison, Decision, DriftResult, GateStatus, SweepVerdict, Verdict
-from orchestrator.errors import GauntletError, ResultFileError
-from orchestrator.results import HostProbe, RecoveryValidation, RequestRecord, read_model, write_model
-from orchestrator.schema import GauntletConfig
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -1,6 +1,6 @@
 """Statistics of the load runner's summaries: percentiles and right-censored medians (pure).
 
-Pipeline position: :mod:`orchestrator.load.summary` reduces request records with these; the gates may reuse
+Pipeline position: :mod:`load.summary` reduces request records with these; the gates may reuse
 them. Percentiles interpolate linearly between order statistics (numpy's default), so small samples give
 the same figures here, in numpy and in a spreadsheet.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from orchestrator.results import CensoredMedian, Stats
+from contracts.results import CensoredMedian, Stats
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

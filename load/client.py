@@ -1,8 +1,8 @@
 """The streaming HTTP client of the load runner: timestamp each socket read, parse nothing until the end.
 
-Pipeline position: the runner (:mod:`orchestrator.load.runner`) sends each request through a
+Pipeline position: the runner (:mod:`load.runner`) sends each request through a
 :class:`StreamClient`; the client returns an :class:`Exchange` (status, body pieces with their arrival
-times, how it ended) which :mod:`orchestrator.load.sse` turns into timings. This is the one module of the
+times, how it ended) which :mod:`load.sse` turns into timings. This is the one module of the
 load runner that opens sockets.
 
 Why a raw :class:`asyncio.Protocol`: a closed-loop profile's streams receive their chunks in bursts, and
@@ -26,8 +26,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from orchestrator.errors import LoadError
-from orchestrator.load.sse import ChunkedDecoder, Read, decode_response_steps, split_head
+from contracts.errors import LoadError
+from load.sse import ChunkedDecoder, Read, decode_response_steps, split_head
 
 Ending = Literal["complete", "closed", "timeout", "connect", "cancelled"]
 Clock = Callable[[], int]

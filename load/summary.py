@@ -1,8 +1,8 @@
 """Request records → the figures of one profile run (pure).
 
-Pipeline position: the runner builds a :class:`~orchestrator.results.RequestRecord` per request with
+Pipeline position: the runner builds a :class:`~contracts.results.RequestRecord` per request with
 :func:`make_record`, then :func:`summarize` reduces the measured ones (warmup excluded) to the
-:class:`~orchestrator.results.ProfileSummary` fields the gates judge, and :func:`client_health` says
+:class:`~contracts.results.ProfileSummary` fields the gates judge, and :func:`client_health` says
 whether the client itself kept up. All durations are host seconds (wall seconds times time_scale).
 """
 
@@ -12,10 +12,10 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from orchestrator.load.sse import StreamOutcome
-from orchestrator.load.stats import censored_median, percentile, stats
-from orchestrator.load.workload import PROMPT_TOLERANCE
-from orchestrator.results import CensoredMedian, ClientHealth, RequestRecord, Stats
+from contracts.results import CensoredMedian, ClientHealth, RequestRecord, Stats
+from load.sse import StreamOutcome
+from load.stats import censored_median, percentile, stats
+from load.workload import PROMPT_TOLERANCE
 
 NS = 1e-9
 #: Client CPU share of one core above which the runner calls itself saturated.

@@ -1,6 +1,6 @@
 """Raw HTTP/1.1 response bytes → one request's timing and outcome (pure; the load runner's parsing seam).
 
-Pipeline position: the streaming client (:mod:`orchestrator.load.client`) only timestamps socket reads and
+Pipeline position: the streaming client (:mod:`load.client`) only timestamps socket reads and
 keeps their bytes; after the stream ends, :func:`decode_response` splits the status line, headers and body
 (chunked, length-delimited or close-delimited), and :func:`parse_events` turns the body's Server-Sent
 Events into a :class:`StreamOutcome`. Nothing here reads a clock or a socket, so every case is a table test.
@@ -20,7 +20,7 @@ from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.results import ErrorClass
+from contracts.results import ErrorClass
 
 #: One socket read: (monotonic nanoseconds when it was taken, the bytes).
 Read = tuple[int, bytes]

@@ -1,6 +1,6 @@
 """Verdict files: what the gates decided, with the numbers and the evidence behind each decision.
 
-Pipeline position: :func:`gates.evaluate_sweep` turns stored result files (:mod:`orchestrator.results`)
+Pipeline position: :func:`gates.evaluate_sweep` turns stored result files (:mod:`contracts.results`)
 into a :class:`SweepVerdict`; :func:`gates.write_verdicts` stores it as ``<sweep>/verdicts.json`` and the
 report reads it back with :func:`gates.read_verdicts`. Ratios are candidate / baseline; infinite values
 (right-censored answer times) are written as JSON ``Infinity``.

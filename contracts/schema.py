@@ -1,8 +1,9 @@
 """Typed configuration schema: the dataclasses behind every YAML file in ``conf/``.
 
-Pipeline position: ``conf/*.yaml`` is composed by Hydra on top of these schemas (registered in the
-ConfigStore by :func:`register_configs`), then :mod:`orchestrator.config` validates the result and
-converts it once into these plain dataclasses. Nothing downstream imports omegaconf.
+Pipeline position: a shared contract. ``conf/*.yaml`` is composed by Hydra on top of these schemas
+(registered in the ConfigStore by :func:`orchestrator.config.register_configs`), then
+:mod:`orchestrator.config` validates the result and converts it once into these plain dataclasses.
+This module imports neither Hydra nor OmegaConf, so every stage can use the types without loading them.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+#: OmegaConf's marker for a required value (``omegaconf.MISSING`` is this string); composing a config that
+#: leaves one unset is an error naming the field.
+MISSING: Any = "???"
 
 
 @dataclass
@@ -256,11 +258,3 @@ class GauntletConfig:
     workloads: dict[str, WorkloadConfig] = field(default_factory=dict)
     gates: GatesConfig = field(default_factory=GatesConfig)
     run: RunConfig = field(default_factory=RunConfig)
-
-
-def register_configs() -> None:
-    """Register the schemas in Hydra's ConfigStore (idempotent)."""
-    cs = ConfigStore.instance()
-    cs.store(name="gauntlet_schema", node=GauntletConfig)
-    cs.store(group="schema", name="candidate", node=CandidateConfig)
-    cs.store(group="schema", name="workload", node=WorkloadConfig)

@@ -2,7 +2,7 @@
 
 Pipeline position: the sweep calls :func:`run_profile` once per (candidate, profile, repeat) while the
 server is up; it writes ``records.jsonl``, ``summary.json`` and ``metrics.json`` into ``out_dir`` (see
-:mod:`orchestrator.results`), which the gates and the report read. It owns its event loop
+:mod:`contracts.results`), which the gates and the report read. It owns its event loop
 (``asyncio.run`` inside), so it is called from synchronous code, any number of times per process.
 
 Phases: plan → calibrate prompts with the server's ``/tokenize`` → scrape ``/metrics`` → warmup (not
@@ -34,8 +34,11 @@ from typing import Any, Literal
 
 import httpx
 
-from orchestrator.load.client import Exchange, HttpxStreamClient, RawStreamClient, StreamClient
-from orchestrator.load.metrics import (
+from contracts.paths import CONF_DIR
+from contracts.results import ErrorClass, ProfileSummary, RequestRecord, write_jsonl, write_model
+from contracts.schema import WorkloadConfig
+from load.client import Exchange, HttpxStreamClient, RawStreamClient, StreamClient
+from load.metrics import (
     GENERATION_TOKENS,
     MetricsLog,
     filter_scrape,
@@ -43,10 +46,10 @@ from orchestrator.load.metrics import (
     quick_value,
     server_metrics,
 )
-from orchestrator.load.progress import Progress
-from orchestrator.load.sse import EventParser, StreamOutcome, http_error_outcome
-from orchestrator.load.summary import client_health, make_record, summarize
-from orchestrator.load.workload import (
+from load.progress import Progress
+from load.sse import EventParser, StreamOutcome, http_error_outcome
+from load.summary import client_health, make_record, summarize
+from load.workload import (
     BuiltPrompt,
     PlannedRequest,
     PromptBuilder,
@@ -57,10 +60,8 @@ from orchestrator.load.workload import (
     plan_requests,
     tokenizer_fingerprint,
 )
-from orchestrator.results import ErrorClass, ProfileSummary, RequestRecord, write_jsonl, write_model
-from orchestrator.schema import WorkloadConfig
 
-DEFAULT_PROMPTS_DIR = Path(__file__).resolve().parents[2] / "conf" / "workload"
+DEFAULT_PROMPTS_DIR = CONF_DIR / "workload"
 CHAT_PATH = "/v1/chat/completions"
 SCRAPE_EVERY_S = 1.0
 PROGRESS_EVERY_S = 0.5
@@ -110,7 +111,7 @@ def run_profile(
 
     ``transport`` replaces the network for every call (tests pass ``httpx.MockTransport``); otherwise
     streams go through the raw asyncio client. ``salt`` prefixes every request's ``cache_salt``
-    (default: fresh random). Raises :class:`~orchestrator.errors.LoadError` when the profile cannot run
+    (default: fresh random). Raises :class:`~contracts.errors.LoadError` when the profile cannot run
     at all; request failures are recorded, never raised.
     """
     run = _ProfileRun(

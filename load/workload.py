@@ -1,6 +1,6 @@
 """Profile → planned requests: lengths, arrival schedule and prompts, all deterministic from the seed.
 
-Pipeline position: the runner turns a :class:`~orchestrator.schema.WorkloadConfig` into
+Pipeline position: the runner turns a :class:`~contracts.schema.WorkloadConfig` into
 :class:`PlannedRequest` objects here (pure), then builds each prompt with :class:`PromptBuilder`, which
 hits its token target as the *server* counts it by asking the server's ``POST /tokenize`` (the tokenizer
 and chat template of the model being measured), never by guessing from characters.
@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.errors import LoadError
-from orchestrator.schema import LengthConfig, WorkloadConfig
+from contracts.errors import LoadError
+from contracts.schema import LengthConfig, WorkloadConfig
 
 #: Allowed relative error between a prompt's token target and the server's count.
 PROMPT_TOLERANCE = 0.02

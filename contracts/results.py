@@ -26,7 +26,7 @@ from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from orchestrator.errors import ResultFileError
+from contracts.errors import ResultFileError
 
 SCHEMA_VERSION = 1
 
