@@ -9,7 +9,13 @@ This module imports neither Hydra nor OmegaConf, so every stage can use the type
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import yaml
+from pydantic import TypeAdapter, ValidationError
+
+from contracts.errors import ResultFileError
 
 #: OmegaConf's marker for a required value (``omegaconf.MISSING`` is this string); composing a config that
 #: leaves one unset is an error naming the field.
@@ -258,3 +264,38 @@ class GauntletConfig:
     workloads: dict[str, WorkloadConfig] = field(default_factory=dict)
     gates: GatesConfig = field(default_factory=GatesConfig)
     run: RunConfig = field(default_factory=RunConfig)
+
+
+#: The composed configuration of a sweep, as the sweep wrote it (resolved YAML, Hydra's own keys removed).
+SWEEP_CONFIG_FILE = "config.yaml"
+
+
+def read_sweep_config(sweep_dir: Path) -> GauntletConfig:
+    """The typed configuration a sweep recorded in ``<sweep_dir>/config.yaml``, type-checked on read.
+
+    Every stage that rebuilds from disk (judge, report, rollback, stop) reads the configuration here,
+    without Hydra or OmegaConf; a missing file or a value of the wrong type is a
+    :class:`~contracts.errors.ResultFileError` naming the file and the field.
+    """
+    path = sweep_dir / SWEEP_CONFIG_FILE
+    if not path.is_file():
+        raise ResultFileError(
+            f"{path}: missing (no config.yaml here)", hint="pass a sweep directory written by gauntlet"
+        )
+    try:
+        raw = yaml.safe_load(path.read_text())
+        return _CONFIG_ADAPTER.validate_python(raw)
+    except yaml.YAMLError as exc:
+        raise ResultFileError(f"{path}: not YAML ({exc})") from exc
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])} = {err.get('input')!r}: {err['msg']}"
+            for err in exc.errors()[:5]
+        )
+        raise ResultFileError(
+            f"{path}: not a gauntlet configuration ({problems})",
+            hint="the file was edited or written by another version; re-run the sweep or restore the file",
+        ) from exc
+
+
+_CONFIG_ADAPTER: TypeAdapter[GauntletConfig] = TypeAdapter(GauntletConfig)

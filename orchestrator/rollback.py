@@ -16,13 +16,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import httpx
-from omegaconf import OmegaConf
 
 from contracts.errors import GauntletError, RollbackError, SpecError
 from contracts.results import CandidateRun, RecoveryValidation, read_model
-from contracts.schema import GauntletConfig
+from contracts.schema import GauntletConfig, read_sweep_config
 from launch.spec import LaunchSpec
-from orchestrator.config import register_configs
+from orchestrator.config import Sources, validate
 from orchestrator.journal import Journal, LiveServer
 from orchestrator.sweep import Lifecycle, Seams
 
@@ -47,16 +46,10 @@ def resolve_sweep_dir(arg: str | None, sweeps_dir: Path = DEFAULT_SWEEPS) -> Pat
 
 
 def load_sweep_config(sweep_dir: Path) -> GauntletConfig:
-    """The composed configuration a sweep recorded (config.yaml), typed."""
-    register_configs()
-    path = sweep_dir / "config.yaml"
-    if not path.exists():
-        raise RollbackError(f"{path}: missing", hint="this directory was not written by a gauntlet sweep")
-    merged = OmegaConf.merge(OmegaConf.structured(GauntletConfig), OmegaConf.load(path))
-    obj = OmegaConf.to_object(merged)
-    if not isinstance(obj, GauntletConfig):
-        raise RollbackError(f"{path}: not a gauntlet configuration")
-    return obj
+    """The composed configuration a sweep recorded (config.yaml), typed and validated as at the start."""
+    cfg = read_sweep_config(sweep_dir)
+    validate(cfg, Sources())
+    return cfg
 
 
 def rollback(sweep_dir: Path, seams: Seams, *, out: TextIO = sys.stdout) -> RecoveryValidation:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.errors import GauntletError, ResultFileError
 from contracts.results import HostProbe, RecoveryValidation, RequestRecord, read_model, write_model
-from contracts.schema import GauntletConfig
+from contracts.schema import GauntletConfig, read_sweep_config
 from contracts.verdicts import Comparison, Decision, DriftResult, GateStatus, SweepVerdict, Verdict
 from gates.data import Repeat, Results, candidate_names, load_results
 
@@ -903,13 +903,7 @@ def build_report(sweep_dir: Path, cfg: GauntletConfig | None = None, *, judge: J
     if not sweep_dir.is_dir():
         raise ResultFileError(f"{sweep_dir}: no such sweep directory", hint="pass a directory a sweep wrote")
     if cfg is None:
-        if not (sweep_dir / "config.yaml").exists():
-            raise ResultFileError(
-                f"{sweep_dir}: no config.yaml here", hint="pass a sweep directory written by gauntlet"
-            )
-        from orchestrator.rollback import load_sweep_config  # noqa: PLC0415  (pulls in the lifecycle)
-
-        cfg = load_sweep_config(sweep_dir)
+        cfg = read_sweep_config(sweep_dir)
     verdicts = judge(sweep_dir, cfg)
     others = [n for n in candidate_names(sweep_dir) if n != verdicts.baseline]
     names = [verdicts.baseline, *others]

@@ -71,7 +71,9 @@ def test_one_stage_may_not_reach_into_another(tmp_path: Path) -> None:
 
 
 def test_hydra_only_in_the_entry_point_and_config_composition(tmp_path: Path) -> None:
-    house = _toy_house(tmp_path, {"gates.stats": "import omegaconf\n", "orchestrator.sweep": "import hydra\n"})
+    house = _toy_house(
+        tmp_path, {"gates.stats": "import omegaconf\n", "orchestrator.sweep": "import hydra\n"}
+    )
     done = lint_imports(house, pythonpath=house)
     assert done.returncode != 0
     assert "gates.stats -> omegaconf" in done.stdout
