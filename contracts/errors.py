@@ -1,27 +1,36 @@
 """The one exception tree of gauntlet, and the exit code each kind maps to.
 
-Every stage raises from this tree; foreign exceptions are translated at the boundary
-(``raise LaunchError(...) from exc``). A message says what was observed, what is allowed and what to
-do next, and carries its evidence::
+Pipeline position: a shared contract; every stage raises from this tree and foreign exceptions are
+translated at the boundary (``raise LaunchError(...) from exc``). A message says what was observed, what
+is allowed and what to do next, and carries its evidence. The exit code of the command line is the
+class attribute ``exit_code`` (the one table; :func:`exit_code_for` reads it)::
 
-    GauntletError
-    ├── ConfigError            a composed config is invalid (file, field, value, allowed)
-    ├── SpecError              a launch spec cannot be rendered or read
-    │   └── SpecTamperedError  a recorded spec no longer matches its fingerprint
-    ├── LaunchError            starting, watching or stopping a server failed
-    │   ├── PortInUseError     the port is held by another process (pid, command line)
-    │   ├── StartupFailure     the server never became ready (classified: bad-args, incompatible, ...)
-    │   └── TeardownError      something of the server's process tree or port survived teardown
-    ├── LoadError              the load runner could not run a profile
-    ├── ResultFileError        a result file on disk fails validation
-    ├── GateError              gates cannot be evaluated from the stored results
-    ├── JournalError           the journal is unreadable or inconsistent
-    └── RollbackError          the retained configuration could not be restored and validated
+    GauntletError                                                                       exit 1
+    ├── ConfigError            a composed config is invalid (file, field, value, allowed)      2
+    ├── SpecError              a launch spec cannot be rendered or read                        3
+    │   └── SpecTamperedError  a recorded spec no longer matches its fingerprint               3
+    ├── LaunchError            starting, watching or stopping a server failed                  4
+    │   ├── PortInUseError     the port is held by another process (pid, command line)         4
+    │   ├── StartupFailure     the server never became ready (classified: bad-args, ...)       4
+    │   └── TeardownError      something of the server's tree or its port survived teardown    4
+    ├── LoadError              the load runner could not run a profile                         5
+    ├── ResultFileError        a result file on disk fails validation                          6
+    ├── GateError              gates cannot be evaluated from the stored results               6
+    ├── JournalError           the journal is unreadable or inconsistent                       7
+    └── RollbackError          the retained configuration could not be restored and validated  7
+    KeyboardInterrupt (Ctrl-C)                                                               130
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # results.py imports this module (ResultFileError); the record is only a type here
+    from contracts.results import TeardownRecord
+
+#: Exit code of a run stopped by Ctrl-C (128 + SIGINT), as shells report it.
+EXIT_INTERRUPTED = 130
 
 
 class GauntletError(Exception):
@@ -115,7 +124,18 @@ class StartupFailure(LaunchError):
 
 
 class TeardownError(LaunchError):
-    """A process of the server's tree, or its port, survived teardown."""
+    """A process of the server's tree, or its port, survived teardown; ``record`` says what."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        record: TeardownRecord | None = None,
+        evidence: Sequence[str] = (),
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, evidence=evidence, hint=hint)
+        self.record = record
 
 
 class LoadError(GauntletError):
@@ -148,24 +168,10 @@ class RollbackError(GauntletError):
     exit_code = 7
 
 
-#: Exit codes of the command line, by error kind (most specific first).
-EXIT_CODES: dict[type[BaseException], int] = {
-    ConfigError: 2,
-    SpecError: 3,
-    LaunchError: 4,
-    LoadError: 5,
-    ResultFileError: 6,
-    GateError: 6,
-    JournalError: 7,
-    RollbackError: 7,
-    GauntletError: 1,
-    KeyboardInterrupt: 130,
-}
-
-
 def exit_code_for(exc: BaseException) -> int:
-    """The process exit code for an exception (1 for anything unexpected)."""
-    for kind, code in EXIT_CODES.items():
-        if isinstance(exc, kind):
-            return code
+    """The process exit code for an exception: its kind's ``exit_code``, 130 for Ctrl-C, else 1."""
+    if isinstance(exc, GauntletError):
+        return exc.exit_code
+    if isinstance(exc, KeyboardInterrupt):
+        return EXIT_INTERRUPTED
     return 1

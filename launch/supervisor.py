@@ -79,14 +79,6 @@ class Server:
         return self.spec.base_url
 
 
-class TeardownIncomplete(TeardownError):
-    """Teardown left a process or the port behind; ``record`` says what (also written to the results)."""
-
-    def __init__(self, message: str, *, record: TeardownRecord, evidence: Sequence[str], hint: str) -> None:
-        super().__init__(message, evidence=evidence, hint=hint)
-        self.record = record
-
-
 @dataclass
 class _Watch:
     """What :meth:`Supervisor.check` last reported about one server."""
@@ -478,7 +470,7 @@ class Supervisor:
                     f"port {server.spec.port} still taken by "
                     + (", ".join(h.describe() for h in holders) or "an unknown process")
                 )
-            raise TeardownIncomplete(
+            raise TeardownError(
                 f"teardown of {server.spec.candidate} (pid {server.pid}) left {len(problems)} thing(s) "
                 f"behind after {' then '.join(signals) or 'no signal'}",
                 record=record,

@@ -12,11 +12,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from contracts.errors import LaunchError, PortInUseError, StartupFailure
+from contracts.errors import LaunchError, PortInUseError, StartupFailure, TeardownError
 from contracts.results import GpuMemory
 from launch.process import ProcInfo
 from launch.spec import LaunchSpec
-from launch.supervisor import INHERITED_ENV, Server, Supervisor, TeardownIncomplete, child_env, resolve_argv
+from launch.supervisor import INHERITED_ENV, Server, Supervisor, child_env, resolve_argv
 
 ROOT_PID = 100
 
@@ -509,7 +509,7 @@ def test_teardown_raises_with_the_record_when_a_process_survives_sigkill(tmp_pat
     children = (("EngineCore", "ignore", "ignore"),)  # uninterruptible (D state)
     sup, _, _ = make(Scenario(ready_after=0.0, children=children))
     server = sup.start(make_spec(shutdown_grace_s=2.0), tmp_path / "server.log")
-    with pytest.raises(TeardownIncomplete) as info:
+    with pytest.raises(TeardownError) as info:
         sup.teardown(server)
     assert info.value.record.survivors == [ROOT_PID + 1]
     assert info.value.record.signal_sequence == ["SIGTERM", "SIGKILL"]
@@ -520,7 +520,7 @@ def test_teardown_raises_when_the_port_stays_taken(tmp_path: Path) -> None:
     sup, system, _ = make(Scenario(ready_after=0.0))
     server = sup.start(make_spec(), tmp_path / "server.log")
     system.foreign_listener = ProcInfo(4242, 1.0, ("squatter",))
-    with pytest.raises(TeardownIncomplete, match="port 8123 still taken by pid 4242") as info:
+    with pytest.raises(TeardownError, match="port 8123 still taken by pid 4242") as info:
         sup.teardown(server)
     assert info.value.record.port_free is False and info.value.record.survivors == []
 
