@@ -266,6 +266,22 @@ class GauntletConfig:
     run: RunConfig = field(default_factory=RunConfig)
 
 
+def placement_problem(
+    tensor_parallel_size: int, data_parallel_size: int, *, gpus: int, placement: str, where: str
+) -> str | None:
+    """Why TP x DP does not fit ``gpus`` devices under ``placement``, or None when it does.
+
+    The one rule behind the config check (the configured host) and the NVML check (the GPUs the driver
+    sees): ``exact`` means every GPU serves (TP x DP == gpus), ``at_most`` that TP x DP may leave some idle.
+    """
+    used = tensor_parallel_size * data_parallel_size
+    if placement == "exact" and used != gpus:
+        return f"TP x DP = {used} must equal the {gpus} GPUs of {where} (every GPU serves; change TP or DP)"
+    if placement == "at_most" and used > gpus:
+        return f"TP x DP = {used} exceeds the {gpus} devices of {where}"
+    return None
+
+
 #: The composed configuration of a sweep, as the sweep wrote it (resolved YAML, Hydra's own keys removed).
 SWEEP_CONFIG_FILE = "config.yaml"
 

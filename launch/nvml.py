@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import pynvml  # nvidia-ml-py: importing it needs no driver; nvmlInit() is what fails without one
 
 from contracts.results import GpuMemory, HostProbe
+from contracts.schema import placement_problem
 
 GIB = 1024**3
 
@@ -122,13 +123,13 @@ def topology_problem(probe: HostProbe, tensor_parallel_size: int, data_parallel_
     """Why a TP x DP candidate cannot be placed on the probed GPUs, or None when it fits (or no driver)."""
     if not probe.driver:
         return None
-    needed = tensor_parallel_size * data_parallel_size
-    if needed > len(probe.gpus):
-        return (
-            f"TP{tensor_parallel_size} x DP{data_parallel_size} needs {needed} GPUs; "
-            f"NVML sees {len(probe.gpus)} on this host"
-        )
-    return None
+    return placement_problem(
+        tensor_parallel_size,
+        data_parallel_size,
+        gpus=len(probe.gpus),
+        placement="at_most",
+        where="this host (as NVML sees it)",
+    )
 
 
 def free_gib(snapshot: list[GpuMemory] | None) -> list[float] | None:

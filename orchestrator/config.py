@@ -30,6 +30,7 @@ from contracts.schema import (
     HostConfig,
     LengthConfig,
     WorkloadConfig,
+    placement_problem,
 )
 
 #: --moe-backend values vLLM 0.32 accepts (vllm/config/kernel.py, MoEBackend).
@@ -273,16 +274,10 @@ def candidate_problems(cand: CandidateConfig, host: HostConfig, where: Any) -> l
         if int(getattr(cand, key)) < 1:
             bad([key], getattr(cand, key), "an integer >= 1")
     tp, dp = cand.tensor_parallel_size, cand.data_parallel_size
-    used = tp * dp
     if tp >= 1 and dp >= 1:
-        allowed = ""
-        if host.placement == "exact" and used != host.gpu_count:
-            allowed = (
-                f"TP x DP = {used} must equal the {host.gpu_count} GPUs of host '{host.name}' "
-                "(every GPU serves; change TP or DP)"
-            )
-        elif host.placement == "at_most" and used > host.gpu_count:
-            allowed = f"TP x DP = {used} exceeds the {host.gpu_count} devices of host '{host.name}'"
+        allowed = placement_problem(
+            tp, dp, gpus=host.gpu_count, placement=host.placement, where=f"host '{host.name}'"
+        )
         if allowed:
             files = dict.fromkeys([where(["tensor_parallel_size"]), where(["data_parallel_size"])])
             out.append(

@@ -146,7 +146,12 @@ GPUS = [GpuMemory(index=i, name="H100", total_gib=80.0, used_gib=79.0, free_gib=
     ("probe", "tp", "dp", "problem"),
     [
         (HostProbe(driver=True, gpus=GPUS), 2, 4, None),
-        (HostProbe(driver=True, gpus=GPUS), 4, 4, "TP4 x DP4 needs 16 GPUs; NVML sees 8 on this host"),
+        (
+            HostProbe(driver=True, gpus=GPUS),
+            4,
+            4,
+            "TP x DP = 16 exceeds the 8 devices of this host (as NVML sees it)",
+        ),
         (HostProbe(driver=True, gpus=GPUS[:1]), 1, 1, None),
         (HostProbe(driver=False, reason="no NVIDIA driver"), 8, 8, None),  # nothing to check against
     ],
