@@ -19,7 +19,6 @@ import signal
 import sys
 import time
 import traceback
-import uuid
 from dataclasses import replace
 from typing import Any, TextIO
 
@@ -32,18 +31,15 @@ from launch.sim.model import (
     StartupError,
     chat_text,
     check_startup,
-    count_chat_tokens,
-    count_text_tokens,
     prompt_digest,
-    token_ids,
 )
 from launch.sim.profile import Profile, ProfileError, load_profile
+from launch.sim.requests import BadRequest, error_body, parse_chat, parse_json, tokenize
 from launch.sim.runtime import Runtime
+from launch.sim.stream import ChatStream
 
 SERVER_HEADER = "gauntlet-sim (simulated vLLM)"
 LOG_PREFIX = "[sim]"
-_REASONING_WORDS = (" Let", " me", " think", " about", " this", " carefully", " and", " check", ".")
-_CONTENT_WORDS = (" The", " answer", " is", " shown", " here", " in", " plain", " words", ".")
 _STATUS_TEXT = {
     200: "OK",
     400: "Bad Request",
@@ -59,231 +55,6 @@ def log(level: str, source: str, message: str, stream: TextIO | None = None) -> 
     out = stream or sys.stdout
     out.write(f"{LOG_PREFIX} {level} {stamp} [{source}] {message}\n")
     out.flush()
-
-
-_TEXT_CACHE: dict[tuple[bool, int], bytes] = {}
-
-
-def _text(reasoning: bool, n: int) -> bytes:
-    key = (reasoning, n)
-    cached = _TEXT_CACHE.get(key)
-    if cached is None:
-        words = _REASONING_WORDS if reasoning else _CONTENT_WORDS
-        cached = "".join(words[i % len(words)] for i in range(n)).encode()
-        if len(_TEXT_CACHE) < 4096:
-            _TEXT_CACHE[key] = cached
-    return cached
-
-
-def _error_body(status: int, message: str, kind: str, param: str | None = None) -> bytes:
-    return json.dumps({"error": {"message": message, "type": kind, "param": param, "code": status}}).encode()
-
-
-class BadRequest(Exception):
-    """A request vLLM would refuse; becomes an HTTP error response."""
-
-    def __init__(
-        self, message: str, status: int = 400, kind: str = "BadRequestError", param: str | None = None
-    ):
-        super().__init__(message)
-        self.status = status
-        self.kind = kind
-        self.param = param
-
-
-class ChatStream:
-    """The engine's sink for one chat request: turns steps into SSE chunks (or one JSON at the end)."""
-
-    __slots__ = (
-        "chunks",
-        "completion",
-        "content_started",
-        "created",
-        "done",
-        "finish",
-        "include_usage",
-        "last_write",
-        "model_json",
-        "pend_c",
-        "pend_r",
-        "prefix",
-        "prompt_tokens",
-        "rid",
-        "server",
-        "stall_after",
-        "started",
-        "stream",
-        "text_c",
-        "text_r",
-        "transport",
-    )
-
-    def __init__(
-        self,
-        server: SimServer,
-        transport: asyncio.WriteTransport | None,
-        *,
-        stream: bool,
-        include_usage: bool,
-        prompt_tokens: int,
-    ) -> None:
-        self.server = server
-        self.transport = transport
-        self.stream = stream
-        self.include_usage = include_usage
-        self.prompt_tokens = prompt_tokens
-        self.rid = f"chatcmpl-{uuid.uuid4().hex}"
-        self.created = int(time.time())
-        self.model_json = json.dumps(server.served_model_name)
-        self.prefix = (
-            f'data: {{"id":"{self.rid}","object":"chat.completion.chunk","created":{self.created},'
-            f'"model":{self.model_json},"choices":[{{"index":0,"delta":{{'
-        ).encode()
-        self.pend_r = self.pend_c = 0
-        self.text_r: list[bytes] = []
-        self.text_c: list[bytes] = []
-        self.completion = 0
-        self.started = False
-        self.content_started = False
-        self.finish: str | None = None
-        self.last_write = 0.0
-        self.chunks = 0
-        self.stall_after = server.args.stall_after_chunks
-        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    # -- the engine's sink -----------------------------------------------------------------------------
-    def __call__(self, _t: float, r: int, c: int, finish: str | None) -> None:
-        self.pend_r += r
-        self.pend_c += c
-        self.completion += r + c
-        if not self.stream:
-            if r:
-                self.text_r.append(_text(True, r))
-            if c:
-                self.text_c.append(_text(False, c))
-            if finish is not None:
-                self.finish = finish
-                if not self.done.done():
-                    self.done.set_result(None)
-            return
-        if finish is not None:
-            self.finish = finish
-        wall = self.server.clock()
-        must = finish is not None or not self.started or (c and not self.content_started)
-        if must or wall - self.last_write >= self.server.runtime.coalesce_s:
-            self.flush(wall)
-        else:
-            self.server.runtime.pending[id(self)] = self.flush_if_due
-
-    def flush_if_due(self, wall: float) -> bool:
-        if wall - self.last_write >= self.server.runtime.coalesce_s:
-            self.flush(wall)
-            return True
-        return False
-
-    def _write(self, data: bytes) -> None:
-        transport = self.transport
-        if transport is None or transport.is_closing():
-            return
-        transport.write(b"%x\r\n%s\r\n" % (len(data), data))
-
-    def flush(self, wall: float) -> None:
-        self.server.runtime.pending.pop(id(self), None)
-        if self.stall_after is not None and self.chunks >= self.stall_after:
-            self.pend_r = self.pend_c = 0
-            return
-        parts: list[bytes] = []
-        if not self.started:
-            self.started = True
-            parts.append(
-                self.prefix + b'"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
-            )
-        delta: list[bytes] = []
-        if self.pend_r:
-            delta.append(b'"reasoning":"' + _text(True, self.pend_r) + b'"')
-        if self.pend_c:
-            self.content_started = True
-            delta.append(b'"content":"' + _text(False, self.pend_c) + b'"')
-        self.pend_r = self.pend_c = 0
-        if self.finish is None:
-            tail = b'},"logprobs":null,"finish_reason":null}]}\n\n'
-        else:
-            tail = b'},"logprobs":null,"finish_reason":"%s","stop_reason":null}]}\n\n' % self.finish.encode()
-        parts.append(self.prefix + b",".join(delta) + tail)
-        self.chunks += 1
-        if self.finish is not None:
-            if self.include_usage:
-                usage = (
-                    f'data: {{"id":"{self.rid}","object":"chat.completion.chunk","created":{self.created},'
-                    f'"model":{self.model_json},"choices":[],"usage":{{"prompt_tokens":{self.prompt_tokens},'
-                    f'"total_tokens":{self.prompt_tokens + self.completion},'
-                    f'"completion_tokens":{self.completion}}}}}\n\n'
-                )
-                parts.append(usage.encode())
-            parts.append(b"data: [DONE]\n\n")
-        self._write(b"".join(parts))
-        self.last_write = wall
-        if self.finish is not None:
-            self._write_end()
-
-    def _write_end(self) -> None:
-        transport = self.transport
-        if transport is not None and not transport.is_closing():
-            transport.write(b"0\r\n\r\n")
-        if not self.done.done():
-            self.done.set_result(None)
-
-    def response(self) -> dict[str, Any]:
-        content = b"".join(self.text_c).decode() or None
-        reasoning = b"".join(self.text_r).decode() or None
-        return {
-            "id": self.rid,
-            "object": "chat.completion",
-            "created": self.created,
-            "model": self.server.served_model_name,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {
-                        "role": "assistant",
-                        "content": content,
-                        "reasoning": reasoning,
-                        "tool_calls": [],
-                    },
-                    "logprobs": None,
-                    "finish_reason": self.finish,
-                    "stop_reason": None,
-                }
-            ],
-            "usage": {
-                "prompt_tokens": self.prompt_tokens,
-                "total_tokens": self.prompt_tokens + self.completion,
-                "completion_tokens": self.completion,
-            },
-            "prompt_logprobs": None,
-        }
-
-
-def _int_field(body: dict[str, Any], name: str, minimum: int) -> int | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise BadRequest(f"{name} must be an integer, got {value!r}", param=name)
-    if value < minimum:
-        raise BadRequest(f"{name} must be at least {minimum}, got {value}.", param=name)
-    return value
-
-
-def validate_cache_salt(value: Any) -> None:
-    if value is None:
-        return
-    if not isinstance(value, str) or not 1 <= len(value) <= 128 or any(ch in value for ch in "@/\\\x00"):
-        raise BadRequest(
-            "Parameter 'cache_salt' must be a non-empty string of at most 128 characters without "
-            "'@', '/', '\\' or NUL.",
-            param="cache_salt",
-        )
 
 
 class SimServer:
@@ -304,6 +75,7 @@ class SimServer:
         self.memory = memory
         self.clock = clock
         self.served_model_name = args.served_model_name
+        self.model_names = (args.served_model_name, args.model)  # the names a request may use
         self.host = Host(profile, cfg, memory)
         self.runtime = Runtime(self.host, args.time_scale, clock=clock, coalesce_s=args.coalesce_s)
         self.finished_requests = 0
@@ -449,9 +221,9 @@ class SimServer:
             return True
         if path == "/tokenize" and method == "POST":
             try:
-                result = self.tokenize(body)
+                result = tokenize(body, self.model_names, self.cfg.max_model_len)
             except BadRequest as exc:
-                self._send(writer, exc.status, _error_body(exc.status, str(exc), exc.kind, exc.param))
+                self._send(writer, exc.status, error_body(exc.status, str(exc), exc.kind, exc.param))
                 return True
             self._send(writer, 200, json.dumps(result).encode())
             return True
@@ -465,7 +237,7 @@ class SimServer:
             "/sim/gpu_memory",
         }
         if path in known:
-            self._send(writer, 405, _error_body(405, "Method Not Allowed", "MethodNotAllowed"))
+            self._send(writer, 405, error_body(405, "Method Not Allowed", "MethodNotAllowed"))
         else:
             self._send(writer, 404, json.dumps({"detail": "Not Found"}).encode())
         return True
@@ -510,110 +282,15 @@ class SimServer:
             )
         return out
 
-    def _parse_json(self, body: bytes) -> dict[str, Any]:
-        try:
-            data = json.loads(body or b"{}")
-        except ValueError as exc:
-            raise BadRequest(f"request body is not valid JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise BadRequest("request body must be a JSON object")
-        return data
-
-    def _check_model(self, data: dict[str, Any]) -> None:
-        model = data.get("model")
-        if model is not None and model not in (self.served_model_name, self.args.model):
-            raise BadRequest(f"The model `{model}` does not exist.", 404, "NotFoundError", "model")
-
-    def tokenize(self, body: bytes) -> dict[str, Any]:
-        data = self._parse_json(body)
-        self._check_model(data)
-        if "messages" in data:
-            messages = data["messages"]
-            if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-                raise BadRequest("messages must be a list of objects", param="messages")
-            count = count_chat_tokens(
-                messages, add_generation_prompt=bool(data.get("add_generation_prompt", True))
-            )
-            text = chat_text(messages)
-            ids = [1, *token_ids(text)]
-        elif isinstance(data.get("prompt"), str):
-            count = count_text_tokens(data["prompt"])
-            ids = token_ids(data["prompt"])
-        else:
-            raise BadRequest("either 'prompt' (a string) or 'messages' is required")
-        ids = (ids + [0] * count)[:count]
-        return {"count": count, "max_model_len": self.cfg.max_model_len, "tokens": ids, "token_strs": None}
-
-    def _parse_chat(self, data: dict[str, Any]) -> dict[str, Any]:
-        self._check_model(data)
-        messages = data.get("messages")
-        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
-            raise BadRequest("messages must be a non-empty list of message objects", param="messages")
-        stream = data.get("stream", False)
-        if not isinstance(stream, bool):
-            raise BadRequest("stream must be a boolean", param="stream")
-        options = data.get("stream_options")
-        if options is not None and not stream:
-            raise BadRequest("Stream options can only be defined when `stream=True`.", param="stream_options")
-        if options is not None and not isinstance(options, dict):
-            raise BadRequest("stream_options must be an object", param="stream_options")
-        max_tokens = _int_field(data, "max_completion_tokens", 1)
-        if max_tokens is None:
-            max_tokens = _int_field(data, "max_tokens", 1)
-        min_tokens = _int_field(data, "min_tokens", 0) or 0
-        temperature = data.get("temperature")
-        if temperature is not None:
-            if isinstance(temperature, bool) or not isinstance(temperature, int | float):
-                raise BadRequest(f"temperature must be a number, got {temperature!r}", param="temperature")
-            if temperature < 0:
-                raise BadRequest(f"temperature must be non-negative, got {temperature}.", param="temperature")
-        ignore_eos = data.get("ignore_eos", False)
-        if not isinstance(ignore_eos, bool):
-            raise BadRequest("ignore_eos must be a boolean", param="ignore_eos")
-        validate_cache_salt(data.get("cache_salt"))
-        seed = _int_field(data, "seed", -(2**63))
-        prompt_tokens = count_chat_tokens(messages)
-        limit = self.cfg.max_model_len
-        if max_tokens is None:
-            max_tokens = limit - prompt_tokens
-            if max_tokens < 1:
-                raise BadRequest(
-                    f"This model's maximum context length is {limit} tokens. However, your request has "
-                    f"{prompt_tokens} input tokens. Please reduce the length of the input messages.",
-                    param="messages",
-                )
-        if prompt_tokens + max_tokens > limit:
-            raise BadRequest(
-                f"This model's maximum context length is {limit} tokens. However, you requested "
-                f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in the "
-                f"completion). Please reduce the length of the messages or completion.",
-                param="max_tokens",
-            )
-        if min_tokens > max_tokens:
-            raise BadRequest(
-                f"min_tokens must be less than or equal to max_tokens={max_tokens}, got {min_tokens}.",
-                param="min_tokens",
-            )
-        return {
-            "messages": messages,
-            "stream": stream,
-            "include_usage": bool((options or {}).get("include_usage", False)),
-            "max_tokens": max_tokens,
-            "min_tokens": min_tokens,
-            "ignore_eos": ignore_eos,
-            "seed": seed,
-            "prompt_tokens": prompt_tokens,
-        }
-
     async def chat(self, body: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         try:
-            params = self._parse_chat(self._parse_json(body))
+            params = parse_chat(parse_json(body), self.model_names, self.cfg.max_model_len)
         except BadRequest as exc:
-            self._send(writer, exc.status, _error_body(exc.status, str(exc), exc.kind, exc.param))
+            self._send(writer, exc.status, error_body(exc.status, str(exc), exc.kind, exc.param))
             return True
         if self.args.error_rate and self.error_rng.random() < self.args.error_rate:
             message = "Simulated internal server error (--sim-error-rate)."
-            self._send(writer, 500, _error_body(500, message, "InternalServerError"))
+            self._send(writer, 500, error_body(500, message, "InternalServerError"))
             return True
         stream = ChatStream(
             self,
