@@ -365,8 +365,8 @@ def _startup_failure(exc: StartupError) -> int:
     return 1
 
 
-async def serve(args: SimArgs) -> int:
-    """Start up (or fail as vLLM would), serve until SIGTERM/SIGINT or a simulated crash."""
+async def _start_up(args: SimArgs) -> tuple[Profile, EngineConfig, MemoryPlan] | int:
+    """vLLM's startup as its log shows it: the profile, the checks, the warmup; an exit code on refusal."""
     try:
         profile = load_profile(args.profile)
     except ProfileError as exc:
@@ -406,7 +406,15 @@ async def serve(args: SimArgs) -> int:
         f"Maximum concurrency for {cfg.max_model_len:,} tokens per request: "
         f"{memory.kv_tokens / cfg.max_model_len:.2f}x",
     )
-    server = SimServer(args, profile, cfg, memory)
+    return profile, cfg, memory
+
+
+async def serve(args: SimArgs) -> int:
+    """Start up (or fail as vLLM would), serve until SIGTERM/SIGINT or a simulated crash."""
+    started = await _start_up(args)
+    if isinstance(started, int):
+        return started
+    server = SimServer(args, *started)
     loop = asyncio.get_running_loop()
     server.exit_code = loop.create_future()
     try:
