@@ -9,7 +9,6 @@ starts a server and guarantees its teardown. A real startup costs 40-120 s on 2 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -21,6 +20,7 @@ from launch.spec import LaunchSpec, render_spec
 from launch.supervisor import Server, Supervisor
 from launch.testmodels import TINY_CHAIN, TINY_HEAD80, TINY_RANDOM
 from orchestrator.config import load
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
@@ -36,13 +36,6 @@ SMALL = [
         "enable_expert_parallel=false",
     )
 ]
-
-
-def free_port() -> int:
-    """A port nobody listens on right now (bind port 0 and read it back)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def cpu_spec(

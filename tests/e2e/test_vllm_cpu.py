@@ -6,7 +6,6 @@ import json
 import os
 import re
 import signal
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,18 +25,9 @@ from launch.testmodels import (
     expected_chain_output,
 )
 from tests.e2e.conftest import ROOT, cpu_spec, started_vllm
+from tests.ports import port_is_free
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-
-
-def port_is_free(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def snapshot_tree(server: Server) -> list[tuple[int, float, str]]:

@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,27 +19,12 @@ import pytest
 from contracts.errors import PortInUseError
 from launch.spec import LaunchSpec
 from launch.supervisor import Server, Supervisor
+from tests.ports import free_port, port_is_free
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = "tests/integration/tiny_server.py"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def port_is_free(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def spec_for(port: int, *flags: str, grace: float = 5.0, timeout: float = 30.0) -> LaunchSpec:
