@@ -13,24 +13,11 @@ from __future__ import annotations
 
 import math
 
+from contracts.metrics import fmt_ratio, fmt_repeats, fmt_value, median, visible_value
 from contracts.verdicts import Comparison, GateResult, GateStatus
-from gates.compare import (
-    fmt_interval,
-    fmt_ratio,
-    fmt_repeats,
-    per_repeat,
-    pooled,
-    records_evidence,
-    visible_value,
-)
+from gates.compare import fmt_interval, per_repeat, pooled, records_evidence
 from gates.registry import Gate, GateContext, register
-from gates.stats import censored_median, latency_ratio
-
-
-def _median_s(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    return "inf (more than half censored)" if math.isinf(value) else f"{value:.2f} s"
+from gates.stats import latency_ratio
 
 
 @register
@@ -72,8 +59,7 @@ class AnswerReliability(Gate):
             n_baseline=len(b_vals),
             message=f"{c_seen}/{len(c_vals)} visible answers vs {b_seen}/{len(b_vals)}",
         )
-        c_med = censored_median([None if math.isinf(v) else v for v in c_vals])
-        b_med = censored_median([None if math.isinf(v) else v for v in b_vals])
+        c_med, b_med = median(c_vals), median(b_vals)
         limit = 1 + ctx.cfg.latency_tolerance
         est = latency_ratio(
             per_repeat(cand, visible_value), per_repeat(base, visible_value), confidence=ctx.cfg.confidence
@@ -100,7 +86,7 @@ class AnswerReliability(Gate):
         change = ""
         if ratio is not None and math.isfinite(ratio):
             change = f", {ratio - 1:+.1%} against the {ctx.cfg.latency_tolerance:.0%} tolerance"
-        median = Comparison(
+        timing = Comparison(
             metric="visible_p50_censored",
             profile=profile,
             status=median_status,
@@ -114,12 +100,12 @@ class AnswerReliability(Gate):
             n_candidate=len(c_vals),
             n_baseline=len(b_vals),
             message=(
-                f"censored median time to visible answer {_median_s(c_med)} vs {_median_s(b_med)}{change} "
-                f"({context}; for context)"
+                f"censored median time to visible answer {fmt_value(c_med, 's')} vs "
+                f"{fmt_value(b_med, 's')}{change} ({context}; for context)"
             ),
         )
         status: GateStatus = "fail" if "fail" in (count_status, median_status) else "pass"
-        message = f"{counts.message}; {median.message}"
+        message = f"{counts.message}; {timing.message}"
         return GateResult(
             gate=self.name,
             role=self.role,
@@ -132,5 +118,5 @@ class AnswerReliability(Gate):
             message=message,
             evidence=records_evidence(cand, lambda r: r.censored)
             + records_evidence(base, lambda r: r.censored),
-            comparisons=[counts, median],
+            comparisons=[counts, timing],
         )

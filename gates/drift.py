@@ -16,28 +16,23 @@ import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from contracts.metrics import fmt_ratio, fmt_repeats, fmt_value, geometric_mean, median, ttft_value
 from contracts.schema import GatesConfig
-from contracts.verdicts import Comparison, DriftResult, Evidence, GateStatus
+from contracts.sweepdir import RECOVERY_ROOT, Repeat, Results, load_results
+from contracts.verdicts import DriftResult, Evidence, GateStatus
 from gates.compare import (
     Measured,
+    estimated,
     fmt_interval,
-    fmt_ratio,
-    fmt_repeats,
-    fmt_value,
-    geometric_mean,
     latency,
     overall_status,
     per_repeat,
     records_evidence,
     summary_evidence,
     throughput,
-    ttft_value,
 )
-from gates.data import Repeat, Results, load_results
 from gates.registry import GateContext
-from gates.stats import ONE_REPEAT_NOTE, RatioEstimate, bonferroni, censored_median, prediction_ratio
-
-RECOVERY_ROOT = "recovery"
+from gates.stats import ONE_REPEAT_NOTE, RatioEstimate, bonferroni, prediction_ratio
 
 
 def judge_drift(est: RatioEstimate, tolerance: float) -> tuple[GateStatus, float]:
@@ -73,25 +68,19 @@ def _run_level(
     evidence: list[Evidence],
 ) -> Measured:
     est = prediction_ratio(end, start, confidence=confidence, statistic=label.split(" ", 1)[1])
-    status, threshold = judge_drift(est, tolerance)
     message = (
         f"{label} at the end {fmt_repeats(est.candidate_values, unit)} vs the baseline's repeats "
         f"{fmt_repeats(est.baseline_values, unit)} ({fmt_ratio(est.ratio)} of their geometric mean; "
         f"{_prediction_text(est, unit)}; tolerance {tolerance:.0%})"
     )
-    comparison = Comparison(
+    comparison = estimated(
+        est,
+        _judge(tolerance),
         metric=metric,
         profile=profile,
-        status=status,
-        observed=geometric_mean(est.candidate_values),
-        baseline=geometric_mean(est.baseline_values),
-        ratio=est.ratio,
-        interval=est.interval,
-        threshold=threshold,
+        values=(geometric_mean(est.candidate_values), geometric_mean(est.baseline_values)),
+        counts=(est.n_candidate, est.n_baseline),
         unit=unit,
-        method=est.method,
-        n_candidate=est.n_candidate,
-        n_baseline=est.n_baseline,
         message=message,
     )
     return Measured(comparison, est, evidence)
@@ -108,7 +97,7 @@ def _one_repeat(measured: Measured) -> Measured:
 
 
 def _ttft_medians(repeats: Sequence[Repeat]) -> list[float]:
-    medians = [censored_median(run) for run in per_repeat(repeats, ttft_value)]
+    medians = [median(run) for run in per_repeat(repeats, ttft_value)]
     return [math.inf if m is None else m for m in medians]
 
 

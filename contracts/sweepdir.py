@@ -1,8 +1,12 @@
-"""Reading a sweep directory into what the gates judge: runs, repeats and measured requests.
+"""Reading a sweep directory: runs, repeats and measured requests, as the judge and the report see them.
 
-Pipeline position: the only module of ``gates`` that touches the file system on the way in. It reads
-the files the sweep and the load runner wrote (:mod:`contracts.results`, validated on read) and
-nothing else; every path it hands on is relative to the sweep directory, for evidence.
+Pipeline position: the way in for both late stages. The gates judge what this returns and the report
+renders it; neither walks the directory itself. It reads the files the sweep and the load runner wrote
+(:mod:`contracts.results`, validated on read) and nothing else; every path it hands on is relative to the
+sweep directory, for evidence::
+
+    base = load_results(sweep_dir, "candidates/baseline", "baseline")
+    base.repeats("decode_heavy")[0].records        # the first repeat's measured requests
 """
 
 from __future__ import annotations
@@ -11,16 +15,18 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from contracts.results import (
     CandidateRun,
+    HostProbe,
     ProfileSummary,
+    RecoveryValidation,
     RequestRecord,
     read_jsonl,
     read_model,
 )
-from gates.stats import RunSample
+
+#: Where the restored baseline's end-of-sweep measurement lives, relative to the sweep directory.
+RECOVERY_ROOT = "recovery"
 
 _REPEAT = re.compile(r"^r(\d+)$")
 
@@ -33,17 +39,6 @@ class Repeat:
     records: list[RequestRecord]
     summary_file: str  # relative to the sweep directory
     records_file: str
-
-    def throughput_sample(self, metric: str) -> RunSample:
-        """``output_tps`` or ``prompt_tps`` of this repeat with its per-request parts."""
-        value = float(getattr(self.summary, metric))
-        done = [r for r in self.records if r.end_s is not None and r.end_s > 0]
-        if metric == "output_tps":
-            amounts = [float(r.completion_tokens or 0) for r in done]
-        else:
-            amounts = [float(r.prompt_tokens or 0) for r in done]
-        times = [float(r.end_s or 0.0) for r in done]
-        return RunSample(value, np.asarray(amounts, dtype=np.float64), np.asarray(times, dtype=np.float64))
 
 
 @dataclass(frozen=True)
@@ -67,6 +62,17 @@ class Results:
         return self.profiles.get(profile, [])
 
 
+def _repeat(sweep_dir: Path, root: str, profile: str, name: str) -> Repeat | None:
+    directory = sweep_dir / root / profile / name
+    summary_path = directory / "summary.json"
+    if not summary_path.exists():
+        return None
+    summary = read_model(summary_path, ProfileSummary)
+    records = [r for r in read_jsonl(directory / summary.records_file, RequestRecord) if not r.warmup]
+    rel = f"{root}/{profile}/{name}"
+    return Repeat(summary, records, f"{rel}/summary.json", f"{rel}/{summary.records_file}")
+
+
 def load_results(sweep_dir: Path, root: str, name: str) -> Results:
     """Read ``<sweep>/<root>/run.json`` and every ``<profile>/r<k>/summary.json`` (+ records) below it."""
     base = sweep_dir / root
@@ -78,19 +84,9 @@ def load_results(sweep_dir: Path, root: str, name: str) -> Results:
             repeats: list[tuple[int, Repeat]] = []
             for repeat_dir in profile_dir.iterdir():
                 match = _REPEAT.match(repeat_dir.name)
-                summary_path = repeat_dir / "summary.json"
-                if not match or not summary_path.exists():
-                    continue
-                summary = read_model(summary_path, ProfileSummary)
-                records_path = repeat_dir / summary.records_file
-                records = [r for r in read_jsonl(records_path, RequestRecord) if not r.warmup]
-                rel = f"{root}/{profile_dir.name}/{repeat_dir.name}"
-                repeats.append(
-                    (
-                        int(match.group(1)),
-                        Repeat(summary, records, f"{rel}/summary.json", f"{rel}/{summary.records_file}"),
-                    )
-                )
+                repeat = _repeat(sweep_dir, root, profile_dir.name, repeat_dir.name) if match else None
+                if match and repeat is not None:
+                    repeats.append((int(match.group(1)), repeat))
             if repeats:
                 profiles[profile_dir.name] = [r for _, r in sorted(repeats, key=lambda item: item[0])]
     return Results(name=name, root=root, run=run, profiles=profiles)
@@ -102,3 +98,15 @@ def candidate_names(sweep_dir: Path) -> list[str]:
     if not root.is_dir():
         return []
     return sorted(p.name for p in root.iterdir() if p.is_dir())
+
+
+def read_host_probe(sweep_dir: Path) -> HostProbe | None:
+    """``<sweep>/host.json``, the probe of the host the sweep ran on; None when it was not written."""
+    path = sweep_dir / "host.json"
+    return read_model(path, HostProbe) if path.exists() else None
+
+
+def read_recovery_validation(sweep_dir: Path) -> RecoveryValidation | None:
+    """``<sweep>/recovery/validation.json``; None when the recovery validation did not run."""
+    path = sweep_dir / RECOVERY_ROOT / "validation.json"
+    return read_model(path, RecoveryValidation) if path.exists() else None
