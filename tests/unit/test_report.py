@@ -3,14 +3,12 @@ drift, recovery, plots; and the report stage on its own, from disk, without the 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 
 from contracts.results import (
     CandidateRun,
@@ -27,7 +25,14 @@ from gates.judge import judge_sweep
 from report import ReportModel, build_report, main
 from report.markdown import table
 from report.model import PLOT_RANKING, PLOT_THROUGHPUT, PLOT_TTFT, short_comparison
-from tests.unit.gates_fixtures import BASELINE, SweepBuilder, baseline_like, case_study
+from tests.unit.gates_fixtures import (
+    BASELINE,
+    SweepBuilder,
+    baseline_like,
+    case_study,
+    sweep_config,
+    write_config,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,16 +45,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 @pytest.fixture(scope="module")
 def base_cfg() -> GauntletConfig:
-    from orchestrator.config import load
-
-    cfg, _ = load([])
-    # Fewer bootstrap resamples keep the suite fast; the decisions of these fixtures are far from the edge.
-    return dataclasses.replace(cfg, gates=dataclasses.replace(cfg.gates, bootstrap_resamples=300))
-
-
-def write_config(sweep: Path, cfg: GauntletConfig) -> None:
-    sweep.mkdir(parents=True, exist_ok=True)
-    (sweep / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+    return sweep_config()
 
 
 def write_validation(sweep: Path, *, ok: bool = True, fingerprint: str = FINGERPRINT) -> None:
