@@ -11,7 +11,9 @@ sweep directory, for evidence::
 
 from __future__ import annotations
 
+import argparse
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,3 +112,15 @@ def read_recovery_validation(sweep_dir: Path) -> RecoveryValidation | None:
     """``<sweep>/recovery/validation.json``; None when the recovery validation did not run."""
     path = sweep_dir / RECOVERY_ROOT / "validation.json"
     return read_model(path, RecoveryValidation) if path.exists() else None
+
+
+def sweep_dir_argument(args: Sequence[str], *, prog: str, description: str) -> Path | int:
+    """The one ``SWEEP_DIR`` argument of a stage's command (judge, report); an int is the exit code
+    argparse chose instead (2 for a usage error, 0 after ``--help``)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("sweep_dir", type=Path, help="the sweep directory (e.g. sweeps/latest)")
+    try:
+        sweep_dir: Path = parser.parse_args(list(args)).sweep_dir
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 2
+    return sweep_dir

@@ -16,6 +16,7 @@ import numpy as np
 
 from contracts.metrics import (
     Better,
+    Side,
     by_severity,
     excludes_one,
     fmt_ratio,
@@ -34,37 +35,37 @@ from gates.stats import RatioEstimate, RunSample, latency_ratio, more_repeats, t
 class _Rule:
     threshold: Callable[[float], float]  # tolerance -> the ratio that is material
     material: Callable[[float, float], bool]  # (ratio, threshold) -> beyond it
-    counted: Callable[[RatioEstimate], bool]  # the interval excludes "no change" on that side
+    side: Side  # the interval must exclude "no change" on this side to count
+    counted: GateStatus  # material and beyond noise; material within noise is inconclusive
+    otherwise: GateStatus  # not material
+
+    def apply(self, est: RatioEstimate, tolerance: float) -> tuple[GateStatus, float]:
+        threshold = self.threshold(tolerance)
+        if not self.material(est.ratio, threshold):
+            return self.otherwise, threshold
+        return (self.counted if excludes_one(est.interval, self.side) else "inconclusive"), threshold
 
 
 #: A requirement fails when the candidate is worse beyond the tolerance and beyond noise.
 REQUIREMENT_RULES: dict[Better, _Rule] = {
-    "higher": _Rule(lambda tol: 1 - tol, lambda r, t: r < t, lambda e: excludes_one(e.interval, "below")),
-    "lower": _Rule(lambda tol: 1 + tol, lambda r, t: r > t, lambda e: excludes_one(e.interval, "above")),
+    "higher": _Rule(lambda tol: 1 - tol, lambda r, t: r < t, "below", "fail", "pass"),
+    "lower": _Rule(lambda tol: 1 + tol, lambda r, t: r > t, "above", "fail", "pass"),
 }
 #: A gain counts when the candidate is better by at least the minimum and beyond noise.
 GAIN_RULES: dict[Better, _Rule] = {
-    "higher": _Rule(lambda g: 1 + g, lambda r, t: r >= t, lambda e: excludes_one(e.interval, "above")),
-    "lower": _Rule(lambda g: 1 - g, lambda r, t: r <= t, lambda e: excludes_one(e.interval, "below")),
+    "higher": _Rule(lambda g: 1 + g, lambda r, t: r >= t, "above", "pass", "fail"),
+    "lower": _Rule(lambda g: 1 - g, lambda r, t: r <= t, "below", "pass", "fail"),
 }
 
 
 def judge_requirement(est: RatioEstimate, better: Better, tolerance: float) -> tuple[GateStatus, float]:
     """fail: worse beyond tolerance and noise; inconclusive: worse beyond tolerance within noise."""
-    rule = REQUIREMENT_RULES[better]
-    threshold = rule.threshold(tolerance)
-    if rule.material(est.ratio, threshold):
-        return ("fail" if rule.counted(est) else "inconclusive"), threshold
-    return "pass", threshold
+    return REQUIREMENT_RULES[better].apply(est, tolerance)
 
 
 def judge_gain(est: RatioEstimate, better: Better, min_gain: float) -> tuple[GateStatus, float]:
     """pass: better by min_gain and beyond noise; inconclusive: by min_gain within noise; else fail."""
-    rule = GAIN_RULES[better]
-    threshold = rule.threshold(min_gain)
-    if rule.material(est.ratio, threshold):
-        return ("pass" if rule.counted(est) else "inconclusive"), threshold
-    return "fail", threshold
+    return GAIN_RULES[better].apply(est, min_gain)
 
 
 def worse_beyond_noise(est: RatioEstimate, better: Better, tolerance: float) -> bool:

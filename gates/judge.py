@@ -10,12 +10,12 @@ which the report renders without judging again. The sweep calls it when it close
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 from contracts.errors import GauntletError, ResultFileError
 from contracts.schema import GauntletConfig, read_sweep_config
+from contracts.sweepdir import sweep_dir_argument
 from contracts.verdicts import DECISION_LABELS, VERDICTS_FILE, SweepVerdict, write_verdicts
 from gates.verdict import evaluate_sweep
 
@@ -67,20 +67,18 @@ def summary_lines(verdicts: SweepVerdict) -> list[str]:
 
 def main(args: list[str]) -> int:
     """``python -m orchestrator judge SWEEP_DIR``: write verdicts.json from disk and print a summary."""
-    parser = argparse.ArgumentParser(
+    sweep_dir = sweep_dir_argument(
+        args,
         prog="python -m orchestrator judge",
         description=f"Judge a sweep's stored results with its config.yaml and write {VERDICTS_FILE}.",
     )
-    parser.add_argument("sweep_dir", type=Path, help="the sweep directory (e.g. sweeps/latest)")
+    if isinstance(sweep_dir, int):
+        return sweep_dir
     try:
-        opts = parser.parse_args(args)
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else 2
-    try:
-        verdicts = judge_sweep(opts.sweep_dir)
+        verdicts = judge_sweep(sweep_dir)
     except GauntletError as exc:
         print(f"gauntlet: judge: {exc}", file=sys.stderr)
         return exc.exit_code
     print("\n".join(summary_lines(verdicts)), flush=True)
-    print(f"gauntlet: verdicts written to {opts.sweep_dir / VERDICTS_FILE}", file=sys.stderr)
+    print(f"gauntlet: verdicts written to {sweep_dir / VERDICTS_FILE}", file=sys.stderr)
     return 0

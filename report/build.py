@@ -12,14 +12,13 @@ same files always give the same report::
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 from contracts.errors import GauntletError, ResultFileError
 from contracts.results import write_model
 from contracts.schema import GauntletConfig, read_sweep_config
-from contracts.sweepdir import candidate_names
+from contracts.sweepdir import candidate_names, sweep_dir_argument
 from contracts.verdicts import VERDICTS_FILE, VERDICTS_SCHEMA_VERSION, SweepVerdict, read_verdicts
 from report.markdown import render_markdown
 from report.model import build_model, read_sweep
@@ -65,23 +64,21 @@ def build_report(sweep_dir: Path, cfg: GauntletConfig | None = None) -> str:
 
 def main(args: list[str]) -> int:
     """``python -m orchestrator report DIR``: rebuild the report from disk and print the decision table."""
-    parser = argparse.ArgumentParser(
+    sweep_dir = sweep_dir_argument(
+        args,
         prog="python -m orchestrator report",
         description="Render the decision table, report.json and the plots of a judged sweep from its files.",
     )
-    parser.add_argument("sweep_dir", type=Path, help="the sweep directory (e.g. sweeps/latest)")
+    if isinstance(sweep_dir, int):
+        return sweep_dir
     try:
-        opts = parser.parse_args(args)
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else 2
-    try:
-        text = build_report(opts.sweep_dir)
-        note = stale_note(read_verdicts(opts.sweep_dir), opts.sweep_dir)
+        text = build_report(sweep_dir)
+        note = stale_note(read_verdicts(sweep_dir), sweep_dir)
     except GauntletError as exc:
         print(f"gauntlet: report: {exc}", file=sys.stderr)
         return exc.exit_code
     print(text, end="", flush=True)
     if note:
         print(f"gauntlet: report: {note}", file=sys.stderr)
-    print(f"gauntlet: report written to {opts.sweep_dir}/report.md, report.json and *.png", file=sys.stderr)
+    print(f"gauntlet: report written to {sweep_dir}/report.md, report.json and *.png", file=sys.stderr)
     return 0

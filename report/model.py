@@ -314,11 +314,7 @@ def build_model(
     ]
     reversals = [
         ReversalParagraph(
-            candidate=rev.candidate,
-            serial_ratio=rev.serial_ratio,
-            loaded_profile=rev.loaded_profile,
-            output_ratio=rev.output_ratio,
-            ttft_ratio=rev.ttft_ratio,
+            **rev.model_dump(exclude={"direction"}),
             text=reversal_text(
                 rev,
                 verdicts,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,18 +68,26 @@ def _save(fig: Any, path: Path) -> None:
     fig.savefig(path, dpi=110, metadata={"Software": None})
 
 
+@dataclass(frozen=True)
+class _Canvas:
+    """What every plot draws with: pyplot, the sweep's config and data, candidates in table order."""
+
+    plt: Any
+    cfg: GauntletConfig
+    names: Sequence[str]
+    colors: dict[str, str]
+    data: SweepData
+    title: str
+
+
 def write_plots(sweep_dir: Path, cfg: GauntletConfig, report: ReportModel, data: SweepData) -> None:
     """The three PNGs; a candidate without measurements or a missing profile leaves a labelled gap."""
     plt = _pyplot()
-    names = [r.candidate for r in report.rows]
     colors = plot_colors(report)
     title = f"{report.sweep}" + (" (SIMULATED)" if report.simulated else "")
+    canvas = _Canvas(plt, cfg, [r.candidate for r in report.rows], colors, data, title)
     with plt.rc_context({"font.size": 9, "axes.titlesize": 10}):
-        for fig in (
-            _plot_ttft(plt=plt, cfg=cfg, names=names, colors=colors, data=data, title=title),
-            _plot_throughput(plt=plt, cfg=cfg, names=names, colors=colors, data=data, title=title),
-            _plot_ranking(plt, report, colors, title),
-        ):
+        for fig in (_plot_ttft(canvas), _plot_throughput(canvas), _plot_ranking(plt, report, colors, title)):
             _save(fig[0], sweep_dir / fig[1])
             plt.close(fig[0])
 
@@ -106,28 +115,20 @@ def _gap(ax: Axes, x: float, text: str) -> None:
     )
 
 
-def _plot_ttft(
-    *,
-    plt: Any,
-    cfg: GauntletConfig,
-    names: Sequence[str],
-    colors: dict[str, str],
-    data: SweepData,
-    title: str,
-) -> tuple[Any, str]:
-    configured = list(cfg.run.profiles) or sorted({p for r in data.results.values() for p in r.profiles})
-    profiles, unmeasured = _measured_profiles(configured, data)
-    fig, axes = _grid(plt, len(profiles) or 1, cols=3, width=4.2, height=3.4)
+def _plot_ttft(c: _Canvas) -> tuple[Any, str]:
+    configured = list(c.cfg.run.profiles) or sorted({p for r in c.data.results.values() for p in r.profiles})
+    profiles, unmeasured = _measured_profiles(configured, c.data)
+    fig, axes = _grid(c.plt, len(profiles) or 1, cols=3, width=4.2, height=3.4)
     if not profiles:
         axes[0].text(
             0.5, 0.5, "no profile was measured", ha="center", va="center", transform=axes[0].transAxes
         )
         axes[0].set_axis_off()
     for ax, profile in zip(axes, profiles, strict=False):
-        positions = list(range(1, len(names) + 1))
+        positions = list(range(1, len(c.names) + 1))
         series: list[list[float]] = []
-        for pos, name in zip(positions, names, strict=True):
-            res = data.results[name]
+        for pos, name in zip(positions, c.names, strict=True):
+            res = c.data.results[name]
             values = [
                 r.ttft_s
                 for rep in res.repeats(profile)
@@ -137,7 +138,7 @@ def _plot_ttft(
             series.append(values)
             if not values:
                 _gap(ax, pos, "did not start" if not res.started else "not measured")
-        drawn = [(p, v, n) for p, v, n in zip(positions, series, names, strict=True) if v]
+        drawn = [(p, v, n) for p, v, n in zip(positions, series, c.names, strict=True) if v]
         if drawn:
             parts = ax.boxplot(
                 [v for _, v, _ in drawn],
@@ -148,44 +149,36 @@ def _plot_ttft(
                 medianprops={"color": "black"},
             )
             for patch, (_, _, name) in zip(parts["boxes"], drawn, strict=True):
-                patch.set_facecolor(colors[name])
+                patch.set_facecolor(c.colors[name])
                 patch.set_alpha(0.55)
             _log_axis(ax)
-        ax.set_xlim(0.4, len(names) + 0.6)
-        ax.set_xticks(positions, names, rotation=30, ha="right")
+        ax.set_xlim(0.4, len(c.names) + 0.6)
+        ax.set_xticks(positions, c.names, rotation=30, ha="right")
         ax.set_title(profile)
         ax.set_ylabel("TTFT (host s, log)")
         ax.grid(axis="y", which="both", alpha=0.25)
     missing = f"\nnot measured by anyone: {', '.join(unmeasured)}" if unmeasured else ""
-    fig.suptitle(f"TTFT per candidate and profile: {title}{missing}")
+    fig.suptitle(f"TTFT per candidate and profile: {c.title}{missing}")
     fig.tight_layout()
     return fig, PLOT_TTFT
 
 
-def _plot_throughput(
-    *,
-    plt: Any,
-    cfg: GauntletConfig,
-    names: Sequence[str],
-    colors: dict[str, str],
-    data: SweepData,
-    title: str,
-) -> tuple[Any, str]:
-    configured = [p for p in cfg.run.profiles if p != cfg.gates.answer_profile]
-    profiles, unmeasured = _measured_profiles(configured, data)
+def _plot_throughput(c: _Canvas) -> tuple[Any, str]:
+    configured = [p for p in c.cfg.run.profiles if p != c.cfg.gates.answer_profile]
+    profiles, unmeasured = _measured_profiles(configured, c.data)
     metrics = [("output_tps", "output tok/s"), ("prompt_tps", "prompt tok/s")]
     if not profiles:
-        fig, ax = plt.subplots(figsize=(6.0, 3.0))
+        fig, ax = c.plt.subplots(figsize=(6.0, 3.0))
         ax.text(0.5, 0.5, "no profile was measured", ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
-        fig.suptitle(f"Aggregate tokens/s: {title}")
+        fig.suptitle(f"Aggregate tokens/s: {c.title}")
         return fig, PLOT_THROUGHPUT
-    fig, axes = _grid(plt, len(profiles) * 2, cols=len(profiles), width=2.9, height=3.0)
+    fig, axes = _grid(c.plt, len(profiles) * 2, cols=len(profiles), width=2.9, height=3.0)
     for row, (metric, label) in enumerate(metrics):
         for col, profile in enumerate(profiles):
             ax = axes[row * len(profiles) + col]
-            for x, name in enumerate(names):
-                res = data.results[name]
+            for x, name in enumerate(c.names):
+                res = c.data.results[name]
                 values = [float(getattr(rep.summary, metric)) for rep in res.repeats(profile)]
                 if not values:
                     _gap(ax, x, "did not start" if not res.started else "not measured")
@@ -196,20 +189,20 @@ def _plot_throughput(
                     x,
                     average,
                     width=0.7,
-                    color=colors[name],
+                    color=c.colors[name],
                     alpha=0.7,
                     yerr=err,
                     capsize=3,
                     error_kw={"elinewidth": 1},
                 )
                 ax.scatter([x] * len(values), values, s=8, color="black", zorder=3)
-            ax.set_xlim(-0.6, len(names) - 0.4)
-            ax.set_xticks(range(len(names)), names, rotation=35, ha="right")
+            ax.set_xlim(-0.6, len(c.names) - 0.4)
+            ax.set_xticks(range(len(c.names)), c.names, rotation=35, ha="right")
             ax.set_title(f"{profile}: {label}")
             ax.set_ylim(bottom=0)
             ax.grid(axis="y", alpha=0.25)
     missing = f"\nnot measured by anyone: {', '.join(unmeasured)}" if unmeasured else ""
-    fig.suptitle(f"Aggregate tokens/s (mean of repeats, bars: min-max, dots: repeats): {title}{missing}")
+    fig.suptitle(f"Aggregate tokens/s (mean of repeats, bars: min-max, dots: repeats): {c.title}{missing}")
     fig.tight_layout()
     return fig, PLOT_THROUGHPUT
 
