@@ -293,6 +293,16 @@ def baseline_like(
     builder.answers(name, CASE_STUDY_VISIBLE["baseline"])
 
 
+def with_faster(root: Path) -> SweepBuilder:
+    """The baseline and ``faster``, the same but with every TTFT 20% shorter: a clear keep."""
+    b = SweepBuilder(root)
+    b.run("baseline", is_baseline=True, free_gib=[1.0] * 8)
+    baseline_like(b, "baseline")
+    b.run("faster", free_gib=[1.0] * 8)
+    baseline_like(b, "faster", ttft_factor=0.8)
+    return b
+
+
 def case_study(root: Path) -> Path:
     """The sweep of the case study: baseline, tp4_dp2, spec_probabilistic, mega_moe, eplb, recovery."""
     b = SweepBuilder(root)

@@ -18,7 +18,13 @@ from contracts.verdicts import (
 )
 from gates.judge import judge_sweep, main, summary_lines
 from orchestrator.__main__ import main as gauntlet
-from tests.unit.gates_fixtures import SweepBuilder, baseline_like, case_study, sweep_config, write_config
+from tests.unit.gates_fixtures import (
+    SweepBuilder,
+    case_study,
+    sweep_config,
+    with_faster,
+    write_config,
+)
 
 
 @pytest.fixture(scope="module")
@@ -140,11 +146,7 @@ def test_judge_errors(
 
 
 def test_a_kept_candidate_replaces_the_baseline_in_the_summary(tmp_path: Path, cfg: GauntletConfig) -> None:
-    b = SweepBuilder(tmp_path)
-    b.run("baseline", is_baseline=True, free_gib=[1.0] * 8)
-    baseline_like(b, "baseline")
-    b.run("faster", free_gib=[1.0] * 8)
-    baseline_like(b, "faster", ttft_factor=0.8)
+    with_faster(tmp_path)
     write_config(tmp_path, cfg)
     lines = summary_lines(judge_sweep(tmp_path))
     assert lines[0].split()[:4] == ["baseline", "baseline", "replaced", "by"]

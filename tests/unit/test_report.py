@@ -31,6 +31,7 @@ from tests.unit.gates_fixtures import (
     baseline_like,
     case_study,
     sweep_config,
+    with_faster,
     write_config,
 )
 
@@ -263,11 +264,7 @@ def test_the_report_shows_the_judges_reversal_and_figures(case: tuple[Path, str]
 
 
 def test_a_keep_replaces_the_baseline(tmp_path: Path, base_cfg: GauntletConfig) -> None:
-    b = SweepBuilder(tmp_path)
-    b.run("baseline", is_baseline=True, free_gib=[1.0] * 8)
-    baseline_like(b, "baseline")
-    b.run("faster", free_gib=[1.0] * 8)
-    baseline_like(b, "faster", ttft_factor=0.8)
+    b = with_faster(tmp_path)
     # Same speed as the baseline, but most answers never become visible: an infinite censored median.
     b.run("silent", free_gib=[1.0] * 8)
     baseline_like(b, "silent")
@@ -330,11 +327,7 @@ def test_only_the_baseline_started(tmp_path: Path, base_cfg: GauntletConfig) -> 
 
 
 def test_drift_beyond_noise_is_loud(tmp_path: Path, base_cfg: GauntletConfig) -> None:
-    b = SweepBuilder(tmp_path)
-    b.run("baseline", is_baseline=True, free_gib=[1.0] * 8)
-    baseline_like(b, "baseline")
-    b.run("faster", free_gib=[1.0] * 8)
-    baseline_like(b, "faster", ttft_factor=0.8)
+    b = with_faster(tmp_path)
     b.run("baseline", root="recovery", is_baseline=True)
     fig = BASELINE["decode_heavy"]
     out, prompt, ttft = fig["output_tps"] * 0.6, fig["prompt_tps"] * 0.6, fig["ttft"] * 2  # a slower host
@@ -449,11 +442,7 @@ def test_an_older_verdicts_file_still_renders_and_says_how_to_update_it(
 ) -> None:
     from contracts.verdicts import read_verdicts, write_verdicts
 
-    b = SweepBuilder(tmp_path)
-    b.run("baseline", is_baseline=True, free_gib=[1.0] * 8)
-    baseline_like(b, "baseline")
-    b.run("faster", free_gib=[1.0] * 8)
-    baseline_like(b, "faster", ttft_factor=0.8)
+    with_faster(tmp_path)
     judge_sweep(finish_sweep(tmp_path, base_cfg), base_cfg)
     current = read_verdicts(tmp_path)
     old = current.model_copy(
