@@ -150,9 +150,12 @@ def estimated(
     counts: tuple[int, int],
     unit: str,
     message: str,
+    settles: bool = True,
 ) -> Comparison:
     """The comparison an estimate gives: judged by ``judge``, with its ratio, interval and method, and
-    the repeats that would likely settle it when it is inconclusive. ``values``: (candidate, baseline)."""
+    the repeats that would likely settle it when it is inconclusive (``settles=False``: more repeats do
+    not narrow this interval, e.g. a prediction interval for one new run). ``values``: (candidate,
+    baseline)."""
     status, threshold = judge(est)
     return Comparison(
         metric=metric,
@@ -167,7 +170,7 @@ def estimated(
         method=est.method,
         n_candidate=counts[0],
         n_baseline=counts[1],
-        more_repeats=more_repeats(est) if status == "inconclusive" else None,
+        more_repeats=more_repeats(est) if settles and status == "inconclusive" else None,
         message=message,
     )
 

@@ -82,6 +82,7 @@ def _run_level(
         counts=(est.n_candidate, est.n_baseline),
         unit=unit,
         message=message,
+        settles=False,  # a prediction interval for a new run does not shrink below the runs' spread
     )
     return Measured(comparison, est, evidence)
 
