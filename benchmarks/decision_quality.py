@@ -47,16 +47,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from contracts.metrics import censored_median, stats  # noqa: E402
 from contracts.results import (  # noqa: E402
     CandidateRun,
-    CensoredMedian,
     ClientHealth,
     HostProbe,
     ProfileSummary,
     RequestRecord,
     ServerMetrics,
     StartupRecord,
-    Stats,
     write_jsonl,
     write_model,
 )
@@ -157,22 +156,6 @@ def requests_for(
     return reqs[wl.warmup_requests :], reqs[: wl.warmup_requests], concurrency
 
 
-def _stats(values: Sequence[float]) -> Stats:
-    if not values:
-        return Stats(n=0, mean=None, p50=None, p90=None, p99=None)
-    data = np.asarray(values, dtype=np.float64)
-    p50, p90, p99 = (float(v) for v in np.quantile(data, [0.5, 0.9, 0.99]))
-    return Stats(
-        n=len(data),
-        mean=float(data.mean()),
-        p50=p50,
-        p90=p90,
-        p99=p99,
-        min=float(data.min()),
-        max=float(data.max()),
-    )
-
-
 def write_profile(
     directory: Path,
     result: ReplayResult,
@@ -218,9 +201,6 @@ def write_profile(
     prompt_total = sum(r.prompt_tokens or 0 for r in records)
     output_total = sum(r.completion_tokens or 0 for r in records)
     visible = [r.first_visible_s for r in records]
-    censored = sum(v is None for v in visible)
-    ordered = sorted(math.inf if v is None else v for v in visible)
-    median = ordered[len(ordered) // 2]
     itl = [b - a for r in records for a, b in zip(r.chunk_offsets_s, r.chunk_offsets_s[1:], strict=False)]
     summary = ProfileSummary(
         candidate=candidate,
@@ -240,16 +220,11 @@ def write_profile(
         output_tokens=output_total,
         prompt_tps=prompt_total / duration,
         output_tps=output_total / duration,
-        ttft=_stats([r.ttft_s for r in records if r.ttft_s is not None]),
-        first_visible=_stats([v for v in visible if v is not None]),
-        first_visible_censored=CensoredMedian(
-            n=len(visible),
-            censored=censored,
-            value_s=None if math.isinf(median) else median,
-            infinite=math.isinf(median),
-        ),
-        itl=_stats(itl),
-        e2e=_stats([r.end_s for r in records if r.end_s is not None]),
+        ttft=stats([r.ttft_s for r in records if r.ttft_s is not None]),
+        first_visible=stats([v for v in visible if v is not None]),
+        first_visible_censored=censored_median(visible),
+        itl=stats(itl),
+        e2e=stats([r.end_s for r in records if r.end_s is not None]),
         client=ClientHealth(
             dispatch_lag_p50_s=0.0,
             dispatch_lag_p99_s=0.0,

@@ -35,6 +35,7 @@ from numpy.typing import NDArray
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from contracts.metrics import median  # noqa: E402
 from gates.stats import (  # noqa: E402
     RunSample,
     bonferroni,
@@ -52,6 +53,11 @@ def draw(rng: np.random.Generator, repeats: int, requests: int, spread: float, r
     """(repeats, requests) latencies, each run shifted by its own log-normal factor."""
     shifts = rng.normal(0.0, run_sd, size=(repeats, 1))
     return np.exp(shifts + rng.normal(0.0, spread, size=(repeats, requests)))
+
+
+def run_medians(runs: FloatArray) -> list[float]:
+    """Each run's median, as the gates take it (:func:`contracts.metrics.median`)."""
+    return [float(median([float(v) for v in run]) or 0.0) for run in runs]
 
 
 def bootstrap_interval(
@@ -84,11 +90,7 @@ def trial_set(
         c = draw(rng, args.repeats, args.requests, args.spread, run_sd) * np.exp(shift)
         b = draw(rng, args.repeats, args.requests, args.spread, run_sd)
         hl = hodges_lehmann_ratio(list(c.ravel()), list(b.ravel()), confidence=args.confidence)
-        welch = run_level_ratio(
-            [float(v) for v in np.median(c, axis=1)],
-            [float(v) for v in np.median(b, axis=1)],
-            confidence=args.confidence,
-        )
+        welch = run_level_ratio(run_medians(c), run_medians(b), confidence=args.confidence)
         for name, est in (("pooled HL", hl), ("Welch t", welch)):
             covers[name] += est.low <= np.exp(shift) <= est.high
             detects[name] += est.excludes_one
@@ -105,9 +107,9 @@ def drift_false_alarms(args: argparse.Namespace, run_sd: float, rng: np.random.G
     confidence = bonferroni(args.confidence, args.drift_comparisons)
     alarms = 0
     for _ in range(args.trials):
-        reference = np.median(draw(rng, args.repeats, args.requests, args.spread, run_sd), axis=1)
-        new = np.median(draw(rng, 1, args.requests, args.spread, run_sd), axis=1)
-        est = prediction_ratio([float(new[0])], [float(v) for v in reference], confidence=confidence)
+        reference = run_medians(draw(rng, args.repeats, args.requests, args.spread, run_sd))
+        new = run_medians(draw(rng, 1, args.requests, args.spread, run_sd))
+        est = prediction_ratio(new, reference, confidence=confidence)
         material = abs(np.log(est.ratio)) > np.log(1 + args.tolerance)
         alarms += bool(est.excludes_one and material)
     return float(alarms / args.trials)

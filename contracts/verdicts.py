@@ -1,22 +1,39 @@
 """Verdict files: what the gates decided, with the numbers and the evidence behind each decision.
 
-Pipeline position: :func:`gates.evaluate_sweep` turns stored result files (:mod:`contracts.results`)
-into a :class:`SweepVerdict`; :func:`gates.write_verdicts` stores it as ``<sweep>/verdicts.json`` and the
-report reads it back with :func:`gates.read_verdicts`. Ratios are candidate / baseline; infinite values
-(right-censored answer times) are written as JSON ``Infinity``.
+Pipeline position: the judge (``python -m orchestrator judge``, :func:`gates.judge.judge_sweep`) turns
+stored result files (:mod:`contracts.results`) into a :class:`SweepVerdict` and stores it with
+:func:`write_verdicts` as ``<sweep>/verdicts.json``; the report reads it back with :func:`read_verdicts`
+and computes nothing of its own: the key figures, rankings and reversals it shows are in the file.
+Ratios are candidate / baseline; infinite values (right-censored answer times) are written as JSON
+``Infinity``. Schema 2 added the key figures, rankings, reversals and each gate's failure label; a
+schema 1 file still reads (those fields empty).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-VERDICTS_SCHEMA_VERSION = 1
+from contracts.results import read_model, write_model
+
+VERDICTS_SCHEMA_VERSION = 2
+VERDICTS_FILE = "verdicts.json"
 
 GateStatus = Literal["pass", "fail", "inconclusive", "not_run"]
 GateRole = Literal["requirement", "gain"]
 Decision = Literal["keep", "reject", "neutral", "incompatible", "inconclusive"]
+
+#: How a decision is printed in a summary or a decision table (the baseline's own row included).
+DECISION_LABELS: dict[str, str] = {
+    "baseline": "baseline",
+    "keep": "KEEP",
+    "reject": "REJECT",
+    "neutral": "neutral",
+    "incompatible": "INCOMPATIBLE",
+    "inconclusive": "INCONCLUSIVE",
+}
 
 
 class _Model(BaseModel):
@@ -53,6 +70,7 @@ class GateResult(_Model):
     """One requirement (or the gain) judged for one candidate."""
 
     gate: str  # registered name
+    failure: str = ""  # what failing it means, in words ("concurrency regression"); schema 1: empty
     role: GateRole  # a failed requirement rejects; a gain decides keep against neutral
     status: GateStatus
     observed: float | None = None  # the deciding comparison's candidate value
@@ -64,6 +82,50 @@ class GateResult(_Model):
     evidence: list[Evidence] = Field(default_factory=list)
     comparisons: list[Comparison] = Field(default_factory=list)
     more_repeats: int | None = None
+
+
+class KeyFigure(_Model):
+    """One figure of one candidate against the baseline, as the report shows it.
+
+    Ratio and interval are a gate's own comparison where one judged the figure (``source="gates"``);
+    otherwise the figure is computed from the stored results alone and carries no interval.
+    """
+
+    metric: str  # serial_e2e_p50, output_tps, prompt_tps, ttft_p50, visible_answers, visible_p50_censored
+    profile: str
+    label: str
+    unit: str  # "s", "tok/s", "answers"
+    better: Literal["lower", "higher"]
+    value: float | None  # the candidate's value (infinite: right-censored median)
+    baseline: float | None
+    ratio: float | None = None  # candidate / baseline
+    interval: tuple[float, float] | None = None  # confidence interval of the ratio (None: not judged)
+    status: GateStatus | None = None  # the gates' status of this comparison; None: shown for context
+    method: str = ""
+    count: tuple[int, int] | None = None  # visible answers: (visible, asked)
+    baseline_count: tuple[int, int] | None = None
+    source: Literal["gates", "results"] = "results"  # where the numbers came from
+
+
+class Ranking(_Model):
+    """Measured candidates ordered best first by one figure (point estimates)."""
+
+    metric: str
+    profile: str
+    label: str
+    order: list[str]
+    values: list[float | None]
+
+
+class Reversal(_Model):
+    """Serial latency and the loaded figures rank a candidate on opposite sides of the baseline."""
+
+    candidate: str
+    direction: Literal["faster", "slower"]  # on the empty road (serial e2e p50), against the baseline
+    serial_ratio: float
+    loaded_profile: str  # the profile with the strongest opposite effect
+    output_ratio: float | None
+    ttft_ratio: float | None
 
 
 class Verdict(_Model):
@@ -78,6 +140,7 @@ class Verdict(_Model):
     more_repeats: int | None = None  # when inconclusive: repeats per side that would likely settle it
     reversal: str | None = None  # serial and loaded rankings against the baseline disagree
     decision_before_drift: Decision | None = None  # set when baseline drift overrode the decision
+    figures: list[KeyFigure] = Field(default_factory=list)  # empty when the candidate did not start
 
 
 class DriftResult(_Model):
@@ -100,3 +163,18 @@ class SweepVerdict(_Model):
     verdicts: list[Verdict]
     reversal: str | None = None  # sweep-level: serial and loaded rankings disagree
     gates_evaluated: list[str] = Field(default_factory=list)
+    baseline_figures: list[KeyFigure] = Field(default_factory=list)  # the baseline's own values, no ratio
+    rankings: list[Ranking] = Field(default_factory=list)  # serial latency, then each loaded figure
+    reversals: list[Reversal] = Field(default_factory=list)
+
+
+def write_verdicts(sweep_dir: Path, verdict: SweepVerdict) -> Path:
+    """Validate and write ``<sweep>/verdicts.json`` atomically; returns its path."""
+    path = sweep_dir / VERDICTS_FILE
+    write_model(path, verdict)
+    return path
+
+
+def read_verdicts(sweep_dir: Path) -> SweepVerdict:
+    """Read and validate ``<sweep>/verdicts.json`` (ResultFileError naming it when missing or invalid)."""
+    return read_model(sweep_dir / VERDICTS_FILE, SweepVerdict)

@@ -1,17 +1,21 @@
-"""Acceptance gates: stored results -> gate results -> a verdict per candidate (keep, reject, neutral,
-incompatible, inconclusive), with numbers, intervals and evidence.
+"""Acceptance gates and the judge: stored results -> gate results -> a verdict per candidate (keep,
+reject, neutral, incompatible, inconclusive), with numbers, intervals and evidence -> ``verdicts.json``.
 
-Pipeline position: after the load runner, before the report. Pure apart from reading the sweep's result
-files and writing ``verdicts.json``. Importing the package registers every gate (one module each).
+Pipeline position: after the load runner, before the report, joined to both by files. Pure apart from
+reading the sweep's result files and (the judge, :mod:`gates.judge`) writing ``verdicts.json``.
+Importing the package registers every gate (one module each).
 """
 
 from contracts.verdicts import (
+    VERDICTS_FILE,
     Comparison,
     DriftResult,
     Evidence,
     GateResult,
     SweepVerdict,
     Verdict,
+    read_verdicts,
+    write_verdicts,
 )
 from gates import (  # noqa: F401  (imported to register the gates, in evaluation order)
     answer_reliability,
@@ -21,8 +25,9 @@ from gates import (  # noqa: F401  (imported to register the gates, in evaluatio
     memory_headroom,
     stability,
 )
+from gates.judge import judge_sweep
 from gates.registry import REGISTRY, Gate, GateContext, register
-from gates.verdict import VERDICTS_FILE, decide, evaluate_sweep, read_verdicts, write_verdicts
+from gates.verdict import decide, evaluate_sweep
 
 __all__ = [
     "REGISTRY",
@@ -37,6 +42,7 @@ __all__ = [
     "Verdict",
     "decide",
     "evaluate_sweep",
+    "judge_sweep",
     "read_verdicts",
     "register",
     "write_verdicts",

@@ -12,25 +12,58 @@ or, with a single repeat on both sides, the requests' Hodges-Lehmann interval, m
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
+from contracts.metrics import fmt_ratio, fmt_repeats, fmt_value, median, visible_value
 from contracts.verdicts import Comparison, GateResult, GateStatus
-from gates.compare import (
-    fmt_interval,
-    fmt_ratio,
-    fmt_repeats,
-    per_repeat,
-    pooled,
-    records_evidence,
-    visible_value,
-)
+from gates.compare import fmt_interval, per_repeat, pooled, records_evidence
 from gates.registry import Gate, GateContext, register
-from gates.stats import censored_median, latency_ratio
+from gates.stats import RatioEstimate, latency_ratio
 
 
-def _median_s(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    return "inf (more than half censored)" if math.isinf(value) else f"{value:.2f} s"
+def _counts(profile: str, c_vals: Sequence[float], b_vals: Sequence[float]) -> Comparison:
+    """Visible answers of the candidate against the baseline's rate (censored = no visible answer)."""
+    c_seen = sum(not math.isinf(v) for v in c_vals)
+    b_seen = sum(not math.isinf(v) for v in b_vals)
+    c_rate, b_rate = c_seen / len(c_vals), b_seen / len(b_vals)
+    return Comparison(
+        metric="visible_answers",
+        profile=profile,
+        status="fail" if c_rate < b_rate else "pass",
+        observed=float(c_seen),
+        baseline=float(b_seen),
+        ratio=c_rate / b_rate if b_rate else None,
+        threshold=float(b_seen) * len(c_vals) / len(b_vals),
+        unit="answers",
+        method="count (no interval: a fixed prompt set)",
+        n_candidate=len(c_vals),
+        n_baseline=len(b_vals),
+        message=f"{c_seen}/{len(c_vals)} visible answers vs {b_seen}/{len(b_vals)}",
+    )
+
+
+def _median_rule(c_med: float | None, b_med: float | None, limit: float) -> tuple[GateStatus, float | None]:
+    """The strict rule on the pooled censored medians: not worse than ``limit`` x the baseline's."""
+    if c_med is None or b_med is None:
+        return "not_run", None
+    if math.isinf(b_med):
+        return "pass", (1.0 if math.isinf(c_med) else 0.0)
+    if math.isinf(c_med):
+        return "fail", math.inf
+    ratio = c_med / b_med if b_med > 0 else math.inf
+    return ("fail" if ratio > limit else "pass"), ratio
+
+
+def _context(est: RatioEstimate) -> str:
+    """The run-level interval, shown for context (it does not soften the rule)."""
+    if est.candidate_values:
+        context = (
+            f"per-repeat censored medians {fmt_repeats(est.candidate_values, 's')} vs "
+            f"{fmt_repeats(est.baseline_values, 's')}: {fmt_ratio(est.ratio)}, {fmt_interval(est)}"
+        )
+    else:
+        context = f"HL ratio {fmt_ratio(est.ratio)}, {fmt_interval(est)}"
+    return context + (f"; {est.note}" if est.note and not context.endswith(est.note) else "")
 
 
 @register
@@ -54,53 +87,17 @@ class AnswerReliability(Gate):
                 message=f"answer profile {profile!r} not measured for the {side}",
             )
         c_vals, b_vals = pooled(cand, visible_value), pooled(base, visible_value)
-        c_seen = sum(not math.isinf(v) for v in c_vals)
-        b_seen = sum(not math.isinf(v) for v in b_vals)
-        c_rate, b_rate = c_seen / len(c_vals), b_seen / len(b_vals)
-        count_status: GateStatus = "fail" if c_rate < b_rate else "pass"
-        counts = Comparison(
-            metric="visible_answers",
-            profile=profile,
-            status=count_status,
-            observed=float(c_seen),
-            baseline=float(b_seen),
-            ratio=c_rate / b_rate if b_rate else None,
-            threshold=float(b_seen) * len(c_vals) / len(b_vals),
-            unit="answers",
-            method="count (no interval: a fixed prompt set)",
-            n_candidate=len(c_vals),
-            n_baseline=len(b_vals),
-            message=f"{c_seen}/{len(c_vals)} visible answers vs {b_seen}/{len(b_vals)}",
-        )
-        c_med = censored_median([None if math.isinf(v) else v for v in c_vals])
-        b_med = censored_median([None if math.isinf(v) else v for v in b_vals])
+        counts = _counts(profile, c_vals, b_vals)
+        c_med, b_med = median(c_vals), median(b_vals)
         limit = 1 + ctx.cfg.latency_tolerance
         est = latency_ratio(
             per_repeat(cand, visible_value), per_repeat(base, visible_value), confidence=ctx.cfg.confidence
         )
-        if est.candidate_values:
-            context = (
-                f"per-repeat censored medians {fmt_repeats(est.candidate_values, 's')} vs "
-                f"{fmt_repeats(est.baseline_values, 's')}: {fmt_ratio(est.ratio)}, {fmt_interval(est)}"
-            )
-        else:
-            context = f"HL ratio {fmt_ratio(est.ratio)}, {fmt_interval(est)}"
-        if est.note and not context.endswith(est.note):
-            context += f"; {est.note}"
-        median_status: GateStatus
-        if c_med is None or b_med is None:
-            median_status, ratio = "not_run", None
-        elif math.isinf(b_med):
-            median_status, ratio = "pass", (1.0 if math.isinf(c_med) else 0.0)
-        elif math.isinf(c_med):
-            median_status, ratio = "fail", math.inf
-        else:
-            ratio = c_med / b_med if b_med > 0 else math.inf
-            median_status = "fail" if ratio > limit else "pass"
+        median_status, ratio = _median_rule(c_med, b_med, limit)
         change = ""
         if ratio is not None and math.isfinite(ratio):
             change = f", {ratio - 1:+.1%} against the {ctx.cfg.latency_tolerance:.0%} tolerance"
-        median = Comparison(
+        timing = Comparison(
             metric="visible_p50_censored",
             profile=profile,
             status=median_status,
@@ -114,23 +111,21 @@ class AnswerReliability(Gate):
             n_candidate=len(c_vals),
             n_baseline=len(b_vals),
             message=(
-                f"censored median time to visible answer {_median_s(c_med)} vs {_median_s(b_med)}{change} "
-                f"({context}; for context)"
+                f"censored median time to visible answer {fmt_value(c_med, 's')} vs "
+                f"{fmt_value(b_med, 's')}{change} ({_context(est)}; for context)"
             ),
         )
-        status: GateStatus = "fail" if "fail" in (count_status, median_status) else "pass"
-        message = f"{counts.message}; {median.message}"
         return GateResult(
             gate=self.name,
             role=self.role,
-            status=status,
+            status="fail" if "fail" in (counts.status, median_status) else "pass",
             observed=c_med,
             threshold=limit,
             baseline=b_med,
             interval=est.interval,
             unit="s",
-            message=message,
+            message=f"{counts.message}; {timing.message}",
             evidence=records_evidence(cand, lambda r: r.censored)
             + records_evidence(base, lambda r: r.censored),
-            comparisons=[counts, median],
+            comparisons=[counts, timing],
         )

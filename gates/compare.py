@@ -2,7 +2,8 @@
 
 Pipeline position: pure helpers between :mod:`gates.stats` (the numbers) and the gate modules (the
 rules). The rules are data: :data:`REQUIREMENT_RULES` and :data:`GAIN_RULES` say, for each direction of
-"better", when a ratio is material and when its interval counts.
+"better", when a ratio is material and when its interval counts. Extractors, medians and formatting
+are the shared vocabulary of :mod:`contracts.metrics`.
 """
 
 from __future__ import annotations
@@ -10,53 +11,61 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
+from contracts.metrics import (
+    Better,
+    Side,
+    by_severity,
+    excludes_one,
+    fmt_ratio,
+    fmt_repeats,
+    fmt_value,
+    geometric_mean,
+    median,
+)
 from contracts.results import RequestRecord
+from contracts.sweepdir import Repeat
 from contracts.verdicts import Comparison, Evidence, GateStatus
-from gates.data import Repeat
-from gates.stats import RatioEstimate, latency_ratio, more_repeats, throughput_ratio
-
-Better = Literal["higher", "lower"]
+from gates.stats import RatioEstimate, RunSample, latency_ratio, more_repeats, throughput_ratio
 
 
 @dataclass(frozen=True)
 class _Rule:
     threshold: Callable[[float], float]  # tolerance -> the ratio that is material
     material: Callable[[float, float], bool]  # (ratio, threshold) -> beyond it
-    counted: Callable[[RatioEstimate], bool]  # the interval excludes "no change" on that side
+    side: Side  # the interval must exclude "no change" on this side to count
+    counted: GateStatus  # material and beyond noise; material within noise is inconclusive
+    otherwise: GateStatus  # not material
+
+    def apply(self, est: RatioEstimate, tolerance: float) -> tuple[GateStatus, float]:
+        threshold = self.threshold(tolerance)
+        if not self.material(est.ratio, threshold):
+            return self.otherwise, threshold
+        return (self.counted if excludes_one(est.interval, self.side) else "inconclusive"), threshold
 
 
 #: A requirement fails when the candidate is worse beyond the tolerance and beyond noise.
 REQUIREMENT_RULES: dict[Better, _Rule] = {
-    "higher": _Rule(lambda tol: 1 - tol, lambda r, t: r < t, lambda e: e.high < 1),
-    "lower": _Rule(lambda tol: 1 + tol, lambda r, t: r > t, lambda e: e.low > 1),
+    "higher": _Rule(lambda tol: 1 - tol, lambda r, t: r < t, "below", "fail", "pass"),
+    "lower": _Rule(lambda tol: 1 + tol, lambda r, t: r > t, "above", "fail", "pass"),
 }
 #: A gain counts when the candidate is better by at least the minimum and beyond noise.
 GAIN_RULES: dict[Better, _Rule] = {
-    "higher": _Rule(lambda g: 1 + g, lambda r, t: r >= t, lambda e: e.low > 1),
-    "lower": _Rule(lambda g: 1 - g, lambda r, t: r <= t, lambda e: e.high < 1),
+    "higher": _Rule(lambda g: 1 + g, lambda r, t: r >= t, "above", "pass", "fail"),
+    "lower": _Rule(lambda g: 1 - g, lambda r, t: r <= t, "below", "pass", "fail"),
 }
 
 
 def judge_requirement(est: RatioEstimate, better: Better, tolerance: float) -> tuple[GateStatus, float]:
     """fail: worse beyond tolerance and noise; inconclusive: worse beyond tolerance within noise."""
-    rule = REQUIREMENT_RULES[better]
-    threshold = rule.threshold(tolerance)
-    if rule.material(est.ratio, threshold):
-        return ("fail" if rule.counted(est) else "inconclusive"), threshold
-    return "pass", threshold
+    return REQUIREMENT_RULES[better].apply(est, tolerance)
 
 
 def judge_gain(est: RatioEstimate, better: Better, min_gain: float) -> tuple[GateStatus, float]:
     """pass: better by min_gain and beyond noise; inconclusive: by min_gain within noise; else fail."""
-    rule = GAIN_RULES[better]
-    threshold = rule.threshold(min_gain)
-    if rule.material(est.ratio, threshold):
-        return ("pass" if rule.counted(est) else "inconclusive"), threshold
-    return "fail", threshold
+    return GAIN_RULES[better].apply(est, min_gain)
 
 
 def worse_beyond_noise(est: RatioEstimate, better: Better, tolerance: float) -> bool:
@@ -65,32 +74,9 @@ def worse_beyond_noise(est: RatioEstimate, better: Better, tolerance: float) -> 
 
 # ----------------------------------------------------------------------------------------- formatting
 
-UNITS = {"output_tps": "tok/s", "prompt_tps": "tok/s"}
-
-
-def fmt_value(value: float | None, unit: str) -> str:
-    if value is None:
-        return "n/a"
-    if math.isinf(value):
-        return "inf"
-    if unit == "tok/s":
-        return f"{value:,.0f} tok/s" if value >= 100 else f"{value:,.1f} tok/s"
-    if unit == "s":
-        return f"{value:.3f} s" if value < 10 else f"{value:.2f} s"
-    return f"{value:g}{(' ' + unit) if unit else ''}"
-
-
-def fmt_ratio(value: float) -> str:
-    if math.isinf(value):
-        return "infx"
-    if value >= 10:
-        return f"{value:.1f}x"
-    if value >= 0.1:
-        return f"{value:.3f}x" if value < 1.2 else f"{value:.2f}x"
-    return f"{value:.3g}x"
-
 
 def fmt_interval(est: RatioEstimate) -> str:
+    """An estimate's interval with its level, e.g. ``95% CI [0.114x, 0.124x]``, or why it has none."""
     if est.low <= 0 and math.isinf(est.high):
         censored_runs = bool(est.candidate_values) and est.df is None
         return f"{est.confidence:.0%} CI unbounded ({est.note if censored_runs else 'too few requests'})"
@@ -99,37 +85,29 @@ def fmt_interval(est: RatioEstimate) -> str:
     return f"{est.confidence:.1%} CI [{fmt_ratio(est.low)}, {fmt_ratio(est.high)}]".replace(".0% CI", "% CI")
 
 
-# ---------------------------------------------------------------------------------------- extractors
-
-
-def ttft_value(record: RequestRecord) -> float:
-    """Time to first token; a request that never got one is right-censored (+inf)."""
-    return math.inf if record.ttft_s is None else record.ttft_s
-
-
-def e2e_value(record: RequestRecord) -> float:
-    """Request latency; a failed request is right-censored (+inf)."""
-    return record.end_s if record.ok and record.end_s is not None else math.inf
-
-
-def visible_value(record: RequestRecord) -> float:
-    """Time to first visible answer; a request that showed none is right-censored (+inf)."""
-    return math.inf if record.first_visible_s is None else record.first_visible_s
+# -------------------------------------------------------------------------------------------- samples
 
 
 def pooled(repeats: Sequence[Repeat], extract: Callable[[RequestRecord], float]) -> list[float]:
+    """Every measured request's value, over all repeats."""
     return [extract(r) for rep in repeats for r in rep.records]
 
 
-def median_of(values: Sequence[float]) -> float | None:
-    if not values:
-        return None
-    data = np.sort(np.asarray(values, dtype=np.float64))
-    n = len(data)
-    if n % 2:
-        return float(data[n // 2])
-    high = float(data[n // 2])
-    return math.inf if math.isinf(high) else float((data[n // 2 - 1] + high) / 2)
+def per_repeat(repeats: Sequence[Repeat], extract: Callable[[RequestRecord], float]) -> list[list[float]]:
+    """Each repeat's values (repeats with no measured request are left out)."""
+    return [vals for rep in repeats if (vals := [extract(r) for r in rep.records])]
+
+
+def throughput_sample(repeat: Repeat, metric: str) -> RunSample:
+    """``output_tps`` or ``prompt_tps`` of one repeat with its per-request parts (the bootstrap's input)."""
+    value = float(getattr(repeat.summary, metric))
+    done = [r for r in repeat.records if r.end_s is not None and r.end_s > 0]
+    if metric == "output_tps":
+        amounts = [float(r.completion_tokens or 0) for r in done]
+    else:
+        amounts = [float(r.prompt_tokens or 0) for r in done]
+    times = [float(r.end_s or 0.0) for r in done]
+    return RunSample(value, np.asarray(amounts, dtype=np.float64), np.asarray(times, dtype=np.float64))
 
 
 def summary_evidence(*sides: Sequence[Repeat]) -> list[Evidence]:
@@ -159,6 +137,44 @@ class Measured:
     evidence: list[Evidence]
 
 
+Judge = Callable[[RatioEstimate], tuple[GateStatus, float]]
+
+
+def estimated(
+    est: RatioEstimate,
+    judge: Judge,
+    *,
+    metric: str,
+    profile: str,
+    values: tuple[float | None, float | None],
+    counts: tuple[int, int],
+    unit: str,
+    message: str,
+    settles: bool = True,
+) -> Comparison:
+    """The comparison an estimate gives: judged by ``judge``, with its ratio, interval and method, and
+    the repeats that would likely settle it when it is inconclusive (``settles=False``: more repeats do
+    not narrow this interval, e.g. a prediction interval for one new run). ``values``: (candidate,
+    baseline)."""
+    status, threshold = judge(est)
+    return Comparison(
+        metric=metric,
+        profile=profile,
+        status=status,
+        observed=values[0],
+        baseline=values[1],
+        ratio=est.ratio,
+        interval=est.interval,
+        threshold=threshold,
+        unit=unit,
+        method=est.method,
+        n_candidate=counts[0],
+        n_baseline=counts[1],
+        more_repeats=more_repeats(est) if settles and status == "inconclusive" else None,
+        message=message,
+    )
+
+
 def throughput(
     metric: str,
     profile: str,
@@ -168,65 +184,37 @@ def throughput(
     confidence: float,
     resamples: int,
     seed: int,
-    judge: Callable[[RatioEstimate], tuple[GateStatus, float]],
+    judge: Judge,
     label: str | None = None,
 ) -> Measured:
     """Aggregate tokens/s (``output_tps`` or ``prompt_tps``), mean over repeats: the two-stage bootstrap
     interval widened to the run-level one (:func:`gates.stats.throughput_ratio`)."""
     est = throughput_ratio(
-        [rep.throughput_sample(metric) for rep in candidate],
-        [rep.throughput_sample(metric) for rep in baseline],
+        [throughput_sample(rep, metric) for rep in candidate],
+        [throughput_sample(rep, metric) for rep in baseline],
         confidence=confidence,
         resamples=resamples,
         seed=seed,
     )
     c_val = float(np.mean([float(getattr(rep.summary, metric)) for rep in candidate]))
     b_val = float(np.mean([float(getattr(rep.summary, metric)) for rep in baseline]))
-    status, threshold = judge(est)
     name = label or f"{profile} {'output' if metric == 'output_tps' else 'prompt'} tokens/s"
     message = (
         f"{name} {fmt_value(c_val, 'tok/s')} vs {fmt_value(b_val, 'tok/s')} "
         f"({fmt_ratio(est.ratio)}, {fmt_interval(est)}; {len(candidate)} vs {len(baseline)} repeats"
         f"{'; ' + est.note if est.note else ''})"
     )
-    comparison = Comparison(
+    comparison = estimated(
+        est,
+        judge,
         metric=metric,
         profile=profile,
-        status=status,
-        observed=c_val,
-        baseline=b_val,
-        ratio=est.ratio,
-        interval=est.interval,
-        threshold=threshold,
+        values=(c_val, b_val),
+        counts=(len(candidate), len(baseline)),
         unit="tok/s",
-        method=est.method,
-        n_candidate=len(candidate),
-        n_baseline=len(baseline),
-        more_repeats=more_repeats(est) if status == "inconclusive" else None,
         message=message,
     )
     return Measured(comparison, est, summary_evidence(candidate, baseline))
-
-
-def per_repeat(repeats: Sequence[Repeat], extract: Callable[[RequestRecord], float]) -> list[list[float]]:
-    """Each repeat's values (repeats with no measured request are left out)."""
-    return [vals for rep in repeats if (vals := [extract(r) for r in rep.records])]
-
-
-def fmt_repeats(values: Sequence[float], unit: str) -> str:
-    """Per-repeat values, e.g. ``0.894/0.632/0.539 s``."""
-    if not values:
-        return "n/a"
-    text = "/".join(fmt_value(v, unit).removesuffix(f" {unit}") for v in values)
-    return f"{text} {unit}" if unit else text
-
-
-def geometric_mean(values: Sequence[float]) -> float | None:
-    if not values:
-        return None
-    if any(math.isinf(v) for v in values):
-        return math.inf
-    return math.exp(sum(math.log(max(v, 1e-12)) for v in values) / len(values))
 
 
 def latency(
@@ -237,7 +225,7 @@ def latency(
     extract: Callable[[RequestRecord], float],
     *,
     confidence: float,
-    judge: Callable[[RatioEstimate], tuple[GateStatus, float]],
+    judge: Judge,
     label: str,
 ) -> Measured | None:
     """Median latency, candidate against baseline, with the repeat as the unit.
@@ -263,28 +251,20 @@ def latency(
             f"{fmt_repeats(est.candidate_values, 's')} vs {fmt_repeats(est.baseline_values, 's')}{note}"
         )
     else:
-        c_val, b_val = median_of(c_all), median_of(b_all)
+        c_val, b_val = median(c_all), median(b_all)
         n_c, n_b = len(c_all), len(b_all)
         detail = f"HL ratio {fmt_ratio(est.ratio)}, {fmt_interval(est)}; {n_c} vs {n_b} requests{note}"
     if est.note and not fmt_interval(est).endswith(est.note):
         detail += f"; {est.note}"
-    status, threshold = judge(est)
-    message = f"{label} {fmt_value(c_val, 's')} vs {fmt_value(b_val, 's')} ({detail})"
-    comparison = Comparison(
+    comparison = estimated(
+        est,
+        judge,
         metric=metric,
         profile=profile,
-        status=status,
-        observed=c_val,
-        baseline=b_val,
-        ratio=est.ratio,
-        interval=est.interval,
-        threshold=threshold,
+        values=(c_val, b_val),
+        counts=(n_c, n_b),
         unit="s",
-        method=est.method,
-        n_candidate=n_c,
-        n_baseline=n_b,
-        more_repeats=more_repeats(est) if status == "inconclusive" else None,
-        message=message,
+        message=f"{label} {fmt_value(c_val, 's')} vs {fmt_value(b_val, 's')} ({detail})",
     )
     evidence = records_evidence(candidate) + records_evidence(baseline)
     return Measured(comparison, est, evidence)
@@ -310,21 +290,10 @@ def overall_status(statuses: Sequence[GateStatus]) -> GateStatus:
     return "not_run"
 
 
-def severity(c: Comparison) -> float:
-    """How far a comparison's ratio is from 1 (log scale); 0 when it has none."""
-    if c.ratio is None or c.ratio <= 0:
-        return 0.0 if c.ratio is None else math.inf
-    return abs(math.log(c.ratio))
-
-
 def brief(comparisons: Sequence[Comparison], status: GateStatus, most: int = 2) -> str:
     """The most severe comparison with ``status`` of each unit (tok/s, s, ...), at most ``most`` of them,
-    with a count of the rest; output tokens/s is preferred over prompt tokens/s at equal severity."""
-    chosen = sorted(
-        (c for c in comparisons if c.status == status),
-        key=lambda c: (round(severity(c), 2), c.metric == "output_tps"),
-        reverse=True,
-    )
+    with a count of the rest; severity and ties as :func:`contracts.metrics.by_severity` orders them."""
+    chosen = by_severity([c for c in comparisons if c.status == status])
     shown: list[Comparison] = []
     for c in chosen:
         if len(shown) < most and all(c.unit != s.unit for s in shown):

@@ -9,6 +9,7 @@ beyond the tolerance and its interval excludes "no change".
 
 from __future__ import annotations
 
+from contracts.metrics import ttft_value
 from contracts.verdicts import Comparison, Evidence, GateResult
 from gates.compare import (
     Measured,
@@ -18,7 +19,6 @@ from gates.compare import (
     missing,
     overall_status,
     throughput,
-    ttft_value,
 )
 from gates.registry import Gate, GateContext, register
 

@@ -16,28 +16,23 @@ import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from contracts.metrics import fmt_ratio, fmt_repeats, fmt_value, geometric_mean, median, ttft_value
 from contracts.schema import GatesConfig
+from contracts.sweepdir import RECOVERY_ROOT, Repeat, Results, load_results
 from contracts.verdicts import Comparison, DriftResult, Evidence, GateStatus
 from gates.compare import (
     Measured,
+    estimated,
     fmt_interval,
-    fmt_ratio,
-    fmt_repeats,
-    fmt_value,
-    geometric_mean,
     latency,
     overall_status,
     per_repeat,
     records_evidence,
     summary_evidence,
     throughput,
-    ttft_value,
 )
-from gates.data import Repeat, Results, load_results
 from gates.registry import GateContext
-from gates.stats import ONE_REPEAT_NOTE, RatioEstimate, bonferroni, censored_median, prediction_ratio
-
-RECOVERY_ROOT = "recovery"
+from gates.stats import ONE_REPEAT_NOTE, RatioEstimate, bonferroni, prediction_ratio
 
 
 def judge_drift(est: RatioEstimate, tolerance: float) -> tuple[GateStatus, float]:
@@ -73,26 +68,21 @@ def _run_level(
     evidence: list[Evidence],
 ) -> Measured:
     est = prediction_ratio(end, start, confidence=confidence, statistic=label.split(" ", 1)[1])
-    status, threshold = judge_drift(est, tolerance)
     message = (
         f"{label} at the end {fmt_repeats(est.candidate_values, unit)} vs the baseline's repeats "
         f"{fmt_repeats(est.baseline_values, unit)} ({fmt_ratio(est.ratio)} of their geometric mean; "
         f"{_prediction_text(est, unit)}; tolerance {tolerance:.0%})"
     )
-    comparison = Comparison(
+    comparison = estimated(
+        est,
+        _judge(tolerance),
         metric=metric,
         profile=profile,
-        status=status,
-        observed=geometric_mean(est.candidate_values),
-        baseline=geometric_mean(est.baseline_values),
-        ratio=est.ratio,
-        interval=est.interval,
-        threshold=threshold,
+        values=(geometric_mean(est.candidate_values), geometric_mean(est.baseline_values)),
+        counts=(est.n_candidate, est.n_baseline),
         unit=unit,
-        method=est.method,
-        n_candidate=est.n_candidate,
-        n_baseline=est.n_baseline,
         message=message,
+        settles=False,  # a prediction interval for a new run does not shrink below the runs' spread
     )
     return Measured(comparison, est, evidence)
 
@@ -108,8 +98,86 @@ def _one_repeat(measured: Measured) -> Measured:
 
 
 def _ttft_medians(repeats: Sequence[Repeat]) -> list[float]:
-    medians = [censored_median(run) for run in per_repeat(repeats, ttft_value)]
+    medians = [median(run) for run in per_repeat(repeats, ttft_value)]
     return [math.inf if m is None else m for m in medians]
+
+
+def _run_level_drift(
+    profile: str, end: Sequence[Repeat], start: Sequence[Repeat], cfg: GatesConfig, confidence: float
+) -> list[Measured]:
+    """Two repeats or more on a side: each run's figure against the baseline's repeats."""
+    measured = [
+        _run_level(
+            "output_tps",
+            profile,
+            f"{profile} output tokens/s",
+            "tok/s",
+            end=[float(r.summary.output_tps) for r in end],
+            start=[float(r.summary.output_tps) for r in start],
+            confidence=confidence,
+            tolerance=cfg.throughput_tolerance,
+            evidence=summary_evidence(end, start),
+        )
+    ]
+    end_ttft, start_ttft = _ttft_medians(end), _ttft_medians(start)
+    if end_ttft and start_ttft and (len(end_ttft) >= 2 or len(start_ttft) >= 2):
+        measured.append(
+            _run_level(
+                "ttft_p50",
+                profile,
+                f"{profile} median TTFT",
+                "s",
+                end=end_ttft,
+                start=start_ttft,
+                confidence=confidence,
+                tolerance=cfg.latency_tolerance,
+                evidence=records_evidence(end) + records_evidence(start),
+            )
+        )
+    return measured
+
+
+def _request_level_drift(profile: str, ctx: GateContext, confidence: float) -> list[Measured]:
+    """A single repeat on both sides: the request-level methods, marked as such."""
+    end, start, cfg = ctx.candidate.repeats(profile), ctx.baseline.repeats(profile), ctx.cfg
+    tps = throughput(
+        "output_tps",
+        profile,
+        end,
+        start,
+        confidence=confidence,
+        resamples=cfg.bootstrap_resamples,
+        seed=ctx.seed("drift", profile),
+        judge=_judge(cfg.throughput_tolerance),
+        label=f"{profile} output tokens/s at the end",
+    )
+    ttft = latency(
+        "ttft_p50",
+        profile,
+        end,
+        start,
+        ttft_value,
+        confidence=confidence,
+        judge=_judge(cfg.latency_tolerance),
+        label=f"{profile} median TTFT at the end",
+    )
+    return [_one_repeat(m) for m in (tps, ttft) if m is not None]
+
+
+def _drift_message(status: GateStatus, comparisons: Sequence[Comparison]) -> str:
+    if status == "fail":
+        drifted = "; ".join(c.message for c in comparisons if c.status == "fail")
+        return (
+            f"BASELINE DRIFT beyond noise ({drifted}): the end-of-sweep run is outside the baseline's "
+            "run-to-run spread; every measured verdict is inconclusive; rerun the sweep on a quiet host"
+        )
+    if status == "inconclusive":
+        maybe = "; ".join(c.message for c in comparisons if c.status == "inconclusive")
+        return (
+            f"possible baseline drift within noise ({maybe}): inside the baseline's run-to-run spread; "
+            "verdicts stand, more repeats would tell"
+        )
+    return "no drift beyond noise: " + "; ".join(c.message for c in comparisons)
 
 
 def evaluate_drift(sweep_dir: Path, cfg: GatesConfig, baseline: Results) -> DriftResult:
@@ -137,83 +205,16 @@ def evaluate_drift(sweep_dir: Path, cfg: GatesConfig, baseline: Results) -> Drif
     measured: list[Measured] = []
     for profile in shared:
         end, start = recovery.repeats(profile), baseline.repeats(profile)
-        run_level = len(end) >= 2 or len(start) >= 2
-        tps_tol, ttft_tol = cfg.throughput_tolerance, cfg.latency_tolerance
-        if run_level:
-            measured.append(
-                _run_level(
-                    "output_tps",
-                    profile,
-                    f"{profile} output tokens/s",
-                    "tok/s",
-                    end=[float(r.summary.output_tps) for r in end],
-                    start=[float(r.summary.output_tps) for r in start],
-                    confidence=confidence,
-                    tolerance=tps_tol,
-                    evidence=summary_evidence(end, start),
-                )
-            )
-            end_ttft, start_ttft = _ttft_medians(end), _ttft_medians(start)
-            if end_ttft and start_ttft and (len(end_ttft) >= 2 or len(start_ttft) >= 2):
-                measured.append(
-                    _run_level(
-                        "ttft_p50",
-                        profile,
-                        f"{profile} median TTFT",
-                        "s",
-                        end=end_ttft,
-                        start=start_ttft,
-                        confidence=confidence,
-                        tolerance=ttft_tol,
-                        evidence=records_evidence(end) + records_evidence(start),
-                    )
-                )
-            continue
-        measured.append(
-            _one_repeat(
-                throughput(
-                    "output_tps",
-                    profile,
-                    end,
-                    start,
-                    confidence=confidence,
-                    resamples=cfg.bootstrap_resamples,
-                    seed=ctx.seed("drift", profile),
-                    judge=_judge(tps_tol),
-                    label=f"{profile} output tokens/s at the end",
-                )
-            )
-        )
-        ttft = latency(
-            "ttft_p50",
-            profile,
-            end,
-            start,
-            ttft_value,
-            confidence=confidence,
-            judge=_judge(ttft_tol),
-            label=f"{profile} median TTFT at the end",
-        )
-        if ttft is not None:
-            measured.append(_one_repeat(ttft))
+        if len(end) >= 2 or len(start) >= 2:
+            measured += _run_level_drift(profile, end, start, cfg, confidence)
+        else:
+            measured += _request_level_drift(profile, ctx, confidence)
     comparisons = [m.comparison for m in measured]
     status = overall_status([c.status for c in comparisons])
-    if status == "fail":
-        drifted = "; ".join(c.message for c in comparisons if c.status == "fail")
-        message = (
-            f"BASELINE DRIFT beyond noise ({drifted}): the end-of-sweep run is outside the baseline's "
-            "run-to-run spread; every measured verdict is inconclusive; rerun the sweep on a quiet host"
-        )
-    elif status == "inconclusive":
-        maybe = "; ".join(c.message for c in comparisons if c.status == "inconclusive")
-        message = (
-            f"possible baseline drift within noise ({maybe}): inside the baseline's run-to-run spread; "
-            "verdicts stand, more repeats would tell"
-        )
-    else:
-        message = "no drift beyond noise: " + "; ".join(c.message for c in comparisons)
     evidence = [e for m in measured if m.comparison.status != "pass" for e in m.evidence]
-    return DriftResult(status=status, message=message, comparisons=comparisons, evidence=evidence)
+    return DriftResult(
+        status=status, message=_drift_message(status, comparisons), comparisons=comparisons, evidence=evidence
+    )
 
 
 def _judge(tolerance: float) -> Callable[[RatioEstimate], tuple[GateStatus, float]]:

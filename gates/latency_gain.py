@@ -10,16 +10,9 @@ worse beyond ``latency_tolerance`` and noise (the serial/loaded reversal is not 
 
 from __future__ import annotations
 
+from contracts.metrics import e2e_value, ttft_value
 from contracts.verdicts import Comparison, GateResult, GateStatus
-from gates.compare import (
-    Measured,
-    e2e_value,
-    judge_gain,
-    latency,
-    max_more,
-    ttft_value,
-    worse_beyond_noise,
-)
+from gates.compare import Measured, judge_gain, latency, max_more, worse_beyond_noise
 from gates.registry import Gate, GateContext, register
 from gates.stats import bonferroni
 

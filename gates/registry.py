@@ -22,8 +22,8 @@ from typing import ClassVar, TypeVar
 
 from contracts.errors import GateError
 from contracts.schema import GatesConfig
+from contracts.sweepdir import Results
 from contracts.verdicts import GateResult, GateRole
-from gates.data import Results
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,11 @@ the baseline's values are shown for context, not compared against.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from contracts.sweepdir import Repeat
 from contracts.verdicts import Comparison, Evidence, GateResult, GateStatus
-from gates.compare import overall_status, records_evidence
+from gates.compare import missing, overall_status, records_evidence
 from gates.registry import Gate, GateContext, register
 
 
@@ -33,63 +36,12 @@ class Stability(Gate):
         for profile in ctx.cfg.accepted_profiles:
             repeats = ctx.candidate.repeats(profile)
             if not repeats:
-                comparisons.append(
-                    Comparison(
-                        metric="stability",
-                        profile=profile,
-                        status="inconclusive",
-                        observed=None,
-                        baseline=None,
-                        message=f"{profile}: not measured for the candidate",
-                    )
-                )
+                comparisons.append(missing("stability", profile, "candidate"))
                 continue
-            base_failed = sum(rep.summary.failed for rep in ctx.baseline.repeats(profile))
-            failed = sum(rep.summary.failed for rep in repeats)
-            total = sum(rep.summary.num_requests for rep in repeats)
-            servers = [rep.summary.server for rep in repeats]
-            preemptions = sum(s.preemptions for s in servers if s is not None)
-            restarted = [
-                rep.summary_file for rep, s in zip(repeats, servers, strict=True) if s and s.restart_detected
-            ]
-            unknown = sum(s is None for s in servers)
-            status: GateStatus = "pass"
-            parts = [f"{failed}/{total} failed", f"{preemptions:g} preemptions"]
-            if failed:
-                status = "fail"
-                errors: dict[str, int] = {}
-                for rep in repeats:
-                    for kind, count in rep.summary.errors.items():
-                        errors[kind] = errors.get(kind, 0) + count
-                detail = ", ".join(f"{k} {v}" for k, v in sorted(errors.items()))
-                problems.append(f"{profile}: {failed}/{total} requests failed ({detail or 'no class'})")
-                evidence.extend(records_evidence(repeats, lambda r: not r.ok))
-            if preemptions > 0:
-                status = "fail"
-                problems.append(f"{profile}: {preemptions:g} preemptions")
-            if restarted:
-                status = "fail"
-                parts.append("restart detected")
-                problems.append(f"{profile}: server restart detected ({', '.join(restarted)})")
-            if unknown and status == "pass":
-                status = "inconclusive"
-                parts.append(f"/metrics unreadable in {unknown} repeat(s): preemptions unknown")
-            if status != "pass":
-                evidence.extend(Evidence(file=rep.summary_file) for rep in repeats)
-            comparisons.append(
-                Comparison(
-                    metric="stability",
-                    profile=profile,
-                    status=status,
-                    observed=float(failed) + preemptions,
-                    baseline=float(base_failed),
-                    threshold=0.0,
-                    unit="events",
-                    n_candidate=len(repeats),
-                    n_baseline=len(ctx.baseline.repeats(profile)),
-                    message=f"{profile}: " + ", ".join(parts),
-                )
-            )
+            comparison, found, shown = _profile_stability(profile, repeats, ctx.baseline.repeats(profile))
+            comparisons.append(comparison)
+            problems += found
+            evidence += shown
         statuses = [c.status for c in comparisons]
         status = "fail" if problems else overall_status(statuses)
         if not comparisons and not problems:
@@ -108,3 +60,55 @@ class Stability(Gate):
             evidence=evidence,
             comparisons=comparisons,
         )
+
+
+def _profile_stability(
+    profile: str, repeats: Sequence[Repeat], base: Sequence[Repeat]
+) -> tuple[Comparison, list[str], list[Evidence]]:
+    """One accepted profile: failed requests, preemptions, restarts; its problems and their evidence."""
+    problems: list[str] = []
+    evidence: list[Evidence] = []
+    failed = sum(rep.summary.failed for rep in repeats)
+    total = sum(rep.summary.num_requests for rep in repeats)
+    servers = [rep.summary.server for rep in repeats]
+    preemptions = sum(s.preemptions for s in servers if s is not None)
+    restarted = [
+        rep.summary_file for rep, s in zip(repeats, servers, strict=True) if s and s.restart_detected
+    ]
+    unknown = sum(s is None for s in servers)
+    status: GateStatus = "pass"
+    parts = [f"{failed}/{total} failed", f"{preemptions:g} preemptions"]
+    if failed:
+        status = "fail"
+        errors: dict[str, int] = {}
+        for rep in repeats:
+            for kind, count in rep.summary.errors.items():
+                errors[kind] = errors.get(kind, 0) + count
+        detail = ", ".join(f"{k} {v}" for k, v in sorted(errors.items()))
+        problems.append(f"{profile}: {failed}/{total} requests failed ({detail or 'no class'})")
+        evidence.extend(records_evidence(repeats, lambda r: not r.ok))
+    if preemptions > 0:
+        status = "fail"
+        problems.append(f"{profile}: {preemptions:g} preemptions")
+    if restarted:
+        status = "fail"
+        parts.append("restart detected")
+        problems.append(f"{profile}: server restart detected ({', '.join(restarted)})")
+    if unknown and status == "pass":
+        status = "inconclusive"
+        parts.append(f"/metrics unreadable in {unknown} repeat(s): preemptions unknown")
+    if status != "pass":
+        evidence.extend(Evidence(file=rep.summary_file) for rep in repeats)
+    comparison = Comparison(
+        metric="stability",
+        profile=profile,
+        status=status,
+        observed=float(failed) + preemptions,
+        baseline=float(sum(rep.summary.failed for rep in base)),
+        threshold=0.0,
+        unit="events",
+        n_candidate=len(repeats),
+        n_baseline=len(base),
+        message=f"{profile}: " + ", ".join(parts),
+    )
+    return comparison, problems, evidence

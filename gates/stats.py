@@ -1,4 +1,4 @@
-"""Statistics of the gates: ratio estimates with confidence intervals, and right-censored medians.
+"""Statistics of the gates: ratio estimates of candidate / baseline with confidence intervals.
 
 Pipeline position: pure functions the gate modules call on numbers taken from stored result files.
 Every estimate is a ratio candidate / baseline with an interval; an effect counts only when the interval
@@ -17,7 +17,7 @@ Methods (why these: docs/gates.md):
 - :func:`hodges_lehmann_ratio`, one value per request: the Hodges-Lehmann shift of the log latencies
   with the distribution-free interval that inverts the Mann-Whitney test, only where a side has a single
   repeat and run-to-run noise cannot be measured (:func:`latency_ratio` chooses). Missing values are
-  right-censored (+inf) and rank above every observed value.
+  right-censored (+inf) and rank above every observed value (medians: :func:`contracts.metrics.median`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.stats import mannwhitneyu, norm
 from scipy.stats import t as student_t
+
+from contracts.metrics import median
 
 FloatArray = NDArray[np.float64]
 
@@ -77,26 +79,6 @@ class RunSample:
     value: float
     amounts: FloatArray = field(default_factory=lambda: np.zeros(0))
     times: FloatArray = field(default_factory=lambda: np.zeros(0))
-
-
-def censored_median(values: Sequence[float | None]) -> float | None:
-    """Median where None (no value arrived) counts as +inf; None when there are no values.
-
-    >>> censored_median([43.95, 12.0, None, 80.1, 30.2])
-    43.95
-    >>> censored_median([76.85, None, 12.0, None, 30.2])
-    76.85
-    """
-    if not values:
-        return None
-    data = np.sort(np.array([math.inf if v is None else float(v) for v in values]))
-    n = len(data)
-    if n % 2:
-        return float(data[n // 2])
-    low, high = data[n // 2 - 1], data[n // 2]
-    if math.isinf(high):
-        return math.inf
-    return float((low + high) / 2)
 
 
 def _log(values: Sequence[float] | FloatArray) -> FloatArray:
@@ -324,8 +306,8 @@ def latency_ratio(
     if not c_runs or not b_runs:
         raise ValueError("latency_ratio needs at least one measured request on each side")
     if len(c_runs) >= 2 or len(b_runs) >= 2:
-        c_med = [_finite_or_inf(censored_median(r)) for r in c_runs]
-        b_med = [_finite_or_inf(censored_median(r)) for r in b_runs]
+        c_med = [_finite_or_inf(median(r)) for r in c_runs]
+        b_med = [_finite_or_inf(median(r)) for r in b_runs]
         return run_level_ratio(c_med, b_med, confidence=confidence)
     est = hodges_lehmann_ratio(c_runs[0], b_runs[0], confidence=confidence, repeats=1)
     return replace(est, note=ONE_REPEAT_NOTE)

@@ -1,34 +1,40 @@
 """The verdict rules: gate results -> one decision per candidate, the retained configuration, the reversal.
 
 Pipeline position: the end of ``gates``: :func:`evaluate_sweep` reads a sweep directory (through
-:mod:`gates.data`), runs the enabled gates for every candidate against the baseline, checks baseline
-drift, and returns a :class:`SweepVerdict`; :func:`write_verdicts` stores it next to the results.
+:mod:`contracts.sweepdir`), runs the enabled gates for every candidate against the baseline, checks
+baseline drift, adds the key figures, rankings and reversals the report shows (:mod:`gates.figures`),
+and returns a :class:`SweepVerdict`; :mod:`gates.judge` writes it as ``verdicts.json``.
 
 Rules, in order: startup failed -> ``incompatible``; a requirement failed -> ``reject`` (naming every
 failed one); a requirement inconclusive -> ``inconclusive``; a latency gain beyond noise -> ``keep``; a
 gain within noise -> ``inconclusive``; otherwise ``neutral``. Drift beyond noise turns every measured
 decision into ``inconclusive``.
 
-    >>> sweep = Path("sweeps/2025-01-01")
-    >>> write_verdicts(sweep, evaluate_sweep(sweep, GatesConfig(), baseline="baseline"))  # doctest: +SKIP
+    >>> evaluate_sweep(Path("sweeps/2025-01-01"), GatesConfig(), baseline="baseline")  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
 from contracts.errors import GateError
-from contracts.results import read_model, write_model
+from contracts.metrics import excludes_one, fmt_ratio, geometric_mean
 from contracts.schema import GatesConfig
-from contracts.verdicts import Comparison, Decision, GateResult, SweepVerdict, Verdict
-from gates.compare import brief, fmt_ratio
-from gates.data import Results, candidate_names, load_results
+from contracts.sweepdir import Results, candidate_names, load_results
+from contracts.verdicts import Comparison, Decision, GateResult, Reversal, SweepVerdict, Verdict
+from gates.compare import brief
 from gates.drift import evaluate_drift
+from gates.figures import (
+    FigureSpec,
+    baseline_figures,
+    figure_specs,
+    key_figures,
+    rankings,
+    reversal,
+    reversal_note,
+)
 from gates.registry import REGISTRY, Gate, GateContext, selected_gates
-
-VERDICTS_FILE = "verdicts.json"
 
 
 def _label(gate: str) -> str:
@@ -40,13 +46,6 @@ def _gate(results: Sequence[GateResult], name: str) -> GateResult | None:
     return next((g for g in results if g.gate == name), None)
 
 
-def _excludes(c: Comparison, side: str) -> bool:
-    if c.interval is None:
-        return False
-    low, high = c.interval
-    return high < 1 if side == "below" else low > 1
-
-
 def _load_gains(results: Sequence[GateResult], cfg: GatesConfig) -> list[Comparison]:
     """Loaded throughput up by min_gain beyond noise, or loaded median TTFT down beyond noise."""
     out: list[Comparison] = []
@@ -56,7 +55,7 @@ def _load_gains(results: Sequence[GateResult], cfg: GatesConfig) -> list[Compari
             c.unit == "tok/s"
             and c.ratio is not None
             and c.ratio >= 1 + cfg.min_gain
-            and _excludes(c, "above")
+            and excludes_one(c.interval, "above")
         ):
             out.append(c)
     gain = _gate(results, "latency_gain")
@@ -71,32 +70,6 @@ def _serial_gains(results: Sequence[GateResult]) -> list[Comparison]:
     return [
         c for c in (gain.comparisons if gain else []) if c.metric.startswith("serial_") and c.status == "pass"
     ]
-
-
-def _reversal(candidate: str, baseline: str, results: Sequence[GateResult], cfg: GatesConfig) -> str | None:
-    """Serial and loaded rankings of candidate vs baseline disagree (each side beyond noise)."""
-    gain = _gate(results, "latency_gain")
-    conc = _gate(results, "concurrency")
-    if gain is None or conc is None:
-        return None
-    serial = [c for c in gain.comparisons if c.metric.startswith("serial_")]
-    serial_better = [c for c in serial if _excludes(c, "below")]
-    serial_worse = [c for c in serial if _excludes(c, "above")]
-    load_worse = [c for c in conc.comparisons if c.status == "fail"]
-    load_better = _load_gains(results, cfg)
-    if serial_better and load_worse:
-        return (
-            f"reversal: serial latency ranks {candidate} ahead of {baseline} "
-            f"({brief(serial_better, 'pass', 1)}), but under load it ranks behind "
-            f"({brief(load_worse, 'fail')})"
-        )
-    if serial_worse and load_better:
-        return (
-            f"reversal: serial latency ranks {candidate} behind {baseline} "
-            f"({brief(serial_worse, serial_worse[0].status, 1)}), but under load it ranks ahead "
-            f"({brief(load_better, load_better[0].status)})"
-        )
-    return None
 
 
 def _brief(gate: GateResult, status: str) -> str:
@@ -124,7 +97,6 @@ def decide(candidate: str, baseline: str, results: Sequence[GateResult], cfg: Ga
     unsure = [g for g in requirements if g.status == "inconclusive"]
     gain = _gate(results, "latency_gain")
     gains = [c.message for c in _serial_gains(results)] + [c.message for c in _load_gains(results, cfg)]
-    reversal = _reversal(candidate, baseline, results, cfg)
     decision: Decision
     more: int | None = None
     if compat is not None and compat.status == "fail":
@@ -187,32 +159,43 @@ def decide(candidate: str, baseline: str, results: Sequence[GateResult], cfg: Ga
         gains=gains,
         gates=list(results),
         more_repeats=more,
-        reversal=reversal,
     )
 
 
-def _not_run(gate: Gate, why: str) -> GateResult:
-    return GateResult(gate=gate.name, role=gate.role, status="not_run", message=why)
+def _evaluated(gate: Gate, ctx: GateContext, compat: GateResult | None) -> GateResult:
+    """The gate's result on the candidate, labelled with what failing it means."""
+    if compat is not None and compat.status != "pass":
+        result = GateResult(
+            gate=gate.name, role=gate.role, status="not_run", message="not run: the candidate did not start"
+        )
+    else:
+        result = gate.evaluate(ctx)
+    return result.model_copy(update={"failure": _label(gate.name)})
 
 
 def _load_score(verdict: Verdict) -> float:
     """Geometric mean of loaded output tokens/s ratios against the baseline (1.0 when none)."""
     conc = _gate(verdict.gates, "concurrency")
     ratios = [c.ratio for c in (conc.comparisons if conc else []) if c.metric == "output_tps" and c.ratio]
-    if not ratios:
-        return 1.0
-    return math.exp(sum(math.log(max(r, 1e-12)) for r in ratios) / len(ratios))
+    score = geometric_mean(ratios)
+    return 1.0 if score is None else score
 
 
-def _sweep_reversal(baseline: str, verdicts: Sequence[Verdict]) -> str | None:
-    reversed_ = [v for v in verdicts if v.reversal]
-    if not reversed_:
+def _sweep_reversal(baseline: str, verdicts: Sequence[Verdict], reversals: Sequence[Reversal]) -> str | None:
+    if not reversals:
         return None
-    names = ", ".join(v.candidate for v in reversed_)
+    by_name = {v.candidate: v for v in verdicts}
+    names = ", ".join(r.candidate for r in reversals)
+    them = "them" if len(reversals) > 1 else "it"
+    serial = (
+        f"would have preferred {them} over {baseline}"
+        if all(r.direction == "faster" for r in reversals)
+        else f"ranks {them} the other way round against {baseline}"
+    )
+    loads = "; ".join(f"{r.candidate}: {_load_summary(by_name[r.candidate].gates)}" for r in reversals)
     return (
         f"The serial ranking and the ranking under load disagree for {names}: a single-request benchmark "
-        f"would have preferred {'them' if len(reversed_) > 1 else 'it'} over {baseline}, but shared load "
-        f"says otherwise ({'; '.join(f'{v.candidate}: {_load_summary(v.gates)}' for v in reversed_)})."
+        f"{serial}, but shared load says otherwise ({loads})."
     )
 
 
@@ -233,55 +216,69 @@ def _check_baseline(baseline: Results) -> None:
         raise GateError(f"the baseline {baseline.name!r} has no measured profile under {baseline.root}/")
 
 
+def _judge_candidate(
+    ctx: GateContext, gates: Sequence[Gate], specs: Sequence[FigureSpec]
+) -> tuple[Verdict, Reversal | None]:
+    """Every gate on one candidate, the decision, its key figures and its reversal (if any)."""
+    cfg, baseline, candidate, name = ctx.cfg, ctx.baseline, ctx.candidate, ctx.candidate.name
+    compat = _evaluated(next(g for g in gates if g.name == "compatibility"), ctx, None)
+    results = [compat] + [_evaluated(g, ctx, compat) for g in gates if g.name != "compatibility"]
+    verdict = decide(name, baseline.name, results, cfg)
+    if not candidate.started:
+        return verdict, None
+    figures = key_figures(specs, candidate, baseline, results)
+    found = reversal(name, figures, cfg)
+    note = reversal_note(found, baseline.name, figures, cfg) if found else None
+    return verdict.model_copy(update={"figures": figures, "reversal": note}), found
+
+
 def evaluate_sweep(
     sweep_dir: Path, cfg: GatesConfig, *, baseline: str, candidates: Sequence[str] | None = None
 ) -> SweepVerdict:
     """Judge every candidate of a stored sweep against its baseline (reads files, writes nothing)."""
     gates = selected_gates(cfg.enabled)
+    specs = figure_specs(cfg)
     base = load_results(sweep_dir, f"candidates/{baseline}", baseline)
     _check_baseline(base)
     names = [
         n for n in (candidates if candidates is not None else candidate_names(sweep_dir)) if n != baseline
     ]
+    results = {baseline: base} | {n: load_results(sweep_dir, f"candidates/{n}", n) for n in names}
     verdicts: list[Verdict] = []
+    reversals: list[Reversal] = []
     for name in names:
-        results = load_results(sweep_dir, f"candidates/{name}", name)
-        ctx = GateContext(cfg=cfg, baseline=base, candidate=results)
-        compat = next(g for g in gates if g.name == "compatibility").evaluate(ctx)
-        gate_results = [compat]
-        for gate in gates:
-            if gate.name == "compatibility":
-                continue
-            if compat.status != "pass":
-                gate_results.append(_not_run(gate, "not run: the candidate did not start"))
-            else:
-                gate_results.append(gate.evaluate(ctx))
-        verdicts.append(decide(name, baseline, gate_results, cfg))
+        ctx = GateContext(cfg=cfg, baseline=base, candidate=results[name])
+        verdict, found = _judge_candidate(ctx, gates, specs)
+        verdicts.append(verdict)
+        reversals += [found] if found else []
     drift = evaluate_drift(sweep_dir, cfg, base)
     if drift.status == "fail":
         verdicts = [_drifted(v, drift.message) for v in verdicts]
-    keeps = [v for v in verdicts if v.decision == "keep"]
-    if keeps:
-        best = max(keeps, key=_load_score)
-        retained = best.candidate
-        others = (
-            f" (best of {len(keeps)} kept candidates by loaded output tokens/s)" if len(keeps) > 1 else ""
-        )
-        retained_reason = f"{best.candidate} is kept{others}: {best.reason}"
-    else:
-        retained = baseline
-        retained_reason = f"no candidate is keep: {baseline} stays" + (
-            " (baseline drift made every measured verdict inconclusive)" if drift.status == "fail" else ""
-        )
+    retained, retained_reason = _retained(baseline, verdicts, drifted=drift.status == "fail")
+    measured = [n for n in [baseline, *names] if results[n].started and results[n].profiles]
     return SweepVerdict(
         baseline=baseline,
         retained=retained,
         retained_reason=retained_reason,
         drift=drift,
         verdicts=verdicts,
-        reversal=_sweep_reversal(baseline, verdicts),
+        reversal=_sweep_reversal(baseline, verdicts, reversals),
         gates_evaluated=[g.name for g in gates],
+        baseline_figures=baseline_figures(specs, base),
+        rankings=rankings(specs, measured, results),
+        reversals=reversals,
     )
+
+
+def _retained(baseline: str, verdicts: Sequence[Verdict], *, drifted: bool) -> tuple[str, str]:
+    """The configuration to keep running, and why: the best keep under load, or the baseline."""
+    keeps = [v for v in verdicts if v.decision == "keep"]
+    if not keeps:
+        why = " (baseline drift made every measured verdict inconclusive)" if drifted else ""
+        return baseline, f"no candidate is keep: {baseline} stays{why}"
+    best = max(keeps, key=_load_score)
+    others = f" (best of {len(keeps)} kept candidates by loaded output tokens/s)" if len(keeps) > 1 else ""
+    return best.candidate, f"{best.candidate} is kept{others}: {best.reason}"
 
 
 def _drifted(verdict: Verdict, why: str) -> Verdict:
@@ -294,15 +291,3 @@ def _drifted(verdict: Verdict, why: str) -> Verdict:
             "reason": f"inconclusive: {why} (without the drift: {verdict.reason})",
         }
     )
-
-
-def write_verdicts(sweep_dir: Path, verdict: SweepVerdict) -> Path:
-    """Validate and write ``<sweep>/verdicts.json`` atomically; returns its path."""
-    path = sweep_dir / VERDICTS_FILE
-    write_model(path, verdict)
-    return path
-
-
-def read_verdicts(sweep_dir: Path) -> SweepVerdict:
-    """Read and validate ``<sweep>/verdicts.json``."""
-    return read_model(sweep_dir / VERDICTS_FILE, SweepVerdict)

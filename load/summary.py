@@ -12,9 +12,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from contracts.metrics import censored_median, percentile, stats
 from contracts.results import CensoredMedian, ClientHealth, RequestRecord, Stats
 from load.sse import StreamOutcome
-from load.stats import censored_median, percentile, stats
 from load.workload import PROMPT_TOLERANCE
 
 NS = 1e-9

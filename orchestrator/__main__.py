@@ -1,4 +1,4 @@
-"""Command line of gauntlet: ``python -m orchestrator [plan|report|rollback|status] ...``.
+"""Command line of gauntlet: ``python -m orchestrator [plan|judge|report|rollback|status] ...``.
 
 Subcommands are dispatched here; anything else is a Hydra run of the sweep (``-m candidate=glob(*)``).
 """
@@ -16,7 +16,8 @@ USAGE = """usage: python -m orchestrator [COMMAND] [hydra overrides]
   rollback [SWEEP_DIR]               stop what gauntlet started, restore the retained configuration
                                      byte-for-byte and validate it under load (default: the latest sweep)
   status [SWEEP_DIR]                 what gauntlet has running, its fingerprint, and whether it is healthy
-  report SWEEP_DIR                   rebuild the decision table and plots from the files on disk
+  judge SWEEP_DIR                    judge the stored results again and write verdicts.json
+  report SWEEP_DIR                   render the decision table and plots from verdicts.json and the files
 
 examples:
   python -m orchestrator -m 'candidate=glob(*)'                    # the case study on the simulator
@@ -42,8 +43,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         handler = rollback.main_rollback if command == "rollback" else rollback.main_status
         return handler(rest, SEAMS_FACTORY)
+    if command == "judge":
+        from gates import judge  # noqa: PLC0415
+
+        return judge.main(rest)
     if command == "report":
-        from report import render as report  # noqa: PLC0415
+        import report  # noqa: PLC0415
 
         return report.main(rest)
     if command.startswith("-") or "=" in command:

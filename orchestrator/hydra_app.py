@@ -96,8 +96,10 @@ class Session:
             raise
         code = 0 if self.validation.ok else 7
         try:
-            from report.render import build_report  # noqa: PLC0415
+            from gates.judge import judge_sweep  # noqa: PLC0415
+            from report import build_report  # noqa: PLC0415
 
+            judge_sweep(self.dir, self.cfg)  # verdicts.json, then the report renders it
             text = build_report(self.dir, self.cfg)
             print(text, flush=True)
         except GauntletError as exc:

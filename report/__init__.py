@@ -1,5 +1,12 @@
-"""The report stage: verdicts and records on disk -> decision table (Markdown), report.json and plots.
+"""The report stage: ``verdicts.json`` and the sweep's files -> ``report.md``, ``report.json``, PNG plots.
 
-Pipeline position: the last stage. It reads what the sweep, the load runner and the judge wrote; it
-decides nothing.
+Pipeline position: the last box, after the judge (:mod:`gates.judge`), joined to it by ``verdicts.json``
+only: this package imports no stage, just :mod:`contracts`. :mod:`report.model` arranges the report as
+data, :mod:`report.markdown` writes it as text, :mod:`report.plots` draws it, :mod:`report.build` reads
+the sweep directory and writes the files.
 """
+
+from report.build import build_report, main
+from report.model import ReportModel
+
+__all__ = ["ReportModel", "build_report", "main"]

@@ -1,4 +1,6 @@
-"""The gates' statistics: censored medians, Hodges-Lehmann ratios, the two-stage bootstrap, more repeats."""
+"""The gates' statistics: Hodges-Lehmann ratios, the two-stage bootstrap, more repeats.
+
+Medians are the vocabulary's: tests/unit/test_metrics.py."""
 
 from __future__ import annotations
 
@@ -12,29 +14,9 @@ from gates.stats import (
     RunSample,
     bonferroni,
     bootstrap_ratio,
-    censored_median,
     hodges_lehmann_ratio,
     more_repeats,
 )
-
-
-@pytest.mark.parametrize(
-    ("values", "expected"),
-    [
-        ([], None),
-        ([3.0], 3.0),
-        ([None], math.inf),
-        ([1.0, 2.0], 1.5),
-        ([1.0, None], math.inf),
-        # the case study: greedy 4/5, probabilistic 3/5 visible answers
-        ([12.3, 30.2, 43.95, 61.0, None], 43.95),
-        ([20.1, 76.85, 35.4, None, None], 76.85),
-        ([1.0, None, None], math.inf),
-        ([5.0, 1.0, 3.0, None], 4.0),
-    ],
-)
-def test_censored_median(values: list[float | None], expected: float | None) -> None:
-    assert censored_median(values) == expected
 
 
 @pytest.mark.parametrize(

@@ -1,13 +1,14 @@
-"""The report, rebuilt from synthetic sweep directories: decision table, reversal, drift, recovery, plots."""
+"""The report, rendered from synthetic sweep directories the judge has judged: decision table, reversal,
+drift, recovery, plots; and the report stage on its own, from disk, without the gates."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 
 from contracts.results import (
     CandidateRun,
@@ -20,18 +21,21 @@ from contracts.results import (
 )
 from contracts.schema import GauntletConfig
 from contracts.verdicts import Comparison
-from report.render import (
-    PLOT_RANKING,
-    PLOT_THROUGHPUT,
-    PLOT_TTFT,
-    ReportModel,
-    build_report,
-    fmt_value,
-    main,
-    short_comparison,
-    table,
+from gates.judge import judge_sweep
+from report import ReportModel, build_report, main
+from report.markdown import table
+from report.model import PLOT_RANKING, PLOT_THROUGHPUT, PLOT_TTFT, short_comparison
+from tests.unit.gates_fixtures import (
+    BASELINE,
+    SweepBuilder,
+    baseline_like,
+    case_study,
+    sweep_config,
+    with_faster,
+    write_config,
 )
-from tests.unit.gates_fixtures import BASELINE, SweepBuilder, baseline_like, case_study
+
+ROOT = Path(__file__).resolve().parents[2]
 
 FINGERPRINT = "sha256:" + "ab" * 32
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -42,16 +46,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 @pytest.fixture(scope="module")
 def base_cfg() -> GauntletConfig:
-    from orchestrator.config import load
-
-    cfg, _ = load([])
-    # Fewer bootstrap resamples keep the suite fast; the decisions of these fixtures are far from the edge.
-    return dataclasses.replace(cfg, gates=dataclasses.replace(cfg.gates, bootstrap_resamples=300))
-
-
-def write_config(sweep: Path, cfg: GauntletConfig) -> None:
-    sweep.mkdir(parents=True, exist_ok=True)
-    (sweep / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+    return sweep_config()
 
 
 def write_validation(sweep: Path, *, ok: bool = True, fingerprint: str = FINGERPRINT) -> None:
@@ -94,6 +89,12 @@ def finish_sweep(sweep: Path, cfg: GauntletConfig, *, probe: HostProbe | None = 
     return sweep
 
 
+def judged_report(sweep: Path, cfg: GauntletConfig | None = None) -> str:
+    """What the sweep does when it closes: the judge writes verdicts.json, then the report renders it."""
+    judge_sweep(sweep, cfg)
+    return build_report(sweep, cfg)
+
+
 def decisions(markdown: str) -> dict[str, str]:
     """The decision table as {candidate: verdict label}."""
     section = markdown.split("## Decision", 1)[1].split("\n\n", 2)[1]
@@ -109,7 +110,7 @@ def section(markdown: str, title: str) -> str:
 def case(tmp_path_factory: pytest.TempPathFactory, base_cfg: GauntletConfig) -> tuple[Path, str]:
     """The case study's sweep, reported once (config read back from the sweep's own config.yaml)."""
     sweep = finish_sweep(case_study(tmp_path_factory.mktemp("case") / "sweep"), base_cfg)
-    return sweep, build_report(sweep)
+    return sweep, judged_report(sweep)
 
 
 # ------------------------------------------------------------------------------------------ the case study
@@ -231,26 +232,44 @@ def test_plots_are_non_empty_png_images(case: tuple[Path, str]) -> None:
 def test_rebuilding_gives_the_same_markdown_and_json(case: tuple[Path, str]) -> None:
     sweep, first = case
     json_before = (sweep / "report.json").read_bytes()
-    (sweep / "verdicts.json").unlink()  # rebuilt from the results, not from an earlier judgement
-    assert build_report(sweep) == first
+    assert build_report(sweep) == first  # rendered again from the same verdicts.json
+    verdicts_before = (sweep / "verdicts.json").read_bytes()
+    (sweep / "verdicts.json").unlink()  # judged again from the results, not from an earlier judgement
+    assert judged_report(sweep) == first
+    assert (sweep / "verdicts.json").read_bytes() == verdicts_before
     assert (sweep / "report.md").read_text() == first
     assert (sweep / "report.json").read_bytes() == json_before
+
+
+def test_the_report_shows_the_judges_reversal_and_figures(case: tuple[Path, str]) -> None:
+    """One definition of a reversal: the report shows what verdicts.json says, it does not decide again."""
+    from contracts.verdicts import read_verdicts
+
+    sweep, _ = case
+    verdicts = read_verdicts(sweep)
+    report = read_model(sweep / "report.json", ReportModel)
+    assert [(r.candidate, r.loaded_profile) for r in report.reversals] == [
+        (r.candidate, r.loaded_profile) for r in verdicts.reversals
+    ]
+    tp4 = next(v for v in verdicts.verdicts if v.candidate == "tp4_dp2")
+    assert (
+        tp4.reversal is not None
+        and next(r for r in report.rows if r.candidate == "tp4_dp2").reversal == tp4.reversal
+    )
+    assert next(r for r in report.rows if r.candidate == "tp4_dp2").figures == tp4.figures
+    assert report.rankings == verdicts.rankings
 
 
 # ------------------------------------------------------------------------------------------ other sweeps
 
 
 def test_a_keep_replaces_the_baseline(tmp_path: Path, base_cfg: GauntletConfig) -> None:
-    b = SweepBuilder(tmp_path)
-    b.run("baseline", is_baseline=True, free_gib=[1.0] * 8)
-    baseline_like(b, "baseline")
-    b.run("faster", free_gib=[1.0] * 8)
-    baseline_like(b, "faster", ttft_factor=0.8)
+    b = with_faster(tmp_path)
     # Same speed as the baseline, but most answers never become visible: an infinite censored median.
     b.run("silent", free_gib=[1.0] * 8)
     baseline_like(b, "silent")
     b.answers("silent", [None, None, None, 30.0, 40.0])
-    text = build_report(finish_sweep(tmp_path, base_cfg), base_cfg)
+    text = judged_report(finish_sweep(tmp_path, base_cfg), base_cfg)
     assert decisions(text) == {"baseline": "baseline", "faster": "KEEP", "silent": "REJECT"}
     row = next(line for line in text.splitlines() if line.startswith("| faster "))
     assert "gain: " in row and "TTFT p50 0.8" in row and "no requirement failed" in row
@@ -280,7 +299,7 @@ def test_missing_profiles_and_unmeasured_candidates_still_report(
     b.run(
         "broken", ok=False, kind="bad-args", matched_line="vllm: error: unrecognized arguments: --frobnicate"
     )
-    text = build_report(finish_sweep(tmp_path, base_cfg), base_cfg)
+    text = judged_report(finish_sweep(tmp_path, base_cfg), base_cfg)
     assert decisions(text) == {"baseline": "baseline", "broken": "INCOMPATIBLE", "partial": "INCONCLUSIVE"}
     row = next(line for line in text.splitlines() if line.startswith("| partial "))
     assert "unsettled: " in row and "decode_heavy: not measured for the candidate" in row
@@ -301,25 +320,21 @@ def test_only_the_baseline_started(tmp_path: Path, base_cfg: GauntletConfig) -> 
     b.run("baseline", is_baseline=True, free_gib=[1.0] * 8)
     baseline_like(b, "baseline")
     b.run("mega_moe", ok=False, kind="incompatible", matched_line="RuntimeError: requires SM100")
-    text = build_report(finish_sweep(tmp_path, base_cfg), base_cfg)
+    text = judged_report(finish_sweep(tmp_path, base_cfg), base_cfg)
     assert decisions(text) == {"baseline": "baseline", "mega_moe": "INCOMPATIBLE"}
     assert "## Key figures" not in text
     assert (tmp_path / PLOT_RANKING).read_bytes()[:8] == PNG_MAGIC
 
 
 def test_drift_beyond_noise_is_loud(tmp_path: Path, base_cfg: GauntletConfig) -> None:
-    b = SweepBuilder(tmp_path)
-    b.run("baseline", is_baseline=True, free_gib=[1.0] * 8)
-    baseline_like(b, "baseline")
-    b.run("faster", free_gib=[1.0] * 8)
-    baseline_like(b, "faster", ttft_factor=0.8)
+    b = with_faster(tmp_path)
     b.run("baseline", root="recovery", is_baseline=True)
     fig = BASELINE["decode_heavy"]
     out, prompt, ttft = fig["output_tps"] * 0.6, fig["prompt_tps"] * 0.6, fig["ttft"] * 2  # a slower host
     b.loaded(
         "baseline", "decode_heavy", output_tps=out, prompt_tps=prompt, ttft=ttft, repeats=1, root="recovery"
     )
-    text = build_report(finish_sweep(tmp_path, base_cfg), base_cfg)
+    text = judged_report(finish_sweep(tmp_path, base_cfg), base_cfg)
     assert "**DRIFT: the baseline moved beyond noise" in text
     assert decisions(text)["faster"] == "INCONCLUSIVE"
     assert "baseline drift (would have been keep)" in text
@@ -345,7 +360,7 @@ def test_recovery_result_is_reported(
     baseline_like(b, "baseline")
     finish_sweep(tmp_path, base_cfg)
     write_validation(tmp_path, ok=ok, fingerprint=fingerprint)
-    recovery = section(build_report(tmp_path, base_cfg), "Retained configuration and recovery")
+    recovery = section(judged_report(tmp_path, base_cfg), "Retained configuration and recovery")
     for fragment in fragments:
         assert fragment in recovery
 
@@ -376,7 +391,7 @@ def test_header_states_real_vllm_and_the_nvml_probe(tmp_path: Path, base_cfg: Ga
         compute_capability=["9.0"] * 8,
     )
     finish_sweep(tmp_path, base_cfg, probe=probe)
-    head = build_report(tmp_path, base_cfg).split("## Decision", 1)[0]
+    head = judged_report(tmp_path, base_cfg).split("## Decision", 1)[0]
     assert "Numbers measured on **real vLLM**" in head and "SIMULATED" not in head
     assert "NVIDIA driver 550.54.15, 8 GPU(s) (NVIDIA H100 80GB HBM3), compute capability 9.0" in head
 
@@ -408,23 +423,66 @@ def test_main_on_a_directory_without_config(tmp_path: Path, capsys: pytest.Captu
     assert "no config.yaml here" in err and "hint:" in err
 
 
+def test_main_on_a_sweep_nobody_judged_says_to_run_the_judge(
+    tmp_path: Path, base_cfg: GauntletConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    b = SweepBuilder(tmp_path)
+    b.run("baseline", is_baseline=True, free_gib=[1.0] * 8)
+    baseline_like(b, "baseline")
+    finish_sweep(tmp_path, base_cfg)
+    assert main([str(tmp_path)]) == 6
+    err = capsys.readouterr().err
+    assert "no verdicts.json: the sweep was not judged" in err
+    assert f"python -m orchestrator judge {tmp_path}" in err
+    assert not (tmp_path / "report.md").exists()
+
+
+def test_an_older_verdicts_file_still_renders_and_says_how_to_update_it(
+    tmp_path: Path, base_cfg: GauntletConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from contracts.verdicts import read_verdicts, write_verdicts
+
+    with_faster(tmp_path)
+    judge_sweep(finish_sweep(tmp_path, base_cfg), base_cfg)
+    current = read_verdicts(tmp_path)
+    old = current.model_copy(
+        update={
+            "schema_version": 1,
+            "baseline_figures": [],
+            "rankings": [],
+            "reversals": [],
+            "verdicts": [v.model_copy(update={"figures": []}) for v in current.verdicts],
+        }
+    )
+    write_verdicts(tmp_path, old)
+    assert main([str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert decisions(out) == {"baseline": "baseline", "faster": "KEEP"}
+    assert "## Key figures" not in out
+    assert "schema 1 (an older gauntlet)" in err and "python -m orchestrator judge" in err
+
+
+def test_the_report_renders_from_disk_without_the_gates(case: tuple[Path, str]) -> None:
+    """The report stage imports no stage: with the gates package unimportable it still renders the sweep."""
+    sweep, first = case
+    script = (
+        "import sys\n"
+        "class NoGates:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'gates' or name.startswith('gates.'):\n"
+        "            raise ImportError('the report must not import ' + name)\n"
+        "sys.meta_path.insert(0, NoGates())\n"
+        "import report\n"
+        f"sys.exit(report.main([{str(sweep)!r}]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == first
+
+
 # ------------------------------------------------------------------------------------------ formatting
-
-
-@pytest.mark.parametrize(
-    ("value", "unit", "text"),
-    [
-        (None, "s", "n/a"),
-        (math.inf, "s", "inf (censored)"),
-        (0.347, "s", "0.347 s"),
-        (22.45, "s", "22.45 s"),
-        (1234.0, "s", "1,234 s"),
-        (10039.0, "tok/s", "10,039 tok/s"),
-        (55.25, "tok/s", "55.2 tok/s"),
-    ],
-)
-def test_fmt_value(value: float | None, unit: str, text: str) -> None:
-    assert fmt_value(value, unit) == text
 
 
 def _cmp(metric: str, profile: str, **fields: object) -> Comparison:

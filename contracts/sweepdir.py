@@ -1,0 +1,126 @@
+"""Reading a sweep directory: runs, repeats and measured requests, as the judge and the report see them.
+
+Pipeline position: the way in for both late stages. The gates judge what this returns and the report
+renders it; neither walks the directory itself. It reads the files the sweep and the load runner wrote
+(:mod:`contracts.results`, validated on read) and nothing else; every path it hands on is relative to the
+sweep directory, for evidence::
+
+    base = load_results(sweep_dir, "candidates/baseline", "baseline")
+    base.repeats("decode_heavy")[0].records        # the first repeat's measured requests
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from contracts.results import (
+    CandidateRun,
+    HostProbe,
+    ProfileSummary,
+    RecoveryValidation,
+    RequestRecord,
+    read_jsonl,
+    read_model,
+)
+
+#: Where the restored baseline's end-of-sweep measurement lives, relative to the sweep directory.
+RECOVERY_ROOT = "recovery"
+
+_REPEAT = re.compile(r"^r(\d+)$")
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """One (profile, repeat): its summary and its measured requests (warmup excluded)."""
+
+    summary: ProfileSummary
+    records: list[RequestRecord]
+    summary_file: str  # relative to the sweep directory
+    records_file: str
+
+
+@dataclass(frozen=True)
+class Results:
+    """Everything stored for one launch: the candidate's run file and its profiles' repeats."""
+
+    name: str
+    root: str  # relative to the sweep directory, e.g. "candidates/tp4_dp2" or "recovery"
+    run: CandidateRun | None
+    profiles: dict[str, list[Repeat]] = field(default_factory=dict)
+
+    @property
+    def run_file(self) -> str:
+        return f"{self.root}/run.json"
+
+    @property
+    def started(self) -> bool:
+        return self.run is not None and self.run.startup.ok
+
+    def repeats(self, profile: str) -> list[Repeat]:
+        return self.profiles.get(profile, [])
+
+
+def _repeat(sweep_dir: Path, root: str, profile: str, name: str) -> Repeat | None:
+    directory = sweep_dir / root / profile / name
+    summary_path = directory / "summary.json"
+    if not summary_path.exists():
+        return None
+    summary = read_model(summary_path, ProfileSummary)
+    records = [r for r in read_jsonl(directory / summary.records_file, RequestRecord) if not r.warmup]
+    rel = f"{root}/{profile}/{name}"
+    return Repeat(summary, records, f"{rel}/summary.json", f"{rel}/{summary.records_file}")
+
+
+def load_results(sweep_dir: Path, root: str, name: str) -> Results:
+    """Read ``<sweep>/<root>/run.json`` and every ``<profile>/r<k>/summary.json`` (+ records) below it."""
+    base = sweep_dir / root
+    run_path = base / "run.json"
+    run = read_model(run_path, CandidateRun) if run_path.exists() else None
+    profiles: dict[str, list[Repeat]] = {}
+    if base.is_dir():
+        for profile_dir in sorted(p for p in base.iterdir() if p.is_dir()):
+            repeats: list[tuple[int, Repeat]] = []
+            for repeat_dir in profile_dir.iterdir():
+                match = _REPEAT.match(repeat_dir.name)
+                repeat = _repeat(sweep_dir, root, profile_dir.name, repeat_dir.name) if match else None
+                if match and repeat is not None:
+                    repeats.append((int(match.group(1)), repeat))
+            if repeats:
+                profiles[profile_dir.name] = [r for _, r in sorted(repeats, key=lambda item: item[0])]
+    return Results(name=name, root=root, run=run, profiles=profiles)
+
+
+def candidate_names(sweep_dir: Path) -> list[str]:
+    """Every directory under ``<sweep>/candidates/``, sorted."""
+    root = sweep_dir / "candidates"
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.is_dir())
+
+
+def read_host_probe(sweep_dir: Path) -> HostProbe | None:
+    """``<sweep>/host.json``, the probe of the host the sweep ran on; None when it was not written."""
+    path = sweep_dir / "host.json"
+    return read_model(path, HostProbe) if path.exists() else None
+
+
+def read_recovery_validation(sweep_dir: Path) -> RecoveryValidation | None:
+    """``<sweep>/recovery/validation.json``; None when the recovery validation did not run."""
+    path = sweep_dir / RECOVERY_ROOT / "validation.json"
+    return read_model(path, RecoveryValidation) if path.exists() else None
+
+
+def sweep_dir_argument(args: Sequence[str], *, prog: str, description: str) -> Path | int:
+    """The one ``SWEEP_DIR`` argument of a stage's command (judge, report); an int is the exit code
+    argparse chose instead (2 for a usage error, 0 after ``--help``)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("sweep_dir", type=Path, help="the sweep directory (e.g. sweeps/latest)")
+    try:
+        sweep_dir: Path = parser.parse_args(list(args)).sweep_dir
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 2
+    return sweep_dir

@@ -1,0 +1,84 @@
+"""The judge: a sweep directory's stored results -> ``<sweep>/verdicts.json``, a stage of its own.
+
+Pipeline position: between measuring and reporting, joined to both by files. It reads the sweep's typed
+config (``config.yaml``, :func:`contracts.schema.read_sweep_config`) and result files, runs the gates
+(:func:`gates.evaluate_sweep`: decisions, key figures, rankings, reversals) and writes ``verdicts.json``,
+which the report renders without judging again. The sweep calls it when it closes; any time later::
+
+    python -m orchestrator judge sweeps/20261202-101500     # rewrites verdicts.json, prints a summary
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from contracts.errors import GauntletError, ResultFileError
+from contracts.schema import GauntletConfig, read_sweep_config
+from contracts.sweepdir import sweep_dir_argument
+from contracts.verdicts import DECISION_LABELS, VERDICTS_FILE, SweepVerdict, write_verdicts
+from gates.verdict import evaluate_sweep
+
+#: Longest reason shown per candidate in the summary (the whole reason is in verdicts.json).
+SUMMARY_WIDTH = 100
+
+
+def judge(sweep_dir: Path, cfg: GauntletConfig) -> SweepVerdict:
+    """Judge a stored sweep with its own configuration (reads files, writes nothing)."""
+    return evaluate_sweep(sweep_dir, cfg.gates, baseline=cfg.baseline.name)
+
+
+def judge_sweep(sweep_dir: Path, cfg: GauntletConfig | None = None) -> SweepVerdict:
+    """Judge ``sweep_dir`` (config read from its ``config.yaml`` unless given) and write verdicts.json."""
+    if not sweep_dir.is_dir():
+        raise ResultFileError(f"{sweep_dir}: no such sweep directory", hint="pass a directory a sweep wrote")
+    verdicts = judge(sweep_dir, cfg if cfg is not None else read_sweep_config(sweep_dir))
+    write_verdicts(sweep_dir, verdicts)
+    return verdicts
+
+
+def _shorten(text: str, width: int = SUMMARY_WIDTH) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 3].rstrip() + "..."
+
+
+def summary_lines(verdicts: SweepVerdict) -> list[str]:
+    """One line per candidate (decision and the start of its reason), then what is retained and drift.
+
+    >>> from contracts.verdicts import DriftResult
+    >>> summary_lines(SweepVerdict(baseline="b", retained="b", retained_reason="no candidate is keep",
+    ...     drift=DriftResult(status="pass", message="no drift"), verdicts=[]))
+    ['b  baseline  retained configuration', 'retained: b (no candidate is keep)', 'drift: pass: no drift']
+    """
+    rows = [(verdicts.baseline, DECISION_LABELS["baseline"], "retained configuration")]
+    if verdicts.retained != verdicts.baseline:
+        rows[0] = (verdicts.baseline, DECISION_LABELS["baseline"], f"replaced by {verdicts.retained}")
+    for v in verdicts.verdicts:
+        reason = v.reason.split(": ", 1)[1] if v.reason.startswith(f"{v.decision}: ") else v.reason
+        rows.append((v.candidate, DECISION_LABELS[v.decision], _shorten(reason)))
+    name_w = max(len(r[0]) for r in rows)
+    label_w = max(len(r[1]) for r in rows)
+    lines = [f"{n.ljust(name_w)}  {d.ljust(label_w)}  {why}" for n, d, why in rows]
+    lines.append(f"retained: {verdicts.retained} ({_shorten(verdicts.retained_reason)})")
+    lines.append(f"drift: {verdicts.drift.status}: {_shorten(verdicts.drift.message)}")
+    lines += [f"reversal: {r.candidate} ({r.direction} on the empty road)" for r in verdicts.reversals]
+    return lines
+
+
+def main(args: list[str]) -> int:
+    """``python -m orchestrator judge SWEEP_DIR``: write verdicts.json from disk and print a summary."""
+    sweep_dir = sweep_dir_argument(
+        args,
+        prog="python -m orchestrator judge",
+        description=f"Judge a sweep's stored results with its config.yaml and write {VERDICTS_FILE}.",
+    )
+    if isinstance(sweep_dir, int):
+        return sweep_dir
+    try:
+        verdicts = judge_sweep(sweep_dir)
+    except GauntletError as exc:
+        print(f"gauntlet: judge: {exc}", file=sys.stderr)
+        return exc.exit_code
+    print("\n".join(summary_lines(verdicts)), flush=True)
+    print(f"gauntlet: verdicts written to {sweep_dir / VERDICTS_FILE}", file=sys.stderr)
+    return 0

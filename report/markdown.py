@@ -1,0 +1,210 @@
+"""The report in Markdown: the decision table and everything around it, from the report model.
+
+Pipeline position: renders a :class:`~report.model.ReportModel` (already built from ``verdicts.json``
+and the sweep's files) as ``report.md``, which the sweep also prints. Pure: text in, text out; it reads
+nothing and computes no figure, it only chooses how each one is shown (:mod:`contracts.metrics`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from contracts.metrics import fmt_bounds, fmt_ratio, fmt_value
+from contracts.results import HostProbe
+from contracts.verdicts import DECISION_LABELS, DriftResult, KeyFigure
+from report.model import PLOT_RANKING, PLOT_THROUGHPUT, PLOT_TTFT, CandidateRow, ReportModel
+
+
+def _figure_value(fig: KeyFigure, *, baseline: bool = False) -> str:
+    if fig.metric == "visible_answers":
+        count = fig.baseline_count if baseline else fig.count
+        return "n/a" if count is None else f"{count[0]}/{count[1]}"
+    return fmt_value(fig.baseline if baseline else fig.value, fig.unit)
+
+
+def figure_cell(fig: KeyFigure) -> str:
+    """``value  ratio [low-high]`` for a candidate's figure against the baseline."""
+    value = _figure_value(fig)
+    if fig.value is None:
+        return "not measured"
+    if fig.ratio is None or math.isinf(fig.ratio):
+        return value
+    return f"{value}  {fmt_ratio(fig.ratio)}{fmt_bounds(fig.interval)}"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A Markdown table with padded columns, so that it also reads in a terminal."""
+    clean = [[cell.replace("|", "\\|").replace("\n", " ") for cell in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in clean)) if clean else len(h) for i, h in enumerate(header)]
+    lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |"]
+    lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    lines.extend("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in clean)
+    return lines
+
+
+def _why(row: CandidateRow, retained: str) -> str:
+    """The decision table's short cell: the failed requirement, the gain, or the startup failure."""
+    if row.decision == "baseline":
+        return "retained configuration" if row.candidate == retained else f"replaced by {retained}"
+    if row.decision == "incompatible":
+        kind = row.startup.kind or "did not start"
+        line = (row.startup.matched_line or "").strip()
+        return f"startup failed ({kind}): {line}" if line else f"startup failed ({kind})"
+    return row.summary or row.reason
+
+
+def render_markdown(report: ReportModel) -> str:
+    """The decision table and everything around it, readable as Markdown and in a terminal."""
+    out: list[str] = [f"# gauntlet sweep report: {report.sweep}", ""]
+    out += _header(report)
+    out += ["", "## Decision", ""]
+    out += table(
+        ["candidate", "verdict", "failed requirement / gain / reason"],
+        [[r.candidate, DECISION_LABELS[r.decision], _why(r, report.retained)] for r in report.rows],
+    )
+    details = [r for r in report.rows if r.decision != "baseline"]
+    if details:
+        out += ["", "Details (the gates' reasons, with numbers):", ""]
+        out += [f"- **{r.candidate}** ({DECISION_LABELS[r.decision]}): {r.reason}" for r in details]
+    out += _figures_section(report)
+    out += ["", "## Serial versus loaded ranking", ""]
+    out += _reversal_section(report)
+    out += ["", "## Baseline drift", ""]
+    out += _drift_section(report.drift)
+    out += ["", "## Retained configuration and recovery", ""]
+    out += _recovery_section(report)
+    out += ["", "## Plots", ""]
+    out += [
+        f"- `{PLOT_TTFT}`: TTFT distribution per candidate and profile (log scale)",
+        f"- `{PLOT_THROUGHPUT}`: aggregate output and prompt tokens/s per candidate and profile "
+        "(with the repeats' spread)",
+        f"- `{PLOT_RANKING}`: rank by serial latency against rank under load",
+    ]
+    return "\n".join(out) + "\n"
+
+
+def _figures_section(report: ReportModel) -> list[str]:
+    measured = [r for r in report.rows if r.figures and r.decision != "baseline"]
+    base_row = next((r for r in report.rows if r.decision == "baseline"), None)
+    if not measured or base_row is None:
+        return []
+    conf = f"{report.confidence:.0%}"
+    out = ["", f"## Key figures against the baseline (value, ratio to {report.baseline} [{conf} CI])", ""]
+    base_label = "baseline" if report.baseline == "baseline" else f"{report.baseline} (baseline)"
+    lines: list[list[str]] = []
+    unmeasured: list[str] = []
+    for i, base_fig in enumerate(base_row.figures):
+        if base_fig.metric == "prompt_tps":
+            continue  # in report.json and the throughput plot; the table stays terminal-wide
+        figs = [r.figures[i] for r in measured]
+        if base_fig.value is None and all(f.value is None for f in figs):
+            unmeasured.append(base_fig.label)
+            continue
+        lines.append([base_fig.label, _figure_value(base_fig), *(figure_cell(f) for f in figs)])
+    out += table(["figure", base_label, *(r.candidate for r in measured)], lines)
+    out += [
+        "",
+        "Ratios are candidate / baseline; an interval that excludes 1.000x is beyond noise. Intervals are "
+        "the gates' own (serial latency: widened for the several latencies the gain gate tests).",
+    ]
+    if unmeasured:
+        out.append(f"Not measured in this sweep: {', '.join(unmeasured)}.")
+    return out
+
+
+def _header(report: ReportModel) -> list[str]:
+    if report.simulated:
+        scale = (
+            "running in real time"
+            if report.time_scale == 1
+            else f"time scale {report.time_scale:g}x: each wall-clock second stands for "
+            f"{report.time_scale:g} simulated seconds; every duration here is in simulated seconds"
+        )
+        lines = [
+            "> **SIMULATED**: these numbers come from gauntlet's simulated vLLM host (launch.sim), "
+            f"not from a real GPU ({scale}).",
+            "> They show how the sweep decides; they say nothing about real hardware.",
+        ]
+    else:
+        lines = ["> Numbers measured on **real vLLM** (backend `vllm`)."]
+    host = report.host
+    lines += [
+        "",
+        f"- host: `{host.name}` ({host.kind}; {host.gpu_count} x {host.gpu_name or 'unnamed accelerator'})",
+        f"- host probe: {_probe_text(host.probe)}",
+        f"- model: `{report.model}`; baseline: `{report.baseline}`; "
+        f"{report.repeats} repeat(s) of {', '.join(report.profiles) or 'no profile'}",
+    ]
+    return lines
+
+
+def _probe_text(probe: HostProbe | None) -> str:
+    if probe is None:
+        return "not recorded (no host.json)"
+    if not probe.driver:
+        return probe.reason or "no NVIDIA driver"
+    names = sorted({g.name for g in probe.gpus})
+    free = [g.free_gib for g in probe.gpus]
+    free_text = f", free {min(free):.1f}-{max(free):.1f} GiB" if free else ""
+    cc = (
+        f", compute capability {', '.join(sorted(set(probe.compute_capability)))}"
+        if probe.compute_capability
+        else ""
+    )
+    return (
+        f"NVIDIA driver {probe.driver_version or '?'}, {len(probe.gpus)} GPU(s) "
+        f"({', '.join(names) or 'unnamed'}){cc}{free_text}"
+    )
+
+
+def _reversal_section(report: ReportModel) -> list[str]:
+    lines: list[str] = []
+    if report.reversals:
+        for rev in report.reversals:
+            lines += [rev.text, ""]
+        lines.append(
+            "Serial latency alone would have picked the wrong configuration: the load profiles are what "
+            "the service actually serves."
+        )
+    elif report.gates_reversal:
+        lines.append(report.gates_reversal)
+    else:
+        lines.append("No reversal: where measured, serial and loaded rankings agree against the baseline.")
+    serial = next((r for r in report.rankings if r.metric == "serial_e2e_p50"), None)
+    if serial is not None:
+        lines += ["", "Rank (best first, point estimates):", ""]
+        for ranking in report.rankings:
+            lines.append(f"- {ranking.label}: {' > '.join(ranking.order)}")
+    return lines
+
+
+def _drift_section(drift: DriftResult) -> list[str]:
+    if drift.status == "fail":
+        return [
+            f"**DRIFT: the baseline moved beyond noise during the sweep: every measured verdict is "
+            f"inconclusive.** {drift.message}"
+        ]
+    label = {"pass": "pass", "inconclusive": "INCONCLUSIVE", "not_run": "not run"}
+    return [f"drift check: **{label[drift.status]}**. {drift.message}"]
+
+
+def _recovery_section(report: ReportModel) -> list[str]:
+    lines = [f"retained: **{report.retained}** ({report.retained_reason})", ""]
+    rec = report.recovery
+    if rec is None:
+        return [*lines, "recovery validation: **NOT RUN** (no recovery/validation.json)"]
+    same = rec.fingerprint == rec.recorded_fingerprint
+    state = "PASSED" if rec.ok else "FAILED"
+    lines += [
+        f"recovery validation: **{state}**: {rec.reason}",
+        f"- fingerprint {'matches' if same else 'DIFFERS from'} the one recorded at the start: "
+        f"`{rec.fingerprint}`" + ("" if same else f" (recorded `{rec.recorded_fingerprint}`)"),
+        f"- server pid: {rec.pid if rec.pid is not None else 'none'}",
+        "",
+    ]
+    lines += table(
+        ["check", "expected", "observed", "ok"],
+        [[c.name, c.expected, c.observed, "yes" if c.ok else "NO"] for c in rec.checks],
+    )
+    return lines
