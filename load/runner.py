@@ -134,7 +134,7 @@ class _Run:
     ) -> None:
         self.info, self.workload, self.out_dir = info, workload, out_dir
         self.progress, self.clock, self.cpu_clock = progress, clock, cpu_clock
-        self.t0_ns = clock()  # the profile's t = 0; taken again when the loop starts
+        self.t0_ns = 0  # the profile's t = 0 (monotonic ns), taken when the loop starts
         self.collector = Collector(t0_ns=self.t0_ns, time_scale=info.time_scale)
         self.deferred = DeferredWork()
         self.plan = Plan(requests=())
