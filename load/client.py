@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from contracts.errors import LoadError
-from load.sse import ChunkedDecoder, Read, decode_response_steps, split_head
+from load.sse import Read, ResponseDecoder
 
 Ending = Literal["complete", "closed", "timeout", "connect", "cancelled"]
 Clock = Callable[[], int]
@@ -49,7 +49,8 @@ class Exchange:
     detail: str | None = None  # what went wrong at the transport level
     end_ns: int | None = None
     raw: list[Read] | None = None  # undecoded reads (raw client)
-    close_delimited: bool = False  # the server said the body ends when the connection closes
+    decoder: ResponseDecoder | None = None  # what the raw client already decoded of ``raw``
+    reads: int = 0  # socket reads (raw client) or body pieces (httpx) the response arrived in
 
     def decode(self) -> Exchange:
         for _ in self.decode_steps(max(len(self.raw or ()), 1)):
@@ -60,11 +61,13 @@ class Exchange:
         """:meth:`decode` in bounded steps (a long stream has thousands of reads)."""
         if self.raw is None:
             return
-        response = yield from decode_response_steps(self.raw, size)
-        self.raw = None
+        decoder = self.decoder if self.decoder is not None else ResponseDecoder()
+        response = yield from decoder.finish_steps(self.raw, size)
+        self.raw = self.decoder = None
         self.status = response.status
         self.body = response.body
-        self.complete = response.complete or (self.ending == "complete" and self.close_delimited)
+        close_delimited = decoder.framing == "close"  # the body ends when the connection closes
+        self.complete = response.complete or (self.ending == "complete" and close_delimited)
         if response.framing_error is not None:
             self.detail = response.framing_error
 
@@ -73,6 +76,10 @@ class StreamClient(Protocol):
     """Send one POST and collect the streamed response."""
 
     async def post_stream(self, path: str, body: bytes, *, timeout_s: float) -> Exchange: ...
+
+    def reads_received(self) -> int:
+        """Reads (body pieces) of every response so far, those in flight included: O(streams)."""
+        ...
 
     async def aclose(self) -> None: ...
 
@@ -91,13 +98,10 @@ class _Conn(asyncio.Protocol):
         self.reads: list[Read] = []
         self.append = self.reads.append
         self.waiter: asyncio.Future[None] | None = None
+        self.response = ResponseDecoder()
         self.mode: str | None = None  # None until the head arrived: chunked | length | close
         self.length_left = 0
-        self.keep_alive = False
         self.finished = False
-        self._decoder: ChunkedDecoder | None = None
-        self._decoded = 0  # reads already fed to the decoder
-        self._body_start: tuple[int, int] = (0, 0)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
@@ -117,27 +121,21 @@ class _Conn(asyncio.Protocol):
             self._read_head()
 
     def _read_head(self) -> None:
-        status, headers, index, offset = split_head(self.reads)
-        if status is None and index == len(self.reads):
+        response = self.response
+        if not response.read_head(self.reads):
             return  # the head is still incomplete
-        self.keep_alive = headers.get("connection", "").lower() != "close"
-        self._body_start = (index, offset)
-        body_bytes = sum(len(d) for _, d in self.reads[index:]) - offset
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            self.mode = "chunked"
+        self.mode = response.framing
+        if self.mode == "chunked":
             self._check_chunked_end()
-        elif headers.get("content-length", "").isdigit():
-            self.mode = "length"
-            self.length_left = int(headers["content-length"]) - body_bytes
+        elif self.mode == "length":
+            self.length_left = response.content_length - response.body_bytes(self.reads)
             if self.length_left <= 0:
                 self._finish()
-        else:
-            self.mode = "close"
-            self.keep_alive = False
 
     def _check_chunked_end(self) -> None:
-        """Has the body ended? The last-chunk marker ends it at once (the parse step re-checks the
-        framing); anything else that could end it (trailers) goes through the incremental decoder."""
+        """Has the body ended? The last-chunk marker ends it at once (the parse step decodes the
+        framing); anything else that could end it (trailers) goes through the response's own decoder,
+        which the parse step then continues instead of starting over."""
         tail = self.reads[-1][1][-7:]
         index = len(self.reads) - 2
         while len(tail) < 7 and index >= 0:
@@ -148,17 +146,7 @@ class _Conn(asyncio.Protocol):
             return
         if not tail.endswith(b"\r\n\r\n"):
             return
-        if self._decoder is None:
-            self._decoder = ChunkedDecoder()
-            index, offset = self._body_start
-            if index < len(self.reads):
-                ns, data = self.reads[index]
-                self._decoder.feed(ns, data[offset:])
-            self._decoded = index + 1
-        decoder = self._decoder
-        for ns, data in self.reads[self._decoded :]:
-            decoder.feed(ns, data)
-        self._decoded = len(self.reads)
+        decoder = self.response.feed_chunked(self.reads)
         if decoder.done or decoder.error:
             self._finish()
 
@@ -191,6 +179,8 @@ class RawStreamClient:
         self._idle: list[_Conn] = []
         self._address: tuple[socket.AddressFamily, Any] | None = None
         self._all: set[_Conn] = set()
+        self._busy: set[_Conn] = set()  # connections with a request in flight
+        self._reads_done = 0  # reads of the responses no longer in flight
 
     async def _connect(self) -> _Conn:
         """Connect with an address resolved once: a name lookup per connection runs in a thread, and
@@ -264,6 +254,7 @@ class RawStreamClient:
                         conn.transport.write(payload)
                     except RuntimeError as exc:  # uvloop: the handle closed between the check and the write
                         raise ConnectionResetError(str(exc)) from exc
+                    self._busy.add(conn)
                     await waiter
             except TimeoutError:
                 self._discard(conn)
@@ -278,7 +269,7 @@ class RawStreamClient:
                 return Exchange(sent_ns=sent_ns, ending="connect", detail=f"{type(exc).__name__}: {exc}")
             assert conn is not None
             if conn.finished:
-                if conn.keep_alive and not conn.closed:
+                if conn.response.keep_alive and not conn.closed:
                     self._idle.append(conn)
                 else:
                     self._discard(conn)
@@ -298,19 +289,33 @@ class RawStreamClient:
         raise AssertionError("unreachable: the retry loop returns")  # pragma: no cover
 
     def _exchange(self, conn: _Conn | None, sent_ns: int, ending: Ending, detail: str | None) -> Exchange:
-        reads = conn.reads if conn is not None else []
+        if conn is None:
+            return Exchange(sent_ns=sent_ns, ending=ending, detail=detail, raw=[])
+        self._release(conn)
+        reads = conn.reads
         return Exchange(
             sent_ns=sent_ns,
             ending=ending,
             detail=detail,
             end_ns=reads[-1][0] if reads else None,
             raw=reads,
-            close_delimited=conn is not None and conn.mode == "close",
+            decoder=conn.response,
+            reads=len(reads),
         )
+
+    def _release(self, conn: _Conn) -> None:
+        """The response is no longer in flight: its reads move to the finished tally (once)."""
+        if conn in self._busy:
+            self._busy.discard(conn)
+            self._reads_done += len(conn.reads)
+
+    def reads_received(self) -> int:
+        return self._reads_done + sum(len(conn.reads) for conn in self._busy)
 
     def _discard(self, conn: _Conn | None) -> None:
         if conn is None:
             return
+        self._release(conn)
         self._all.discard(conn)
         if conn.transport is not None and not conn.closed:
             conn.transport.abort()
@@ -334,11 +339,14 @@ class HttpxStreamClient:
     ) -> None:
         self.clock = clock
         self._client = httpx.AsyncClient(base_url=base_url, transport=transport, timeout=None)
+        self._active: dict[int, Exchange] = {}  # in flight, by id
+        self._reads_done = 0
 
     async def post_stream(self, path: str, body: bytes, *, timeout_s: float) -> Exchange:
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         sent_ns = self.clock()
         out = Exchange(sent_ns=sent_ns)
+        self._active[id(out)] = out
         try:
             async with asyncio.timeout(timeout_s):
                 request = self._client.build_request("POST", path, content=body, headers=headers)
@@ -357,8 +365,15 @@ class HttpxStreamClient:
             out.ending, out.detail = "connect", f"ConnectError: {exc}"
         except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
             out.ending, out.detail = ("closed" if out.status else "connect"), f"{type(exc).__name__}: {exc}"
+        finally:
+            del self._active[id(out)]
+            self._reads_done += len(out.body)
         out.end_ns = out.body[-1][0] if out.body else None
+        out.reads = len(out.body)
         return out
+
+    def reads_received(self) -> int:
+        return self._reads_done + sum(len(exchange.body) for exchange in self._active.values())
 
     async def aclose(self) -> None:
         with contextlib.suppress(Exception):

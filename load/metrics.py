@@ -65,19 +65,6 @@ def filter_scrape(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if line.startswith(_PREFIXES)) + "\n"
 
 
-def quick_value(text: str, name: str) -> float | None:
-    """Sum of one unlabelled-or-labelled sample over engines, without the full parser (live display)."""
-    total = None
-    for line in text.splitlines():
-        if line.startswith(name) and (line[len(name) : len(name) + 1] in ("{", " ")):
-            try:
-                value = float(line.rsplit(" ", 1)[1])
-            except (IndexError, ValueError):
-                continue
-            total = value if total is None else total + value
-    return total
-
-
 def parse_scrape(text: str, *, t_s: float, phase: str) -> Scrape:
     """Parse a (filtered) scrape; sums every sample over its other labels (engine, model_name)."""
     counters: dict[str, float] = {}

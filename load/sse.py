@@ -1,8 +1,9 @@
 """Raw HTTP/1.1 response bytes → one request's timing and outcome (pure; the load runner's parsing seam).
 
 Pipeline position: the streaming client (:mod:`load.client`) only timestamps socket reads and
-keeps their bytes; after the stream ends, :func:`decode_response` splits the status line, headers and body
-(chunked, length-delimited or close-delimited), and :func:`parse_events` turns the body's Server-Sent
+keeps their bytes; one :class:`ResponseDecoder` per response splits the status line, headers and body
+(chunked, length-delimited or close-delimited), partly while the stream runs when the client must know
+where the body ends, the rest after it ended; :class:`EventParser` then turns the body's Server-Sent
 Events into a :class:`StreamOutcome`. Nothing here reads a clock or a socket, so every case is a table test.
 
 Timing rules (the user-visible boundary): a *token chunk* is an event whose ``delta`` carries non-empty
@@ -18,7 +19,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from contracts.results import ErrorClass
 
@@ -139,56 +140,116 @@ def _parse_head(head: bytes) -> tuple[int | None, dict[str, str]]:
     return status, headers
 
 
-def decode_response(reads: Sequence[Read]) -> HttpResponse:
-    """Decode the raw reads of one HTTP/1.1 response (all of them, or what arrived before it broke)."""
-    steps = decode_response_steps(reads, max(len(reads), 1))
-    try:
-        while True:
-            next(steps)
-    except StopIteration as done:
-        response: HttpResponse = done.value
-    return response
+Framing = Literal["chunked", "length", "close"]
 
 
-def decode_response_steps(reads: Sequence[Read], size: int = 256) -> Generator[None, None, HttpResponse]:
-    """:func:`decode_response` in steps of ``size`` reads (the runner interleaves them with other work)."""
-    status, headers, index, offset = split_head(reads)
-    response = HttpResponse(status=status, headers=headers)
-    if status is None:
-        return response
-    body_reads: list[Read] = []
-    if index < len(reads):
-        ns, data = reads[index]
-        if offset < len(data):
-            body_reads.append((ns, data[offset:]))
-        body_reads.extend(reads[index + 1 :])
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        decoder = ChunkedDecoder()
-        for start in range(0, len(body_reads), size):
-            for ns, data in body_reads[start : start + size]:
-                decoder.feed(ns, data)
-                if decoder.done or decoder.error:
-                    break
+class ResponseDecoder:
+    """One HTTP/1.1 response, decoded once: the head when it is complete, the body's framing read by read.
+
+    The raw client (:mod:`load.client`) keeps one per response and asks it only what it must know while
+    the stream runs (where the body starts, how it is framed, whether a chunked body ended when the cheap
+    tail test cannot tell); :meth:`finish_steps` decodes the rest after the stream ended, continuing where
+    the client stopped, so no byte is decoded twice and the head is parsed once.
+    """
+
+    __slots__ = ("_chunked", "_fed", "_start", "content_length", "framing", "head_done", "headers", "status")
+
+    def __init__(self) -> None:
+        self.head_done = False
+        self.status: int | None = None
+        self.headers: dict[str, str] = {}
+        self.framing: Framing = "close"
+        self.content_length = 0
+        self._start = (0, 0)  # (read index, offset in that read) of the body's first byte
+        self._chunked: ChunkedDecoder | None = None
+        self._fed = 0  # reads already fed to the chunked decoder
+
+    @property
+    def keep_alive(self) -> bool:
+        """May the connection carry the next request (HTTP/1.1 default, unless told otherwise)?"""
+        return self.framing != "close" and self.headers.get("connection", "").lower() != "close"
+
+    def read_head(self, reads: Sequence[Read]) -> bool:
+        """Parse the head once it is complete; False while it is still arriving."""
+        status, headers, index, offset = split_head(reads)
+        if status is None and index == len(reads):
+            return False
+        self.head_done = True
+        self.status, self.headers, self._start = status, headers, (index, offset)
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            self.framing = "chunked"
+        elif headers.get("content-length", "").isdigit():
+            self.framing = "length"
+            self.content_length = int(headers["content-length"])
+        return True
+
+    def body_bytes(self, reads: Sequence[Read]) -> int:
+        """Bytes of body among ``reads`` (after the head)."""
+        index, offset = self._start
+        return sum(len(data) for _, data in reads[index:]) - offset
+
+    def feed_chunked(self, reads: Sequence[Read], stop: int | None = None) -> ChunkedDecoder:
+        """Feed the chunked decoder the reads it has not seen (up to index ``stop``); returns it."""
+        decoder = self._chunked
+        if decoder is None:
+            decoder = self._chunked = ChunkedDecoder()
+        index, offset = self._start
+        end = len(reads) if stop is None else min(stop, len(reads))
+        for position in range(max(self._fed, index), end):
             if decoder.done or decoder.error:
                 break
-            yield
-        response.body = decoder.body
-        response.complete = decoder.done
-        response.framing_error = decoder.error
+            ns, data = reads[position]
+            decoder.feed(ns, data[offset:] if position == index else data)
+        self._fed = max(self._fed, end)
+        return decoder
+
+    def finish_steps(self, reads: Sequence[Read], size: int = 256) -> Generator[None, None, HttpResponse]:
+        """Decode what is left in steps of ``size`` reads (the runner interleaves them with other work)."""
+        if not self.head_done:
+            self.read_head(reads)
+        response = HttpResponse(status=self.status, headers=self.headers)
+        if self.status is None:
+            return response
+        if self.framing == "chunked":
+            stop = max(self._fed, self._start[0])
+            decoder = self.feed_chunked(reads, stop)
+            while stop < len(reads) and not (decoder.done or decoder.error):
+                stop += size
+                decoder = self.feed_chunked(reads, stop)
+                yield
+            response.body = decoder.body
+            response.complete = decoder.done
+            response.framing_error = decoder.error
+            return response
+        index, offset = self._start
+        body_reads: list[Read] = []
+        if index < len(reads):
+            ns, data = reads[index]
+            if offset < len(data):
+                body_reads.append((ns, data[offset:]))
+            body_reads.extend(reads[index + 1 :])
+        if self.framing == "length":
+            wanted, got = self.content_length, 0
+            for ns, data in body_reads:
+                piece = data[: wanted - got]
+                if piece:
+                    response.body.append((ns, piece))
+                got += len(piece)
+            response.complete = got >= wanted
+            return response
+        response.body = body_reads  # close-delimited: complete only if the caller saw a clean close
         return response
-    length_text = headers.get("content-length")
-    if length_text is not None and length_text.isdigit():
-        wanted = int(length_text)
-        got = 0
-        for ns, data in body_reads:
-            piece = data[: wanted - got]
-            if piece:
-                response.body.append((ns, piece))
-            got += len(piece)
-        response.complete = got >= wanted
-        return response
-    response.body = body_reads  # close-delimited: complete only if the caller saw a clean close
-    return response
+
+
+def decode_response(reads: Sequence[Read]) -> HttpResponse:
+    """Decode the raw reads of one HTTP/1.1 response (all of them, or what arrived before it broke)."""
+    steps = ResponseDecoder().finish_steps(reads, max(len(reads), 1))
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            response: HttpResponse = done.value
+            return response
 
 
 def body_text(body: Sequence[Read], limit: int = 4096) -> str:

@@ -21,7 +21,7 @@ import pytest
 from contracts.results import ProfileSummary, RequestRecord, read_jsonl
 from contracts.schema import LengthConfig, WorkloadConfig
 from load import run_profile
-from load.metrics import quick_value
+from load.metrics import parse_scrape
 
 pytestmark = pytest.mark.integration
 
@@ -153,7 +153,8 @@ def test_stop_event_stops_promptly_and_keeps_finished_records(ref_server: Server
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             with urllib.request.urlopen(f"{url}/metrics", timeout=5) as response:
-                if (quick_value(response.read().decode(), "vllm:request_success_total") or 0) >= 3:
+                scrape = parse_scrape(response.read().decode(), t_s=0.0, phase="poll")
+                if sum(scrape.request_success.values()) >= 3:
                     break
         stop.set()
 

@@ -12,7 +12,6 @@ from load.metrics import (
     counter_delta,
     filter_scrape,
     parse_scrape,
-    quick_value,
     server_metrics,
 )
 
@@ -54,11 +53,6 @@ def test_parse_sums_engines_and_takes_the_fullest_kv_cache() -> None:
 def test_filter_drops_histograms() -> None:
     text = filter_scrape(scrape_text(1, 1))
     assert "time_to_first_token" not in text and "prompt_tokens_total" in text
-
-
-def test_quick_value_for_the_live_display() -> None:
-    assert quick_value(scrape_text(10, 30), GENERATION_TOKENS) == 30
-    assert quick_value("nothing here\n", GENERATION_TOKENS) is None
 
 
 @pytest.mark.parametrize(

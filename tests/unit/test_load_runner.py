@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -120,7 +121,7 @@ def run(tmp_path: Path, server: Callable[[httpx.Request], httpx.Response], **kw:
         out_dir=tmp_path,
         backend="sim",
         host="unit",
-        progress=False,
+        progress=kw.pop("progress", False),
         transport=httpx.MockTransport(server),
         salt="run1",
         **kw,
@@ -218,3 +219,39 @@ def test_fixed_prompts_of_the_answer_gate(tmp_path: Path) -> None:
     assert all(b["max_tokens"] < 4096 and "min_tokens" not in b for b in server.bodies)
     assert any("clipped to fit max_model_len 4096" in note for note in summary.notes)
     assert server.bodies[0]["messages"][0]["content"].startswith("Think as long as you need.")
+
+
+async def slow_stream(chunks: int) -> AsyncIterator[bytes]:
+    """One token chunk every 40 ms, then usage and [DONE]: a stream that takes over a second."""
+    for _ in range(chunks):
+        await asyncio.sleep(0.04)
+        yield sse(delta(content="x"))
+    yield sse(delta(finish="length"))
+    yield sse({"choices": [], "usage": {"prompt_tokens": 8, "completion_tokens": chunks}}) + sse(b"[DONE]")
+
+
+def slow_server(request: httpx.Request) -> httpx.Response:
+    if request.url.path == "/v1/chat/completions":
+        return httpx.Response(200, content=slow_stream(json.loads(request.content)["max_tokens"]))
+    return httpx.Response(404)
+
+
+def test_the_live_line_shows_output_tokens_per_second_while_streams_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workload = profile(
+        concurrency=4,
+        num_requests=4,
+        warmup_requests=0,
+        prompt_tokens=LengthConfig(kind="fixed", mean=8),
+        output_tokens=LengthConfig(kind="fixed", mean=30),
+    )
+    summary = run(tmp_path, slow_server, workload=workload, progress=True)
+    lines = capsys.readouterr().err.splitlines()
+    # the first plain line comes half a second in, long before any stream ends (each takes ~1.2 s)
+    live = re.fullmatch(r"base/unit \[measure\]: 0/4 done, 4 in flight, ([\d,]+) tok/s, 0 errors", lines[0])
+    assert live is not None, lines
+    assert 20 <= int(live.group(1).replace(",", "")) <= 150  # 4 streams x 25 chunks/s, one token each
+    final = re.fullmatch(r"base/unit \[done\]: 4/4 done, 0 in flight, ([\d,]+) tok/s, 0 errors", lines[-1])
+    assert final is not None, lines
+    assert int(final.group(1).replace(",", "")) == pytest.approx(summary.output_tps, rel=0.25)

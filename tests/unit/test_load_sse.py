@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from load.client import _Conn
-from load.sse import ChunkedDecoder, Read, decode_response, parse_events, split_events
+from load.client import Exchange, _Conn
+from load.sse import ChunkedDecoder, Read, ResponseDecoder, decode_response, parse_events, split_events
 
 
 def chunk(
@@ -40,7 +40,7 @@ def reads(*events: bytes) -> list[Read]:
 
 
 CASES = {
-    # name: (events, expected fields)
+    # name: (events, (first token ms, first visible ms, token chunks, finish, prompt, completion, error))
     "reasoning then content": (
         [
             ROLE,
@@ -51,135 +51,47 @@ CASES = {
             usage(7, 4),
             DONE,
         ],
-        dict(
-            first_token_ns=2_000_000,
-            first_visible_ns=4_000_000,
-            chunks=4,
-            finish="stop",
-            prompt=7,
-            completion=4,
-            error=None,
-        ),
+        (2, 4, 4, "stop", 7, 4, None),
     ),
     "content only": (
         [ROLE, chunk("x"), chunk("y", finish="length"), usage(3, 2), DONE],
-        dict(
-            first_token_ns=2_000_000,
-            first_visible_ns=2_000_000,
-            chunks=2,
-            finish="length",
-            prompt=3,
-            completion=2,
-            error=None,
-        ),
+        (2, 2, 2, "length", 3, 2, None),
     ),
     "reasoning only is censored, not failed": (
         [ROLE, chunk(reasoning="a"), chunk(reasoning="b", finish="length"), usage(3, 2), DONE],
-        dict(
-            first_token_ns=2_000_000,
-            first_visible_ns=None,
-            chunks=2,
-            finish="length",
-            prompt=3,
-            completion=2,
-            error=None,
-        ),
+        (2, None, 2, "length", 3, 2, None),
     ),
     "old reasoning_content field": (
         [chunk(reasoning="a", old=True), chunk("x", finish="stop"), usage(1, 2), DONE],
-        dict(
-            first_token_ns=1_000_000,
-            first_visible_ns=2_000_000,
-            chunks=2,
-            finish="stop",
-            prompt=1,
-            completion=2,
-            error=None,
-        ),
+        (1, 2, 2, "stop", 1, 2, None),
     ),
     "empty deltas are not tokens": (
         [ROLE, chunk(""), chunk(reasoning=""), chunk("x"), chunk("", finish="stop"), usage(1, 1), DONE],
-        dict(
-            first_token_ns=4_000_000,
-            first_visible_ns=4_000_000,
-            chunks=1,
-            finish="stop",
-            prompt=1,
-            completion=1,
-            error=None,
-        ),
+        (4, 4, 1, "stop", 1, 1, None),
     ),
     "multi-token chunks: tokens come from usage": (
         [chunk("several words"), chunk("more words", finish="length"), usage(5, 9), DONE],
-        dict(
-            first_token_ns=1_000_000,
-            first_visible_ns=1_000_000,
-            chunks=2,
-            finish="length",
-            prompt=5,
-            completion=9,
-            error=None,
-        ),
+        (1, 1, 2, "length", 5, 9, None),
     ),
     "error object mid-stream": (
         [chunk("x"), b'data: {"error": {"message": "engine died\\nmore", "code": 500}}\n\n', DONE],
-        dict(
-            first_token_ns=1_000_000,
-            first_visible_ns=1_000_000,
-            chunks=1,
-            finish=None,
-            prompt=None,
-            completion=None,
-            error="stream_error",
-        ),
+        (1, 1, 1, None, None, None, "stream_error"),
     ),
     "no [DONE] is truncated": (
         [chunk("x"), chunk("y", finish="stop"), usage(1, 2)],
-        dict(
-            first_token_ns=1_000_000,
-            first_visible_ns=1_000_000,
-            chunks=2,
-            finish="stop",
-            prompt=1,
-            completion=2,
-            error="truncated",
-        ),
+        (1, 1, 2, "stop", 1, 2, "truncated"),
     ),
     "no finish_reason is truncated": (
         [chunk("x"), DONE],
-        dict(
-            first_token_ns=1_000_000,
-            first_visible_ns=1_000_000,
-            chunks=1,
-            finish=None,
-            prompt=None,
-            completion=None,
-            error="truncated",
-        ),
+        (1, 1, 1, None, None, None, "truncated"),
     ),
     "malformed JSON keeps what came before": (
         [chunk("x"), b"data: {not json\n\n", chunk("y", finish="stop"), DONE],
-        dict(
-            first_token_ns=1_000_000,
-            first_visible_ns=1_000_000,
-            chunks=1,
-            finish=None,
-            prompt=None,
-            completion=None,
-            error="malformed",
-        ),
+        (1, 1, 1, None, None, None, "malformed"),
     ),
     "comments and event lines are ignored": (
         [b": ping\n\n", b"event: message\n" + chunk("x", finish="stop"), usage(1, 1), DONE],
-        dict(
-            first_token_ns=2_000_000,
-            first_visible_ns=2_000_000,
-            chunks=1,
-            finish="stop",
-            prompt=1,
-            completion=1,
-            error=None,
-        ),
+        (2, 2, 1, "stop", 1, 1, None),
     ),
 }
 
@@ -188,17 +100,17 @@ CASES = {
 def test_canned_streams(name: str) -> None:
     events, want = CASES[name]
     out = parse_events(reads(*events), complete=True)
-    got = dict(
-        first_token_ns=out.first_token_ns,
-        first_visible_ns=out.first_visible_ns,
-        chunks=len(out.token_chunk_ns),
-        finish=out.finish_reason,
-        prompt=out.prompt_tokens,
-        completion=out.completion_tokens,
-        error=out.error,
+    ms = [None if ns is None else ns // 1_000_000 for ns in (out.first_token_ns, out.first_visible_ns)]
+    got = (
+        *ms,
+        len(out.token_chunk_ns),
+        out.finish_reason,
+        out.prompt_tokens,
+        out.completion_tokens,
+        out.error,
     )
     assert got == want
-    if want["error"] is not None:
+    if out.error is not None:
         assert out.error_detail
 
 
@@ -325,3 +237,48 @@ def test_connection_end_detection(pieces: list[bytes], finished: bool) -> None:
         conn.data_received(piece)
     assert conn.finished is finished
     assert [ns for ns, _ in conn.reads] == list(range(1, len(pieces) + 1))
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        [HEAD, b"9\r\ndata: a\n\n\r\n", b"0\r\nX-T: 1\r\n\r\n"],  # trailers: the client decodes while reading
+        [HEAD + b"9\r\ndata: a\n\n\r\n", b"0\r\n\r\n"],  # the tail test ends it: decoded after the stream
+        [HEAD[:10], HEAD[10:] + b"9\r\ndata: a\n\n\r\n0\r\n", b"\r\n"],
+    ],
+)
+def test_each_read_is_decoded_once(pieces: list[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+    fed: list[int] = []
+    feed = ChunkedDecoder.feed
+
+    def counting(self: ChunkedDecoder, ns: int, data: bytes) -> None:
+        fed.append(ns)
+        feed(self, ns, data)
+
+    monkeypatch.setattr(ChunkedDecoder, "feed", counting)
+    conn = _Conn(_Clock())
+    for piece in pieces:
+        conn.data_received(piece)
+    assert conn.finished
+    exchange = Exchange(sent_ns=0, raw=conn.reads, decoder=conn.response, reads=len(conn.reads)).decode()
+    assert (exchange.status, exchange.complete, exchange.detail) == (200, True, None)
+    assert b"".join(piece for _, piece in exchange.body) == b"data: a\n\n"
+    assert sorted(fed) == sorted(set(fed))  # no read went through the chunked decoder twice
+
+
+@pytest.mark.parametrize("cut", [5, 40, 75])
+def test_decoding_in_steps_matches_decoding_at_once(cut: int) -> None:
+    raw = HEAD + framed(b"data: one\n\n", b"data: two\n\n", b"data: three\n\n")
+    reads = [(i, raw[i : i + cut]) for i in range(0, len(raw), cut)]
+    whole = decode_response(reads)
+    steps = ResponseDecoder().finish_steps(reads, size=2)
+    count = 0
+    while True:
+        try:
+            next(steps)
+            count += 1
+        except StopIteration as done:
+            stepped = done.value
+            break
+    assert (stepped.status, stepped.complete, stepped.body) == (whole.status, whole.complete, whole.body)
+    assert count >= 1  # it yielded between batches of two reads

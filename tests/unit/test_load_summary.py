@@ -2,36 +2,11 @@
 
 from __future__ import annotations
 
-import io
-from typing import Any
-
 import pytest
 
-from contracts.results import RequestRecord
-from load.progress import Progress
 from load.sse import StreamOutcome
 from load.summary import client_health, make_record, summarize
-
-
-def record(index: int, **kw: Any) -> RequestRecord:
-    base: dict[str, Any] = dict(
-        index=index,
-        warmup=False,
-        target_prompt_tokens=100,
-        target_output_tokens=10,
-        scheduled_s=float(index),
-        sent_s=float(index),
-        ttft_s=0.1,
-        first_visible_s=0.5,
-        end_s=1.0,
-        chunk_offsets_s=[0.1, 0.3, 0.5, 1.0],
-        prompt_tokens=100,
-        completion_tokens=10,
-        finish_reason="length",
-        http_status=200,
-    )
-    base.update(kw)
-    return RequestRecord(**base)
+from tests.unit.load_fixtures import record
 
 
 def test_make_record_scales_wall_to_host_seconds() -> None:
@@ -119,30 +94,3 @@ def test_client_health(
     )
     assert got.saturated is saturated
     assert (note is None and not got.notes) or any(note in n for n in got.notes if note)
-
-
-class FakeTTY(io.StringIO):
-    def isatty(self) -> bool:
-        return False
-
-
-def test_progress_prints_plain_lines_at_most_every_ten_seconds() -> None:
-    now = [0.0]
-    out = FakeTTY()
-    progress = Progress("base/short", 10, stream=out, clock=lambda: now[0])
-    progress.start()
-    for t in (0.0, 1.0, 10.5):
-        now[0] = t
-        progress.update(3, 1, 2, 1234.5, "measure")
-    progress.stop("done")
-    lines = out.getvalue().splitlines()
-    assert lines == ["base/short [measure]: 3/10 done, 2 in flight, 1,234 tok/s, 1 errors"] * 2 + ["done"]
-
-
-def test_disabled_progress_prints_nothing() -> None:
-    out = FakeTTY()
-    progress = Progress("x", 1, enabled=False, stream=out)
-    progress.start()
-    progress.update(1, 0, 0, None, "measure")
-    progress.stop("done")
-    assert out.getvalue() == ""

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from contracts.errors import LoadError
-from contracts.schema import LengthConfig, WorkloadConfig
+from contracts.schema import LengthConfig
 from load.workload import (
     PROMPT_TOLERANCE,
     PromptBuilder,
@@ -19,21 +19,9 @@ from load.workload import (
     sample_lengths,
     scaled_counts,
 )
+from tests.unit.load_fixtures import workload
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "workload"
-
-
-def workload(**kw: object) -> WorkloadConfig:
-    base: dict[str, object] = dict(
-        name="t",
-        num_requests=10,
-        warmup_requests=2,
-        seed=3,
-        prompt_tokens=LengthConfig(kind="fixed", mean=64),
-        output_tokens=LengthConfig(kind="fixed", mean=16),
-    )
-    base.update(kw)
-    return WorkloadConfig(**base)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
