@@ -48,6 +48,8 @@ KV_CACHE_DTYPES = (
 DRAFT_SAMPLE_METHODS = ("greedy", "probabilistic")
 HOST_KINDS = ("gpu", "cpu", "sim")
 PLACEMENTS = ("exact", "at_most")
+#: run.retained_after_sweep: keep the restored retained server up (the live service), or stop it (the demo).
+RETAINED_AFTER_SWEEP = ("keep", "stop")
 WORKLOAD_MODES = ("closed", "open")
 LENGTH_KINDS = ("fixed", "uniform", "lognormal")
 CANDIDATE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -410,6 +412,15 @@ def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
         problems.append(ConfigProblem("conf/config.yaml", "run.repeats", cfg.run.repeats, "an integer >= 1"))
     if cfg.run.scale <= 0:
         problems.append(ConfigProblem("conf/config.yaml", "run.scale", cfg.run.scale, "a positive factor"))
+    if cfg.run.retained_after_sweep not in RETAINED_AFTER_SWEEP:
+        problems.append(
+            ConfigProblem(
+                "conf/config.yaml",
+                "run.retained_after_sweep",
+                cfg.run.retained_after_sweep,
+                f"one of {', '.join(RETAINED_AFTER_SWEEP)}",
+            )
+        )
     from gates import REGISTRY  # noqa: PLC0415  (gates register themselves on import)
 
     for name in cfg.gates.enabled:

@@ -15,8 +15,8 @@ from tests.integration.sweep_helpers import (
     journal_has,
     run_cli,
     start,
+    start_until,
     sweep_dir,
-    wait_for,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -24,12 +24,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 def test_sigkill_under_load_then_rollback_twice(tmp_path: Path, port: int) -> None:
     sweeps = tmp_path / "sweeps"
-    proc = start(["-m", "candidate=tp4_dp2"], sweeps=sweeps, port=port)
-    sweep = sweep_dir(sweeps)
-    wait_for(
-        lambda: journal_has(sweep, "load_started", candidate="tp4_dp2"),
+    proc, sweep = start_until(
+        ["-m", "candidate=tp4_dp2"],
+        sweeps=sweeps,
+        port=port,
+        event="load_started",
+        candidate="tp4_dp2",
         timeout=180,
-        what="tp4_dp2 under load",
     )
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
@@ -46,10 +47,13 @@ def test_sigkill_under_load_then_rollback_twice(tmp_path: Path, port: int) -> No
 
 def test_sigint_during_a_candidate_startup_restores_the_baseline(tmp_path: Path, port: int) -> None:
     sweeps = tmp_path / "sweeps"
-    proc = start(["-m", "candidate=slow_start"], sweeps=sweeps, port=port)
-    sweep = sweep_dir(sweeps)
-    wait_for(
-        lambda: journal_has(sweep, "started", candidate="slow_start"), timeout=180, what="slow_start spawned"
+    proc, sweep = start_until(
+        ["-m", "candidate=slow_start"],
+        sweeps=sweeps,
+        port=port,
+        event="started",
+        candidate="slow_start",
+        timeout=180,
     )
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=240)
@@ -99,12 +103,13 @@ def test_rollback_refuses_a_tampered_baseline_spec(tmp_path: Path, port: int) ->
 
 def test_resume_reuses_the_completed_candidates(tmp_path: Path, port: int) -> None:
     sweeps = tmp_path / "sweeps"
-    proc = start(["-m", "candidate=tp4_dp2,spec_probabilistic"], sweeps=sweeps, port=port)
-    sweep = sweep_dir(sweeps)
-    wait_for(
-        lambda: journal_has(sweep, "load_started", candidate="spec_probabilistic"),
+    proc, sweep = start_until(
+        ["-m", "candidate=tp4_dp2,spec_probabilistic"],
+        sweeps=sweeps,
+        port=port,
+        event="load_started",
+        candidate="spec_probabilistic",
         timeout=300,
-        what="spec_probabilistic under load",
     )
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=240)
