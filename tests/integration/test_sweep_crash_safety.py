@@ -62,6 +62,24 @@ def test_sigint_during_a_candidate_startup_restores_the_baseline(tmp_path: Path,
     assert_one_healthy_retained(sweep, port)
 
 
+def test_sigterm_under_load_restores_the_baseline_and_says_what_runs(tmp_path: Path, port: int) -> None:
+    sweeps = tmp_path / "sweeps"
+    proc, sweep = start_until(
+        ["-m", "candidate=tp4_dp2"],
+        sweeps=sweeps,
+        port=port,
+        event="load_started",
+        candidate="tp4_dp2",
+        timeout=180,
+    )
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=240)
+    assert proc.returncode == 130, out
+    assert journal_has(sweep, "validated")
+    assert_one_healthy_retained(sweep, port)
+    assert out.strip().splitlines()[-1].startswith("gauntlet: retained server live: pid "), out[-2000:]
+
+
 def test_a_server_killed_mid_profile_is_recorded_and_the_sweep_goes_on(tmp_path: Path, port: int) -> None:
     sweeps = tmp_path / "sweeps"
     proc = start(["-m", "candidate=crashy,tp4_dp2"], sweeps=sweeps, port=port)

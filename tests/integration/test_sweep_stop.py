@@ -1,4 +1,4 @@
-"""A clean exit on the simulator: `retained_after_sweep: stop`, `python -m orchestrator stop`, then rollback."""
+"""A clean exit on the simulator: `retained_after_sweep: stop`, `orchestrator stop`, then rollback."""
 
 from __future__ import annotations
 
