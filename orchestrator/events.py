@@ -57,6 +57,25 @@ class UnknownEvent(Event):
         return self.kind_written
 
 
+class _Candidate(Event):
+    """An event about one candidate (or the retained configuration, by its candidate name)."""
+
+    candidate: str
+
+
+class _Process(_Candidate):
+    """An event about one server process of a candidate."""
+
+    pid: int
+
+
+class _Profile(_Candidate):
+    """An event about one repeat of one load profile."""
+
+    profile: str
+    repeat: int
+
+
 # ---------------------------------------------------------------------------------------------- the sweep
 
 
@@ -68,27 +87,24 @@ class SweepStarted(Event):
     resumed: bool = False
 
 
-class RetainedRecorded(Event):
+class RetainedRecorded(_Candidate):
     """The retained configuration's spec was recorded; restores are checked against this fingerprint."""
 
     event = "retained_recorded"
-    candidate: str
     fingerprint: str
     spec_file: str
 
 
-class SkippedComplete(Event):
+class SkippedComplete(_Candidate):
     """A candidate's results are complete on disk: resume does not measure it again."""
 
     event = "skipped_complete"
-    candidate: str
 
 
-class DiscardingPartial(Event):
+class DiscardingPartial(_Candidate):
     """A candidate's incomplete results are deleted before it is measured again."""
 
     event = "discarding_partial"
-    candidate: str
 
 
 class SweepFinished(Event):
@@ -103,35 +119,53 @@ class SweepFinished(Event):
 # ---------------------------------------------------------------------------------------------- a server
 
 
-class Launching(Event):
+class _Launch(_Candidate):
+    """What identifies a launch before its process exists: the spec, its fingerprint, the port."""
+
+    role: Role = "candidate"
+    fingerprint: str
+    port: int
+    spec_file: str = ""
+
+
+class Launching(_Launch):
     """A spawn is about to happen (written before it, so a crash in between is still found)."""
 
     event = "launching"
-    candidate: str
-    role: Role = "candidate"
-    fingerprint: str
-    port: int
-    spec_file: str = ""
     at_epoch: float = 0.0  # time.time() just before the spawn: no process started earlier is ours
 
+    def started(self, *, pid: int, pgid: int, create_time: float, log_path: str) -> Started:
+        """The announced launch, now with its process (written right after the spawn)."""
+        return Started(
+            **self._launch_fields(), pid=pid, pgid=pgid, create_time=create_time, log_path=log_path
+        )
 
-class LiveServer(Event):
+    def found(self, *, pid: int, create_time: float, log_path: str) -> Adopted:
+        """The announced launch whose pid was never recorded, found later by argv and start time."""
+        return Adopted(
+            **self._launch_fields(),
+            pid=pid,
+            pgid=pid,  # spawned as a session leader
+            create_time=create_time,
+            log_path=log_path,
+            source="unrecorded launch",
+        )
+
+    def _launch_fields(self) -> dict[str, Any]:
+        return self.model_dump(include=set(_Launch.model_fields) - {"at"})
+
+
+class LiveServer(_Launch):
     """A server process gauntlet is responsible for: enough to find it again and prove it is the same."""
 
-    candidate: str
-    role: Role = "candidate"
-    fingerprint: str
     pid: int
     pgid: int
     create_time: float  # the process's start time: a pid whose start time differs is somebody else's
-    port: int
-    spec_file: str = ""
     log_path: str = ""
 
-    def adopted(self, *, source: str, role: Role | None = None) -> Adopted:
+    def adopted(self, *, source: str) -> Adopted:
         """This server as now adopted by another run (``source`` says where it was found)."""
-        fields = self.model_dump(include=set(LiveServer.model_fields) - {"at"})
-        return Adopted(**{**fields, "role": role or self.role}, source=source)
+        return Adopted(**self.model_dump(include=set(LiveServer.model_fields) - {"at"}), source=source)
 
 
 class Started(LiveServer):
@@ -147,72 +181,57 @@ class Adopted(LiveServer):
     source: str = ""  # where it was found: a previous sweep's directory, or "unrecorded launch"
 
 
-class Ready(Event):
+class Ready(_Process):
     """The server answers /health and lists the model."""
 
     event = "ready"
-    candidate: str
-    pid: int
     ready_s: float
 
 
-class StartupFailed(Event):
+class StartupFailed(_Process):
     """The server never became ready (classified); the supervisor has torn it down."""
 
     event = "startup_failed"
-    candidate: str
-    pid: int
     fingerprint: str
     kind: str
     matched_line: str | None = None
 
 
-class TearingDown(Event):
+class TearingDown(_Process):
     """A teardown is about to start."""
 
     event = "tearing_down"
-    candidate: str
-    pid: int
     role: Role = "candidate"
 
 
-class TornDown(Event):
+class TornDown(_Process):
     """The server is gone (``survivors`` empty and ``port_free`` true, or the teardown raised)."""
 
     event = "torn_down"
-    candidate: str
-    pid: int
     fingerprint: str
     survivors: list[int] | None = None
     port_free: bool | None = None
     by: str | None = None  # written into a previous sweep's journal by the sweep that stopped its server
 
 
-class Vanished(Event):
+class Vanished(_Candidate):
     """A server (or an announced launch) the journal knew of is not running any more."""
 
     event = "vanished"
-    candidate: str
     fingerprint: str
     pid: int | None = None
 
 
-class LoadStarted(Event):
+class LoadStarted(_Profile):
     """A profile starts against a live server."""
 
     event = "load_started"
-    candidate: str
-    profile: str
-    repeat: int
 
 
-class LoadFinished(Event):
+class LoadFinished(_Profile):
     """A profile ended; ``error`` says why it could not complete."""
 
     event = "load_finished"
-    candidate: str
-    profile: str
-    repeat: int
     events: int  # watch events seen while it ran
     error: str | None = None
 
@@ -220,38 +239,32 @@ class LoadFinished(Event):
 # ---------------------------------------------------------------------------------------------- restore
 
 
-class Restoring(Event):
+class Restoring(_Candidate):
     """The retained configuration is about to be relaunched from its recorded spec."""
 
     event = "restoring"
-    candidate: str
     fingerprint: str
     reason: str
 
 
-class Restored(Event):
+class Restored(_Process):
     """The retained configuration is ready again."""
 
     event = "restored"
-    candidate: str
-    pid: int
     fingerprint: str
 
 
-class Validated(Event):
+class Validated(_Process):
     """The recovery validation passed."""
 
     event = "validated"
-    candidate: str
-    pid: int
     reason: str
 
 
-class ValidationFailed(Event):
+class ValidationFailed(_Candidate):
     """The recovery validation failed, or the retained configuration did not start."""
 
     event = "validation_failed"
-    candidate: str
     reason: str
     pid: int | None = None
 

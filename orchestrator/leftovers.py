@@ -16,7 +16,7 @@ from pathlib import Path
 from contracts.errors import RollbackError, SpecError
 from launch.spec import LaunchSpec, diff_specs
 from orchestrator.context import SweepContext
-from orchestrator.events import Adopted, Launching, LiveServer, TornDown, Vanished
+from orchestrator.events import Launching, LiveServer, TornDown, Vanished
 from orchestrator.journal import Journal, JournalState
 from orchestrator.seams import ProcessInfo
 from orchestrator.session import Servers
@@ -68,17 +68,8 @@ def _stop_unrecorded(servers: Servers, pending: Launching, reason: str) -> int:
             spec = LaunchSpec.read(Path(pending.spec_file))
         except (OSError, SpecError):
             continue
-        live = Adopted(
-            candidate=pending.candidate,
-            role=pending.role,
-            fingerprint=pending.fingerprint,
-            pid=pid,
-            pgid=pid,
-            create_time=create_time,
-            port=pending.port,
-            spec_file=pending.spec_file,
-            log_path=str(Path(pending.spec_file).with_name("server.log")),
-            source="unrecorded launch",
+        live = pending.found(
+            pid=pid, create_time=create_time, log_path=str(Path(pending.spec_file).with_name("server.log"))
         )
         session = servers.adopt(live, spec)
         if session is None:
@@ -127,7 +118,7 @@ def take_over_live_service(ctx: SweepContext, previous: Path, spec: LaunchSpec) 
                 hint="make conf/candidate/baseline.yaml describe the live service, or stop it first "
                 "with `python -m orchestrator stop`",
             )
-        ctx.journal.append(live.adopted(source=str(previous), role="retained"))
+        ctx.journal.append(live.adopted(source=str(previous)))  # a retained server: it stays "retained"
         ctx.say(f"live service {live.candidate} (pid {live.pid}) recorded as the baseline; stopping it")
         session.teardown()
         previous_journal.append(

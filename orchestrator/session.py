@@ -34,7 +34,6 @@ from orchestrator.events import (
     LiveServer,
     Ready,
     Role,
-    Started,
     StartupFailed,
     TearingDown,
     TornDown,
@@ -152,7 +151,7 @@ class ServerSession:
         journal, sup, spec = self.servers.journal, self.servers.seams.supervisor, self.spec
         if self.spec_file is None or self.log_path is None:
             raise RuntimeError(f"{self.candidate}: a launched session needs its spec file and log path")
-        journal.append(
+        launch = journal.append(
             Launching(
                 candidate=spec.candidate,
                 role=self.role,
@@ -166,16 +165,8 @@ class ServerSession:
         server = sup.start(spec, self.log_path)
         self.servers.touched = True
         journal.append(
-            Started(
-                candidate=spec.candidate,
-                role=self.role,
-                fingerprint=spec.fingerprint,
-                pid=server.pid,
-                pgid=server.pgid,
-                create_time=server.create_time,
-                port=spec.port,
-                spec_file=str(self.spec_file),
-                log_path=str(self.log_path),
+            launch.started(
+                pid=server.pid, pgid=server.pgid, create_time=server.create_time, log_path=str(self.log_path)
             )
         )
         try:

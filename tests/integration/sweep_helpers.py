@@ -52,6 +52,13 @@ def start(
     )
 
 
+def run_sweep(args: Sequence[str], *, sweeps: Path, port: int, timeout: float = 300) -> tuple[int, str, Path]:
+    """Run a sweep to its end: exit code, its output (stdout and stderr together), its directory."""
+    proc = start(args, sweeps=sweeps, port=port)
+    out, _ = proc.communicate(timeout=timeout)
+    return proc.returncode, out, sweep_dir(sweeps)
+
+
 def run_cli(args: Sequence[str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "orchestrator", *args],

@@ -111,14 +111,18 @@ def test_events_are_written_as_the_flat_lines_earlier_versions_wrote(
 
 def test_a_journal_of_the_previous_version_replays(tmp_path: Path) -> None:
     path = tmp_path / "journal.jsonl"
+    spec = {
+        "candidate": "baseline",
+        "role": "retained",
+        "fingerprint": "sha256:b",
+        "spec_file": "r/spec.json",
+    }
     old = [
         {"at": "a", "event": "sweep_started", "phase": "begin", "resumed": False},
         {"at": "b", "event": "retained_recorded", "candidate": "baseline", "fingerprint": "sha256:b",
          "spec_file": "r/spec.json"},
-        {"at": "c", "event": "launching", "candidate": "baseline", "role": "retained", "fingerprint": "sha256:b",
-         "port": 8000, "spec_file": "r/spec.json", "at_epoch": 1.5},
-        {"at": "d", "event": "started", "candidate": "baseline", "role": "retained", "fingerprint": "sha256:b",
-         "pid": 9, "pgid": 9, "create_time": 2.0, "port": 8000, "spec_file": "r/spec.json",
+        {"at": "c", "event": "launching", **spec, "port": 8000, "at_epoch": 1.5},
+        {"at": "d", "event": "started", **spec, "pid": 9, "pgid": 9, "create_time": 2.0, "port": 8000,
          "log_path": "recovery/server.log"},
         {"at": "e", "event": "load_finished", "candidate": "baseline", "profile": "decode_heavy", "repeat": 1,
          "events": 0, "error": None},

@@ -27,6 +27,15 @@ def sweep(tmp_path: Path, sup: FakeSupervisor, *extra: str) -> tuple[SweepContex
     return SweepContext.open(cfg, tmp_path / "sweep", fake_seams(sup, FakeLoad(), messages)), messages
 
 
+def restored_sweep(tmp_path: Path, sup: FakeSupervisor) -> SweepContext:
+    """A sweep that measured its baseline and restored it: one retained server runs."""
+    ctx, _ = sweep(tmp_path, sup)
+    begin(ctx)
+    run_candidate(ctx, ctx.cfg.baseline, role="baseline")
+    assert restore(ctx, reason="sweep completed").ok
+    return ctx
+
+
 def names(journal: Journal) -> list[str]:
     return [e.name for e in journal.events()]
 
@@ -94,10 +103,7 @@ def test_a_kept_session_leaves_its_server_running_and_a_failed_start_is_a_record
 
 def test_stop_ends_what_the_journal_recorded_without_restoring_and_twice_is_a_no_op(tmp_path: Path) -> None:
     sup = FakeSupervisor()
-    ctx, _ = sweep(tmp_path, sup)
-    begin(ctx)
-    run_candidate(ctx, ctx.cfg.baseline, role="baseline")
-    assert restore(ctx, reason="sweep completed").ok
+    ctx = restored_sweep(tmp_path, sup)
     (retained,) = ctx.journal.replay().live.values()
     stranger = sup.start(ctx.render(ctx.cfg.baseline), tmp_path / "other.log")  # not in the journal
     first, second = io.StringIO(), io.StringIO()
@@ -121,10 +127,7 @@ def test_stop_ends_what_the_journal_recorded_without_restoring_and_twice_is_a_no
 
 def test_stop_checks_the_start_time_like_rollback(tmp_path: Path) -> None:
     sup = FakeSupervisor()
-    ctx, _ = sweep(tmp_path, sup)
-    begin(ctx)
-    run_candidate(ctx, ctx.cfg.baseline, role="baseline")
-    assert restore(ctx, reason="sweep completed").ok
+    ctx = restored_sweep(tmp_path, sup)
     (retained,) = ctx.journal.replay().live.values()
     # The pid was reused by another process started at another time: it is not ours.
     impostor = sup.alive.pop(retained.pid)
@@ -138,10 +141,7 @@ def test_stop_checks_the_start_time_like_rollback(tmp_path: Path) -> None:
 
 def test_rollback_after_stop_restores_the_retained_configuration(tmp_path: Path) -> None:
     sup = FakeSupervisor()
-    ctx, _ = sweep(tmp_path, sup)
-    begin(ctx)
-    run_candidate(ctx, ctx.cfg.baseline, role="baseline")
-    assert restore(ctx, reason="sweep completed").ok
+    ctx = restored_sweep(tmp_path, sup)
     stop(ctx.dir, ctx.seams, out=io.StringIO())
     assert sup.alive == {}
     (ctx.dir / "config.yaml").write_text(_config_yaml(ctx))
