@@ -48,7 +48,8 @@ def resolve_sweep_dir(arg: str | None, sweeps_dir: Path = DEFAULT_SWEEPS) -> Pat
     latest = sweeps_dir / "latest"
     if not latest.exists():
         raise RollbackError(
-            f"no sweep found ({latest} does not exist)", hint="pass the sweep directory: rollback DIR"
+            f"no sweep found ({latest} does not exist)",
+            hint="pass the sweep directory: rollback|stop|status DIR",
         )
     return latest.resolve()
 
