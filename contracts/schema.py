@@ -248,6 +248,9 @@ class RunConfig:
     scale: float = 1.0
     # Directory that holds sweeps; each sweep gets a sub-directory.
     sweeps_dir: str = "sweeps"
+    # What happens to the restored, validated retained server when the sweep ends: "keep" (it is the live
+    # service and stays up; `python -m orchestrator stop` ends it) or "stop" (the demo: nothing is left).
+    retained_after_sweep: str = "keep"
 
 
 @dataclass

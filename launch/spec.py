@@ -20,6 +20,7 @@ import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from contracts.errors import SpecError, SpecTamperedError
@@ -125,6 +126,11 @@ class LaunchSpec:
                 f"{source}: not a launch spec ({exc})", hint="re-render it with `python -m orchestrator plan`"
             ) from exc
         return spec, recorded
+
+    @classmethod
+    def read(cls, path: Path) -> LaunchSpec:
+        """Read a recorded spec file (``spec.json``), refusing one that no longer matches its fingerprint."""
+        return cls.from_json(path.read_text(), source=str(path))
 
     @classmethod
     def from_json(cls, text: str, *, source: str = "<spec>") -> LaunchSpec:

@@ -305,15 +305,8 @@ class Supervisor:
         try:
             ready_s = self.wait_ready(server)
         except StartupFailure as failure:
-            return None, StartupRecord(
-                ok=False,
-                kind=failure.kind,
-                exit_code=failure.process_exit_code,
-                matched_line=failure.matched_line,
-                evidence=failure.evidence,
-                time_to_ready_s=None,
-            )
-        return server, StartupRecord(ok=True, time_to_ready_s=round(ready_s, 3))
+            return None, startup_record(failure)
+        return server, startup_record(ready_s)
 
     # ---------------------------------------------------------------- watch
 
@@ -328,7 +321,7 @@ class Supervisor:
             code = self._exit_code(server)
             detail = f"server pid {server.pid} exited" + (f" with code {code}" if code is not None else "")
             events = [self._event("died", detail)]
-            status = self._health(server, timeout_s)
+            status = self.health(server, timeout_s)
             if status == 200:
                 holders = ", ".join(h.describe() for h in self._procs.port_holders(server.spec.port))
                 events.append(
@@ -336,7 +329,7 @@ class Supervisor:
                 )
             self._set_state(tracked, "dead")
             return events
-        status = self._health(server, timeout_s)
+        status = self.health(server, timeout_s)
         if status == 200:
             if state == "unhealthy":
                 self._set_state(tracked, "healthy")
@@ -355,7 +348,8 @@ class Supervisor:
     def _event(self, kind: Literal["died", "restarted", "unhealthy", "recovered"], detail: str) -> WatchEvent:
         return WatchEvent(at=_utc(self._now()), kind=kind, detail=detail)
 
-    def _health(self, server: Server, timeout_s: float) -> int | str:
+    def health(self, server: Server, timeout_s: float = HTTP_TIMEOUT_S) -> int | str:
+        """``GET /health``: its status code, or why it could not be asked (the one /health probe)."""
         try:
             with httpx.Client(
                 base_url=server.base_url, transport=self._transport, timeout=timeout_s, trust_env=False
@@ -549,6 +543,20 @@ class Supervisor:
         tracked = self._track(server)
         self._collect(server, tracked)
         return sorted(info.pid for info in self._survivors(server, tracked))
+
+
+def startup_record(outcome: float | StartupFailure) -> StartupRecord:
+    """The startup record of a launch: seconds to ready, or the classified failure (for run.json)."""
+    if isinstance(outcome, StartupFailure):
+        return StartupRecord(
+            ok=False,
+            kind=outcome.kind,
+            exit_code=outcome.process_exit_code,
+            matched_line=outcome.matched_line,
+            evidence=outcome.evidence,
+            time_to_ready_s=None,
+        )
+    return StartupRecord(ok=True, time_to_ready_s=round(outcome, 3))
 
 
 def _same_start(a: float, b: float) -> bool:

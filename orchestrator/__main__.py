@@ -1,4 +1,4 @@
-"""Command line of gauntlet: ``python -m orchestrator [plan|judge|report|rollback|status] ...``.
+"""Command line of gauntlet: ``python -m orchestrator [plan|judge|report|rollback|stop|status] ...``.
 
 Subcommands are dispatched here; anything else is a Hydra run of the sweep (``-m candidate=glob(*)``).
 """
@@ -15,6 +15,8 @@ USAGE = """usage: python -m orchestrator [COMMAND] [hydra overrides]
   plan [overrides]                   validate every candidate and print the exact command each would run
   rollback [SWEEP_DIR]               stop what gauntlet started, restore the retained configuration
                                      byte-for-byte and validate it under load (default: the latest sweep)
+  stop [SWEEP_DIR]                   stop every server gauntlet started for the sweep, the retained one
+                                     included, restoring nothing (default: the latest sweep; `make stop`)
   status [SWEEP_DIR]                 what gauntlet has running, its fingerprint, and whether it is healthy
   judge SWEEP_DIR                    judge the stored results again and write verdicts.json
   report SWEEP_DIR                   render the decision table and plots from verdicts.json and the files
@@ -37,12 +39,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         from orchestrator import plan  # noqa: PLC0415
 
         return plan.main(rest)
-    if command in ("rollback", "status"):
+    if command in ("rollback", "stop", "status"):
         from orchestrator import rollback  # noqa: PLC0415
-        from orchestrator.hydra_app import SEAMS_FACTORY  # noqa: PLC0415
+        from orchestrator.seams import real_seams  # noqa: PLC0415
 
-        handler = rollback.main_rollback if command == "rollback" else rollback.main_status
-        return handler(rest, SEAMS_FACTORY)
+        handlers = {
+            "rollback": rollback.main_rollback,
+            "stop": rollback.main_stop,
+            "status": rollback.main_status,
+        }
+        return handlers[command](rest, real_seams)
     if command == "judge":
         from gates import judge  # noqa: PLC0415
 

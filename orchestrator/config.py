@@ -29,6 +29,7 @@ from contracts.schema import (
     GauntletConfig,
     HostConfig,
     LengthConfig,
+    RunConfig,
     WorkloadConfig,
     placement_problem,
 )
@@ -49,6 +50,8 @@ KV_CACHE_DTYPES = (
 DRAFT_SAMPLE_METHODS = ("greedy", "probabilistic")
 HOST_KINDS = ("gpu", "cpu", "sim")
 PLACEMENTS = ("exact", "at_most")
+#: run.retained_after_sweep: keep the restored retained server up (the live service), or stop it (the demo).
+RETAINED_AFTER_SWEEP = ("keep", "stop")
 WORKLOAD_MODES = ("closed", "open")
 LENGTH_KINDS = ("fixed", "uniform", "lognormal")
 CANDIDATE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -350,6 +353,20 @@ def workload_problems(name: str, wl: WorkloadConfig, where: Any) -> list[ConfigP
     return out
 
 
+def run_problems(run: RunConfig) -> list[ConfigProblem]:
+    """Problems of the ``run`` section's own values (profile names are checked against the workloads)."""
+    where = "conf/config.yaml"
+    out: list[ConfigProblem] = []
+    if run.repeats < 1:
+        out.append(ConfigProblem(where, "run.repeats", run.repeats, "an integer >= 1"))
+    if run.scale <= 0:
+        out.append(ConfigProblem(where, "run.scale", run.scale, "a positive factor"))
+    if run.retained_after_sweep not in RETAINED_AFTER_SWEEP:
+        allowed = f"one of {', '.join(RETAINED_AFTER_SWEEP)}"
+        out.append(ConfigProblem(where, "run.retained_after_sweep", run.retained_after_sweep, allowed))
+    return out
+
+
 def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
     """Raise ConfigError listing every problem of the composed config; return quietly when valid."""
     src = sources or Sources()
@@ -401,10 +418,7 @@ def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
                         "conf/config.yaml", section, name, f"a workload name: {', '.join(sorted(known))}"
                     )
                 )
-    if cfg.run.repeats < 1:
-        problems.append(ConfigProblem("conf/config.yaml", "run.repeats", cfg.run.repeats, "an integer >= 1"))
-    if cfg.run.scale <= 0:
-        problems.append(ConfigProblem("conf/config.yaml", "run.scale", cfg.run.scale, "a positive factor"))
+    problems.extend(run_problems(cfg.run))
     from gates import REGISTRY  # noqa: PLC0415  (gates register themselves on import)
 
     for name in cfg.gates.enabled:

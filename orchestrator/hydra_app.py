@@ -4,7 +4,19 @@ Pipeline position: the top of the orchestrator box. A Hydra callback opens the s
 (validates every job's config, records the retained spec, stops the live service, measures the baseline)
 and closes it after the last (restores the retained configuration, validates it under load, judges,
 reports). Each Hydra job measures one candidate, so ``hydra/launcher`` and ``hydra/sweeper`` choices keep
-working. :func:`main` wraps Hydra so that the restore also runs after a failed job, Ctrl-C or SIGTERM.
+working. :func:`main` wraps Hydra so that the restore also runs after a failed job, Ctrl-C or SIGTERM, and
+the sweep's last lines always say what is left running.
+
+Who holds the sweep: one :class:`SweepController`, created and owned by :func:`main`. Hydra builds the
+callback itself (from ``hydra.callbacks.gauntlet._target_`` in ``conf/config.yaml``) and calls the task
+function with nothing but the job's config, so neither can be handed the controller as an argument; and
+the task function stays a module-level function because a launcher may pickle it to a worker process.
+So :func:`main` publishes its controller in a context variable (:data:`_ACTIVE`) for exactly the length
+of the Hydra run, and :class:`SweepCallback` and :func:`job` read it from there. Nothing else is shared:
+all state lives on the controller, and a job that runs where no controller is published (a worker
+process of another launcher) opens its own context on the sweep directory. Hydra turns a callback's
+exception into a warning and launches the jobs anyway, so the callback stores it on the controller
+(``failure``), jobs skip, and :func:`main` reports it and restores.
 """
 
 from __future__ import annotations
@@ -14,10 +26,13 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Literal
 
 import hydra
 from hydra.core.global_hydra import GlobalHydra
@@ -27,7 +42,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from contracts.errors import ConfigError, ConfigProblem, GauntletError, exit_code_for
+from contracts.errors import ConfigError, ConfigProblem, GauntletError, RollbackError, exit_code_for
 from contracts.paths import CONF_DIR
 from contracts.results import RecoveryValidation
 from contracts.schema import GauntletConfig
@@ -39,62 +54,92 @@ from orchestrator.config import (
     to_typed,
     validate,
 )
-from orchestrator.sweep import Lifecycle, Seams, real_seams, say_stderr
+from orchestrator.context import SweepContext
+from orchestrator.events import SweepFinished
+from orchestrator.leftovers import stop_leftovers
+from orchestrator.measure import run_candidate
+from orchestrator.restore import restore
+from orchestrator.rollback import what_runs
+from orchestrator.seams import Seams, real_seams, say_stderr
+from orchestrator.sweep import begin
 
-#: Builds the side-effect seams; tests may replace it.
-SEAMS_FACTORY: Callable[[], Seams] = real_seams
 
+class SweepController:
+    """The sweep this process runs: opened by the callback, fed by the jobs, closed by the callback/main."""
 
-class Session:
-    """The sweep open in this process (None between sweeps)."""
-
-    current: Session | None = None
-    #: Why the sweep could not open or close. Hydra turns a callback's exception into a warning and
-    #: launches the jobs anyway, so callbacks store it here, jobs check it, and :func:`main` reports it.
-    failure: Exception | None = None
-    #: Exit code decided when the sweep closed (the restore's validation, the report).
-    exit_code: int = 0
-
-    def __init__(self, cfg: GauntletConfig, sweep_dir: Path) -> None:
-        self.cfg = cfg
-        self.dir = sweep_dir
-        _quiet_http_logs()
-        self.seams = SEAMS_FACTORY()
-        self.lifecycle = Lifecycle(cfg, sweep_dir, self.seams)
+    def __init__(self, seams_factory: Callable[[], Seams] = real_seams) -> None:
+        self.seams_factory = seams_factory
+        #: The open sweep (None until the callback opens it).
+        self.ctx: SweepContext | None = None
+        #: Why the sweep could not open or close (stored by the callbacks, reported by :func:`main`).
+        self.failure: Exception | None = None
+        #: Exit code decided when the sweep closed (the restore's validation, the report).
+        self.exit_code = 0
         self.finished = False
         self.validation: RecoveryValidation | None = None
+        #: The retained server was stopped at the end (``run.retained_after_sweep: stop``).
+        self.retained_stopped = False
 
-    def begin(self) -> None:
-        sweeps = Path(self.cfg.run.sweeps_dir)
+    @property
+    def sweep(self) -> SweepContext:
+        if self.ctx is None:
+            raise RuntimeError("no sweep is open")
+        return self.ctx
+
+    @property
+    def cfg(self) -> GauntletConfig:
+        return self.sweep.cfg
+
+    @property
+    def dir(self) -> Path:
+        return self.sweep.dir
+
+    # ---------------------------------------------------------------- open
+
+    def open(self, cfg: GauntletConfig, sweep_dir: Path, *, names: Sequence[str] | None = None) -> None:
+        """Open ``sweep_dir``: begin (leftovers, retained spec), measure the baseline."""
+        _quiet_http_logs()
+        self.ctx = ctx = SweepContext.open(cfg, sweep_dir, self.seams_factory())
+        if names is not None:
+            ctx.say(f"sweep of {len(names)} job(s) in {sweep_dir}: {', '.join(names)}")
+        sweeps = Path(cfg.run.sweeps_dir)
         latest = sweeps / "latest"
         previous = latest.resolve() if latest.is_symlink() and latest.resolve().is_dir() else None
-        self.dir.mkdir(parents=True, exist_ok=True)
-        point_latest(sweeps, self.dir)
-        self.lifecycle.begin(previous=previous)
-        run = self.lifecycle.run_candidate(self.cfg.baseline, role="baseline")
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        point_latest(sweeps, sweep_dir)
+        begin(ctx, previous=previous)
+        run = run_candidate(ctx, cfg.baseline, role="baseline")
         if not run.startup.ok:
             raise GauntletError(
-                f"the baseline {self.cfg.baseline.name} did not start ({run.startup.kind}): "
+                f"the baseline {cfg.baseline.name} did not start ({run.startup.kind}): "
                 f"{run.startup.matched_line or '-'}; nothing can be compared",
                 evidence=run.startup.evidence[-10:],
-                hint=f"see {self.lifecycle.candidate_dir(self.cfg.baseline.name) / 'server.log'}",
+                hint=f"see {ctx.candidate_dir(cfg.baseline.name) / 'server.log'}",
             )
+
+    def context_for(self, cfg: GauntletConfig, sweep_dir: Path) -> SweepContext:
+        """The open sweep with one job's configuration, or a fresh context where none is open here."""
+        if self.ctx is not None and self.ctx.dir.resolve() == sweep_dir.resolve():
+            return replace(self.ctx, cfg=cfg)
+        return SweepContext.open(cfg, sweep_dir, self.seams_factory())
+
+    # ---------------------------------------------------------------- close
 
     def finish(self, *, reason: str) -> int:
         """Restore and validate the retained configuration, then judge and report. Returns an exit code."""
         if self.finished:
             return 0
         self.finished = True
-        say = self.seams.say
-        if not self.lifecycle.touched:
+        say = self.sweep.say
+        if not self.sweep.touched:
             say("no server was started or stopped: nothing to restore")
             return 0
         try:
-            self.validation = self.lifecycle.restore(reason=reason)
+            self.validation = restore(self.sweep, reason=reason)
         except KeyboardInterrupt:
             say("interrupted during the restore: run `python -m orchestrator rollback` to finish it")
             raise
-        code = 0 if self.validation.ok else 7
+        code = 0 if self.validation.ok else RollbackError.exit_code
         try:
             from gates.judge import judge_sweep  # noqa: PLC0415
             from report import build_report  # noqa: PLC0415
@@ -105,9 +150,89 @@ class Session:
         except GauntletError as exc:
             say(f"report: {exc}")
             code = code or exc.exit_code
-        self.lifecycle.journal.append("sweep_finished", reason=reason, validated=self.validation.ok)
+        retained = self._after_sweep()
+        self.sweep.journal.append(
+            SweepFinished(reason=reason, validated=self.validation.ok, retained=retained)
+        )
         say(f"sweep directory: {self.dir}")
         return code
+
+    def _after_sweep(self) -> Literal["kept", "stopped"]:
+        """Apply ``run.retained_after_sweep``: keep the retained server up, or stop it (the demo)."""
+        if self.cfg.run.retained_after_sweep != "stop":
+            return "kept"
+        ctx = self.sweep
+        stop_leftovers(ctx.servers, ctx.journal.replay(), reason="run.retained_after_sweep=stop")
+        self.retained_stopped = True
+        return "stopped"
+
+    def restore_after(self, exc: BaseException, *, reason: str, code: int) -> int:
+        """After a failure or an interrupt: restore (once) if this process touched a server."""
+        if self.ctx is None or self.finished:
+            return code
+        say_stderr(f"{reason}: restoring the retained configuration")
+        try:
+            self.finish(reason=reason)
+        except KeyboardInterrupt as again:
+            return exit_code_for(again)
+        except GauntletError as err:
+            say_stderr(str(err))
+            return exit_code_for(err)
+        return code
+
+    def say_what_runs(self) -> None:
+        """The sweep's last lines: the retained server that is live (where, how to stop it), or nothing."""
+        if self.ctx is None:
+            return
+        for line in what_runs(self.ctx.dir, stopped_by_setting=self.retained_stopped):
+            self.ctx.say(line)
+
+    # ---------------------------------------------------------------- run
+
+    def run(self, hydra_entry: Callable[[], None]) -> int:
+        """Run Hydra; whatever happens, leave the retained configuration restored. Returns the exit code."""
+        try:
+            hydra_entry()
+            if self.failure is not None:
+                failure = self.failure
+                say_stderr(str(failure))
+                return self.restore_after(failure, reason=f"error: {failure}", code=exit_code_for(failure))
+            if self.ctx is not None and not self.finished:
+                # A Hydra job failed: Hydra skips on_multirun_end, the restore must still happen.
+                return self.finish(reason="a job failed") or 1
+            return self.exit_code
+        except KeyboardInterrupt as exc:
+            return self.restore_after(exc, reason=f"interrupted ({exc or 'SIGINT'})", code=exit_code_for(exc))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+            return self.restore_after(exc, reason="a job failed", code=code)
+        except GauntletError as exc:
+            say_stderr(str(exc))
+            return self.restore_after(exc, reason=f"error: {exc.message}", code=exc.exit_code)
+
+
+#: The controller of the :func:`main` call in progress (see the module docstring for why it is here).
+_ACTIVE: ContextVar[SweepController | None] = ContextVar("gauntlet_sweep_controller", default=None)
+
+
+@contextmanager
+def _published(controller: SweepController) -> Iterator[None]:
+    token = _ACTIVE.set(controller)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def active_controller() -> SweepController:
+    """The controller :func:`main` published; Hydra's callback needs one."""
+    controller = _ACTIVE.get()
+    if controller is None:
+        raise GauntletError(
+            "the sweep callback ran outside `python -m orchestrator` (no sweep controller)",
+            hint="start sweeps with `python -m orchestrator -m candidate=...`",
+        )
+    return controller
 
 
 def point_latest(sweeps: Path, target: Path) -> None:
@@ -196,37 +321,34 @@ class SweepCallback(Callback):
     """Opens the sweep before the first job and closes it (restore, validate, report) after the last."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        controller = active_controller()
         try:
             names = prevalidate(config)
             sweep_dir = Path(str(config.hydra.sweep.dir))
             _save_config(config, sweep_dir)
-            session = Session(_typed(config), sweep_dir)
-            Session.current = session
-            session.seams.say(f"sweep of {len(names)} job(s) in {sweep_dir}: {', '.join(names)}")
-            session.begin()
+            controller.open(_typed(config), sweep_dir, names=names)
         except Exception as exc:
-            Session.failure = exc
+            controller.failure = exc
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        session = Session.current
-        if session is None or Session.failure is not None:
+        controller = active_controller()
+        if controller.ctx is None or controller.failure is not None:
             return
         try:
-            Session.exit_code = session.finish(reason="sweep completed")
+            controller.exit_code = controller.finish(reason="sweep completed")
         except Exception as exc:
-            Session.failure = exc
+            controller.failure = exc
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        controller = active_controller()
         try:
             typed = _typed(config)
             validate(typed, _sources(config))
             sweep_dir = Path(str(config.hydra.run.dir))
             _save_config(config, sweep_dir)
-            session = Session(typed, sweep_dir)
-            Session.current = session
-            session.begin()
+            controller.open(typed, sweep_dir)
         except Exception as exc:
-            Session.failure = exc
+            controller.failure = exc
 
     def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
         self.on_multirun_end(config)
@@ -234,7 +356,8 @@ class SweepCallback(Callback):
 
 def job(config: DictConfig) -> str:
     """One Hydra job: measure one candidate (the baseline was measured when the sweep opened)."""
-    if Session.failure is not None:
+    controller = _ACTIVE.get()
+    if controller is not None and controller.failure is not None:
         return "not run: the sweep did not open"
     _quiet_http_logs()
     typed = _typed(config)
@@ -243,14 +366,11 @@ def job(config: DictConfig) -> str:
         return "baseline (measured when the sweep opened)"
     hc = HydraConfig.get()
     sweep_dir = Path(str(hc.sweep.dir if hc.mode == RunMode.MULTIRUN else hc.run.dir))
-    session = Session.current
-    lifecycle = (
-        session.lifecycle
-        if session is not None and session.dir.resolve() == sweep_dir.resolve()
-        else Lifecycle(typed, sweep_dir, SEAMS_FACTORY())
-    )
-    lifecycle.cfg = typed
-    run = lifecycle.run_candidate(typed.candidate)
+    if controller is not None:
+        ctx = controller.context_for(typed, sweep_dir)
+    else:  # a worker process of another Hydra launcher: no controller here, the sweep directory is shared
+        ctx = SweepContext.open(typed, sweep_dir, real_seams())
+    run = run_candidate(ctx, typed.candidate)
     return "measured" if run.startup.ok else f"did not start: {run.startup.kind}"
 
 
@@ -264,49 +384,21 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
-def main(argv: Sequence[str]) -> int:
-    """Run Hydra with ``argv``; whatever happens, leave the retained configuration restored."""
+def main(argv: Sequence[str], *, seams_factory: Callable[[], Seams] = real_seams) -> int:
+    """Run Hydra with ``argv``; whatever happens, leave the retained configuration restored.
+
+    The last lines always say what is left running: the retained server (where, how to stop it), or that
+    nothing is (``run.retained_after_sweep: stop``, as in the demo).
+    """
+    controller = SweepController(seams_factory)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     saved_argv = sys.argv
     sys.argv = [saved_argv[0] if saved_argv else "orchestrator", *argv]
-    Session.current = None
-    Session.failure = None
-    Session.exit_code = 0
     try:
-        _hydra_entry()
-        session = Session.current
-        if Session.failure is not None:
-            failure = Session.failure
-            say_stderr(str(failure))
-            code = exit_code_for(failure)
-            return _restore_after(failure, reason=f"error: {failure}", code=code)
-        if session is not None and not session.finished:
-            # A Hydra job failed: Hydra skips on_multirun_end, the restore must still happen.
-            return session.finish(reason="a job failed") or 1
-        return Session.exit_code
-    except KeyboardInterrupt as exc:
-        return _restore_after(exc, reason=f"interrupted ({exc or 'SIGINT'})", code=130)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-        return _restore_after(exc, reason="a job failed", code=code)
-    except GauntletError as exc:
-        say_stderr(str(exc))
-        return _restore_after(exc, reason=f"error: {exc.message}", code=exc.exit_code)
+        with _published(controller):
+            code = controller.run(_hydra_entry)
     finally:
         sys.argv = saved_argv
         signal.signal(signal.SIGTERM, previous)
-
-
-def _restore_after(exc: BaseException, *, reason: str, code: int) -> int:
-    session = Session.current
-    if session is None or session.finished:
-        return code
-    say_stderr(f"{reason}: restoring the retained configuration")
-    try:
-        session.finish(reason=reason)
-    except KeyboardInterrupt:
-        return 130
-    except GauntletError as err:
-        say_stderr(str(err))
-        return exit_code_for(err)
+    controller.say_what_runs()
     return code

@@ -1,29 +1,37 @@
-"""``rollback`` and ``status``: act on what the journal says gauntlet left running.
+"""``rollback``, ``stop`` and ``status``: act on what the journal says gauntlet left running.
 
 Pipeline position: outside the sweep, reading only the sweep directory (journal, recorded specs, composed
-config). ``rollback`` stops every server gauntlet started that is still running (and only those: a pid is
-trusted only when its create time matches the journal), restores the retained configuration from its
-recorded spec after checking the fingerprint, waits for ready and runs the recovery validation. Running it
-twice leaves one healthy retained server. ``status`` says what is running and whether it is healthy.
+config). All three trust a pid only when its start time matches the journal's record, so a process
+gauntlet did not start is never touched.
+
+- ``rollback`` stops every server gauntlet started that is still running, restores the retained
+  configuration from its recorded spec after checking the fingerprint, waits for ready and runs the
+  recovery validation. Running it twice leaves one healthy retained server.
+- ``stop`` stops every server gauntlet started, the retained one included, and restores nothing (the
+  newcomer's exit; ``rollback`` brings the retained configuration back). Running it twice is a no-op.
+- ``status`` says what is running and whether it is healthy.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
-
-import httpx
+from typing import TextIO
 
 from contracts.errors import GauntletError, RollbackError, SpecError
 from contracts.results import CandidateRun, RecoveryValidation, read_model
 from contracts.schema import GauntletConfig, read_sweep_config
 from launch.spec import LaunchSpec
 from orchestrator.config import Sources, validate
-from orchestrator.journal import Journal, LiveServer
-from orchestrator.sweep import Lifecycle, Seams
+from orchestrator.context import SweepContext
+from orchestrator.events import LiveServer, RollbackRequested, StopFinished, StopRequested
+from orchestrator.journal import Journal, JournalState
+from orchestrator.leftovers import read_for_stopping, stop_leftovers
+from orchestrator.restore import restore, validate_retained
+from orchestrator.seams import Seams
+from orchestrator.session import Servers, ServerSession
 
 DEFAULT_SWEEPS = Path("sweeps")
 
@@ -40,7 +48,8 @@ def resolve_sweep_dir(arg: str | None, sweeps_dir: Path = DEFAULT_SWEEPS) -> Pat
     latest = sweeps_dir / "latest"
     if not latest.exists():
         raise RollbackError(
-            f"no sweep found ({latest} does not exist)", hint="pass the sweep directory: rollback DIR"
+            f"no sweep found ({latest} does not exist)",
+            hint="pass the sweep directory: rollback|stop|status DIR",
         )
     return latest.resolve()
 
@@ -54,24 +63,20 @@ def load_sweep_config(sweep_dir: Path) -> GauntletConfig:
 
 def rollback(sweep_dir: Path, seams: Seams, *, out: TextIO = sys.stdout) -> RecoveryValidation:
     """Make the retained configuration the one healthy server, validated under load."""
-    cfg = load_sweep_config(sweep_dir)
-    life = Lifecycle(cfg, sweep_dir, seams)
-    state = life.journal.replay()
-    life.journal.append("rollback_requested", live=len(state.live))
-    keep = _healthy_retained(state.live.values(), state.retained_fingerprint, seams)
-    others = [s for s in state.live.values() if keep is None or s.pid != keep[0].pid]
+    ctx = SweepContext.open(load_sweep_config(sweep_dir), sweep_dir, seams)
+    state = ctx.journal.replay()
+    ctx.journal.append(RollbackRequested(live=len(state.live)))
+    keep = _healthy_retained(ctx.servers, state)
+    others = [s for s in state.live.values() if keep is None or s.pid != keep.pid]
     run_file = sweep_dir / "recovery" / "run.json"
     if keep is not None and not others and not state.pending and run_file.exists():
-        live, server = keep
         seams.say(
-            f"the retained configuration is already the one healthy server (pid {live.pid}); validating it"
+            f"the retained configuration is already the one healthy server (pid {keep.pid}); validating it"
         )
         run = read_model(run_file, CandidateRun)
-        result = life.validate_retained(
-            server, server.spec, state.retained_fingerprint or "", run, sweep_dir / "recovery"
-        )
+        result = validate_retained(ctx, keep, state.retained_fingerprint or "", run, sweep_dir / "recovery")
     else:
-        result = life.restore(reason="rollback")
+        result = restore(ctx, reason="rollback")
     verdict = "OK" if result.ok else "FAILED"
     out.write(
         f"rollback {verdict}: {result.candidate} {result.fingerprint} pid {result.pid}\n  {result.reason}\n"
@@ -79,32 +84,61 @@ def rollback(sweep_dir: Path, seams: Seams, *, out: TextIO = sys.stdout) -> Reco
     return result
 
 
-def _healthy_retained(
-    live: Iterable[LiveServer], fingerprint: str | None, seams: Seams
-) -> tuple[LiveServer, Any] | None:
-    for server in live:
-        if server.role != "retained" or server.fingerprint != fingerprint:
+def _healthy_retained(servers: Servers, state: JournalState) -> ServerSession | None:
+    """The recorded retained server, if it still runs, its spec is intact and /health is 200."""
+    for live in state.live.values():
+        if live.role != "retained" or live.fingerprint != state.retained_fingerprint:
             continue
         try:
-            spec = LaunchSpec.from_json(Path(server.spec_file).read_text(), source=server.spec_file)
+            spec = LaunchSpec.read(Path(live.spec_file))
         except (OSError, SpecError):
             return None
-        handle = seams.supervisor.adopt(
-            server.pid, server.pgid, server.create_time, spec, Path(server.log_path)
-        )
-        if handle is None:
+        session = servers.adopt(live, spec)
+        if session is None:
             return None
-        if _healthy(spec, seams.transport):
-            return server, handle
+        if servers.seams.supervisor.health(session.server) == 200:
+            return session
     return None
 
 
-def _healthy(spec: LaunchSpec, transport: httpx.BaseTransport | None) -> bool:
+def stop(sweep_dir: Path, seams: Seams, *, out: TextIO = sys.stdout) -> int:
+    """Stop every server gauntlet started for this sweep, the retained one included; restore nothing.
+
+    Returns how many it stopped (0 when nothing was running: running it twice is a no-op).
+    """
+    servers = Servers(Journal(sweep_dir / "journal.jsonl"), seams)
+    state = servers.journal.replay()
+    servers.journal.append(StopRequested(live=len(state.live)))
+    stopped = stop_leftovers(servers, state, reason="stop requested (nothing is restored)")
+    servers.journal.append(StopFinished(stopped=stopped))
+    if stopped:
+        out.write(
+            f"stopped {stopped} server(s) gauntlet started for {sweep_dir}; nothing it started is running "
+            f"now.\n  `python -m orchestrator rollback {sweep_dir}` brings the retained configuration back\n"
+        )
+    else:
+        out.write(f"nothing to stop: no server gauntlet started for {sweep_dir} is running\n")
+    return stopped
+
+
+def what_runs(sweep_dir: Path, *, stopped_by_setting: bool = False) -> list[str]:
+    """What the journal says is running, as the sweep's last lines (where, and how to stop it)."""
+    state = Journal(sweep_dir / "journal.jsonl").replay()
+    if not state.live:
+        if stopped_by_setting:
+            return ["retained server stopped (run.retained_after_sweep=stop): nothing left running"]
+        return ["nothing gauntlet started for this sweep is running"]
+    how = f"stop it with `make stop SWEEP={sweep_dir}` or `python -m orchestrator stop {sweep_dir}`"
+    return [f"{_describe(live)}; {how}" for live in state.live.values()]
+
+
+def _describe(live: LiveServer) -> str:
+    who = "retained server" if live.role == "retained" else f"{live.role} server {live.candidate}"
     try:
-        with httpx.Client(base_url=spec.base_url, timeout=5.0, transport=transport) as client:
-            return client.get("/health").status_code == 200
-    except httpx.HTTPError:
-        return False
+        where = read_for_stopping(live.spec_file).base_url
+    except (OSError, SpecError):
+        where = f"port {live.port}"
+    return f"{who} live: pid {live.pid} at {where} (fingerprint {live.fingerprint})"
 
 
 @dataclass(frozen=True)
@@ -119,26 +153,10 @@ class StatusLine:
 
 def status(sweep_dir: Path, seams: Seams, *, out: TextIO = sys.stdout) -> int:
     """Print what gauntlet has running; 0 when exactly one healthy retained server runs and nothing else."""
-    state = Journal(sweep_dir / "journal.jsonl").replay()
-    lines: list[StatusLine] = []
+    servers = Servers(Journal(sweep_dir / "journal.jsonl"), seams)
+    state = servers.journal.replay()
     warnings: list[str] = []
-    for live in state.live.values():
-        try:
-            text = Path(live.spec_file).read_text()
-            spec, _ = LaunchSpec.parse_json(text, source=live.spec_file)
-        except (OSError, SpecError) as exc:
-            warnings.append(f"cannot read {live.spec_file}: {exc}")
-            lines.append(StatusLine(live, False, False, False))
-            continue
-        try:
-            LaunchSpec.from_json(text, source=live.spec_file)
-        except SpecError as exc:
-            warnings.append(f"{exc.message}: a rollback from this sweep will refuse to restore it")
-        handle = seams.supervisor.adopt(live.pid, live.pgid, live.create_time, spec, Path(live.log_path))
-        alive = handle is not None
-        healthy = alive and _healthy(spec, seams.transport)
-        retained = live.role == "retained" and live.fingerprint == state.retained_fingerprint
-        lines.append(StatusLine(live, alive, healthy, retained))
+    lines = [_status_line(servers, state, live, warnings) for live in state.live.values()]
     out.write(f"sweep: {sweep_dir}\n")
     out.write(f"retained configuration: {state.retained_fingerprint or '(none recorded)'}\n")
     if not lines:
@@ -166,6 +184,22 @@ def status(sweep_dir: Path, seams: Seams, *, out: TextIO = sys.stdout) -> int:
     return 0 if good else 1
 
 
+def _status_line(servers: Servers, state: JournalState, live: LiveServer, warnings: list[str]) -> StatusLine:
+    try:
+        spec = read_for_stopping(live.spec_file)
+    except (OSError, SpecError) as exc:
+        warnings.append(f"cannot read {live.spec_file}: {exc}")
+        return StatusLine(live, False, False, False)
+    try:
+        LaunchSpec.read(Path(live.spec_file))
+    except SpecError as exc:
+        warnings.append(f"{exc.message}: a rollback from this sweep will refuse to restore it")
+    session = servers.adopt(live, spec)
+    healthy = session is not None and servers.seams.supervisor.health(session.server) == 200
+    retained = live.role == "retained" and live.fingerprint == state.retained_fingerprint
+    return StatusLine(live, session is not None, healthy, retained)
+
+
 def main_rollback(args: list[str], seams_factory: Callable[[], Seams]) -> int:
     try:
         sweep_dir = resolve_sweep_dir(args[0] if args else None)
@@ -173,7 +207,16 @@ def main_rollback(args: list[str], seams_factory: Callable[[], Seams]) -> int:
     except GauntletError as exc:
         print(f"gauntlet rollback: {exc}", file=sys.stderr)
         return exc.exit_code
-    return 0 if result.ok else 7
+    return 0 if result.ok else RollbackError.exit_code
+
+
+def main_stop(args: list[str], seams_factory: Callable[[], Seams]) -> int:
+    try:
+        stop(resolve_sweep_dir(args[0] if args else None), seams_factory())
+    except GauntletError as exc:
+        print(f"gauntlet stop: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return 0
 
 
 def main_status(args: list[str], seams_factory: Callable[[], Seams]) -> int:

@@ -52,6 +52,13 @@ def start(
     )
 
 
+def run_sweep(args: Sequence[str], *, sweeps: Path, port: int, timeout: float = 300) -> tuple[int, str, Path]:
+    """Run a sweep to its end: exit code, its output (stdout and stderr together), its directory."""
+    proc = start(args, sweeps=sweeps, port=port)
+    out, _ = proc.communicate(timeout=timeout)
+    return proc.returncode, out, sweep_dir(sweeps)
+
+
 def run_cli(args: Sequence[str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "orchestrator", *args],
@@ -80,10 +87,25 @@ def sweep_dir(sweeps: Path) -> Path:
 
 
 def journal_has(sweep: Path, event: str, **match: object) -> bool:
-    for entry in Journal(sweep / "journal.jsonl").entries():
-        if entry["event"] == event and all(entry.get(k) == v for k, v in match.items()):
-            return True
-    return False
+    """The sweep's journal has an ``event`` whose fields equal ``match``."""
+    return any(
+        e.name == event and all(getattr(e, k, None) == v for k, v in match.items())
+        for e in Journal(sweep / "journal.jsonl").events()
+    )
+
+
+def start_until(
+    args: Sequence[str], *, sweeps: Path, port: int, event: str, candidate: str, timeout: float
+) -> tuple[subprocess.Popen[str], Path]:
+    """Start a sweep and wait until its journal records ``event`` for ``candidate``."""
+    proc = start(args, sweeps=sweeps, port=port)
+    sweep = sweep_dir(sweeps)
+    wait_for(
+        lambda: journal_has(sweep, event, candidate=candidate),
+        timeout=timeout,
+        what=f"{event} of {candidate}",
+    )
+    return proc, sweep
 
 
 def sim_servers(port: int) -> list[psutil.Process]:

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from contracts.errors import RollbackError
 from contracts.results import CandidateRun, read_model
 from orchestrator.journal import Journal
 from tests.integration.sweep_helpers import (
     assert_one_healthy_retained,
     journal_has,
     run_cli,
-    start,
-    sweep_dir,
-    wait_for,
+    run_sweep,
+    start_until,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -24,12 +24,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 def test_sigkill_under_load_then_rollback_twice(tmp_path: Path, port: int) -> None:
     sweeps = tmp_path / "sweeps"
-    proc = start(["-m", "candidate=tp4_dp2"], sweeps=sweeps, port=port)
-    sweep = sweep_dir(sweeps)
-    wait_for(
-        lambda: journal_has(sweep, "load_started", candidate="tp4_dp2"),
+    proc, sweep = start_until(
+        ["-m", "candidate=tp4_dp2"],
+        sweeps=sweeps,
+        port=port,
+        event="load_started",
+        candidate="tp4_dp2",
         timeout=180,
-        what="tp4_dp2 under load",
     )
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
@@ -44,25 +45,36 @@ def test_sigkill_under_load_then_rollback_twice(tmp_path: Path, port: int) -> No
     assert_one_healthy_retained(sweep, port)
 
 
-def test_sigint_during_a_candidate_startup_restores_the_baseline(tmp_path: Path, port: int) -> None:
+@pytest.mark.parametrize(
+    ("signum", "candidate", "event"),
+    [
+        (signal.SIGINT, "slow_start", "started"),  # Ctrl-C while a candidate starts
+        (signal.SIGTERM, "tp4_dp2", "load_started"),  # SIGTERM while a candidate is under load
+    ],
+)
+def test_a_signal_restores_the_baseline_and_the_last_line_names_it(
+    tmp_path: Path, port: int, signum: signal.Signals, candidate: str, event: str
+) -> None:
     sweeps = tmp_path / "sweeps"
-    proc = start(["-m", "candidate=slow_start"], sweeps=sweeps, port=port)
-    sweep = sweep_dir(sweeps)
-    wait_for(
-        lambda: journal_has(sweep, "started", candidate="slow_start"), timeout=180, what="slow_start spawned"
+    proc, sweep = start_until(
+        ["-m", f"candidate={candidate}"],
+        sweeps=sweeps,
+        port=port,
+        event=event,
+        candidate=candidate,
+        timeout=180,
     )
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     out, _ = proc.communicate(timeout=240)
     assert proc.returncode == 130, out
     assert journal_has(sweep, "validated")
     assert_one_healthy_retained(sweep, port)
+    assert out.strip().splitlines()[-1].startswith("gauntlet: retained server live: pid "), out[-2000:]
 
 
 def test_a_server_killed_mid_profile_is_recorded_and_the_sweep_goes_on(tmp_path: Path, port: int) -> None:
     sweeps = tmp_path / "sweeps"
-    proc = start(["-m", "candidate=crashy,tp4_dp2"], sweeps=sweeps, port=port)
-    out, _ = proc.communicate(timeout=600)
-    sweep = sweep_dir(sweeps)
+    code, out, sweep = run_sweep(["-m", "candidate=crashy,tp4_dp2"], sweeps=sweeps, port=port, timeout=600)
     crashy = read_model(sweep / "candidates" / "crashy" / "run.json", CandidateRun)
     assert crashy.startup.ok
     # The engine dies first (/health fails), the process exits half a second later: either is a lost server.
@@ -73,23 +85,21 @@ def test_a_server_killed_mid_profile_is_recorded_and_the_sweep_goes_on(tmp_path:
     by_name = {v["candidate"]: v for v in verdicts["verdicts"]}
     assert by_name["crashy"]["decision"] == "reject", out
     assert "stability" in by_name["crashy"]["failed"]
-    assert proc.returncode == 0, out
+    assert code == 0, out
     assert_one_healthy_retained(sweep, port)
 
 
 def test_rollback_refuses_a_tampered_baseline_spec(tmp_path: Path, port: int) -> None:
     sweeps = tmp_path / "sweeps"
-    proc = start(["-m", "candidate=baseline"], sweeps=sweeps, port=port)
-    out, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 0, out
-    sweep = sweep_dir(sweeps)
+    code, out, sweep = run_sweep(["-m", "candidate=baseline"], sweeps=sweeps, port=port)
+    assert code == 0, out
     assert_one_healthy_retained(sweep, port)
     spec_file = sweep / "retained" / "spec.json"
     data = json.loads(spec_file.read_text())
     data["argv"][data["argv"].index("16384")] = "32768"
     spec_file.write_text(json.dumps(data))
     refused = run_cli(["rollback", str(sweep)])
-    assert refused.returncode == 7, refused.stdout + refused.stderr
+    assert refused.returncode == RollbackError.exit_code, refused.stdout + refused.stderr
     assert "refusing to restore" in refused.stderr
     assert "recorded '16384', now '32768'" in refused.stderr
     assert_one_healthy_retained(sweep, port)  # the refusal touched nothing
@@ -99,22 +109,25 @@ def test_rollback_refuses_a_tampered_baseline_spec(tmp_path: Path, port: int) ->
 
 def test_resume_reuses_the_completed_candidates(tmp_path: Path, port: int) -> None:
     sweeps = tmp_path / "sweeps"
-    proc = start(["-m", "candidate=tp4_dp2,spec_probabilistic"], sweeps=sweeps, port=port)
-    sweep = sweep_dir(sweeps)
-    wait_for(
-        lambda: journal_has(sweep, "load_started", candidate="spec_probabilistic"),
+    proc, sweep = start_until(
+        ["-m", "candidate=tp4_dp2,spec_probabilistic"],
+        sweeps=sweeps,
+        port=port,
+        event="load_started",
+        candidate="spec_probabilistic",
         timeout=300,
-        what="spec_probabilistic under load",
     )
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=240)
     assert proc.returncode == 130, out
     tp4_before = (sweep / "candidates" / "tp4_dp2" / "run.json").read_text()
-    again = start(
-        ["-m", "candidate=tp4_dp2,spec_probabilistic", f"hydra.sweep.dir={sweep}"], sweeps=sweeps, port=port
+    code, out, _ = run_sweep(
+        ["-m", "candidate=tp4_dp2,spec_probabilistic", f"hydra.sweep.dir={sweep}"],
+        sweeps=sweeps,
+        port=port,
+        timeout=600,
     )
-    out, _ = again.communicate(timeout=600)
-    assert again.returncode == 0, out
+    assert code == 0, out
     assert journal_has(sweep, "skipped_complete", candidate="baseline")
     assert journal_has(sweep, "skipped_complete", candidate="tp4_dp2")
     assert (sweep / "candidates" / "tp4_dp2" / "run.json").read_text() == tp4_before

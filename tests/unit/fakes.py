@@ -1,4 +1,4 @@
-"""Fakes for the lifecycle's seams: a supervisor with no processes and a load runner that writes files."""
+"""Fakes for the orchestrator's seams: a supervisor with no processes and a load runner that writes files."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from contracts.results import (
 )
 from contracts.schema import WorkloadConfig
 from launch.spec import LaunchSpec
-from orchestrator.sweep import Seams
+from orchestrator.seams import Seams
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,9 @@ class FakeSupervisor:
             self.dead.discard(server.pid)
             return [WatchEvent(at="2026-12-02T00:00:00Z", kind="died", detail="exit code -9")]
         return []
+
+    def health(self, server: FakeServer) -> int | str:
+        return 200 if server.pid in self.alive and server.pid not in self.dead else "ConnectError"
 
     def teardown(self, server: FakeServer) -> TeardownRecord:
         self.alive.pop(server.pid, None)

@@ -83,6 +83,10 @@ def test_candidate_file_holds_only_its_difference() -> None:
             ["run.profiles=[serial,nonexistent]"],
             ["run.profiles = 'nonexistent'", "a workload name"],
         ),
+        (
+            ["run.retained_after_sweep=kill"],
+            ["run.retained_after_sweep = 'kill'", "one of keep, stop"],
+        ),
     ],
 )
 def test_bad_values_are_named(overrides: list[str], fragments: list[str]) -> None:
@@ -153,3 +157,8 @@ def _copy_conf(tmp_path: Path) -> Path:
     dest = tmp_path / "conf"
     shutil.copytree(CONF_DIR, dest)
     return dest
+
+
+def test_the_demo_stops_the_retained_server_and_a_real_sweep_keeps_it() -> None:
+    assert load([])[0].run.retained_after_sweep == "keep"
+    assert load(["+experiment=demo"])[0].run.retained_after_sweep == "stop"

@@ -1,4 +1,4 @@
-"""The sweep lifecycle with fake seams: journal, resume, failures, restore and its refusals."""
+"""The sweep's steps with fake seams: journal, resume, failures, restore and its refusals."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ import pytest
 from contracts.errors import RollbackError, StartupFailure
 from contracts.results import CandidateRun, RecoveryValidation, read_model
 from orchestrator.config import load
-from orchestrator.journal import Journal
-from orchestrator.sweep import Lifecycle, recovery_load_checks
+from orchestrator.context import SweepContext
+from orchestrator.events import Started
+from orchestrator.measure import is_complete, run_candidate
+from orchestrator.restore import recovery_load_checks, restore
+from orchestrator.sweep import begin
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams, summary
 
 OVERRIDES = ["run.repeats=2", "run.profiles=[serial,decode_heavy]", "run.recovery_profiles=[decode_heavy]"]
@@ -20,10 +23,10 @@ MEGA = StartupFailure(
 )
 
 
-def make(tmp_path: Path, sup: FakeSupervisor, fake: FakeLoad, *extra: str) -> tuple[Lifecycle, list[str]]:
+def make(tmp_path: Path, sup: FakeSupervisor, fake: FakeLoad, *extra: str) -> tuple[SweepContext, list[str]]:
     cfg, _ = load([*OVERRIDES, *extra])
     messages: list[str] = []
-    return Lifecycle(cfg, tmp_path / "sweep", fake_seams(sup, fake, messages)), messages
+    return SweepContext.open(cfg, tmp_path / "sweep", fake_seams(sup, fake, messages)), messages
 
 
 def candidate(name: str, *extra: str):  # type: ignore[no-untyped-def]
@@ -31,7 +34,7 @@ def candidate(name: str, *extra: str):  # type: ignore[no-untyped-def]
     return cfg.candidate
 
 
-def assert_one_retained(life: Lifecycle, sup: FakeSupervisor) -> None:
+def assert_one_retained(life: SweepContext, sup: FakeSupervisor) -> None:
     state = life.journal.replay()
     assert len(state.live) == 1
     (live,) = state.live.values()
@@ -42,15 +45,15 @@ def assert_one_retained(life: Lifecycle, sup: FakeSupervisor) -> None:
 def test_sweep_measures_fails_fast_restores_and_validates(tmp_path: Path) -> None:
     sup, fake = FakeSupervisor(failures={"mega_moe": MEGA}), FakeLoad()
     life, _ = make(tmp_path, sup, fake)
-    life.begin()
-    base = life.run_candidate(life.cfg.baseline, role="baseline")
-    tp4 = life.run_candidate(candidate("tp4_dp2"))
-    mega = life.run_candidate(candidate("mega_moe"))
+    begin(life)
+    base = run_candidate(life, life.cfg.baseline, role="baseline")
+    tp4 = run_candidate(life, candidate("tp4_dp2"))
+    mega = run_candidate(life, candidate("mega_moe"))
     assert base.startup.ok and tp4.startup.ok
     assert (mega.startup.ok, mega.startup.kind) == (False, "incompatible")
     assert tp4.profiles == ["serial/r1", "decode_heavy/r1", "serial/r2", "decode_heavy/r2"]
     assert not [c for c in fake.calls if c[0] == "mega_moe"]
-    result = life.restore(reason="sweep completed")
+    result = restore(life, reason="sweep completed")
     assert result.ok, result.reason
     assert read_model(life.dir / "recovery" / "validation.json", RecoveryValidation) == result
     assert {c.name for c in result.checks} >= {
@@ -59,7 +62,7 @@ def test_sweep_measures_fails_fast_restores_and_validates(tmp_path: Path) -> Non
         "cache_config_info.cache_dtype",
     }
     assert_one_retained(life, sup)
-    events = [e["event"] for e in life.journal.entries()]
+    events = [e.name for e in life.journal.events()]
     assert events.index("launching") < events.index("started") < events.index("ready")
     assert events[-1] == "validated"
 
@@ -67,21 +70,21 @@ def test_sweep_measures_fails_fast_restores_and_validates(tmp_path: Path) -> Non
 def test_resume_skips_complete_candidates_and_reruns_an_interrupted_one(tmp_path: Path) -> None:
     sup, fake = FakeSupervisor(), FakeLoad()
     life, _ = make(tmp_path, sup, fake)
-    life.begin()
-    life.run_candidate(life.cfg.baseline, role="baseline")
-    life.run_candidate(candidate("tp4_dp2"))
+    begin(life)
+    run_candidate(life, life.cfg.baseline, role="baseline")
+    run_candidate(life, candidate("tp4_dp2"))
     # The second candidate was interrupted: its last summary says so.
-    life.run_candidate(candidate("spec_probabilistic"))
+    run_candidate(life, candidate("spec_probabilistic"))
     target = life.dir / "candidates" / "spec_probabilistic" / "decode_heavy" / "r2" / "summary.json"
     data = json.loads(target.read_text())
     data["interrupted"] = True
     target.write_text(json.dumps(data))
     fake.calls.clear()
     again, messages = make(tmp_path, sup, fake)
-    again.begin()
-    again.run_candidate(again.cfg.baseline, role="baseline")
-    again.run_candidate(candidate("tp4_dp2"))
-    again.run_candidate(candidate("spec_probabilistic"))
+    begin(again)
+    run_candidate(again, again.cfg.baseline, role="baseline")
+    run_candidate(again, candidate("tp4_dp2"))
+    run_candidate(again, candidate("spec_probabilistic"))
     assert {c[0] for c in fake.calls} == {"spec_probabilistic"}
     assert sum("skipping (resume)" in m for m in messages) == 2
 
@@ -95,12 +98,12 @@ def test_a_server_that_dies_mid_profile_is_recorded_and_the_sweep_goes_on(tmp_pa
 
     fake = FakeLoad(before=kill)
     life, _ = make(tmp_path, sup, fake)
-    life.begin()
-    run = life.run_candidate(candidate("tp4_dp2"))
+    begin(life)
+    run = run_candidate(life, candidate("tp4_dp2"))
     assert [e.kind for e in run.watch] == ["died"]
     assert run.profiles == ["serial/r1", "decode_heavy/r1"]
     assert read_model(life.dir / "candidates" / "tp4_dp2" / "run.json", CandidateRun).watch[0].kind == "died"
-    later = life.run_candidate(candidate("spec_probabilistic"))
+    later = run_candidate(life, candidate("spec_probabilistic"))
     assert len(later.profiles) == 4
     assert sup.alive == {}
 
@@ -113,27 +116,27 @@ def test_ctrl_c_under_load_tears_the_candidate_down_before_propagating(tmp_path:
             raise KeyboardInterrupt
 
     life, _ = make(tmp_path, sup, FakeLoad(before=interrupt))
-    life.begin()
+    begin(life)
     with pytest.raises(KeyboardInterrupt):
-        life.run_candidate(candidate("tp4_dp2"))
+        run_candidate(life, candidate("tp4_dp2"))
     assert sup.alive == {}
     assert life.journal.replay().live == {}
-    assert life.restore(reason="interrupted").ok
+    assert restore(life, reason="interrupted").ok
     assert_one_retained(life, sup)
 
 
 def test_restore_refuses_a_tampered_retained_spec_and_says_what_differs(tmp_path: Path) -> None:
     sup = FakeSupervisor()
     life, _ = make(tmp_path, sup, FakeLoad())
-    life.begin()
-    assert life.restore(reason="sweep completed").ok
+    begin(life)
+    assert restore(life, reason="sweep completed").ok
     (live_pid,) = sup.alive
     spec_file = life.retained_spec_path
     data = json.loads(spec_file.read_text())
     data["argv"][data["argv"].index("0.81")] = "0.9"
     spec_file.write_text(json.dumps(data))
     with pytest.raises(RollbackError) as info:
-        life.restore(reason="rollback")
+        restore(life, reason="rollback")
     text = str(info.value)
     assert "refusing to restore" in text
     assert "recorded '0.81', now '0.9'" in text
@@ -143,27 +146,28 @@ def test_restore_refuses_a_tampered_retained_spec_and_says_what_differs(tmp_path
 def test_a_second_begin_adopts_and_stops_leftovers_of_this_sweep(tmp_path: Path) -> None:
     sup = FakeSupervisor()
     life, _ = make(tmp_path, sup, FakeLoad())
-    life.begin()
+    begin(life)
     spec = life.render(candidate("tp4_dp2"))
     spec_file = life.dir / "candidates" / "tp4_dp2" / "spec.json"
     spec_file.parent.mkdir(parents=True)
     spec_file.write_text(spec.to_json())
     server = sup.start(spec, tmp_path / "log")
-    Journal(life.journal.path).append(
-        "started",
-        candidate="tp4_dp2",
-        role="candidate",
-        fingerprint=spec.fingerprint,
-        pid=server.pid,
-        pgid=server.pgid,
-        create_time=server.create_time,
-        port=8000,
-        spec_file=str(spec_file),
-        log_path="x",
+    life.journal.append(
+        Started(
+            candidate="tp4_dp2",
+            role="candidate",
+            fingerprint=spec.fingerprint,
+            pid=server.pid,
+            pgid=server.pgid,
+            create_time=server.create_time,
+            port=8000,
+            spec_file=str(spec_file),
+            log_path="x",
+        )
     )
     # The orchestrator was SIGKILLed here. A new run of the same sweep stops what it left.
     again, messages = make(tmp_path, sup, FakeLoad())
-    again.begin()
+    begin(again)
     assert sup.alive == {}
     assert any("stopping tp4_dp2" in m for m in messages)
 
@@ -182,13 +186,22 @@ def test_recovery_checks_table() -> None:
 def test_an_unrecorded_launch_is_found_only_by_its_exact_argv_and_start_time(tmp_path: Path) -> None:
     cfg, _ = load(OVERRIDES)
     from launch.spec import render_spec
-    from orchestrator.journal import Launching
-    from orchestrator.sweep import ProcessInfo, find_unrecorded
+    from orchestrator.events import Launching
+    from orchestrator.leftovers import find_unrecorded
+    from orchestrator.seams import ProcessInfo
 
     spec = render_spec(cfg.service, cfg.baseline, cfg.host)
     spec_file = tmp_path / "spec.json"
     spec_file.write_text(spec.to_json())
-    pending = Launching("baseline", "baseline", spec.fingerprint, 8000, str(spec_file), "t", at_epoch=100.0)
+    pending = Launching(
+        candidate="baseline",
+        role="baseline",
+        fingerprint=spec.fingerprint,
+        port=8000,
+        spec_file=str(spec_file),
+        at="t",
+        at_epoch=100.0,
+    )
     argv = ("/usr/bin/python3.11", *spec.argv[1:])
     procs = [
         ProcessInfo(10, 10, argv, 100.5),  # ours: same argv, started after the announcement
@@ -202,10 +215,10 @@ def test_an_unrecorded_launch_is_found_only_by_its_exact_argv_and_start_time(tmp
 def test_a_profile_can_run_fewer_repeats_than_the_sweep(tmp_path: Path) -> None:
     sup, fake = FakeSupervisor(), FakeLoad()
     life, _ = make(tmp_path, sup, fake, "workloads.serial.repeats=1")
-    life.begin()
-    run = life.run_candidate(candidate("tp4_dp2", "workloads.serial.repeats=1"))
+    begin(life)
+    run = run_candidate(life, candidate("tp4_dp2", "workloads.serial.repeats=1"))
     assert run.profiles == ["serial/r1", "decode_heavy/r1", "decode_heavy/r2"]
-    assert life.is_complete("tp4_dp2", ["serial", "decode_heavy"], 2)
+    assert is_complete(life, "tp4_dp2")
 
 
 def test_a_load_error_is_evidence_not_a_crash_of_the_sweep(tmp_path: Path) -> None:
@@ -217,12 +230,12 @@ def test_a_load_error_is_evidence_not_a_crash_of_the_sweep(tmp_path: Path) -> No
 
     sup = FakeSupervisor()
     life, messages = make(tmp_path, sup, FakeLoad(before=vanish))
-    life.begin()
-    run = life.run_candidate(candidate("tp4_dp2"))
+    begin(life)
+    run = run_candidate(life, candidate("tp4_dp2"))
     assert [(e.kind, e.detail) for e in run.watch] == [
         ("unhealthy", "decode_heavy r1: POST /tokenize: connection refused")
     ]
     assert run.profiles == ["serial/r1", "decode_heavy/r1"]
     assert any("could not complete" in m for m in messages)
-    assert life.is_complete("tp4_dp2", ["serial", "decode_heavy"], 2)  # resume does not rerun it
+    assert is_complete(life, "tp4_dp2")  # resume does not rerun it
     assert sup.alive == {}

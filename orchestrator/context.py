@@ -1,0 +1,63 @@
+"""One sweep directory and what acting on it needs: the typed configuration, the journal, the seams.
+
+Pipeline position: shared by the orchestrator's steps (:mod:`orchestrator.sweep` opens the directory,
+:mod:`orchestrator.measure` measures candidates, :mod:`orchestrator.restore` restores the retained
+configuration, :mod:`orchestrator.rollback` acts on it afterwards). It holds no logic of its own beyond
+where things live in the directory and how a candidate renders.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from contracts.schema import CandidateConfig, GauntletConfig
+from launch.spec import LaunchSpec, render_spec
+from orchestrator.journal import Journal
+from orchestrator.seams import Say, Seams
+from orchestrator.session import Servers
+
+
+@dataclass(frozen=True)
+class SweepContext:
+    """A sweep directory, its typed configuration and the servers it starts (``replace(cfg=...)`` per job)."""
+
+    cfg: GauntletConfig
+    dir: Path
+    servers: Servers
+
+    @classmethod
+    def open(cls, cfg: GauntletConfig, sweep_dir: Path, seams: Seams) -> SweepContext:
+        return cls(cfg, sweep_dir, Servers(Journal(sweep_dir / "journal.jsonl"), seams))
+
+    @property
+    def journal(self) -> Journal:
+        return self.servers.journal
+
+    @property
+    def seams(self) -> Seams:
+        return self.servers.seams
+
+    @property
+    def say(self) -> Say:
+        return self.servers.seams.say
+
+    @property
+    def touched(self) -> bool:
+        """This process started or stopped a server (only then does an early exit need a restore)."""
+        return self.servers.touched
+
+    def candidate_dir(self, name: str) -> Path:
+        return self.dir / "candidates" / name
+
+    @property
+    def retained_spec_path(self) -> Path:
+        return self.dir / "retained" / "spec.json"
+
+    def render(self, candidate: CandidateConfig) -> LaunchSpec:
+        return render_spec(self.cfg.service, candidate, self.cfg.host)
+
+    def repeats_of(self, profile: str) -> int:
+        """How many times ``profile`` runs per candidate (its own ``repeats``, else the run's)."""
+        own = self.cfg.workloads[profile].repeats
+        return own if own is not None else self.cfg.run.repeats

@@ -1,0 +1,126 @@
+"""Leftover servers: stop what an earlier run left running, and only what the journal says it started.
+
+Pipeline position: the first step of a sweep, of a restore and of ``stop``. A pid is trusted only when its
+start time matches the journal's record (a reused pid belongs to somebody else); a launch that was
+announced but whose pid was never recorded (a crash between the two lines) is found by its exact argv and
+a start time no earlier than the announcement. A sweep also takes over the retained server a previous
+sweep left as the live service: it must be the configured baseline, and is stopped before measuring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from contracts.errors import RollbackError, SpecError
+from launch.spec import LaunchSpec, diff_specs
+from orchestrator.context import SweepContext
+from orchestrator.events import Launching, LiveServer, TornDown, Vanished
+from orchestrator.journal import Journal, JournalState
+from orchestrator.seams import ProcessInfo
+from orchestrator.session import Servers
+
+
+def read_for_stopping(spec_file: str) -> LaunchSpec:
+    """A recorded spec read without trusting it: stopping needs the port, not an intact fingerprint."""
+    spec, recorded = LaunchSpec.parse_json(Path(spec_file).read_text(), source=spec_file)
+    return replace(spec, fingerprint=recorded)
+
+
+def find_unrecorded(pending: Launching, processes: Sequence[ProcessInfo]) -> list[tuple[int, float]]:
+    """Session leaders started after ``pending`` was announced whose argv is its spec's (pure).
+
+    A pid is only trusted when its argv equals the recorded spec's (the interpreter path aside) and it
+    started no earlier than the announcement, so a process gauntlet did not start is never touched.
+    """
+    try:
+        spec = LaunchSpec.read(Path(pending.spec_file))
+    except (OSError, SpecError):
+        return []
+    tail = tuple(spec.argv[1:])
+    return [
+        (p.pid, p.create_time)
+        for p in processes
+        if p.pid == p.pgid and tuple(p.cmdline[1:]) == tail and p.create_time >= pending.at_epoch - 1.0
+    ]
+
+
+def stop_leftovers(
+    servers: Servers, state: JournalState, *, reason: str, retained_reason: str | None = None
+) -> int:
+    """Stop every server the journal says may still run (announced or recorded); returns how many.
+
+    ``reason`` is said for each (``retained_reason`` for the retained server, when it differs).
+    """
+    stopped = sum(_stop_unrecorded(servers, pending, reason) for pending in state.pending)
+    for live in list(state.live.values()):
+        why = retained_reason if live.role == "retained" and retained_reason else reason
+        stopped += _stop_recorded(servers, live, why)
+    return stopped
+
+
+def _stop_unrecorded(servers: Servers, pending: Launching, reason: str) -> int:
+    """A launch announced without a recorded pid: find it by argv and start time, adopt it, stop it."""
+    stopped = 0
+    for pid, create_time in find_unrecorded(pending, servers.seams.processes()):
+        try:
+            spec = LaunchSpec.read(Path(pending.spec_file))
+        except (OSError, SpecError):
+            continue
+        live = pending.found(
+            pid=pid, create_time=create_time, log_path=str(Path(pending.spec_file).with_name("server.log"))
+        )
+        session = servers.adopt(live, spec)
+        if session is None:
+            continue
+        servers.journal.append(live)
+        servers.seams.say(f"stopping {pending.candidate} (pid {pid}): launched but never recorded ({reason})")
+        session.teardown()
+        stopped += 1
+    servers.journal.append(Vanished(candidate=pending.candidate, fingerprint=pending.fingerprint))
+    return stopped
+
+
+def _stop_recorded(servers: Servers, live: LiveServer, reason: str) -> int:
+    """A server the journal recorded: stop it if it still runs (same pid and start time), else note it."""
+    try:
+        spec = read_for_stopping(live.spec_file)
+    except (OSError, SpecError) as exc:
+        servers.seams.say(f"cannot read {live.spec_file} ({exc}); pid {live.pid} is left as it is")
+        return 0
+    session = servers.adopt(live, spec)
+    if session is None:
+        servers.journal.append(Vanished(candidate=live.candidate, pid=live.pid, fingerprint=live.fingerprint))
+        return 0
+    servers.seams.say(f"stopping {live.candidate} (pid {live.pid}): {reason}")
+    session.teardown()
+    return 1
+
+
+def take_over_live_service(ctx: SweepContext, previous: Path, spec: LaunchSpec) -> None:
+    """A retained server a previous sweep or rollback left running is the live service: record, stop."""
+    previous_journal = Journal(previous / "journal.jsonl")
+    for live in previous_journal.replay().retained_live:
+        try:
+            live_spec = LaunchSpec.read(Path(live.spec_file))
+        except (OSError, SpecError) as exc:
+            ctx.say(f"cannot read the live server's spec {live.spec_file}: {exc}; leaving pid {live.pid}")
+            continue
+        session = ctx.servers.adopt(live, live_spec)
+        if session is None:
+            continue
+        if live_spec.fingerprint != spec.fingerprint:
+            raise RollbackError(
+                f"the live service (pid {live.pid}, recorded in {previous}) runs {live_spec.fingerprint}, "
+                f"but the configured baseline renders {spec.fingerprint}",
+                evidence=diff_specs(live_spec, spec),
+                hint="make conf/candidate/baseline.yaml describe the live service, or stop it first "
+                "with `python -m orchestrator stop`",
+            )
+        ctx.journal.append(live.adopted(source=str(previous)))  # a retained server: it stays "retained"
+        ctx.say(f"live service {live.candidate} (pid {live.pid}) recorded as the baseline; stopping it")
+        session.teardown()
+        previous_journal.append(
+            TornDown(candidate=live.candidate, pid=live.pid, fingerprint=live.fingerprint, by=str(ctx.dir))
+        )

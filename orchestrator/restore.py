@@ -1,0 +1,304 @@
+"""Restoring the retained configuration and proving it: relaunch byte-for-byte, check, validate under load.
+
+Pipeline position: the orchestrator's last step before the report (verdict -> restore), also run by
+``rollback`` and after a crash, a failed job, Ctrl-C or SIGTERM. The recorded retained spec is checked
+against the fingerprint the journal recorded when the sweep began *before* anything is touched (a refused
+restore leaves the host as it was); the running server's effective configuration is compared with the
+typed configuration (``/v1/models`` max_model_len, ``vllm:cache_config_info`` on ``/metrics``); the
+recovery profiles must complete with no restart, no preemption and nothing left queued. Results go to
+``recovery/`` (run.json, validation.json, ``<profile>/r<k>/``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import httpx
+
+from contracts.errors import RollbackError, SpecError
+from contracts.results import (
+    CandidateRun,
+    ProfileSummary,
+    RecoveryCheck,
+    RecoveryValidation,
+    WatchEvent,
+    read_model,
+    write_model,
+)
+from contracts.schema import CandidateConfig, ServiceConfig
+from launch.spec import LaunchSpec, diff_specs
+from orchestrator.context import SweepContext
+from orchestrator.events import Restored, Restoring, Validated, ValidationFailed
+from orchestrator.leftovers import stop_leftovers
+from orchestrator.measure import free_memory, measure_profile
+from orchestrator.seams import backend_of
+from orchestrator.session import ServerSession
+
+
+def restore(ctx: SweepContext, *, reason: str) -> RecoveryValidation:
+    """Relaunch the retained spec byte-for-byte, check its effective config, validate it under load.
+
+    The restored server stays up afterwards (it is the live service), also when the validation is
+    interrupted; a failed validation is a result, not an exception.
+    """
+    state = ctx.journal.replay()
+    if state.retained_spec_file is None or state.retained_fingerprint is None:
+        raise RollbackError(
+            f"{ctx.journal.path}: no retained configuration was recorded",
+            hint="nothing to restore: this sweep never started",
+        )
+    # Verify the recorded spec before touching anything: a refused restore must leave the host as it was.
+    spec_path = Path(state.retained_spec_file)
+    spec = read_retained_spec(spec_path, state.retained_fingerprint, ctx.render(ctx.cfg.baseline))
+    stop_leftovers(ctx.servers, state, reason=f"before restoring the retained configuration ({reason})")
+    out = ctx.dir / "recovery"
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    ctx.journal.append(Restoring(candidate=spec.candidate, fingerprint=spec.fingerprint, reason=reason))
+    ctx.say(f"restoring the retained configuration {spec.candidate} ({reason})")
+    with ctx.servers.launch(spec, spec_path, out / "server.log", role="retained") as session:
+        run = CandidateRun(
+            candidate=spec.candidate,
+            fingerprint=spec.fingerprint,
+            backend=backend_of(spec),
+            host=spec.host,
+            is_baseline=True,
+            phase="recovery",
+            startup=session.startup,
+        )
+        if not session.ready:
+            write_model(out / "run.json", run)
+            result = RecoveryValidation(
+                ok=False,
+                candidate=spec.candidate,
+                fingerprint=spec.fingerprint,
+                recorded_fingerprint=state.retained_fingerprint,
+                pid=None,
+                reason=f"the retained configuration did not start ({run.startup.kind}): "
+                f"{run.startup.matched_line}",
+            )
+            write_model(out / "validation.json", result)
+            ctx.journal.append(ValidationFailed(candidate=spec.candidate, reason=result.reason))
+            return result
+        session.keep()  # the live service from now on, whatever the validation finds
+        ctx.journal.append(Restored(candidate=spec.candidate, pid=session.pid, fingerprint=spec.fingerprint))
+        return validate_retained(ctx, session, state.retained_fingerprint, run, out)
+
+
+def validate_retained(
+    ctx: SweepContext, session: ServerSession, recorded: str, run: CandidateRun, out: Path
+) -> RecoveryValidation:
+    """Check the running retained server's effective config, then run the recovery profiles against it."""
+    spec = session.spec
+    expected = expected_cache_config(ctx.cfg.service, ctx.cfg.baseline)
+    checks = effective_config_checks(spec, recorded, expected, transport=ctx.seams.transport)
+    watch: list[WatchEvent] = []
+    written: list[str] = []
+    summaries: list[ProfileSummary] = []
+    for repeat in range(1, ctx.cfg.run.recovery_repeats + 1):
+        for profile in ctx.cfg.run.recovery_profiles:
+            sub = out / profile / f"r{repeat}"
+            watch.extend(measure_profile(ctx, session, profile=profile, repeat=repeat, out=sub))
+            summaries.append(read_model(sub / "summary.json", ProfileSummary))
+            written.append(f"{profile}/r{repeat}")
+    free = free_memory(ctx, spec)
+    checks.extend(recovery_load_checks(summaries, watch))
+    ok = all(c.ok for c in checks)
+    reason = (
+        f"restored {spec.candidate} byte-for-byte and served {len(summaries)} recovery run(s) cleanly"
+        if ok
+        else "; ".join(f"{c.name}: expected {c.expected}, observed {c.observed}" for c in checks if not c.ok)
+    )
+    result = RecoveryValidation(
+        ok=ok,
+        candidate=spec.candidate,
+        fingerprint=spec.fingerprint,
+        recorded_fingerprint=recorded,
+        pid=session.pid,
+        checks=checks,
+        profiles=written,
+        reason=reason,
+    )
+    write_model(out / "validation.json", result)
+    write_model(
+        out / "run.json",
+        run.model_copy(update={"watch": watch, "profiles": written, "free_gpu_gib_after_warmup": free}),
+    )
+    if ok:
+        ctx.journal.append(Validated(candidate=spec.candidate, pid=session.pid, reason=reason))
+    else:
+        ctx.journal.append(ValidationFailed(candidate=spec.candidate, pid=session.pid, reason=reason))
+    ctx.say(("recovery validation passed: " if ok else "RECOVERY VALIDATION FAILED: ") + reason)
+    return result
+
+
+def read_retained_spec(path: Path, recorded_fingerprint: str, configured: LaunchSpec | None) -> LaunchSpec:
+    """The recorded retained spec, refused (saying what differs) unless it has the journal's fingerprint."""
+    text = path.read_text() if path.exists() else None
+    if text is None:
+        raise RollbackError(
+            f"{path}: the recorded retained spec is missing", hint="it cannot be restored safely"
+        )
+    try:
+        spec = LaunchSpec.from_json(text, source=str(path))
+    except SpecError as exc:
+        evidence: list[str] = []
+        if configured is not None:
+            try:
+                tampered, _ = LaunchSpec.parse_json(text, source=str(path))
+                evidence = diff_specs(configured, tampered)
+            except SpecError:
+                evidence = ["the file is not a launch spec any more"]
+        raise RollbackError(
+            f"refusing to restore: {exc.message}",
+            evidence=[f"compared with the configured baseline: {d}" for d in evidence],
+            hint="the recorded retained spec was modified; put back the original or start a new sweep",
+        ) from exc
+    if spec.fingerprint != recorded_fingerprint:
+        raise RollbackError(
+            f"refusing to restore: {path} is {spec.fingerprint}, the journal recorded {recorded_fingerprint}",
+            evidence=diff_specs(configured, spec) if configured else [],
+            hint="the recorded retained spec was replaced; put back the original",
+        )
+    return spec
+
+
+def expected_cache_config(service: ServiceConfig, candidate: CandidateConfig) -> dict[str, str]:
+    """The ``vllm:cache_config_info`` labels the server must report for this configuration (pure).
+
+    The same typed values render the ``--gpu-memory-utilization`` and ``--kv-cache-dtype`` flags
+    (:func:`launch.spec.vllm_flags`), so nothing is parsed back out of the command line.
+    """
+    return {
+        "gpu_memory_utilization": str(candidate.gpu_memory_utilization),
+        "cache_dtype": candidate.kv_cache_dtype or service.kv_cache_dtype,
+    }
+
+
+def effective_config_checks(
+    spec: LaunchSpec,
+    recorded: str,
+    expected: Mapping[str, str],
+    *,
+    transport: httpx.BaseTransport | None = None,
+) -> list[RecoveryCheck]:
+    """Compare what the running server reports (/v1/models, /metrics) with what the configuration asked."""
+    checks = [
+        RecoveryCheck(
+            name="fingerprint", ok=spec.fingerprint == recorded, expected=recorded, observed=spec.fingerprint
+        )
+    ]
+    with httpx.Client(base_url=spec.base_url, timeout=10.0, transport=transport) as client:
+        observed = _served_max_model_len(client, spec.served_model_name)
+        labels = _cache_config_labels(client)
+    checks.append(
+        RecoveryCheck(
+            name="max_model_len",
+            ok=observed == str(spec.max_model_len),
+            expected=str(spec.max_model_len),
+            observed=observed,
+        )
+    )
+    for label, want in expected.items():
+        seen = labels.get(label)
+        checks.append(
+            RecoveryCheck(
+                name=f"cache_config_info.{label}",
+                ok=seen is not None and _same(seen, want),
+                expected=want,
+                observed=seen if seen is not None else "absent",
+            )
+        )
+    return checks
+
+
+def _served_max_model_len(client: httpx.Client, served_model_name: str) -> str:
+    """``max_model_len`` of the served model as /v1/models lists it, or why it cannot be read."""
+    try:
+        models = client.get("/v1/models").json()
+        entry = next((m for m in models.get("data", []) if m.get("id") == served_model_name), None)
+        return str(entry.get("max_model_len")) if entry else "model not listed"
+    except (httpx.HTTPError, ValueError) as exc:
+        return f"unreadable: {exc}"
+
+
+def _cache_config_labels(client: httpx.Client) -> dict[str, str]:
+    """The labels of ``vllm:cache_config_info`` on /metrics (``{"error": ...}`` when unreadable)."""
+    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
+
+    try:
+        text = client.get("/metrics").text
+        labels: dict[str, str] = {}
+        for family in text_string_to_metric_families(text):
+            if family.name in ("vllm:cache_config_info", "vllm:cache_config"):
+                for sample in family.samples:
+                    labels.update(sample.labels)
+    except (httpx.HTTPError, ValueError) as exc:
+        return {"error": str(exc)}
+    return labels
+
+
+def _same(observed: str, expected: str) -> bool:
+    try:
+        return abs(float(observed) - float(expected)) < 1e-9
+    except ValueError:
+        return observed == expected
+
+
+def recovery_load_checks(
+    summaries: Sequence[ProfileSummary], watch: Sequence[WatchEvent]
+) -> list[RecoveryCheck]:
+    """Every request completes, no restart, no preemption, nothing left queued (pure)."""
+    checks: list[RecoveryCheck] = []
+    for s in summaries:
+        checks.extend(_summary_checks(s))
+    bad = [e for e in watch if e.kind in ("died", "restarted", "unhealthy")]
+    checks.append(
+        RecoveryCheck(
+            name="server events",
+            ok=not bad,
+            expected="none",
+            observed=", ".join(f"{e.kind} at {e.at}" for e in bad) or "none",
+        )
+    )
+    return checks
+
+
+def _summary_checks(s: ProfileSummary) -> list[RecoveryCheck]:
+    tag = f"{s.profile}/r{s.repeat}"
+    checks = [
+        RecoveryCheck(
+            name=f"{tag} completed",
+            ok=s.completed == s.num_requests and s.failed == 0,
+            expected=f"{s.num_requests}/{s.num_requests}",
+            observed=f"{s.completed}/{s.num_requests} ({s.failed} failed)",
+        )
+    ]
+    server = s.server
+    if server is None:
+        checks.append(
+            RecoveryCheck(
+                name=f"{tag} metrics", ok=False, expected="/metrics readable", observed="unreadable"
+            )
+        )
+        return checks
+    queued = server.waiting_at_end + server.running_at_end
+    checks += [
+        RecoveryCheck(
+            name=f"{tag} preemptions",
+            ok=server.preemptions == 0,
+            expected="0",
+            observed=f"{server.preemptions:g}",
+        ),
+        RecoveryCheck(
+            name=f"{tag} restart",
+            ok=not server.restart_detected,
+            expected="none",
+            observed="detected" if server.restart_detected else "none",
+        ),
+        RecoveryCheck(name=f"{tag} queued at end", ok=queued == 0, expected="0", observed=f"{queued:g}"),
+    ]
+    return checks

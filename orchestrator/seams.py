@@ -1,0 +1,134 @@
+"""The side effects of a sweep, injectable: the launcher, the load runner, GPU memory, the process table.
+
+Pipeline position: the orchestrator's edge. Everything that starts processes, opens sockets or reads the
+host goes through :class:`Seams`; :func:`real_seams` wires the real stages (imported lazily, so ``plan``
+never loads process or network code), and tests pass fakes (``tests/unit/fakes.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import httpx
+
+from contracts.results import GpuMemory, HostProbe, ProfileSummary, TeardownRecord, WatchEvent
+from launch.spec import LaunchSpec
+
+
+class ServerHandle(Protocol):
+    """What the orchestrator needs of a started server (launch.supervisor.Server)."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def pgid(self) -> int: ...
+    @property
+    def create_time(self) -> float: ...
+    @property
+    def spec(self) -> LaunchSpec: ...
+
+
+class SupervisorLike(Protocol):
+    """The launcher's surface the orchestrator uses (launch.supervisor.Supervisor)."""
+
+    def start(self, spec: LaunchSpec, log_path: Path) -> Any: ...
+    def wait_ready(self, server: Any, timeout_s: float | None = None) -> float: ...
+    def check(self, server: Any) -> list[WatchEvent]: ...
+    def health(self, server: Any) -> int | str: ...
+    def teardown(self, server: Any) -> TeardownRecord: ...
+    def adopt(
+        self, pid: int, pgid: int, create_time: float, spec: LaunchSpec, log_path: Path
+    ) -> Any | None: ...
+
+
+RunProfile = Callable[..., ProfileSummary]
+
+
+class Say(Protocol):
+    def __call__(self, message: str) -> None: ...
+
+
+def say_stderr(message: str) -> None:
+    print(f"gauntlet: {message}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    """A process as seen by :func:`list_processes` (pid, its argv and its start time)."""
+
+    pid: int
+    pgid: int
+    cmdline: tuple[str, ...]
+    create_time: float
+
+
+def list_processes() -> list[ProcessInfo]:
+    """Every process of this host with its argv and start time (psutil)."""
+    import psutil  # noqa: PLC0415
+
+    out: list[ProcessInfo] = []
+    for proc in psutil.process_iter(["pid", "cmdline", "create_time"]):
+        try:
+            cmd = tuple(proc.info["cmdline"] or ())
+            out.append(
+                ProcessInfo(proc.info["pid"], os.getpgid(proc.info["pid"]), cmd, proc.info["create_time"])
+            )
+        except (psutil.Error, ProcessLookupError):
+            continue
+    return out
+
+
+@dataclass
+class Seams:
+    """Side effects of a sweep, injectable for tests (real defaults from :func:`real_seams`)."""
+
+    supervisor: SupervisorLike
+    run_profile: RunProfile
+    gpu_memory: Callable[[LaunchSpec], list[GpuMemory] | None]
+    host_probe: Callable[[str], HostProbe]
+    say: Say = say_stderr
+    transport: httpx.BaseTransport | None = None  # for the restore's /v1/models and /metrics checks
+    watch_interval_s: float = 1.0
+    stop: threading.Event = field(default_factory=threading.Event)
+    processes: Callable[[], list[ProcessInfo]] = field(default_factory=lambda: list_processes)
+
+
+def real_seams() -> Seams:
+    """The production wiring: the real supervisor, load runner, NVML and the simulator's memory endpoint."""
+    from launch.nvml import NvmlProbe, probe_host  # noqa: PLC0415  (keeps `plan` free of process code)
+    from launch.sim.client import sim_gpu_memory  # noqa: PLC0415
+    from launch.supervisor import Supervisor  # noqa: PLC0415
+    from load.runner import run_profile  # noqa: PLC0415
+
+    nvml = NvmlProbe()
+
+    def gpu_memory(spec: LaunchSpec) -> list[GpuMemory] | None:
+        if spec.host_kind == "sim":
+            return sim_gpu_memory(spec.base_url)
+        if spec.host_kind == "gpu":
+            return nvml.snapshot()
+        return None
+
+    def host_probe(kind: str) -> HostProbe:
+        if kind == "sim":
+            return HostProbe(
+                driver=False, reason="simulated host (launch.sim): no GPU is used", simulated=True
+            )
+        return probe_host()
+
+    return Seams(
+        supervisor=Supervisor(gpu=nvml),
+        run_profile=run_profile,
+        gpu_memory=gpu_memory,
+        host_probe=host_probe,
+    )
+
+
+def backend_of(spec: LaunchSpec) -> Literal["vllm", "sim"]:
+    return "sim" if spec.host_kind == "sim" else "vllm"

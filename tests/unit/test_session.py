@@ -1,0 +1,219 @@
+"""Server sessions, ``stop`` and the sweep's last lines, with fake seams: journal first, then act."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from contracts.errors import StartupFailure
+from orchestrator.config import load
+from orchestrator.context import SweepContext
+from orchestrator.journal import Journal
+from orchestrator.measure import run_candidate
+from orchestrator.restore import effective_config_checks, expected_cache_config, restore
+from orchestrator.rollback import rollback, stop, what_runs
+from orchestrator.session import Servers
+from orchestrator.sweep import begin
+from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams, server_transport
+
+OVERRIDES = ["run.repeats=1", "run.profiles=[serial]", "run.recovery_profiles=[decode_heavy]"]
+
+
+def sweep(tmp_path: Path, sup: FakeSupervisor, *extra: str) -> tuple[SweepContext, list[str]]:
+    cfg, _ = load([*OVERRIDES, *extra])
+    messages: list[str] = []
+    return SweepContext.open(cfg, tmp_path / "sweep", fake_seams(sup, FakeLoad(), messages)), messages
+
+
+def restored_sweep(tmp_path: Path, sup: FakeSupervisor) -> SweepContext:
+    """A sweep that measured its baseline and restored it: one retained server runs."""
+    ctx, _ = sweep(tmp_path, sup)
+    begin(ctx)
+    run_candidate(ctx, ctx.cfg.baseline, role="baseline")
+    assert restore(ctx, reason="sweep completed").ok
+    return ctx
+
+
+def names(journal: Journal) -> list[str]:
+    return [e.name for e in journal.events()]
+
+
+def with_spec_file(ctx: SweepContext, name: str = "baseline") -> Servers:
+    """The sweep's servers, with the baseline's spec written where the journal will point."""
+    spec = ctx.render(ctx.cfg.baseline)
+    spec_file = ctx.dir / f"{name}.json"
+    spec_file.parent.mkdir(parents=True, exist_ok=True)
+    spec_file.write_text(spec.to_json())
+    return ctx.servers
+
+
+def test_a_session_journals_each_step_and_tears_down_when_it_ends(tmp_path: Path) -> None:
+    sup = FakeSupervisor()
+    ctx, _ = sweep(tmp_path, sup)
+    servers = with_spec_file(ctx)
+    spec = ctx.render(ctx.cfg.baseline)
+    with servers.launch(spec, ctx.dir / "baseline.json", ctx.dir / "log", role="baseline") as session:
+        assert session.ready and session.startup.ok and list(sup.alive) == [session.pid]
+        with session.watching() as watch:
+            assert not watch.stop.is_set()
+    assert sup.alive == {} and not session.ready
+    assert session.teardown_record is not None and session.teardown_record.port_free
+    assert names(ctx.journal) == ["launching", "started", "ready", "tearing_down", "torn_down"]
+    assert servers.touched and ctx.journal.replay().live == {}
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])
+def test_a_session_tears_down_on_an_exception_and_lets_it_through(
+    tmp_path: Path, error: type[BaseException]
+) -> None:
+    sup = FakeSupervisor()
+    ctx, _ = sweep(tmp_path, sup)
+    spec = ctx.render(ctx.cfg.baseline)
+    with (
+        pytest.raises(error),
+        with_spec_file(ctx).launch(spec, ctx.dir / "baseline.json", ctx.dir / "log", role="baseline"),
+    ):
+        raise error
+    assert sup.alive == {}
+    assert names(ctx.journal)[-2:] == ["tearing_down", "torn_down"]
+
+
+def test_a_kept_session_leaves_its_server_running_and_a_failed_start_is_a_record(tmp_path: Path) -> None:
+    failure = StartupFailure("exited", kind="bad-args", exit_code=2, matched_line="error: --x")
+    sup = FakeSupervisor(failures={"tp4_dp2": failure})
+    ctx, _ = sweep(tmp_path, sup)
+    servers = with_spec_file(ctx)
+    spec = ctx.render(ctx.cfg.baseline)
+    with servers.launch(spec, ctx.dir / "baseline.json", ctx.dir / "log", role="retained") as kept:
+        kept.keep()
+    assert list(sup.alive) == [kept.pid]
+    tp4 = ctx.render(load([*OVERRIDES, "candidate=tp4_dp2"])[0].candidate)
+    with servers.launch(tp4, ctx.dir / "baseline.json", ctx.dir / "log", role="candidate") as failed:
+        assert not failed.ready
+    assert (failed.startup.ok, failed.startup.kind, failed.startup.matched_line) == (
+        False,
+        "bad-args",
+        "error: --x",
+    )
+    assert names(ctx.journal)[-3:] == ["launching", "started", "startup_failed"]
+    assert list(ctx.journal.replay().live) == [kept.pid]
+
+
+def test_stop_ends_what_the_journal_recorded_without_restoring_and_twice_is_a_no_op(tmp_path: Path) -> None:
+    sup = FakeSupervisor()
+    ctx = restored_sweep(tmp_path, sup)
+    (retained,) = ctx.journal.replay().live.values()
+    stranger = sup.start(ctx.render(ctx.cfg.baseline), tmp_path / "other.log")  # not in the journal
+    first, second = io.StringIO(), io.StringIO()
+    assert stop(ctx.dir, ctx.seams, out=first) == 1
+    assert list(sup.alive) == [stranger.pid]  # only what the journal recorded was stopped
+    assert "stopped 1 server(s)" in first.getvalue()
+    assert ctx.journal.replay().live == {}
+    assert stop(ctx.dir, ctx.seams, out=second) == 0
+    assert "nothing to stop" in second.getvalue()
+    assert names(ctx.journal)[-6:] == [
+        "stop_requested",
+        "tearing_down",
+        "torn_down",
+        "stop_finished",
+        "stop_requested",
+        "stop_finished",
+    ]
+    assert not any(e.name == "restoring" for e in ctx.journal.events()[-8:])
+    assert retained.pid not in sup.alive
+
+
+def test_stop_checks_the_start_time_like_rollback(tmp_path: Path) -> None:
+    sup = FakeSupervisor()
+    ctx = restored_sweep(tmp_path, sup)
+    (retained,) = ctx.journal.replay().live.values()
+    # The pid was reused by another process started at another time: it is not ours.
+    impostor = sup.alive.pop(retained.pid)
+    sup.alive[retained.pid] = type(impostor)(
+        impostor.spec, impostor.pid, impostor.pgid, impostor.create_time + 5, impostor.log_path
+    )
+    assert stop(ctx.dir, ctx.seams, out=io.StringIO()) == 0
+    assert retained.pid in sup.alive
+    assert "vanished" in names(ctx.journal)
+
+
+def test_rollback_after_stop_restores_the_retained_configuration(tmp_path: Path) -> None:
+    sup = FakeSupervisor()
+    ctx = restored_sweep(tmp_path, sup)
+    stop(ctx.dir, ctx.seams, out=io.StringIO())
+    assert sup.alive == {}
+    (ctx.dir / "config.yaml").write_text(_config_yaml(ctx))
+    out = io.StringIO()
+    result = rollback(ctx.dir, ctx.seams, out=out)
+    assert result.ok, result.reason
+    assert "rollback OK" in out.getvalue()
+    (live,) = ctx.journal.replay().live.values()
+    assert live.role == "retained" and list(sup.alive) == [live.pid]
+
+
+def _config_yaml(ctx: SweepContext) -> str:
+    import dataclasses
+
+    import yaml
+
+    return yaml.safe_dump(dataclasses.asdict(ctx.cfg))
+
+
+def test_the_last_lines_say_what_runs_where_and_how_to_stop_it(tmp_path: Path) -> None:
+    sup = FakeSupervisor()
+    ctx, _ = sweep(tmp_path, sup)
+    begin(ctx)
+    assert what_runs(ctx.dir) == ["nothing gauntlet started for this sweep is running"]
+    run_candidate(ctx, ctx.cfg.baseline, role="baseline")
+    restore(ctx, reason="sweep completed")
+    (retained,) = ctx.journal.replay().live.values()
+    (line,) = what_runs(ctx.dir)
+    assert line.startswith(f"retained server live: pid {retained.pid} at http://127.0.0.1:8000 ")
+    assert f"(fingerprint {retained.fingerprint})" in line
+    assert f"`make stop SWEEP={ctx.dir}` or `python -m orchestrator stop {ctx.dir}`" in line
+    stop(ctx.dir, ctx.seams, out=io.StringIO())
+    assert what_runs(ctx.dir, stopped_by_setting=True) == [
+        "retained server stopped (run.retained_after_sweep=stop): nothing left running"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ([], {"gpu_memory_utilization": "0.81", "cache_dtype": "fp8"}),
+        (["candidate@baseline=tp4_dp2"], {"gpu_memory_utilization": "0.81", "cache_dtype": "fp8"}),
+        (["baseline.gpu_memory_utilization=0.7"], {"gpu_memory_utilization": "0.7", "cache_dtype": "fp8"}),
+        (["baseline.kv_cache_dtype=fp8_e5m2"], {"gpu_memory_utilization": "0.81", "cache_dtype": "fp8_e5m2"}),
+    ],
+)
+def test_the_effective_config_is_checked_against_the_typed_values(
+    overrides: list[str], expected: dict[str, str]
+) -> None:
+    cfg, _ = load(overrides)
+    assert expected_cache_config(cfg.service, cfg.baseline) == expected
+
+
+@pytest.mark.parametrize(
+    ("gmu", "dtype", "failed"),
+    [
+        ("0.81", "fp8", []),
+        ("0.810", "fp8", []),
+        ("0.9", "fp8", ["cache_config_info.gpu_memory_utilization"]),
+        ("0.81", "auto", ["cache_config_info.cache_dtype"]),
+    ],
+)
+def test_effective_config_checks_table(gmu: str, dtype: str, failed: list[str]) -> None:
+    cfg, _ = load([])
+    spec = SweepContext.open(cfg, Path("unused"), fake_seams(FakeSupervisor(), FakeLoad())).render(
+        cfg.baseline
+    )
+    checks = effective_config_checks(
+        spec,
+        spec.fingerprint,
+        expected_cache_config(cfg.service, cfg.baseline),
+        transport=server_transport(gmu=gmu, dtype=dtype),
+    )
+    assert [c.name for c in checks if not c.ok] == failed
+    assert {c.name for c in checks} >= {"fingerprint", "max_model_len"}
