@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import shutil
@@ -27,6 +28,8 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from contracts import metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / "benchmarks" / "sse_server.py"
@@ -56,13 +59,9 @@ class Point:
 
 
 def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    rank = (len(ordered) - 1) * q / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+    """The vocabulary's percentile; NaN when nothing was received."""
+    value = metrics.percentile(values, q)
+    return math.nan if value is None else value
 
 
 def pinned(core: int | None, argv: list[str]) -> list[str]:

@@ -7,8 +7,10 @@ requests in flight, each finished request immediately replaced by the next (as t
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
+from contracts.metrics import median
 from launch.sim.engine import Host, Sink
 from launch.sim.model import EngineConfig, check_startup, prompt_digest
 from launch.sim.profile import Profile
@@ -73,10 +75,7 @@ class ReplayResult:
 
     @property
     def censored_visible_median(self) -> float:
-        values = sorted(
-            r.first_visible if r.first_visible is not None else float("inf") for r in self.records
-        )
-        return _median(values)
+        return _median([r.first_visible if r.first_visible is not None else math.inf for r in self.records])
 
     @property
     def preemptions(self) -> int:
@@ -84,17 +83,9 @@ class ReplayResult:
 
 
 def _median(values: list[float]) -> float:
-    """Linear-interpolated median (numpy's default)."""
-    data = sorted(values)
-    if not data:
-        return float("nan")
-    mid = (len(data) - 1) / 2
-    lo, hi = int(mid), min(int(mid) + 1, len(data) - 1)
-    if mid == lo:
-        return data[lo]
-    if data[hi] == float("inf"):
-        return float("inf")
-    return data[lo] + (data[hi] - data[lo]) * (mid - lo)
+    """The vocabulary's median (+inf counts as censored); NaN when there are no values."""
+    value = median(values)
+    return math.nan if value is None else value
 
 
 def _record_end(done: list[float]) -> Sink:

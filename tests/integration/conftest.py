@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.sweep_helpers import free_port, kill_servers
+from tests.integration.sweep_helpers import kill_servers
+from tests.ports import free_port
 
 
 @pytest.fixture
