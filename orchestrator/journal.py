@@ -41,6 +41,9 @@ from orchestrator.events import (
 
 E = TypeVar("E", bound=Event)
 
+#: Event fields that name a file in the sweep directory.
+_FILE_FIELDS = ("spec_file", "log_path")
+
 
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
@@ -100,8 +103,35 @@ class Journal:
                 raise JournalError(f"{self.path}:{number}: not JSON ({exc})") from exc
             if not isinstance(entry, dict):
                 raise JournalError(f"{self.path}:{number}: not a journal entry")
-            out.append(parse_event(entry, where=f"{self.path}:{number}"))
+            out.append(self._located(parse_event(entry, where=f"{self.path}:{number}")))
         return out
+
+    def locate(self, recorded: str) -> str:
+        """A file the journal names, as a path that works from here.
+
+        A sweep records files as it named them (relative to its own working directory); ``rollback``,
+        ``stop`` and ``status`` may run from elsewhere, so a relative path that does not exist here is
+        looked up under this journal's sweep directory, by the part after the sweep directory's name.
+        """
+        path = Path(recorded)
+        if not recorded or path.is_absolute() or path.exists():
+            return recorded
+        sweep = self.path.parent
+        parts = path.parts
+        if sweep.name in parts:
+            last = len(parts) - 1 - parts[::-1].index(sweep.name)
+            moved = sweep.joinpath(*parts[last + 1 :])
+            if moved.exists():
+                return str(moved)
+        return recorded
+
+    def _located(self, event: E) -> E:
+        update = {
+            name: self.locate(value)
+            for name in _FILE_FIELDS
+            if isinstance(value := getattr(event, name, None), str) and value
+        }
+        return event.model_copy(update=update) if update else event
 
     def replay(self) -> JournalState:
         return replay(self.events())

@@ -10,6 +10,7 @@ import pytest
 
 from contracts.errors import JournalError
 from orchestrator.events import (
+    Launching,
     LoadFinished,
     RetainedRecorded,
     Started,
@@ -157,3 +158,29 @@ def test_a_torn_last_line_is_ignored_but_a_corrupt_middle_is_an_error(tmp_path: 
         handle.write('\n{"at": "t", "event": "sweep_finished", "reason": "r", "validated": true}\n')
     with pytest.raises(JournalError, match=r"j.jsonl:2: not JSON"):
         journal.replay()
+
+
+def test_files_recorded_relative_to_another_directory_are_found_under_the_sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sweep run from its checkout records ``sweeps/X/...``; stop or rollback may run from anywhere."""
+    sweep = tmp_path / "checkout" / "sweeps" / "20261203-034329"
+    (sweep / "retained").mkdir(parents=True)
+    (sweep / "retained" / "spec.json").write_text("{}")
+    journal = Journal(sweep / "journal.jsonl")
+    journal.append(
+        RetainedRecorded(
+            candidate="baseline",
+            fingerprint="sha256:x",
+            spec_file="sweeps/20261203-034329/retained/spec.json",
+        )
+    )
+    journal.append(
+        Launching(candidate="baseline", fingerprint="sha256:x", port=8000, spec_file="elsewhere/spec.json")
+    )
+    monkeypatch.chdir(tmp_path)
+    state = journal.replay()
+    assert state.retained_spec_file == str(sweep / "retained" / "spec.json")
+    assert state.pending[0].spec_file == "elsewhere/spec.json"  # not under the sweep: left as recorded
+    monkeypatch.chdir(tmp_path / "checkout")
+    assert journal.replay().retained_spec_file == "sweeps/20261203-034329/retained/spec.json"
