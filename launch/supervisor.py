@@ -45,6 +45,9 @@ from launch.nvml import GpuProbe, NvmlProbe
 from launch.process import Child, PopenSpawner, Processes, ProcInfo, PsutilProcesses, Spawner
 from launch.spec import LaunchSpec
 
+#: How long a server that is seen gone may take to hand over its exit code (see _await_exit_code).
+EXIT_CODE_WAIT_S = 5.0
+
 #: Environment variables a server inherits from the orchestrator's environment (besides spec.env and
 #: spec.pass_env): what a shell, Python, CUDA and the Hugging Face cache need to work on the host.
 INHERITED_ENV = (
@@ -257,7 +260,8 @@ class Supervisor:
             try:
                 retrying(self._ready_once, server, client)
             except _Exited as exited:
-                self._fail(server, exited.exit_code, timed_out=False, start=start)
+                code = exited.exit_code if exited.exit_code is not None else self._await_exit_code(server)
+                self._fail(server, code, timed_out=False, start=start)
             except RetryError:
                 exit_code = self._exit_code(server)
                 self._fail(server, exit_code, timed_out=not self._gone(server), start=start)
@@ -375,6 +379,20 @@ class Supervisor:
                 return True
         info = self._procs.info(server.pid)
         return info is None or info.zombie or not _same_start(info.create_time, server.create_time)
+
+    def _await_exit_code(self, server: Server, within_s: float = EXIT_CODE_WAIT_S) -> int | None:
+        """The exit code of a server seen gone before it could be reaped, waiting up to ``within_s``.
+
+        psutil reports a process whose main thread has exited as a zombie while its other threads still
+        shut down (vLLM's API server does this after an engine failure); ``waitpid`` has no code for it
+        until the last thread is gone. Classifying without the code would lose it from the record.
+        """
+        deadline = self._clock() + within_s
+        code = self._exit_code(server)
+        while code is None and self._track(server).child is not None and self._clock() < deadline:
+            self._sleep(min(0.1, within_s))
+            code = self._exit_code(server)
+        return code
 
     def _exit_code(self, server: Server) -> int | None:
         tracked = self._track(server)

@@ -14,7 +14,7 @@ import pytest
 
 from contracts.errors import LaunchError, PortInUseError, StartupFailure, TeardownError
 from contracts.results import GpuMemory
-from launch.process import ProcInfo
+from launch.process import ProcInfo, Spawner
 from launch.spec import LaunchSpec
 from launch.supervisor import INHERITED_ENV, Server, Supervisor, child_env, resolve_argv
 
@@ -249,12 +249,13 @@ def make(
     gpu_probe: FakeGpu | None = None,
     environ: dict[str, str] | None = None,
     system: FakeSystem | None = None,
+    spawner: Spawner | None = None,
 ) -> tuple[Supervisor, FakeSystem, FakeClock]:
     system = system or FakeSystem(scenario or Scenario())
     clock = FakeClock(system)
     clock.t = system.now
     sup = Supervisor(
-        spawner=system,
+        spawner=spawner or system,
         processes=system,
         clock=clock,
         sleep=clock.sleep,
@@ -571,3 +572,34 @@ def test_adopt_checks_create_time_and_teardown_works_without_a_child_handle(tmp_
     record = later.teardown(adopted)
     assert record.signal_sequence == ["SIGTERM"] and record.survivors == []
     assert not any(p.alive for p in system.procs.values())
+
+
+@dataclass
+class LeaderZombieChild(FakeChild):
+    """A server whose main thread exited first: the process table shows it gone, waitpid has no code yet."""
+
+    polls_without_code: int = 3
+
+    def poll(self) -> int | None:
+        code = super().poll()
+        if code is not None and self.polls_without_code > 0:
+            self.polls_without_code -= 1
+            return None
+        return code
+
+
+def test_exit_code_of_a_server_seen_gone_before_it_is_reaped_is_awaited(tmp_path: Path) -> None:
+    log = ["RuntimeError: DeepGEMM MegaMoE requires SM100 GPUs."]
+    system = FakeSystem(Scenario(ready_after=None, exits_after=2.0, exit_code=1, log=log))
+    spawn = system.__call__
+
+    def spawner(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log_path: Path) -> FakeChild:
+        child = spawn(argv, env=env, cwd=cwd, log_path=log_path)
+        return LeaderZombieChild(child.pid, system)
+
+    sup, _, clock = make(system=system, spawner=spawner)
+    start = clock.t
+    server, record = sup.launch(make_spec(), tmp_path / "server.log")
+    assert server is None
+    assert (record.kind, record.exit_code) == ("incompatible", 1)
+    assert clock.t - start < 3.5  # a few short polls, not the 5 s bound
