@@ -46,14 +46,7 @@ from contracts.errors import ConfigError, ConfigProblem, GauntletError, Rollback
 from contracts.paths import CONF_DIR
 from contracts.results import RecoveryValidation
 from contracts.schema import GauntletConfig
-from orchestrator.config import (
-    Sources,
-    check_candidate_names,
-    register_configs,
-    sources_from_hydra,
-    to_typed,
-    validate,
-)
+from orchestrator.config import register_configs, sources_from_hydra, to_typed
 from orchestrator.context import SweepContext
 from orchestrator.events import SweepFinished
 from orchestrator.leftovers import stop_leftovers
@@ -62,6 +55,7 @@ from orchestrator.restore import restore
 from orchestrator.rollback import what_runs
 from orchestrator.seams import Seams, real_seams, say_stderr
 from orchestrator.sweep import begin
+from orchestrator.validate import Sources, check_candidate_names, validate
 
 
 class SweepController:

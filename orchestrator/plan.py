@@ -15,7 +15,8 @@ from typing import TextIO
 from contracts.errors import ConfigError, ConfigProblem, GauntletError, SpecError
 from contracts.paths import CONF_DIR
 from launch.spec import LaunchSpec, render_spec
-from orchestrator.config import candidate_files, check_candidate_names, load
+from orchestrator.config import load
+from orchestrator.validate import candidate_files, check_candidate_names
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,6 @@ from contracts.errors import GauntletError, RollbackError, SpecError
 from contracts.results import CandidateRun, RecoveryValidation, read_model
 from contracts.schema import GauntletConfig, read_sweep_config
 from launch.spec import LaunchSpec
-from orchestrator.config import Sources, validate
 from orchestrator.context import SweepContext
 from orchestrator.events import LiveServer, RollbackRequested, StopFinished, StopRequested
 from orchestrator.journal import Journal, JournalState
@@ -32,6 +31,7 @@ from orchestrator.leftovers import read_for_stopping, stop_leftovers
 from orchestrator.restore import restore, validate_retained
 from orchestrator.seams import Seams
 from orchestrator.session import Servers, ServerSession
+from orchestrator.validate import Sources, validate
 
 DEFAULT_SWEEPS = Path("sweeps")
 

@@ -78,3 +78,17 @@ def test_hydra_only_in_the_entry_point_and_config_composition(tmp_path: Path) ->
     assert done.returncode != 0
     assert "gates.stats -> omegaconf" in done.stdout
     assert "orchestrator.sweep -> hydra" in done.stdout
+
+
+def test_commands_that_rebuild_from_disk_do_not_load_hydra() -> None:
+    """judge, report, rollback, stop and status read config.yaml typed, without Hydra or OmegaConf."""
+    code = (
+        "import sys\n"
+        "import gates.judge, report, orchestrator.rollback, orchestrator.__main__\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('hydra', 'omegaconf')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

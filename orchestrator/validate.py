@@ -1,0 +1,377 @@
+"""Validate the typed configuration: every problem named by file, field, value and what is allowed.
+
+Pipeline position: right after composition (:mod:`orchestrator.config`), before any launch spec is
+rendered; also where a sweep's recorded ``config.yaml`` is checked again (rollback, stop). Pure apart from
+reading the YAML files an error names, and free of Hydra and OmegaConf, so the commands that rebuild from
+disk do not load them. All problems are reported together and nothing starts.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from contracts.errors import ConfigError, ConfigProblem
+from contracts.paths import CONF_DIR, PROJECT_ROOT
+from contracts.schema import (
+    CandidateConfig,
+    GauntletConfig,
+    HostConfig,
+    LengthConfig,
+    RunConfig,
+    WorkloadConfig,
+    placement_problem,
+)
+
+#: --moe-backend values vLLM 0.32 accepts (vllm/config/kernel.py, MoEBackend).
+MOE_BACKENDS = (
+    "auto", "triton", "batched_triton", "deep_gemm", "deep_gemm_mega_moe", "cutlass", "flashinfer_trtllm",
+    "flashinfer_cutlass", "flashinfer_cutedsl", "flashinfer_moe_ep_cutedsl", "flashinfer_b12x", "b12x",
+    "flashinfer_moe_ep_mega_deep_gemm", "marlin", "humming", "triton_unfused", "aiter", "aiter_mega_moe",
+    "aiter_triton_mxfp4_bf16", "flydsl", "hpc", "emulation", "rdna3",
+)  # fmt: skip
+#: --kv-cache-dtype values vLLM 0.32 accepts (vllm/config/cache.py, CacheDType).
+KV_CACHE_DTYPES = (
+    "auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4_ds_mla",
+    "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc", "ultraquant_4bit",
+    "int4_per_token_head", "int8_per_token_head", "fp8_per_token_head", "nvfp4", "nvfp4_4over6",
+)  # fmt: skip
+DRAFT_SAMPLE_METHODS = ("greedy", "probabilistic")
+HOST_KINDS = ("gpu", "cpu", "sim")
+PLACEMENTS = ("exact", "at_most")
+#: run.retained_after_sweep: keep the restored retained server up (the live service), or stop it (the demo).
+RETAINED_AFTER_SWEEP = ("keep", "stop")
+WORKLOAD_MODES = ("closed", "open")
+LENGTH_KINDS = ("fixed", "uniform", "lognormal")
+CANDIDATE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+@dataclass
+class Sources:
+    """Which YAML file each config group came from, so errors can name it."""
+
+    choices: dict[str, str] = field(default_factory=dict)
+    search_path: list[Path] = field(default_factory=lambda: [CONF_DIR])
+    # Command-line overrides ("candidate.tensor_parallel_size=3"): a value set there is named as such.
+    overrides: list[str] = field(default_factory=list)
+
+    def group_file(self, group: str, choice: str | None) -> Path | None:
+        if choice is None:
+            return None
+        for root in self.search_path:
+            candidate = root / group / f"{choice}.yaml"
+            if candidate.is_file():
+                return candidate
+        return None
+
+    def origin(self, group: str, choice: str | None, key_path: Sequence[str], package: str = "") -> str:
+        """The file that last set ``key_path`` in ``group/choice`` (following its defaults), for messages."""
+        dotted = ".".join(key_path)
+        for item in self.overrides:
+            key = item.split("=", 1)[0].lstrip("+~")
+            if key == f"{package or group}.{dotted}":
+                return f"command-line override {item!r}"
+        seen: set[str] = set()
+        current = choice
+        while current is not None and current not in seen:
+            seen.add(current)
+            path = self.group_file(group, current)
+            if path is None:
+                break
+            raw = read_yaml(path)
+            if _has_path(raw, key_path):
+                return display_path(path)
+            current = _parent_in_group(raw)
+        path = self.group_file(group, choice)
+        return display_path(path) if path else f"conf/{group}/{choice}.yaml"
+
+    def describe(self, package: str) -> str:
+        choice = self.choices.get(package)
+        group = package.split("@", maxsplit=1)[0]
+        path = self.group_file(group, choice)
+        return display_path(path) if path else f"<{package}>"
+
+
+def display_path(path: Path) -> str:
+    """A config file as an error names it: relative to the project root when it is inside it."""
+    try:
+        return str(path.resolve().relative_to(PROJECT_ROOT))
+    except ValueError:
+        return str(path)
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """A YAML file's top-level mapping, or {} when it cannot be read (for naming a value's origin)."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _has_path(raw: Mapping[str, Any], key_path: Sequence[str]) -> bool:
+    node: Any = raw
+    for key in key_path:
+        if not isinstance(node, Mapping) or key not in node:
+            return False
+        node = node[key]
+    return True
+
+
+def _parent_in_group(raw: Mapping[str, Any]) -> str | None:
+    """The same-group config a group file extends (``defaults: [baseline, _self_]``), if any."""
+    for entry in raw.get("defaults") or []:
+        if isinstance(entry, str) and not entry.startswith("/") and entry != "_self_":
+            return entry
+    return None
+
+
+def candidate_problems(cand: CandidateConfig, host: HostConfig, where: Any) -> list[ConfigProblem]:
+    """Problems of one candidate on one host. ``where(key_path)`` names the file that set a field."""
+    out: list[ConfigProblem] = []
+
+    def bad(path: Sequence[str], value: object, allowed: str) -> None:
+        out.append(ConfigProblem(where(path), ".".join(path), value, allowed))
+
+    if not CANDIDATE_NAME.match(str(cand.name)):
+        bad(["name"], cand.name, "1-64 letters, digits, '_', '.', '-' (it names a directory)")
+    for key in ("tensor_parallel_size", "data_parallel_size"):
+        if int(getattr(cand, key)) < 1:
+            bad([key], getattr(cand, key), "an integer >= 1")
+    tp, dp = cand.tensor_parallel_size, cand.data_parallel_size
+    if tp >= 1 and dp >= 1:
+        allowed = placement_problem(
+            tp, dp, gpus=host.gpu_count, placement=host.placement, where=f"host '{host.name}'"
+        )
+        if allowed:
+            files = dict.fromkeys([where(["tensor_parallel_size"]), where(["data_parallel_size"])])
+            out.append(
+                ConfigProblem(
+                    " + ".join(files), "tensor_parallel_size x data_parallel_size", f"{tp} x {dp}", allowed
+                )
+            )
+    gmu = cand.gpu_memory_utilization
+    if not (isinstance(gmu, int | float) and 0 < gmu <= 1):
+        bad(["gpu_memory_utilization"], gmu, "a fraction in (0, 1]")
+    if cand.speculative is not None:
+        spec = cand.speculative
+        if spec.num_speculative_tokens < 1:
+            bad(["speculative", "num_speculative_tokens"], spec.num_speculative_tokens, "an integer >= 1")
+        if spec.draft_sample_method not in DRAFT_SAMPLE_METHODS:
+            bad(
+                ["speculative", "draft_sample_method"],
+                spec.draft_sample_method,
+                f"one of {', '.join(DRAFT_SAMPLE_METHODS)}",
+            )
+    if cand.moe_backend.lower().replace("-", "_") not in MOE_BACKENDS:
+        near = difflib.get_close_matches(cand.moe_backend, MOE_BACKENDS, n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        bad(["moe_backend"], cand.moe_backend, f"a vLLM MoE backend{hint}: {', '.join(MOE_BACKENDS)}")
+    if cand.kv_cache_dtype is not None and cand.kv_cache_dtype not in KV_CACHE_DTYPES:
+        bad(["kv_cache_dtype"], cand.kv_cache_dtype, f"one of {', '.join(KV_CACHE_DTYPES)}")
+    for key in ("max_num_batched_tokens", "max_num_seqs"):
+        value = getattr(cand, key)
+        if value is not None and int(value) < 1:
+            bad([key], value, "an integer >= 1, or null for vLLM's default")
+    return out
+
+
+def workload_problems(name: str, wl: WorkloadConfig, where: Any) -> list[ConfigProblem]:
+    out: list[ConfigProblem] = []
+
+    def bad(path: Sequence[str], value: object, allowed: str) -> None:
+        out.append(ConfigProblem(where(path), f"workloads.{name}." + ".".join(path), value, allowed))
+
+    if wl.mode not in WORKLOAD_MODES:
+        bad(["mode"], wl.mode, f"one of {', '.join(WORKLOAD_MODES)}")
+    if wl.mode == "open" and (wl.rate is None or wl.rate <= 0):
+        bad(["rate"], wl.rate, "a positive arrival rate in requests/s for an open-loop profile")
+    if wl.repeats is not None and wl.repeats < 1:
+        bad(["repeats"], wl.repeats, "an integer >= 1, or null for run.repeats")
+    if wl.concurrency < 1:
+        bad(["concurrency"], wl.concurrency, "an integer >= 1")
+    if wl.num_requests < 1:
+        bad(["num_requests"], wl.num_requests, "an integer >= 1")
+    if wl.warmup_requests < 0:
+        bad(["warmup_requests"], wl.warmup_requests, "an integer >= 0")
+    for key in ("prompt_tokens", "output_tokens"):
+        dist: LengthConfig = getattr(wl, key)
+        if dist.kind not in LENGTH_KINDS:
+            bad([key, "kind"], dist.kind, f"one of {', '.join(LENGTH_KINDS)}")
+        if dist.mean < 1:
+            bad([key, "mean"], dist.mean, "a token count >= 1")
+        if dist.kind in ("uniform", "lognormal") and not (1 <= dist.min <= dist.mean <= dist.max):
+            bad([key], f"min={dist.min} mean={dist.mean} max={dist.max}", "1 <= min <= mean <= max")
+    if wl.time_limit_s <= 0 or wl.request_timeout_s <= 0:
+        bad(["time_limit_s"], wl.time_limit_s, "positive seconds")
+    if wl.prompts_file is not None:
+        path = CONF_DIR / "workload" / wl.prompts_file
+        if not path.is_file():
+            bad(
+                ["prompts_file"],
+                wl.prompts_file,
+                f"an existing file under conf/workload/ ({path} is missing)",
+            )
+    return out
+
+
+def run_problems(run: RunConfig) -> list[ConfigProblem]:
+    """Problems of the ``run`` section's own values (profile names are checked against the workloads)."""
+    where = "conf/config.yaml"
+    out: list[ConfigProblem] = []
+    if run.repeats < 1:
+        out.append(ConfigProblem(where, "run.repeats", run.repeats, "an integer >= 1"))
+    if run.scale <= 0:
+        out.append(ConfigProblem(where, "run.scale", run.scale, "a positive factor"))
+    if run.retained_after_sweep not in RETAINED_AFTER_SWEEP:
+        allowed = f"one of {', '.join(RETAINED_AFTER_SWEEP)}"
+        out.append(ConfigProblem(where, "run.retained_after_sweep", run.retained_after_sweep, allowed))
+    return out
+
+
+def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
+    """Raise ConfigError listing every problem of the composed config; return quietly when valid."""
+    src = sources or Sources()
+    problems: list[ConfigProblem] = []
+    host = cfg.host
+    host_file = src.describe("host")
+    if host.kind not in HOST_KINDS:
+        problems.append(ConfigProblem(host_file, "host.kind", host.kind, f"one of {', '.join(HOST_KINDS)}"))
+    if host.placement not in PLACEMENTS:
+        problems.append(
+            ConfigProblem(host_file, "host.placement", host.placement, f"one of {', '.join(PLACEMENTS)}")
+        )
+    if host.gpu_count < 1:
+        problems.append(ConfigProblem(host_file, "host.gpu_count", host.gpu_count, "an integer >= 1"))
+    if host.time_scale <= 0:
+        problems.append(ConfigProblem(host_file, "host.time_scale", host.time_scale, "a positive factor"))
+    if not host.entrypoint or not any("{model}" in part for part in host.entrypoint):
+        problems.append(
+            ConfigProblem(host_file, "host.entrypoint", host.entrypoint, "a command containing '{model}'")
+        )
+    for package, cand in (("candidate", cfg.candidate), ("candidate@baseline", cfg.baseline)):
+        choice = src.choices.get(package)
+        key = package.rpartition("@")[2]
+
+        def where(path: Sequence[str], choice: str | None = choice, key: str = key) -> str:
+            return src.origin("candidate", choice, path, key) if choice else f"<{key}>"
+
+        problems.extend(candidate_problems(cand, host, where))
+    for name, wl in cfg.workloads.items():
+        choice = src.choices.get(f"workload@workloads.{name}")
+
+        def wwhere(path: Sequence[str], choice: str | None = choice, name: str = name) -> str:
+            return (
+                src.origin("workload", choice, path, f"workloads.{name}") if choice else f"<workloads.{name}>"
+            )
+
+        problems.extend(workload_problems(name, wl, wwhere))
+    known = set(cfg.workloads)
+    for section, names in (
+        ("run.profiles", cfg.run.profiles),
+        ("run.recovery_profiles", cfg.run.recovery_profiles),
+        ("gates.accepted_profiles", cfg.gates.accepted_profiles),
+        ("gates.loaded_profiles", cfg.gates.loaded_profiles),
+    ):
+        for name in names:
+            if name not in known:
+                problems.append(
+                    ConfigProblem(
+                        "conf/config.yaml", section, name, f"a workload name: {', '.join(sorted(known))}"
+                    )
+                )
+    problems.extend(run_problems(cfg.run))
+    from gates import REGISTRY  # noqa: PLC0415  (gates register themselves on import)
+
+    for name in cfg.gates.enabled:
+        if name not in REGISTRY:
+            problems.append(
+                ConfigProblem(
+                    src.origin("gates", src.choices.get("gates"), ["enabled"]),
+                    "gates.enabled",
+                    name,
+                    f"a registered gate: {', '.join(REGISTRY)}",
+                )
+            )
+    if not 0 < cfg.gates.confidence < 1:
+        problems.append(
+            ConfigProblem(
+                src.describe("gates"), "gates.confidence", cfg.gates.confidence, "a level in (0, 1)"
+            )
+        )
+    if problems:
+        raise ConfigError(problems)
+
+
+# --------------------------------------------------------------------------- the candidate group
+
+
+@dataclass(frozen=True)
+class CandidateFile:
+    """A candidate YAML file and the name it resolves to (own or inherited)."""
+
+    option: str
+    path: Path
+    name: str | None
+
+
+def candidate_files(search_path: Iterable[Path] = (CONF_DIR,)) -> list[CandidateFile]:
+    """Every candidate file of the group with the ``name`` it resolves to through its defaults chain."""
+    files: dict[str, Path] = {}
+    for root in search_path:
+        for path in sorted((root / "candidate").glob("*.yaml")):
+            files.setdefault(path.stem, path)
+    out: list[CandidateFile] = []
+    for option, path in sorted(files.items()):
+        name: str | None = None
+        current: str | None = option
+        seen: set[str] = set()
+        while current is not None and current not in seen and current in files:
+            seen.add(current)
+            raw = read_yaml(files[current])
+            if "name" in raw:
+                name = str(raw["name"])
+                break
+            current = _parent_in_group(raw)
+        out.append(CandidateFile(option, path, name))
+    return out
+
+
+def check_candidate_names(search_path: Iterable[Path] = (CONF_DIR,)) -> None:
+    """Every candidate must resolve to a name no other candidate has (names key result directories)."""
+    files = candidate_files(search_path)
+    by_name: dict[str | None, list[CandidateFile]] = {}
+    for f in files:
+        by_name.setdefault(f.name, []).append(f)
+    problems: list[ConfigProblem] = []
+    for name, group in sorted(by_name.items(), key=lambda kv: str(kv[0])):
+        if name is None:
+            problems.extend(
+                ConfigProblem(display_path(f.path), "name", None, "every candidate needs a name")
+                for f in group
+            )
+        elif len(group) > 1:
+            others = ", ".join(display_path(f.path) for f in group)
+            for f in group:
+                if f.option != name:
+                    problems.append(
+                        ConfigProblem(
+                            display_path(f.path),
+                            "name",
+                            name,
+                            f"a name no other candidate has; {name!r} is used by {others} "
+                            f"(set `name: {f.option}` in this file)",
+                        )
+                    )
+            if all(f.option != name for f in group):
+                problems.append(
+                    ConfigProblem(display_path(group[0].path), "name", name, f"unique; also used by {others}")
+                )
+    if problems:
+        raise ConfigError(problems)
