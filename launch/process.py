@@ -26,9 +26,12 @@ class ProcInfo:
     """One process as the process table shows it."""
 
     pid: int
-    create_time: float  # psutil create_time: (pid, create_time) identifies a process across pid reuse
+    #: Seconds after boot the process started (see :func:`started_since_boot`): (pid, create_time)
+    #: identifies a process across pid reuse, and a wall-clock step does not move it.
+    create_time: float
     cmdline: tuple[str, ...]
     zombie: bool = False  # exited but not reaped: holds no memory, counts as gone
+    wall_start: float = 0.0  # psutil's create_time (epoch seconds): only to match records made before
 
     @property
     def key(self) -> tuple[int, float]:
@@ -111,6 +114,25 @@ class PopenSpawner:
             )
 
 
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def started_since_boot(proc: psutil.Process) -> float:
+    """When ``proc`` started, in seconds after boot.
+
+    psutil's ``create_time`` is this plus the boot time, and the boot time is *derived from the wall
+    clock* (``btime`` in /proc/stat), so an NTP step or a resumed VM moves every process's create_time
+    at once: a server still running would then look like a different process (a CI run lost its
+    retained server that way). The kernel's start tick count (field 22 of /proc/PID/stat) never moves.
+    """
+    try:
+        with open(f"/proc/{proc.pid}/stat", "rb") as stat:
+            raw = stat.read()
+        return int(raw[raw.rindex(b")") + 2 :].split()[19]) / _CLOCK_TICKS
+    except (OSError, ValueError, IndexError):  # not Linux (or the process is gone: psutil says which)
+        return proc.create_time() - psutil.boot_time()
+
+
 def _info(proc: psutil.Process) -> ProcInfo | None:
     try:
         with proc.oneshot():
@@ -119,7 +141,7 @@ def _info(proc: psutil.Process) -> ProcInfo | None:
                 cmdline = tuple(proc.cmdline())
             except (psutil.ZombieProcess, psutil.AccessDenied):
                 cmdline = ()
-            return ProcInfo(proc.pid, proc.create_time(), cmdline, zombie)
+            return ProcInfo(proc.pid, started_since_boot(proc), cmdline, zombie, proc.create_time())
     except (psutil.NoSuchProcess, psutil.ZombieProcess):
         return None
 

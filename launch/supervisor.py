@@ -73,7 +73,7 @@ class Server:
     spec: LaunchSpec
     pid: int
     pgid: int
-    create_time: float  # psutil create_time: guards against pid reuse
+    create_time: float  # seconds after boot it started (ProcInfo.create_time): guards against pid reuse
     log_path: Path
     started_at: float  # time.time() at spawn
 
@@ -549,7 +549,7 @@ class Supervisor:
     ) -> Server | None:
         """A server an earlier run started (from the journal); None if it is gone or its pid was reused."""
         info = self._procs.info(pid)
-        if info is None or info.zombie or not _same_start(info.create_time, create_time):
+        if info is None or info.zombie or not _same_process(info, create_time):
             return None
         server = Server(spec=spec, pid=pid, pgid=pgid, create_time=info.create_time, log_path=log_path,
                         started_at=create_time)  # fmt: skip
@@ -579,6 +579,17 @@ def startup_record(outcome: float | StartupFailure) -> StartupRecord:
 
 def _same_start(a: float, b: float) -> bool:
     return abs(a - b) < 0.01
+
+
+#: A recorded start time above this is an epoch (journals before start times were counted from boot).
+_EPOCH_RECORD = 1e9
+
+
+def _same_process(info: ProcInfo, recorded: float) -> bool:
+    """``info`` is the process a journal recorded as started at ``recorded``."""
+    if recorded > _EPOCH_RECORD:  # an older journal: match on the wall-clock start, to the second
+        return abs(info.wall_start - recorded) < 1.0
+    return _same_start(info.create_time, recorded)
 
 
 def _released(before: list[GpuMemory], after: list[GpuMemory], tolerance: float) -> bool:

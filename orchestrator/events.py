@@ -160,7 +160,9 @@ class LiveServer(_Launch):
 
     pid: int
     pgid: int
-    create_time: float  # the process's start time: a pid whose start time differs is somebody else's
+    #: The process's start, in seconds after boot (an epoch in journals before 2026-12-03): a pid whose
+    #: start differs is somebody else's.
+    create_time: float
     log_path: str = ""
 
     def adopted(self, *, source: str) -> Adopted:

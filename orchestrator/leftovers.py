@@ -42,7 +42,7 @@ def find_unrecorded(pending: Launching, processes: Sequence[ProcessInfo]) -> lis
     return [
         (p.pid, p.create_time)
         for p in processes
-        if p.pid == p.pgid and tuple(p.cmdline[1:]) == tail and p.create_time >= pending.at_epoch - 1.0
+        if p.pid == p.pgid and tuple(p.cmdline[1:]) == tail and p.wall_start >= pending.at_epoch - 1.0
     ]
 
 

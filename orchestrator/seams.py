@@ -65,19 +65,23 @@ class ProcessInfo:
     pid: int
     pgid: int
     cmdline: tuple[str, ...]
-    create_time: float
+    create_time: float  # seconds after boot (launch.process.started_since_boot): its identity
+    wall_start: float  # epoch seconds: only compared with the journal's wall-clock announcement
 
 
 def list_processes() -> list[ProcessInfo]:
     """Every process of this host with its argv and start time (psutil)."""
     import psutil  # noqa: PLC0415
 
+    from launch.process import started_since_boot  # noqa: PLC0415
+
     out: list[ProcessInfo] = []
     for proc in psutil.process_iter(["pid", "cmdline", "create_time"]):
         try:
             cmd = tuple(proc.info["cmdline"] or ())
+            pid = proc.info["pid"]
             out.append(
-                ProcessInfo(proc.info["pid"], os.getpgid(proc.info["pid"]), cmd, proc.info["create_time"])
+                ProcessInfo(pid, os.getpgid(pid), cmd, started_since_boot(proc), proc.info["create_time"])
             )
         except (psutil.Error, ProcessLookupError):
             continue

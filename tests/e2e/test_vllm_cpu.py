@@ -15,6 +15,7 @@ import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from launch.process import started_since_boot
 from launch.supervisor import Server, Supervisor
 from launch.testmodels import (
     TINY_CHAIN,
@@ -34,7 +35,7 @@ def snapshot_tree(server: Server) -> list[tuple[int, float, str]]:
     """Every process of the server's tree now: the API server, EngineCore, workers, resource tracker."""
     root = psutil.Process(server.pid)
     procs = [root, *root.children(recursive=True)]
-    return [(p.pid, p.create_time(), " ".join(p.cmdline()).strip()[:80]) for p in procs]
+    return [(p.pid, started_since_boot(p), " ".join(p.cmdline()).strip()[:80]) for p in procs]
 
 
 def still_alive(tree: list[tuple[int, float, str]]) -> list[str]:
@@ -42,7 +43,7 @@ def still_alive(tree: list[tuple[int, float, str]]) -> list[str]:
     for pid, created, command in tree:
         try:
             proc = psutil.Process(pid)
-            if abs(proc.create_time() - created) < 0.01 and proc.status() != psutil.STATUS_ZOMBIE:
+            if abs(started_since_boot(proc) - created) < 0.01 and proc.status() != psutil.STATUS_ZOMBIE:
                 out.append(f"{pid} {command}")
         except psutil.NoSuchProcess:
             continue

@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from contracts.errors import PortInUseError
+from launch.process import started_since_boot
 from launch.spec import LaunchSpec
 from launch.supervisor import Server, Supervisor
 from tests.ports import free_port, port_is_free
@@ -51,7 +52,7 @@ def alive(pids: list[tuple[int, float]]) -> list[int]:
     for pid, created in pids:
         try:
             proc = psutil.Process(pid)
-            if abs(proc.create_time() - created) < 0.01 and proc.status() != psutil.STATUS_ZOMBIE:
+            if abs(started_since_boot(proc) - created) < 0.01 and proc.status() != psutil.STATUS_ZOMBIE:
                 out.append(pid)
         except psutil.NoSuchProcess:
             continue
@@ -60,7 +61,7 @@ def alive(pids: list[tuple[int, float]]) -> list[int]:
 
 def tree_of(server: Server) -> list[tuple[int, float]]:
     root = psutil.Process(server.pid)
-    return [(p.pid, p.create_time()) for p in [root, *root.children(recursive=True)]]
+    return [(p.pid, started_since_boot(p)) for p in [root, *root.children(recursive=True)]]
 
 
 @pytest.fixture

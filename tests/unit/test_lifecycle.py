@@ -204,12 +204,12 @@ def test_an_unrecorded_launch_is_found_only_by_its_exact_argv_and_start_time(tmp
     )
     argv = ("/usr/bin/python3.11", *spec.argv[1:])
     procs = [
-        ProcessInfo(10, 10, argv, 100.5),  # ours: same argv, started after the announcement
-        ProcessInfo(11, 11, argv, 50.0),  # same argv but older: somebody else's server
-        ProcessInfo(12, 12, (*argv, "--extra"), 101.0),  # different argv
-        ProcessInfo(13, 10, argv, 101.0),  # a child of the group, not the leader
+        ProcessInfo(10, 10, argv, 7.5, 100.5),  # ours: same argv, started after the announcement
+        ProcessInfo(11, 11, argv, 2.0, 50.0),  # same argv but older: somebody else's server
+        ProcessInfo(12, 12, (*argv, "--extra"), 8.0, 101.0),  # different argv
+        ProcessInfo(13, 10, argv, 8.0, 101.0),  # a child of the group, not the leader
     ]
-    assert find_unrecorded(pending, procs) == [(10, 100.5)]
+    assert find_unrecorded(pending, procs) == [(10, 7.5)]  # its identity is its start after boot
 
 
 def test_a_profile_can_run_fewer_repeats_than_the_sweep(tmp_path: Path) -> None:

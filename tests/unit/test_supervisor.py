@@ -95,6 +95,8 @@ class FakeSystem:
     procs: dict[int, FakeProc] = field(default_factory=dict)
     signals: list[tuple[str, int, str]] = field(default_factory=list)
     spawned: list[dict[str, object]] = field(default_factory=list)
+    #: The wall clock at boot as the process table derives it; a clock step (NTP, a resumed VM) moves it.
+    boot_epoch: float = 1_780_000_000.0
     foreign_listener: ProcInfo | None = None  # another program holding the port
     restarted: bool = False  # the foreign listener is a restarted server answering /health
     health_override: int | None = None
@@ -143,7 +145,7 @@ class FakeSystem:
         proc = self.procs.get(pid)
         if proc is None or not proc.alive:
             return None
-        return ProcInfo(pid, proc.create_time, (proc.name,))
+        return ProcInfo(pid, proc.create_time, (proc.name,), wall_start=self.boot_epoch + proc.create_time)
 
     def pgid(self, pid: int) -> int | None:
         proc = self.procs.get(pid)
@@ -572,6 +574,31 @@ def test_adopt_checks_create_time_and_teardown_works_without_a_child_handle(tmp_
     record = later.teardown(adopted)
     assert record.signal_sequence == ["SIGTERM"] and record.survivors == []
     assert not any(p.alive for p in system.procs.values())
+
+
+def test_a_wall_clock_step_does_not_make_a_running_server_look_gone(tmp_path: Path) -> None:
+    """psutil's create_time moves with the wall clock; the identity (start after boot) does not."""
+    sup, system, _ = make(Scenario(ready_after=0.0))
+    server = sup.start(make_spec(), tmp_path / "server.log")
+    sup.wait_ready(server)
+    system.boot_epoch += 3 * 3600.0  # the host's clock jumped three hours
+    assert sup.is_alive(server)
+    assert sup.check(server) == []
+    later, _, _ = make(system=system)
+    assert later.adopt(server.pid, server.pgid, server.create_time, server.spec, server.log_path) is not None
+
+
+@pytest.mark.parametrize(("offset_s", "same"), [(0.0, True), (0.6, True), (-0.6, True), (2.0, False)])
+def test_a_journal_from_before_boot_relative_starts_still_matches_to_the_second(
+    tmp_path: Path, offset_s: float, same: bool
+) -> None:
+    """Journals written before 2026-12-03 recorded psutil's epoch create_time; adopt still matches those."""
+    first, system, _ = make(Scenario(ready_after=0.0))
+    server = first.start(make_spec(), tmp_path / "server.log")
+    recorded = system.boot_epoch + server.create_time + offset_s  # what an older gauntlet wrote down
+    later, _, _ = make(system=system)
+    adopted = later.adopt(server.pid, server.pgid, recorded, server.spec, server.log_path)
+    assert (adopted is not None) is same
 
 
 @dataclass
