@@ -246,7 +246,8 @@ def evaluate_sweep(
     base = load_results(sweep_dir, f"candidates/{base_name}", base_name)
     _check_baseline(base)
     names = [n for n in every if n != baseline]
-    results = {base_name: base} | {n: load_results(sweep_dir, f"candidates/{n}", n) for n in names}
+    # Keyed by the baseline's configured name even when measured on a node (the report's rows are).
+    results = {baseline: base} | {n: load_results(sweep_dir, f"candidates/{n}", n) for n in names}
     paired = _paired_baselines(sweep_dir, results, names)
     verdicts: list[Verdict] = []
     reversals: list[Reversal] = []
@@ -266,7 +267,7 @@ def evaluate_sweep(
     if drift.status == "fail":
         verdicts = [_drifted(v, drift.message) for v in verdicts]
     retained, retained_reason = _retained(baseline, verdicts, drifted=drift.status == "fail")
-    measured = [n for n in [base_name, *names] if results[n].started and results[n].profiles]
+    measured = [n for n in [baseline, *names] if results[n].started and results[n].profiles]
     return SweepVerdict(
         baseline=baseline,
         retained=retained,

@@ -406,6 +406,11 @@ def _job_id(hc: Any) -> str | None:
     return str(value) if value is not None else None
 
 
+def _job_num(hc: Any) -> int:
+    value = OmegaConf.select(hc, "job.num", default=None)
+    return int(value) if value is not None else 0
+
+
 def job(config: DictConfig) -> str:
     """One Hydra job: measure one candidate (the baseline was measured when the sweep opened).
 
@@ -423,7 +428,7 @@ def job(config: DictConfig) -> str:
     if controller is None:  # a worker process of a launcher: the sweep directory is all it shares
         job_id = str(_job_id(hc) or f"pid{os.getpid()}")
         place = job_place(job_id) or Place(node=launching_place().node, job=job_id)
-        return run_job(typed, sweep_dir, place, real_seams())
+        return run_job(typed, sweep_dir, place, real_seams(), job_num=_job_num(hc))
     if typed.candidate.name == typed.baseline.name:
         return "baseline (measured when the sweep opened)"
     ctx = controller.context_for(typed, sweep_dir)

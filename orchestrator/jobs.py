@@ -15,7 +15,11 @@ opened the sweep (:mod:`orchestrator.sweep`) and wrote the opening marker; a job
 
 Opening marker (``<sweep>/opening.json``)::
 
-    {"state": "opening" | "open" | "failed", "reason": ..., "node": ..., "at": ...}
+    {"state": "opening" | "open" | "failed" | "stopped", "reason": ..., "node": ..., "at": ...}
+
+``rollback`` and ``stop`` write ``stopped`` *before* they signal the jobs, and a job installs its SIGTERM
+handler *before* it reads the marker, so a job is either interrupted or sees the sweep stopped: none
+slips through while it starts (submitit itself ignores SIGTERM until the job's handler is in place).
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ from orchestrator.nodes import SIM_SPEED_VARIABLE, Place, acquire_slot
 from orchestrator.seams import Seams
 
 OPENING_FILE = "opening.json"
-OpeningState = Literal["opening", "open", "failed"]
+#: ``stopped``: ``rollback`` or ``stop`` ended the sweep; a job that starts afterwards starts nothing.
+OpeningState = Literal["opening", "open", "failed", "stopped"]
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,8 @@ def why_not_open(sweep_dir: Path) -> str | None:
         return f"no readable {OPENING_FILE} in {sweep_dir}: the sweep was not opened"
     if opening.state == "failed":
         return f"the sweep did not open: {opening.reason}"
+    if opening.state == "stopped":
+        return f"the sweep was stopped: {opening.reason}"
     if opening.state != "open":
         return f"the sweep is still {opening.state} (its opening did not finish)"
     return None
@@ -104,39 +111,43 @@ def scheduler_signals() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def run_job(cfg: GauntletConfig, sweep_dir: Path, place: Place, seams: Seams) -> str:
+def run_job(cfg: GauntletConfig, sweep_dir: Path, place: Place, seams: Seams, *, job_num: int = 0) -> str:
     """Measure the job's candidate on its node, paired with the baseline measured there; says the outcome."""
-    reason = why_not_open(sweep_dir)
-    if reason is not None:
-        seams.say(f"{cfg.candidate.name}: not run: {reason}")
-        return f"not run: {reason}"
-    slot = None
-    if cfg.run.simulated_nodes:
-        slot = acquire_slot(
-            sweep_dir,
-            cfg.run.simulated_nodes,
-            on_wait=lambda: seams.say(f"{cfg.candidate.name}: waiting for a free simulated node"),
-        )
-        speeds = cfg.run.simulated_node_speeds
-        os.environ[SIM_SPEED_VARIABLE] = str(speeds[slot.index] if slot.index < len(speeds) else 1.0)
-        place = replace(place, node=slot.name)
-        cfg = replace(cfg, service=replace(cfg.service, port=cfg.service.port + 1 + slot.index))
+    with scheduler_signals():  # first: a cancel from now on interrupts, and the marker says the rest
+        reason = why_not_open(sweep_dir)
+        if reason is not None:
+            seams.say(f"{cfg.candidate.name}: not run: {reason}")
+            return f"not run: {reason}"
+        slot = None
+        if cfg.run.simulated_nodes:
+            slot = acquire_slot(
+                sweep_dir,
+                cfg.run.simulated_nodes,
+                prefer=job_num,
+                on_wait=lambda: seams.say(f"{cfg.candidate.name}: waiting for a free simulated node"),
+            )
+            speeds = cfg.run.simulated_node_speeds
+            os.environ[SIM_SPEED_VARIABLE] = str(speeds[slot.index] if slot.index < len(speeds) else 1.0)
+            place = replace(place, node=slot.name)
+            cfg = replace(cfg, service=replace(cfg.service, port=cfg.service.port + 1 + slot.index))
+        try:
+            return _run_on_node(cfg, sweep_dir, place, seams)
+        finally:
+            if slot is not None:
+                slot.release()
+
+
+def _run_on_node(cfg: GauntletConfig, sweep_dir: Path, place: Place, seams: Seams) -> str:
+    ctx = replace(SweepContext.open(cfg, sweep_dir, seams, place=place), node=place.node)
+    name = cfg.candidate.name
+    ctx.journal.append(JobStarted(candidate=name, executor=place.executor, port=cfg.service.port))
     try:
-        ctx = SweepContext.open(cfg, sweep_dir, seams, place=place)
-        ctx = replace(ctx, node=place.node)
-        name = cfg.candidate.name
-        ctx.journal.append(JobStarted(candidate=name, executor=place.executor, port=cfg.service.port))
-        with scheduler_signals():
-            try:
-                outcome = _measure(ctx, place)
-            except KeyboardInterrupt as exc:
-                ctx.journal.append(JobFinished(candidate=name, outcome=f"interrupted: {exc or 'SIGINT'}"))
-                raise
-        ctx.journal.append(JobFinished(candidate=name, outcome=outcome))
-        return outcome
-    finally:
-        if slot is not None:
-            slot.release()
+        outcome = _measure(ctx, place)
+    except KeyboardInterrupt as exc:
+        ctx.journal.append(JobFinished(candidate=name, outcome=f"interrupted: {exc or 'SIGINT'}"))
+        raise
+    ctx.journal.append(JobFinished(candidate=name, outcome=outcome))
+    return outcome
 
 
 def _measure(ctx: SweepContext, place: Place) -> str:

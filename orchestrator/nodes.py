@@ -98,13 +98,18 @@ def acquire_slot(
     sweep_dir: Path,
     nodes: int,
     *,
+    prefer: int = 0,
     wait_s: float = 24 * 3600.0,
     poll_s: float = 0.2,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     on_wait: Callable[[], None] | None = None,
 ) -> NodeSlot:
-    """Hold one of ``nodes`` simulated node slots, waiting while all are busy (a bounded local cluster)."""
+    """Hold one of ``nodes`` simulated node slots, waiting while all are busy (a bounded local cluster).
+
+    The search starts at slot ``prefer % nodes`` (the job's number), so jobs started together spread over
+    the nodes in job order rather than by who won a race.
+    """
     if nodes < 1:
         raise ValueError(f"a simulated cluster needs at least one node, got {nodes}")
     folder = sweep_dir / "nodes"
@@ -112,7 +117,7 @@ def acquire_slot(
     deadline = clock() + wait_s
     told = False
     while True:
-        for index in range(nodes):
+        for index in [(prefer + k) % nodes for k in range(nodes)]:
             name = f"sim-node-{index}"
             handle = (folder / f"{name}.lock").open("a+")
             try:

@@ -87,17 +87,24 @@ def rollback(sweep_dir: Path, seams: Seams, *, out: TextIO = sys.stdout) -> Reco
 
 
 def cancel_remote_jobs(journal: Journal, sweep_dir: Path, seams: Seams) -> int:
-    """Cancel this sweep's unfinished jobs on other nodes through their scheduler; their pids are not ours.
+    """Cancel this sweep's unfinished scheduler jobs through their scheduler; their pids are not ours.
 
-    Returns how many were asked to stop. Each job's own signal handler tears its server down.
+    The jobs are those whose journals were written on other nodes, and every job the submitit plugin
+    submitted that has not returned (one still queued has no journal yet). Returns how many were asked
+    to stop; each job's own signal handler tears its server down.
     """
-    asked = 0
-    for job in journal.remote_jobs():
-        if job.finished:
-            continue
-        seams.say(f"{seams.cancel_job(job, sweep_dir)} ({len(job.live)} server(s) per {job.journal.name})")
-        asked += 1
-    return asked
+    from orchestrator.jobs import write_opening  # noqa: PLC0415
+    from orchestrator.scheduler import submitted_jobs  # noqa: PLC0415
+
+    if (sweep_dir / "opening.json").exists():  # first: a job that starts from now on starts nothing
+        write_opening(sweep_dir, "stopped", node=launching_place().node, reason="rollback or stop requested")
+    by_id = {job.job: job for job in journal.remote_jobs() if not job.finished}
+    for job in submitted_jobs(sweep_dir):
+        by_id.setdefault(job.job, job)
+    for job in by_id.values():
+        servers = f" ({len(job.live)} server(s) per {job.journal.name})" if job.live else ""
+        seams.say(f"{seams.cancel_job(job, sweep_dir)}{servers}")
+    return len(by_id)
 
 
 def stop(sweep_dir: Path, seams: Seams, *, out: TextIO = sys.stdout) -> int:

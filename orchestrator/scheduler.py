@@ -16,10 +16,49 @@ import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import yaml
+
 from orchestrator.journal import RemoteJob
 
 #: What the submitit local controller's command line contains (``python -m submitit.local._local DIR``).
 LOCAL_CONTROLLER = "submitit.local._local"
+
+
+#: Where the submitit plugin keeps its jobs (its default, ``${hydra.sweep.dir}/.submitit/%j``).
+SUBMITIT_DIR = ".submitit"
+
+
+def launcher_executor(sweep_dir: Path) -> str | None:
+    """``slurm`` or ``local`` when the sweep ran under the submitit plugin (from Hydra's multirun.yaml)."""
+    try:
+        data = yaml.safe_load((sweep_dir / "multirun.yaml").read_text())
+        target = str(data["hydra"]["launcher"]["_target_"])
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return None
+    if "submitit" not in target:
+        return None
+    return "slurm" if "Slurm" in target else "local" if "Local" in target else None
+
+
+def submitted_jobs(sweep_dir: Path) -> list[RemoteJob]:
+    """The sweep's scheduler jobs that have not returned a result (queued, running, or killed).
+
+    A job that has not written its journal yet (still queued, or starting) is only known here, so
+    ``rollback`` and ``stop`` cancel these too: none may start a server after the sweep was stopped.
+    """
+    executor = launcher_executor(sweep_dir)
+    root = sweep_dir / SUBMITIT_DIR
+    if executor is None or not root.is_dir():
+        return []
+    out: list[RemoteJob] = []
+    for folder in sorted(root.iterdir()):
+        job = folder.name
+        if not folder.is_dir() or not (folder / f"{job}_submitted.pkl").exists():
+            continue
+        if any(folder.glob("*_result.pkl")):
+            continue
+        out.append(RemoteJob(node="?", job=job, executor=executor, journal=folder, live=[], finished=False))
+    return out
 
 
 def cancel_job(
