@@ -29,7 +29,7 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -91,6 +91,16 @@ def why_not_open(sweep_dir: Path) -> str | None:
     if opening.state != "open":
         return f"the sweep is still {opening.state} (its opening did not finish)"
     return None
+
+
+def job_minutes(
+    startup_timeout_s: float, profiles: Sequence[tuple[int, float]], *, margin: float = 1.25
+) -> int:
+    """A scheduler time limit for one job, in minutes: two startups (the node's baseline, the candidate)
+    and both of their profiles, each given as (repeats, time_limit_s), with a margin."""
+    load_s = sum(repeats * limit_s for repeats, limit_s in profiles)
+    seconds = 2 * (startup_timeout_s + load_s) * margin
+    return max(10, int(seconds // 60) + 1)
 
 
 class JobInterrupted(KeyboardInterrupt):

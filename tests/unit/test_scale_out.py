@@ -236,3 +236,52 @@ def test_submitit_local_without_simulated_nodes_is_refused_naming_the_setting() 
         jobs_run_elsewhere(
             "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher", GauntletConfig()
         )
+
+
+@pytest.mark.parametrize(
+    ("startup_s", "profiles", "minutes"),
+    [
+        (900.0, [(3, 600.0)] * 6, 488),  # 2 x (900 + 10,800) x 1.25 = 29,250 s
+        (60.0, [(2, 30.0)], 10),  # never below 10 minutes
+    ],
+)
+def test_a_jobs_time_limit_covers_two_startups_and_every_profile(
+    startup_s: float, profiles: list[tuple[int, float]], minutes: int
+) -> None:
+    from orchestrator.jobs import job_minutes
+
+    assert job_minutes(startup_s, profiles) == minutes
+
+
+@pytest.mark.parametrize(
+    ("preset", "target", "gpus"),
+    [
+        ("gauntlet_slurm", "SlurmLauncher", 8),
+        ("gauntlet_local", "LocalLauncher", None),
+    ],
+)
+def test_the_launcher_presets_compose_with_the_hosts_gpus_and_a_computed_time_limit(
+    preset: str, target: str, gpus: int | None
+) -> None:
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from contracts.paths import CONF_DIR
+    from orchestrator.config import register_configs
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose(
+                config_name="config",
+                overrides=["host=h100x8", f"hydra/launcher={preset}"],
+                return_hydra_config=True,
+            )
+    finally:
+        GlobalHydra.instance().clear()
+    launcher = cfg.hydra.launcher
+    assert str(launcher._target_).endswith(target)
+    assert launcher.gpus_per_node == gpus and launcher.tasks_per_node == 1 and launcher.nodes == 1
+    assert isinstance(launcher.timeout_min, int) and launcher.timeout_min >= 60
