@@ -156,6 +156,9 @@ def _run_on_node(cfg: GauntletConfig, sweep_dir: Path, place: Place, seams: Seam
     except KeyboardInterrupt as exc:
         ctx.journal.append(JobFinished(candidate=name, outcome=f"interrupted: {exc or 'SIGINT'}"))
         raise
+    except SystemExit as exc:  # submitit's SIGUSR2 handler: checkpointed and requeued, then exits
+        ctx.journal.append(JobFinished(candidate=name, outcome=f"interrupted: requeued (exit {exc.code})"))
+        raise
     ctx.journal.append(JobFinished(candidate=name, outcome=outcome))
     return outcome
 

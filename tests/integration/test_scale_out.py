@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from contracts.results import CandidateRun, read_model
@@ -207,3 +209,41 @@ def test_per_node_pairing_keeps_an_identical_candidate_on_a_slow_node_neutral(
     )
     assert paired != "reject" and same.decision == paired
     assert cross.decision == "reject", cross.reason
+
+
+def _job_processes(sweep: Path) -> list[psutil.Process]:
+    """The task processes submitit runs the sweep's jobs in (``python -m submitit.core._submit DIR``)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = proc.info["cmdline"] or []
+        if "submitit.core._submit" in cmd and any(str(sweep) in part for part in cmd):
+            found.append(proc)
+    return found
+
+
+def test_a_preempted_job_is_requeued_and_resumes(tmp_path: Path, cluster_port: int) -> None:
+    """SIGUSR2 is submitit's preemption signal: it checkpoints the job, requeues it, and exits."""
+    sweeps = tmp_path / "sweeps"
+    args = ["-m", "candidate=tp4_dp2", *PARALLEL, "run.simulated_nodes=1", "host.time_scale=2"]
+    proc = start(args, sweeps=sweeps, port=cluster_port)  # submitit_local requeues up to 3 times
+    sweep = sweep_dir(sweeps)
+
+    def under_load() -> bool:
+        return any(e.name == "load_started" for j in job_journals(sweep) for e in Journal(j).events())
+
+    wait_for(under_load, timeout=120, what="the job under load")
+    (task,) = _job_processes(sweep)
+    task.send_signal(signal.SIGUSR2)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    (journal,) = job_journals(sweep)  # the requeued job has the same id: it continues its own journal
+    events = Journal(journal).events()
+    outcomes = [getattr(e, "outcome", "") for e in events if e.name == "job_finished"]
+    assert len(outcomes) == 2 and outcomes[0].startswith("interrupted: requeued"), outcomes
+    assert outcomes[1].startswith("measured"), outcomes
+    first_end = next(i for i, e in enumerate(events) if e.name == "job_finished")
+    started = [e.pid for e in events[:first_end] if e.name == "started"]  # type: ignore[attr-defined]
+    down = {e.pid for e in events[:first_end] if e.name == "torn_down"}  # type: ignore[attr-defined]
+    assert started and set(started) <= down  # torn down before the requeue
+    assert decisions(sweep) == {"tp4_dp2": "reject"}
+    assert_one_healthy_retained(sweep, cluster_port)
