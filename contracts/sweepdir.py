@@ -94,12 +94,26 @@ def load_results(sweep_dir: Path, root: str, name: str) -> Results:
     return Results(name=name, root=root, run=run, profiles=profiles)
 
 
+#: ``<baseline>@<node>``: the retained configuration measured on one node of a parallel sweep. Candidate
+#: names cannot contain it (orchestrator.validate.CANDIDATE_NAME), so such a directory is never a candidate.
+NODE_SEPARATOR = "@"
+
+
 def candidate_names(sweep_dir: Path) -> list[str]:
-    """Every directory under ``<sweep>/candidates/``, sorted."""
+    """Every candidate directory under ``<sweep>/candidates/``, sorted (node baselines left out)."""
+    return [n for n in _result_dirs(sweep_dir) if NODE_SEPARATOR not in n]
+
+
+def node_baseline_names(sweep_dir: Path) -> list[str]:
+    """The baselines a parallel sweep measured per node (``<baseline>@<node>``), sorted."""
+    return [n for n in _result_dirs(sweep_dir) if NODE_SEPARATOR in n]
+
+
+def _result_dirs(sweep_dir: Path) -> list[str]:
     root = sweep_dir / "candidates"
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir() if p.is_dir())
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
 def read_host_probe(sweep_dir: Path) -> HostProbe | None:

@@ -21,8 +21,8 @@ from pathlib import Path
 from contracts.errors import GateError
 from contracts.metrics import excludes_one, fmt_ratio, geometric_mean
 from contracts.schema import GatesConfig
-from contracts.sweepdir import Results, candidate_names, load_results
-from contracts.verdicts import Comparison, Decision, GateResult, Reversal, SweepVerdict, Verdict
+from contracts.sweepdir import NODE_SEPARATOR, Results, candidate_names, load_results, node_baseline_names
+from contracts.verdicts import Comparison, Decision, DriftResult, GateResult, Reversal, SweepVerdict, Verdict
 from gates.compare import brief
 from gates.drift import evaluate_drift
 from gates.figures import (
@@ -238,20 +238,32 @@ def evaluate_sweep(
     """Judge every candidate of a stored sweep against its baseline (reads files, writes nothing)."""
     gates = selected_gates(cfg.enabled)
     specs = figure_specs(cfg)
-    base = load_results(sweep_dir, f"candidates/{baseline}", baseline)
+    every = candidates if candidates is not None else candidate_names(sweep_dir)
+    node_baselines = [n for n in node_baseline_names(sweep_dir) if is_node_baseline(n, baseline)]
+    # The sweep's own baseline, or (every candidate measured on other nodes) the first node's.
+    reference = baseline if (sweep_dir / "candidates" / baseline).is_dir() or not node_baselines else None
+    base_name = reference or node_baselines[0]
+    base = load_results(sweep_dir, f"candidates/{base_name}", base_name)
     _check_baseline(base)
-    names = [
-        n for n in (candidates if candidates is not None else candidate_names(sweep_dir)) if n != baseline
-    ]
+    names = [n for n in every if n != baseline]
+    # Keyed by the baseline's configured name even when measured on a node (the report's rows are).
     results = {baseline: base} | {n: load_results(sweep_dir, f"candidates/{n}", n) for n in names}
+    paired = _paired_baselines(sweep_dir, results, names)
     verdicts: list[Verdict] = []
     reversals: list[Reversal] = []
     for name in names:
-        ctx = GateContext(cfg=cfg, baseline=base, candidate=results[name])
+        ctx = GateContext(cfg=cfg, baseline=paired.get(name, base), candidate=results[name])
         verdict, found = _judge_candidate(ctx, gates, specs)
         verdicts.append(verdict)
         reversals += [found] if found else []
-    drift = evaluate_drift(sweep_dir, cfg, base)
+    if reference is None:  # the serving host measured no baseline: comparing it would mix two nodes
+        drift = DriftResult(
+            status="not_run",
+            message="candidates and their baselines were measured on other nodes than the serving host: "
+            "drift across the sweep is not compared here (each candidate is paired with its node's baseline)",
+        )
+    else:
+        drift = evaluate_drift(sweep_dir, cfg, base)
     if drift.status == "fail":
         verdicts = [_drifted(v, drift.message) for v in verdicts]
     retained, retained_reason = _retained(baseline, verdicts, drifted=drift.status == "fail")
@@ -268,6 +280,26 @@ def evaluate_sweep(
         rankings=rankings(specs, measured, results),
         reversals=reversals,
     )
+
+
+def is_node_baseline(name: str, baseline: str) -> bool:
+    """``baseline@<node>``: the retained configuration measured on one node of a parallel sweep."""
+    return name.startswith(f"{baseline}{NODE_SEPARATOR}")
+
+
+def _paired_baselines(
+    sweep_dir: Path, results: dict[str, Results], names: Sequence[str]
+) -> dict[str, Results]:
+    """Each candidate measured on a node of a parallel sweep, with the baseline measured on that node."""
+    out: dict[str, Results] = {}
+    for name in names:
+        run = results[name].run
+        if run is not None and run.paired_baseline:
+            ref = run.paired_baseline
+            pair = load_results(sweep_dir, f"candidates/{ref}", ref)
+            _check_baseline(pair)
+            out[name] = pair
+    return out
 
 
 def _retained(baseline: str, verdicts: Sequence[Verdict], *, drifted: bool) -> tuple[str, str]:

@@ -56,6 +56,7 @@ INHERITED_ENV = (
     "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_CACHE", "XDG_CACHE_HOME", "VLLM_CACHE_ROOT",
     "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
     "http_proxy", "https_proxy", "no_proxy",
+    "GAUNTLET_SIM_SPEED",  # a simulated node's hardware speed (a parallel sweep's simulated cluster)
 )  # fmt: skip
 
 POLL_INTERVAL_S = 0.5  # readiness polls; process liveness is checked before every one

@@ -39,6 +39,22 @@ def register_configs() -> None:
     cs.store(name="gauntlet_schema", node=GauntletConfig)
     cs.store(group="schema", name="candidate", node=CandidateConfig)
     cs.store(group="schema", name="workload", node=WorkloadConfig)
+    # ${gauntlet.job_minutes:} in conf/hydra/launcher/*: a job's time limit from the host and profiles.
+    OmegaConf.register_new_resolver("gauntlet.job_minutes", _job_minutes, replace=True)
+
+
+def _job_minutes(*, _root_: DictConfig) -> int:
+    from orchestrator.jobs import job_minutes  # noqa: PLC0415
+
+    run, workloads = _root_.run, _root_.workloads
+    profiles = [
+        (
+            int(workloads[name].repeats if workloads[name].repeats is not None else run.repeats),
+            float(workloads[name].time_limit_s),
+        )
+        for name in run.profiles
+    ]
+    return job_minutes(float(_root_.host.startup_timeout_s), profiles)
 
 
 def register() -> None:

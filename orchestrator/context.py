@@ -14,6 +14,7 @@ from pathlib import Path
 from contracts.schema import CandidateConfig, GauntletConfig
 from launch.spec import LaunchSpec, render_spec
 from orchestrator.journal import Journal
+from orchestrator.nodes import Place, launching_place
 from orchestrator.seams import Say, Seams
 from orchestrator.session import Servers
 
@@ -25,10 +26,17 @@ class SweepContext:
     cfg: GauntletConfig
     dir: Path
     servers: Servers
+    #: The node a job measures on, and the baseline measured there (None: the launching process's sweep).
+    node: str | None = None
+    paired_baseline: str | None = None
 
     @classmethod
-    def open(cls, cfg: GauntletConfig, sweep_dir: Path, seams: Seams) -> SweepContext:
-        return cls(cfg, sweep_dir, Servers(Journal(sweep_dir / "journal.jsonl"), seams))
+    def open(
+        cls, cfg: GauntletConfig, sweep_dir: Path, seams: Seams, *, place: Place | None = None
+    ) -> SweepContext:
+        """The sweep as seen from ``place`` (default: this process, the launching one)."""
+        where = place if place is not None else launching_place()
+        return cls(cfg, sweep_dir, Servers(Journal.of_sweep(sweep_dir, where), seams))
 
     @property
     def journal(self) -> Journal:

@@ -34,6 +34,8 @@ class Event(BaseModel):
 
     event: ClassVar[str] = ""
     at: str = ""  # ISO 8601 UTC, stamped by Journal.append when the line is written
+    node: str | None = None  # the writer's node (orchestrator.nodes), stamped by Journal.append
+    job: str | None = None  # the writer's scheduler job, when a launcher ran it as a job
 
     @property
     def name(self) -> str:
@@ -114,6 +116,21 @@ class SweepFinished(Event):
     reason: str
     validated: bool
     retained: Literal["kept", "stopped"] | None = None  # absent in journals of earlier versions
+
+
+class JobStarted(_Candidate):
+    """A Hydra job of a launcher (its own process, maybe another node) starts measuring its candidate."""
+
+    event = "job_started"
+    executor: str | None = None  # submitit's executor ("slurm", "local"): what can cancel the job
+    port: int | None = None  # the port its servers use on its node
+
+
+class JobFinished(_Candidate):
+    """A job ended: measured, skipped, interrupted (a scheduler's signal) or failed."""
+
+    event = "job_finished"
+    outcome: str
 
 
 # ---------------------------------------------------------------------------------------------- a server
@@ -301,6 +318,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         SkippedComplete,
         DiscardingPartial,
         SweepFinished,
+        JobStarted,
+        JobFinished,
         Launching,
         Started,
         Adopted,

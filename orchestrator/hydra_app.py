@@ -21,6 +21,7 @@ exception into a warning and launches the jobs anyway, so the callback stores it
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os
@@ -49,8 +50,10 @@ from contracts.schema import GauntletConfig
 from orchestrator.config import register_configs, sources_from_hydra, to_typed
 from orchestrator.context import SweepContext
 from orchestrator.events import SweepFinished
+from orchestrator.jobs import run_job, write_opening
 from orchestrator.leftovers import stop_leftovers
 from orchestrator.measure import run_candidate
+from orchestrator.nodes import Place, job_place, launching_place
 from orchestrator.restore import restore
 from orchestrator.rollback import what_runs
 from orchestrator.seams import Seams, real_seams, say_stderr
@@ -73,6 +76,9 @@ class SweepController:
         self.validation: RecoveryValidation | None = None
         #: The retained server was stopped at the end (``run.retained_after_sweep: stop``).
         self.retained_stopped = False
+        #: Every job runs on another node (a launcher's worker processes): the live service is never
+        #: stopped, each job measures the baseline on its own node (orchestrator.jobs).
+        self.zero_downtime = False
 
     @property
     def sweep(self) -> SweepContext:
@@ -90,18 +96,33 @@ class SweepController:
 
     # ---------------------------------------------------------------- open
 
-    def open(self, cfg: GauntletConfig, sweep_dir: Path, *, names: Sequence[str] | None = None) -> None:
-        """Open ``sweep_dir``: begin (leftovers, retained spec), measure the baseline."""
+    def open(
+        self,
+        cfg: GauntletConfig,
+        sweep_dir: Path,
+        *,
+        names: Sequence[str] | None = None,
+        jobs_elsewhere: bool = False,
+    ) -> None:
+        """Open ``sweep_dir``: begin (leftovers, retained spec), measure the baseline.
+
+        With ``jobs_elsewhere`` (zero-downtime) the live service keeps serving and no baseline is measured
+        here: every job measures the baseline on its own node.
+        """
         _quiet_http_logs()
+        self.zero_downtime = jobs_elsewhere
         self.ctx = ctx = SweepContext.open(cfg, sweep_dir, self.seams_factory())
         if names is not None:
-            ctx.say(f"sweep of {len(names)} job(s) in {sweep_dir}: {', '.join(names)}")
+            where = "as jobs on other nodes (zero-downtime)" if jobs_elsewhere else "here"
+            ctx.say(f"sweep of {len(names)} job(s) in {sweep_dir} {where}: {', '.join(names)}")
         sweeps = Path(cfg.run.sweeps_dir)
         latest = sweeps / "latest"
         previous = latest.resolve() if latest.is_symlink() and latest.resolve().is_dir() else None
         sweep_dir.mkdir(parents=True, exist_ok=True)
         point_latest(sweeps, sweep_dir)
-        begin(ctx, previous=previous)
+        begin(ctx, previous=previous, keep_live=jobs_elsewhere)
+        if jobs_elsewhere:
+            return
         run = run_candidate(ctx, cfg.baseline, role="baseline")
         if not run.startup.ok:
             raise GauntletError(
@@ -125,11 +146,11 @@ class SweepController:
             return 0
         self.finished = True
         say = self.sweep.say
-        if not self.sweep.touched:
+        if not self.sweep.touched and not self.zero_downtime:
             say("no server was started or stopped: nothing to restore")
             return 0
         try:
-            self.validation = restore(self.sweep, reason=reason)
+            self.validation = restore(self.sweep, reason=reason, keep_live=self.zero_downtime)
         except KeyboardInterrupt:
             say("interrupted during the restore: run `python -m orchestrator rollback` to finish it")
             raise
@@ -316,13 +337,20 @@ class SweepCallback(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         controller = active_controller()
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        node = launching_place().node
         try:
+            write_opening(sweep_dir, "opening", node=node)
             names = prevalidate(config)
-            sweep_dir = Path(str(config.hydra.sweep.dir))
+            typed = _typed(config)
+            elsewhere = jobs_run_elsewhere(str(config.hydra.launcher.get("_target_", "")), typed)
             _save_config(config, sweep_dir)
-            controller.open(_typed(config), sweep_dir, names=names)
+            controller.open(typed, sweep_dir, names=names, jobs_elsewhere=elsewhere)
+            write_opening(sweep_dir, "open", node=node)
         except Exception as exc:
             controller.failure = exc
+            with contextlib.suppress(OSError):
+                write_opening(sweep_dir, "failed", node=node, reason=str(exc).splitlines()[0][:500])
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         controller = active_controller()
@@ -348,22 +376,62 @@ class SweepCallback(Callback):
         self.on_multirun_end(config)
 
 
+def jobs_run_elsewhere(launcher: str, cfg: GauntletConfig) -> bool:
+    """Whether the launcher runs the jobs in worker processes on other nodes (zero-downtime mode).
+
+    ``submitit_local`` runs them in parallel on *this* machine: only a simulated cluster
+    (``run.simulated_nodes``) gives each its own node; without one they would share GPUs and a port.
+    """
+    name = launcher.lower()
+    if "submitit" in name and "local" in name:
+        if cfg.run.simulated_nodes < 1:
+            raise ConfigError(
+                [
+                    ConfigProblem(
+                        "hydra/launcher",
+                        "run.simulated_nodes",
+                        cfg.run.simulated_nodes,
+                        ">= 1 with submitit_local: parallel jobs on one machine need a simulated node "
+                        "each (host=sim); on real GPUs use submitit_slurm",
+                    )
+                ]
+            )
+        return True
+    return "submitit" in name or "ray" in name
+
+
+def _job_id(hc: Any) -> str | None:
+    """``hydra.job.id`` as a launcher set it (the scheduler's id); None where it is left missing."""
+    value = OmegaConf.select(hc, "job.id", default=None)
+    return str(value) if value is not None else None
+
+
+def _job_num(hc: Any) -> int:
+    value = OmegaConf.select(hc, "job.num", default=None)
+    return int(value) if value is not None else 0
+
+
 def job(config: DictConfig) -> str:
-    """One Hydra job: measure one candidate (the baseline was measured when the sweep opened)."""
+    """One Hydra job: measure one candidate (the baseline was measured when the sweep opened).
+
+    A job a launcher runs in a worker process (no controller here; maybe another node) goes through
+    :func:`orchestrator.jobs.run_job`: opening marker, node, its own journal, paired baseline, signals.
+    """
     controller = _ACTIVE.get()
     if controller is not None and controller.failure is not None:
         return "not run: the sweep did not open"
     _quiet_http_logs()
     typed = _typed(config)
     validate(typed, _sources(config))
-    if typed.candidate.name == typed.baseline.name:
-        return "baseline (measured when the sweep opened)"
     hc = HydraConfig.get()
     sweep_dir = Path(str(hc.sweep.dir if hc.mode == RunMode.MULTIRUN else hc.run.dir))
-    if controller is not None:
-        ctx = controller.context_for(typed, sweep_dir)
-    else:  # a worker process of another Hydra launcher: no controller here, the sweep directory is shared
-        ctx = SweepContext.open(typed, sweep_dir, real_seams())
+    if controller is None:  # a worker process of a launcher: the sweep directory is all it shares
+        job_id = str(_job_id(hc) or f"pid{os.getpid()}")
+        place = job_place(job_id) or Place(node=launching_place().node, job=job_id)
+        return run_job(typed, sweep_dir, place, real_seams(), job_num=_job_num(hc))
+    if typed.candidate.name == typed.baseline.name:
+        return "baseline (measured when the sweep opened)"
+    ctx = controller.context_for(typed, sweep_dir)
     run = run_candidate(ctx, typed.candidate)
     return "measured" if run.startup.ok else f"did not start: {run.startup.kind}"
 

@@ -6,6 +6,12 @@ appended, flushed and fsync'ed *before* the state change it announces (``launchi
 orchestrator, SIGKILL included, replaying the file says exactly what may still be running and what the
 retained configuration is. ``rollback``, ``stop`` and ``status`` read nothing else.
 
+A sweep whose candidates run as jobs of a Hydra launcher in other processes or on other machines has one
+journal per job (``journals/<node>-<job>.jsonl``, each line naming its node and job): appends from many
+hosts never share a file (``O_APPEND`` is not atomic on NFS). Replaying a journal gives *its node's* view:
+its own lines and those of the sweep's job journals written on the same node; :meth:`Journal.remote_jobs`
+lists the jobs of other nodes, which are cancelled through their scheduler, never signalled by pid.
+
 Example::
 
     journal = Journal(sweep_dir / "journal.jsonl")
@@ -27,6 +33,8 @@ from contracts.errors import JournalError
 from orchestrator.events import (
     Adopted,
     Event,
+    JobFinished,
+    JobStarted,
     Launching,
     LiveServer,
     RetainedRecorded,
@@ -38,11 +46,14 @@ from orchestrator.events import (
     Vanished,
     parse_event,
 )
+from orchestrator.nodes import Place
 
 E = TypeVar("E", bound=Event)
 
 #: Event fields that name a file in the sweep directory.
 _FILE_FIELDS = ("spec_file", "log_path")
+#: Where the job journals of a sweep live, beside its main ``journal.jsonl``.
+JOBS_DIR = "journals"
 
 
 def utc_now() -> str:
@@ -66,16 +77,39 @@ class JournalState:
         return [s for s in self.live.values() if s.role == "retained"]
 
 
+@dataclass(frozen=True)
+class RemoteJob:
+    """A job of this sweep that ran on another node, and the servers its journal says may still run."""
+
+    node: str
+    job: str
+    executor: str | None
+    journal: Path
+    live: list[LiveServer]
+    finished: bool
+
+
 class Journal:
     """Append-only JSON-lines file; each append is durable before it returns."""
 
-    def __init__(self, path: Path, *, clock: Callable[[], str] = utc_now) -> None:
+    def __init__(self, path: Path, *, clock: Callable[[], str] = utc_now, place: Place | None = None) -> None:
         self.path = path
         self._clock = clock
+        self.place = place
+
+    @classmethod
+    def of_sweep(cls, sweep_dir: Path, place: Place | None = None) -> Journal:
+        """The journal a process at ``place`` writes in ``sweep_dir`` (a job's own, or the main one)."""
+        if place is not None and place.is_job:
+            return cls(sweep_dir / JOBS_DIR / place.journal_name(), place=place)
+        return cls(sweep_dir / "journal.jsonl", place=place)
 
     def append(self, event: E) -> E:
         """Write ``event`` stamped with the current time, fsync'ed; returns the stamped event."""
-        stamped = event.model_copy(update={"at": self._clock()})
+        stamp: dict[str, object] = {"at": self._clock()}
+        if self.place is not None:
+            stamp.update(node=self.place.node, job=self.place.job)
+        stamped = event.model_copy(update=stamp)
         line = json.dumps(stamped.to_line(), sort_keys=True, separators=(",", ":")) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -134,7 +168,54 @@ class Journal:
         return event.model_copy(update=update) if update else event
 
     def replay(self) -> JournalState:
-        return replay(self.events())
+        """This node's view: this file, plus the sweep's job journals written on the same node."""
+        return replay(self.node_events())
+
+    def _job_journals(self) -> list[Journal]:
+        folder = self.path.parent / JOBS_DIR
+        if self.path.parent.name == JOBS_DIR or not folder.is_dir():
+            return []
+        return [Journal(path) for path in sorted(folder.glob("*.jsonl"))]
+
+    def node_events(self) -> list[Event]:
+        """This file's events and those of job journals on this node, in the order they were written."""
+        own = self.events()
+        node = self.place.node if self.place is not None else None
+        if node is None:
+            return own
+        others = [e for j in self._job_journals() for e in j.events() if e.node == node]
+        if not others:
+            return own
+        return sorted([*own, *others], key=lambda e: e.at)  # stable: ties keep each file's order
+
+    def remote_jobs(self) -> list[RemoteJob]:
+        """Jobs of this sweep whose journals were written on other nodes than this journal's."""
+        node = self.place.node if self.place is not None else None
+        out: list[RemoteJob] = []
+        for journal in self._job_journals():
+            events = journal.events()
+            first = next((e for e in events if e.node is not None), None)
+            if first is None or first.node == node or first.job is None:
+                continue
+            state = replay(events)
+            out.append(
+                RemoteJob(
+                    node=first.node or "?",
+                    job=first.job,
+                    executor=_executor_of(events),
+                    journal=journal.path,
+                    live=list(state.live.values()),
+                    finished=state.finished,
+                )
+            )
+        return out
+
+
+def _executor_of(events: Iterable[Event]) -> str | None:
+    for event in events:
+        if isinstance(event, JobStarted):
+            return event.executor
+    return None
 
 
 def replay(events: Iterable[Event]) -> JournalState:
@@ -156,8 +237,8 @@ def replay(events: Iterable[Event]) -> JournalState:
                 if event.pid is not None:
                     state.live.pop(event.pid, None)
                 state.pending = [p for p in state.pending if p.fingerprint != event.fingerprint]
-            case SweepStarted():
+            case SweepStarted() | JobStarted():
                 state.finished = False
-            case SweepFinished():
+            case SweepFinished() | JobFinished():
                 state.finished = True
     return state

@@ -18,6 +18,7 @@ from launch.spec import LaunchSpec, diff_specs
 from orchestrator.context import SweepContext
 from orchestrator.events import Launching, LiveServer, TornDown, Vanished
 from orchestrator.journal import Journal, JournalState
+from orchestrator.nodes import launching_place
 from orchestrator.seams import ProcessInfo
 from orchestrator.session import Servers
 
@@ -98,9 +99,15 @@ def _stop_recorded(servers: Servers, live: LiveServer, reason: str) -> int:
     return 1
 
 
-def take_over_live_service(ctx: SweepContext, previous: Path, spec: LaunchSpec) -> None:
-    """A retained server a previous sweep or rollback left running is the live service: record, stop."""
-    previous_journal = Journal(previous / "journal.jsonl")
+def take_over_live_service(
+    ctx: SweepContext, previous: Path, spec: LaunchSpec, *, keep: bool = False
+) -> None:
+    """A retained server a previous sweep or rollback left running is the live service: record, stop.
+
+    With ``keep`` (zero-downtime) it is recorded in this sweep's journal and its fingerprint checked, but
+    not stopped: this sweep now answers for it, and ``rollback``/``stop`` of this sweep find it.
+    """
+    previous_journal = Journal.of_sweep(previous, launching_place())
     for live in previous_journal.replay().retained_live:
         try:
             live_spec = LaunchSpec.read(Path(live.spec_file))
@@ -119,6 +126,12 @@ def take_over_live_service(ctx: SweepContext, previous: Path, spec: LaunchSpec) 
                 "with `python -m orchestrator stop`",
             )
         ctx.journal.append(live.adopted(source=str(previous)))  # a retained server: it stays "retained"
+        if keep:
+            ctx.say(
+                f"live service {live.candidate} (pid {live.pid}) recorded and left serving "
+                "(zero-downtime: no candidate runs on this host)"
+            )
+            continue
         ctx.say(f"live service {live.candidate} (pid {live.pid}) recorded as the baseline; stopping it")
         session.teardown()
         previous_journal.append(

@@ -84,10 +84,12 @@ def run_candidate(ctx: SweepContext, candidate: CandidateConfig, *, role: Role =
             fingerprint=spec.fingerprint,
             backend=backend_of(spec),
             host=spec.host,
-            is_baseline=name == ctx.cfg.baseline.name,
+            is_baseline=name == ctx.cfg.baseline.name or role == "baseline",
             phase="baseline" if role == "baseline" else "candidate",
             startup=session.startup,
             probe=None,
+            node=ctx.node,
+            paired_baseline=ctx.paired_baseline if role == "candidate" else None,
         )
         if not session.ready:
             ctx.say(f"{name}: did not start ({run.startup.kind}): {run.startup.matched_line or '-'}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -23,6 +24,7 @@ from contracts.results import (
     ProfileSummary,
     RecoveryCheck,
     RecoveryValidation,
+    StartupRecord,
     WatchEvent,
     read_model,
     write_model,
@@ -31,17 +33,20 @@ from contracts.schema import CandidateConfig, ServiceConfig
 from launch.spec import LaunchSpec, diff_specs
 from orchestrator.context import SweepContext
 from orchestrator.events import Restored, Restoring, Validated, ValidationFailed
+from orchestrator.journal import JournalState
 from orchestrator.leftovers import stop_leftovers
 from orchestrator.measure import free_memory, measure_profile
 from orchestrator.seams import backend_of
-from orchestrator.session import ServerSession
+from orchestrator.session import Servers, ServerSession
 
 
-def restore(ctx: SweepContext, *, reason: str) -> RecoveryValidation:
+def restore(ctx: SweepContext, *, reason: str, keep_live: bool = False) -> RecoveryValidation:
     """Relaunch the retained spec byte-for-byte, check its effective config, validate it under load.
 
     The restored server stays up afterwards (it is the live service), also when the validation is
-    interrupted; a failed validation is a result, not an exception.
+    interrupted; a failed validation is a result, not an exception. With ``keep_live`` (the zero-downtime
+    mode of a sweep whose candidates ran on other nodes) a healthy retained server with the recorded
+    fingerprint is not relaunched: it is validated where it runs, and only other servers are stopped.
     """
     state = ctx.journal.replay()
     if state.retained_spec_file is None or state.retained_fingerprint is None:
@@ -52,11 +57,11 @@ def restore(ctx: SweepContext, *, reason: str) -> RecoveryValidation:
     # Verify the recorded spec before touching anything: a refused restore must leave the host as it was.
     spec_path = Path(state.retained_spec_file)
     spec = read_retained_spec(spec_path, state.retained_fingerprint, ctx.render(ctx.cfg.baseline))
+    live = healthy_retained(ctx.servers, state) if keep_live else None
+    if live is not None:
+        return _validate_in_place(ctx, live, state, reason=reason)
     stop_leftovers(ctx.servers, state, reason=f"before restoring the retained configuration ({reason})")
-    out = ctx.dir / "recovery"
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    out = _fresh(ctx.dir / "recovery")
     ctx.journal.append(Restoring(candidate=spec.candidate, fingerprint=spec.fingerprint, reason=reason))
     ctx.say(f"restoring the retained configuration {spec.candidate} ({reason})")
     with ctx.servers.launch(spec, spec_path, out / "server.log", role="retained") as session:
@@ -86,6 +91,55 @@ def restore(ctx: SweepContext, *, reason: str) -> RecoveryValidation:
         session.keep()  # the live service from now on, whatever the validation finds
         ctx.journal.append(Restored(candidate=spec.candidate, pid=session.pid, fingerprint=spec.fingerprint))
         return validate_retained(ctx, session, state.retained_fingerprint, run, out)
+
+
+def _fresh(out: Path) -> Path:
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    return out
+
+
+def healthy_retained(servers: Servers, state: JournalState) -> ServerSession | None:
+    """The recorded retained server, if it still runs, its spec is intact and /health is 200."""
+    for live in state.live.values():
+        if live.role != "retained" or live.fingerprint != state.retained_fingerprint:
+            continue
+        try:
+            spec = LaunchSpec.read(Path(live.spec_file))
+        except (OSError, SpecError):
+            return None
+        session = servers.adopt(live, spec)
+        if session is None:
+            return None
+        if servers.seams.supervisor.health(session.server) == 200:
+            return session
+    return None
+
+
+def _validate_in_place(
+    ctx: SweepContext, session: ServerSession, state: JournalState, *, reason: str
+) -> RecoveryValidation:
+    """Zero-downtime: the live retained server was never stopped; stop the rest, validate it under load."""
+    others = replace(state, live={pid: s for pid, s in state.live.items() if pid != session.pid})
+    stop_leftovers(ctx.servers, others, reason=f"the sweep ends ({reason}); the live service stays")
+    out = _fresh(ctx.dir / "recovery")
+    ctx.say(
+        f"the live retained server {session.spec.candidate} (pid {session.pid}) was never stopped "
+        "(zero-downtime): validating it where it runs"
+    )
+    run = CandidateRun(
+        candidate=session.spec.candidate,
+        fingerprint=session.spec.fingerprint,
+        backend=backend_of(session.spec),
+        host=session.spec.host,
+        is_baseline=True,
+        phase="recovery",
+        startup=StartupRecord(ok=True),
+    )
+    session.keep()
+    assert state.retained_fingerprint is not None
+    return validate_retained(ctx, session, state.retained_fingerprint, run, out)
 
 
 def validate_retained(

@@ -28,9 +28,10 @@ from orchestrator.context import SweepContext
 from orchestrator.events import LiveServer, RollbackRequested, StopFinished, StopRequested
 from orchestrator.journal import Journal, JournalState
 from orchestrator.leftovers import read_for_stopping, stop_leftovers
-from orchestrator.restore import restore, validate_retained
+from orchestrator.nodes import launching_place
+from orchestrator.restore import healthy_retained, restore, validate_retained
 from orchestrator.seams import Seams
-from orchestrator.session import Servers, ServerSession
+from orchestrator.session import Servers
 from orchestrator.validate import Sources, validate
 
 DEFAULT_SWEEPS = Path("sweeps")
@@ -66,7 +67,8 @@ def rollback(sweep_dir: Path, seams: Seams, *, out: TextIO = sys.stdout) -> Reco
     ctx = SweepContext.open(load_sweep_config(sweep_dir), sweep_dir, seams)
     state = ctx.journal.replay()
     ctx.journal.append(RollbackRequested(live=len(state.live)))
-    keep = _healthy_retained(ctx.servers, state)
+    cancel_remote_jobs(ctx.journal, sweep_dir, seams)
+    keep = healthy_retained(ctx.servers, state)
     others = [s for s in state.live.values() if keep is None or s.pid != keep.pid]
     run_file = sweep_dir / "recovery" / "run.json"
     if keep is not None and not others and not state.pending and run_file.exists():
@@ -84,21 +86,25 @@ def rollback(sweep_dir: Path, seams: Seams, *, out: TextIO = sys.stdout) -> Reco
     return result
 
 
-def _healthy_retained(servers: Servers, state: JournalState) -> ServerSession | None:
-    """The recorded retained server, if it still runs, its spec is intact and /health is 200."""
-    for live in state.live.values():
-        if live.role != "retained" or live.fingerprint != state.retained_fingerprint:
-            continue
-        try:
-            spec = LaunchSpec.read(Path(live.spec_file))
-        except (OSError, SpecError):
-            return None
-        session = servers.adopt(live, spec)
-        if session is None:
-            return None
-        if servers.seams.supervisor.health(session.server) == 200:
-            return session
-    return None
+def cancel_remote_jobs(journal: Journal, sweep_dir: Path, seams: Seams) -> int:
+    """Cancel this sweep's unfinished scheduler jobs through their scheduler; their pids are not ours.
+
+    The jobs are those whose journals were written on other nodes, and every job the submitit plugin
+    submitted that has not returned (one still queued has no journal yet). Returns how many were asked
+    to stop; each job's own signal handler tears its server down.
+    """
+    from orchestrator.jobs import write_opening  # noqa: PLC0415
+    from orchestrator.scheduler import submitted_jobs  # noqa: PLC0415
+
+    if (sweep_dir / "opening.json").exists():  # first: a job that starts from now on starts nothing
+        write_opening(sweep_dir, "stopped", node=launching_place().node, reason="rollback or stop requested")
+    by_id = {job.job: job for job in journal.remote_jobs() if not job.finished}
+    for job in submitted_jobs(sweep_dir):
+        by_id.setdefault(job.job, job)
+    for job in by_id.values():
+        servers = f" ({len(job.live)} server(s) per {job.journal.name})" if job.live else ""
+        seams.say(f"{seams.cancel_job(job, sweep_dir)}{servers}")
+    return len(by_id)
 
 
 def stop(sweep_dir: Path, seams: Seams, *, out: TextIO = sys.stdout) -> int:
@@ -106,9 +112,10 @@ def stop(sweep_dir: Path, seams: Seams, *, out: TextIO = sys.stdout) -> int:
 
     Returns how many it stopped (0 when nothing was running: running it twice is a no-op).
     """
-    servers = Servers(Journal(sweep_dir / "journal.jsonl"), seams)
+    servers = Servers(Journal.of_sweep(sweep_dir, launching_place()), seams)
     state = servers.journal.replay()
     servers.journal.append(StopRequested(live=len(state.live)))
+    cancel_remote_jobs(servers.journal, sweep_dir, seams)
     stopped = stop_leftovers(servers, state, reason="stop requested (nothing is restored)")
     servers.journal.append(StopFinished(stopped=stopped))
     if stopped:
@@ -123,7 +130,7 @@ def stop(sweep_dir: Path, seams: Seams, *, out: TextIO = sys.stdout) -> int:
 
 def what_runs(sweep_dir: Path, *, stopped_by_setting: bool = False) -> list[str]:
     """What the journal says is running, as the sweep's last lines (where, and how to stop it)."""
-    state = Journal(sweep_dir / "journal.jsonl").replay()
+    state = Journal.of_sweep(sweep_dir, launching_place()).replay()
     if not state.live:
         if stopped_by_setting:
             return ["retained server stopped (run.retained_after_sweep=stop): nothing left running"]
@@ -153,7 +160,7 @@ class StatusLine:
 
 def status(sweep_dir: Path, seams: Seams, *, out: TextIO = sys.stdout) -> int:
     """Print what gauntlet has running; 0 when exactly one healthy retained server runs and nothing else."""
-    servers = Servers(Journal(sweep_dir / "journal.jsonl"), seams)
+    servers = Servers(Journal.of_sweep(sweep_dir, launching_place()), seams)
     state = servers.journal.replay()
     warnings: list[str] = []
     lines = [_status_line(servers, state, live, warnings) for live in state.live.values()]
@@ -173,6 +180,12 @@ def status(sweep_dir: Path, seams: Seams, *, out: TextIO = sys.stdout) -> int:
         out.write(f"warning: {warning}\n")
     for pending in state.pending:
         out.write(f"  {pending.candidate:<20} launch announced at {pending.at} without a recorded pid\n")
+    for job in servers.journal.remote_jobs():
+        state_word = "finished" if job.finished else "running or interrupted"
+        out.write(
+            f"  job {job.job} on {job.node} ({job.executor or 'unknown executor'}): {state_word}, "
+            f"{len(job.live)} server(s) per its journal (not checked from here)\n"
+        )
     running = [ln for ln in lines if ln.alive]
     good = len(running) == 1 and running[0].retained and running[0].healthy and not state.pending
     if state.last_event in ("restoring", "launching", "load_started") or not good:

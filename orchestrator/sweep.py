@@ -23,6 +23,7 @@ Sweep directory::
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from contracts.errors import SpecError
@@ -33,11 +34,17 @@ from orchestrator.events import RetainedRecorded, SweepStarted
 from orchestrator.leftovers import stop_leftovers, take_over_live_service
 
 
-def begin(ctx: SweepContext, *, previous: Path | None = None) -> None:
-    """Record the retained spec, stop a live retained server left by an earlier sweep, probe the host."""
+def begin(ctx: SweepContext, *, previous: Path | None = None, keep_live: bool = False) -> None:
+    """Record the retained spec, stop a live retained server left by an earlier sweep, probe the host.
+
+    With ``keep_live`` (zero-downtime: every candidate runs on another node) the live retained server is
+    not stopped: it is recorded and its fingerprint checked, and it keeps serving throughout.
+    """
     ctx.dir.mkdir(parents=True, exist_ok=True)
     state = ctx.journal.replay()
     ctx.journal.append(SweepStarted(phase="begin", resumed=state.events > 0))
+    if keep_live:
+        state = replace(state, live={p: s for p, s in state.live.items() if s.role != "retained"})
     stop_leftovers(
         ctx.servers,
         state,
@@ -47,7 +54,7 @@ def begin(ctx: SweepContext, *, previous: Path | None = None) -> None:
     spec = ctx.render(ctx.cfg.baseline)
     record_retained(ctx, spec)
     if previous is not None and previous.resolve() != ctx.dir.resolve():
-        take_over_live_service(ctx, previous, spec)
+        take_over_live_service(ctx, previous, spec, keep=keep_live)
     probe = ctx.seams.host_probe(ctx.cfg.host.kind)
     write_model(ctx.dir / "host.json", probe)
 

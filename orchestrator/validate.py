@@ -232,6 +232,14 @@ def run_problems(run: RunConfig) -> list[ConfigProblem]:
     if run.retained_after_sweep not in RETAINED_AFTER_SWEEP:
         allowed = f"one of {', '.join(RETAINED_AFTER_SWEEP)}"
         out.append(ConfigProblem(where, "run.retained_after_sweep", run.retained_after_sweep, allowed))
+    if run.simulated_nodes < 0:
+        out.append(ConfigProblem(where, "run.simulated_nodes", run.simulated_nodes, "an integer >= 0"))
+    if any(speed <= 0 for speed in run.simulated_node_speeds):
+        allowed = "positive speed factors (1.0: as fast as the profile)"
+        out.append(ConfigProblem(where, "run.simulated_node_speeds", run.simulated_node_speeds, allowed))
+    if run.node_baseline_max_age_s < 0:
+        allowed = "seconds >= 0 (0: every job measures its own)"
+        out.append(ConfigProblem(where, "run.node_baseline_max_age_s", run.node_baseline_max_age_s, allowed))
     return out
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from contracts.errors import GauntletError, ResultFileError
 from contracts.results import write_model
 from contracts.schema import GauntletConfig, read_sweep_config
-from contracts.sweepdir import candidate_names, sweep_dir_argument
+from contracts.sweepdir import candidate_names, node_baseline_names, sweep_dir_argument
 from contracts.verdicts import VERDICTS_FILE, VERDICTS_SCHEMA_VERSION, SweepVerdict, read_verdicts
 from report.markdown import render_markdown
 from report.model import build_model, read_sweep
@@ -53,7 +53,7 @@ def build_report(sweep_dir: Path, cfg: GauntletConfig | None = None) -> str:
         cfg = read_sweep_config(sweep_dir)
     verdicts = read_judgement(sweep_dir)
     names = [verdicts.baseline, *(n for n in candidate_names(sweep_dir) if n != verdicts.baseline)]
-    data = read_sweep(sweep_dir, names)
+    data = read_sweep(sweep_dir, [*names, *node_baseline_names(sweep_dir)])
     report = build_model(sweep_dir, cfg, verdicts, data, names)
     text = render_markdown(report)
     write_plots(sweep_dir, cfg, report, data)

@@ -68,6 +68,7 @@ def render_markdown(report: ReportModel) -> str:
         out += ["", "Details (the gates' reasons, with numbers):", ""]
         out += [f"- **{r.candidate}** ({DECISION_LABELS[r.decision]}): {r.reason}" for r in details]
     out += _figures_section(report)
+    out += _nodes_section(report)
     out += ["", "## Serial versus loaded ranking", ""]
     out += _reversal_section(report)
     out += ["", "## Baseline drift", ""]
@@ -110,6 +111,18 @@ def _figures_section(report: ReportModel) -> list[str]:
     ]
     if unmeasured:
         out.append(f"Not measured in this sweep: {', '.join(unmeasured)}.")
+    return out
+
+
+def _nodes_section(report: ReportModel) -> list[str]:
+    """A parallel sweep: which node measured what; each candidate is compared with its node's baseline."""
+    if not report.nodes:
+        return []
+    out = ["", "## Where each ran (candidates are compared with the baseline measured on their node)", ""]
+    out += table(
+        ["measured", "node", "compared with"],
+        [[n.candidate, n.node, n.paired_baseline or "-"] for n in report.nodes],
+    )
     return out
 
 

@@ -81,6 +81,14 @@ class ReversalParagraph(_Model):
     text: str
 
 
+class NodeRow(_Model):
+    """Where one run of a parallel sweep was measured, and the baseline of that node it is compared with."""
+
+    candidate: str
+    node: str
+    paired_baseline: str | None
+
+
 class HostInfo(_Model):
     """The configured host and what its probe said."""
 
@@ -115,6 +123,7 @@ class ReportModel(_Model):
     drift: DriftResult
     recovery: RecoveryValidation | None
     plots: list[str]
+    nodes: list[NodeRow] = Field(default_factory=list)  # a parallel sweep: who measured what, where
 
 
 # ------------------------------------------------------------------------------------------- reading
@@ -336,7 +345,13 @@ def build_model(
         }
     )
     host = cfg.host
+    nodes = [
+        NodeRow(candidate=name, node=r.run.node, paired_baseline=r.run.paired_baseline)
+        for name, r in sorted(data.results.items())
+        if r.run is not None and r.run.node is not None
+    ]
     return ReportModel(
+        nodes=nodes,
         sweep=sweep_dir.resolve().name,
         backend="+".join(backends) if backends else ("sim" if host.kind == "sim" else "vllm"),
         simulated="sim" in backends or (not backends and host.kind == "sim"),

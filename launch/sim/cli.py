@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,7 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--sim-profile", default="h100x8_deepseek_v4_flash", help="profile name or JSON path")
     sim.add_argument("--sim-time-scale", type=float, default=1.0, help="simulated seconds per wall second")
     sim.add_argument(
-        "--sim-speed", type=float, default=1.0, help="host speed factor (0.8: steps 1/0.8 longer)"
+        "--sim-speed",
+        type=float,
+        # The simulated node's hardware, not the candidate's configuration: a parallel sweep's simulated
+        # cluster sets it per node in the environment, so no spec (and no fingerprint) carries it.
+        default=float(os.environ.get("GAUNTLET_SIM_SPEED", "1.0")),
+        help="host speed factor (0.8: steps 1/0.8 longer; default $GAUNTLET_SIM_SPEED or 1.0)",
     )
     sim.add_argument("--sim-startup-s", type=float, default=1.0, help="wall seconds before the port opens")
     sim.add_argument("--sim-slow-start-s", type=float, default=0.0, help="extra wall seconds of startup")

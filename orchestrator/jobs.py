@@ -1,0 +1,197 @@
+"""A Hydra job that a launcher runs in its own process, maybe on another node: one candidate, paired.
+
+Pipeline position: the orchestrator's sweep, on the job side of ``hydra/launcher=submitit_slurm`` (or
+``submitit_local``, or any launcher that runs jobs outside the launching process). The launching process
+opened the sweep (:mod:`orchestrator.sweep`) and wrote the opening marker; a job here
+
+1. starts nothing unless the marker says the sweep opened (a remote job has no memory of the opening),
+2. takes its node (on a simulated cluster: a node slot, its own simulator and port),
+3. writes its own journal (``journals/<node>-<job>.jsonl``), every line naming node and job,
+4. measures the retained configuration on its node (``<baseline>@<node>``, reused by later jobs on the
+   node while recent) and then its candidate, which records that pairing for the gates,
+5. turns the scheduler's SIGTERM (SLURM time limit or ``scancel``, submitit's local controller) into an
+   interrupt, so its server is torn down within the grace period and its journal says so; a resubmitted
+   job resumes (complete results are skipped, partial ones measured again).
+
+Opening marker (``<sweep>/opening.json``)::
+
+    {"state": "opening" | "open" | "failed" | "stopped", "reason": ..., "node": ..., "at": ...}
+
+``rollback`` and ``stop`` write ``stopped`` *before* they signal the jobs, and a job installs its SIGTERM
+handler *before* it reads the marker, so a job is either interrupted or sees the sweep stopped: none
+slips through while it starts (submitit itself ignores SIGTERM until the job's handler is in place).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import FrameType
+from typing import Literal
+
+from contracts.errors import GauntletError
+from contracts.results import CandidateRun, read_model
+from contracts.schema import GauntletConfig
+from orchestrator.context import SweepContext
+from orchestrator.events import JobFinished, JobStarted
+from orchestrator.journal import utc_now
+from orchestrator.measure import is_complete, run_candidate
+from orchestrator.nodes import SIM_SPEED_VARIABLE, Place, acquire_slot
+from orchestrator.seams import Seams
+
+OPENING_FILE = "opening.json"
+#: ``stopped``: ``rollback`` or ``stop`` ended the sweep; a job that starts afterwards starts nothing.
+OpeningState = Literal["opening", "open", "failed", "stopped"]
+
+
+@dataclass(frozen=True)
+class Opening:
+    """What the launching process wrote about opening the sweep."""
+
+    state: OpeningState
+    reason: str = ""
+    node: str = ""
+    at: str = ""
+
+
+def write_opening(sweep_dir: Path, state: OpeningState, *, node: str, reason: str = "") -> None:
+    """Write the opening marker atomically (jobs on other nodes read it from the shared directory)."""
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    tmp = sweep_dir / f".{OPENING_FILE}.{os.getpid()}"
+    tmp.write_text(json.dumps({"state": state, "reason": reason, "node": node, "at": utc_now()}) + "\n")
+    os.replace(tmp, sweep_dir / OPENING_FILE)
+
+
+def read_opening(sweep_dir: Path) -> Opening | None:
+    """The opening marker, or None when there is none (or it cannot be read: then nothing may start)."""
+    try:
+        data = json.loads((sweep_dir / OPENING_FILE).read_text())
+        return Opening(state=data["state"], reason=data.get("reason", ""), node=data.get("node", ""),
+                       at=data.get("at", ""))  # fmt: skip
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def why_not_open(sweep_dir: Path) -> str | None:
+    """Why a job must not start anything (None when the sweep opened)."""
+    opening = read_opening(sweep_dir)
+    if opening is None:
+        return f"no readable {OPENING_FILE} in {sweep_dir}: the sweep was not opened"
+    if opening.state == "failed":
+        return f"the sweep did not open: {opening.reason}"
+    if opening.state == "stopped":
+        return f"the sweep was stopped: {opening.reason}"
+    if opening.state != "open":
+        return f"the sweep is still {opening.state} (its opening did not finish)"
+    return None
+
+
+def job_minutes(
+    startup_timeout_s: float, profiles: Sequence[tuple[int, float]], *, margin: float = 1.25
+) -> int:
+    """A scheduler time limit for one job, in minutes: two startups (the node's baseline, the candidate)
+    and both of their profiles, each given as (repeats, time_limit_s), with a margin."""
+    load_s = sum(repeats * limit_s for repeats, limit_s in profiles)
+    seconds = 2 * (startup_timeout_s + load_s) * margin
+    return max(10, int(seconds // 60) + 1)
+
+
+class JobInterrupted(KeyboardInterrupt):
+    """The scheduler asked the job to stop (SIGTERM): unwinds like Ctrl-C, tearing the server down."""
+
+
+@contextmanager
+def scheduler_signals() -> Iterator[None]:
+    """SIGTERM raises :class:`JobInterrupted` while the job runs (submitit lets SIGUSR2 requeue it)."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise JobInterrupted(f"signal {signal.Signals(signum).name} from the scheduler")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_job(cfg: GauntletConfig, sweep_dir: Path, place: Place, seams: Seams, *, job_num: int = 0) -> str:
+    """Measure the job's candidate on its node, paired with the baseline measured there; says the outcome."""
+    with scheduler_signals():  # first: a cancel from now on interrupts, and the marker says the rest
+        reason = why_not_open(sweep_dir)
+        if reason is not None:
+            seams.say(f"{cfg.candidate.name}: not run: {reason}")
+            return f"not run: {reason}"
+        slot = None
+        if cfg.run.simulated_nodes:
+            slot = acquire_slot(
+                sweep_dir,
+                cfg.run.simulated_nodes,
+                prefer=job_num,
+                on_wait=lambda: seams.say(f"{cfg.candidate.name}: waiting for a free simulated node"),
+            )
+            speeds = cfg.run.simulated_node_speeds
+            os.environ[SIM_SPEED_VARIABLE] = str(speeds[slot.index] if slot.index < len(speeds) else 1.0)
+            place = replace(place, node=slot.name)
+            cfg = replace(cfg, service=replace(cfg.service, port=cfg.service.port + 1 + slot.index))
+        try:
+            return _run_on_node(cfg, sweep_dir, place, seams)
+        finally:
+            if slot is not None:
+                slot.release()
+
+
+def _run_on_node(cfg: GauntletConfig, sweep_dir: Path, place: Place, seams: Seams) -> str:
+    ctx = replace(SweepContext.open(cfg, sweep_dir, seams, place=place), node=place.node)
+    name = cfg.candidate.name
+    ctx.journal.append(JobStarted(candidate=name, executor=place.executor, port=cfg.service.port))
+    try:
+        outcome = _measure(ctx, place)
+    except KeyboardInterrupt as exc:
+        ctx.journal.append(JobFinished(candidate=name, outcome=f"interrupted: {exc or 'SIGINT'}"))
+        raise
+    except SystemExit as exc:  # submitit's SIGUSR2 handler: checkpointed and requeued, then exits
+        ctx.journal.append(JobFinished(candidate=name, outcome=f"interrupted: requeued (exit {exc.code})"))
+        raise
+    ctx.journal.append(JobFinished(candidate=name, outcome=outcome))
+    return outcome
+
+
+def _measure(ctx: SweepContext, place: Place) -> str:
+    cfg = ctx.cfg
+    base = node_baseline(ctx, place.node)
+    if cfg.candidate.name == cfg.baseline.name:
+        return f"baseline measured on {place.node} ({base})"
+    paired = replace(ctx, paired_baseline=base)
+    run = run_candidate(paired, cfg.candidate)
+    where = f"on {place.node}, paired with {base}"
+    return f"measured {where}" if run.startup.ok else f"did not start ({run.startup.kind}) {where}"
+
+
+def node_baseline(ctx: SweepContext, node: str) -> str:
+    """Measure the retained configuration on ``node`` unless a recent complete measurement exists there."""
+    cfg = ctx.cfg
+    name = f"{cfg.baseline.name}@{node}"
+    run_file = ctx.candidate_dir(name) / "run.json"
+    if is_complete(ctx, name):
+        age = time.time() - run_file.stat().st_mtime
+        fingerprint = ctx.render(replace(cfg.baseline, name=name)).fingerprint
+        recorded = read_model(run_file, CandidateRun)
+        if age <= cfg.run.node_baseline_max_age_s and recorded.fingerprint == fingerprint:
+            ctx.say(f"{name}: reusing the baseline measured on this node {age:.0f} s ago")
+            return name
+        ctx.say(f"{name}: measured {age:.0f} s ago or with another spec: measuring it again")
+        shutil.rmtree(ctx.candidate_dir(name))
+    run = run_candidate(ctx, replace(cfg.baseline, name=name), role="baseline")
+    if not run.startup.ok:
+        raise GauntletError(
+            f"the baseline did not start on {node} ({run.startup.kind}): its candidates cannot be compared",
+            hint=f"see {ctx.candidate_dir(name) / 'server.log'}",
+        )
+    return name

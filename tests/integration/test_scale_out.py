@@ -1,0 +1,249 @@
+"""Candidates in parallel through Hydra's real submitit launcher (local executor) on a simulated cluster.
+
+Each job runs in its own process under submitit's controller, takes a simulated node (its own simulator
+and port), writes its own journal and measures the baseline on its node. No mock of the plugin.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from contracts.results import CandidateRun, read_model
+from contracts.schema import read_sweep_config
+from gates.verdict import evaluate_sweep
+from orchestrator.journal import Journal
+from tests.integration.sweep_helpers import (
+    assert_one_healthy_retained,
+    journal_has,
+    kill_servers,
+    run_cli,
+    run_sweep,
+    sim_servers,
+    start,
+    sweep_dir,
+    wait_for,
+)
+from tests.ports import port_is_free
+
+pytest.importorskip(
+    "hydra_plugins.hydra_submitit_launcher", reason="the .[slurm] extra (make setup installs it)"
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+PARALLEL = ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10"]
+
+
+@pytest.fixture
+def cluster_port() -> Iterator[int]:
+    """A port with the next two free as well (the serving host, then one per simulated node)."""
+    for base in range(21000, 40000, 7):
+        if all(port_is_free(base + k) for k in range(3)):
+            yield base
+            for k in range(3):
+                kill_servers(base + k)
+            return
+    pytest.fail("no block of 3 free ports")
+
+
+def decisions(sweep: Path) -> dict[str, str]:
+    verdicts = json.loads((sweep / "verdicts.json").read_text())
+    return {v["candidate"]: v["decision"] for v in verdicts["verdicts"]}
+
+
+def job_journals(sweep: Path) -> list[Path]:
+    return sorted((sweep / "journals").glob("*.jsonl"))
+
+
+def test_a_parallel_sweep_gives_the_serial_sweeps_verdicts(tmp_path: Path, cluster_port: int) -> None:
+    code, out, serial = run_sweep(
+        ["-m", "candidate=tp4_dp2,eplb"], sweeps=tmp_path / "serial", port=cluster_port
+    )
+    assert code == 0, out
+    kill_servers(cluster_port)
+    code, out, parallel = run_sweep(
+        ["-m", "candidate=baseline,tp4_dp2,eplb", *PARALLEL, "run.simulated_nodes=2"],
+        sweeps=tmp_path / "parallel",
+        port=cluster_port,
+    )
+    assert code == 0, out
+    assert decisions(parallel) == decisions(serial) == {"tp4_dp2": "reject", "eplb": "incompatible"}
+    # One journal per job, every line naming its node and job; no two jobs wrote the same file.
+    journals = job_journals(parallel)
+    assert len(journals) == 3
+    owners = [{(e.node, e.job) for e in Journal(j).events()} for j in journals]
+    assert all(len(o) == 1 for o in owners) and len({next(iter(o)) for o in owners}) == 3
+    # Each candidate was compared with the baseline measured on its own node.
+    tp4 = read_model(parallel / "candidates" / "tp4_dp2" / "run.json", CandidateRun)
+    assert tp4.node is not None and tp4.paired_baseline == f"baseline@{tp4.node}"
+    assert "## Where each ran" in (parallel / "report.md").read_text()
+    assert_one_healthy_retained(parallel, cluster_port)
+
+
+def test_a_failed_opening_starts_no_job(tmp_path: Path, cluster_port: int) -> None:
+    sweep = tmp_path / "sweeps" / "broken"
+    (sweep / "retained").mkdir(parents=True)
+    (sweep / "retained" / "spec.json").write_text("{not a spec")  # the opening cannot record the baseline
+    code, out, _ = run_sweep(
+        ["-m", "candidate=tp4_dp2,twin", *PARALLEL, "run.simulated_nodes=2", f"hydra.sweep.dir={sweep}"],
+        sweeps=tmp_path / "sweeps",
+        port=cluster_port,
+    )
+    assert code != 0, out
+    opening = json.loads((sweep / "opening.json").read_text())
+    assert opening["state"] == "failed", opening
+    assert not (sweep / "candidates").exists(), "a job measured although the sweep did not open"
+    assert job_journals(sweep) == []
+    assert all(not sim_servers(cluster_port + k) for k in range(3))
+
+
+def test_cancelled_jobs_tear_their_servers_down_and_a_rerun_resumes(
+    tmp_path: Path, cluster_port: int
+) -> None:
+    sweeps = tmp_path / "sweeps"
+    args = ["-m", "candidate=tp4_dp2,twin", *PARALLEL, "run.simulated_nodes=2", "host.time_scale=2"]
+    proc = start(args, sweeps=sweeps, port=cluster_port)
+    sweep = sweep_dir(sweeps)
+
+    def a_job_is_under_load() -> bool:
+        return any(e.name == "load_started" for j in job_journals(sweep) for e in Journal(j).events())
+
+    wait_for(a_job_is_under_load, timeout=120, what="a job under load")
+    stopped = run_cli(["stop", str(sweep)])  # from the launching host: cancel the jobs, not their pids
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert "SIGTERM to its submitit controller" in stopped.stderr
+    proc.communicate(timeout=240)
+    assert json.loads((sweep / "opening.json").read_text())["state"] == "stopped"
+    for journal in job_journals(sweep):
+        events = Journal(journal).events()
+        kinds = [e.name for e in events]
+        assert kinds[-1] == "job_finished", kinds
+        assert "interrupted" in getattr(events[-1], "outcome", ""), (events[-1], stopped.stderr)
+        # The job tore its own server down: the teardown is in its journal, written on its node.
+        starts = [e for e in events if e.name == "started"]
+        downs = {getattr(e, "pid", None) for e in events if e.name == "torn_down"}
+        assert all(s.pid in downs for s in starts), kinds  # type: ignore[attr-defined]
+    assert all(not sim_servers(cluster_port + k) for k in (1, 2))
+    # Resubmitted (here: the same sweep run again), the jobs resume and the sweep completes.
+    code, out, _ = run_sweep([*args, f"hydra.sweep.dir={sweep}"], sweeps=sweeps, port=cluster_port)
+    assert code == 0, out
+    assert decisions(sweep) == {"tp4_dp2": "reject", "twin": decisions(sweep)["twin"]}
+    assert decisions(sweep)["twin"] != "reject"
+    assert_one_healthy_retained(sweep, cluster_port)
+
+
+def test_zero_downtime_never_stops_the_live_service(tmp_path: Path, cluster_port: int) -> None:
+    sweeps = tmp_path / "sweeps"
+    code, out, first = run_sweep(["-m", "candidate=baseline"], sweeps=sweeps, port=cluster_port)
+    assert code == 0, out
+    (live,) = Journal(first / "journal.jsonl").replay().live.values()
+    answers: list[int | str] = []
+    done = threading.Event()
+
+    def serve() -> None:  # a client of the live service for the whole sweep
+        with httpx.Client(base_url=f"http://127.0.0.1:{cluster_port}", timeout=5) as client:
+            while not done.is_set():
+                try:
+                    answers.append(client.get("/v1/models").status_code)
+                except httpx.HTTPError as exc:
+                    answers.append(type(exc).__name__)
+                done.wait(0.1)
+
+    client = threading.Thread(target=serve, daemon=True)
+    client.start()
+    try:
+        code, out, second = run_sweep(
+            ["-m", "candidate=tp4_dp2", *PARALLEL, "run.simulated_nodes=1"], sweeps=sweeps, port=cluster_port
+        )
+    finally:
+        done.set()
+        client.join(timeout=10)
+    assert code == 0, out
+    assert second != first
+    assert len(answers) > 20 and set(answers) == {200}, answers
+    state = Journal(second / "journal.jsonl").replay()
+    assert [s.pid for s in state.live.values()] == [live.pid]  # the same process served throughout
+    assert journal_has(second, "validated", pid=live.pid)
+    assert "zero-downtime" in out
+    assert [p.pid for p in sim_servers(cluster_port)] == [live.pid]
+
+
+def test_per_node_pairing_keeps_an_identical_candidate_on_a_slow_node_neutral(
+    tmp_path: Path, cluster_port: int
+) -> None:
+    """Node 1 runs at 0.85x speed; the twin (the baseline under another name) lands there."""
+    code, out, sweep = run_sweep(
+        [
+            "-m",
+            "candidate=baseline,twin",
+            *PARALLEL,
+            "run.simulated_nodes=2",
+            "run.simulated_node_speeds=[1.0,0.85]",
+        ],
+        sweeps=tmp_path / "sweeps",
+        port=cluster_port,
+    )
+    assert code == 0, out
+    twin = read_model(sweep / "candidates" / "twin" / "run.json", CandidateRun)
+    assert (twin.node, twin.paired_baseline) == ("sim-node-1", "baseline@sim-node-1")
+    paired = decisions(sweep)["twin"]
+    # The comparison a single-baseline sweep would make: the twin on node 1 against node 0's baseline.
+    crossed = tmp_path / "crossed"
+    shutil.copytree(sweep, crossed, symlinks=True)
+    run_file = crossed / "candidates" / "twin" / "run.json"
+    run_file.write_text(twin.model_copy(update={"paired_baseline": "baseline@sim-node-0"}).model_dump_json())
+    cfg = read_sweep_config(sweep)
+    cross = {v.candidate: v for v in evaluate_sweep(crossed, cfg.gates, baseline="baseline").verdicts}["twin"]
+    same = {v.candidate: v for v in evaluate_sweep(sweep, cfg.gates, baseline="baseline").verdicts}["twin"]
+    print(
+        f"\npaired on node 1: {same.decision} ({same.reason})\ncross-node: {cross.decision} ({cross.reason})"
+    )
+    assert paired != "reject" and same.decision == paired
+    assert cross.decision == "reject", cross.reason
+
+
+def _job_processes(sweep: Path) -> list[psutil.Process]:
+    """The task processes submitit runs the sweep's jobs in (``python -m submitit.core._submit DIR``)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = proc.info["cmdline"] or []
+        if "submitit.core._submit" in cmd and any(str(sweep) in part for part in cmd):
+            found.append(proc)
+    return found
+
+
+def test_a_preempted_job_is_requeued_and_resumes(tmp_path: Path, cluster_port: int) -> None:
+    """SIGUSR2 is submitit's preemption signal: it checkpoints the job, requeues it, and exits."""
+    sweeps = tmp_path / "sweeps"
+    args = ["-m", "candidate=tp4_dp2", *PARALLEL, "run.simulated_nodes=1", "host.time_scale=2"]
+    proc = start(args, sweeps=sweeps, port=cluster_port)  # submitit_local requeues up to 3 times
+    sweep = sweep_dir(sweeps)
+
+    def under_load() -> bool:
+        return any(e.name == "load_started" for j in job_journals(sweep) for e in Journal(j).events())
+
+    wait_for(under_load, timeout=120, what="the job under load")
+    (task,) = _job_processes(sweep)
+    task.send_signal(signal.SIGUSR2)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    (journal,) = job_journals(sweep)  # the requeued job has the same id: it continues its own journal
+    events = Journal(journal).events()
+    outcomes = [getattr(e, "outcome", "") for e in events if e.name == "job_finished"]
+    assert len(outcomes) == 2 and outcomes[0].startswith("interrupted: requeued"), outcomes
+    assert outcomes[1].startswith("measured"), outcomes
+    first_end = next(i for i, e in enumerate(events) if e.name == "job_finished")
+    started = [e.pid for e in events[:first_end] if e.name == "started"]  # type: ignore[attr-defined]
+    down = {e.pid for e in events[:first_end] if e.name == "torn_down"}  # type: ignore[attr-defined]
+    assert started and set(started) <= down  # torn down before the requeue
+    assert decisions(sweep) == {"tp4_dp2": "reject"}
+    assert_one_healthy_retained(sweep, cluster_port)

@@ -1,0 +1,287 @@
+"""Scale-out pieces without a cluster: node and job identity, journals per job, cancelling, the opening."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from contracts.errors import ConfigError
+from contracts.schema import GauntletConfig, RunConfig
+from orchestrator.events import JobFinished, JobStarted, Started, TornDown
+from orchestrator.jobs import read_opening, scheduler_signals, why_not_open, write_opening
+from orchestrator.journal import Journal, RemoteJob
+from orchestrator.nodes import Place, acquire_slot, job_place, launching_place, this_node
+from orchestrator.scheduler import cancel_job
+
+
+@pytest.mark.parametrize(
+    ("environ", "node"),
+    [
+        ({"GAUNTLET_NODE": "sim-node-1", "SLURMD_NODENAME": "gpu17"}, "sim-node-1"),
+        ({"SLURMD_NODENAME": "gpu17"}, "gpu17"),
+        ({}, None),  # the host name
+    ],
+)
+def test_the_node_is_named_by_gauntlet_then_slurm_then_the_host(
+    environ: dict[str, str], node: str | None
+) -> None:
+    import socket
+
+    assert this_node(environ) == (node or socket.gethostname())
+
+
+@pytest.mark.parametrize(
+    ("job_id", "environ", "expected"),
+    [
+        (
+            "4242_3",
+            {"SUBMITIT_EXECUTOR": "slurm", "SLURMD_NODENAME": "gpu17"},
+            Place("gpu17", "4242_3", "slurm"),
+        ),
+        ("8473", {"SUBMITIT_EXECUTOR": "local", "GAUNTLET_NODE": "n0"}, Place("n0", "8473", "local")),
+        ("8473", {}, None),  # the basic launcher: jobs run inside the launching process
+        (None, {"SUBMITIT_EXECUTOR": "slurm"}, None),
+    ],
+)
+def test_a_job_place_comes_from_the_launcher(
+    job_id: str | None, environ: dict[str, str], expected: Place | None
+) -> None:
+    assert job_place(job_id, environ) == expected
+
+
+def test_a_job_journal_name_is_safe_on_any_filesystem() -> None:
+    assert Place("gpu/17 a", "12:3", "slurm").journal_name() == "gpu_17_a-12_3.jsonl"
+
+
+def started(pid: int, candidate: str = "c", role: str = "candidate") -> Started:
+    return Started(
+        candidate=candidate, role=role, fingerprint="sha256:c", port=8000, pid=pid, pgid=pid, create_time=1.0
+    )  # type: ignore[arg-type]
+
+
+def test_every_line_names_its_node_and_job_and_two_jobs_never_share_a_file(tmp_path: Path) -> None:
+    a = Journal.of_sweep(tmp_path, Place("n0", "11", "local"))
+    b = Journal.of_sweep(tmp_path, Place("n1", "12", "local"))
+    main = Journal.of_sweep(tmp_path, Place("head"))
+    assert len({a.path, b.path, main.path}) == 3
+    assert main.path == tmp_path / "journal.jsonl"
+    a.append(started(100))
+    assert [(e.node, e.job) for e in a.events()] == [("n0", "11")]
+    assert main.events() == []
+
+
+def test_a_node_sees_its_own_jobs_servers_and_lists_the_other_nodes_jobs(tmp_path: Path) -> None:
+    head = Journal.of_sweep(tmp_path, Place("head"))
+    head.append(started(1, "baseline", "retained"))
+    local_job = Journal.of_sweep(tmp_path, Place("head", "21", "local"))
+    local_job.append(JobStarted(candidate="a", executor="local"))
+    local_job.append(started(2, "a"))
+    remote = Journal.of_sweep(tmp_path, Place("gpu17", "4242_0", "slurm"))
+    remote.append(JobStarted(candidate="b", executor="slurm"))
+    remote.append(started(2, "b"))  # the same pid on another machine: not this node's process
+    done = Journal.of_sweep(tmp_path, Place("gpu18", "4242_1", "slurm"))
+    done.append(JobStarted(candidate="c", executor="slurm"))
+    done.append(started(5, "c"))
+    done.append(TornDown(candidate="c", pid=5, fingerprint="sha256:c"))
+    done.append(JobFinished(candidate="c", outcome="measured"))
+
+    state = head.replay()
+    assert {pid: s.candidate for pid, s in state.live.items()} == {1: "baseline", 2: "a"}
+    jobs = {j.job: j for j in head.remote_jobs()}
+    assert set(jobs) == {"4242_0", "4242_1"}
+    assert jobs["4242_0"].executor == "slurm" and not jobs["4242_0"].finished
+    assert [s.candidate for s in jobs["4242_0"].live] == ["b"]
+    assert jobs["4242_1"].finished and jobs["4242_1"].live == []
+    # A job's own journal is its own view: it does not fold in the others.
+    assert list(remote.replay().live) == [2] and remote.replay().live[2].candidate == "b"
+
+
+def test_a_journal_written_before_nodes_existed_still_replays(tmp_path: Path) -> None:
+    old = Journal(tmp_path / "journal.jsonl")  # no place: lines without node or job
+    old.append(started(7))
+    assert list(Journal.of_sweep(tmp_path, launching_place()).replay().live) == [7]
+
+
+def remote(executor: str | None, job: str = "4242_0") -> RemoteJob:
+    return RemoteJob(node="gpu17", job=job, executor=executor, journal=Path("j"), live=[], finished=False)
+
+
+def test_a_slurm_job_is_cancelled_with_scancel(tmp_path: Path) -> None:
+    calls: list[Sequence[str]] = []
+
+    def run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        calls.append(argv)
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    assert "cancelled (scancel)" in cancel_job(remote("slurm"), tmp_path, run=run)
+    assert calls == [["scancel", "4242_0"]]
+
+
+@pytest.mark.parametrize(
+    ("cmdline", "signalled", "said"),
+    [
+        (
+            ["python", "-m", "submitit.local._local", "/s/.submitit/%j"],
+            True,
+            "SIGTERM to its submitit controller",
+        ),
+        (["nginx"], False, "not a submitit controller now; left alone"),  # the pid was reused
+        (None, False, "already ended"),
+    ],
+)
+def test_a_local_job_is_cancelled_only_through_its_submitit_controller(
+    tmp_path: Path, cmdline: list[str] | None, signalled: bool, said: str
+) -> None:
+    kills: list[tuple[int, int]] = []
+    text = cancel_job(
+        remote("local", job="8473"),
+        tmp_path,
+        cmdline_of=lambda pid: cmdline,
+        kill=lambda p, s: kills.append((p, s)),
+    )
+    assert said in text
+    assert kills == ([(8473, signal.SIGTERM)] if signalled else [])
+
+
+def test_an_unknown_executor_is_not_cancelled_but_said(tmp_path: Path) -> None:
+    assert "cannot be cancelled from here" in cancel_job(remote(None), tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("state", "reason", "why"),
+    [
+        (None, "", "was not opened"),
+        ("opening", "", "still opening"),
+        ("failed", "the baseline did not start", "did not open: the baseline did not start"),
+        ("stopped", "rollback or stop requested", "was stopped: rollback or stop requested"),
+        ("open", "", None),
+    ],
+)
+def test_a_job_starts_nothing_unless_the_opening_marker_says_open(
+    tmp_path: Path, state: str | None, reason: str, why: str | None
+) -> None:
+    if state is not None:
+        write_opening(tmp_path, state, node="head", reason=reason)  # type: ignore[arg-type]
+        opening = read_opening(tmp_path)
+        assert opening is not None and opening.state == state and opening.node == "head"
+    found = why_not_open(tmp_path)
+    assert (found is None) if why is None else (found is not None and why in found)
+
+
+def test_a_torn_opening_marker_reads_as_not_open(tmp_path: Path) -> None:
+    (tmp_path / "opening.json").write_text('{"state": "op')
+    assert read_opening(tmp_path) is None and why_not_open(tmp_path) is not None
+
+
+def test_sigterm_inside_a_job_unwinds_like_ctrl_c_and_the_handler_is_put_back() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    unwound = False
+    with pytest.raises(KeyboardInterrupt, match="SIGTERM from the scheduler"), scheduler_signals():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs before the next line
+            unwound = False
+        finally:
+            unwound = True
+    assert unwound and signal.getsignal(signal.SIGTERM) is before
+
+
+def test_simulated_node_slots_are_exclusive_and_a_full_cluster_waits(tmp_path: Path) -> None:
+    second = acquire_slot(tmp_path, 2, prefer=3)  # job 3 of a 2-node cluster starts at node 1
+    first = acquire_slot(tmp_path, 2, prefer=1)  # node 1 taken: node 0
+    assert (first.name, second.name) == ("sim-node-0", "sim-node-1")
+    clock = iter(float(t) for t in range(100))
+    waited: list[bool] = []
+    with pytest.raises(TimeoutError, match="no simulated node of 2"):
+        acquire_slot(
+            tmp_path,
+            2,
+            wait_s=3.0,
+            sleep=lambda s: None,
+            clock=lambda: next(clock),
+            on_wait=lambda: waited.append(True),
+        )
+    assert waited == [True]
+    first.release()
+    third = acquire_slot(tmp_path, 2, prefer=1)  # node 1 is busy: the free one
+    assert third.name == first.name
+    second.release()
+    third.release()
+
+
+@pytest.mark.parametrize(
+    ("launcher", "nodes", "elsewhere"),
+    [
+        ("hydra._internal.core_plugins.basic_launcher.BasicLauncher", 0, False),
+        ("hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher", 0, True),
+        ("hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher", 2, True),
+        ("hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher", 0, True),
+    ],
+)
+def test_which_launchers_run_jobs_on_other_nodes(launcher: str, nodes: int, elsewhere: bool) -> None:
+    from orchestrator.hydra_app import jobs_run_elsewhere
+
+    cfg = GauntletConfig(run=RunConfig(simulated_nodes=nodes))
+    assert jobs_run_elsewhere(launcher, cfg) is elsewhere
+
+
+def test_submitit_local_without_simulated_nodes_is_refused_naming_the_setting() -> None:
+    from orchestrator.hydra_app import jobs_run_elsewhere
+
+    with pytest.raises(ConfigError, match=r"run\.simulated_nodes"):
+        jobs_run_elsewhere(
+            "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher", GauntletConfig()
+        )
+
+
+@pytest.mark.parametrize(
+    ("startup_s", "profiles", "minutes"),
+    [
+        (900.0, [(3, 600.0)] * 6, 488),  # 2 x (900 + 10,800) x 1.25 = 29,250 s
+        (60.0, [(2, 30.0)], 10),  # never below 10 minutes
+    ],
+)
+def test_a_jobs_time_limit_covers_two_startups_and_every_profile(
+    startup_s: float, profiles: list[tuple[int, float]], minutes: int
+) -> None:
+    from orchestrator.jobs import job_minutes
+
+    assert job_minutes(startup_s, profiles) == minutes
+
+
+@pytest.mark.parametrize(
+    ("preset", "target", "gpus"),
+    [
+        ("gauntlet_slurm", "SlurmLauncher", 8),
+        ("gauntlet_local", "LocalLauncher", None),
+    ],
+)
+def test_the_launcher_presets_compose_with_the_hosts_gpus_and_a_computed_time_limit(
+    preset: str, target: str, gpus: int | None
+) -> None:
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from contracts.paths import CONF_DIR
+    from orchestrator.config import register_configs
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose(
+                config_name="config",
+                overrides=["host=h100x8", f"hydra/launcher={preset}"],
+                return_hydra_config=True,
+            )
+    finally:
+        GlobalHydra.instance().clear()
+    launcher = cfg.hydra.launcher
+    assert str(launcher._target_).endswith(target)
+    assert launcher.gpus_per_node == gpus and launcher.tasks_per_node == 1 and launcher.nodes == 1
+    assert isinstance(launcher.timeout_min, int) and launcher.timeout_min >= 60
