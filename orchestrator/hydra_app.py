@@ -38,15 +38,17 @@ import hydra
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
 
 from contracts.errors import ConfigError, ConfigProblem, GauntletError, RollbackError, exit_code_for
 from contracts.paths import CONF_DIR
 from contracts.results import RecoveryValidation
 from contracts.schema import GauntletConfig
-from orchestrator.config import register_configs, sources_from_hydra, to_typed
+from orchestrator.config import register_configs, sources_from_hydra, to_typed, translate_compose_error
 from orchestrator.context import SweepContext
 from orchestrator.events import SweepFinished
 from orchestrator.leftovers import stop_leftovers
@@ -292,12 +294,18 @@ def expand_jobs(config: DictConfig) -> list[list[str]]:
 
 def prevalidate(config: DictConfig) -> list[str]:
     """Compose and validate every job before anything starts; returns the candidate names in order."""
-    check_candidate_names(_sources(config).search_path)
+    search_path = _sources(config).search_path
+    check_candidate_names(search_path)
     loader = GlobalHydra.instance().config_loader()
     problems: list[ConfigProblem] = []
     names: list[str] = []
     for overrides in expand_jobs(config):
-        job = loader.load_sweep_config(config, overrides)
+        try:
+            job = loader.load_sweep_config(config, overrides)
+        except (HydraException, OmegaConfBaseException) as exc:  # name the file the user wrote
+            failed = translate_compose_error(exc, Sources(search_path=search_path, overrides=overrides))
+            problems.extend(p for p in failed.problems if str(p) not in {str(q) for q in problems})
+            continue
         try:
             typed = _typed(job)
             sources = _sources(job)
