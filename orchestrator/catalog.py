@@ -83,8 +83,9 @@ def format_choices(found: Sequence[Choice], groups: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str], out: TextIO = sys.stdout) -> int:
+def main(argv: Sequence[str], out: TextIO | None = None) -> int:
     """``list [GROUP ...] [hydra flags] [overrides]``."""
+    out = out or sys.stdout
     args = parse_hydra_args(argv)
     groups = [o for o in args.overrides if "=" not in o]
     args.overrides = [o for o in args.overrides if "=" in o]

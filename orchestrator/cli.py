@@ -43,7 +43,8 @@ SWEEP_DIR_COMMANDS = {
     "judge": "judge the stored results again and write verdicts.json",
     "report": "render the decision table, report.json and the plots from verdicts.json and the files",
 }
-#: judge and report need the directory; the others default to the latest sweep.
+#: judge and report need the directory (or config flags/overrides that locate the latest sweep); the
+#: others default to the latest sweep.
 NEEDS_DIR = ("judge", "report")
 
 FLAGS_HELP = """Hydra flags (the same parser as the sweep; what they mean for a recorded sweep):
@@ -63,7 +64,12 @@ FLAGS_HELP = """Hydra flags (the same parser as the sweep; what they mean for a 
 def command_help(command: str) -> str:
     """The help of a sweep-directory command, flags included."""
     arg = "SWEEP_DIR" if command in NEEDS_DIR else "[SWEEP_DIR]"
-    default = "" if command in NEEDS_DIR else " (default: the latest sweep under run.sweeps_dir)"
+    default = (
+        " (or the latest under run.sweeps_dir of the config flags and overrides given)"
+        if command in NEEDS_DIR
+        else " (default: sweeps/latest; with config flags or overrides, the latest under their "
+        "run.sweeps_dir)"
+    )
     return (
         f"usage: python -m orchestrator {command} [hydra flags] [overrides] {arg}\n\n"
         f"{SWEEP_DIR_COMMANDS[command]}{default}.\n\n{FLAGS_HELP}"
@@ -131,11 +137,11 @@ def _dispatch(
                 f"gauntlet {command}: {sweep_dir} recorded its configuration; the config flags and overrides "
                 "only locate the latest sweep when no SWEEP_DIR is given, and change nothing here"
             )
-    elif command in NEEDS_DIR:
-        raise UsageError(f"`{command}` needs a SWEEP_DIR", hint=command_help(command))
     elif composing:
         sweeps = config.composed_sweeps_dir(location, overrides)
         sweep_dir = latest_sweep(sweeps)
+    elif command in NEEDS_DIR:
+        raise UsageError(f"`{command}` needs a SWEEP_DIR", hint=command_help(command))
     else:
         sweep_dir = latest_sweep(Path("sweeps"))
     if args["cfg"] is not None:

@@ -286,10 +286,6 @@ def show(args: argparse.Namespace, *, command: str) -> int:
     """
     location = ConfigLocation.from_args(args)
     overrides = list(args.overrides)
-    if args.resolve and args.cfg is None and not args.help:
-        raise ConfigError(
-            [ConfigProblem("--resolve", "resolve", True, "only together with --cfg or --help (as in Hydra)")]
-        )
     hydra = create_hydra(location)
     try:
         if args.help:
@@ -319,7 +315,22 @@ def show(args: argparse.Namespace, *, command: str) -> int:
 
 
 def wants_show(args: argparse.Namespace) -> bool:
-    """Whether Hydra's flags ask for information instead of running the command."""
+    """Whether Hydra's flags ask for information instead of running the command (after checking them
+    as ``@hydra.main`` does: ``--resolve`` only with ``--cfg`` or ``--help``; one of ``--cfg``, ``--info``,
+    ``--shell-completion`` at most)."""
+    if args.resolve and args.cfg is None and not args.help:
+        raise ConfigError(
+            [ConfigProblem("--resolve", "resolve", True, "only together with --cfg or --help (as in Hydra)")]
+        )
+    shows = (args.cfg is not None) + bool(args.shell_completion) + (args.info is not None)
+    if shows > 1:
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    "--cfg/--info/--shell-completion", "-", shows, "one of them at most (as in Hydra)"
+                )
+            ]
+        )
     return bool(args.help or args.hydra_help or args.cfg is not None or args.shell_completion) or (
         args.info is not None
     )

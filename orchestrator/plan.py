@@ -84,11 +84,25 @@ def format_plan(planned: Sequence[PlannedCandidate]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str], out: TextIO = sys.stdout) -> int:
+PLAN_USAGE = """usage: python -m orchestrator plan [hydra flags] [overrides]
+
+Compose and validate every candidate (or those `candidate=a,b` / `candidate=glob(tp*)` name) as the sweep
+would, and print the exact command, environment and fingerprint of each; nothing is started. Hydra's flags
+work as on the sweep: -cd/--config-dir adds your own config dir (its candidates join the group),
+-cp/--config-path and -cn/--config-name choose the primary config, --cfg/--info show instead of planning.
+
+"""
+
+
+def main(argv: Sequence[str], out: TextIO | None = None) -> int:
     """``plan [hydra flags] [overrides]``: Hydra's own parser; ``--cfg/--info/--help`` show, not plan."""
+    out = out or sys.stdout
     args = parse_hydra_args(argv)
     try:
         if wants_show(args):
+            if args.help:
+                out.write(PLAN_USAGE)
+                out.flush()
             return show(args, command="plan")
         planned = plan(args.overrides, ConfigLocation.from_args(args))
     except GauntletError as exc:
