@@ -200,6 +200,11 @@ class SweepController:
         except KeyboardInterrupt as exc:
             return self.restore_after(exc, reason=f"interrupted ({exc or 'SIGINT'})", code=exit_code_for(exc))
         except SystemExit as exc:
+            if self.failure is not None:  # the callback's check came first: say it (Hydra's words came above)
+                say_stderr(str(self.failure))
+                return self.restore_after(
+                    exc, reason=f"error: {self.failure}", code=exit_code_for(self.failure)
+                )
             code = exc.code if isinstance(exc.code, int) else 1
             return self.restore_after(exc, reason="a job failed", code=code)
         except GauntletError as exc:
