@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -391,6 +392,26 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
+#: Flags that choose where configs are found; Hydra's shell completion does not read them from the line.
+_LOCATION_FLAGS = ("-cd", "--config-dir", "-cp", "--config-path", "-cn", "--config-name")
+
+
+def completion_argv(argv: Sequence[str], comp_line: str | None) -> list[str]:
+    """``-sc query=...``: the location flags of the line being completed (COMP_LINE), added to ``argv``.
+
+    Bash calls ``gauntlet -sc query=bash`` without the line's own flags, so Hydra would complete the
+    groups of conf/ only; with them, ``gauntlet -cd ~/my-conf -m candidate=<TAB>`` offers that dir's too.
+    """
+    args = list(argv)
+    if comp_line is None or not any(a.startswith("query=") for a in args):
+        return args
+    words = shlex.split(comp_line) if comp_line.count('"') % 2 == 0 else comp_line.split()
+    for i, word in enumerate(words[:-1]):
+        if word in _LOCATION_FLAGS and word not in args:
+            args = [word, words[i + 1], *args]
+    return args
+
+
 def main(argv: Sequence[str], *, seams_factory: Callable[[], Seams] = real_seams) -> int:
     """Run Hydra with ``argv``; whatever happens, leave the retained configuration restored.
 
@@ -400,7 +421,10 @@ def main(argv: Sequence[str], *, seams_factory: Callable[[], Seams] = real_seams
     controller = SweepController(seams_factory)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     saved_argv = sys.argv
-    sys.argv = [saved_argv[0] if saved_argv else "orchestrator", *argv]
+    sys.argv = [
+        saved_argv[0] if saved_argv else "orchestrator",
+        *completion_argv(argv, os.environ.get("COMP_LINE")),
+    ]
     try:
         with _published(controller):
             code = controller.run(_hydra_entry)

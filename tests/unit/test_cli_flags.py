@@ -263,3 +263,68 @@ def test_the_recorded_hydra_node_is_json_free_yaml(world: dict[str, Path], capfd
     parsed = yaml.safe_load(out)
     assert parsed["hydra"]["runtime"]["choices"] == {"candidate": "mine_a", "host": "sim"}
     assert json.dumps(parsed)  # plain data, printable as Hydra prints --cfg
+
+
+# ------------------------------------------------------------------------ shell completion (the sweep)
+
+
+@pytest.mark.parametrize(
+    ("argv", "line", "expected"),
+    [
+        (
+            ["-sc", "query=bash"],
+            "gauntlet -cd /my/conf -m candidate=",
+            ["-cd", "/my/conf", "-sc", "query=bash"],
+        ),
+        (
+            ["-sc", "query=bash"],
+            "gauntlet --config-dir /a -cn x c=",
+            ["-cn", "x", "--config-dir", "/a", "-sc", "query=bash"],
+        ),
+        (["-sc", "query=bash"], None, ["-sc", "query=bash"]),
+        (["-sc", "install=bash"], "gauntlet -cd /a", ["-sc", "install=bash"]),
+        (["-cd", "/b", "-sc", "query=bash"], "gauntlet -cd /b x=", ["-cd", "/b", "-sc", "query=bash"]),
+    ],
+)
+def test_completion_takes_the_location_flags_from_the_line(
+    argv: list[str], line: str | None, expected: list[str]
+) -> None:
+    from orchestrator.hydra_app import completion_argv
+
+    assert completion_argv(argv, line) == expected
+
+
+def test_shell_completion_installs_hydras_bash_script(capfd: Capture) -> None:
+    code, out = run(capfd, ["-sc", "install=bash"])
+    assert code == 0, out
+    assert "hydra_bash_completion()" in out
+    assert "complete -o nospace -o default -F hydra_bash_completion" in out
+
+
+@pytest.mark.parametrize(
+    ("line", "expected", "absent"),
+    [
+        ("gauntlet -m candidate=", ["candidate=baseline", "candidate=tp4_dp2"], ["candidate=mine_a"]),
+        ("gauntlet -cd {user} -m candidate=", ["candidate=mine_a", "candidate=tp4_dp2"], []),
+        ("gauntlet -cd {user} -m host=", ["host=mysim", "host=sim"], []),
+        ("gauntlet -m run.retained", ["run.retained_after_sweep="], []),
+    ],
+)
+def test_shell_completion_queries_the_groups_of_the_search_path(
+    line: str,
+    expected: list[str],
+    absent: list[str],
+    world: dict[str, Path],
+    capfd: Capture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What bash asks on the sweep: `gauntlet -sc query=bash` with the line in COMP_LINE and none of its
+    flags; the line's -cd still adds that dir's groups."""
+    monkeypatch.setenv("COMP_LINE", fill([line], world)[0])
+    code, out = run(capfd, ["-sc", "query=bash"])
+    assert code == 0, out
+    words = out.split()
+    for word in expected:
+        assert word in words, f"{word!r} not in {words}"
+    for word in absent:
+        assert word not in words
