@@ -29,7 +29,8 @@ def my_conf(root: Path, port: int) -> Path:
         "# My lab's box (simulated here)\n" + sim.replace("name: sim", "name: mylab")
     )
     (d / "service" / "mymodel.yaml").write_text(
-        f"# My model\ndefaults:\n  - deepseek_v4_flash\n  - _self_\nserved_model_name: my-model\nport: {port}\n"
+        "# My model\ndefaults:\n  - deepseek_v4_flash\n  - _self_\n"
+        f"served_model_name: my-model\nport: {port}\n"
     )
     (d / "candidate" / "my_wide.yaml").write_text(
         "defaults:\n  - baseline\n  - _self_\nname: my_wide\ndescription: wider replicas\n"

@@ -302,7 +302,7 @@ def test_shell_completion_installs_hydras_bash_script(capfd: Capture) -> None:
 
 
 @pytest.mark.parametrize(
-    ("line", "expected", "absent"),
+    "case",
     [
         ("gauntlet -m candidate=", ["candidate=baseline", "candidate=tp4_dp2"], ["candidate=mine_a"]),
         ("gauntlet -cd {user} -m candidate=", ["candidate=mine_a", "candidate=tp4_dp2"], []),
@@ -311,15 +311,14 @@ def test_shell_completion_installs_hydras_bash_script(capfd: Capture) -> None:
     ],
 )
 def test_shell_completion_queries_the_groups_of_the_search_path(
-    line: str,
-    expected: list[str],
-    absent: list[str],
+    case: tuple[str, list[str], list[str]],
     world: dict[str, Path],
     capfd: Capture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """What bash asks on the sweep: `gauntlet -sc query=bash` with the line in COMP_LINE and none of its
     flags; the line's -cd still adds that dir's groups."""
+    line, expected, absent = case
     monkeypatch.setenv("COMP_LINE", fill([line], world)[0])
     code, out = run(capfd, ["-sc", "query=bash"])
     assert code == 0, out
