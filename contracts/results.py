@@ -27,6 +27,7 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from contracts.errors import ResultFileError
+from contracts.schema import WorkloadConfig
 
 SCHEMA_VERSION = 1
 
@@ -130,6 +131,25 @@ class ServerMetrics(_Model):
     notes: list[str] = Field(default_factory=list)
 
 
+class LoadSettings(_Model):
+    """Exactly what the load runner was asked to run: the same settings run the profile again by hand
+    (``python -m load SUMMARY.json --base-url URL``, see :mod:`load.__main__`)."""
+
+    base_url: str  # the server it ran against
+    served_model: str  # the ``model`` of every request
+    #: The run's salt: request ``i`` carried ``cache_salt = f"{salt}-{i}"`` (match it in server logs).
+    salt: str
+    scale: float  # run.scale: the profile's request counts scaled by it
+    time_scale: float  # host seconds per wall second (1.0 on real hosts)
+    prompts_dir: str  # where ``workload.prompts_file`` was read
+    workload: WorkloadConfig  # the profile as run (every field: lengths, seed, concurrency, sampling)
+
+    def rerun_command(self, summary_file: str, *, base_url: str | None = None) -> str:
+        """The command line that runs this profile again by hand against ``base_url`` (default: the
+        recorded server), with a fresh salt; ``--same-salt`` reuses this run's."""
+        return f"python -m load {summary_file} --base-url {base_url or self.base_url}"
+
+
 class ProfileSummary(_Model):
     """One (candidate, profile, repeat): the figures the gates judge."""
 
@@ -162,6 +182,8 @@ class ProfileSummary(_Model):
     records_file: str = "records.jsonl"  # relative to the summary
     prompt_mismatches: int = 0  # measured requests whose usage.prompt_tokens missed the target by > 2%
     notes: list[str] = Field(default_factory=list)  # what the runner noticed (clipped max_tokens, ...)
+    #: The run's salt and settings; None in summaries written before they were recorded.
+    settings: LoadSettings | None = None
 
 
 class GpuMemory(_Model):

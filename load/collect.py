@@ -14,7 +14,7 @@ from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from contracts.results import ErrorClass, ProfileSummary, RequestRecord
+from contracts.results import ErrorClass, LoadSettings, ProfileSummary, RequestRecord
 from load.client import Exchange
 from load.metrics import MetricsLog, parse_scrape, server_metrics
 from load.plan import Request
@@ -152,6 +152,7 @@ def summarize_run(
     scrape_errors: Sequence[str],
     notes: Sequence[str],
     interrupted: bool,
+    settings: LoadSettings | None = None,
 ) -> RunResult:
     """Records sorted by index; the summary's figures, client health and server deltas; the scrape log.
 
@@ -190,6 +191,7 @@ def summarize_run(
         server=server,
         interrupted=interrupted,
         notes=run_notes + figures.notes,
+        settings=settings,
     )
     metrics = MetricsLog(
         base_url=info.base_url,

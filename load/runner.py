@@ -31,7 +31,7 @@ from typing import Literal
 import httpx
 
 from contracts.paths import CONF_DIR
-from contracts.results import ProfileSummary
+from contracts.results import LoadSettings, ProfileSummary
 from contracts.schema import WorkloadConfig
 from load.client import Exchange, HttpxStreamClient, RawStreamClient, StreamClient
 from load.collect import Collector, RunInfo, summarize_run
@@ -99,11 +99,21 @@ def run_profile(
         started_at=datetime.now(UTC).isoformat(timespec="seconds"),
         base_url=base_url,
     )
+    run_salt = salt if salt is not None else new_salt()
     run = _Run(info, workload, out_dir, progress=progress, clock=clock, cpu_clock=cpu_clock)
+    run.settings = LoadSettings(
+        base_url=base_url,
+        served_model=served_model,
+        salt=run_salt,
+        scale=scale,
+        time_scale=time_scale,
+        prompts_dir=str(prompts_dir),
+        workload=workload,
+    )
     main = run.main(
         served_model,
         scale=scale,
-        salt=salt if salt is not None else f"gauntlet-{secrets.token_hex(8)}",
+        salt=run_salt,
         stop=stop if stop is not None else threading.Event(),
         transport=transport,
         prompts_dir=prompts_dir,
@@ -117,6 +127,11 @@ def run_profile(
         run.finish()
         raise
     return run.finish()
+
+
+def new_salt() -> str:
+    """A fresh run salt: no request of this run shares prefix-cache blocks with any other run's."""
+    return f"gauntlet-{secrets.token_hex(8)}"
 
 
 class _Run:
@@ -144,6 +159,8 @@ class _Run:
         self.window_ns: tuple[int, int] | None = None
         self.cpu_s = 0.0
         self._summary: ProfileSummary | None = None
+        #: What the runner was asked to run, recorded in the summary (salt included).
+        self.settings: LoadSettings | None = None
 
     async def main(
         self,
@@ -287,6 +304,7 @@ class _Run:
             scrape_errors=self.scraper.errors if self.scraper is not None else [],
             notes=notes,
             interrupted=self.interrupted or stop_reason is not None,
+            settings=self.settings,
         )
         write_results(self.out_dir, result)
         self._summary = result.summary

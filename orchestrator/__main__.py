@@ -1,18 +1,25 @@
-"""Command line of gauntlet: ``python -m orchestrator [plan|judge|report|rollback|stop|status] ...``.
+"""Command line of gauntlet: ``python -m orchestrator [plan|list|judge|report|rollback|stop|status] ...``.
 
 Subcommands are dispatched here; anything else is a Hydra run of the sweep (``-m candidate=glob(*)``).
+Every command takes Hydra's flags, parsed by Hydra's own parser: the sweep is a ``@hydra.main`` app,
+``plan`` and ``list`` compose as it does, and the commands that act on a recorded sweep give each flag
+the meaning documented in :mod:`orchestrator.cli` (they import Hydra only when a flag is given).
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+from orchestrator.cli import SWEEP_DIR_COMMANDS, run_sweep_dir_command
 
 USAGE = """usage: python -m orchestrator [COMMAND] [hydra overrides]
 
   -m candidate=glob(*) [overrides]   run the sweep (a Hydra multirun): baseline, every candidate, then the
                                      verified restore of the retained configuration and the report
   plan [overrides]                   validate every candidate and print the exact command each would run
+  list [GROUP]                       the options of each config group (candidate, host, service, workload,
+                                     experiment, gates) with each file's description and path
   rollback [SWEEP_DIR]               stop what gauntlet started, restore the retained configuration
                                      byte-for-byte and validate it under load (default: the latest sweep)
   stop [SWEEP_DIR]                   stop every server gauntlet started for the sweep, the retained one
@@ -21,10 +28,16 @@ USAGE = """usage: python -m orchestrator [COMMAND] [hydra overrides]
   judge SWEEP_DIR                    judge the stored results again and write verdicts.json
   report SWEEP_DIR                   render the decision table and plots from verdicts.json and the files
 
+Every command takes Hydra's flags: -cd/--config-dir DIR (your own configs), -cp/--config-path,
+-cn/--config-name, --cfg job|hydra|all [--resolve] [-p PKG], --info [WHAT], --help (per command), and the
+sweep -sc/--shell-completion. `python -m orchestrator COMMAND --help` says what each means there.
+
 examples:
   python -m orchestrator -m 'candidate=glob(*)'                    # the case study on the simulator
   python -m orchestrator -m 'candidate=glob(*)' host=h100x8         # the same on a real 8xH100 host
   python -m orchestrator -m 'candidate=glob(*)' hydra.sweep.dir=sweeps/20261202-101500   # resume
+  python -m orchestrator plan -cd ~/my-conf host=myhost              # candidates of your own dir too
+  python -m orchestrator list candidate -cd ~/my-conf
 """
 
 
@@ -39,30 +52,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         from orchestrator import plan  # noqa: PLC0415
 
         return plan.main(rest)
-    if command in ("rollback", "stop", "status"):
-        from orchestrator import rollback  # noqa: PLC0415
-        from orchestrator.seams import real_seams  # noqa: PLC0415
+    if command == "list":
+        from orchestrator import catalog  # noqa: PLC0415
 
-        handlers = {
-            "rollback": rollback.main_rollback,
-            "stop": rollback.main_stop,
-            "status": rollback.main_status,
-        }
-        return handlers[command](rest, real_seams)
-    if command == "judge":
-        from gates import judge  # noqa: PLC0415
-
-        return judge.main(rest)
-    if command == "report":
-        import report  # noqa: PLC0415
-
-        return report.main(rest)
+        return catalog.main(rest)
+    if command in SWEEP_DIR_COMMANDS:
+        return run_sweep_dir_command(command, rest, _handler(command))
     if command.startswith("-") or "=" in command:
         from orchestrator import hydra_app  # noqa: PLC0415
 
         return hydra_app.main(args)
     print(f"gauntlet: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     return 2
+
+
+def _handler(command: str) -> Callable[[list[str]], int]:
+    """The command that acts on a sweep directory (imported only when it runs)."""
+
+    def run(args: list[str]) -> int:
+        if command in ("rollback", "stop", "status"):
+            from orchestrator import rollback  # noqa: PLC0415
+            from orchestrator.seams import real_seams  # noqa: PLC0415
+
+            handlers = {
+                "rollback": rollback.main_rollback,
+                "stop": rollback.main_stop,
+                "status": rollback.main_status,
+            }
+            return handlers[command](args, real_seams)
+        if command == "judge":
+            from gates import judge  # noqa: PLC0415
+
+            return judge.main(args)
+        import report  # noqa: PLC0415
+
+        return report.main(args)
+
+    return run
 
 
 if __name__ == "__main__":

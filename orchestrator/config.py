@@ -7,17 +7,25 @@ the only module that imports Hydra or OmegaConf; validation itself lives in :mod
 
 from __future__ import annotations
 
+import argparse
 import difflib
+import importlib.resources
 import re
 from collections.abc import Sequence
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from hydra import compose, initialize_config_dir
+from hydra._internal.hydra import Hydra
+from hydra._internal.utils import create_automatic_config_search_path, get_args_parser
+from hydra.core.config_search_path import SearchPathQuery
 from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.object_type import ObjectType
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Glob
 from hydra.errors import HydraException
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -31,6 +39,11 @@ from contracts.schema import (
     WorkloadConfig,
 )
 from orchestrator.validate import Sources, display_path, read_yaml, validate
+
+#: The module whose ``@hydra.main`` runs the sweep: a relative ``--config-path`` resolves against its
+#: package, and its task name names Hydra's job, exactly as for the sweep (see :func:`create_hydra`).
+APP_MODULE = "orchestrator.hydra_app"
+CONFIG_NAME = "config"
 
 
 def register_configs() -> None:
@@ -61,20 +74,137 @@ def register() -> None:
     register_configs()
 
 
-def compose_config(
-    overrides: Sequence[str] = (), *, config_dir: Path = CONF_DIR, config_name: str = "config"
-) -> tuple[DictConfig, Sources]:
-    """Compose the configuration with Hydra's compose API (plan, tests, rollback)."""
+@dataclass(frozen=True)
+class ConfigLocation:
+    """Where composition starts: Hydra's ``--config-path``, ``--config-name`` and ``--config-dir``.
+
+    ``config_path`` None is the project's ``conf/`` (what the sweep's ``@hydra.main`` names); a relative
+    one resolves against the :data:`APP_MODULE` package as Hydra resolves it for the sweep.
+    """
+
+    config_path: str | None = None
+    config_name: str | None = None
+    config_dir: str | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ConfigLocation:
+        """The location named by flags parsed with :func:`parse_hydra_args`."""
+        return cls(args.config_path, args.config_name, args.config_dir)
+
+    @property
+    def name(self) -> str:
+        return self.config_name or CONFIG_NAME
+
+
+def hydra_args_parser() -> argparse.ArgumentParser:
+    """Hydra's own command-line parser (the one ``@hydra.main`` uses): every flag, the same meaning."""
+    return get_args_parser()
+
+
+def parse_hydra_args(argv: Sequence[str]) -> argparse.Namespace:
+    """Parse ``argv`` with Hydra's parser; positional arguments land in ``overrides`` (a usage error
+    raises SystemExit, as for any Hydra app)."""
+    return hydra_args_parser().parse_args(list(argv))
+
+
+def create_hydra(location: ConfigLocation = ConfigLocation()) -> Hydra:
+    """Hydra's main object with the search path ``@hydra.main`` builds for the sweep (``-cp``, ``-cd``).
+
+    Mirrors ``hydra._internal.utils._run_hydra``: the primary config path, then a ``--config-dir``
+    prepended before the structured-config source. The caller clears ``GlobalHydra`` afterwards.
+    """
     register()
     GlobalHydra.instance().clear()
+    config_path = location.config_path or str(CONF_DIR)
+    search_path = create_automatic_config_search_path(None, APP_MODULE, config_path)
+    if location.config_dir is not None:
+        config_dir = Path(location.config_dir).absolute()
+        if not config_dir.is_dir():
+            raise ConfigError(
+                [ConfigProblem("--config-dir", "config_dir", str(config_dir), "an existing directory")],
+                hint="pass the directory that holds your candidate/, host/, service/ ... groups",
+            )
+        search_path.prepend(
+            provider="command-line", path=f"file://{config_dir}", anchor=SearchPathQuery(provider="schema")
+        )
+    return Hydra.create_main_hydra2(task_name=APP_MODULE.rpartition(".")[2], config_search_path=search_path)
+
+
+def source_dirs(sources: Sequence[Any]) -> list[Path]:
+    """The directories of Hydra config sources (``file://`` and ``pkg://``), in search order.
+
+    Takes Hydra's ConfigSource objects or the ``hydra.runtime.config_sources`` records; Hydra's own
+    ``pkg://hydra.conf`` and structured configs hold no file of the user's and are left out.
+    """
+    out: list[Path] = []
+    for source in sources:
+        scheme = source.scheme() if callable(getattr(source, "scheme", None)) else str(source.schema)
+        if str(source.provider) in ("hydra", "schema"):
+            continue
+        path = _source_dir(scheme, str(source.path))
+        if path is not None and path not in out:
+            out.append(path)
+    return out
+
+
+def _source_dir(scheme: str, path: str) -> Path | None:
+    if scheme == "file":
+        return Path(path).absolute()
+    if scheme != "pkg":
+        return None
+    module, _, sub = path.partition("/")
     try:
-        with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
-            cfg = compose(config_name=config_name, overrides=list(overrides), return_hydra_config=True)
-    except (HydraException, OmegaConfBaseException) as exc:
-        raise translate_compose_error(exc, Sources(search_path=[config_dir])) from exc
+        root = importlib.resources.files(module)
+    except (ModuleNotFoundError, TypeError, ValueError):
+        return None
+    target = root.joinpath(*sub.split("/")) if sub else root
+    return Path(str(target)) if isinstance(target, Path) and target.is_dir() else None
+
+
+def search_dirs(hydra: Hydra, location: ConfigLocation, overrides: Sequence[str]) -> list[Path]:
+    """The config directories Hydra will search for ``overrides`` (``hydra.searchpath`` included), in order.
+
+    Computed before composing, so an error that stops composition can still name the real file.
+    """
+    loader = hydra.config_loader
+    try:
+        _, repo = loader._parse_overrides_and_create_caching_repo(  # type: ignore[attr-defined]
+            location.name, list(overrides)
+        )
+        return source_dirs(repo.get_sources())
+    except (HydraException, OmegaConfBaseException, AttributeError):
+        return source_dirs(loader.get_sources())
+
+
+def compose_config(
+    overrides: Sequence[str] = (),
+    *,
+    config_dir: Path = CONF_DIR,
+    config_name: str = CONFIG_NAME,
+    location: ConfigLocation | None = None,
+) -> tuple[DictConfig, Sources]:
+    """Compose the configuration as the sweep's ``@hydra.main`` would (plan, list, tests).
+
+    ``location`` carries ``--config-path/--config-name/--config-dir``; without it ``config_dir`` is the
+    primary config directory (a test's copy of ``conf/``).
+    """
+    loc = location or ConfigLocation(config_path=str(config_dir), config_name=config_name)
+    try:
+        hydra = create_hydra(loc)
+        sources = Sources(
+            search_path=search_dirs(hydra, loc, overrides), overrides=list(overrides), config_name=loc.name
+        )
+        try:
+            cfg = hydra.compose_config(
+                loc.name, list(overrides), run_mode=RunMode.RUN, with_log_configuration=False
+            )
+        except (HydraException, OmegaConfBaseException) as exc:
+            raise translate_compose_error(exc, sources) from exc
+    except (HydraException, OmegaConfBaseException) as exc:  # the search path itself (a bad -cp)
+        raise translate_compose_error(exc, Sources(search_path=[], overrides=list(overrides))) from exc
     finally:
         GlobalHydra.instance().clear()
-    sources = sources_from_hydra(cfg.hydra, primary=Path(config_dir))
+    sources = sources_from_hydra(cfg.hydra)
     sources.overrides = list(overrides)
     with _open(cfg):
         del cfg["hydra"]
@@ -82,11 +212,235 @@ def compose_config(
 
 
 def sources_from_hydra(hydra_node: Any, *, primary: Path = CONF_DIR) -> Sources:
-    """Sources of a composed config from its ``hydra`` node: group choices, search path, overrides."""
+    """Sources of a composed config from its ``hydra`` node: group choices, search path, overrides.
+
+    The search path is Hydra's own record of where it looked (``hydra.runtime.config_sources``: the
+    primary config path, ``--config-dir``, ``hydra.searchpath`` entries, ``pkg://`` packages).
+    """
     choices = {str(k): str(v) for k, v in hydra_node.runtime.choices.items() if v is not None}
-    extra = [Path(str(p)[len("file://") :]) for p in hydra_node.searchpath if str(p).startswith("file://")]
+    recorded = OmegaConf.select(hydra_node, "runtime.config_sources")
+    if recorded:
+        search_path = source_dirs(list(recorded))
+    else:
+        extra = [
+            Path(str(p)[len("file://") :]) for p in hydra_node.searchpath if str(p).startswith("file://")
+        ]
+        search_path = [primary, *extra]
     overrides: list[str] = [str(o) for o in hydra_node.overrides.task]
-    return Sources(choices=choices, search_path=[primary, *extra], overrides=overrides)
+    name = OmegaConf.select(hydra_node, "job.config_name") or CONFIG_NAME
+    return Sources(choices=choices, search_path=search_path, overrides=overrides, config_name=str(name))
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What a composing command's overrides select: the search path and the candidate options."""
+
+    search_path: list[Path]
+    #: Candidate options chosen (``candidate=a,b``, ``candidate=glob(tp*)``); every one when none is named.
+    candidates: list[str]
+    #: The overrides other than ``candidate=...``.
+    rest: list[str]
+
+
+def select(location: ConfigLocation, overrides: Sequence[str]) -> Selection:
+    """The candidates ``overrides`` select, found on the search path Hydra uses (``-cd``, searchpath)."""
+    try:
+        hydra = create_hydra(location)
+        dirs = search_dirs(hydra, location, overrides)
+        every = hydra.config_loader.get_group_options(
+            "candidate",
+            results_filter=ObjectType.CONFIG,
+            config_name=location.name,
+            overrides=list(overrides),
+        )
+        parsed = OverridesParser.create().parse_overrides([o for o in overrides if _key(o) == "candidate"])
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise translate_compose_error(exc, Sources(overrides=list(overrides))) from exc
+    finally:
+        GlobalHydra.instance().clear()
+    chosen = every
+    for override in parsed:
+        value = override.value()
+        if isinstance(value, Glob):
+            chosen = value.filter(every)
+        elif override.is_sweep_override():
+            chosen = list(override.sweep_string_iterator())
+        else:
+            chosen = [str(value)]
+    rest = [o for o in overrides if _key(o) != "candidate"]
+    return Selection(search_path=dirs, candidates=chosen, rest=rest)
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~") if "=" in override else ""
+
+
+def group_options(
+    location: ConfigLocation, overrides: Sequence[str], group: str
+) -> list[tuple[str, Path | None]]:
+    """Every option of a config group as Hydra lists it (all sources), with the file that holds it."""
+    try:
+        hydra = create_hydra(location)
+        dirs = search_dirs(hydra, location, overrides)
+        names = hydra.config_loader.get_group_options(
+            group, results_filter=ObjectType.CONFIG, config_name=location.name, overrides=list(overrides)
+        )
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise translate_compose_error(exc, Sources(overrides=list(overrides))) from exc
+    finally:
+        GlobalHydra.instance().clear()
+    sources = Sources(search_path=dirs)
+    return [(name, sources.group_file(group, name)) for name in names]
+
+
+def show(args: argparse.Namespace, *, command: str) -> int:
+    """Hydra's informational flags for a composing command (plan, list): the output ``@hydra.main`` gives.
+
+    ``--cfg job|hydra|all`` (with ``--resolve``, ``--package``), ``--info [what]``, ``--help``,
+    ``--hydra-help`` and ``--shell-completion``, on the search path the flags name. Mirrors the branches
+    of ``hydra._internal.utils._run_hydra``. Returns the exit code.
+    """
+    location = ConfigLocation.from_args(args)
+    overrides = list(args.overrides)
+    hydra = create_hydra(location)
+    try:
+        if args.help:
+            hydra.app_help(config_name=location.name, args_parser=hydra_args_parser(), args=args)
+        elif args.hydra_help:
+            hydra.hydra_help(config_name=location.name, args_parser=hydra_args_parser(), args=args)
+        elif args.cfg is not None:
+            hydra.show_cfg(
+                config_name=location.name,
+                overrides=overrides,
+                cfg_type=args.cfg,
+                package=args.package,
+                resolve=args.resolve,
+            )
+        elif args.shell_completion:
+            hydra.shell_completion(config_name=location.name, overrides=overrides)
+        elif args.info is not None:
+            hydra.show_info(args.info, config_name=location.name, overrides=overrides)
+        else:
+            raise ValueError(f"{command}: no informational flag given")
+    except (HydraException, OmegaConfBaseException) as exc:
+        sources = Sources(search_path=search_dirs(hydra, location, overrides), overrides=overrides)
+        raise translate_compose_error(exc, sources) from exc
+    finally:
+        GlobalHydra.instance().clear()
+    return 0
+
+
+def wants_show(args: argparse.Namespace) -> bool:
+    """Whether Hydra's flags ask for information instead of running the command (after checking them
+    as ``@hydra.main`` does: ``--resolve`` only with ``--cfg`` or ``--help``; one of ``--cfg``, ``--info``,
+    ``--shell-completion`` at most)."""
+    if args.resolve and args.cfg is None and not args.help:
+        raise ConfigError(
+            [ConfigProblem("--resolve", "resolve", True, "only together with --cfg or --help (as in Hydra)")]
+        )
+    shows = (args.cfg is not None) + bool(args.shell_completion) + (args.info is not None)
+    if shows > 1:
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    "--cfg/--info/--shell-completion", "-", shows, "one of them at most (as in Hydra)"
+                )
+            ]
+        )
+    return bool(args.help or args.hydra_help or args.cfg is not None or args.shell_completion) or (
+        args.info is not None
+    )
+
+
+def composed_sweeps_dir(location: ConfigLocation, overrides: Sequence[str]) -> Path:
+    """``run.sweeps_dir`` of the configuration the flags and overrides compose (where ``latest`` is)."""
+    cfg, _ = compose_config(overrides, location=location)
+    return Path(str(cfg.run.sweeps_dir))
+
+
+#: A sweep's recorded Hydra configuration: the multirun's, else the first job's (a single run's).
+_RECORDED_HYDRA = ("multirun.yaml", "jobs/*/.hydra/hydra.yaml", ".hydra/hydra.yaml")
+
+
+def recorded_hydra(sweep_dir: Path) -> DictConfig | None:
+    """The ``hydra`` node a sweep recorded, or None when the sweep has none (written by an older tool)."""
+    for pattern in _RECORDED_HYDRA:
+        for path in sorted(sweep_dir.glob(pattern)):
+            node = OmegaConf.load(path)
+            if isinstance(node, DictConfig) and "hydra" in node:
+                hydra_node = node.hydra
+                assert isinstance(hydra_node, DictConfig)
+                return hydra_node
+    return None
+
+
+def recorded_cfg(sweep_dir: Path, cfg_type: str, *, package: str | None = None, resolve: bool = False) -> str:
+    """``--cfg job|hydra|all`` of a command that reads a sweep: the configuration the sweep recorded.
+
+    ``job`` is ``config.yaml`` (resolved when it was written), ``hydra`` the recorded ``hydra`` node
+    (``multirun.yaml``), ``all`` both; ``--package`` selects a node, ``--resolve`` resolves what still
+    resolves (``${now:...}`` of the sweep's start does not, and stays as written).
+    """
+    job = OmegaConf.load(sweep_dir / "config.yaml")
+    full: Any = OmegaConf.create(OmegaConf.to_container(job))
+    if cfg_type in ("hydra", "all"):
+        hydra_node = recorded_hydra(sweep_dir)
+        if hydra_node is None:
+            where = str(sweep_dir)
+            raise ConfigError(
+                [ConfigProblem(where, "hydra", None, "a recorded multirun.yaml or .hydra/hydra.yaml")]
+            )
+        full = OmegaConf.merge(full, {"hydra": hydra_node})
+    shown: Any = full
+    if cfg_type == "job":
+        shown = job
+    elif cfg_type == "hydra":
+        shown = full.hydra
+    if package:
+        shown = OmegaConf.select(shown, package)
+        if shown is None:
+            raise ConfigError(
+                [ConfigProblem(str(sweep_dir / "config.yaml"), package, None, "a recorded node")]
+            )
+    if not isinstance(shown, DictConfig):
+        return f"{shown}\n"
+    try:
+        body = OmegaConf.to_container(shown, resolve=resolve)
+    except OmegaConfBaseException:
+        body = OmegaConf.to_container(shown, resolve=False)
+    if cfg_type == "hydra" and not package:
+        body = {"hydra": body}
+    text = OmegaConf.to_yaml(OmegaConf.create(body))
+    return f"# @package {package}\n{text}" if package else text
+
+
+def recorded_info(sweep_dir: Path, what: str) -> str:
+    """``--info`` of a command that reads a sweep: where its configuration came from, as recorded."""
+    hydra_node = recorded_hydra(sweep_dir)
+    lines = [f"sweep: {sweep_dir}", f"recorded configuration: {sweep_dir / 'config.yaml'}"]
+    overrides = sweep_dir / "overrides.txt"
+    if overrides.exists():
+        lines.append(f"overrides: {' '.join(overrides.read_text().split()) or '(none)'}")
+    if hydra_node is None:
+        lines.append("no recorded Hydra configuration (multirun.yaml) in this sweep")
+        return "\n".join(lines) + "\n"
+    runtime = hydra_node.get("runtime", {})
+    if what in ("all", "searchpath"):
+        lines.append("config search path (as composed):")
+        lines.extend(f"  {s.provider:<34} {s.schema}://{s.path}" for s in runtime.get("config_sources", []))
+    if what in ("all", "defaults", "defaults-tree"):
+        lines.append("group choices:")
+        lines.extend(
+            f"  {k:<34} {v}" for k, v in runtime.get("choices", {}).items() if not str(k).startswith("hydra/")
+        )
+    if what in ("all", "plugins"):
+        for kind in ("launcher", "sweeper"):
+            target = OmegaConf.select(hydra_node, f"{kind}._target_")
+            lines.append(f"{kind}: {target}")
+    if what in ("all", "config"):
+        lines.append("config:")
+        lines.append(OmegaConf.to_yaml(OmegaConf.load(sweep_dir / "config.yaml")).rstrip())
+    return "\n".join(lines) + "\n"
 
 
 class _open:
@@ -102,11 +456,18 @@ class _open:
         OmegaConf.set_struct(self.cfg, True)
 
 
-_KEY_ERROR = re.compile(r"In '(?P<file>[^']+)'.*?Key '(?P<key>[^']+)' not in '(?P<type>[^']+)'", re.S)
+_KEY_ERROR = re.compile(r"Key '(?P<key>[^']+)' not in '(?P<type>[^']+)'")
+_IN_FILE = re.compile(r"In '(?P<file>[^']+)'")
 _FULL_KEY = re.compile(r"full_key: (?P<full>\S+)")
 _VALUE_ERROR = re.compile(
     r"Value '(?P<value>[^']*)' (?:of type '[^']+' )?could not be converted to (?P<type>\w+)"
 )
+_MISSING = re.compile(r"Could not find '(?P<ref>[^']+)'")
+_OPTIONS = re.compile(r"Available options in '[^']+':\n(?P<options>(?:\t[^\n]+\n?)+)")
+_OVERRIDE_ERROR = re.compile(
+    r"(?:Could not override|Could not append to config\. An item is already at) '(?P<key>[^']+)'"
+)
+_MERGE_ERROR = re.compile(r"Error merging override (?P<line>\S+)")
 _SCHEMAS: dict[str, type[Any]] = {
     "CandidateConfig": CandidateConfig,
     "WorkloadConfig": WorkloadConfig,
@@ -116,47 +477,110 @@ _SCHEMAS: dict[str, type[Any]] = {
 }
 
 
+def _chain_text(exc: BaseException) -> str:
+    """The messages of an exception and of its causes (Hydra wraps OmegaConf's, which has the detail)."""
+    parts: list[str] = []
+    current: BaseException | None = exc
+    while current is not None and len(parts) < 5:
+        parts.append(str(current))
+        current = current.__cause__
+    return "\n".join(parts)
+
+
 def translate_compose_error(exc: Exception, sources: Sources) -> ConfigError:
-    """Turn Hydra's composition error into a ConfigError that names file, field, value and allowed keys."""
-    text = str(exc)
-    match = _KEY_ERROR.search(text)
+    """Turn Hydra's composition error into a ConfigError that names file, field, value and what is allowed.
+
+    The file is the one Hydra actually read (first match on ``sources.search_path``: the primary config
+    path, ``--config-dir``, ``hydra.searchpath``, a ``pkg://`` package), or the command-line override
+    that set the key or chose the option.
+    """
+    text = _chain_text(exc)
     full = _FULL_KEY.search(text)
+    override = _failed_override(text, sources.overrides, full.group("full") if full else None)
+    in_file = _IN_FILE.search(text)
+    match = _KEY_ERROR.search(text)
     if match:
-        file_ref = match.group("file")
-        group, _, choice = file_ref.rpartition("/")
-        path = sources.group_file(group, choice) if group else None
+        key = match.group("key")
         schema = _SCHEMAS.get(match.group("type"))
         allowed_keys = [f.name for f in fields(schema)] if schema else []
-        key = match.group("key")
         near = difflib.get_close_matches(key, allowed_keys, n=1)
         allowed = f"unknown key; allowed keys: {', '.join(allowed_keys)}"
         if near:
             allowed = f"unknown key (did you mean {near[0]!r}?); allowed keys: {', '.join(allowed_keys)}"
         value: object = "<set>"
-        if path is not None:
-            raw = read_yaml(path)
-            value = raw.get(key, "<set>")
-        where = display_path(path) if path else f"conf/{file_ref}.yaml"
+        if override is not None:
+            where, value = f"command-line override {override!r}", override.split("=", 1)[1]
+        elif in_file:
+            where, path = _file_of(in_file.group("file"), sources)
+            value = read_yaml(path).get(key, "<set>") if path is not None else "<set>"
+        else:
+            where = "<composition>"
         return ConfigError([ConfigProblem(where, full.group("full") if full else key, value, allowed)])
     vmatch = _VALUE_ERROR.search(text)
     if vmatch:
-        file_ref = re.search(r"In '(?P<file>[^']+)'", text)
-        where = f"conf/{file_ref.group('file')}.yaml" if file_ref else "<override>"
-        return ConfigError(
-            [
-                ConfigProblem(
-                    where,
-                    full.group("full") if full else "?",
-                    vmatch.group("value"),
-                    f"must be of type {vmatch.group('type')}",
-                )
-            ]
-        )
+        if override is not None:
+            where = f"command-line override {override!r}"
+        elif in_file:
+            where = _file_of(in_file.group("file"), sources)[0]
+        else:
+            where = "<override>"
+        field_name = full.group("full") if full else "?"
+        allowed = f"must be of type {vmatch.group('type')}"
+        return ConfigError([ConfigProblem(where, field_name, vmatch.group("value"), allowed)])
+    missing = _MISSING.search(text)
+    if missing:
+        return ConfigError([_missing_option(missing.group("ref"), text, sources)])
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    where = f"command-line override {override!r}" if override is not None else "<composition>"
     return ConfigError(
-        [ConfigProblem("<composition>", "-", first, "a valid group choice or override (see `--help`)")],
+        [ConfigProblem(where, "-", first, "a valid group choice or override (see `--help`)")],
         hint=text if len(text) < 2000 else None,
     )
+
+
+def _missing_option(ref: str, text: str, sources: Sources) -> ConfigProblem:
+    """``candidate=nosuch``: the override (or config file) that chose it, and the options there are."""
+    group, _, option = ref.rpartition("/")
+    chooser = next(
+        (o for o in sources.overrides if "=" in o and o.split("=", 1)[0].lstrip("+~").split("@")[0] == group),
+        None,
+    )
+    if chooser is not None:
+        where = f"command-line override {chooser!r}"
+    else:
+        in_file = _IN_FILE.search(text)
+        where = _file_of(in_file.group("file"), sources)[0] if in_file else "<composition>"
+    options = _OPTIONS.search(text)
+    names = [n.strip() for n in options.group("options").splitlines() if n.strip()] if options else []
+    searched = ", ".join(display_path(d) for d in sources.search_path) or "the search path"
+    allowed = f"one of {', '.join(names)}" if names else f"a file {ref}.yaml in {searched}"
+    return ConfigProblem(where, group or "config", option, f"{allowed} (searched {searched})")
+
+
+def _file_of(file_ref: str, sources: Sources) -> tuple[str, Path | None]:
+    """Hydra's ``group/choice`` reference as the file it read, searched as Hydra searches."""
+    group, _, choice = file_ref.rpartition("/")
+    path = sources.group_file(group, choice)
+    if path is not None:
+        return display_path(path), path
+    where = ", ".join(display_path(d) for d in sources.search_path) or "the search path"
+    return f"{file_ref}.yaml (in {where})", None
+
+
+def _failed_override(text: str, overrides: Sequence[str], full_key: str | None) -> str | None:
+    """The command-line override Hydra's error is about (``Could not override 'a.b'``, ``Error merging
+    override a.b=x``), if any."""
+    merge = _MERGE_ERROR.search(text)
+    if merge is not None and merge.group("line") in overrides:
+        return merge.group("line")
+    match = _OVERRIDE_ERROR.search(text)
+    key = match.group("key") if match else None
+    if key is None:
+        return None
+    for item in overrides:
+        if item.split("=", 1)[0].lstrip("+~") in (key, full_key):
+            return item
+    return None
 
 
 def to_typed(cfg: DictConfig) -> GauntletConfig:
@@ -167,9 +591,11 @@ def to_typed(cfg: DictConfig) -> GauntletConfig:
     return obj
 
 
-def load(overrides: Sequence[str] = (), *, config_dir: Path = CONF_DIR) -> tuple[GauntletConfig, Sources]:
+def load(
+    overrides: Sequence[str] = (), *, config_dir: Path = CONF_DIR, location: ConfigLocation | None = None
+) -> tuple[GauntletConfig, Sources]:
     """Compose, type and validate: the one call an entry point needs."""
-    cfg, sources = compose_config(overrides, config_dir=config_dir)
+    cfg, sources = compose_config(overrides, config_dir=config_dir, location=location)
     typed = to_typed(cfg)
     validate(typed, sources)
     return typed, sources

@@ -25,6 +25,7 @@ import contextlib
 import copy
 import logging
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -39,15 +40,17 @@ import hydra
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
 
 from contracts.errors import ConfigError, ConfigProblem, GauntletError, RollbackError, exit_code_for
 from contracts.paths import CONF_DIR
 from contracts.results import RecoveryValidation
 from contracts.schema import GauntletConfig
-from orchestrator.config import register_configs, sources_from_hydra, to_typed
+from orchestrator.config import register_configs, sources_from_hydra, to_typed, translate_compose_error
 from orchestrator.context import SweepContext
 from orchestrator.events import SweepFinished
 from orchestrator.jobs import run_job, write_opening
@@ -219,6 +222,11 @@ class SweepController:
         except KeyboardInterrupt as exc:
             return self.restore_after(exc, reason=f"interrupted ({exc or 'SIGINT'})", code=exit_code_for(exc))
         except SystemExit as exc:
+            if self.failure is not None:  # the callback's check came first: say it (Hydra's words came above)
+                say_stderr(str(self.failure))
+                return self.restore_after(
+                    exc, reason=f"error: {self.failure}", code=exit_code_for(self.failure)
+                )
             code = exc.code if isinstance(exc.code, int) else 1
             return self.restore_after(exc, reason="a job failed", code=code)
         except GauntletError as exc:
@@ -313,12 +321,18 @@ def expand_jobs(config: DictConfig) -> list[list[str]]:
 
 def prevalidate(config: DictConfig) -> list[str]:
     """Compose and validate every job before anything starts; returns the candidate names in order."""
-    check_candidate_names(_sources(config).search_path)
+    search_path = _sources(config).search_path
+    check_candidate_names(search_path)
     loader = GlobalHydra.instance().config_loader()
     problems: list[ConfigProblem] = []
     names: list[str] = []
     for overrides in expand_jobs(config):
-        job = loader.load_sweep_config(config, overrides)
+        try:
+            job = loader.load_sweep_config(config, overrides)
+        except (HydraException, OmegaConfBaseException) as exc:  # name the file the user wrote
+            failed = translate_compose_error(exc, Sources(search_path=search_path, overrides=overrides))
+            problems.extend(p for p in failed.problems if str(p) not in {str(q) for q in problems})
+            continue
         try:
             typed = _typed(job)
             sources = _sources(job)
@@ -446,6 +460,26 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
+#: Flags that choose where configs are found; Hydra's shell completion does not read them from the line.
+_LOCATION_FLAGS = ("-cd", "--config-dir", "-cp", "--config-path", "-cn", "--config-name")
+
+
+def completion_argv(argv: Sequence[str], comp_line: str | None) -> list[str]:
+    """``-sc query=...``: the location flags of the line being completed (COMP_LINE), added to ``argv``.
+
+    Bash calls ``gauntlet -sc query=bash`` without the line's own flags, so Hydra would complete the
+    groups of conf/ only; with them, ``gauntlet -cd ~/my-conf -m candidate=<TAB>`` offers that dir's too.
+    """
+    args = list(argv)
+    if comp_line is None or not any(a.startswith("query=") for a in args):
+        return args
+    words = shlex.split(comp_line) if comp_line.count('"') % 2 == 0 else comp_line.split()
+    for i, word in enumerate(words[:-1]):
+        if word in _LOCATION_FLAGS and word not in args:
+            args = [word, words[i + 1], *args]
+    return args
+
+
 def main(argv: Sequence[str], *, seams_factory: Callable[[], Seams] = real_seams) -> int:
     """Run Hydra with ``argv``; whatever happens, leave the retained configuration restored.
 
@@ -455,7 +489,10 @@ def main(argv: Sequence[str], *, seams_factory: Callable[[], Seams] = real_seams
     controller = SweepController(seams_factory)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     saved_argv = sys.argv
-    sys.argv = [saved_argv[0] if saved_argv else "orchestrator", *argv]
+    sys.argv = [
+        saved_argv[0] if saved_argv else "orchestrator",
+        *completion_argv(argv, os.environ.get("COMP_LINE")),
+    ]
     try:
         with _published(controller):
             code = controller.run(_hydra_entry)

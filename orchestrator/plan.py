@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from contracts.errors import ConfigError, ConfigProblem, GauntletError, SpecError
-from contracts.paths import CONF_DIR
 from launch.spec import LaunchSpec, render_spec
-from orchestrator.config import load
-from orchestrator.validate import candidate_files, check_candidate_names
+from orchestrator.config import ConfigLocation, load, parse_hydra_args, select, show, wants_show
+from orchestrator.validate import Sources, check_candidate_names, display_path
 
 
 @dataclass(frozen=True)
@@ -28,31 +27,30 @@ class PlannedCandidate:
     is_baseline: bool
 
 
-def _override_value(overrides: Sequence[str], key: str) -> str | None:
-    for item in overrides:
-        if item.startswith(f"{key}="):
-            return item.split("=", 1)[1]
-    return None
+def plan(overrides: Sequence[str] = (), location: ConfigLocation | None = None) -> list[PlannedCandidate]:
+    """Render the launch spec of every candidate selected by ``overrides`` (all of the group by default).
 
-
-def plan(overrides: Sequence[str] = ()) -> list[PlannedCandidate]:
-    """Render the launch spec of every candidate selected by ``overrides`` (all of the group by default)."""
-    check_candidate_names([CONF_DIR])
-    chosen = _override_value(overrides, "candidate")
-    rest = [o for o in overrides if not o.startswith("candidate=")]
-    options = chosen.split(",") if chosen else [f.option for f in candidate_files([CONF_DIR])]
+    ``location`` carries Hydra's ``--config-path/--config-name/--config-dir``; candidates found on the
+    whole search path (``--config-dir``, ``hydra.searchpath``) count, as for the sweep's ``glob(*)``.
+    """
+    loc = location or ConfigLocation()
+    selection = select(loc, overrides)
+    check_candidate_names(selection.search_path)
+    sources = Sources(search_path=selection.search_path)
     planned: list[PlannedCandidate] = []
     problems: list[ConfigProblem] = []
     baseline_name: str | None = None
-    for option in options:
+    for option in selection.candidates:
         try:
-            cfg, _ = load([*rest, f"candidate={option}"])
+            cfg, _ = load([*selection.rest, f"candidate={option}"], location=loc)
             spec = render_spec(cfg.service, cfg.candidate, cfg.host)
         except ConfigError as exc:
             problems.extend(p for p in exc.problems if str(p) not in {str(q) for q in problems})
             continue
         except SpecError as exc:
-            problems.append(ConfigProblem(f"conf/candidate/{option}.yaml", "(rendering)", option, str(exc)))
+            path = sources.group_file("candidate", option)
+            where = display_path(path) if path else f"candidate/{option}.yaml"
+            problems.append(ConfigProblem(where, "(rendering)", option, str(exc)))
             continue
         baseline_name = cfg.baseline.name
         planned.append(PlannedCandidate(option, spec, cfg.candidate.name == cfg.baseline.name))
@@ -86,9 +84,27 @@ def format_plan(planned: Sequence[PlannedCandidate]) -> str:
     return "\n".join(lines)
 
 
-def main(overrides: Sequence[str], out: TextIO = sys.stdout) -> int:
+PLAN_USAGE = """usage: python -m orchestrator plan [hydra flags] [overrides]
+
+Compose and validate every candidate (or those `candidate=a,b` / `candidate=glob(tp*)` name) as the sweep
+would, and print the exact command, environment and fingerprint of each; nothing is started. Hydra's flags
+work as on the sweep: -cd/--config-dir adds your own config dir (its candidates join the group),
+-cp/--config-path and -cn/--config-name choose the primary config, --cfg/--info show instead of planning.
+
+"""
+
+
+def main(argv: Sequence[str], out: TextIO | None = None) -> int:
+    """``plan [hydra flags] [overrides]``: Hydra's own parser; ``--cfg/--info/--help`` show, not plan."""
+    out = out or sys.stdout
+    args = parse_hydra_args(argv)
     try:
-        planned = plan(overrides)
+        if wants_show(args):
+            if args.help:
+                out.write(PLAN_USAGE)
+                out.flush()
+            return show(args, command="plan")
+        planned = plan(args.overrides, ConfigLocation.from_args(args))
     except GauntletError as exc:
         print(f"gauntlet plan: {exc}", file=sys.stderr)
         return exc.exit_code

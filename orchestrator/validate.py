@@ -60,6 +60,23 @@ class Sources:
     search_path: list[Path] = field(default_factory=lambda: [CONF_DIR])
     # Command-line overrides ("candidate.tensor_parallel_size=3"): a value set there is named as such.
     overrides: list[str] = field(default_factory=list)
+    # The primary config's name (``--config-name``): the file that sets run.*, gates.* profile lists.
+    config_name: str = "config"
+
+    def override_of(self, dotted: str) -> str | None:
+        """The command-line override that sets ``dotted`` (``run.repeats=0``), if one does."""
+        for item in self.overrides:
+            if item.split("=", 1)[0].lstrip("+~") == dotted:
+                return item
+        return None
+
+    def top_origin(self, dotted: str) -> str:
+        """Where a top-level value such as ``run.repeats`` was set: its override, else the primary config."""
+        item = self.override_of(dotted)
+        if item is not None:
+            return f"command-line override {item!r}"
+        path = self.group_file("", self.config_name)
+        return display_path(path) if path else f"{self.config_name}.yaml"
 
     def group_file(self, group: str, choice: str | None) -> Path | None:
         if choice is None:
@@ -73,10 +90,9 @@ class Sources:
     def origin(self, group: str, choice: str | None, key_path: Sequence[str], package: str = "") -> str:
         """The file that last set ``key_path`` in ``group/choice`` (following its defaults), for messages."""
         dotted = ".".join(key_path)
-        for item in self.overrides:
-            key = item.split("=", 1)[0].lstrip("+~")
-            if key == f"{package or group}.{dotted}":
-                return f"command-line override {item!r}"
+        item = self.override_of(f"{package or group}.{dotted}")
+        if item is not None:
+            return f"command-line override {item!r}"
         seen: set[str] = set()
         current = choice
         while current is not None and current not in seen:
@@ -89,7 +105,7 @@ class Sources:
                 return display_path(path)
             current = _parent_in_group(raw)
         path = self.group_file(group, choice)
-        return display_path(path) if path else f"conf/{group}/{choice}.yaml"
+        return display_path(path) if path else f"{group}/{choice}.yaml"
 
     def describe(self, package: str) -> str:
         choice = self.choices.get(package)
@@ -221,25 +237,29 @@ def workload_problems(name: str, wl: WorkloadConfig, where: Any) -> list[ConfigP
     return out
 
 
-def run_problems(run: RunConfig) -> list[ConfigProblem]:
+def run_problems(run: RunConfig, sources: Sources | None = None) -> list[ConfigProblem]:
     """Problems of the ``run`` section's own values (profile names are checked against the workloads)."""
-    where = "conf/config.yaml"
+    where = (sources or Sources()).top_origin
     out: list[ConfigProblem] = []
     if run.repeats < 1:
-        out.append(ConfigProblem(where, "run.repeats", run.repeats, "an integer >= 1"))
+        out.append(ConfigProblem(where("run.repeats"), "run.repeats", run.repeats, "an integer >= 1"))
     if run.scale <= 0:
-        out.append(ConfigProblem(where, "run.scale", run.scale, "a positive factor"))
+        out.append(ConfigProblem(where("run.scale"), "run.scale", run.scale, "a positive factor"))
     if run.retained_after_sweep not in RETAINED_AFTER_SWEEP:
         allowed = f"one of {', '.join(RETAINED_AFTER_SWEEP)}"
-        out.append(ConfigProblem(where, "run.retained_after_sweep", run.retained_after_sweep, allowed))
+        key = "run.retained_after_sweep"
+        out.append(ConfigProblem(where(key), key, run.retained_after_sweep, allowed))
     if run.simulated_nodes < 0:
-        out.append(ConfigProblem(where, "run.simulated_nodes", run.simulated_nodes, "an integer >= 0"))
+        key = "run.simulated_nodes"
+        out.append(ConfigProblem(where(key), key, run.simulated_nodes, "an integer >= 0"))
     if any(speed <= 0 for speed in run.simulated_node_speeds):
+        key = "run.simulated_node_speeds"
         allowed = "positive speed factors (1.0: as fast as the profile)"
-        out.append(ConfigProblem(where, "run.simulated_node_speeds", run.simulated_node_speeds, allowed))
+        out.append(ConfigProblem(where(key), key, run.simulated_node_speeds, allowed))
     if run.node_baseline_max_age_s < 0:
+        key = "run.node_baseline_max_age_s"
         allowed = "seconds >= 0 (0: every job measures its own)"
-        out.append(ConfigProblem(where, "run.node_baseline_max_age_s", run.node_baseline_max_age_s, allowed))
+        out.append(ConfigProblem(where(key), key, run.node_baseline_max_age_s, allowed))
     return out
 
 
@@ -291,10 +311,10 @@ def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
             if name not in known:
                 problems.append(
                     ConfigProblem(
-                        "conf/config.yaml", section, name, f"a workload name: {', '.join(sorted(known))}"
+                        src.top_origin(section), section, name, f"a workload name: {', '.join(sorted(known))}"
                     )
                 )
-    problems.extend(run_problems(cfg.run))
+    problems.extend(run_problems(cfg.run, src))
     from gates import REGISTRY  # noqa: PLC0415  (gates register themselves on import)
 
     for name in cfg.gates.enabled:

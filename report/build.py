@@ -23,6 +23,7 @@ from contracts.verdicts import VERDICTS_FILE, VERDICTS_SCHEMA_VERSION, SweepVerd
 from report.markdown import render_markdown
 from report.model import build_model, read_sweep
 from report.plots import write_plots
+from report.rerun import rerun_section
 
 
 def read_judgement(sweep_dir: Path) -> SweepVerdict:
@@ -55,7 +56,7 @@ def build_report(sweep_dir: Path, cfg: GauntletConfig | None = None) -> str:
     names = [verdicts.baseline, *(n for n in candidate_names(sweep_dir) if n != verdicts.baseline)]
     data = read_sweep(sweep_dir, [*names, *node_baseline_names(sweep_dir)])
     report = build_model(sweep_dir, cfg, verdicts, data, names)
-    text = render_markdown(report)
+    text = render_markdown(report) + rerun_section(sweep_dir, cfg, verdicts.baseline)
     write_plots(sweep_dir, cfg, report, data)
     write_model(sweep_dir / "report.json", report)
     (sweep_dir / "report.md").write_text(text)
