@@ -126,8 +126,9 @@ def test_cancelled_jobs_tear_their_servers_down_and_a_rerun_resumes(
     for journal in job_journals(sweep):
         events = Journal(journal).events()
         kinds = [e.name for e in events]
-        assert kinds[-1] == "job_finished", kinds
-        assert "interrupted" in getattr(events[-1], "outcome", ""), (events[-1], stopped.stderr)
+        said = f"{journal.name}: {[(e.at[11:23], e.name) for e in events]}\nstop said: {stopped.stderr}"
+        assert kinds[-1] == "job_finished", said
+        assert "interrupted" in getattr(events[-1], "outcome", ""), said
         # The job tore its own server down: the teardown is in its journal, written on its node.
         starts = [e for e in events if e.name == "started"]
         downs = {getattr(e, "pid", None) for e in events if e.name == "torn_down"}
