@@ -9,6 +9,7 @@ run.json, not a crash of the sweep.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -159,6 +160,7 @@ def measure_profile(
                 time_scale=spec.time_scale,
                 scale=ctx.cfg.run.scale,
                 stop=watch.stop,
+                api_key=spec.api_key(os.environ),
             )
         except (GauntletError, httpx.HTTPError, OSError) as exc:
             failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

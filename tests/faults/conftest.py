@@ -11,6 +11,7 @@ import pytest
 from contracts.results import ProfileSummary, RequestRecord, read_jsonl
 from contracts.schema import LengthConfig, WorkloadConfig
 from load import run_profile
+from tests.integration.conftest import port  # noqa: F401  (the fixture: a free port, cleaned after)
 from tests.integration.test_sim_server import Server, candidate_argv, start
 
 SIM_TIME_SCALE = 50.0
