@@ -238,7 +238,9 @@ def vllm_flags(service: ServiceConfig, candidate: CandidateConfig) -> list[tuple
     extra = {**service.extra_args, **candidate.extra_args}
     for name in sorted(extra):
         key = name.removeprefix("--")
-        if key in fixed:
+        if (
+            key.replace("_", "-") in fixed
+        ):  # vLLM's parser reads --tensor_parallel_size as --tensor-parallel-size
             raise SpecError(
                 f"extra_args sets --{key}, which gauntlet renders from a typed field",
                 hint=f"set the typed field instead of extra_args[{name!r}]",
