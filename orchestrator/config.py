@@ -30,6 +30,7 @@ from contracts.schema import (
     LengthConfig,
     WorkloadConfig,
 )
+from orchestrator.config_guard import check_yaml_files, config_roots
 from orchestrator.validate import Sources, display_path, read_yaml, validate
 
 
@@ -50,6 +51,7 @@ def compose_config(
 ) -> tuple[DictConfig, Sources]:
     """Compose the configuration with Hydra's compose API (plan, tests, rollback)."""
     register()
+    check_yaml_files(config_roots(overrides, config_dir))
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):

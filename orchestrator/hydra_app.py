@@ -47,6 +47,7 @@ from contracts.paths import CONF_DIR
 from contracts.results import RecoveryValidation
 from contracts.schema import GauntletConfig
 from orchestrator.config import register_configs, sources_from_hydra, to_typed
+from orchestrator.config_guard import check_yaml_files, config_roots
 from orchestrator.context import SweepContext
 from orchestrator.events import SweepFinished
 from orchestrator.leftovers import stop_leftovers
@@ -369,6 +370,7 @@ def job(config: DictConfig) -> str:
 
 
 def _hydra_entry() -> None:
+    check_yaml_files(config_roots(sys.argv[1:]))  # before Hydra parses a file (an anchor bomb never returns)
     register_configs()
     decorated = hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(job)
     decorated()
