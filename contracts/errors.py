@@ -11,6 +11,7 @@ class attribute ``exit_code`` (the one table; :func:`exit_code_for` reads it)::
     │   └── SpecTamperedError  a recorded spec no longer matches its fingerprint               3
     ├── LaunchError            starting, watching or stopping a server failed                  4
     │   ├── PortInUseError     the port is held by another process (pid, command line)         4
+    │   │   └── SweepLockedError  another sweep holds the service port's lock (its directory)  4
     │   ├── StartupFailure     the server never became ready (classified: bad-args, ...)       4
     │   └── TeardownError      something of the server's tree or its port survived teardown    4
     ├── LoadError              the load runner could not run a profile                         5
@@ -100,6 +101,14 @@ class LaunchError(GauntletError):
 
 class PortInUseError(LaunchError):
     """The server's port is already taken."""
+
+
+class SweepLockedError(PortInUseError):
+    """Another sweep on this host holds the lock of the service port; ``holder`` is its sweep directory."""
+
+    def __init__(self, message: str, *, holder: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.holder = holder
 
 
 class StartupFailure(LaunchError):

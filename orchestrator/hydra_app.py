@@ -51,6 +51,7 @@ from orchestrator.config_guard import check_yaml_files, config_roots
 from orchestrator.context import SweepContext
 from orchestrator.events import SweepFinished
 from orchestrator.leftovers import stop_leftovers
+from orchestrator.lock import SweepLock
 from orchestrator.measure import run_candidate
 from orchestrator.restore import restore
 from orchestrator.rollback import what_runs
@@ -74,6 +75,8 @@ class SweepController:
         self.validation: RecoveryValidation | None = None
         #: The retained server was stopped at the end (``run.retained_after_sweep: stop``).
         self.retained_stopped = False
+        #: One sweep per service port on this host (taken by :meth:`open`, released by :func:`main`).
+        self.lock: SweepLock | None = None
 
     @property
     def sweep(self) -> SweepContext:
@@ -94,6 +97,8 @@ class SweepController:
     def open(self, cfg: GauntletConfig, sweep_dir: Path, *, names: Sequence[str] | None = None) -> None:
         """Open ``sweep_dir``: begin (leftovers, retained spec), measure the baseline."""
         _quiet_http_logs()
+        self.lock = SweepLock.for_port(cfg.service.port)
+        self.lock.acquire(sweep_dir)  # refuses, naming the other sweep, before anything is touched
         self.ctx = ctx = SweepContext.open(cfg, sweep_dir, self.seams_factory())
         if names is not None:
             ctx.say(f"sweep of {len(names)} job(s) in {sweep_dir}: {', '.join(names)}")
@@ -396,5 +401,7 @@ def main(argv: Sequence[str], *, seams_factory: Callable[[], Seams] = real_seams
     finally:
         sys.argv = saved_argv
         signal.signal(signal.SIGTERM, previous)
+        if controller.lock is not None:
+            controller.lock.release()
     controller.say_what_runs()
     return code
