@@ -42,7 +42,14 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from contracts.errors import ConfigError, ConfigProblem, GauntletError, RollbackError, exit_code_for
+from contracts.errors import (
+    ConfigError,
+    ConfigProblem,
+    GauntletError,
+    RollbackError,
+    exit_code_for,
+    sweep_dir_error,
+)
 from contracts.paths import CONF_DIR
 from contracts.results import RecoveryValidation
 from contracts.schema import GauntletConfig
@@ -150,6 +157,12 @@ class SweepController:
         except GauntletError as exc:
             say(f"report: {exc}")
             code = code or exc.exit_code
+        except OSError as exc:
+            disk = sweep_dir_error(exc, self.dir)
+            if disk is None:
+                raise
+            say(f"report: {disk}")  # the retained server is restored; only the judge's files are missing
+            code = code or disk.exit_code
         retained = self._after_sweep()
         self.sweep.journal.append(
             SweepFinished(reason=reason, validated=self.validation.ok, retained=retained)
@@ -178,6 +191,12 @@ class SweepController:
         except GauntletError as err:
             say_stderr(str(err))
             return exit_code_for(err)
+        except OSError as err:
+            disk = sweep_dir_error(err, self.dir)
+            if disk is None:
+                raise
+            say_stderr(str(disk))  # the restore cannot write either: rollback once there is space
+            return disk.exit_code
         return code
 
     def say_what_runs(self) -> None:
@@ -209,6 +228,12 @@ class SweepController:
         except GauntletError as exc:
             say_stderr(str(exc))
             return self.restore_after(exc, reason=f"error: {exc.message}", code=exc.exit_code)
+        except OSError as exc:
+            disk = sweep_dir_error(exc, self.dir if self.ctx is not None else "")
+            if disk is None:
+                raise
+            say_stderr(str(disk))
+            return self.restore_after(disk, reason=f"error: {disk.message}", code=disk.exit_code)
 
 
 #: The controller of the :func:`main` call in progress (see the module docstring for why it is here).
