@@ -47,6 +47,7 @@ from contracts.errors import (
     ConfigProblem,
     GauntletError,
     RollbackError,
+    SweepDirError,
     exit_code_for,
     sweep_dir_error,
 )
@@ -383,7 +384,7 @@ def job(config: DictConfig) -> str:
     """One Hydra job: measure one candidate (the baseline was measured when the sweep opened)."""
     controller = _ACTIVE.get()
     if controller is not None and controller.failure is not None:
-        return "not run: the sweep did not open"
+        return "not run: the sweep did not open, or stopped"
     _quiet_http_logs()
     typed = _typed(config)
     validate(typed, _sources(config))
@@ -395,7 +396,13 @@ def job(config: DictConfig) -> str:
         ctx = controller.context_for(typed, sweep_dir)
     else:  # a worker process of another Hydra launcher: no controller here, the sweep directory is shared
         ctx = SweepContext.open(typed, sweep_dir, real_seams())
-    run = run_candidate(ctx, typed.candidate)
+    try:
+        run = run_candidate(ctx, typed.candidate)
+    except SweepDirError as exc:
+        if controller is None:
+            raise
+        controller.failure = exc  # the disk failed: later jobs skip, main says why and restores
+        return f"stopped: {exc.message}"
     return "measured" if run.startup.ok else f"did not start: {run.startup.kind}"
 
 
