@@ -35,3 +35,22 @@ def test_a_disk_error_mid_profile_stops_the_sweep_and_tears_the_server_down(
 def test_other_os_errors_are_not_disk_errors() -> None:
     assert sweep_dir_error(OSError(errno.ECONNREFUSED, "refused"), "d") is None
     assert sweep_dir_error(ValueError("x"), "d") is None
+
+
+def test_a_disk_error_in_a_candidates_job_ends_the_sweep_with_its_cause_and_restores(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from orchestrator.journal import Journal
+    from tests.unit.test_controller import run_sweep
+
+    def full(name: str, profile: str, repeat: int) -> None:
+        if name == "tp4_dp2" and profile == "decode_heavy":
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    sup = FakeSupervisor()
+    code, _, sweep = run_sweep(tmp_path, sup, load=FakeLoad(before=full))
+    assert code == SweepDirError.exit_code
+    assert f"cannot write the sweep directory {sweep}: No space left on device" in capsys.readouterr().err
+    assert sup.started == ["baseline", "tp4_dp2", "baseline"]  # measured up to the fault, then restored
+    (live,) = Journal(sweep / "journal.jsonl").replay().live.values()
+    assert live.role == "retained" and list(sup.alive) == [live.pid]
