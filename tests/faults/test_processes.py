@@ -91,3 +91,22 @@ def test_a_pid_reused_by_an_unrelated_process_after_a_crash_is_never_killed(
     finally:
         stranger.kill()
         stranger.communicate(timeout=10)
+
+
+@pytest.mark.slow
+def test_a_server_left_by_a_sweep_elsewhere_is_refused_by_name_and_one_of_this_sweeps_is_taken_over(
+    tmp_path: Path, port: int
+) -> None:
+    code, out, first = run_sweep(["-m", "candidate=baseline", *QUICK], sweeps=tmp_path / "a", port=port)
+    assert code == 0, out[-2000:]
+    (left,) = Journal(first / "journal.jsonl").replay().retained_live
+    elsewhere = start(["-m", "candidate=baseline", *QUICK], sweeps=tmp_path / "b", port=port)
+    out, _ = elsewhere.communicate(timeout=120)
+    assert elsewhere.returncode == PortInUseError.exit_code, out[-2000:]
+    assert f"is already taken by pid {left.pid} (" in out and "launch.sim" in out
+    assert_one_healthy_retained(first, port)  # untouched
+    code, out, second = run_sweep(["-m", "candidate=baseline", *QUICK], sweeps=tmp_path / "a", port=port)
+    assert code == 0, out[-2000:]
+    assert f"live service baseline (pid {left.pid}) recorded as the baseline; stopping it" in out
+    assert second != first
+    assert_one_healthy_retained(second, port)
