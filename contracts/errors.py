@@ -11,10 +11,12 @@ class attribute ``exit_code`` (the one table; :func:`exit_code_for` reads it)::
     │   └── SpecTamperedError  a recorded spec no longer matches its fingerprint               3
     ├── LaunchError            starting, watching or stopping a server failed                  4
     │   ├── PortInUseError     the port is held by another process (pid, command line)         4
+    │   │   └── SweepLockedError  another sweep holds the service port's lock (its directory)  4
     │   ├── StartupFailure     the server never became ready (classified: bad-args, ...)       4
     │   └── TeardownError      something of the server's tree or its port survived teardown    4
     ├── LoadError              the load runner could not run a profile                         5
     ├── ResultFileError        a result file on disk fails validation                          6
+    │   └── SweepDirError      the sweep directory cannot be written (disk full, read-only)    6
     ├── GateError              gates cannot be evaluated from the stored results               6
     ├── JournalError           the journal is unreadable or inconsistent                       7
     └── RollbackError          the retained configuration could not be restored and validated  7
@@ -23,6 +25,7 @@ class attribute ``exit_code`` (the one table; :func:`exit_code_for` reads it)::
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -102,6 +105,14 @@ class PortInUseError(LaunchError):
     """The server's port is already taken."""
 
 
+class SweepLockedError(PortInUseError):
+    """Another sweep on this host holds the lock of the service port; ``holder`` is its sweep directory."""
+
+    def __init__(self, message: str, *, holder: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.holder = holder
+
+
 class StartupFailure(LaunchError):
     """The server exited or timed out before it became ready; ``kind`` classifies why."""
 
@@ -148,6 +159,26 @@ class ResultFileError(GauntletError):
     """A result file on disk fails validation."""
 
     exit_code = 6
+
+
+#: errno values that say the disk, not the candidate, failed: no space, read-only, quota, file too large.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EFBIG})
+
+
+class SweepDirError(ResultFileError):
+    """The sweep directory cannot be written (disk full, read-only, file too large): the sweep stops."""
+
+
+def sweep_dir_error(exc: BaseException, sweep_dir: object) -> SweepDirError | None:
+    """``exc`` as a SweepDirError when it is a disk failure (None otherwise): what failed, what to do."""
+    if not isinstance(exc, OSError) or exc.errno not in DISK_ERRNOS:
+        return None
+    where = f" ({exc.filename})" if exc.filename else ""
+    return SweepDirError(
+        f"cannot write the sweep directory {sweep_dir}: {exc.strerror}{where}; the sweep stops here",
+        hint=f"free space or make it writable, then `python -m orchestrator rollback {sweep_dir}` "
+        "(the journal and the finished records are intact)",
+    )
 
 
 class GateError(GauntletError):

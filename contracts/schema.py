@@ -52,6 +52,10 @@ class ServiceConfig:
     # Names of secret environment variables (tokens, API keys) copied from gauntlet's own environment at
     # launch; their values are never written, printed or fingerprinted.
     pass_env: list[str] = field(default_factory=list)
+    # Name of the environment variable holding the API key the served API requires (vLLM's --api-key,
+    # handed to the server as VLLM_API_KEY); the health checks and the load runner send it as a Bearer
+    # token. None = no key. Its value is read at launch and never written, printed or fingerprinted.
+    api_key_env: str | None = None
 
 
 @dataclass

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from contracts.errors import SpecError, SpecTamperedError
+from contracts.errors import LaunchError, SpecError, SpecTamperedError
 from contracts.schema import CandidateConfig, HostConfig, ServiceConfig
 
 SPEC_VERSION = 1
@@ -32,6 +32,8 @@ SPEC_VERSION = 1
 SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|CREDENTIAL|PRIVATE_KEY)", re.IGNORECASE)
 #: vLLM flags whose values are secrets.
 SECRET_FLAGS = frozenset({"api-key"})
+#: The variable vLLM reads its API key from when --api-key is not given (the server gets the key there).
+SERVER_API_KEY_ENV = "VLLM_API_KEY"
 
 
 def _json(value: Any) -> str:
@@ -81,6 +83,9 @@ class LaunchSpec:
     gpu_release_timeout_s: float
     time_scale: float
     fingerprint: str = field(default="")
+    #: Name of gauntlet's environment variable holding the served API's key (None: no key). The value is
+    #: read when needed (:meth:`api_key`) and never stored.
+    api_key_env: str | None = None
 
     @property
     def base_url(self) -> str:
@@ -97,10 +102,26 @@ class LaunchSpec:
         return " ".join(shown)
 
     def fingerprinted_bytes(self) -> bytes:
-        return fingerprint_payload(self.argv, self.env, self.pass_env, self.config_yaml)
+        return fingerprint_payload(
+            self.argv, self.env, self.pass_env, self.config_yaml, api_key_env=self.api_key_env
+        )
+
+    def api_key(self, environ: Mapping[str, str]) -> str | None:
+        """The served API's key from ``environ`` (None when the spec needs none); refuses a missing one."""
+        if self.api_key_env is None:
+            return None
+        value = environ.get(self.api_key_env, "")
+        if not value:
+            raise LaunchError(
+                f"service.api_key_env names {self.api_key_env}, which is not set in gauntlet's environment",
+                hint=f"export {self.api_key_env}=<the key> before the sweep (it is never written anywhere)",
+            )
+        return value
 
     def to_json(self) -> str:
         data = asdict(self)
+        if data["api_key_env"] is None:
+            del data["api_key_env"]  # specs without a key are written as before
         data["spec_version"] = SPEC_VERSION
         data["argv"] = list(self.argv)
         data["pass_env"] = list(self.pass_env)
@@ -147,12 +168,24 @@ class LaunchSpec:
 
 
 def fingerprint_payload(
-    argv: tuple[str, ...], env: Mapping[str, str], pass_env: tuple[str, ...], config_yaml: str
+    argv: tuple[str, ...],
+    env: Mapping[str, str],
+    pass_env: tuple[str, ...],
+    config_yaml: str,
+    *,
+    api_key_env: str | None = None,
 ) -> bytes:
-    """The exact bytes the fingerprint is taken over (secret values are never part of them)."""
-    return _json(
-        {"argv": list(argv), "env": dict(env), "pass_env": sorted(pass_env), "config_yaml": config_yaml}
-    ).encode("ascii")
+    """The exact bytes the fingerprint is taken over (secret values are never part of them; the name of
+    the API key's variable is, when there is one, so specs without a key keep their fingerprints)."""
+    payload: dict[str, Any] = {
+        "argv": list(argv),
+        "env": dict(env),
+        "pass_env": sorted(pass_env),
+        "config_yaml": config_yaml,
+    }
+    if api_key_env is not None:
+        payload["api_key_env"] = api_key_env
+    return _json(payload).encode("ascii")
 
 
 def _digest(payload: bytes) -> str:
@@ -205,7 +238,9 @@ def vllm_flags(service: ServiceConfig, candidate: CandidateConfig) -> list[tuple
     extra = {**service.extra_args, **candidate.extra_args}
     for name in sorted(extra):
         key = name.removeprefix("--")
-        if key in fixed:
+        if (
+            key.replace("_", "-") in fixed
+        ):  # vLLM's parser reads --tensor_parallel_size as --tensor-parallel-size
             raise SpecError(
                 f"extra_args sets --{key}, which gauntlet renders from a typed field",
                 hint=f"set the typed field instead of extra_args[{name!r}]",
@@ -268,6 +303,7 @@ def render_spec(service: ServiceConfig, candidate: CandidateConfig, host: HostCo
         shutdown_grace_s=float(host.shutdown_grace_s),
         gpu_release_timeout_s=float(host.gpu_release_timeout_s),
         time_scale=float(host.time_scale),
+        api_key_env=service.api_key_env,
     )
     return _with_fingerprint(spec)
 
@@ -286,6 +322,8 @@ def diff_specs(recorded: LaunchSpec, current: LaunchSpec) -> list[str]:
         x2, y2 = recorded.env.get(key), current.env.get(key)
         if x2 != y2:
             out.append(f"env {key}: recorded {x2!r}, now {y2!r}")
+    if recorded.api_key_env != current.api_key_env:
+        out.append(f"api_key_env: recorded {recorded.api_key_env!r}, now {current.api_key_env!r}")
     if recorded.pass_env != current.pass_env:
         out.append(f"pass_env: recorded {list(recorded.pass_env)}, now {list(current.pass_env)}")
     if recorded.config_yaml != current.config_yaml:

@@ -43,7 +43,7 @@ from contracts.results import GpuMemory, StartupRecord, TeardownRecord, WatchEve
 from launch.failures import DEFAULT_PATTERNS, TIMEOUT, FailurePattern, classify, read_log_tail
 from launch.nvml import GpuProbe, NvmlProbe
 from launch.process import Child, PopenSpawner, Processes, ProcInfo, PsutilProcesses, Spawner
-from launch.spec import LaunchSpec
+from launch.spec import SERVER_API_KEY_ENV, LaunchSpec
 
 #: How long a server that is seen gone may take to hand over its exit code (see _await_exit_code).
 EXIT_CODE_WAIT_S = 5.0
@@ -142,11 +142,21 @@ def resolve_argv(argv: Sequence[str], project_root: Path) -> list[str]:
 
 
 def child_env(spec: LaunchSpec, environ: Mapping[str, str]) -> dict[str, str]:
-    """The server's environment: a small inherited base, then spec.env, then spec.pass_env by name."""
+    """The server's environment: a small inherited base, then spec.env, then spec.pass_env by name, then
+    the API key (from the variable ``spec.api_key_env`` names) as vLLM's VLLM_API_KEY."""
     env = {name: environ[name] for name in INHERITED_ENV if name in environ}
     env.update(spec.env)
     env.update({name: environ[name] for name in spec.pass_env if name in environ})
+    key = spec.api_key(environ)
+    if key is not None:
+        env[SERVER_API_KEY_ENV] = key
     return env
+
+
+def auth_headers(spec: LaunchSpec, environ: Mapping[str, str]) -> dict[str, str]:
+    """The Authorization header the served API needs (none when the spec has no API key)."""
+    key = spec.api_key(environ)
+    return {"Authorization": f"Bearer {key}"} if key is not None else {}
 
 
 def _utc(now: datetime) -> str:
@@ -249,7 +259,11 @@ class Supervisor:
         budget = server.spec.startup_timeout_s if timeout_s is None else timeout_s
         deadline = start + budget
         with httpx.Client(
-            base_url=server.base_url, transport=self._transport, timeout=HTTP_TIMEOUT_S, trust_env=False
+            base_url=server.base_url,
+            transport=self._transport,
+            timeout=HTTP_TIMEOUT_S,
+            trust_env=False,
+            headers=self._auth(server),
         ) as client:
             retrying = Retrying(
                 stop=lambda _state: self._clock() >= deadline,
@@ -353,11 +367,18 @@ class Supervisor:
     def _event(self, kind: Literal["died", "restarted", "unhealthy", "recovered"], detail: str) -> WatchEvent:
         return WatchEvent(at=_utc(self._now()), kind=kind, detail=detail)
 
+    def _auth(self, server: Server) -> dict[str, str]:
+        return auth_headers(server.spec, self._environ if self._environ is not None else os.environ)
+
     def health(self, server: Server, timeout_s: float = HTTP_TIMEOUT_S) -> int | str:
         """``GET /health``: its status code, or why it could not be asked (the one /health probe)."""
         try:
             with httpx.Client(
-                base_url=server.base_url, transport=self._transport, timeout=timeout_s, trust_env=False
+                base_url=server.base_url,
+                transport=self._transport,
+                timeout=timeout_s,
+                trust_env=False,
+                headers=self._auth(server),
             ) as client:
                 return client.get("/health").status_code
         except httpx.TransportError as exc:

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, cast
 from urllib.parse import urlsplit
@@ -165,7 +165,9 @@ class _Conn(asyncio.Protocol):
 class RawStreamClient:
     """HTTP/1.1 over asyncio protocols, with a keep-alive pool; base_url like ``http://127.0.0.1:8000``."""
 
-    def __init__(self, base_url: str, *, clock: Clock = time.monotonic_ns) -> None:
+    def __init__(
+        self, base_url: str, *, clock: Clock = time.monotonic_ns, headers: Mapping[str, str] | None = None
+    ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme != "http" or not parts.hostname:
             raise LoadError(
@@ -176,6 +178,12 @@ class RawStreamClient:
         self.port = parts.port or 80
         self.prefix = parts.path.rstrip("/")
         self.clock = clock
+        for name, value in (headers or {}).items():
+            if any(c in name + value for c in "\r\n"):
+                raise LoadError(
+                    f"header {name!r} has a line break", hint="a header value is one line (check the API key)"
+                )
+        self._extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
         self._idle: list[_Conn] = []
         self._address: tuple[socket.AddressFamily, Any] | None = None
         self._all: set[_Conn] = set()
@@ -222,7 +230,7 @@ class RawStreamClient:
     def _request_bytes(self, method: str, path: str, body: bytes) -> bytes:
         head = (
             f"{method} {self.prefix}{path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
-            f"Content-Type: application/json\r\nAccept: text/event-stream\r\n"
+            f"Content-Type: application/json\r\nAccept: text/event-stream\r\n{self._extra}"
             f"Content-Length: {len(body)}\r\n\r\n"
         )
         return head.encode("latin-1") + body
@@ -336,9 +344,12 @@ class HttpxStreamClient:
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         clock: Clock = time.monotonic_ns,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.clock = clock
-        self._client = httpx.AsyncClient(base_url=base_url, transport=transport, timeout=None)
+        self._client = httpx.AsyncClient(
+            base_url=base_url, transport=transport, timeout=None, headers=dict(headers or {})
+        )
         self._active: dict[int, Exchange] = {}  # in flight, by id
         self._reads_done = 0
 

@@ -79,13 +79,16 @@ def run_profile(
     clock: Callable[[], int] = time.monotonic_ns,
     cpu_clock: Callable[[], float] = time.process_time,
     loop_factory: LoopFactory | None = None,
+    api_key: str | None = None,
 ) -> ProfileSummary:
     """Run ``workload`` against the server at ``base_url``; write and return its summary.
 
     ``transport`` replaces the network for every call (tests pass ``httpx.MockTransport``); otherwise
     streams go through the raw asyncio client. ``salt`` prefixes every request's ``cache_salt``
-    (default: fresh random). Raises :class:`~contracts.errors.LoadError` when the profile cannot run
-    at all; request failures are recorded, never raised.
+    (default: fresh random). ``api_key`` is sent as a Bearer token on every request (a server started
+    with ``--api-key``); it is held in memory only, never written. Raises
+    :class:`~contracts.errors.LoadError` when the profile cannot run at all; request failures are
+    recorded, never raised.
     """
     base_url = base_url.rstrip("/")
     info = RunInfo(
@@ -117,6 +120,7 @@ def run_profile(
         stop=stop if stop is not None else threading.Event(),
         transport=transport,
         prompts_dir=prompts_dir,
+        headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
     )
     factory = loop_factory if loop_factory is not None else (None if transport else _default_loop_factory())
     try:
@@ -171,17 +175,20 @@ class _Run:
         stop: threading.Event,
         transport: httpx.AsyncBaseTransport | None,
         prompts_dir: Path,
+        headers: dict[str, str],
     ) -> None:
         """Plan, warm up, measure; ``stop`` (the orchestrator's) and the time bound end it early."""
         self.t0_ns = self.collector.t0_ns = self.clock()
         base_url = self.info.base_url
-        aux = httpx.AsyncClient(base_url=base_url, transport=transport, timeout=AUX_TIMEOUT_S)
-        stream: StreamClient = (
-            HttpxStreamClient(base_url, transport=transport, clock=self.clock)
-            if transport is not None
-            else RawStreamClient(base_url, clock=self.clock)
+        aux = httpx.AsyncClient(
+            base_url=base_url, transport=transport, timeout=AUX_TIMEOUT_S, headers=headers
         )
-        raw = RawStreamClient(base_url, clock=self.clock) if transport is None else None
+        stream: StreamClient = (
+            HttpxStreamClient(base_url, transport=transport, clock=self.clock, headers=headers)
+            if transport is not None
+            else RawStreamClient(base_url, clock=self.clock, headers=headers)
+        )
+        raw = RawStreamClient(base_url, clock=self.clock, headers=headers) if transport is None else None
         scraper = self.scraper = Scraper(aux, raw, self.clock)
         dispatcher = self.dispatcher = Dispatcher(
             stream,

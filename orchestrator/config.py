@@ -38,6 +38,7 @@ from contracts.schema import (
     LengthConfig,
     WorkloadConfig,
 )
+from orchestrator.config_guard import check_yaml_files, config_roots
 from orchestrator.validate import Sources, display_path, read_yaml, validate
 
 #: The module whose ``@hydra.main`` runs the sweep: a relative ``--config-path`` resolves against its
@@ -189,6 +190,8 @@ def compose_config(
     primary config directory (a test's copy of ``conf/``).
     """
     loc = location or ConfigLocation(config_path=str(config_dir), config_name=config_name)
+    extra = ["--config-dir", loc.config_dir] if loc.config_dir is not None else []
+    check_yaml_files(config_roots([*overrides, *extra], Path(loc.config_path or CONF_DIR)))
     try:
         hydra = create_hydra(loc)
         sources = Sources(

@@ -46,15 +46,25 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from contracts.errors import ConfigError, ConfigProblem, GauntletError, RollbackError, exit_code_for
+from contracts.errors import (
+    ConfigError,
+    ConfigProblem,
+    GauntletError,
+    RollbackError,
+    SweepDirError,
+    exit_code_for,
+    sweep_dir_error,
+)
 from contracts.paths import CONF_DIR
 from contracts.results import RecoveryValidation
 from contracts.schema import GauntletConfig
 from orchestrator.config import register_configs, sources_from_hydra, to_typed, translate_compose_error
+from orchestrator.config_guard import check_yaml_files, config_roots
 from orchestrator.context import SweepContext
 from orchestrator.events import SweepFinished
 from orchestrator.jobs import run_job, write_opening
 from orchestrator.leftovers import stop_leftovers
+from orchestrator.lock import SweepLock
 from orchestrator.measure import run_candidate
 from orchestrator.nodes import Place, job_place, launching_place
 from orchestrator.restore import restore
@@ -82,6 +92,8 @@ class SweepController:
         #: Every job runs on another node (a launcher's worker processes): the live service is never
         #: stopped, each job measures the baseline on its own node (orchestrator.jobs).
         self.zero_downtime = False
+        #: One sweep per service port on this host (taken by :meth:`open`, released by :func:`main`).
+        self.lock: SweepLock | None = None
 
     @property
     def sweep(self) -> SweepContext:
@@ -114,6 +126,8 @@ class SweepController:
         """
         _quiet_http_logs()
         self.zero_downtime = jobs_elsewhere
+        self.lock = SweepLock.for_port(cfg.service.port)
+        self.lock.acquire(sweep_dir)  # refuses, naming the other sweep, before anything is touched
         self.ctx = ctx = SweepContext.open(cfg, sweep_dir, self.seams_factory())
         if names is not None:
             where = "as jobs on other nodes (zero-downtime)" if jobs_elsewhere else "here"
@@ -168,6 +182,12 @@ class SweepController:
         except GauntletError as exc:
             say(f"report: {exc}")
             code = code or exc.exit_code
+        except OSError as exc:
+            disk = sweep_dir_error(exc, self.dir)
+            if disk is None:
+                raise
+            say(f"report: {disk}")  # the retained server is restored; only the judge's files are missing
+            code = code or disk.exit_code
         retained = self._after_sweep()
         self.sweep.journal.append(
             SweepFinished(reason=reason, validated=self.validation.ok, retained=retained)
@@ -196,6 +216,12 @@ class SweepController:
         except GauntletError as err:
             say_stderr(str(err))
             return exit_code_for(err)
+        except OSError as err:
+            disk = sweep_dir_error(err, self.dir)
+            if disk is None:
+                raise
+            say_stderr(str(disk))  # the restore cannot write either: rollback once there is space
+            return disk.exit_code
         return code
 
     def say_what_runs(self) -> None:
@@ -232,6 +258,12 @@ class SweepController:
         except GauntletError as exc:
             say_stderr(str(exc))
             return self.restore_after(exc, reason=f"error: {exc.message}", code=exc.exit_code)
+        except OSError as exc:
+            disk = sweep_dir_error(exc, self.dir if self.ctx is not None else "")
+            if disk is None:
+                raise
+            say_stderr(str(disk))
+            return self.restore_after(disk, reason=f"error: {disk.message}", code=disk.exit_code)
 
 
 #: The controller of the :func:`main` call in progress (see the module docstring for why it is here).
@@ -433,7 +465,7 @@ def job(config: DictConfig) -> str:
     """
     controller = _ACTIVE.get()
     if controller is not None and controller.failure is not None:
-        return "not run: the sweep did not open"
+        return "not run: the sweep did not open, or stopped"
     _quiet_http_logs()
     typed = _typed(config)
     validate(typed, _sources(config))
@@ -446,11 +478,16 @@ def job(config: DictConfig) -> str:
     if typed.candidate.name == typed.baseline.name:
         return "baseline (measured when the sweep opened)"
     ctx = controller.context_for(typed, sweep_dir)
-    run = run_candidate(ctx, typed.candidate)
+    try:
+        run = run_candidate(ctx, typed.candidate)
+    except SweepDirError as exc:
+        controller.failure = exc  # the disk failed: later jobs skip, main says why and restores
+        return f"stopped: {exc.message}"
     return "measured" if run.startup.ok else f"did not start: {run.startup.kind}"
 
 
 def _hydra_entry() -> None:
+    check_yaml_files(config_roots(sys.argv[1:]))  # before Hydra parses a file (an anchor bomb never returns)
     register_configs()
     decorated = hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(job)
     decorated()
@@ -499,5 +536,7 @@ def main(argv: Sequence[str], *, seams_factory: Callable[[], Seams] = real_seams
     finally:
         sys.argv = saved_argv
         signal.signal(signal.SIGTERM, previous)
+        if controller.lock is not None:
+            controller.lock.release()
     controller.say_what_runs()
     return code

@@ -112,8 +112,9 @@ class Journal:
         stamped = event.model_copy(update=stamp)
         line = json.dumps(stamped.to_line(), sort_keys=True, separators=(",", ":")) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
+            self._set_aside_torn_tail(fd)
             os.write(fd, line.encode())
             os.fsync(fd)
         finally:
@@ -139,6 +140,25 @@ class Journal:
                 raise JournalError(f"{self.path}:{number}: not a journal entry")
             out.append(self._located(parse_event(entry, where=f"{self.path}:{number}")))
         return out
+
+    @property
+    def torn_path(self) -> Path:
+        """Where a torn last line (a crash mid-write) is kept once the next append sets it aside."""
+        return self.path.with_name(self.path.name + ".torn")
+
+    def _set_aside_torn_tail(self, fd: int) -> None:
+        """A crash mid-write leaves a last line without its newline; an append glued to it would make
+        both unreadable (and, once more lines follow, the journal corrupt in the middle). Move the
+        fragment to :attr:`torn_path` and cut the journal back to its last whole line first."""
+        size = os.fstat(fd).st_size
+        if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+            return
+        data = os.pread(fd, size, 0)
+        keep = data.rfind(b"\n") + 1
+        with self.torn_path.open("ab") as torn:
+            torn.write(data[keep:] + b"\n")
+        os.ftruncate(fd, keep)
+        os.fsync(fd)
 
     def locate(self, recorded: str) -> str:
         """A file the journal names, as a path that works from here.

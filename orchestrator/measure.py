@@ -9,6 +9,7 @@ run.json, not a crash of the sweep.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-from contracts.errors import GauntletError
+from contracts.errors import GauntletError, sweep_dir_error
 from contracts.results import CandidateRun, ProfileSummary, WatchEvent, profile_dir, read_model, write_model
 from contracts.schema import CandidateConfig
 from launch.spec import LaunchSpec
@@ -161,8 +162,11 @@ def measure_profile(
                 time_scale=spec.time_scale,
                 scale=ctx.cfg.run.scale,
                 stop=watch.stop,
+                api_key=spec.api_key(os.environ),
             )
         except (GauntletError, httpx.HTTPError, OSError) as exc:
+            if (disk := sweep_dir_error(exc, ctx.dir)) is not None:
+                raise disk from exc  # the disk failed, not the candidate: stop, do not measure on
             failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             ctx.say(f"{name}: {profile} r{repeat} could not complete: {failure}")
     events = watch.events

@@ -11,6 +11,7 @@ recovery profiles must complete with no restart, no preemption and nothing left 
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -245,7 +246,9 @@ def effective_config_checks(
             name="fingerprint", ok=spec.fingerprint == recorded, expected=recorded, observed=spec.fingerprint
         )
     ]
-    with httpx.Client(base_url=spec.base_url, timeout=10.0, transport=transport) as client:
+    key = spec.api_key(os.environ)
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    with httpx.Client(base_url=spec.base_url, timeout=10.0, transport=transport, headers=headers) as client:
         observed = _served_max_model_len(client, spec.served_model_name)
         labels = _cache_config_labels(client)
     checks.append(

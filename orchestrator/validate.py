@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from contracts.schema import (
     WorkloadConfig,
     placement_problem,
 )
+from orchestrator.config_guard import abuse_problems
 
 #: --moe-backend values vLLM 0.32 accepts (vllm/config/kernel.py, MoEBackend).
 MOE_BACKENDS = (
@@ -327,6 +328,7 @@ def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
                     f"a registered gate: {', '.join(REGISTRY)}",
                 )
             )
+    problems.extend(abuse_problems(cfg, _where_of(src)))
     if not 0 < cfg.gates.confidence < 1:
         problems.append(
             ConfigProblem(
@@ -335,6 +337,18 @@ def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
         )
     if problems:
         raise ConfigError(problems)
+
+
+def _where_of(src: Sources) -> Callable[[str, str, Sequence[str]], str]:
+    """``where(package, group, key_path)``: the file that set a field of a config group, for messages."""
+
+    def where(package: str, group: str, key_path: Sequence[str]) -> str:
+        choice = src.choices.get(package)
+        if choice is None:
+            return f"<{package}>"
+        return src.origin(group, choice, key_path, package.rpartition("@")[2])
+
+    return where
 
 
 # --------------------------------------------------------------------------- the candidate group

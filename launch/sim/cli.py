@@ -184,6 +184,7 @@ class SimArgs:
     stall_after_chunks: int | None
     coalesce_s: float
     raw: dict[str, Any]
+    api_key: str | None = None  # --api-key (vLLM also reads VLLM_API_KEY; the server does that)
 
 
 def parse_args(argv: Sequence[str]) -> SimArgs:
@@ -250,4 +251,5 @@ def parse_args(argv: Sequence[str]) -> SimArgs:
         stall_after_chunks=ns.sim_stall_stream_after_chunks,
         coalesce_s=max(0.0, ns.sim_coalesce_ms) / 1e3,
         raw=vars(ns),
+        api_key=ns.api_key,
     )

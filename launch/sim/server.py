@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import json
 import os
 import random
@@ -40,9 +41,13 @@ from launch.sim.stream import ChatStream
 
 SERVER_HEADER = "gauntlet-sim (simulated vLLM)"
 LOG_PREFIX = "[sim]"
+#: Paths vLLM's API key protects (vllm/entrypoints/serve/middleware/authenticate.py); /health, /metrics and
+#: /tokenize stay open.
+GUARDED_PREFIX = ("/v1", "/v2", "/inference", "/cohere")
 _STATUS_TEXT = {
     200: "OK",
     400: "Bad Request",
+    401: "Unauthorized",
     404: "Not Found",
     405: "Method Not Allowed",
     500: "Internal Server Error",
@@ -81,6 +86,8 @@ class SimServer:
         self.finished_requests = 0
         self.dead = False
         self.health_hangs_at: float | None = args.hang_health_after_s
+        #: like vLLM: --api-key, else VLLM_API_KEY; paths under GUARDED_PREFIX then need the Bearer token
+        self.api_key = args.api_key or os.environ.get("VLLM_API_KEY") or None
         self.error_rng = random.Random(f"sim-errors:{cfg.seed}")
         self.transports: set[asyncio.WriteTransport] = set()
         self.exit_code: asyncio.Future[int] | None = None
@@ -171,6 +178,10 @@ class SimServer:
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
                 path = target.split("?", 1)[0]
+                if not self.authorized(method, path, headers):
+                    self._send(writer, 401, json.dumps({"error": "Unauthorized"}).encode())
+                    await writer.drain()
+                    continue
                 keep = await self.route(method, path, body, reader, writer)
                 if not keep or headers.get("connection", "").lower() == "close":
                     return
@@ -182,6 +193,13 @@ class SimServer:
             self.transports.discard(transport)
             with contextlib.suppress(Exception):
                 writer.close()
+
+    def authorized(self, method: str, path: str, headers: dict[str, str]) -> bool:
+        """vLLM's AuthenticationMiddleware: guarded paths need ``Authorization: Bearer <key>``."""
+        if self.api_key is None or method == "OPTIONS" or not path.startswith(GUARDED_PREFIX):
+            return True
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(token.encode(), self.api_key.encode())
 
     async def route(
         self, method: str, path: str, body: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter

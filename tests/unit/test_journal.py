@@ -160,6 +160,18 @@ def test_a_torn_last_line_is_ignored_but_a_corrupt_middle_is_an_error(tmp_path: 
         journal.replay()
 
 
+def test_an_append_after_a_torn_line_sets_the_fragment_aside_and_both_events_stand(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    journal = Journal(path)
+    journal.append(SweepStarted())
+    with path.open("a") as handle:
+        handle.write('{"event": "start')  # the orchestrator was killed mid-write
+    journal.append(SweepFinished(reason="rollback", validated=True))
+    journal.append(SweepStarted(phase="again"))
+    assert [e.name for e in journal.events()] == ["sweep_started", "sweep_finished", "sweep_started"]
+    assert journal.torn_path.read_text() == '{"event": "start\n'
+
+
 def test_files_recorded_relative_to_another_directory_are_found_under_the_sweep(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -143,6 +143,9 @@ def test_secrets_never_appear_in_clear() -> None:
 
 
 def test_typed_fields_cannot_be_smuggled_through_extra_args() -> None:
-    cand = CandidateConfig(name="c", extra_args={"tensor-parallel-size": 4})
-    with pytest.raises(SpecError, match="typed field"):
-        render_spec(ServiceConfig(model="m", served_model_name="m"), cand, HostConfig(name="h", gpu_count=1))
+    for key in ("tensor-parallel-size", "tensor_parallel_size", "--max_num_seqs"):
+        cand = CandidateConfig(name="c", extra_args={key: 4})
+        with pytest.raises(SpecError, match="typed field"):
+            render_spec(
+                ServiceConfig(model="m", served_model_name="m"), cand, HostConfig(name="h", gpu_count=1)
+            )

@@ -1,0 +1,199 @@
+"""Config abuse guards: hostile YAML files, flags that would move the retained service, names unfit for paths.
+
+Pipeline position: next to :mod:`orchestrator.validate`. :func:`yaml_file_problems` runs before Hydra
+composes anything (an anchor bomb expands to millions of nodes inside OmegaConf and never returns);
+:func:`abuse_problems` runs inside :func:`orchestrator.validate.validate`, before any launch spec is
+rendered. Every problem names its file and field; nothing starts. Free of Hydra, pure apart from reading
+the YAML files.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from contracts.errors import ConfigError, ConfigProblem
+from contracts.paths import CONF_DIR
+from contracts.schema import GauntletConfig
+
+#: A config file larger than this is refused before it is parsed (the shipped ones are under 4 KiB).
+MAX_YAML_BYTES = 256 * 1024
+#: A config file whose aliases expand to more nodes than this is refused (an anchor bomb).
+MAX_YAML_NODES = 50_000
+#: vLLM flags that decide where the retained service listens, which model it serves and who may call it:
+#: gauntlet renders them from ``service.*`` and they may not be set through extra_args or sim_args.
+SERVICE_FLAGS = (
+    "model",
+    "served-model-name",
+    "host",
+    "port",
+    "uds",
+    "api-key",
+    "config",
+    "root-path",
+    "ssl-keyfile",
+    "ssl-certfile",
+)
+FLAG_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*(\.[a-z0-9_-]+)*$")
+NUMBER = re.compile(r"^-\d+(\.\d+)?([eE][-+]?\d+)?$")
+#: Names that become directory names (workload profiles; candidates are checked by validate).
+PATH_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+Where = Callable[[Sequence[str]], str]
+
+
+# --------------------------------------------------------------------------- YAML files, before Hydra
+
+
+def yaml_file_problems(roots: Iterable[Path]) -> list[ConfigProblem]:
+    """Problems of every ``*.yaml`` under ``roots``: too large, unparsable bombs, alias expansion too big."""
+    out: list[ConfigProblem] = []
+    for root in roots:
+        if not root.is_dir():
+            continue
+        for path in sorted(root.rglob("*.yaml")):
+            problem = _yaml_problem(path)
+            if problem is not None:
+                out.append(problem)
+    return out
+
+
+def check_yaml_files(roots: Iterable[Path]) -> None:
+    """Raise ConfigError before composition when a config file is hostile."""
+    problems = yaml_file_problems(roots)
+    if problems:
+        raise ConfigError(problems)
+
+
+def _yaml_problem(path: Path) -> ConfigProblem | None:
+    size = path.stat().st_size
+    if size > MAX_YAML_BYTES:
+        return ConfigProblem(
+            str(path), "<file>", f"{size} bytes", f"a config file of at most {MAX_YAML_BYTES} bytes"
+        )
+    try:
+        node = yaml.compose(path.read_text(errors="replace"), Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return None  # not ours to judge: Hydra reports syntax errors with their line
+    nodes = expanded_nodes(node, limit=MAX_YAML_NODES)
+    if nodes > MAX_YAML_NODES:
+        return ConfigProblem(
+            str(path),
+            "<anchors>",
+            f"aliases expand to more than {MAX_YAML_NODES} nodes",
+            "a config without alias bombs (write the values out, or use Hydra's defaults and interpolation)",
+        )
+    return None
+
+
+def expanded_nodes(node: yaml.Node | None, *, limit: int) -> int:
+    """How many nodes ``node`` becomes once every alias is expanded (counting stops past ``limit``)."""
+    sizes: dict[int, int] = {}
+
+    def size(n: yaml.Node) -> int:
+        known = sizes.get(id(n))
+        if known is not None:
+            return known
+        sizes[id(n)] = limit + 1  # a cycle counts as too large
+        total = 1
+        if isinstance(n, yaml.SequenceNode):
+            children: list[yaml.Node] = list(n.value)
+        elif isinstance(n, yaml.MappingNode):
+            children = [part for pair in n.value for part in pair]
+        else:
+            children = []
+        for child in children:
+            total += size(child)
+            if total > limit:
+                break
+        sizes[id(n)] = total = min(total, limit + 1)
+        return total
+
+    return 0 if node is None else size(node)
+
+
+def config_roots(argv: Sequence[str], primary: Path = CONF_DIR) -> list[Path]:
+    """The directories Hydra will read configs from: ``primary``, ``--config-dir``/``-cd`` and the
+    ``file://`` entries of a ``hydra.searchpath`` override (relative ones from the working directory)."""
+    roots = [primary]
+    for index, arg in enumerate(argv):
+        if arg in ("--config-dir", "-cd") and index + 1 < len(argv):
+            roots.append(Path(argv[index + 1]))
+        elif arg.startswith("--config-dir="):
+            roots.append(Path(arg.split("=", 1)[1]))
+        elif "searchpath" in arg:
+            roots.extend(Path(match) for match in re.findall(r"file://([^,\]\s'\"]+)", arg))
+    return roots
+
+
+# --------------------------------------------------------------------------- the typed config
+
+
+def abuse_problems(
+    cfg: GauntletConfig, where_of: Callable[[str, str, Sequence[str]], str]
+) -> list[ConfigProblem]:
+    """Flags smuggled through extra_args/sim_args, values that would read as another flag, unsafe names.
+
+    ``where_of(package, group, key_path)`` names the file that set a field (see validate's Sources).
+    """
+    out: list[ConfigProblem] = []
+    sections: list[tuple[str, str, str, Mapping[str, Any]]] = [
+        ("service", "service", "extra_args", cfg.service.extra_args),
+        ("host", "host", "sim_args", cfg.host.sim_args),
+    ]
+    for package, cand in (("candidate", cfg.candidate), ("candidate@baseline", cfg.baseline)):
+        sections.append((package, "candidate", "extra_args", cand.extra_args))
+        sections.append((package, "candidate", "sim_args", cand.sim_args))
+    for package, group, field_name, args in sections:
+        prefix = package.rpartition("@")[2]
+        for name, value in args.items():
+            problem = flag_problem(str(name), value)
+            if problem is not None:
+                path = [field_name, str(name)]
+                out.append(
+                    ConfigProblem(
+                        where_of(package, group, path), f"{prefix}.{'.'.join(path)}", value, problem
+                    )
+                )
+    for name in cfg.workloads:
+        if not PATH_NAME.match(str(name)):
+            out.append(
+                ConfigProblem(
+                    where_of(f"workload@workloads.{name}", "workload", ["name"]),
+                    f"workloads.{name}",
+                    name,
+                    "1-64 letters, digits, '_', '.', '-' (a profile name names a directory)",
+                )
+            )
+    return out
+
+
+def flag_problem(name: str, value: Any) -> str | None:
+    """Why ``name: value`` may not be an extra vLLM flag (what is allowed), or None when it may."""
+    key = name.removeprefix("--")
+    if not FLAG_NAME.match(key):
+        return (
+            "a flag name of lower-case letters, digits, '-' and '_' (no spaces, '=', quotes or shell syntax)"
+        )
+    dashed = key.replace("_", "-")
+    for flag in SERVICE_FLAGS:
+        if flag == dashed or flag.startswith(dashed):
+            return (
+                f"not --{flag} or a spelling of it (underscores, a prefix argparse expands): "
+                f"where the retained service listens, what it serves and its key come from service.*"
+            )
+    for item in _strings(value):
+        if item.startswith("-") and not NUMBER.match(item):
+            return f"a value that does not start with '-' ({item!r} would be read as another flag)"
+        if any(c in item for c in "\r\n\0"):
+            return "a one-line value (no line breaks or NUL)"
+    return None
+
+
+def _strings(value: Any) -> list[str]:
+    """The string scalars that become argv items as they are (mappings and lists are rendered as JSON)."""
+    return [value] if isinstance(value, str) else []

@@ -1,0 +1,63 @@
+"""Fixtures of the fault matrix: one simulator for the module, a profile runner through a fault proxy."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contracts.results import ProfileSummary, RequestRecord, read_jsonl
+from contracts.schema import LengthConfig, WorkloadConfig
+from load import run_profile
+from tests.integration.conftest import port  # noqa: F401  (the fixture: a free port, cleaned after)
+from tests.integration.test_sim_server import Server, candidate_argv, start
+
+SIM_TIME_SCALE = 50.0
+SERVED_MODEL = "deepseek-v4-flash"
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[Server]:
+    """A simulated vLLM server on a free port, fast (50 simulated seconds per wall second)."""
+    with start(candidate_argv("baseline", "--sim-time-scale", str(SIM_TIME_SCALE))) as server:
+        yield server
+
+
+def workload(**overrides: Any) -> WorkloadConfig:
+    base: dict[str, Any] = dict(
+        name="faults",
+        concurrency=4,
+        num_requests=8,
+        warmup_requests=0,
+        prompt_tokens=LengthConfig(kind="fixed", mean=64),
+        output_tokens=LengthConfig(kind="fixed", mean=24),
+        ignore_eos=True,
+        seed=3,
+        time_limit_s=60,
+        request_timeout_s=2.0,
+    )
+    base.update(overrides)
+    return WorkloadConfig(**base)
+
+
+def profile(
+    base_url: str, out_dir: Path, wl: WorkloadConfig, **kw: Any
+) -> tuple[ProfileSummary, list[RequestRecord]]:
+    """Run one profile against ``base_url``; its summary and the records read back from disk."""
+    summary = run_profile(
+        base_url,
+        SERVED_MODEL,
+        wl,
+        candidate="baseline",
+        fingerprint="sha256:" + "0" * 64,
+        repeat=0,
+        out_dir=out_dir,
+        backend="sim",
+        host="sim",
+        time_scale=SIM_TIME_SCALE,
+        progress=False,
+        **kw,
+    )
+    return summary, read_jsonl(out_dir / "records.jsonl", RequestRecord)

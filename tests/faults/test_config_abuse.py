@@ -1,0 +1,156 @@
+"""Fault matrix, config abuse: hostile names, flags and YAML refused at compose time, file and field named.
+
+Each case writes one candidate file into a copy of ``conf/`` and composes it as a sweep would; the error
+must name the file and the field, and (one subprocess case) nothing is started. Rows of
+``docs/reliability.md``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from contracts.errors import ConfigError
+from contracts.paths import CONF_DIR, PROJECT_ROOT
+from orchestrator.config import load
+from orchestrator.config_guard import MAX_YAML_BYTES, config_roots, expanded_nodes, flag_problem
+
+BOMB = """\
+defaults:
+  - baseline
+  - _self_
+name: bomb
+a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+"""
+
+
+def conf_with(tmp_path: Path, name: str, body: str) -> Path:
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF_DIR, conf)
+    (conf / "candidate" / f"{name}.yaml").write_text(body)
+    return conf
+
+
+def candidate(lines: str) -> str:
+    """A candidate file extending the baseline with ``lines``."""
+    return f"defaults:\n  - baseline\n  - _self_\n{lines}\n"
+
+
+def refusal(tmp_path: Path, body: str) -> str:
+    conf = conf_with(tmp_path, "evil", body)
+    with pytest.raises(ConfigError) as info:
+        load(["candidate=evil"], config_dir=conf)
+    return str(info.value)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["../../etc", "a/b", "..", "x;rm -rf ~", "$(id)", "`id`", "a b", "x" * 200, ".hidden", "a\\b"],
+    ids=[
+        "dotdot-path",
+        "slash",
+        "dotdot",
+        "semicolon",
+        "subshell",
+        "backtick",
+        "space",
+        "200-chars",
+        "dot",
+        "bslash",
+    ],
+)
+def test_a_candidate_name_unfit_for_a_directory_is_refused(tmp_path: Path, name: str) -> None:
+    text = refusal(tmp_path, candidate(f"name: {name!r}"))
+    assert "candidate/evil.yaml: name = " in text and "it names a directory" in text
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "why"),
+    [
+        ("port: 9000", "port", "not --port"),
+        ("served_model_name: other", "served_model_name", "not --served-model-name"),  # vLLM maps _ to -
+        ("po: 9000", "po", "not --port"),  # argparse expands an unambiguous prefix
+        ("host: 0.0.0.0", "host", "not --host"),
+        ("model: /other/model", "model", "not --model"),
+        ("config: /tmp/flags.yaml", "config", "not --config"),  # a second file of flags
+        ("uds: /tmp/vllm.sock", "uds", "not --uds"),
+        ("api-key: sk-1", "api-key", "not --api-key"),
+        ("max-loras: '--port=9000'", "max-loras", "would be read as another flag"),
+        ("'max-loras 1 --port': 2", "max-loras 1 --port", "a flag name"),
+        ("'x=1': 2", "x=1", "a flag name"),
+        ('lora-modules: "a\\n--port 9"', "lora-modules", "one-line value"),
+    ],
+)
+def test_a_flag_that_would_move_the_service_or_smuggle_another_is_refused(
+    tmp_path: Path, extra: str, field: str, why: str
+) -> None:
+    text = refusal(tmp_path, candidate(f"name: evil\nextra_args:\n  {extra}"))
+    assert f"candidate/evil.yaml: candidate.extra_args.{field} = " in text, text
+    assert why in text, text
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("max-loras", 4), ("swap-space", "-1"), ("max_num_partial_prefills", 2), ("hf-overrides", {"a": "-x"})],
+)
+def test_ordinary_extra_flags_pass(name: str, value: object) -> None:
+    assert flag_problem(name, value) is None
+
+
+def test_an_anchor_bomb_is_refused_before_hydra_reads_it(tmp_path: Path) -> None:
+    conf = conf_with(tmp_path, "bomb", BOMB)
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as info:
+        load(["candidate=bomb"], config_dir=conf)
+    assert time.monotonic() - started < 10
+    text = str(info.value)
+    assert "candidate/bomb.yaml: <anchors>" in text and "aliases expand to more than" in text
+
+
+def test_a_huge_config_file_is_refused(tmp_path: Path) -> None:
+    conf = conf_with(tmp_path, "huge", candidate("name: huge\n# " + "x" * MAX_YAML_BYTES))
+    with pytest.raises(ConfigError, match=r"huge\.yaml: <file> = '\d+ bytes': a config file of at most"):
+        load([], config_dir=conf)
+
+
+def test_alias_expansion_is_counted_without_expanding() -> None:
+    import yaml
+
+    assert expanded_nodes(yaml.compose(BOMB), limit=50_000) == 50_001
+    assert expanded_nodes(yaml.compose("a: &x [1, 2]\nb: *x\n"), limit=100) == 9
+
+
+def test_config_roots_follow_the_search_path_and_config_dir() -> None:
+    roots = config_roots(["-m", "hydra.searchpath=[file://tests/x,file:///abs/y]", "--config-dir", "/c"])
+    assert roots == [CONF_DIR, Path("tests/x"), Path("/abs/y"), Path("/c")]
+
+
+@pytest.mark.integration
+def test_the_sweep_command_refuses_a_bomb_and_starts_nothing(tmp_path: Path) -> None:
+    extra = tmp_path / "extra"
+    (extra / "candidate").mkdir(parents=True)
+    (extra / "candidate" / "bomb.yaml").write_text(BOMB)
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "-m", "candidate=bomb", f"hydra.searchpath=[file://{extra}]",
+         f"run.sweeps_dir={tmp_path / 'sweeps'}"],
+        cwd=PROJECT_ROOT,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert time.monotonic() - started < 60
+    assert proc.returncode == ConfigError.exit_code, proc.stdout + proc.stderr
+    assert "bomb.yaml: <anchors>" in proc.stderr
+    assert not (tmp_path / "sweeps").exists(), "nothing was opened or started"
