@@ -32,7 +32,7 @@ import httpx
 
 from contracts.paths import CONF_DIR
 from contracts.results import ProfileSummary
-from contracts.schema import WorkloadConfig
+from contracts.schema import SloConfig, WorkloadConfig
 from load.client import Exchange, HttpxStreamClient, RawStreamClient, StreamClient
 from load.collect import Collector, RunInfo, summarize_run
 from load.dispatch import DeferredWork, Dispatcher
@@ -72,6 +72,8 @@ def run_profile(
     time_scale: float = 1.0,
     scale: float = 1.0,
     salt: str | None = None,
+    slo: SloConfig | None = None,
+    load_level: float | None = None,
     progress: bool = True,
     stop: threading.Event | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
@@ -84,7 +86,8 @@ def run_profile(
 
     ``transport`` replaces the network for every call (tests pass ``httpx.MockTransport``); otherwise
     streams go through the raw asyncio client. ``salt`` prefixes every request's ``cache_salt``
-    (default: fresh random). Raises :class:`~contracts.errors.LoadError` when the profile cannot run
+    (default: fresh random). ``slo`` adds attainment and goodput to the summary (:mod:`load.goodput`);
+    ``load_level`` records the rate or concurrency a capacity search ran at. Raises :class:`~contracts.errors.LoadError` when the profile cannot run
     at all; request failures are recorded, never raised.
     """
     base_url = base_url.rstrip("/")
@@ -100,6 +103,7 @@ def run_profile(
         base_url=base_url,
     )
     run = _Run(info, workload, out_dir, progress=progress, clock=clock, cpu_clock=cpu_clock)
+    run.slo, run.load_level = slo, load_level
     main = run.main(
         served_model,
         scale=scale,
@@ -144,6 +148,8 @@ class _Run:
         self.window_ns: tuple[int, int] | None = None
         self.cpu_s = 0.0
         self._summary: ProfileSummary | None = None
+        self.slo: SloConfig | None = None
+        self.load_level: float | None = None
 
     async def main(
         self,
@@ -287,6 +293,8 @@ class _Run:
             scrape_errors=self.scraper.errors if self.scraper is not None else [],
             notes=notes,
             interrupted=self.interrupted or stop_reason is not None,
+            slo=self.slo,
+            load_level=self.load_level,
         )
         write_results(self.out_dir, result)
         self._summary = result.summary

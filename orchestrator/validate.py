@@ -28,6 +28,7 @@ from contracts.schema import (
     WorkloadConfig,
     placement_problem,
 )
+from orchestrator.capacity_search import capacity_problems
 
 #: --moe-backend values vLLM 0.32 accepts (vllm/config/kernel.py, MoEBackend).
 MOE_BACKENDS = (
@@ -287,6 +288,7 @@ def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
                     )
                 )
     problems.extend(run_problems(cfg.run))
+    problems.extend(capacity_problems(cfg, src.describe("slo"), "conf/config.yaml"))
     from gates import REGISTRY  # noqa: PLC0415  (gates register themselves on import)
 
     for name in cfg.gates.enabled:
