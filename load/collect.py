@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from contracts.results import ErrorClass, ProfileSummary, RequestRecord
 from contracts.schema import SloConfig
-from load.goodput import slo_summary, tpot_stats
 from load.client import Exchange
+from load.goodput import slo_summary, tpot_stats
 from load.metrics import MetricsLog, parse_scrape, server_metrics
 from load.plan import Request
 from load.sse import EventParser, StreamOutcome, http_error_outcome

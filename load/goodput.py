@@ -82,27 +82,9 @@ def thresholds(slo: SloConfig) -> dict[str, float]:
     return out
 
 
-def _fmt_threshold(metric: str, value: float) -> str:
-    if metric == "tpot" or value < 1:
-        return f"{value * 1e3:g} ms"
-    return f"{value:g} s"
-
-
-_LABELS = {"ttft": "TTFT", "tpot": "TPOT", "first_visible": "first visible answer", "e2e": "e2e"}
-
-
-def slo_text(slo: SloConfig) -> str:
-    """The SLO in words: ``TTFT p99 <= 2 s, TPOT p99 <= 100 ms``."""
-    level = f"p{slo.percentile:g}"
-    parts = [f"{_LABELS[m]} {level} <= {_fmt_threshold(m, v)}" for m, v in thresholds(slo).items()]
-    return ", ".join(parts) if parts else "no threshold set"
-
-
 def tpot_stats(records: Sequence[RequestRecord]) -> Stats:
     """TPOT over the completed measured requests that produced two or more tokens."""
-    values = [
-        tpot_value(r) for r in records if not r.warmup and r.ok and (r.completion_tokens or 0) >= 2
-    ]
+    values = [tpot_value(r) for r in records if not r.warmup and r.ok and (r.completion_tokens or 0) >= 2]
     return stats([v for v in values if math.isfinite(v)])
 
 

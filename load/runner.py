@@ -87,8 +87,9 @@ def run_profile(
     ``transport`` replaces the network for every call (tests pass ``httpx.MockTransport``); otherwise
     streams go through the raw asyncio client. ``salt`` prefixes every request's ``cache_salt``
     (default: fresh random). ``slo`` adds attainment and goodput to the summary (:mod:`load.goodput`);
-    ``load_level`` records the rate or concurrency a capacity search ran at. Raises :class:`~contracts.errors.LoadError` when the profile cannot run
-    at all; request failures are recorded, never raised.
+    ``load_level`` records the rate or concurrency a capacity search ran at. Raises
+    :class:`~contracts.errors.LoadError` when the profile cannot run at all; request failures are
+    recorded, never raised.
     """
     base_url = base_url.rstrip("/")
     info = RunInfo(

@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from contracts.errors import GauntletError
+from contracts.metrics import slo_text
 from contracts.results import (
     CAPACITY_FILE,
     CAPACITY_ROOT,
@@ -28,7 +29,6 @@ from contracts.results import (
     write_model,
 )
 from contracts.schema import CandidateConfig, CapacityConfig, WorkloadConfig
-from load.goodput import slo_text
 from orchestrator.capacity_search import SearchResult, SearchSettings, search
 from orchestrator.context import SweepContext
 from orchestrator.measure import measure_profile, server_lost
@@ -138,7 +138,7 @@ def run_capacity(ctx: SweepContext, session: ServerSession, candidate: Candidate
     except _ServerLost as exc:
         notes.append(f"search stopped: {exc}")
         found = _partial(points)
-    result = capacity_result(ctx, candidate, wl, found, points, notes)
+    result = capacity_result(ctx, candidate=candidate, wl=wl, found=found, points=points, notes=notes)
     write_model(out / CAPACITY_FILE, result)
     ctx.say(capacity_line(result))
     return events
@@ -155,6 +155,7 @@ def _partial(points: list[CapacityPoint]) -> SearchResult:
 
 def capacity_result(
     ctx: SweepContext,
+    *,
     candidate: CandidateConfig,
     wl: WorkloadConfig,
     found: SearchResult,

@@ -13,7 +13,10 @@ from collections.abc import Sequence
 from contracts.metrics import fmt_bounds, fmt_ratio, fmt_value
 from contracts.results import HostProbe
 from contracts.verdicts import DECISION_LABELS, DriftResult, KeyFigure
+from report.export import CSV_FILE
 from report.model import PLOT_RANKING, PLOT_THROUGHPUT, PLOT_TTFT, CandidateRow, ReportModel
+from report.slo import capacity_text, fmt_interval
+from report.slo_plots import PLOT_GOODPUT, PLOT_PARETO
 
 
 def _figure_value(fig: KeyFigure, *, baseline: bool = False) -> str:
@@ -68,6 +71,7 @@ def render_markdown(report: ReportModel) -> str:
         out += ["", "Details (the gates' reasons, with numbers):", ""]
         out += [f"- **{r.candidate}** ({DECISION_LABELS[r.decision]}): {r.reason}" for r in details]
     out += _figures_section(report)
+    out += _slo_section(report)
     out += ["", "## Serial versus loaded ranking", ""]
     out += _reversal_section(report)
     out += ["", "## Baseline drift", ""]
@@ -81,6 +85,13 @@ def render_markdown(report: ReportModel) -> str:
         "(with the repeats' spread)",
         f"- `{PLOT_RANKING}`: rank by serial latency against rank under load",
     ]
+    if report.capacity:
+        out += [
+            f"- `{PLOT_PARETO}`: output tok/s per GPU against tok/s per user, per load level of the capacity "
+            "search (star: capacity)",
+            f"- `{PLOT_GOODPUT}`: goodput and SLO attainment against load, with the SLO target",
+        ]
+    out.append(f"- `{CSV_FILE}`: every profile summary, one row per candidate x profile x repeat")
     return "\n".join(out) + "\n"
 
 
@@ -110,6 +121,37 @@ def _figures_section(report: ReportModel) -> list[str]:
     ]
     if unmeasured:
         out.append(f"Not measured in this sweep: {', '.join(unmeasured)}.")
+    return out
+
+
+def _slo_section(report: ReportModel) -> list[str]:
+    """The SLO, a capacity line per candidate, and goodput per profile (mean [interval] over repeats)."""
+    if not report.capacity and not report.goodput:
+        return []
+    out = ["", "## Capacity and goodput at the SLO", "", f"SLO: {report.slo_text}.", ""]
+    if report.capacity:
+        first = report.capacity[0]
+        out += [f"Capacity: the highest {first.unit} load of `{first.profile}` at which the SLO holds.", ""]
+        out += [f"- {capacity_text(line, report.baseline)}" for line in report.capacity]
+        out += [f"- note: {line.candidate}: {note}" for line in report.capacity for note in line.notes]
+    if report.goodput:
+        names = list(dict.fromkeys(r.candidate for r in report.goodput))
+        profiles = list(dict.fromkeys(r.profile for r in report.goodput))
+        cells = {(r.candidate, r.profile): r for r in report.goodput}
+
+        def cell(name: str, profile: str) -> str:
+            row = cells.get((name, profile))
+            if row is None:
+                return "-"
+            return f"{fmt_interval(row.goodput_tps)} ({row.attainment.mean:.0%}, {row.held}/{row.repeats})"
+
+        out += [
+            "",
+            f"Goodput, output tok/s of the requests that met the SLO: mean [{report.confidence:.0%} interval "
+            "over repeats] (attainment, repeats that held the SLO):",
+            "",
+        ]
+        out += table(["profile", *names], [[p, *(cell(n, p) for n in names)] for p in profiles])
     return out
 
 

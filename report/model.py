@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contracts.metrics import by_severity, fmt_bounds, fmt_factor, fmt_ratio, fmt_value
+from contracts.metrics import by_severity, fmt_bounds, fmt_factor, fmt_ratio, fmt_value, slo_text
 from contracts.results import HostProbe, RecoveryValidation
 from contracts.schema import GauntletConfig
 from contracts.sweepdir import Results, load_results, read_host_probe, read_recovery_validation
@@ -31,6 +31,8 @@ from contracts.verdicts import (
     SweepVerdict,
     Verdict,
 )
+from report.slo import CapacityLine, GoodputRow, capacity_lines, goodput_rows
+from report.slo_plots import PLOT_GOODPUT, PLOT_PARETO
 
 REPORT_SCHEMA_VERSION = 1
 
@@ -115,6 +117,10 @@ class ReportModel(_Model):
     drift: DriftResult
     recovery: RecoveryValidation | None
     plots: list[str]
+    # Added with the SLO (report.slo): the SLO in words, capacity per candidate, goodput per profile.
+    slo_text: str = ""
+    capacity: list[CapacityLine] = Field(default_factory=list)
+    goodput: list[GoodputRow] = Field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------------- reading
@@ -336,6 +342,7 @@ def build_model(
         }
     )
     host = cfg.host
+    capacity = capacity_lines(verdicts, data.results)
     return ReportModel(
         sweep=sweep_dir.resolve().name,
         backend="+".join(backends) if backends else ("sim" if host.kind == "sim" else "vllm"),
@@ -358,5 +365,8 @@ def build_model(
         gates_reversal=verdicts.reversal,
         drift=verdicts.drift,
         recovery=data.recovery,
-        plots=[PLOT_TTFT, PLOT_THROUGHPUT, PLOT_RANKING],
+        plots=[PLOT_TTFT, PLOT_THROUGHPUT, PLOT_RANKING] + ([PLOT_PARETO, PLOT_GOODPUT] if capacity else []),
+        slo_text=slo_text(cfg.slo),
+        capacity=capacity,
+        goodput=goodput_rows(data.results, cfg.run.profiles, cfg.gates.confidence),
     )

@@ -27,7 +27,9 @@ def threshold_probe(capacity: float):  # type: ignore[no-untyped-def]
     ("capacity", "integer", "start"),
     [(100, True, 8), (100, True, 500), (7.3, False, 1), (7.3, False, 50), (3, True, 32), (511, True, 8)],
 )
-def test_search_brackets_the_true_capacity_within_resolution(capacity: float, integer: bool, start: float) -> None:
+def test_search_brackets_the_true_capacity_within_resolution(
+    capacity: float, integer: bool, start: float
+) -> None:
     settings = SearchSettings(start=start, integer=integer, resolution=0.1, max_points=20, max_level=512)
     result = search(threshold_probe(capacity), settings)
     assert result.low is not None and result.high is not None
@@ -71,8 +73,12 @@ def test_a_level_is_never_measured_twice_outside_noise_and_the_budget_holds() ->
     assert result.stopped_by_budget
 
 
-@pytest.mark.parametrize(("low", "high", "integer", "mid"), [(64, 128, True, 91), (90, 92, True, 91), (1.0, 4.0, False, 2.0)])
-def test_midpoint_is_geometric_and_strictly_inside(low: float, high: float, integer: bool, mid: float) -> None:
+@pytest.mark.parametrize(
+    ("low", "high", "integer", "mid"), [(64, 128, True, 91), (90, 92, True, 91), (1.0, 4.0, False, 2.0)]
+)
+def test_midpoint_is_geometric_and_strictly_inside(
+    low: float, high: float, integer: bool, mid: float
+) -> None:
     assert midpoint(low, high, SearchSettings(integer=integer)) == pytest.approx(mid)
 
 
