@@ -6,17 +6,16 @@ to stop, is :mod:`orchestrator.capacity_search`; here each level becomes a run o
 workload with its rate (open loop) or concurrency (closed loop) set, through the same
 :func:`~orchestrator.measure.measure_profile` as every profile (journal, watcher, SLO in the summary).
 Runs go to ``candidates/<name>/capacity/<level>/a<attempt>/``; the answer to
-``candidates/<name>/capacity.json`` (:class:`~contracts.results.CapacityResult`). A run already on disk
-(a resumed sweep) is read back instead of measured again.
+``candidates/<name>/capacity.json`` (:class:`~contracts.results.CapacityResult`). Within a search no
+level is measured twice except to settle noise; a resumed sweep measures a candidate without
+``capacity.json`` again, as it does any incomplete candidate.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
-from pathlib import Path
 
-from contracts.errors import GauntletError
 from contracts.metrics import slo_text
 from contracts.results import (
     CAPACITY_FILE,
@@ -60,19 +59,6 @@ def level_workload(wl: WorkloadConfig, cap: CapacityConfig, level: float) -> Wor
     )
 
 
-def _reusable(path: Path, level: float) -> ProfileSummary | None:
-    """A complete run of this level already on disk (resume), or None."""
-    if not path.exists():
-        return None
-    try:
-        summary = read_model(path, ProfileSummary)
-    except GauntletError:
-        return None
-    if summary.interrupted or summary.slo is None or summary.load_level != level:
-        return None
-    return summary
-
-
 def _point(summary: ProfileSummary, level: float, attempt: int, file: str) -> CapacityPoint:
     slo = summary.slo
     assert slo is not None  # the sweep passes its SLO to every run
@@ -108,21 +94,19 @@ def run_capacity(ctx: SweepContext, session: ServerSession, candidate: Candidate
     def probe(level: float, attempt: int) -> float:
         label = level_label(level, integer=integer)
         rel = f"{CAPACITY_ROOT}/{label}/a{attempt}"
-        summary = _reusable(out / rel / "summary.json", level)
-        if summary is None:
-            seen = measure_profile(
-                ctx,
-                session,
-                profile=f"{cap.profile}@{label}",
-                repeat=attempt,
-                out=out / rel,
-                workload=level_workload(wl, cap, level),
-                load_level=level,
-            )
-            events.extend(seen)
-            if server_lost(seen):
-                raise _ServerLost(f"the server was lost at {label}")
-            summary = read_model(out / rel / "summary.json", ProfileSummary)
+        seen = measure_profile(
+            ctx,
+            session,
+            profile=f"{cap.profile}@{label}",
+            repeat=attempt,
+            out=out / rel,
+            workload=level_workload(wl, cap, level),
+            load_level=level,
+        )
+        events.extend(seen)
+        if server_lost(seen):
+            raise _ServerLost(f"the server was lost at {label}")
+        summary = read_model(out / rel / "summary.json", ProfileSummary)
         point = _point(summary, level, attempt, f"{rel}/summary.json")
         points.append(point)
         ctx.say(
