@@ -162,6 +162,36 @@ class LengthConfig:
 
 
 @dataclass
+class SharedPrefixConfig:
+    """Shared system prompts: N system prompts x M user messages, the prefix cache on by design."""
+
+    # Distinct system prompts (N); request i uses system prompt i mod N.
+    system_prompts: int = 4
+    # Distinct user messages per system prompt (M); request i asks message (i // N) mod M, of the profile's
+    # prompt_tokens length. Requests beyond N x M repeat whole prompts, as users repeat questions.
+    users: int = 8
+    # Length of each system prompt in tokens (calibrated with the server's /tokenize).
+    prefix_tokens: int = 512
+
+
+@dataclass
+class DataSourceConfig:
+    """Requests read from a file instead of generated (docs/capacity.md, "Workloads from data")."""
+
+    # trace: JSONL, one request per line (prompt text or token length, output length, arrival offset,
+    # optional conversation id); sharegpt: a ShareGPT JSON list of conversations.
+    kind: str = "trace"
+    # The file, relative to conf/workload/ (or absolute).
+    file: str = MISSING
+    # Trace replay speed: arrival offsets are divided by it (1.0 = real time, 2.0 = twice as fast).
+    # 0 = ignore the offsets and use the profile's mode (closed loop or Poisson at `rate`).
+    speed: float = 1.0
+    # ShareGPT: most turns replayed per conversation; turn k carries the k-1 previous exchanges (the
+    # file's own answers) before its question, so later turns share a growing prefix.
+    max_turns: int = 1
+
+
+@dataclass
 class WorkloadConfig:
     """One reproducible load profile."""
 
@@ -198,6 +228,11 @@ class WorkloadConfig:
     time_limit_s: float = 600.0
     # Longest wait for one request in seconds.
     request_timeout_s: float = 600.0
+    # Shared system prompts (prefix caching on by design: requests of a run share one cache_salt);
+    # None = every request has its own salt and shares nothing.
+    shared_prefix: SharedPrefixConfig | None = None
+    # Requests from a data file (trace or ShareGPT) instead of generated ones; None = generated.
+    data: DataSourceConfig | None = None
 
 
 @dataclass

@@ -28,6 +28,7 @@ from contracts.schema import (
     WorkloadConfig,
     placement_problem,
 )
+from load.sources import source_problems
 from orchestrator.capacity_search import capacity_problems
 
 #: --moe-backend values vLLM 0.32 accepts (vllm/config/kernel.py, MoEBackend).
@@ -219,6 +220,7 @@ def workload_problems(name: str, wl: WorkloadConfig, where: Any) -> list[ConfigP
                 wl.prompts_file,
                 f"an existing file under conf/workload/ ({path} is missing)",
             )
+    out += source_problems(name, wl, CONF_DIR / "workload", where)
     return out
 
 
