@@ -72,6 +72,7 @@ def render_markdown(report: ReportModel) -> str:
         out += [f"- **{r.candidate}** ({DECISION_LABELS[r.decision]}): {r.reason}" for r in details]
     out += _figures_section(report)
     out += _slo_section(report)
+    out += _server_figures_section(report)
     out += ["", "## Serial versus loaded ranking", ""]
     out += _reversal_section(report)
     out += ["", "## Baseline drift", ""]
@@ -152,6 +153,42 @@ def _slo_section(report: ReportModel) -> list[str]:
             "",
         ]
         out += table(["profile", *names], [[p, *(cell(n, p) for n in names)] for p in profiles])
+    return out
+
+
+def _server_figures_section(report: ReportModel) -> list[str]:
+    """Speculative decoding (acceptance, mean accepted length) and prefix-cache hit rate, per candidate
+    and loaded profile (every profile in report.json)."""
+    shown = set(report.loaded_profiles) or {r.profile for r in report.server_figures}
+    rows = [r for r in report.server_figures if r.profile in shown]
+    if not rows:
+        return []
+    names = list(dict.fromkeys(r.candidate for r in rows))
+    profiles = list(dict.fromkeys(r.profile for r in rows))
+    cells = {(r.candidate, r.profile): r for r in rows}
+
+    def cell(name: str, profile: str) -> str:
+        r = cells.get((name, profile))
+        if r is None:
+            return "-"
+        parts = []
+        if r.acceptance_rate is not None:
+            parts.append(f"{r.acceptance_rate:.0%} accepted")
+        if r.mean_accepted_length is not None:
+            parts.append(f"{r.mean_accepted_length:.2f} tok/step")
+        if r.prefix_cache_hit_rate is not None:
+            parts.append(f"prefix hits {r.prefix_cache_hit_rate:.0%}")
+        return ", ".join(parts) or "-"
+
+    out = [
+        "",
+        "## Server counters: speculative decoding and prefix cache",
+        "",
+        "From /metrics (vllm:spec_decode_*: draft acceptance and tokens per target step; "
+        "vllm:prefix_cache_*: hit rate), mean over repeats; '-' = not exported.",
+        "",
+    ]
+    out += table(["candidate", *profiles], [[n, *(cell(n, p) for p in profiles)] for n in names])
     return out
 
 

@@ -31,7 +31,14 @@ from contracts.verdicts import (
     SweepVerdict,
     Verdict,
 )
-from report.slo import CapacityLine, GoodputRow, capacity_lines, goodput_rows
+from report.slo import (
+    CapacityLine,
+    GoodputRow,
+    ServerFigureRow,
+    capacity_lines,
+    goodput_rows,
+    server_figure_rows,
+)
 from report.slo_plots import PLOT_GOODPUT, PLOT_PARETO
 
 REPORT_SCHEMA_VERSION = 1
@@ -121,6 +128,8 @@ class ReportModel(_Model):
     slo_text: str = ""
     capacity: list[CapacityLine] = Field(default_factory=list)
     goodput: list[GoodputRow] = Field(default_factory=list)
+    # Speculative decoding and prefix cache, from the server's counters (where it exports them).
+    server_figures: list[ServerFigureRow] = Field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------------- reading
@@ -369,4 +378,5 @@ def build_model(
         slo_text=slo_text(cfg.slo),
         capacity=capacity,
         goodput=goodput_rows(data.results, cfg.run.profiles, cfg.gates.confidence),
+        server_figures=server_figure_rows(data.results, cfg.run.profiles),
     )

@@ -67,6 +67,42 @@ class GoodputRow(_Model):
     repeats: int
 
 
+class ServerFigureRow(_Model):
+    """What the server's counters said for one (candidate, profile), averaged over repeats."""
+
+    candidate: str
+    profile: str
+    acceptance_rate: float | None = None  # speculative decoding: accepted / draft tokens
+    mean_accepted_length: float | None = None  # tokens per target step (1 + accepted / drafts)
+    prefix_cache_hit_rate: float | None = None  # prefix-cache hits / queries (tokens)
+    repeats: int = 0
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return fmean(present) if present else None
+
+
+def server_figure_rows(results: Mapping[str, Results], profiles: Sequence[str]) -> list[ServerFigureRow]:
+    """Speculative-decoding acceptance and prefix-cache hit rate where the server exported them."""
+    out: list[ServerFigureRow] = []
+    for name, res in results.items():
+        for profile in profiles:
+            servers = [rep.summary.server for rep in res.repeats(profile) if rep.summary.server is not None]
+            specs = [s.speculative for s in servers if s.speculative is not None]
+            row = ServerFigureRow(
+                candidate=name,
+                profile=profile,
+                acceptance_rate=_mean([s.acceptance_rate for s in specs]),
+                mean_accepted_length=_mean([s.mean_accepted_length for s in specs]),
+                prefix_cache_hit_rate=_mean([s.prefix_cache_hit_rate for s in servers]),
+                repeats=len(servers),
+            )
+            if any(v is not None for v in (row.acceptance_rate, row.prefix_cache_hit_rate)):
+                out.append(row)
+    return out
+
+
 def mean_interval(
     values: Sequence[float], confidence: float, *, floor: float = 0.0, ceiling: float = math.inf
 ) -> Interval:

@@ -255,3 +255,32 @@ def test_capacity_text() -> None:
         "tp4_dp2: capacity 16 concurrent [16, 19), 0.125x [0.105x-0.148x] of baseline (capacity gate: fail); "
         "at capacity: goodput 1,076 tok/s, 134 tok/s per GPU, 73.6 tok/s per user (5 runs)"
     )
+
+
+def test_server_figures_average_spec_decode_and_prefix_cache_over_repeats() -> None:
+    from contracts.results import SpecDecodeMetrics
+    from contracts.sweepdir import Repeat
+    from report.slo import server_figure_rows
+
+    def rep(rate: float, hits: float | None) -> Repeat:
+        base = summary("spec", "decode_heavy", 1, "f")
+        assert base.server is not None
+        spec = SpecDecodeMetrics(
+            drafts=10,
+            draft_tokens=70,
+            accepted_tokens=70 * rate,
+            acceptance_rate=rate,
+            mean_accepted_length=1 + 7 * rate,
+        )
+        server = base.server.model_copy(update={"speculative": spec, "prefix_cache_hit_rate": hits})
+        return Repeat(base.model_copy(update={"server": server}), [], "s", "r")
+
+    res = Results(
+        name="spec",
+        root="candidates/spec",
+        run=None,
+        profiles={"decode_heavy": [rep(0.5, None), rep(0.7, None)]},
+    )
+    (row,) = server_figure_rows({"spec": res}, ["decode_heavy", "serial"])
+    assert row.acceptance_rate == pytest.approx(0.6) and row.mean_accepted_length == pytest.approx(5.2)
+    assert row.prefix_cache_hit_rate is None and row.repeats == 2
