@@ -16,12 +16,13 @@ from contracts.results import (
     CapacityResult,
     ProfileSummary,
     SloSummary,
+    SpecDecodeMetrics,
     Stats,
     read_model,
     write_model,
 )
 from contracts.schema import GatesConfig, WorkloadConfig
-from contracts.sweepdir import Results, load_results
+from contracts.sweepdir import Repeat, Results, load_results
 from gates.capacity import Capacity, capacity_ratio, judge_capacity
 from gates.registry import GateContext
 from orchestrator.capacity import level_workload
@@ -29,8 +30,8 @@ from orchestrator.config import load
 from orchestrator.context import SweepContext
 from orchestrator.measure import is_complete, run_candidate
 from report.export import COLUMNS, render_csv, summary_rows
-from report.slo import CapacityLine, capacity_text, mean_interval
-from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
+from report.slo import CapacityLine, capacity_text, mean_interval, server_figure_rows
+from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams, summary
 
 CAPACITY = 37  # the fake server's true capacity (concurrency)
 OVERRIDES = [
@@ -258,9 +259,7 @@ def test_capacity_text() -> None:
 
 
 def test_server_figures_average_spec_decode_and_prefix_cache_over_repeats() -> None:
-    from contracts.results import SpecDecodeMetrics
     from contracts.sweepdir import Repeat
-    from report.slo import server_figure_rows
 
     def rep(rate: float, hits: float | None) -> Repeat:
         base = summary("spec", "decode_heavy", 1, "f")
