@@ -7,8 +7,9 @@ workload with its rate (open loop) or concurrency (closed loop) set, through the
 :func:`~orchestrator.measure.measure_profile` as every profile (journal, watcher, SLO in the summary).
 Runs go to ``candidates/<name>/capacity/<level>/a<attempt>/``; the answer to
 ``candidates/<name>/capacity.json`` (:class:`~contracts.results.CapacityResult`). Within a search no
-level is measured twice except to settle noise; a resumed sweep measures a candidate without
-``capacity.json`` again, as it does any incomplete candidate.
+level is measured twice except to settle noise, and the level the profile itself is configured at
+reuses the sweep's own repeats of it when they measured the same requests (:func:`sweep_run`); a
+resumed sweep measures a candidate without ``capacity.json`` again, as it does any incomplete one.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from contracts.results import (
     write_model,
 )
 from contracts.schema import CandidateConfig, CapacityConfig, WorkloadConfig
+from load.workload import scaled_counts
 from orchestrator.capacity_search import SearchResult, SearchSettings, search
 from orchestrator.context import SweepContext
 from orchestrator.measure import measure_profile, server_lost
@@ -77,6 +79,29 @@ def _point(summary: ProfileSummary, level: float, attempt: int, file: str) -> Ca
     )
 
 
+def sweep_run(
+    ctx: SweepContext, candidate: str, level: float, attempt: int
+) -> tuple[ProfileSummary, str] | None:
+    """The sweep's own repeat ``attempt`` of the capacity profile, reused as a run of ``level`` when that
+    is the profile's configured rate or concurrency and it measured the requests the level would send
+    (its warmup may differ: the server is warm either way). None when there is nothing to reuse."""
+    cap = ctx.cfg.capacity
+    assert cap.profile is not None
+    wl = ctx.cfg.workloads[cap.profile]
+    own = wl.rate if wl.mode == "open" else wl.concurrency
+    if cap.profile not in ctx.cfg.run.profiles or own is None or float(own) != level:
+        return None
+    measured, _ = scaled_counts(wl, ctx.cfg.run.scale)
+    if measured != level_workload(wl, cap, level).num_requests or attempt > ctx.repeats_of(cap.profile):
+        return None
+    rel = f"{cap.profile}/r{attempt}/summary.json"
+    path = ctx.candidate_dir(candidate) / rel
+    if not path.exists():
+        return None
+    summary = read_model(path, ProfileSummary)
+    return None if summary.slo is None or summary.interrupted else (summary, rel)
+
+
 def run_capacity(ctx: SweepContext, session: ServerSession, candidate: CandidateConfig) -> list[WatchEvent]:
     """Search the candidate's capacity at the SLO (when ``capacity.profile`` is set); write capacity.json.
 
@@ -93,25 +118,30 @@ def run_capacity(ctx: SweepContext, session: ServerSession, candidate: Candidate
 
     def probe(level: float, attempt: int) -> float:
         label = level_label(level, integer=integer)
-        rel = f"{CAPACITY_ROOT}/{label}/a{attempt}"
-        seen = measure_profile(
-            ctx,
-            session,
-            profile=f"{cap.profile}@{label}",
-            repeat=attempt,
-            out=out / rel,
-            workload=level_workload(wl, cap, level),
-            load_level=level,
-        )
-        events.extend(seen)
-        if server_lost(seen):
-            raise _ServerLost(f"the server was lost at {label}")
-        summary = read_model(out / rel / "summary.json", ProfileSummary)
-        point = _point(summary, level, attempt, f"{rel}/summary.json")
+        reused = sweep_run(ctx, candidate.name, level, attempt)
+        if reused is not None:
+            summary, file = reused
+        else:
+            rel = f"{CAPACITY_ROOT}/{label}/a{attempt}"
+            seen = measure_profile(
+                ctx,
+                session,
+                profile=f"{cap.profile}@{label}",
+                repeat=attempt,
+                out=out / rel,
+                workload=level_workload(wl, cap, level),
+                load_level=level,
+            )
+            events.extend(seen)
+            if server_lost(seen):
+                raise _ServerLost(f"the server was lost at {label}")
+            summary, file = read_model(out / rel / "summary.json", ProfileSummary), f"{rel}/summary.json"
+        point = _point(summary, level, attempt, file)
         points.append(point)
         ctx.say(
             f"{candidate.name}: capacity {label}: SLO {'held' if point.met else 'missed'} "
             f"(margin {point.margin:.2f}, attainment {point.attainment:.0%})"
+            + (f", reused {file}" if reused is not None else "")
         )
         return point.margin
 

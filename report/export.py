@@ -136,7 +136,9 @@ def summary_rows(sweep_dir: Path, results: Mapping[str, Results]) -> Iterator[di
                 summary = read_model(sweep_dir / file, ProfileSummary)
             except GauntletError:
                 continue  # capacity.json names it; a deleted run leaves no row rather than a broken one
-            yield summary_row(name, "capacity", summary, file)
+            row = summary_row(name, "capacity", summary, file)
+            row["load_level"] = point.level  # also for a profile repeat the search reused
+            yield row
 
 
 def _cell(value: object) -> object:

@@ -53,7 +53,7 @@ class CapacityLoad(FakeLoad):
     ) -> ProfileSummary:
         result = super().__call__(base_url, served_model, workload, **kw)
         level = kw.get("load_level")
-        margin = CAPACITY / workload.concurrency if level is not None else 2.0
+        margin = CAPACITY / workload.concurrency
         slo = SloSummary(
             name="default",
             percentile=99,
@@ -97,6 +97,25 @@ def test_the_sweep_searches_each_candidates_capacity_and_a_lost_result_is_measur
     run_candidate(again, again.cfg.baseline, role="baseline")
     assert read_model(again.candidate_dir("baseline") / CAPACITY_FILE, CapacityResult).low == result.low
     assert [c for c in fake2.calls if c[1] == "decode_heavy"] == levels
+
+
+def test_the_profiles_own_level_reuses_the_sweeps_repeats(tmp_path: Path) -> None:
+    # decode_heavy is configured at 128 in flight with 128 measured requests: one wave of level 128.
+    ctx, fake = make(tmp_path, "run.profiles=[decode_heavy]", "capacity.start=128", "capacity.waves=1")
+    run_candidate(ctx, ctx.cfg.baseline, role="baseline")
+    result = read_model(ctx.candidate_dir("baseline") / CAPACITY_FILE, CapacityResult)
+    first = result.points[0]
+    assert (first.level, first.summary_file, first.met) == (128, "decode_heavy/r1/summary.json", False)
+    assert len([c for c in fake.calls if c[1] == "decode_heavy"]) == len(
+        result.points
+    )  # 1 profile run + the rest
+    assert result.low is not None and result.low <= CAPACITY < (result.high or 0)
+    res = load_results(ctx.dir, "candidates/baseline", "baseline")
+    rows = [r for r in summary_rows(ctx.dir, {"baseline": res}) if r["source"] == "capacity"]
+    assert (
+        rows[0]["load_level"] == 128
+        and rows[0]["summary_file"] == "candidates/baseline/decode_heavy/r1/summary.json"
+    )
 
 
 def test_no_capacity_search_unless_a_profile_is_named(tmp_path: Path) -> None:
