@@ -53,7 +53,8 @@ class CapacityLoad(FakeLoad):
     ) -> ProfileSummary:
         result = super().__call__(base_url, served_model, workload, **kw)
         level = kw.get("load_level")
-        margin = CAPACITY / workload.concurrency
+        load = workload.rate if workload.mode == "open" and workload.rate else workload.concurrency
+        margin = CAPACITY / load
         slo = SloSummary(
             name="default",
             percentile=99,
@@ -116,6 +117,16 @@ def test_the_profiles_own_level_reuses_the_sweeps_repeats(tmp_path: Path) -> Non
         rows[0]["load_level"] == 128
         and rows[0]["summary_file"] == "candidates/baseline/decode_heavy/r1/summary.json"
     )
+
+
+def test_an_open_loop_profile_searches_the_request_rate(tmp_path: Path) -> None:
+    ctx, _ = make(tmp_path, "capacity.profile=mixed", "capacity.start=1", "capacity.duration_s=2")
+    run_candidate(ctx, ctx.cfg.baseline, role="baseline")
+    result = read_model(ctx.candidate_dir("baseline") / CAPACITY_FILE, CapacityResult)
+    assert (result.mode, result.unit) == ("rate", "req/s")
+    assert result.low is not None and result.high is not None
+    assert result.low <= CAPACITY < result.high <= result.low * 1.1
+    assert all(p.summary_file.startswith("capacity/r") for p in result.points)
 
 
 def test_no_capacity_search_unless_a_profile_is_named(tmp_path: Path) -> None:
