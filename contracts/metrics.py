@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from contracts.results import CensoredMedian, RequestRecord, Stats
+from contracts.schema import SloConfig
 from contracts.verdicts import Comparison, KeyFigure, Reversal
 
 Better = Literal["lower", "higher"]
@@ -313,3 +314,28 @@ def fmt_repeats(values: Sequence[float], unit: str) -> str:
         return "n/a"
     text = "/".join(fmt_value(v, unit).removesuffix(f" {unit}") for v in values)
     return f"{text} {unit}" if unit else text
+
+
+#: The latencies an SLO bounds, with their field in :class:`contracts.schema.SloConfig` and their label.
+SLO_FIELDS: dict[str, tuple[str, str]] = {
+    "ttft": ("ttft_s", "TTFT"),
+    "tpot": ("tpot_s", "TPOT"),
+    "first_visible": ("first_visible_s", "first visible answer"),
+    "e2e": ("e2e_s", "e2e"),
+}
+
+
+def slo_text(slo: SloConfig) -> str:
+    """The SLO in words, as every report and log line says it.
+
+    >>> slo_text(SloConfig(ttft_s=2.0, tpot_s=0.1))
+    'TTFT p99 <= 2 s, TPOT p99 <= 100 ms'
+    """
+    parts = []
+    for attr, label in SLO_FIELDS.values():
+        value = getattr(slo, attr)
+        if value is None:
+            continue
+        shown = f"{value * 1e3:g} ms" if attr == "tpot_s" or value < 1 else f"{value:g} s"
+        parts.append(f"{label} p{slo.percentile:g} <= {shown}")
+    return ", ".join(parts) if parts else "no threshold set"

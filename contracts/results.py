@@ -113,6 +113,16 @@ class ClientHealth(_Model):
     notes: list[str] = Field(default_factory=list)
 
 
+class SpecDecodeMetrics(_Model):
+    """Speculative decoding as the server counted it over the profile (deltas of vllm:spec_decode_*)."""
+
+    drafts: float  # vllm:spec_decode_num_drafts_total
+    draft_tokens: float  # vllm:spec_decode_num_draft_tokens_total
+    accepted_tokens: float  # vllm:spec_decode_num_accepted_tokens_total
+    acceptance_rate: float | None  # accepted / draft tokens (0-1); None without drafts
+    mean_accepted_length: float | None  # 1 + accepted / drafts: tokens per target step; None without drafts
+
+
 class ServerMetrics(_Model):
     """What the server's /metrics said over the profile (sums over engines)."""
 
@@ -129,6 +139,33 @@ class ServerMetrics(_Model):
     restart_detected: bool  # a counter went backwards between scrapes
     token_mismatch: bool  # client usage totals disagree with the server's counters
     notes: list[str] = Field(default_factory=list)
+    # Optional families (None when the server does not export them, and in older files):
+    prefix_cache_queries: float | None = None  # delta of vllm:prefix_cache_queries_total (tokens)
+    prefix_cache_hits: float | None = None  # delta of vllm:prefix_cache_hits_total (tokens)
+    prefix_cache_hit_rate: float | None = None  # hits / queries over the measured window
+    speculative: SpecDecodeMetrics | None = None  # deltas of vllm:spec_decode_*_total
+
+
+#: The latencies an SLO can bound (:class:`contracts.schema.SloConfig` fields without ``_s``).
+SloMetric = Literal["ttft", "tpot", "first_visible", "e2e"]
+
+
+class SloSummary(_Model):
+    """One run against the service's SLO: attainment, goodput, and each bounded latency's percentile."""
+
+    name: str  # the SLO's name (conf/slo/<name>.yaml)
+    percentile: float  # the percentile each threshold must hold at
+    thresholds: dict[str, float]  # SloMetric -> threshold, host seconds (per token for tpot)
+    observed: dict[str, float | None]  # SloMetric -> the percentile observed; None = infinite (too many
+    # requests failed or never produced the value)
+    met: bool  # every observed percentile is at or under its threshold
+    margin: float  # worst threshold / observed over the metrics (>= 1: held; 0: infinite)
+    good_requests: int  # measured requests that met every threshold (goodput requests)
+    attainment: float  # good_requests / measured requests (0-1)
+    goodput_rps: float  # good requests / duration_s
+    goodput_tps: float  # output tokens of the good requests / duration_s
+    violations: dict[str, int] = Field(default_factory=dict)  # SloMetric -> requests over its threshold
+    # (failed requests count against every metric)
 
 
 class LoadSettings(_Model):
@@ -184,6 +221,60 @@ class ProfileSummary(_Model):
     notes: list[str] = Field(default_factory=list)  # what the runner noticed (clipped max_tokens, ...)
     #: The run's salt and settings; None in summaries written before they were recorded.
     settings: LoadSettings | None = None
+    # Added with the SLO (older summaries read as None): per-request time per output token after the
+    # first, over completed requests with two or more tokens; the run against the SLO.
+    tpot: Stats | None = None
+    slo: SloSummary | None = None
+    # Added with load levels and data workloads (older summaries read as None / 0):
+    load_level: float | None = None  # capacity search: the request rate or concurrency of this run
+
+
+#: A candidate's capacity search, relative to its directory (``candidates/<name>/capacity.json``); its
+#: runs are under ``capacity/<level>/a<attempt>/``.
+CAPACITY_FILE = "capacity.json"
+CAPACITY_ROOT = "capacity"
+
+
+class CapacityPoint(_Model):
+    """One measured load level of a capacity search (one run; a level within noise has several)."""
+
+    level: float  # request rate (req/s) or concurrency (requests in flight)
+    attempt: int  # 1, 2, ...: repeats of this level
+    summary_file: str  # relative to the candidate's directory
+    met: bool  # this run held the SLO
+    margin: float  # worst threshold / observed percentile (>= 1: held)
+    attainment: float
+    goodput_rps: float
+    goodput_tps: float
+    output_tps: float
+    tps_per_user: float | None  # 1 / median TPOT: the decode speed one user sees
+
+
+class CapacityResult(_Model):
+    """The capacity search of one candidate: the highest load at which the SLO held, and its bracket."""
+
+    schema_version: int = SCHEMA_VERSION
+    candidate: str
+    profile: str  # the workload varied
+    mode: Literal["rate", "concurrency"]
+    unit: str  # "req/s" or "concurrent"
+    slo: str  # the SLO's name
+    slo_text: str  # the SLO in words, e.g. "TTFT p99 <= 1 s, TPOT p99 <= 15 ms"
+    capacity: float | None  # highest level that held; None = even min_level failed
+    low: float | None  # = capacity (the bracket's held end)
+    high: float | None  # lowest level that failed above it; None = max_level held (capacity >= it)
+    resolution: float  # the configured relative resolution
+    gpus: int  # TP x DP of the candidate (for per-GPU figures)
+    points: list[CapacityPoint] = Field(default_factory=list)  # in measurement order
+    decided: dict[str, bool] = Field(default_factory=dict)  # level (as text) -> held, after repeats
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """Where the true capacity lies, given the bracket: [low, high) (high = +inf when unbounded)."""
+        if self.low is None:
+            return None
+        return (self.low, self.high if self.high is not None else float("inf"))
 
 
 class GpuMemory(_Model):

@@ -166,6 +166,36 @@ class LengthConfig:
 
 
 @dataclass
+class SharedPrefixConfig:
+    """Shared system prompts: N system prompts x M user messages, the prefix cache on by design."""
+
+    # Distinct system prompts (N); request i uses system prompt i mod N.
+    system_prompts: int = 4
+    # Distinct user messages per system prompt (M); request i asks message (i // N) mod M, of the profile's
+    # prompt_tokens length. Requests beyond N x M repeat whole prompts, as users repeat questions.
+    users: int = 8
+    # Length of each system prompt in tokens (calibrated with the server's /tokenize).
+    prefix_tokens: int = 512
+
+
+@dataclass
+class DataSourceConfig:
+    """Requests read from a file instead of generated (docs/capacity.md, "Workloads from data")."""
+
+    # trace: JSONL, one request per line (prompt text or token length, output length, arrival offset,
+    # optional conversation id); sharegpt: a ShareGPT JSON list of conversations.
+    kind: str = "trace"
+    # The file, relative to conf/workload/ (or absolute).
+    file: str = MISSING
+    # Trace replay speed: arrival offsets are divided by it (1.0 = real time, 2.0 = twice as fast).
+    # 0 = ignore the offsets and use the profile's mode (closed loop or Poisson at `rate`).
+    speed: float = 1.0
+    # ShareGPT: most turns replayed per conversation; turn k carries the k-1 previous exchanges (the
+    # file's own answers) before its question, so later turns share a growing prefix.
+    max_turns: int = 1
+
+
+@dataclass
 class WorkloadConfig:
     """One reproducible load profile."""
 
@@ -202,6 +232,11 @@ class WorkloadConfig:
     time_limit_s: float = 600.0
     # Longest wait for one request in seconds.
     request_timeout_s: float = 600.0
+    # Shared system prompts (prefix caching on by design: requests of a run share one cache_salt);
+    # None = every request has its own salt and shares nothing.
+    shared_prefix: SharedPrefixConfig | None = None
+    # Requests from a data file (trace or ShareGPT) instead of generated ones; None = generated.
+    data: DataSourceConfig | None = None
 
 
 @dataclass
@@ -233,6 +268,66 @@ class GatesConfig:
     # Smallest latency improvement that counts as a gain, as a fraction (0.05 = 5% faster); the interval
     # must also exclude "no change".
     min_gain: float = 0.05
+    # Allowed loss of capacity at the SLO against the baseline, as a fraction (0.1 = 10%): the capacity
+    # gate fails when the ratio is below 1 - tolerance and its interval lies below 1.
+    capacity_tolerance: float = 0.1
+
+
+@dataclass
+class SloConfig:
+    """The service's SLO: per-request latency thresholds that must hold at a percentile of requests.
+
+    A request *meets the SLO* when every set threshold holds for it (a failed request meets none); its
+    output counts as goodput. A run *holds the SLO* when, for every set threshold, the ``percentile``-th
+    percentile of that latency over the measured requests (failed or censored ones count as +inf) is at
+    or under the threshold. Unset thresholds (None) are not checked. See docs/capacity.md.
+    """
+
+    # Short name, shown in reports ("default", "interactive").
+    name: str = "default"
+    # The percentile (0-100] at which every threshold must hold, e.g. 99 for "p99 <= threshold".
+    percentile: float = 99.0
+    # Time to first token, in host seconds; None = not checked.
+    ttft_s: float | None = None
+    # Time per output token after the first (a request's mean inter-token latency, ITL/TPOT), in host
+    # seconds per token; None = not checked.
+    tpot_s: float | None = None
+    # Time to the first visible (non-reasoning) answer token, in host seconds; None = not checked.
+    first_visible_s: float | None = None
+    # End-to-end request latency, in host seconds; None = not checked.
+    e2e_s: float | None = None
+
+
+@dataclass
+class CapacityConfig:
+    """The capacity search: the highest load at which the SLO holds, per candidate (docs/capacity.md)."""
+
+    # The workload profile the search varies (its `mode` decides: open = request rate, closed =
+    # concurrency); None = no capacity search.
+    profile: str | None = None
+    # First load level tried (requests/s for open loop, requests in flight for closed loop).
+    start: float = 8.0
+    # Lowest and highest load levels the search may try; the answer is reported as below / above them.
+    min_level: float = 1.0
+    max_level: float = 512.0
+    # Bracketing multiplies (or divides) the level by this factor until the SLO flips.
+    growth: float = 2.0
+    # Relative resolution: bisection stops when highest-holding and lowest-failing levels are within
+    # this fraction of each other (0.1 = the capacity is known to within 10%; closed loop: or 1 request).
+    resolution: float = 0.1
+    # Most load levels measured per candidate (bracketing and bisection together).
+    max_points: int = 10
+    # A level whose SLO margin (threshold / observed percentile, worst metric) is within this fraction of
+    # 1 is "within noise" and measured again, up to `max_repeats` times; the median margin decides.
+    noise: float = 0.1
+    max_repeats: int = 3
+    # Measured requests per level: closed loop `waves` x concurrency; open loop rate x `duration_s`;
+    # at least `min_requests` either way.
+    waves: float = 2.0
+    duration_s: float = 30.0
+    min_requests: int = 16
+    # Requests sent first at each level and not counted (the server is already warm from the profiles).
+    warmup_requests: int = 0
 
 
 @dataclass
@@ -281,6 +376,10 @@ class GauntletConfig:
     workloads: dict[str, WorkloadConfig] = field(default_factory=dict)
     gates: GatesConfig = field(default_factory=GatesConfig)
     run: RunConfig = field(default_factory=RunConfig)
+    # The service's SLO (conf/slo/): goodput and attainment in every summary, the capacity search's test.
+    slo: SloConfig = field(default_factory=SloConfig)
+    # The capacity search (off unless `capacity.profile` names a workload).
+    capacity: CapacityConfig = field(default_factory=CapacityConfig)
 
 
 def placement_problem(

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contracts.results import (
+    CAPACITY_FILE,
     CandidateRun,
+    CapacityResult,
     HostProbe,
     ProfileSummary,
     RecoveryValidation,
@@ -51,6 +53,11 @@ class Results:
     root: str  # relative to the sweep directory, e.g. "candidates/tp4_dp2" or "recovery"
     run: CandidateRun | None
     profiles: dict[str, list[Repeat]] = field(default_factory=dict)
+    capacity: CapacityResult | None = None  # the capacity search (capacity.json), when one ran
+
+    @property
+    def capacity_file(self) -> str:
+        return f"{self.root}/{CAPACITY_FILE}"
 
     @property
     def run_file(self) -> str:
@@ -91,7 +98,9 @@ def load_results(sweep_dir: Path, root: str, name: str) -> Results:
                     repeats.append((int(match.group(1)), repeat))
             if repeats:
                 profiles[profile_dir.name] = [r for _, r in sorted(repeats, key=lambda item: item[0])]
-    return Results(name=name, root=root, run=run, profiles=profiles)
+    capacity_path = base / CAPACITY_FILE
+    capacity = read_model(capacity_path, CapacityResult) if capacity_path.exists() else None
+    return Results(name=name, root=root, run=run, profiles=profiles, capacity=capacity)
 
 
 #: ``<baseline>@<node>``: the retained configuration measured on one node of a parallel sweep. Candidate

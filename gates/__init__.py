@@ -19,6 +19,7 @@ from contracts.verdicts import (
 )
 from gates import (  # noqa: F401  (imported to register the gates, in evaluation order)
     answer_reliability,
+    capacity,
     compatibility,
     concurrency,
     latency_gain,

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from contracts.results import ErrorClass, LoadSettings, ProfileSummary, RequestRecord
+from contracts.schema import SloConfig
 from load.client import Exchange
+from load.goodput import slo_summary, tpot_stats
 from load.metrics import MetricsLog, parse_scrape, server_metrics
 from load.plan import Request
 from load.sse import EventParser, StreamOutcome, http_error_outcome
@@ -153,12 +155,15 @@ def summarize_run(
     notes: Sequence[str],
     interrupted: bool,
     settings: LoadSettings | None = None,
+    slo: SloConfig | None = None,
+    load_level: float | None = None,
 ) -> RunResult:
     """Records sorted by index; the summary's figures, client health and server deltas; the scrape log.
 
     ``t0_ns`` is the profile's t = 0 (CLOCK_MONOTONIC) that scrape times count from. ``planned`` is the
     number of measured requests the plan held (0: unknown, count the records). ``notes`` are the run's
-    own (plan, stop), ahead of the ``/metrics`` note and those of the figures.
+    own (plan, stop), ahead of the ``/metrics`` note and those of the figures. ``slo`` (the service's
+    SLO) adds attainment and goodput; ``load_level`` marks a capacity search's run.
     """
     ordered = sorted(records, key=lambda r: r.index)
     measured = [r for r in ordered if not r.warmup]
@@ -192,6 +197,9 @@ def summarize_run(
         interrupted=interrupted,
         notes=run_notes + figures.notes,
         settings=settings,
+        tpot=tpot_stats(measured),
+        slo=slo_summary(measured, slo, duration_s=figures.duration_s) if slo is not None else None,
+        load_level=load_level,
     )
     metrics = MetricsLog(
         base_url=info.base_url,

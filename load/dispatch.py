@@ -24,6 +24,7 @@ from contracts.results import ErrorClass
 from contracts.schema import WorkloadConfig
 from load.client import Exchange, StreamClient
 from load.plan import Request
+from load.sources import replays_offsets
 
 CHAT_PATH = "/v1/chat/completions"
 STOP_POLL_S = 0.05
@@ -51,7 +52,7 @@ class Dispatcher:
         on_stopped: Stopped,
     ) -> None:
         self.stream = stream
-        self.open_loop = workload.mode == "open"
+        self.open_loop = workload.mode == "open" or replays_offsets(workload)
         self.concurrency = max(1, workload.concurrency)
         self.request_timeout_s = workload.request_timeout_s
         self.time_scale = time_scale

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, ConfigDict, Field
 
-from contracts.results import ServerMetrics
+from contracts.results import ServerMetrics, SpecDecodeMetrics
 
 PREEMPTIONS = "vllm:num_preemptions_total"
 PROMPT_TOKENS = "vllm:prompt_tokens_total"
@@ -25,9 +25,19 @@ RUNNING = "vllm:num_requests_running"
 KV_USAGE = "vllm:kv_cache_usage_perc"
 KV_USAGE_OLD = "vllm:gpu_cache_usage_perc"  # name before vLLM 0.10
 
+# Optional counters (absent when prefix caching or speculative decoding is off, or on older servers).
+PREFIX_QUERIES = "vllm:prefix_cache_queries_total"  # tokens looked up in the prefix cache
+PREFIX_HITS = "vllm:prefix_cache_hits_total"  # of which found cached
+SPEC_DRAFTS = "vllm:spec_decode_num_drafts_total"
+SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
+SPEC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+
 COUNTERS = (PREEMPTIONS, PROMPT_TOKENS, GENERATION_TOKENS)
+OPTIONAL_COUNTERS = (PREFIX_QUERIES, PREFIX_HITS, SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED)
 GAUGES = (WAITING, RUNNING, KV_USAGE, KV_USAGE_OLD)
-_FAMILIES = tuple(name.removesuffix("_total") for name in (*COUNTERS, REQUEST_SUCCESS, *GAUGES))
+_FAMILIES = tuple(
+    name.removesuffix("_total") for name in (*COUNTERS, *OPTIONAL_COUNTERS, REQUEST_SUCCESS, *GAUGES)
+)
 _PREFIXES = (
     tuple(_FAMILIES) + tuple(f"# TYPE {f} " for f in _FAMILIES) + tuple(f"# HELP {f} " for f in _FAMILIES)
 )
@@ -73,7 +83,7 @@ def parse_scrape(text: str, *, t_s: float, phase: str) -> Scrape:
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             name, value = sample.name, float(sample.value)
-            if name in COUNTERS:
+            if name in COUNTERS or name in OPTIONAL_COUNTERS:
                 counters[name] = counters.get(name, 0.0) + value
             elif name == REQUEST_SUCCESS:
                 reason = sample.labels.get("finished_reason", "unknown")
@@ -162,6 +172,10 @@ def server_metrics(
                 f"{label} tokens: client usage totals {client} vs server counter delta {server:.0f}"
                 + (f" ({client_failed} failed requests may explain it)" if client_failed else "")
             )
+    optional: dict[str, float | None] = {}
+    for name in OPTIONAL_COUNTERS:
+        present = any(name in s.counters for s in window)
+        optional[name] = counter_delta([s.counters.get(name) for s in window])[0] if present else None
     return ServerMetrics(
         scrapes=len(window),
         preemptions=deltas[PREEMPTIONS],
@@ -176,4 +190,32 @@ def server_metrics(
         restart_detected=restart,
         token_mismatch=mismatch,
         notes=notes,
+        prefix_cache_queries=optional[PREFIX_QUERIES],
+        prefix_cache_hits=optional[PREFIX_HITS],
+        prefix_cache_hit_rate=_share(optional[PREFIX_HITS], optional[PREFIX_QUERIES]),
+        speculative=speculative_metrics(
+            optional[SPEC_DRAFTS], optional[SPEC_DRAFT_TOKENS], optional[SPEC_ACCEPTED]
+        ),
+    )
+
+
+def _share(part: float | None, whole: float | None) -> float | None:
+    if part is None or whole is None or whole <= 0:
+        return None
+    return part / whole
+
+
+def speculative_metrics(
+    drafts: float | None, draft_tokens: float | None, accepted: float | None
+) -> SpecDecodeMetrics | None:
+    """Acceptance rate (accepted / draft tokens) and mean accepted length (1 + accepted / drafts, the
+    tokens one target step yields, as vLLM's own log line counts it); None when not exported."""
+    if drafts is None or draft_tokens is None or accepted is None:
+        return None
+    return SpecDecodeMetrics(
+        drafts=drafts,
+        draft_tokens=draft_tokens,
+        accepted_tokens=accepted,
+        acceptance_rate=_share(accepted, draft_tokens),
+        mean_accepted_length=1 + accepted / drafts if drafts > 0 else None,
     )

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contracts.schema import WorkloadConfig
+from load.sources import shares_prefix
 from load.workload import BuiltPrompt, PlannedRequest, make_salt, messages_for
 
 #: Seeds of sampled requests: ``workload.seed * SEED_STRIDE + index`` (distinct per request and profile).
@@ -52,12 +53,21 @@ class Plan:
 
 
 def request_body(
-    workload: WorkloadConfig, *, model: str, prompt: str, max_tokens: int, cache_salt: str, index: int
+    workload: WorkloadConfig,
+    *,
+    model: str,
+    prompt: str,
+    max_tokens: int,
+    cache_salt: str,
+    index: int,
+    system: str | None = None,
+    history: tuple[tuple[str, str], ...] = (),
 ) -> bytes:
-    """The streaming chat request: usage in the stream, the profile's sampling, a salt of its own."""
+    """The streaming chat request: usage in the stream, the profile's sampling, its salt; a shared system
+    prompt and earlier exchanges before the prompt for data workloads (:mod:`load.sources`)."""
     body: dict[str, Any] = {
         "model": model,
-        "messages": messages_for(prompt),
+        "messages": messages_for(prompt, system=system, history=history),
         "max_tokens": max_tokens,
         "temperature": workload.temperature,
         "stream": True,
@@ -97,7 +107,8 @@ def make_plan(
             if max_tokens > room:
                 max_tokens = max(1, room)
                 clipped += 1
-        salt = make_salt(run_salt, p.index)
+        # Shared prefixes and conversations share the run's salt: their cache hits are the point.
+        salt = run_salt if shares_prefix(workload) else make_salt(run_salt, p.index)
         body = request_body(
             workload,
             model=served_model,
@@ -105,6 +116,8 @@ def make_plan(
             max_tokens=max_tokens,
             cache_salt=salt,
             index=p.index,
+            system=prompt.system,
+            history=p.history,
         )
         requests.append(
             Request(

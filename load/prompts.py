@@ -9,6 +9,7 @@ tests pass one over ``httpx.MockTransport``.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,6 +17,7 @@ import httpx
 
 from contracts.schema import WorkloadConfig
 from load.plan import Plan, make_plan
+from load.sources import SYSTEM_PROMPT_BASE, plan_source
 from load.workload import (
     BuiltPrompt,
     PlannedRequest,
@@ -23,7 +25,6 @@ from load.workload import (
     gather_limited,
     load_prompts,
     messages_for,
-    plan_requests,
     tokenizer_fingerprint,
 )
 
@@ -40,18 +41,27 @@ async def prepare_plan(
     prompts_dir: Path,
 ) -> Plan:
     """The run's plan: requests drawn from the seed, prompts calibrated with the server, bodies built."""
-    planned = plan_requests(workload, scale=scale, prompts=load_prompts(workload, prompts_dir))
+    planned = plan_source(
+        workload, scale=scale, prompts=load_prompts(workload, prompts_dir), prompts_dir=prompts_dir
+    )
     notes: list[str] = []
     max_model_len = await read_max_model_len(aux, served_model, notes)
     counter = TokenCounter(aux, served_model)
     builder = PromptBuilder(
         count=counter.count, seed=workload.seed, tokenizer_id=await counter.probe(_PROBE_TEXT)
     )
+    planned = await _answer_lengths(planned, counter)
+    systems = await _system_prompts(planned, workload, builder)
+    prefix = workload.shared_prefix.prefix_tokens if workload.shared_prefix is not None else 0
 
     async def build(p: PlannedRequest) -> BuiltPrompt:
+        system = systems.get(p.system_prompt_index) if p.system_prompt_index is not None else None
         if p.fixed_prompt is not None:
-            return BuiltPrompt(p.fixed_prompt, await counter.count(p.fixed_prompt))
-        return await builder.build(p.index, p.target_prompt_tokens)
+            counted = await counter.count(p.fixed_prompt, history=p.history)
+            return BuiltPrompt(p.fixed_prompt, counted)
+        seed_index = p.prompt_seed_index if p.prompt_seed_index is not None else p.index
+        user = await builder.build(seed_index, max(1, p.target_prompt_tokens - prefix))
+        return BuiltPrompt(user.text, user.counted, system=system)
 
     prompts = await gather_limited([build(p) for p in planned])
     return make_plan(
@@ -63,6 +73,34 @@ async def prepare_plan(
         max_model_len=max_model_len,
         notes=[*notes, *builder.notes, *counter.notes],
     )
+
+
+async def _system_prompts(
+    planned: list[PlannedRequest], workload: WorkloadConfig, builder: PromptBuilder
+) -> dict[int, str]:
+    """The shared system prompts the plan uses, built once each to ``prefix_tokens``."""
+    if workload.shared_prefix is None:
+        return {}
+    wanted = sorted({p.system_prompt_index for p in planned if p.system_prompt_index is not None})
+    target = workload.shared_prefix.prefix_tokens
+    built = [await builder.build(SYSTEM_PROMPT_BASE - k, target) for k in wanted]
+    return {k: b.text for k, b in zip(wanted, built, strict=True)}
+
+
+async def _answer_lengths(planned: list[PlannedRequest], counter: TokenCounter) -> list[PlannedRequest]:
+    """ShareGPT turns: max_tokens is the file answer's length as the server counts it (template removed)."""
+    if not any(p.output_text is not None for p in planned):
+        return planned
+    overhead = await counter.count("") or 0
+    out = []
+    for p in planned:
+        if p.output_text is None:
+            out.append(p)
+            continue
+        counted = await counter.count(p.output_text)
+        tokens = (counted - overhead) if counted is not None else round(len(p.output_text.split()) * 1.3)
+        out.append(replace(p, max_tokens=max(1, tokens)))
+    return out
 
 
 async def read_max_model_len(aux: httpx.AsyncClient, served_model: str, notes: list[str]) -> int | None:
@@ -104,10 +142,11 @@ class TokenCounter:
             return None
         return data if isinstance(data, dict) and isinstance(data.get("count"), int) else None
 
-    async def _tokenize(self, text: str) -> dict[str, Any] | None:
+    async def _tokenize(self, text: str, history: tuple[tuple[str, str], ...] = ()) -> dict[str, Any] | None:
         if self.form == "messages":
+            messages = messages_for(text, history=history)
             data = await self._call(
-                {"model": self.model, "messages": messages_for(text), "add_generation_prompt": True}
+                {"model": self.model, "messages": messages, "add_generation_prompt": True}
             )
             if data is not None:
                 return data
@@ -129,6 +168,7 @@ class TokenCounter:
         ids = tokens if isinstance(tokens, list) else [data["count"]]
         return f"{self.model}:{self.form}:{tokenizer_fingerprint(ids)}"
 
-    async def count(self, text: str) -> int | None:
-        data = await self._tokenize(text)
+    async def count(self, text: str, history: tuple[tuple[str, str], ...] = ()) -> int | None:
+        """Tokens of ``text`` as one user message after ``history`` (chat template included)."""
+        data = await self._tokenize(text, history)
         return None if data is None else int(data["count"])

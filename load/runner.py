@@ -32,7 +32,7 @@ import httpx
 
 from contracts.paths import CONF_DIR
 from contracts.results import LoadSettings, ProfileSummary
-from contracts.schema import WorkloadConfig
+from contracts.schema import SloConfig, WorkloadConfig
 from load.client import Exchange, HttpxStreamClient, RawStreamClient, StreamClient
 from load.collect import Collector, RunInfo, summarize_run
 from load.dispatch import DeferredWork, Dispatcher
@@ -72,6 +72,8 @@ def run_profile(
     time_scale: float = 1.0,
     scale: float = 1.0,
     salt: str | None = None,
+    slo: SloConfig | None = None,
+    load_level: float | None = None,
     progress: bool = True,
     stop: threading.Event | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
@@ -86,7 +88,9 @@ def run_profile(
     ``transport`` replaces the network for every call (tests pass ``httpx.MockTransport``); otherwise
     streams go through the raw asyncio client. ``salt`` prefixes every request's ``cache_salt``
     (default: fresh random). ``api_key`` is sent as a Bearer token on every request (a server started
-    with ``--api-key``); it is held in memory only, never written. Raises
+    with ``--api-key``); it is held in memory only, never written. ``slo`` adds attainment and goodput to
+    the summary (:mod:`load.goodput`); ``load_level`` records the rate or concurrency a capacity search ran
+    at. Raises
     :class:`~contracts.errors.LoadError` when the profile cannot run at all; request failures are
     recorded, never raised.
     """
@@ -113,6 +117,7 @@ def run_profile(
         prompts_dir=str(prompts_dir),
         workload=workload,
     )
+    run.slo, run.load_level = slo, load_level
     main = run.main(
         served_model,
         scale=scale,
@@ -165,6 +170,8 @@ class _Run:
         self._summary: ProfileSummary | None = None
         #: What the runner was asked to run, recorded in the summary (salt included).
         self.settings: LoadSettings | None = None
+        self.slo: SloConfig | None = None
+        self.load_level: float | None = None
 
     async def main(
         self,
@@ -312,6 +319,8 @@ class _Run:
             notes=notes,
             interrupted=self.interrupted or stop_reason is not None,
             settings=self.settings,
+            slo=self.slo,
+            load_level=self.load_level,
         )
         write_results(self.out_dir, result)
         self._summary = result.summary

@@ -56,7 +56,13 @@ class PlannedRequest:
     target_prompt_tokens: int
     max_tokens: int
     arrival_s: float | None  # open loop: wall seconds after its phase starts; closed loop: None
-    fixed_prompt: str | None = None  # from the profile's prompts_file
+    fixed_prompt: str | None = None  # from the profile's prompts_file (or a data file's text)
+    # Data workloads (load.sources): a shared system prompt, the seed of a generated text that recurs,
+    # earlier (role, content) exchanges sent before the prompt, the answer whose length is max_tokens.
+    system_prompt_index: int | None = None
+    prompt_seed_index: int | None = None
+    history: tuple[tuple[str, str], ...] = ()
+    output_text: str | None = None
 
 
 def scaled_counts(workload: WorkloadConfig, scale: float) -> tuple[int, int]:
@@ -151,8 +157,12 @@ def make_salt(run_salt: str, index: int) -> str:
     return salt
 
 
-def messages_for(prompt: str) -> list[dict[str, str]]:
-    return [{"role": "user", "content": prompt}]
+def messages_for(
+    prompt: str, *, system: str | None = None, history: tuple[tuple[str, str], ...] = ()
+) -> list[dict[str, str]]:
+    """The chat messages of a request: an optional system prompt, earlier exchanges, the prompt."""
+    head = [{"role": "system", "content": system}] if system is not None else []
+    return [*head, *({"role": r, "content": c} for r, c in history), {"role": "user", "content": prompt}]
 
 
 _CACHE_LIMIT = 20_000
@@ -168,6 +178,7 @@ class BuiltPrompt:
 
     text: str
     counted: int | None
+    system: str | None = None  # a shared system prompt sent before it (load.sources)
 
 
 @dataclass

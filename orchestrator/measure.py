@@ -18,8 +18,16 @@ from pathlib import Path
 import httpx
 
 from contracts.errors import GauntletError, sweep_dir_error
-from contracts.results import CandidateRun, ProfileSummary, WatchEvent, profile_dir, read_model, write_model
-from contracts.schema import CandidateConfig
+from contracts.results import (
+    CAPACITY_FILE,
+    CandidateRun,
+    ProfileSummary,
+    WatchEvent,
+    profile_dir,
+    read_model,
+    write_model,
+)
+from contracts.schema import CandidateConfig, WorkloadConfig
 from launch.spec import LaunchSpec
 from orchestrator.context import SweepContext
 from orchestrator.events import DiscardingPartial, LoadFinished, LoadStarted, Role, SkippedComplete
@@ -49,6 +57,8 @@ def is_complete(ctx: SweepContext, name: str) -> bool:
                 )
                 if summary.interrupted:
                     return False
+        if ctx.cfg.capacity.profile is not None and not (ctx.candidate_dir(name) / CAPACITY_FILE).exists():
+            return False
     except GauntletError:
         return False
     return True
@@ -99,6 +109,10 @@ def run_candidate(ctx: SweepContext, candidate: CandidateConfig, *, role: Role =
         measured = _Measured()
         try:
             _run_profiles(ctx, session, measured)
+            if not server_lost(measured.watch):
+                from orchestrator.capacity import run_capacity  # noqa: PLC0415 (it imports this module)
+
+                measured.watch.extend(run_capacity(ctx, session, candidate))
         finally:
             # Torn down before run.json is written, so the record carries the teardown (also on Ctrl-C).
             run = run.model_copy(
@@ -134,13 +148,21 @@ def _run_profiles(ctx: SweepContext, session: ServerSession, measured: _Measured
 
 
 def measure_profile(
-    ctx: SweepContext, session: ServerSession, *, profile: str, repeat: int, out: Path
+    ctx: SweepContext,
+    session: ServerSession,
+    *,
+    profile: str,
+    repeat: int,
+    out: Path,
+    workload: WorkloadConfig | None = None,
+    load_level: float | None = None,
 ) -> list[WatchEvent]:
     """Run one profile against a live server while a watcher checks it; returns what the watcher saw.
 
     A load error (the server vanished mid-profile, /tokenize or /metrics unreachable) is evidence, not a
     crash of the sweep: it is journalled and returned as an ``unhealthy`` event next to whatever the
-    watcher saw (``died`` when the process is gone), and the caller moves on.
+    watcher saw (``died`` when the process is gone), and the caller moves on. ``workload`` replaces the
+    configured profile (the capacity search's load levels: its request counts are final, not scaled).
     """
     spec = session.spec
     name = spec.candidate
@@ -152,7 +174,7 @@ def measure_profile(
             ctx.seams.run_profile(
                 spec.base_url,
                 spec.served_model_name,
-                ctx.cfg.workloads[profile],
+                workload or ctx.cfg.workloads[profile],
                 candidate=name,
                 fingerprint=spec.fingerprint,
                 repeat=repeat,
@@ -160,7 +182,9 @@ def measure_profile(
                 backend=backend_of(spec),
                 host=spec.host,
                 time_scale=spec.time_scale,
-                scale=ctx.cfg.run.scale,
+                scale=ctx.cfg.run.scale if workload is None else 1.0,
+                slo=ctx.cfg.slo,
+                load_level=load_level,
                 stop=watch.stop,
                 api_key=spec.api_key(os.environ),
             )

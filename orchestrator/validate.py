@@ -28,6 +28,8 @@ from contracts.schema import (
     WorkloadConfig,
     placement_problem,
 )
+from load.sources import source_problems
+from orchestrator.capacity_search import capacity_problems
 from orchestrator.config_guard import abuse_problems
 
 #: --moe-backend values vLLM 0.32 accepts (vllm/config/kernel.py, MoEBackend).
@@ -235,6 +237,7 @@ def workload_problems(name: str, wl: WorkloadConfig, where: Any) -> list[ConfigP
                 wl.prompts_file,
                 f"an existing file under conf/workload/ ({path} is missing)",
             )
+    out += source_problems(name, wl, CONF_DIR / "workload", where)
     return out
 
 
@@ -316,6 +319,7 @@ def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
                     )
                 )
     problems.extend(run_problems(cfg.run, src))
+    problems.extend(capacity_problems(cfg, src.describe("slo"), "conf/config.yaml"))
     from gates import REGISTRY  # noqa: PLC0415  (gates register themselves on import)
 
     for name in cfg.gates.enabled:

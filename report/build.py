@@ -2,9 +2,10 @@
 
 Pipeline position: the last box, after the judge. :func:`build_report` reads what the judge wrote
 (``verdicts.json``, :func:`contracts.verdicts.read_verdicts`) and what the sweep wrote (config, host
-probe, run files, summaries, records, recovery validation), and writes ``report.md``, ``report.json``
-and three PNG plots. It judges nothing: without ``verdicts.json`` it says to run the judge first. The
-same files always give the same report::
+probe, run files, summaries, records, recovery validation), and writes ``report.md``, ``report.json``,
+three PNG plots, ``summaries.csv`` (every summary, :mod:`report.export`) and, after a capacity search,
+``pareto.png`` and ``goodput.png`` (:mod:`report.slo_plots`). It judges nothing: without
+``verdicts.json`` it says to run the judge first. The same files always give the same report::
 
     python -m orchestrator judge sweeps/20261202-101500     # verdicts.json
     python -m orchestrator report sweeps/20261202-101500    # report.md, report.json, *.png
@@ -20,6 +21,7 @@ from contracts.results import write_model
 from contracts.schema import GauntletConfig, read_sweep_config
 from contracts.sweepdir import candidate_names, node_baseline_names, sweep_dir_argument
 from contracts.verdicts import VERDICTS_FILE, VERDICTS_SCHEMA_VERSION, SweepVerdict, read_verdicts
+from report.export import write_summaries_csv
 from report.markdown import render_markdown
 from report.model import build_model, read_sweep
 from report.plots import write_plots
@@ -58,6 +60,7 @@ def build_report(sweep_dir: Path, cfg: GauntletConfig | None = None) -> str:
     report = build_model(sweep_dir, cfg, verdicts, data, names)
     text = render_markdown(report) + rerun_section(sweep_dir, cfg, verdicts.baseline)
     write_plots(sweep_dir, cfg, report, data)
+    write_summaries_csv(sweep_dir, data.results)
     write_model(sweep_dir / "report.json", report)
     (sweep_dir / "report.md").write_text(text)
     return text

@@ -13,7 +13,10 @@ from collections.abc import Sequence
 from contracts.metrics import fmt_bounds, fmt_ratio, fmt_value
 from contracts.results import HostProbe
 from contracts.verdicts import DECISION_LABELS, DriftResult, KeyFigure
+from report.export import CSV_FILE
 from report.model import PLOT_RANKING, PLOT_THROUGHPUT, PLOT_TTFT, CandidateRow, ReportModel
+from report.slo import capacity_text, fmt_interval
+from report.slo_plots import PLOT_GOODPUT, PLOT_PARETO
 
 
 def _figure_value(fig: KeyFigure, *, baseline: bool = False) -> str:
@@ -69,6 +72,8 @@ def render_markdown(report: ReportModel) -> str:
         out += [f"- **{r.candidate}** ({DECISION_LABELS[r.decision]}): {r.reason}" for r in details]
     out += _figures_section(report)
     out += _nodes_section(report)
+    out += _slo_section(report)
+    out += _server_figures_section(report)
     out += ["", "## Serial versus loaded ranking", ""]
     out += _reversal_section(report)
     out += ["", "## Baseline drift", ""]
@@ -82,6 +87,13 @@ def render_markdown(report: ReportModel) -> str:
         "(with the repeats' spread)",
         f"- `{PLOT_RANKING}`: rank by serial latency against rank under load",
     ]
+    if report.capacity:
+        out += [
+            f"- `{PLOT_PARETO}`: output tok/s per GPU against tok/s per user, per load level of the capacity "
+            "search (star: capacity)",
+            f"- `{PLOT_GOODPUT}`: goodput and SLO attainment against load, with the SLO target",
+        ]
+    out.append(f"- `{CSV_FILE}`: every profile summary, one row per candidate x profile x repeat")
     return "\n".join(out) + "\n"
 
 
@@ -123,6 +135,73 @@ def _nodes_section(report: ReportModel) -> list[str]:
         ["measured", "node", "compared with"],
         [[n.candidate, n.node, n.paired_baseline or "-"] for n in report.nodes],
     )
+    return out
+
+
+def _slo_section(report: ReportModel) -> list[str]:
+    """The SLO, a capacity line per candidate, and goodput per profile (mean [interval] over repeats)."""
+    if not report.capacity and not report.goodput:
+        return []
+    out = ["", "## Capacity and goodput at the SLO", "", f"SLO: {report.slo_text}.", ""]
+    if report.capacity:
+        first = report.capacity[0]
+        out += [f"Capacity: the highest {first.unit} load of `{first.profile}` at which the SLO holds.", ""]
+        out += [f"- {capacity_text(line, report.baseline)}" for line in report.capacity]
+        out += [f"- note: {line.candidate}: {note}" for line in report.capacity for note in line.notes]
+    if report.goodput:
+        names = list(dict.fromkeys(r.candidate for r in report.goodput))
+        profiles = list(dict.fromkeys(r.profile for r in report.goodput))
+        cells = {(r.candidate, r.profile): r for r in report.goodput}
+
+        def cell(name: str, profile: str) -> str:
+            row = cells.get((name, profile))
+            if row is None:
+                return "-"
+            return f"{fmt_interval(row.goodput_tps)} ({row.attainment.mean:.0%}, {row.held}/{row.repeats})"
+
+        out += [
+            "",
+            f"Goodput, output tok/s of the requests that met the SLO: mean [{report.confidence:.0%} interval "
+            "over repeats] (attainment, repeats that held the SLO):",
+            "",
+        ]
+        out += table(["profile", *names], [[p, *(cell(n, p) for n in names)] for p in profiles])
+    return out
+
+
+def _server_figures_section(report: ReportModel) -> list[str]:
+    """Speculative decoding (acceptance, mean accepted length) and prefix-cache hit rate, per candidate
+    and loaded profile (every profile in report.json)."""
+    shown = set(report.loaded_profiles) or {r.profile for r in report.server_figures}
+    rows = [r for r in report.server_figures if r.profile in shown]
+    if not rows:
+        return []
+    names = list(dict.fromkeys(r.candidate for r in rows))
+    profiles = list(dict.fromkeys(r.profile for r in rows))
+    cells = {(r.candidate, r.profile): r for r in rows}
+
+    def cell(name: str, profile: str) -> str:
+        r = cells.get((name, profile))
+        if r is None:
+            return "-"
+        parts = []
+        if r.acceptance_rate is not None:
+            parts.append(f"{r.acceptance_rate:.0%} accepted")
+        if r.mean_accepted_length is not None:
+            parts.append(f"{r.mean_accepted_length:.2f} tok/step")
+        if r.prefix_cache_hit_rate is not None:
+            parts.append(f"prefix hits {r.prefix_cache_hit_rate:.0%}")
+        return ", ".join(parts) or "-"
+
+    out = [
+        "",
+        "## Server counters: speculative decoding and prefix cache",
+        "",
+        "From /metrics (vllm:spec_decode_*: draft acceptance and tokens per target step; "
+        "vllm:prefix_cache_*: hit rate), mean over repeats; '-' = not exported.",
+        "",
+    ]
+    out += table(["candidate", *profiles], [[n, *(cell(n, p) for p in profiles)] for n in names])
     return out
 
 

@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contracts.metrics import by_severity, fmt_bounds, fmt_factor, fmt_ratio, fmt_value
+from contracts.metrics import by_severity, fmt_bounds, fmt_factor, fmt_ratio, fmt_value, slo_text
 from contracts.results import HostProbe, RecoveryValidation
 from contracts.schema import GauntletConfig
 from contracts.sweepdir import Results, load_results, read_host_probe, read_recovery_validation
@@ -31,6 +31,15 @@ from contracts.verdicts import (
     SweepVerdict,
     Verdict,
 )
+from report.slo import (
+    CapacityLine,
+    GoodputRow,
+    ServerFigureRow,
+    capacity_lines,
+    goodput_rows,
+    server_figure_rows,
+)
+from report.slo_plots import PLOT_GOODPUT, PLOT_PARETO
 
 REPORT_SCHEMA_VERSION = 1
 
@@ -124,6 +133,12 @@ class ReportModel(_Model):
     recovery: RecoveryValidation | None
     plots: list[str]
     nodes: list[NodeRow] = Field(default_factory=list)  # a parallel sweep: who measured what, where
+    # Added with the SLO (report.slo): the SLO in words, capacity per candidate, goodput per profile.
+    slo_text: str = ""
+    capacity: list[CapacityLine] = Field(default_factory=list)
+    goodput: list[GoodputRow] = Field(default_factory=list)
+    # Speculative decoding and prefix cache, from the server's counters (where it exports them).
+    server_figures: list[ServerFigureRow] = Field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------------- reading
@@ -350,6 +365,7 @@ def build_model(
         for name, r in sorted(data.results.items())
         if r.run is not None and r.run.node is not None
     ]
+    capacity = capacity_lines(verdicts, data.results)
     return ReportModel(
         nodes=nodes,
         sweep=sweep_dir.resolve().name,
@@ -373,5 +389,9 @@ def build_model(
         gates_reversal=verdicts.reversal,
         drift=verdicts.drift,
         recovery=data.recovery,
-        plots=[PLOT_TTFT, PLOT_THROUGHPUT, PLOT_RANKING],
+        plots=[PLOT_TTFT, PLOT_THROUGHPUT, PLOT_RANKING] + ([PLOT_PARETO, PLOT_GOODPUT] if capacity else []),
+        slo_text=slo_text(cfg.slo),
+        capacity=capacity,
+        goodput=goodput_rows(data.results, cfg.run.profiles, cfg.gates.confidence),
+        server_figures=server_figure_rows(data.results, cfg.run.profiles),
     )

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from contracts.metrics import mean
 from contracts.schema import GauntletConfig
 from report.model import PLOT_RANKING, PLOT_THROUGHPUT, PLOT_TTFT, ReportModel, SweepData
+from report.slo_plots import write_slo_plots
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -90,6 +91,7 @@ def write_plots(sweep_dir: Path, cfg: GauntletConfig, report: ReportModel, data:
         for fig in (_plot_ttft(canvas), _plot_throughput(canvas), _plot_ranking(plt, report, colors, title)):
             _save(fig[0], sweep_dir / fig[1])
             plt.close(fig[0])
+        write_slo_plots(plt, sweep_dir, results=data.results, colors=colors, slo=cfg.slo, title=title)
 
 
 def _grid(plt: Any, panels: int, *, cols: int, width: float, height: float) -> tuple[Any, list[Axes]]:

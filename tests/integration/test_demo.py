@@ -60,6 +60,19 @@ def test_demo_sweep_reproduces_the_case_study(tmp_path: Path, port: int) -> None
     assert "| tp4_dp2" in done.stdout and "REJECT" in done.stdout
     for name in ("report.md", "report.json", "ttft.png", "throughput.png", "ranking.png"):
         assert (sweep / name).stat().st_size > 0, name
+    # Capacity at the SLO: a line per candidate that started, tp4_dp2's far below the baseline's.
+    for name in ("pareto.png", "goodput.png", "summaries.csv"):
+        assert (sweep / name).stat().st_size > 0, name
+    capacity = {
+        n: json.loads((sweep / "candidates" / n / "capacity.json").read_text())
+        for n in ("baseline", "tp4_dp2", "spec_probabilistic")
+    }
+    assert capacity["tp4_dp2"]["capacity"] < 0.5 * capacity["baseline"]["capacity"]
+    gate = next(g for g in by_name["tp4_dp2"]["gates"] if g["gate"] == "capacity")
+    assert gate["status"] == "fail" and gate["interval"][1] < 1
+    for n in capacity:
+        assert f"- {n}: capacity " in done.stdout
+    assert "Goodput, output tok/s of the requests that met the SLO" in done.stdout
     # A newcomer's exit is clean: the restored retained server was validated, then stopped, and the last
     # line says so; no simulator the demo started is left running.
     assert sim_servers(port) == []

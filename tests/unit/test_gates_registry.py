@@ -80,6 +80,7 @@ def test_a_registered_gate_is_evaluated_and_can_reject(sweep: Path, kv_gate: typ
             [
                 "compatibility",
                 "concurrency",
+                "capacity",
                 "stability",
                 "answer_reliability",
                 "memory_headroom",

@@ -100,3 +100,38 @@ def test_server_metrics_flags_restart_and_mismatch() -> None:
 
 def test_no_scrapes_means_no_server_metrics() -> None:
     assert server_metrics([], client_prompt_tokens=1, client_output_tokens=1) is None
+
+
+def test_prefix_cache_and_spec_decode_counters_become_rates() -> None:
+    from load.metrics import filter_scrape, parse_scrape, server_metrics
+
+    def text(queries: float, hits: float, drafts: float, draft_tokens: float, accepted: float) -> str:
+        lines = []
+        for engine in ("0", "1"):  # summed over DP engines
+            lines += [
+                "# HELP vllm:prefix_cache_queries_total Prefix cache queries.",
+                "# TYPE vllm:prefix_cache_queries_total counter",
+                f'vllm:prefix_cache_queries_total{{engine="{engine}",model_name="m"}} {queries / 2}',
+                f'vllm:prefix_cache_hits_total{{engine="{engine}",model_name="m"}} {hits / 2}',
+                f'vllm:spec_decode_num_drafts_total{{engine="{engine}",model_name="m"}} {drafts / 2}',
+                f'vllm:spec_decode_num_draft_tokens_total{{engine="{engine}"}} {draft_tokens / 2}',
+                f'vllm:spec_decode_num_accepted_tokens_total{{engine="{engine}"}} {accepted / 2}',
+            ]
+        return filter_scrape("\n".join(lines) + "\n")
+
+    parsed = [
+        parse_scrape(text(100, 10, 5, 35, 10), t_s=0.0, phase="before"),
+        parse_scrape(text(1100, 810, 105, 735, 360), t_s=1.0, phase="after"),
+    ]
+    server = server_metrics(parsed, client_prompt_tokens=0, client_output_tokens=0)
+    assert server is not None
+    assert (server.prefix_cache_queries, server.prefix_cache_hits) == (1000, 800)
+    assert server.prefix_cache_hit_rate == pytest.approx(0.8)
+    assert server.speculative is not None
+    assert server.speculative.acceptance_rate == pytest.approx(350 / 700)
+    assert server.speculative.mean_accepted_length == pytest.approx(1 + 350 / 100)
+    assert not any("prefix" in n or "spec" in n for n in server.notes)  # optional: never a note
+    bare = server_metrics(
+        [parse_scrape("", t_s=0.0, phase="before")], client_prompt_tokens=0, client_output_tokens=0
+    )
+    assert bare is not None and bare.prefix_cache_hit_rate is None and bare.speculative is None

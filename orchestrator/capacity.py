@@ -1,0 +1,215 @@
+"""The capacity search against a live server: the highest load each candidate serves within the SLO.
+
+Pipeline position: part of measuring a candidate (:func:`orchestrator.measure.run_candidate` calls
+:func:`run_capacity` after the profiles, on the same server). The core, which levels to measure and when
+to stop, is :mod:`orchestrator.capacity_search`; here each level becomes a run of the configured
+workload with its rate (open loop) or concurrency (closed loop) set, through the same
+:func:`~orchestrator.measure.measure_profile` as every profile (journal, watcher, SLO in the summary).
+Runs go to ``candidates/<name>/capacity/<level>/a<attempt>/``; the answer to
+``candidates/<name>/capacity.json`` (:class:`~contracts.results.CapacityResult`). Within a search no
+level is measured twice except to settle noise, and the level the profile itself is configured at
+reuses the sweep's own repeats of it when they measured the same requests (:func:`sweep_run`); a
+resumed sweep measures a candidate without ``capacity.json`` again, as it does any incomplete one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from contracts.metrics import slo_text
+from contracts.results import (
+    CAPACITY_FILE,
+    CAPACITY_ROOT,
+    CapacityPoint,
+    CapacityResult,
+    ProfileSummary,
+    WatchEvent,
+    read_model,
+    write_model,
+)
+from contracts.schema import CandidateConfig, CapacityConfig, WorkloadConfig
+from load.workload import scaled_counts
+from orchestrator.capacity_search import SearchResult, SearchSettings, search
+from orchestrator.context import SweepContext
+from orchestrator.measure import measure_profile, server_lost
+from orchestrator.session import ServerSession
+
+
+class _ServerLost(Exception):
+    """The server died or a level could not run: the search stops with what it has."""
+
+
+def level_label(level: float, *, integer: bool) -> str:
+    """A load level as a directory name: ``c16`` (concurrency) or ``r2.5`` (requests/s)."""
+    return f"c{int(level)}" if integer else f"r{level:g}"
+
+
+def level_workload(wl: WorkloadConfig, cap: CapacityConfig, level: float) -> WorkloadConfig:
+    """The workload at one load level: rate or concurrency set, request count from the level.
+
+    Closed loop: ``waves`` x concurrency requests; open loop: rate x ``duration_s``; at least
+    ``min_requests``. Warmup is ``capacity.warmup_requests`` (the server is warm from the profiles).
+    """
+    if wl.mode == "open":
+        n = max(cap.min_requests, math.ceil(level * cap.duration_s))
+        return replace(wl, rate=level, num_requests=n, warmup_requests=cap.warmup_requests, repeats=1)
+    concurrency = int(level)
+    n = max(cap.min_requests, math.ceil(concurrency * cap.waves))
+    return replace(
+        wl, concurrency=concurrency, num_requests=n, warmup_requests=cap.warmup_requests, repeats=1
+    )
+
+
+def _point(summary: ProfileSummary, level: float, attempt: int, file: str) -> CapacityPoint:
+    slo = summary.slo
+    assert slo is not None  # the sweep passes its SLO to every run
+    tpot = summary.tpot.p50 if summary.tpot is not None else None
+    return CapacityPoint(
+        level=level,
+        attempt=attempt,
+        summary_file=file,
+        met=slo.met,
+        margin=slo.margin,
+        attainment=slo.attainment,
+        goodput_rps=slo.goodput_rps,
+        goodput_tps=slo.goodput_tps,
+        output_tps=summary.output_tps,
+        tps_per_user=1 / tpot if tpot else None,
+    )
+
+
+def sweep_run(
+    ctx: SweepContext, candidate: str, level: float, attempt: int
+) -> tuple[ProfileSummary, str] | None:
+    """The sweep's own repeat ``attempt`` of the capacity profile, reused as a run of ``level`` when that
+    is the profile's configured rate or concurrency and it measured the requests the level would send
+    (its warmup may differ: the server is warm either way). None when there is nothing to reuse."""
+    cap = ctx.cfg.capacity
+    assert cap.profile is not None
+    wl = ctx.cfg.workloads[cap.profile]
+    own = wl.rate if wl.mode == "open" else wl.concurrency
+    if cap.profile not in ctx.cfg.run.profiles or own is None or float(own) != level:
+        return None
+    measured, _ = scaled_counts(wl, ctx.cfg.run.scale)
+    if measured != level_workload(wl, cap, level).num_requests or attempt > ctx.repeats_of(cap.profile):
+        return None
+    rel = f"{cap.profile}/r{attempt}/summary.json"
+    path = ctx.candidate_dir(candidate) / rel
+    if not path.exists():
+        return None
+    summary = read_model(path, ProfileSummary)
+    return None if summary.slo is None or summary.interrupted else (summary, rel)
+
+
+def run_capacity(ctx: SweepContext, session: ServerSession, candidate: CandidateConfig) -> list[WatchEvent]:
+    """Search the candidate's capacity at the SLO (when ``capacity.profile`` is set); write capacity.json.
+
+    Returns what the watcher saw; a lost server ends the search early (the result says so).
+    """
+    cap = ctx.cfg.capacity
+    if cap.profile is None:
+        return []
+    wl = ctx.cfg.workloads[cap.profile]
+    integer = wl.mode != "open"
+    out = ctx.candidate_dir(candidate.name)
+    points: list[CapacityPoint] = []
+    events: list[WatchEvent] = []
+
+    def probe(level: float, attempt: int) -> float:
+        label = level_label(level, integer=integer)
+        reused = sweep_run(ctx, candidate.name, level, attempt)
+        if reused is not None:
+            summary, file = reused
+        else:
+            rel = f"{CAPACITY_ROOT}/{label}/a{attempt}"
+            seen = measure_profile(
+                ctx,
+                session,
+                profile=f"{cap.profile}@{label}",
+                repeat=attempt,
+                out=out / rel,
+                workload=level_workload(wl, cap, level),
+                load_level=level,
+            )
+            events.extend(seen)
+            if server_lost(seen):
+                raise _ServerLost(f"the server was lost at {label}")
+            summary, file = read_model(out / rel / "summary.json", ProfileSummary), f"{rel}/summary.json"
+        point = _point(summary, level, attempt, file)
+        points.append(point)
+        ctx.say(
+            f"{candidate.name}: capacity {label}: SLO {'held' if point.met else 'missed'} "
+            f"(margin {point.margin:.2f}, attainment {point.attainment:.0%})"
+            + (f", reused {file}" if reused is not None else "")
+        )
+        return point.margin
+
+    settings = SearchSettings.from_config(cap, integer=integer)
+    notes: list[str] = []
+    try:
+        found = search(probe, settings)
+    except _ServerLost as exc:
+        notes.append(f"search stopped: {exc}")
+        found = _partial(points)
+    result = capacity_result(ctx, candidate=candidate, wl=wl, found=found, points=points, notes=notes)
+    write_model(out / CAPACITY_FILE, result)
+    ctx.say(capacity_line(result))
+    return events
+
+
+def _partial(points: list[CapacityPoint]) -> SearchResult:
+    """What the measured points say when the search could not finish."""
+    held = [p.level for p in points if p.met]
+    failed = [p.level for p in points if not p.met]
+    low = max(held, default=None)
+    high = min((lv for lv in failed if low is None or lv > low), default=None)
+    return SearchResult(low=low, high=high, decided={p.level: p.met for p in points})
+
+
+def capacity_result(
+    ctx: SweepContext,
+    *,
+    candidate: CandidateConfig,
+    wl: WorkloadConfig,
+    found: SearchResult,
+    points: list[CapacityPoint],
+    notes: list[str],
+) -> CapacityResult:
+    cap = ctx.cfg.capacity
+    integer = wl.mode != "open"
+    if found.stopped_by_budget:
+        notes.append(f"capacity.max_points ({cap.max_points}) ran out before the resolution was reached")
+    if found.low is None:
+        notes.append(f"the SLO failed even at capacity.min_level ({cap.min_level:g})")
+    if found.high is None and found.low is not None:
+        notes.append(f"the SLO held at capacity.max_level ({cap.max_level:g}): the capacity is at least that")
+    return CapacityResult(
+        candidate=candidate.name,
+        profile=wl.name,
+        mode="concurrency" if integer else "rate",
+        unit="concurrent" if integer else "req/s",
+        slo=ctx.cfg.slo.name,
+        slo_text=slo_text(ctx.cfg.slo),
+        capacity=found.low,
+        low=found.low,
+        high=found.high,
+        resolution=cap.resolution,
+        gpus=candidate.tensor_parallel_size * candidate.data_parallel_size,
+        points=points,
+        decided={f"{level:g}": held for level, held in found.decided.items()},
+        notes=notes,
+    )
+
+
+def capacity_line(result: CapacityResult) -> str:
+    """One line: ``baseline: capacity 96 concurrent [96, 108) at SLO interactive (...), 9 runs``."""
+    if result.capacity is None:
+        value = f"below {min((p.level for p in result.points), default=0):g} {result.unit}"
+    else:
+        high = "unbounded" if result.high is None else f"{result.high:g}"
+        value = f"{result.capacity:g} {result.unit} [{result.capacity:g}, {high})"
+    return (
+        f"{result.candidate}: capacity {value} at SLO {result.slo} ({result.slo_text}) on "
+        f"{result.profile}, {len(result.points)} runs"
+    )

@@ -1,0 +1,202 @@
+"""The capacity search's core: bracketing, then bisection, for the highest load that holds the SLO (pure).
+
+Pipeline position: :mod:`orchestrator.capacity` drives it with a probe that runs one load level against
+a live server and returns the run's SLO margin (worst threshold / observed percentile; >= 1 holds). The
+core decides which levels to measure and when to stop; it never touches a clock, a socket or a file, so
+it is tested with tables and with the simulator's in-process replay as the probe.
+
+The method (docs/capacity.md):
+
+1. **Bracket.** Measure ``start``; multiply by ``growth`` while the SLO holds (up to ``max_level``), or
+   divide while it fails (down to ``min_level``), until one level holds and the next one up fails.
+2. **Bisect** between the highest level that held and the lowest that failed, at their geometric mean
+   (integers for concurrency), until they are within ``resolution`` of each other (closed loop: or
+   adjacent integers), or ``max_points`` levels were measured.
+3. **Noise.** A level whose margin lies within ``noise`` of 1 is measured again, up to ``max_repeats``
+   times; the median margin decides. A level is never measured twice for any other reason.
+
+    >>> result = search(lambda level, attempt: 100 / level, SearchSettings(start=8, integer=True))
+    >>> (result.low, result.high, result.order)  # 100 is the true capacity; 10% resolution
+    (99.0, 108.0, [8.0, 16.0, 32.0, 64.0, 128.0, 91.0, 108.0, 99.0])
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from statistics import median
+
+from contracts.errors import ConfigProblem
+from contracts.schema import CapacityConfig, GauntletConfig
+
+#: A probe: (level, attempt 1..) -> the run's SLO margin (>= 1: the SLO held).
+Probe = Callable[[float, int], float]
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """The search's knobs (from :class:`contracts.schema.CapacityConfig`), and whether levels are integers."""
+
+    start: float = 8.0
+    min_level: float = 1.0
+    max_level: float = 512.0
+    growth: float = 2.0
+    resolution: float = 0.1
+    max_points: int = 10
+    noise: float = 0.1
+    max_repeats: int = 3
+    integer: bool = False  # closed loop: concurrency is a whole number of requests
+
+    @classmethod
+    def from_config(cls, cfg: CapacityConfig, *, integer: bool) -> SearchSettings:
+        return cls(
+            start=cfg.start,
+            min_level=cfg.min_level,
+            max_level=cfg.max_level,
+            growth=cfg.growth,
+            resolution=cfg.resolution,
+            max_points=cfg.max_points,
+            noise=cfg.noise,
+            max_repeats=cfg.max_repeats,
+            integer=integer,
+        )
+
+
+@dataclass
+class SearchResult:
+    """Where the SLO flipped: ``low`` held, ``high`` failed (None: not found within the bounds)."""
+
+    low: float | None  # the capacity: highest level that held (None: even min_level failed)
+    high: float | None  # lowest level above it that failed (None: max_level held)
+    decided: dict[float, bool] = field(default_factory=dict)  # level -> held (median margin >= 1)
+    margins: dict[float, list[float]] = field(default_factory=dict)  # level -> each run's margin
+    order: list[float] = field(default_factory=list)  # levels in the order they were decided
+    stopped_by_budget: bool = False  # max_points ran out before the resolution was reached
+
+    @property
+    def runs(self) -> int:
+        """Runs measured (a level within noise counts once per repeat)."""
+        return sum(len(m) for m in self.margins.values())
+
+
+def resolved(low: float, high: float, settings: SearchSettings) -> bool:
+    """The bracket is narrow enough: within the relative resolution, or adjacent integers."""
+    if settings.integer and high - low <= 1:
+        return True
+    return high <= low * (1 + settings.resolution)
+
+
+def midpoint(low: float, high: float, settings: SearchSettings) -> float:
+    """The geometric mean of the bracket (rounded, strictly inside it, for integer levels)."""
+    mid = math.sqrt(low * high)
+    if settings.integer:
+        return float(min(max(round(mid), int(low) + 1), int(high) - 1))
+    return mid
+
+
+def _clip(level: float, settings: SearchSettings) -> float:
+    level = min(max(level, settings.min_level), settings.max_level)
+    return float(round(level)) if settings.integer else level
+
+
+class _Searcher:
+    def __init__(self, probe: Probe, settings: SearchSettings) -> None:
+        self.probe, self.settings = probe, settings
+        self.result = SearchResult(low=None, high=None)
+
+    @property
+    def budget_left(self) -> bool:
+        return len(self.result.decided) < self.settings.max_points
+
+    def holds(self, level: float) -> bool:
+        """Measure ``level`` (again only while within noise) and decide it; cached."""
+        res = self.result
+        if level in res.decided:
+            return res.decided[level]
+        margins = res.margins.setdefault(level, [])
+        band = 1 + self.settings.noise
+        while True:
+            margins.append(self.probe(level, len(margins) + 1))
+            value = median(margins)
+            within_noise = 1 / band < value < band
+            if not within_noise or len(margins) >= self.settings.max_repeats:
+                break
+        res.decided[level] = value >= 1.0
+        res.order.append(level)
+        return res.decided[level]
+
+    def bracket(self) -> None:
+        s, res = self.settings, self.result
+        level = _clip(s.start, s)
+        if self.holds(level):
+            res.low = level
+            while level < s.max_level and self.budget_left:
+                level = _clip(max(level * s.growth, level + 1), s)
+                if self.holds(level):
+                    res.low = level
+                else:
+                    res.high = level
+                    return
+        else:
+            res.high = level
+            while level > s.min_level and self.budget_left:
+                level = _clip(level / s.growth, s)
+                if self.holds(level):
+                    res.low = level
+                    return
+                res.high = level
+
+    def bisect(self) -> None:
+        s, res = self.settings, self.result
+        while res.low is not None and res.high is not None and not resolved(res.low, res.high, s):
+            if not self.budget_left:
+                res.stopped_by_budget = True
+                return
+            mid = midpoint(res.low, res.high, s)
+            if self.holds(mid):
+                res.low = mid
+            else:
+                res.high = mid
+
+
+def search(probe: Probe, settings: SearchSettings) -> SearchResult:
+    """Bracket, then bisect; every level measured at most once unless within noise (then repeated)."""
+    searcher = _Searcher(probe, settings)
+    searcher.bracket()
+    searcher.bisect()
+    return searcher.result
+
+
+def capacity_problems(cfg: GauntletConfig, slo_file: str, where: str) -> list[ConfigProblem]:
+    """Problems of the SLO (``conf/slo/``) and capacity settings; checked with the rest of the config."""
+    out: list[ConfigProblem] = []
+    slo = cfg.slo
+    if not 0 < slo.percentile <= 100:
+        out.append(ConfigProblem(slo_file, "slo.percentile", slo.percentile, "a percentile in (0, 100]"))
+    for name in ("ttft_s", "tpot_s", "first_visible_s", "e2e_s"):
+        value = getattr(slo, name)
+        if value is not None and value <= 0:
+            out.append(ConfigProblem(slo_file, f"slo.{name}", value, "a positive time in seconds, or null"))
+    cap = cfg.capacity
+    if cap.profile is None:
+        return out
+    if cap.profile not in cfg.workloads:
+        allowed = f"a workload name: {', '.join(sorted(cfg.workloads))}, or null (no capacity search)"
+        out.append(ConfigProblem(where, "capacity.profile", cap.profile, allowed))
+    if all(getattr(slo, n) is None for n in ("ttft_s", "tpot_s", "first_visible_s", "e2e_s")):
+        out.append(ConfigProblem(slo_file, "slo", slo.name, "at least one threshold for a capacity search"))
+    checks = [
+        ("capacity.min_level", cap.min_level, cap.min_level > 0, "a positive load level"),
+        ("capacity.max_level", cap.max_level, cap.max_level >= cap.min_level, ">= capacity.min_level"),
+        ("capacity.growth", cap.growth, cap.growth > 1, "a factor > 1"),
+        ("capacity.resolution", cap.resolution, cap.resolution > 0, "a fraction > 0"),
+        ("capacity.max_points", cap.max_points, cap.max_points >= 2, "an integer >= 2"),
+        ("capacity.noise", cap.noise, cap.noise >= 0, "a fraction >= 0"),
+        ("capacity.max_repeats", cap.max_repeats, cap.max_repeats >= 1, "an integer >= 1"),
+        ("capacity.waves", cap.waves, cap.waves > 0, "a positive number of waves"),
+        ("capacity.duration_s", cap.duration_s, cap.duration_s > 0, "a positive duration in seconds"),
+        ("capacity.min_requests", cap.min_requests, cap.min_requests >= 1, "an integer >= 1"),
+    ]
+    out.extend(ConfigProblem(where, key, value, allowed) for key, value, ok, allowed in checks if not ok)
+    return out

@@ -1,0 +1,161 @@
+"""``summaries.csv``: every profile summary of a sweep as one flat table (pandas reads it as is).
+
+Pipeline position: beside the Markdown and the plots in the report stage; reads the summaries the sweep
+wrote (:class:`~contracts.sweepdir.Results`, and the capacity search's runs) and writes one row per
+candidate x profile x repeat, then one per capacity-search run (``source = capacity``, its load level set).
+Columns are fixed (:data:`COLUMNS`), numbers are plain decimals, a missing value is an empty cell (NaN in
+pandas), booleans are ``True``/``False``::
+
+    df = pandas.read_csv("sweeps/latest/summaries.csv")
+    df[df.source == "profile"].groupby(["candidate", "profile"]).output_tps.mean()
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from contracts.errors import GauntletError
+from contracts.results import ProfileSummary, Stats, read_model
+from contracts.sweepdir import Results
+
+CSV_FILE = "summaries.csv"
+
+_STATS = ("ttft", "tpot", "itl", "e2e", "first_visible")
+COLUMNS: tuple[str, ...] = (
+    "candidate",
+    "source",  # profile: a configured profile's repeat; capacity: a run of the capacity search
+    "profile",
+    "repeat",
+    "load_level",
+    "backend",
+    "host",
+    "time_scale",
+    "started_at",
+    "fingerprint",
+    "duration_s",
+    "num_requests",
+    "completed",
+    "failed",
+    "prompt_tokens",
+    "output_tokens",
+    "prompt_tps",
+    "output_tps",
+    *(f"{name}_{field}_s" for name in _STATS for field in ("mean", "p50", "p90", "p99")),
+    "first_visible_censored",
+    "slo",
+    "slo_met",
+    "slo_margin",
+    "slo_attainment",
+    "goodput_rps",
+    "goodput_tps",
+    "preemptions",
+    "peak_kv_cache_usage",
+    "peak_waiting",
+    "restart_detected",
+    "prefix_cache_hit_rate",
+    "spec_acceptance_rate",
+    "spec_mean_accepted_length",
+    "dispatch_lag_p99_s",
+    "client_saturated",
+    "interrupted",
+    "summary_file",
+)
+
+
+def _stats(prefix: str, value: Stats | None) -> dict[str, object]:
+    fields = ("mean", "p50", "p90", "p99")
+    return {f"{prefix}_{f}_s": getattr(value, f) if value is not None else None for f in fields}
+
+
+def summary_row(candidate: str, source: str, summary: ProfileSummary, file: str) -> dict[str, object]:
+    """One CSV row of one summary (column order: :data:`COLUMNS`)."""
+    s = summary
+    slo, server = s.slo, s.server
+    spec = server.speculative if server is not None else None
+    row: dict[str, object] = {
+        "candidate": candidate,
+        "source": source,
+        "profile": s.profile,
+        "repeat": s.repeat,
+        "load_level": s.load_level,
+        "backend": s.backend,
+        "host": s.host,
+        "time_scale": s.time_scale,
+        "started_at": s.started_at,
+        "fingerprint": s.fingerprint,
+        "duration_s": s.duration_s,
+        "num_requests": s.num_requests,
+        "completed": s.completed,
+        "failed": s.failed,
+        "prompt_tokens": s.prompt_tokens,
+        "output_tokens": s.output_tokens,
+        "prompt_tps": s.prompt_tps,
+        "output_tps": s.output_tps,
+        **_stats("ttft", s.ttft),
+        **_stats("tpot", s.tpot),
+        **_stats("itl", s.itl),
+        **_stats("e2e", s.e2e),
+        **_stats("first_visible", s.first_visible),
+        "first_visible_censored": s.first_visible_censored.censored,
+        "slo": slo.name if slo else None,
+        "slo_met": slo.met if slo else None,
+        "slo_margin": slo.margin if slo else None,
+        "slo_attainment": slo.attainment if slo else None,
+        "goodput_rps": slo.goodput_rps if slo else None,
+        "goodput_tps": slo.goodput_tps if slo else None,
+        "preemptions": server.preemptions if server else None,
+        "peak_kv_cache_usage": server.peak_kv_cache_usage if server else None,
+        "peak_waiting": server.peak_waiting if server else None,
+        "restart_detected": server.restart_detected if server else None,
+        "prefix_cache_hit_rate": server.prefix_cache_hit_rate if server else None,
+        "spec_acceptance_rate": spec.acceptance_rate if spec else None,
+        "spec_mean_accepted_length": spec.mean_accepted_length if spec else None,
+        "dispatch_lag_p99_s": s.client.dispatch_lag_p99_s,
+        "client_saturated": s.client.saturated,
+        "interrupted": s.interrupted,
+        "summary_file": file,
+    }
+    return row
+
+
+def summary_rows(sweep_dir: Path, results: Mapping[str, Results]) -> Iterator[dict[str, object]]:
+    """Every profile repeat, then every capacity-search run, candidate by candidate."""
+    for name, res in results.items():
+        for reps in res.profiles.values():
+            for rep in reps:
+                yield summary_row(name, "profile", rep.summary, rep.summary_file)
+    for name, res in results.items():
+        if res.capacity is None:
+            continue
+        for point in res.capacity.points:
+            file = f"{res.root}/{point.summary_file}"
+            try:
+                summary = read_model(sweep_dir / file, ProfileSummary)
+            except GauntletError:
+                continue  # capacity.json names it; a deleted run leaves no row rather than a broken one
+            row = summary_row(name, "capacity", summary, file)
+            row["load_level"] = point.level  # also for a profile repeat the search reused
+            yield row
+
+
+def _cell(value: object) -> object:
+    return "" if value is None else value
+
+
+def render_csv(rows: Iterator[dict[str, object]]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _cell(v) for k, v in row.items()})
+    return out.getvalue()
+
+
+def write_summaries_csv(sweep_dir: Path, results: Mapping[str, Results]) -> Path:
+    """``<sweep>/summaries.csv``; returns its path."""
+    path = sweep_dir / CSV_FILE
+    path.write_text(render_csv(summary_rows(sweep_dir, results)))
+    return path

@@ -1,0 +1,216 @@
+"""The report's SLO part: a capacity line per candidate and goodput per profile, as data and as Markdown.
+
+Pipeline position: inside the report stage, used by :func:`report.model.build_model` and
+:func:`report.markdown.render_markdown`. Capacities come from each candidate's ``capacity.json`` (the
+search's bracket) and their ratios and intervals from the capacity gate in ``verdicts.json``; goodput
+and attainment come from the summaries, shown as the mean over repeats with a Student-t interval (a
+description of the repeats' spread, not a decision: the gates decide).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from statistics import fmean, stdev
+
+from pydantic import BaseModel, ConfigDict, Field
+from scipy import stats as sps
+
+from contracts.metrics import fmt_bounds, fmt_ratio
+from contracts.results import CapacityResult
+from contracts.sweepdir import Results
+from contracts.verdicts import GateStatus, SweepVerdict
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_inf_nan="constants")
+
+
+class Interval(_Model):
+    """A mean over repeats and its interval (None with a single repeat)."""
+
+    mean: float
+    low: float | None = None
+    high: float | None = None
+    n: int = 1
+
+
+class CapacityLine(_Model):
+    """One candidate's capacity at the SLO, against the baseline's."""
+
+    candidate: str
+    profile: str
+    unit: str
+    slo: str
+    slo_text: str
+    capacity: float | None
+    high: float | None  # lowest level that failed above the capacity (None: unbounded)
+    runs: int
+    goodput_tps: float | None  # at the capacity level (median over its runs)
+    tps_per_gpu: float | None  # output tok/s per GPU at the capacity level
+    tps_per_user: float | None  # 1 / median TPOT at the capacity level
+    ratio: float | None = None  # candidate / baseline, from the capacity gate
+    interval: tuple[float, float] | None = None
+    status: GateStatus | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
+class GoodputRow(_Model):
+    """Goodput and attainment of one (candidate, profile) over its repeats."""
+
+    candidate: str
+    profile: str
+    goodput_tps: Interval
+    goodput_rps: Interval
+    attainment: Interval
+    held: int  # repeats that held the SLO
+    repeats: int
+
+
+class ServerFigureRow(_Model):
+    """What the server's counters said for one (candidate, profile), averaged over repeats."""
+
+    candidate: str
+    profile: str
+    acceptance_rate: float | None = None  # speculative decoding: accepted / draft tokens
+    mean_accepted_length: float | None = None  # tokens per target step (1 + accepted / drafts)
+    prefix_cache_hit_rate: float | None = None  # prefix-cache hits / queries (tokens)
+    repeats: int = 0
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return fmean(present) if present else None
+
+
+def server_figure_rows(results: Mapping[str, Results], profiles: Sequence[str]) -> list[ServerFigureRow]:
+    """Speculative-decoding acceptance and prefix-cache hit rate where the server exported them."""
+    out: list[ServerFigureRow] = []
+    for name, res in results.items():
+        for profile in profiles:
+            servers = [rep.summary.server for rep in res.repeats(profile) if rep.summary.server is not None]
+            specs = [s.speculative for s in servers if s.speculative is not None]
+            row = ServerFigureRow(
+                candidate=name,
+                profile=profile,
+                acceptance_rate=_mean([s.acceptance_rate for s in specs]),
+                mean_accepted_length=_mean([s.mean_accepted_length for s in specs]),
+                prefix_cache_hit_rate=_mean([s.prefix_cache_hit_rate for s in servers]),
+                repeats=len(servers),
+            )
+            if any(v is not None for v in (row.acceptance_rate, row.prefix_cache_hit_rate)):
+                out.append(row)
+    return out
+
+
+def mean_interval(
+    values: Sequence[float], confidence: float, *, floor: float = 0.0, ceiling: float = math.inf
+) -> Interval:
+    """Mean and Student-t interval of the repeats' values, clipped to what the quantity can be (goodput
+    is never negative, attainment never above 1); no interval for a single value."""
+    m = fmean(values)
+    if len(values) < 2:
+        return Interval(mean=m, n=len(values))
+    half = float(sps.t.ppf((1 + confidence) / 2, len(values) - 1)) * stdev(values) / math.sqrt(len(values))
+    return Interval(mean=m, low=max(floor, m - half), high=min(ceiling, m + half), n=len(values))
+
+
+def _at_capacity(result: CapacityResult) -> tuple[float | None, float | None, float | None]:
+    """Median goodput tok/s, output tok/s and per-user tok/s over the runs at the capacity level."""
+    runs = [p for p in result.points if result.capacity is not None and p.level == result.capacity]
+    if not runs:
+        return None, None, None
+    runs.sort(key=lambda p: p.goodput_tps)
+    mid = runs[len(runs) // 2]
+    return mid.goodput_tps, mid.output_tps, mid.tps_per_user
+
+
+def capacity_lines(verdicts: SweepVerdict, results: Mapping[str, Results]) -> list[CapacityLine]:
+    """A line per candidate that has a capacity search, baseline first."""
+    gates = {v.candidate: next((g for g in v.gates if g.gate == "capacity"), None) for v in verdicts.verdicts}
+    out: list[CapacityLine] = []
+    for name, res in results.items():
+        cap = res.capacity
+        if cap is None:
+            continue
+        goodput, output, per_user = _at_capacity(cap)
+        gate = gates.get(name)
+        out.append(
+            CapacityLine(
+                candidate=name,
+                profile=cap.profile,
+                unit=cap.unit,
+                slo=cap.slo,
+                slo_text=cap.slo_text,
+                capacity=cap.capacity,
+                high=cap.high,
+                runs=len(cap.points),
+                goodput_tps=goodput,
+                tps_per_gpu=output / cap.gpus if output is not None and cap.gpus else None,
+                tps_per_user=per_user,
+                ratio=gate.observed if gate is not None and gate.status != "not_run" else None,
+                interval=gate.interval if gate is not None else None,
+                status=gate.status if gate is not None else None,
+                notes=list(cap.notes),
+            )
+        )
+    return out
+
+
+def goodput_rows(
+    results: Mapping[str, Results], profiles: Sequence[str], confidence: float
+) -> list[GoodputRow]:
+    """Goodput and attainment per (candidate, profile) measured with an SLO, over repeats."""
+    out: list[GoodputRow] = []
+    for name, res in results.items():
+        for profile in profiles:
+            slos = [rep.summary.slo for rep in res.repeats(profile) if rep.summary.slo is not None]
+            if not slos:
+                continue
+            out.append(
+                GoodputRow(
+                    candidate=name,
+                    profile=profile,
+                    goodput_tps=mean_interval([s.goodput_tps for s in slos], confidence),
+                    goodput_rps=mean_interval([s.goodput_rps for s in slos], confidence),
+                    attainment=mean_interval([s.attainment for s in slos], confidence, ceiling=1.0),
+                    held=sum(s.met for s in slos),
+                    repeats=len(slos),
+                )
+            )
+    return out
+
+
+# ------------------------------------------------------------------------------------------- Markdown
+
+
+def _num(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def fmt_interval(value: Interval, unit: str = "") -> str:
+    text = _num(value.mean) + (f" {unit}" if unit else "")
+    if value.low is not None and value.high is not None:
+        text += f" [{_num(value.low)}-{_num(value.high)}]"
+    return text
+
+
+def capacity_text(line: CapacityLine, baseline: str) -> str:
+    """``tp4_dp2: capacity 16 concurrent [16, 22), 0.125x [0.09x-0.17x] of baseline; at capacity ...``."""
+    if line.capacity is None:
+        head = f"{line.candidate}: the SLO held at no level tried"
+    else:
+        high = "unbounded" if line.high is None else f"{line.high:g}"
+        head = f"{line.candidate}: capacity {line.capacity:g} {line.unit} [{line.capacity:g}, {high})"
+    if line.ratio is not None:
+        head += f", {fmt_ratio(line.ratio)}{fmt_bounds(line.interval)} of {baseline}"
+        head += f" (capacity gate: {line.status})"
+    parts = []
+    if line.goodput_tps is not None:
+        parts.append(f"goodput {_num(line.goodput_tps)} tok/s")
+    if line.tps_per_gpu is not None:
+        parts.append(f"{_num(line.tps_per_gpu)} tok/s per GPU")
+    if line.tps_per_user is not None:
+        parts.append(f"{_num(line.tps_per_user)} tok/s per user")
+    tail = f"; at capacity: {', '.join(parts)}" if parts else ""
+    return f"{head}{tail} ({line.runs} runs)"
