@@ -27,6 +27,8 @@ HOW = {
     "workload": "workload@workloads.PROFILE=OPTION (run.profiles says which profiles run)",
     "experiment": "+experiment=OPTION",
     "gates": "gates=OPTION",
+    "slo": "slo=OPTION",
+    "hydra/launcher": "hydra/launcher=OPTION (parallel jobs: docs/scale-out.md)",
 }
 GROUPS = tuple(HOW)
 

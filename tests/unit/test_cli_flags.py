@@ -146,8 +146,17 @@ def test_plan_help_says_what_plan_does(capfd: Capture) -> None:
 def test_list_shows_every_group_with_description_and_path(world: dict[str, Path], capfd: Capture) -> None:
     code, out = run(capfd, ["list", "-cd", str(world["user"])])
     assert code == 0, out
-    for group in ("candidate (6)", "host (4)", "service (2)", "workload (6)", "experiment (1)", "gates (1)"):
+    shipped = {g: len(list((CONF_DIR / g).glob("*.yaml"))) for g in ("workload", "slo")}
+    groups = (
+        "candidate (6)",
+        "host (4)",
+        "service (2)",
+        f"workload ({shipped['workload']})",
+        "experiment (1)",
+    )
+    for group in (*groups, "gates (1)", f"slo ({shipped['slo']})"):
         assert group in out
+    assert "gauntlet_slurm" in out and "conf/hydra/launcher/gauntlet_slurm.yaml" in out
     lines = out.splitlines()
     at = lines.index("  mine_a              my first")
     assert lines[at + 1].strip() == str(world["user"] / "candidate" / "mine_a.yaml")
