@@ -25,10 +25,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.stats import mannwhitneyu, norm
+from scipy.stats import fisher_exact, mannwhitneyu, norm
 from scipy.stats import t as student_t
 
 from contracts.metrics import median
@@ -376,7 +377,10 @@ def bootstrap_ratio(
     b_rep = np.maximum(_side_replicates(baseline, resamples, rng), _TINY)
     ratios = np.maximum(c_rep / b_rep, _TINY)
     alpha = 1 - confidence
-    low, high = np.quantile(np.log(ratios), [alpha / 2, 1 - alpha / 2])
+    logs = np.log(ratios)
+    low, high = np.quantile(logs, [alpha / 2, 1 - alpha / 2])
+    # The percentile test of "no change": twice the share of replicates on the far side of 1.
+    p_value = min(1.0, 2 * min(float((logs <= 0).mean()), float((logs >= 0).mean())))
     return RatioEstimate(
         ratio=c_mean / b_mean,
         low=math.exp(float(low)),
@@ -386,6 +390,7 @@ def bootstrap_ratio(
         n_candidate=len(candidate),
         n_baseline=len(baseline),
         repeats=repeats,
+        p_value=p_value,
     )
 
 
@@ -424,10 +429,12 @@ def throughput_ratio(
     method = boot.method
     if (low, high) != (boot.low, boot.high):
         method += f", widened to {runs.method}"
+    p_values = [p for p in (boot.p_value, runs.p_value) if p is not None]
     return replace(
         boot,
         low=low,
         high=high,
+        p_value=max(p_values) if p_values else None,  # the union excludes 1 only when both do
         method=method,
         note=runs.note,
         candidate_values=runs.candidate_values,
@@ -462,3 +469,99 @@ def more_repeats(estimate: RatioEstimate) -> int | None:
 def bonferroni(confidence: float, comparisons: int) -> float:
     """Per-comparison confidence that keeps the family-wise level at ``confidence``."""
     return 1 - (1 - confidence) / max(comparisons, 1)
+
+
+def one_sided_p(estimate: RatioEstimate, worse: Literal["below", "above"]) -> float:
+    """p-value of "no change" against the candidate being worse on ``worse``'s side of 1.
+
+    Half the two-sided p-value when the estimate lies on that side, else one minus it. An estimate
+    without a p-value (censored repeats, no spread at all) is certain when its interval excludes 1 on
+    that side, else it is no evidence (1).
+
+    >>> one_sided_p(RatioEstimate(0.9, 0.8, 0.98, 0.95, "", 3, 3, 3, p_value=0.02), "below")
+    0.01
+    """
+    p = estimate.p_value
+    on_side = estimate.ratio < 1 if worse == "below" else estimate.ratio > 1
+    if p is None:
+        excluded = estimate.high < 1 if worse == "below" else estimate.low > 1
+        return 0.0 if excluded else 1.0
+    return p / 2 if on_side else 1 - p / 2
+
+
+def holm(p_values: Sequence[float], alpha: float) -> list[tuple[bool, float]]:
+    """Holm's step-down procedure: for each p-value, (rejected, the level it was tested at).
+
+    The k-th smallest p-value (k from 0) is tested at ``alpha / (m - k)``; testing stops at the first
+    one not rejected, and every later one is kept. The family-wise error rate is at most ``alpha``
+    under any dependence between the tests.
+
+    >>> [(r, round(a, 4)) for r, a in holm([0.001, 0.06, 0.012], 0.05)]
+    [(True, 0.0167), (False, 0.05), (True, 0.025)]
+    """
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    out: list[tuple[bool, float]] = [(False, alpha)] * m
+    stopped = False
+    for k, i in enumerate(order):
+        level = alpha / (m - k)
+        stopped = stopped or p_values[i] > level
+        out[i] = (not stopped, level)
+    return out
+
+
+@dataclass(frozen=True)
+class RateComparison:
+    """A candidate's rate of successes (e.g. visible answers) against the baseline's, with its statistics."""
+
+    candidate: tuple[int, int]  # (successes, trials)
+    baseline: tuple[int, int]
+    p_value: float  # Fisher's exact test, one-sided: the candidate's rate is lower
+    posterior_lower: float  # P(candidate's rate < baseline's | data), uniform Beta(1, 1) priors
+    difference: tuple[float, float]  # central credible interval of candidate rate - baseline rate
+    confidence: float
+
+    @property
+    def lost(self) -> bool:
+        """The candidate's observed rate is below the baseline's (a point statement, no noise)."""
+        (c, n), (b, m) = self.candidate, self.baseline
+        return c * m < b * n
+
+
+def compare_rates(
+    candidate: tuple[int, int],
+    baseline: tuple[int, int],
+    *,
+    confidence: float,
+    draws: int = 20_000,
+    seed: int = 0,
+) -> RateComparison:
+    """Fisher's exact test (one-sided: fewer successes) and the Beta-binomial posterior of the difference.
+
+    Each side's rate gets a uniform Beta(1, 1) prior, so its posterior is Beta(1 + k, 1 + n - k); the
+    probability that the candidate's rate is lower and the credible interval of the difference are
+    Monte Carlo estimates over ``draws`` seeded draws.
+
+    >>> r = compare_rates((3, 5), (4, 5), confidence=0.95)
+    >>> round(r.p_value, 2), r.lost, r.difference[0] < 0 < r.difference[1]
+    (0.5, True, True)
+    """
+    (c, n), (b, m) = candidate, baseline
+    if n <= 0 or m <= 0:
+        raise ValueError("compare_rates needs at least one trial on each side")
+    table = [[c, n - c], [b, m - b]]
+    p_value = float(fisher_exact(table, alternative="less")[1])
+    rng = np.random.default_rng(seed)
+    pc = rng.beta(1 + c, 1 + n - c, draws)
+    pb = rng.beta(1 + b, 1 + m - b, draws)
+    diff = pc - pb
+    alpha = 1 - confidence
+    low, high = np.quantile(diff, [alpha / 2, 1 - alpha / 2])
+    return RateComparison(
+        candidate=candidate,
+        baseline=baseline,
+        p_value=min(1.0, p_value),
+        posterior_lower=float((diff < 0).mean()),
+        difference=(float(low), float(high)),
+        confidence=confidence,
+    )

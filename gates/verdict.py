@@ -16,6 +16,7 @@ decision into ``inconclusive``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from contracts.errors import GateError
@@ -233,10 +234,21 @@ def _judge_candidate(
 
 
 def evaluate_sweep(
-    sweep_dir: Path, cfg: GatesConfig, *, baseline: str, candidates: Sequence[str] | None = None
+    sweep_dir: Path,
+    cfg: GatesConfig,
+    *,
+    baseline: str,
+    candidates: Sequence[str] | None = None,
+    looks: int = 1,
 ) -> SweepVerdict:
-    """Judge every candidate of a stored sweep against its baseline (reads files, writes nothing)."""
+    """Judge every candidate of a stored sweep against its baseline (reads files, writes nothing).
+
+    ``looks``: how many times a candidate's verdict may have been read while it was measured (adaptive
+    repeats, :mod:`gates.sequential`); the candidates' gates then use the per-look confidence, so the
+    family-wise error over the looks stays at ``1 - cfg.confidence``. The drift check keeps ``cfg``.
+    """
     gates = selected_gates(cfg.enabled)
+    judged = replace(cfg, confidence=1 - (1 - cfg.confidence) / looks) if looks > 1 else cfg
     specs = figure_specs(cfg)
     base = load_results(sweep_dir, f"candidates/{baseline}", baseline)
     _check_baseline(base)
@@ -247,7 +259,7 @@ def evaluate_sweep(
     verdicts: list[Verdict] = []
     reversals: list[Reversal] = []
     for name in names:
-        ctx = GateContext(cfg=cfg, baseline=base, candidate=results[name])
+        ctx = GateContext(cfg=judged, baseline=base, candidate=results[name])
         verdict, found = _judge_candidate(ctx, gates, specs)
         verdicts.append(verdict)
         reversals += [found] if found else []
