@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import math
 import shutil
 import sys
@@ -73,7 +74,7 @@ from contracts.schema import (  # noqa: E402
 )
 from gates import evaluate_sweep  # noqa: E402
 from gates.sequential import SequentialPlan  # noqa: E402
-from launch.sim.model import EngineConfig, StartupError, check_startup  # noqa: E402
+from launch.sim.model import EngineConfig, StartupError, chat_text, check_startup  # noqa: E402
 from launch.sim.profile import load_profile  # noqa: E402
 from launch.sim.replay import ReplayRequest, ReplayResult, replay_closed_loop  # noqa: E402
 from orchestrator.config import load  # noqa: E402
@@ -81,6 +82,8 @@ from orchestrator.config import load  # noqa: E402
 #: Closed-loop profiles of the case study the in-process replay can drive (mixed is open-loop; the answer
 #: gate's reasoning lengths are redrawn with every seed, see docs/gates.md).
 PROFILES = ("serial", "short", "prefill_10k", "decode_heavy")
+#: The demo mix also runs the answer gate (one repeat per side, as the demo: its prompts are deterministic).
+ANSWER_PROFILE = "answer_gate"
 SIM_PROFILE = "h100x8_deepseek_v4_flash"
 
 
@@ -281,16 +284,23 @@ class ReplayPool:
     cache: dict[tuple[str, float, str, int], tuple[ReplayResult, list[ReplayRequest], int]] = field(
         default_factory=dict
     )
+    candidates: dict[str, CandidateConfig] = field(default_factory=dict)
+    started: dict[str, bool] = field(default_factory=dict)
 
     def candidate(self, name: str) -> CandidateConfig:
-        return self.cfg.baseline if name == "baseline" else load([f"candidate={name}"])[0].candidate
+        if name not in self.candidates:
+            composed = load([f"candidate={name}"])[0].candidate
+            self.candidates[name] = self.cfg.baseline if name == "baseline" else composed
+        return self.candidates[name]
 
     def starts(self, name: str) -> bool:
-        try:
-            check_startup(load_profile(SIM_PROFILE), self.engine(name, 1.0, 0))
-        except StartupError:
-            return False
-        return True
+        if name not in self.started:
+            try:
+                check_startup(load_profile(SIM_PROFILE), self.engine(name, 1.0, 0))
+                self.started[name] = True
+            except StartupError:
+                self.started[name] = False
+        return self.started[name]
 
     def engine(self, name: str, speed: float, index: int) -> EngineConfig:
         return engine_config(
@@ -301,6 +311,8 @@ class ReplayPool:
         self, name: str, speed: float, profile: str, index: int
     ) -> tuple[ReplayResult, list[ReplayRequest], int]:
         key = (name, speed, profile, index)
+        if key not in self.cache and profile == ANSWER_PROFILE:
+            self.cache[key] = self._answers(name, speed)
         if key not in self.cache:
             wl = self.cfg.workloads[profile]
             reqs, warmup, concurrency = requests_for(wl, self.scale, f"{self.seed}:{profile}:{index}", index)
@@ -310,6 +322,28 @@ class ReplayPool:
             )
             self.cache[key] = (result, reqs, concurrency)
         return self.cache[key]
+
+    def _answers(self, name: str, speed: float) -> tuple[ReplayResult, list[ReplayRequest], int]:
+        """The answer gate's fixed prompts, deterministic on the simulator (server seed 0): the same
+        visible answers in every sweep, as on the demo."""
+        wl = self.cfg.workloads[ANSWER_PROFILE]
+        prompts = json.loads((ROOT / "conf" / "workload" / str(wl.prompts_file)).read_text())
+        reqs = [
+            ReplayRequest(
+                wl.prompt_tokens.mean,
+                wl.output_tokens.mean,
+                0,
+                False,
+                chat_text([{"role": "user", "content": p}]),
+            )
+            for p in prompts
+        ]
+        engine = engine_config(self.cfg.service, self.candidate(name), seed=0, speed=speed)
+        return (
+            replay_closed_loop(load_profile(SIM_PROFILE), engine, reqs, wl.concurrency),
+            reqs,
+            wl.concurrency,
+        )
 
 
 # ------------------------------------------------------------------------------------------ one sweep
@@ -418,8 +452,10 @@ def judge_sweep_once(
     plan: SequentialPlan,
     gates: GatesConfig,
     recovery_profiles: Sequence[str],
+    answers: bool = False,
 ) -> Outcome:
-    """Measure baseline, then the candidate repeat by repeat (looks per ``plan``), then recovery; judge."""
+    """Measure baseline, then the candidate repeat by repeat (looks per ``plan``), then recovery; judge.
+    ``answers``: both sides also run the answer gate once (in their first repeat)."""
     shutil.rmtree(sweep, ignore_errors=True)
     planned = (baseline_repeats + plan.max_repeats) * len(PROFILES) + len(recovery_profiles)
     runner = SweepRunner(pool, model, sweep, key, planned)
@@ -429,6 +465,9 @@ def judge_sweep_once(
         for profile in PROFILES:
             runner.run(Run("baseline", profile, k), base, side_runs=baseline_repeats * len(PROFILES))
             written.append(f"{profile}/r{k}")
+        if answers and k == 0:
+            runner.run(Run("baseline", ANSWER_PROFILE, 0), base, side_runs=baseline_repeats * len(PROFILES))
+            written.append(f"{ANSWER_PROFILE}/r0")
     write_run_json(sweep, "baseline", written)
     if not pool.starts(engine[0]):
         write_run_json(sweep, "candidate", [], started=False)
@@ -441,15 +480,20 @@ def judge_sweep_once(
         for profile in PROFILES:
             runner.run(Run("candidate", profile, repeats), engine, side_runs=plan.max_repeats * len(PROFILES))
             cand.append(f"{profile}/r{repeats}")
+        if answers and repeats == 0:
+            runner.run(
+                Run("candidate", ANSWER_PROFILE, 0), engine, side_runs=plan.max_repeats * len(PROFILES)
+            )
+            cand.append(f"{ANSWER_PROFILE}/r0")
         repeats += 1
         write_run_json(sweep, "candidate", cand)
         if repeats >= plan.min_repeats and plan.adaptive:
-            look = evaluate_sweep(sweep, gates, baseline="baseline", looks=plan.looks)
+            look = evaluate_sweep(sweep, gates, baseline="baseline", plan=plan)
             decision = look.verdicts[0].decision
     for profile in recovery_profiles:
         runner.run(Run("recovery", profile, 0), base, side_runs=len(recovery_profiles))
     write_run_json(sweep, "recovery", [f"{p}/r0" for p in recovery_profiles])
-    verdict = evaluate_sweep(sweep, gates, baseline="baseline", looks=plan.looks)
+    verdict = evaluate_sweep(sweep, gates, baseline="baseline", plan=plan)
     only = verdict.verdicts[0]
     return Outcome(only.decision, only.reason, repeats, runner.time_s.get("candidate", 0.0))
 
@@ -466,7 +510,7 @@ class Task:
     scenarios: tuple[str, ...]
     mix: bool
     fixed: bool
-    args: tuple[int, float, int, int, int, int]  # base seed, scale, pool, repeats, min, max
+    args: tuple[int, float, int, int, int, int, int]  # base seed, scale, pool, repeats, min, max, resamples
 
 
 _POOLS: dict[tuple[float, int, int], ReplayPool] = {}
@@ -481,10 +525,14 @@ def _pool(scale: float, seed: int, size: int) -> ReplayPool:
 
 def run_task(task: Task) -> list[tuple[str, str, str, Outcome]]:
     """(group, candidate, mode, outcome) for every sweep of the task."""
-    base_seed, scale, size, repeats, min_r, max_r = task.args
+    base_seed, scale, size, repeats, min_r, max_r, resamples = task.args
     pool = _pool(scale, base_seed, size)
     cfg = pool.cfg
-    gates = replace(cfg.gates, loaded_profiles=[p for p in cfg.gates.loaded_profiles if p in PROFILES])
+    gates = replace(
+        cfg.gates,
+        loaded_profiles=[p for p in cfg.gates.loaded_profiles if p in PROFILES],
+        bootstrap_resamples=resamples,
+    )
     model = NOISE_MODELS[task.model]
     fixed = SequentialPlan(repeats, repeats)
     adaptive = SequentialPlan(min_r, max_r)
@@ -520,6 +568,7 @@ def run_task(task: Task) -> list[tuple[str, str, str, Outcome]]:
                         Path(tmp) / "s",
                         key=key,
                         plan=plan,
+                        answers=True,
                         **common,  # type: ignore[arg-type]
                     )
                     out.append(("mix", name, mode, outcome))
@@ -628,7 +677,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--repeats", type=int, default=3, help="baseline repeats; fixed-mode candidate repeats"
     )
-    parser.add_argument("--min-repeats", type=int, default=2, help="adaptive: first look (run.min_repeats)")
+    parser.add_argument("--min-repeats", type=int, default=1, help="adaptive: first look (run.min_repeats)")
     parser.add_argument("--max-repeats", type=int, default=5, help="adaptive: last look (run.max_repeats)")
     parser.add_argument("--fixed", action="store_true", help="scenarios with fixed repeats, not adaptive")
     parser.add_argument("--scale", type=float, default=1.0, help="multiplier on every profile's requests")
@@ -637,10 +686,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--model", action="append", choices=list(NOISE_MODELS))
     parser.add_argument("--scenario", action="append", choices=[s.name for s in SCENARIOS])
     parser.add_argument("--no-mix", action="store_true", help="skip the demo mix (fixed vs adaptive)")
+    parser.add_argument(
+        "--mix-model",
+        action="append",
+        choices=list(NOISE_MODELS),
+        help="noise models of the demo mix (default: lognormal, student_t)",
+    )
+    parser.add_argument(
+        "--resamples",
+        type=int,
+        default=500,
+        help="gates.bootstrap_resamples (default 500, not the shipped 2000: the throughput interval is the "
+        "union with Welch's t, which the resamples do not change; 4x faster)",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--verbose", action="store_true", help="print every verdict's reason")
     args = parser.parse_args(argv)
     models = args.model or list(NOISE_MODELS)
+    mix_models = args.mix_model or ["lognormal", "student_t"]
     scenarios = tuple(args.scenario or [s.name for s in SCENARIOS])
     started = time.monotonic()
     mode = f"fixed {args.repeats}" if args.fixed else f"adaptive {args.min_repeats}..{args.max_repeats}"
@@ -648,7 +711,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"decision quality on the simulator ({SIM_PROFILE}, in-process replay, pool {args.pool}): "
         f"{args.seeds} seeds per scenario and noise model; baseline {args.repeats} repeats; candidates "
         f"{mode} "
-        f"repeats; scale {args.scale}; profiles {', '.join(PROFILES)}; seed {args.seed}"
+        f"repeats; scale {args.scale}; profiles {', '.join(PROFILES)}; seed {args.seed}; "
+        f"bootstrap resamples {args.resamples}; demo mix under {', '.join(mix_models)}"
     )
     for model in models:
         print(f"  noise {model}: {NOISE_MODELS[model].description}")
@@ -657,9 +721,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             model,
             k,
             scenarios,
-            mix=not args.no_mix,
+            mix=not args.no_mix and model in mix_models,
             fixed=args.fixed,
-            args=(args.seed, args.scale, args.pool, args.repeats, args.min_repeats, args.max_repeats),
+            args=(
+                args.seed,
+                args.scale,
+                args.pool,
+                args.repeats,
+                args.min_repeats,
+                args.max_repeats,
+                args.resamples,
+            ),
         )
         for k in range(args.seeds)
         for model in models
@@ -669,6 +741,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         pool = _pool(args.scale, args.seed, args.pool)
         engines = [("baseline", s.speed) for s in SCENARIOS if s.name in scenarios]
         engines += [] if args.no_mix else [(n, 1.0) for n in DEMO_MIX if pool.starts(n)]
+        if not args.no_mix:
+            for name in ["baseline", *(n for n in DEMO_MIX if pool.starts(n))]:
+                pool.get(name, 1.0, ANSWER_PROFILE, 0)
         for engine in dict.fromkeys(engines):
             for profile in PROFILES:
                 for index in range(args.pool):

@@ -26,8 +26,8 @@ SUMMARY_WIDTH = 100
 
 def judge(sweep_dir: Path, cfg: GauntletConfig) -> SweepVerdict:
     """Judge a stored sweep with its own configuration (reads files, writes nothing)."""
-    looks = candidate_plan(cfg.run).looks  # adaptive repeats: the confidence each look used
-    return evaluate_sweep(sweep_dir, cfg.gates, baseline=cfg.baseline.name, looks=looks)
+    plan = candidate_plan(cfg.run)  # adaptive repeats: the confidence of each candidate's last look
+    return evaluate_sweep(sweep_dir, cfg.gates, baseline=cfg.baseline.name, plan=plan)
 
 
 def judge_sweep(sweep_dir: Path, cfg: GauntletConfig | None = None) -> SweepVerdict:

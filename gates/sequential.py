@@ -4,16 +4,18 @@ Pipeline position: pure decisions the orchestrator's measuring loop asks for (``
 and the decision-quality benchmark simulates; the verdict itself still comes from the gates
 (:func:`gates.evaluate_sweep`). No I/O here.
 
-**The stopping rule (a group-sequential design with Bonferroni boundaries).** A candidate is measured
+**The stopping rule (a group-sequential design with Bonferroni alpha spending).** A candidate is measured
 repeat by repeat (every profile once per repeat). From ``min_repeats`` on, after each repeat the gates
 judge it; the next repeat runs only while its verdict is ``inconclusive`` (unsettled), up to
 ``max_repeats``. A verdict can therefore be read at ``looks = max_repeats - min_repeats + 1`` points.
-Each look uses the per-look confidence ``1 - (1 - confidence) / looks`` (the alpha spent evenly over the
-looks), so by the union bound the probability of a false ``reject`` or ``keep`` at any look stays at most
-``1 - confidence``, whatever the stopping time. Stopping on ``neutral`` (nothing material, no gain) is
-futility stopping: it cannot raise a false reject or keep, it can only cost power, which the benchmark
-measures. The final verdict is judged at the same per-look confidence, so the judge rebuilds from disk
-exactly the decision that stopped the loop.
+Look ``k`` (1-based) spends the share ``2^(k-1) / (2^looks - 1)`` of the error rate ``1 - confidence``
+(doubling: an early look stops only a clear effect, such as an 8x loss; the last look keeps about half
+of the error rate for the small ones), so by the union bound the probability of a false ``reject`` or
+``keep`` at any look stays at most ``1 - confidence``, whatever the stopping time. Stopping on ``neutral``
+(nothing material, no gain) is futility stopping: it cannot raise a false reject or keep, it can only
+cost power, which the benchmark measures. A policy decision (a lost visible answer) stops at any look: it
+is not a test. The judge rebuilds from disk the confidence of the look a candidate stopped at (from its
+number of repeats), so it writes exactly the decision that stopped the loop.
 
 **The interleaving order.** ``run.interleave`` is a pattern of ``baseline`` / ``candidate`` blocks, e.g.
 ``[baseline, candidate, candidate, baseline]``; :func:`interleave` expands it into the measuring order of
@@ -21,8 +23,8 @@ a number of repeats (issue 12's scale-out measures the retained configuration on
 order). Empty = no interleaving: the baseline's repeats first, as the sweep did before.
 
     >>> plan = SequentialPlan(min_repeats=2, max_repeats=5)
-    >>> plan.looks, round(plan.look_confidence(0.95), 4)
-    (4, 0.9875)
+    >>> plan.looks, [round(plan.look_confidence(0.95, r), 4) for r in (2, 3, 4, 5)]
+    (4, [0.9967, 0.9933, 0.9867, 0.9733])
     >>> plan.next_repeat(repeats_done=2, decision="inconclusive"), plan.next_repeat(2, "reject")
     (True, False)
 """
@@ -68,9 +70,15 @@ class SequentialPlan:
         """How many times a verdict may be read (and acted on) while measuring one candidate."""
         return self.max_repeats - self.min_repeats + 1
 
-    def look_confidence(self, confidence: float) -> float:
-        """Per-look confidence: the family-wise error over every look stays at ``1 - confidence``."""
-        return 1 - (1 - confidence) / self.looks
+    def spent(self, repeats: int) -> float:
+        """The share of the error rate the look after ``repeats`` repeats spends (the shares add up to 1)."""
+        k = min(max(repeats - self.min_repeats + 1, 1), self.looks)
+        return float(2 ** (k - 1)) / float(2**self.looks - 1)
+
+    def look_confidence(self, confidence: float, repeats: int) -> float:
+        """The confidence of the look after ``repeats`` repeats: over every look the family-wise error
+        stays at ``1 - confidence`` (fixed repeats: ``confidence`` itself)."""
+        return 1 - (1 - confidence) * self.spent(repeats)
 
     def next_repeat(self, repeats_done: int, decision: Decision | None) -> bool:
         """Measure another repeat? Before ``min_repeats`` always; then only while unsettled."""

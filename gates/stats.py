@@ -29,6 +29,7 @@ from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.stats import f as f_dist
 from scipy.stats import fisher_exact, mannwhitneyu, norm
 from scipy.stats import t as student_t
 
@@ -161,10 +162,11 @@ def run_level_ratio(
     """Ratio of the geometric means of per-repeat statistics, with a t-interval on the log scale.
 
     One value per repeat (e.g. each repeat's right-censored median TTFT): the repeat is the unit, so
-    the interval carries run-to-run variance as well as each run's own sampling noise. Welch's interval
-    (Welch-Satterthwaite degrees of freedom: the two configurations may differ in run-level noise) when
-    both sides have at least two repeats; the pooled-variance interval (df = n + m - 2) when ``pooled``
-    or when one side has a single repeat (its run-to-run variance is then taken from the other side).
+    the interval carries run-to-run variance as well as each run's own sampling noise. The
+    pooled-variance interval (df = n + m - 2) when ``pooled``, when one side has a single repeat (its
+    run-to-run variance is then taken from the other side), or when an F-test does not reject equal
+    variances (:func:`_equal_variances`: one host, one noise); Welch's interval (Welch-Satterthwaite
+    degrees of freedom) when the two sides' spreads differ beyond noise (an outlier run).
     A +inf value (more than half of a repeat censored) leaves no t-interval: see :func:`_censored_runs`.
 
     >>> est = run_level_ratio([0.552, 0.444, 0.501], [0.398, 0.426, 0.306], confidence=0.95)
@@ -184,9 +186,11 @@ def run_level_ratio(
     lc, lb = _log(c), _log(b)
     diff = float(lc.mean() - lb.mean())
     single = n < 2 or m < 2
-    if pooled or single:
+    df: float
+    equal = single or pooled or _equal_variances(lc, lb)
+    if equal:
         squares = float(((lc - lc.mean()) ** 2).sum() + ((lb - lb.mean()) ** 2).sum())
-        df: float = float(n + m - 2)
+        df = float(n + m - 2)
         se = math.sqrt(squares / df * (1 / n + 1 / m))
         kind = "pooled-variance t"
     else:
@@ -222,6 +226,28 @@ def run_level_ratio(
         baseline_values=values[1],
         df=df,
     )
+
+
+#: The F-test of equal run-to-run variances must not reject at this level for the sides to be pooled.
+EQUAL_VARIANCE_LEVEL = 0.05
+
+
+def _equal_variances(lc: FloatArray, lb: FloatArray) -> bool:
+    """Both sides' log per-repeat values are consistent with one run-to-run variance (two-sided F-test).
+
+    Candidate and baseline run on the same host under the same load generator, so their run-to-run
+    noise is the host's: pooling both sides' spread gives ``n + m - 2`` degrees of freedom instead of
+    Welch's fewer (with 2 repeats of one side, Welch's df falls towards 1 and its interval is useless).
+    An outlier run or a configuration with noise of its own makes the variances differ; the F-test then
+    rejects and Welch's interval is kept.
+    """
+    vc, vb = float(lc.var(ddof=1)), float(lb.var(ddof=1))
+    if vc <= 0 or vb <= 0:
+        return vc == vb
+    f = vc / vb
+    dist = f_dist(len(lc) - 1, len(lb) - 1)
+    p = 2 * min(float(dist.cdf(f)), float(dist.sf(f)))
+    return p >= EQUAL_VARIANCE_LEVEL
 
 
 def _censored_runs(
@@ -294,7 +320,10 @@ def prediction_ratio(
 
 
 def latency_ratio(
-    candidate: Sequence[Sequence[float]], baseline: Sequence[Sequence[float]], *, confidence: float
+    candidate: Sequence[Sequence[float]],
+    baseline: Sequence[Sequence[float]],
+    *,
+    confidence: float,
 ) -> RatioEstimate:
     """Median latency of candidate against baseline from per-repeat request latencies (+inf = censored).
 

@@ -36,6 +36,7 @@ from gates.figures import (
     reversal_note,
 )
 from gates.registry import REGISTRY, Gate, GateContext, selected_gates
+from gates.sequential import SequentialPlan
 
 
 def _label(gate: str) -> str:
@@ -239,16 +240,15 @@ def evaluate_sweep(
     *,
     baseline: str,
     candidates: Sequence[str] | None = None,
-    looks: int = 1,
+    plan: SequentialPlan | None = None,
 ) -> SweepVerdict:
     """Judge every candidate of a stored sweep against its baseline (reads files, writes nothing).
 
-    ``looks``: how many times a candidate's verdict may have been read while it was measured (adaptive
-    repeats, :mod:`gates.sequential`); the candidates' gates then use the per-look confidence, so the
-    family-wise error over the looks stays at ``1 - cfg.confidence``. The drift check keeps ``cfg``.
+    ``plan``: the candidates' adaptive repeats (:mod:`gates.sequential`); each candidate's gates use the
+    confidence of the look it stopped at (its number of repeats), so the family-wise error over the
+    looks stays at ``1 - cfg.confidence``. The drift check keeps ``cfg``.
     """
     gates = selected_gates(cfg.enabled)
-    judged = replace(cfg, confidence=1 - (1 - cfg.confidence) / looks) if looks > 1 else cfg
     specs = figure_specs(cfg)
     base = load_results(sweep_dir, f"candidates/{baseline}", baseline)
     _check_baseline(base)
@@ -259,7 +259,7 @@ def evaluate_sweep(
     verdicts: list[Verdict] = []
     reversals: list[Reversal] = []
     for name in names:
-        ctx = GateContext(cfg=judged, baseline=base, candidate=results[name])
+        ctx = GateContext(cfg=_at_look(cfg, plan, results[name]), baseline=base, candidate=results[name])
         verdict, found = _judge_candidate(ctx, gates, specs)
         verdicts.append(verdict)
         reversals += [found] if found else []
@@ -280,6 +280,14 @@ def evaluate_sweep(
         rankings=rankings(specs, measured, results),
         reversals=reversals,
     )
+
+
+def _at_look(cfg: GatesConfig, plan: SequentialPlan | None, candidate: Results) -> GatesConfig:
+    """The gates' config at the confidence of the candidate's last look (unchanged for fixed repeats)."""
+    if plan is None or not plan.adaptive:
+        return cfg
+    repeats = max((len(reps) for reps in candidate.profiles.values()), default=plan.min_repeats)
+    return replace(cfg, confidence=plan.look_confidence(cfg.confidence, repeats))
 
 
 def _retained(baseline: str, verdicts: Sequence[Verdict], *, drifted: bool) -> tuple[str, str]:

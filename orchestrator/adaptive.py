@@ -35,7 +35,7 @@ def look(ctx: SweepContext, run: CandidateRun, repeats: int, plan: SequentialPla
             ctx.cfg.gates,
             baseline=ctx.cfg.baseline.name,
             candidates=[run.candidate],
-            looks=plan.looks,
+            plan=plan,
         )
     except GauntletError as exc:
         ctx.say(f"{run.candidate}: after {repeats} repeat(s): cannot judge yet ({exc})")

@@ -11,6 +11,7 @@ import pytest
 from contracts.errors import GateError
 from contracts.schema import GatesConfig
 from gates import SweepVerdict, evaluate_sweep
+from gates.sequential import SequentialPlan
 from tests.unit.gates_fixtures import case_study
 
 CFG = GatesConfig(
@@ -74,7 +75,7 @@ def test_a_concurrency_failure_is_holm_adjusted_and_says_at_which_step(study_dir
 
 def test_looks_widen_the_candidates_intervals_not_the_drift_check(study_dir: Path) -> None:
     once = evaluate_sweep(study_dir, CFG, baseline="baseline")
-    looked = evaluate_sweep(study_dir, CFG, baseline="baseline", looks=4)
+    looked = evaluate_sweep(study_dir, CFG, baseline="baseline", plan=SequentialPlan(2, 5))
     assert looked.drift == once.drift
     tp4 = [next(v for v in s.verdicts if v.candidate == "tp4_dp2") for s in (once, looked)]
     serial = [next(c for g in v.gates if g.gate == "latency_gain" for c in g.comparisons) for v in tp4]

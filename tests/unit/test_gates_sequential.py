@@ -36,12 +36,16 @@ def test_the_next_repeat_runs_only_while_unsettled(done: int, decision: str | No
     assert SequentialPlan(2, 4).next_repeat(done, decision) is more  # type: ignore[arg-type]
 
 
-def test_each_look_spends_an_equal_share_of_the_error() -> None:
+def test_the_looks_spend_the_error_doubling_and_never_more_than_it() -> None:
     plan = SequentialPlan(2, 5)
     assert plan.adaptive and plan.looks == 4
-    assert plan.look_confidence(0.95) == pytest.approx(0.9875)
+    shares = [plan.spent(r) for r in (2, 3, 4, 5)]
+    assert shares == pytest.approx([1 / 15, 2 / 15, 4 / 15, 8 / 15])
+    assert sum(shares) == pytest.approx(1.0)
+    assert plan.look_confidence(0.95, 5) == pytest.approx(1 - 0.05 * 8 / 15)
+    assert plan.spent(9) == plan.spent(5) and plan.spent(1) == plan.spent(2)  # clamped to the looks
     fixed = SequentialPlan(3, 3)
-    assert not fixed.adaptive and fixed.looks == 1 and fixed.look_confidence(0.95) == pytest.approx(0.95)
+    assert not fixed.adaptive and fixed.looks == 1 and fixed.look_confidence(0.95, 3) == pytest.approx(0.95)
 
 
 @pytest.mark.parametrize(
