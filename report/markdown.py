@@ -218,7 +218,7 @@ def _drift_section(drift: DriftResult) -> list[str]:
     label = {"pass": "pass", "inconclusive": "INCONCLUSIVE", "not_run": "not run"}
     return [
         f"drift check: **{label[drift.status]}**. {drift.message}",
-        *([""] + detectable if detectable else []),
+        *(["", *detectable] if detectable else []),
     ]
 
 
