@@ -310,7 +310,7 @@ def requirement_family(planned: Sequence[Planned], confidence: float) -> list[Me
             continue
         again = plan.measure(1 - 2 * level) or measured
         status: GateStatus = "fail" if rejected else "inconclusive"
-        level_text = f"{confidence:.2%}".rstrip("0").rstrip(".")
+        level_text = f"{confidence * 100:.2f}".rstrip("0").rstrip(".") + "%"
         note = (
             f"Holm step {ranks[i] + 1} of {len(first)}, family-wise {level_text}: "
             f"one-sided p {p_values[i]:.2g} {'<=' if rejected else '>'} {level:.2g}"
