@@ -290,22 +290,22 @@ def requirement_family(planned: Sequence[Planned], confidence: float) -> list[Me
     """A gate's requirement comparisons with Holm's family-wise error control.
 
     Each comparison is first judged at ``confidence``; its one-sided p-value (candidate worse) enters
-    Holm's step-down procedure at the family-wise level ``(1 - confidence) / 2`` (the one side of the
-    two-sided interval every comparison used before). A material regression (beyond the tolerance)
-    fails only when Holm rejects "no change" for it; otherwise it is inconclusive. The interval of a
+    Holm's step-down procedure at the family-wise level ``1 - confidence``: the probability that the
+    gate fails a candidate that is not worse on any comparison is at most that. A material regression
+    (beyond the tolerance) fails only when Holm rejects "no change" for it; otherwise it is inconclusive. The interval of a
     material comparison is re-computed at its Holm step's level (``1 - 2 * level``), so the interval
     shown is the one the decision rests on, and its method says which step of how many it was.
     """
     first = [(p, m) for p in planned if (m := p.measure(confidence)) is not None]
     if not first:
         return []
-    alpha = (1 - confidence) / 2
+    alpha = 1 - confidence
     p_values = [one_sided_p(m.estimate, REQUIREMENT_RULES[p.better].side) for p, m in first]
     tests = holm(p_values, alpha)
     ranks = {i: k for k, i in enumerate(sorted(range(len(first)), key=lambda i: p_values[i]))}
     out: list[Measured] = []
     for i, ((plan, measured), (rejected, level)) in enumerate(zip(first, tests, strict=True)):
-        if measured.comparison.status not in ("fail", "inconclusive") or len(first) == 1:
+        if measured.comparison.status not in ("fail", "inconclusive"):
             out.append(measured)
             continue
         again = plan.measure(1 - 2 * level) or measured
