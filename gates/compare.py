@@ -293,8 +293,9 @@ def requirement_family(planned: Sequence[Planned], confidence: float) -> list[Me
     Holm's step-down procedure at the family-wise level ``1 - confidence``: the probability that the
     gate fails a candidate that is not worse on any comparison is at most that. A material regression
     (beyond the tolerance) fails only when Holm rejects "no change" for it; otherwise it is
-    inconclusive. The interval of a material comparison is re-computed at its Holm step's level (``1 - 2 * level``), so the interval
-    shown is the one the decision rests on, and its method says which step of how many it was.
+    inconclusive. The interval of a material comparison is re-computed at its Holm step's level
+    (``1 - 2 * level``), so the interval shown is the one the decision rests on, and its method says
+    which step of how many it was.
     """
     first = [(p, m) for p in planned if (m := p.measure(confidence)) is not None]
     if not first:
