@@ -1,45 +1,49 @@
-"""Decision quality of the gates, measured on the simulator: how often does each kind of candidate get
-the verdict it deserves?
+"""Decision quality of the gates, measured on the simulator under messy noise: how often does each kind
+of candidate get the verdict it deserves, and how much measurement do adaptive repeats save?
 
-Three scenarios, each repeated ``--repetitions`` times (20 by default) with fresh seeds:
+Scenarios (candidate against the baseline, same engine, ``sim-speed`` scales every step):
 
-- ``identical``: the candidate is the baseline (``sim-speed 1.0``); it must be ``keep`` at most once;
-- ``regression``: 20% slower under load (``sim-speed 0.8``); it must be ``reject`` at least 19 times;
-- ``ttft_gain``: a real 15% TTFT improvement with no regression (``sim-speed 1/0.85``, every step 15%
-  shorter); it must be ``keep`` at least 19 times.
+- ``identical`` (``sim-speed 1.0``): kept at most 1/20 AND rejected at most 1/20;
+- ``regression_10`` / ``regression_20`` (0.9 / 0.8): rejected at least 17/20 (log-normal and Student-t
+  noise) / 19/20 (every noise model);
+- ``gain_10`` / ``gain_15`` (1/0.9 / 1/0.85: TTFT 10% / 15% lower, no regression): kept (reported) /
+  kept at least 19/20;
 
-Each repetition writes a complete sweep directory (baseline, candidate, recovery: the layout of
-:mod:`contracts.results`) and calls :func:`gates.evaluate_sweep` on it, exactly as a sweep does.
-Measurements come from the simulator's engine model driven in-process in virtual time
-(:func:`launch.sim.replay.replay_closed_loop`); the HTTP server and the load runner are not in this loop
-(see docs/gates.md for what that leaves out). Within a repetition the baseline and the candidate get the
-same workload (lengths and prompts: a sweep's workload seed is fixed) but different server seeds, so every
-request's sampled draws (speculative acceptance, output plans) differ between them and between repeats;
-every repetition has its own workload and seeds. A real sweep also shares the server seed and differs by
-timing noise, so this is the noisier case.
+each under every noise model of :mod:`benchmarks.noise_models` (log-normal, Student-t, outlier run,
+drift, per-request tails), over ``--seeds`` seeds (40 by default), with the Wilson interval of each rate.
+Then the demo's candidate mix (``spec_probabilistic``, ``tp4_dp2``: their own engine configurations;
+``eplb`` and ``mega_moe`` do not start and cost no measurement in either mode) is measured with fixed
+repeats and with adaptive repeats (:mod:`gates.sequential`) on the same noise draws: the measurement time
+(simulated seconds of the candidates' runs) and the verdicts of both.
 
-Run-level noise: the in-process replay has none of its own (virtual time, no client, no host), yet a real
-run is shifted as a whole by scheduling and host noise. So every run (side, profile, repeat) gets its own
-clock factor ``exp(N(0, --run-jitter))`` (default 0.03: a run 3% slower or faster, log-sd), applied to
-every timestamp of the run: TTFT, latencies and duration, hence its tokens/s too. The gates must not call
-that noise a regression, a gain or drift.
+Each sweep is a complete sweep directory (baseline, candidate, recovery: the layout of
+:mod:`contracts.results`) judged by :func:`gates.evaluate_sweep`, as a sweep does. Runs come from the
+simulator's engine model driven in-process in virtual time (:func:`launch.sim.replay.replay_closed_loop`).
+Replays are drawn from a pool (``--pool`` distinct replays per engine configuration and profile, each
+with its own server seed and prompts, computed once) so that thousands of sweeps stay affordable; a
+sweep never uses one replay twice, and the noise model's draws are fresh for every run of every sweep.
+The replay's own sampling noise is therefore shared between seeds; the run-level noise, which dominates,
+is not (docs/gates.md says what that leaves out).
 
-    .venv/bin/python benchmarks/decision_quality.py                 # 20 repetitions, full-size profiles
-    .venv/bin/python benchmarks/decision_quality.py --repetitions 5 --scale 0.25
-    .venv/bin/python benchmarks/decision_quality.py --run-jitter 0      # the replay's own noise only
+    .venv/bin/python benchmarks/decision_quality.py                     # 40 seeds, every model (~15 min)
+    .venv/bin/python benchmarks/decision_quality.py --seeds 10 --model lognormal --scenario identical
+    .venv/bin/python benchmarks/decision_quality.py --fixed             # every candidate: run.repeats
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import math
+import shutil
 import sys
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +51,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.noise_models import NOISE_MODELS, OUTLIER_SIDES, NoiseModel, wilson_interval  # noqa: E402
 from contracts.metrics import censored_median, stats  # noqa: E402
 from contracts.results import (  # noqa: E402
     CandidateRun,
@@ -62,12 +67,14 @@ from contracts.results import (  # noqa: E402
 from contracts.schema import (  # noqa: E402
     CandidateConfig,
     GatesConfig,
+    GauntletConfig,
     LengthConfig,
     ServiceConfig,
     WorkloadConfig,
 )
 from gates import evaluate_sweep  # noqa: E402
-from launch.sim.model import EngineConfig, check_startup  # noqa: E402
+from gates.sequential import SequentialPlan  # noqa: E402
+from launch.sim.model import EngineConfig, StartupError, chat_text, check_startup  # noqa: E402
 from launch.sim.profile import load_profile  # noqa: E402
 from launch.sim.replay import ReplayRequest, ReplayResult, replay_closed_loop  # noqa: E402
 from orchestrator.config import load  # noqa: E402
@@ -75,28 +82,32 @@ from orchestrator.config import load  # noqa: E402
 #: Closed-loop profiles of the case study the in-process replay can drive (mixed is open-loop; the answer
 #: gate's reasoning lengths are redrawn with every seed, see docs/gates.md).
 PROFILES = ("serial", "short", "prefill_10k", "decode_heavy")
+#: The demo mix also runs the answer gate (one repeat per side, as the demo: its prompts are deterministic).
+ANSWER_PROFILE = "answer_gate"
 SIM_PROFILE = "h100x8_deepseek_v4_flash"
 
 
 @dataclass(frozen=True)
 class Scenario:
+    """A candidate and the verdict it deserves; ``required`` = least (or most) count per 20 sweeps."""
+
     name: str
-    speed: float  # --sim-speed of the candidate
+    speed: float  # --sim-speed of the candidate (the baseline's engine otherwise)
     expected: str  # the verdict it deserves
-    criterion: str  # what the issue requires, in words
-    at_most: bool  # True: count of `expected` <= allowed; False: count >= n - allowed
-    allowed: float  # per 20 repetitions (1 of 20), scaled to the number of repetitions
-
-    def passes(self, count: int, n: int) -> bool:
-        slack = math.floor(self.allowed * n / 20)
-        return count <= slack if self.at_most else count >= n - slack
+    required: dict[str, int] = field(default_factory=dict)  # noise model ("*" = every) -> min count /20
+    at_most: dict[str, dict[str, int]] = field(default_factory=dict)  # decision -> model -> max /20
 
 
+ALL = "*"
 SCENARIOS = (
-    Scenario("identical", 1.0, "keep", "keep at most 1 of 20", at_most=True, allowed=1),
-    Scenario("regression", 0.8, "reject", "reject at least 19 of 20", at_most=False, allowed=1),
-    Scenario("ttft_gain", 1 / 0.85, "keep", "keep at least 19 of 20", at_most=False, allowed=1),
+    Scenario("identical", 1.0, "neutral", at_most={"keep": {ALL: 1}, "reject": {ALL: 1}}),
+    Scenario("regression_10", 0.9, "reject", required={"lognormal": 17, "student_t": 17}),
+    Scenario("regression_20", 0.8, "reject", required={ALL: 19}),
+    Scenario("gain_10", 1 / 0.9, "keep"),
+    Scenario("gain_15", 1 / 0.85, "keep", required={ALL: 19}),
 )
+#: The demo's measured candidates (eplb and mega_moe fail to start: no measurement in either mode).
+DEMO_MIX = ("spec_probabilistic", "tp4_dp2", "eplb", "mega_moe")
 
 
 def _seed(*parts: object) -> int:
@@ -165,19 +176,27 @@ def write_profile(
     profile: str,
     repeat: int,
     clock: float = 1.0,
-) -> None:
-    """Write the run's records and summary; ``clock`` scales every timestamp (run-level noise)."""
+    request_factors: Sequence[float] | None = None,
+    concurrency: int = 1,
+) -> float:
+    """Write the run's records and summary; returns the run's duration (simulated seconds).
 
-    def at(t: float | None) -> float | None:
-        return None if t is None else t * clock
-
+    ``clock`` scales every timestamp of the run (run-level noise); ``request_factors`` (by record
+    order) scale one request's latencies on top (per-request tails: in a closed loop of ``concurrency``
+    slots the run lasts the added request-seconds / ``concurrency`` longer).
+    """
     records = []
-    for rec in sorted(result.records, key=lambda r: r.index):
+    extra = 0.0  # request-seconds added by per-request slowdowns
+    for pos, rec in enumerate(sorted(result.records, key=lambda r: r.index)):
         spec = reqs[rec.index]
-        offsets, elapsed = [], 0.0
-        for t, _r, _c in rec.chunks:
-            offsets.append(t * clock)
-            elapsed = t * clock
+        f = clock * (request_factors[pos] if request_factors else 1.0)
+
+        def at(t: float | None, f: float = f) -> float | None:
+            return None if t is None else t * f
+
+        last = rec.chunks[-1][0] if rec.chunks else None
+        end = at(rec.end if rec.end is not None else last)
+        extra += (end or 0.0) - (end or 0.0) * clock / f
         records.append(
             RequestRecord(
                 index=rec.index,
@@ -188,8 +207,7 @@ def write_profile(
                 sent_s=rec.sent * clock,
                 ttft_s=at(rec.ttft),
                 first_visible_s=at(rec.first_visible),
-                end_s=at(rec.end) if rec.end is not None else elapsed or None,
-                chunk_offsets_s=offsets,
+                end_s=end,
                 prompt_tokens=spec.prompt_tokens,
                 completion_tokens=rec.completion_tokens,
                 finish_reason=rec.finish_reason,
@@ -197,11 +215,10 @@ def write_profile(
             )
         )
     write_jsonl(directory / "records.jsonl", records)
-    duration = result.duration * clock
+    duration = result.duration * clock + extra / concurrency
     prompt_total = sum(r.prompt_tokens or 0 for r in records)
     output_total = sum(r.completion_tokens or 0 for r in records)
     visible = [r.first_visible_s for r in records]
-    itl = [b - a for r in records for a, b in zip(r.chunk_offsets_s, r.chunk_offsets_s[1:], strict=False)]
     summary = ProfileSummary(
         candidate=candidate,
         profile=profile,
@@ -223,7 +240,7 @@ def write_profile(
         ttft=stats([r.ttft_s for r in records if r.ttft_s is not None]),
         first_visible=stats([v for v in visible if v is not None]),
         first_visible_censored=censored_median(visible),
-        itl=stats(itl),
+        itl=stats([]),
         e2e=stats([r.end_s for r in records if r.end_s is not None]),
         client=ClientHealth(
             dispatch_lag_p50_s=0.0,
@@ -250,161 +267,509 @@ def write_profile(
         ),
     )
     write_model(directory / "summary.json", summary)
+    return duration
 
 
-def measure(
-    sweep: Path,
-    root: str,
-    name: str,
-    *,
-    workloads: dict[str, WorkloadConfig],
-    profiles: Sequence[str],
-    repeats: int,
-    engine: EngineConfig,
-    scale: float,
-    key: str,
-    phase: str,
-    run_jitter: float = 0.0,
-) -> None:
-    """Launch (check startup) and measure every profile ``repeats`` times; write run.json and the profiles.
+# ------------------------------------------------------------------------------------------ replay pool
 
-    Each run's timestamps are scaled by its own factor ``exp(N(0, run_jitter))``: run-level noise.
-    """
-    sim = load_profile(SIM_PROFILE)
-    plan = check_startup(sim, engine)
-    written = []
-    for profile in profiles:
-        for k in range(repeats):
-            reqs, warmup, concurrency = requests_for(workloads[profile], scale, f"{key}:{profile}", k)
-            result = replay_closed_loop(sim, engine, reqs, concurrency, warmup=warmup)
-            jitter = np.random.default_rng(_seed(key, root, profile, k, "run-jitter"))
-            clock = math.exp(float(jitter.normal(0.0, run_jitter))) if run_jitter > 0 else 1.0
-            write_profile(
-                sweep / root / profile / f"r{k}",
-                result,
-                reqs,
-                candidate=name,
-                profile=profile,
-                repeat=k,
-                clock=clock,
+
+@dataclass
+class ReplayPool:
+    """Replays computed once per (engine, profile, index), each with its own server seed and prompts."""
+
+    cfg: GauntletConfig
+    scale: float
+    seed: int
+    size: int
+    cache: dict[tuple[str, float, str, int], tuple[ReplayResult, list[ReplayRequest], int]] = field(
+        default_factory=dict
+    )
+    candidates: dict[str, CandidateConfig] = field(default_factory=dict)
+    started: dict[str, bool] = field(default_factory=dict)
+
+    def candidate(self, name: str) -> CandidateConfig:
+        if name not in self.candidates:
+            composed = load([f"candidate={name}"])[0].candidate
+            self.candidates[name] = self.cfg.baseline if name == "baseline" else composed
+        return self.candidates[name]
+
+    def starts(self, name: str) -> bool:
+        if name not in self.started:
+            try:
+                check_startup(load_profile(SIM_PROFILE), self.engine(name, 1.0, 0))
+                self.started[name] = True
+            except StartupError:
+                self.started[name] = False
+        return self.started[name]
+
+    def engine(self, name: str, speed: float, index: int) -> EngineConfig:
+        return engine_config(
+            self.cfg.service, self.candidate(name), seed=_seed(self.seed, name, speed, index), speed=speed
+        )
+
+    def get(
+        self, name: str, speed: float, profile: str, index: int
+    ) -> tuple[ReplayResult, list[ReplayRequest], int]:
+        key = (name, speed, profile, index)
+        if key not in self.cache and profile == ANSWER_PROFILE:
+            self.cache[key] = self._answers(name, speed)
+        if key not in self.cache:
+            wl = self.cfg.workloads[profile]
+            reqs, warmup, concurrency = requests_for(wl, self.scale, f"{self.seed}:{profile}:{index}", index)
+            sim = load_profile(SIM_PROFILE)
+            result = replay_closed_loop(
+                sim, self.engine(name, speed, index), reqs, concurrency, warmup=warmup
             )
-            written.append(f"{profile}/r{k}")
-    gpus = engine.tensor_parallel_size * engine.data_parallel_size
+            self.cache[key] = (result, reqs, concurrency)
+        return self.cache[key]
+
+    def _answers(self, name: str, speed: float) -> tuple[ReplayResult, list[ReplayRequest], int]:
+        """The answer gate's fixed prompts, deterministic on the simulator (server seed 0): the same
+        visible answers in every sweep, as on the demo."""
+        wl = self.cfg.workloads[ANSWER_PROFILE]
+        prompts = json.loads((ROOT / "conf" / "workload" / str(wl.prompts_file)).read_text())
+        reqs = [
+            ReplayRequest(
+                wl.prompt_tokens.mean,
+                wl.output_tokens.mean,
+                0,
+                False,
+                chat_text([{"role": "user", "content": p}]),
+            )
+            for p in prompts
+        ]
+        engine = engine_config(self.cfg.service, self.candidate(name), seed=0, speed=speed)
+        return (
+            replay_closed_loop(load_profile(SIM_PROFILE), engine, reqs, wl.concurrency),
+            reqs,
+            wl.concurrency,
+        )
+
+
+# ------------------------------------------------------------------------------------------ one sweep
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of the sweep's measuring order."""
+
+    side: str  # "baseline", "candidate" or "recovery"
+    profile: str
+    repeat: int  # from 0
+
+
+@dataclass
+class SweepRunner:
+    """Writes one benchmark sweep run by run in measuring order, with the noise model's draws."""
+
+    pool: ReplayPool
+    model: NoiseModel
+    sweep: Path
+    key: str  # seed of the noise draws (the same in fixed and adaptive mode: paired)
+    planned: int  # runs in the longest plan (for the drift position)
+    picks: dict[tuple[str, float, str], list[int]] = field(default_factory=dict)
+    position: int = 0
+    outliers: dict[str, int | None] = field(default_factory=dict)
+    counts: Counter[str] = field(default_factory=Counter)
+    time_s: dict[str, float] = field(default_factory=dict)
+
+    def pick(self, engine: tuple[str, float], profile: str) -> int:
+        """A pool index not used by this sweep for this engine and profile yet."""
+        key = (engine[0], engine[1], profile)
+        if key not in self.picks:
+            order = np.random.default_rng(_seed(self.key, *key, "picks")).permutation(self.pool.size)
+            self.picks[key] = [int(i) for i in order]
+        return self.picks[key].pop()
+
+    def outlier(self, side: str, runs: int) -> int | None:
+        if side not in OUTLIER_SIDES:
+            return None
+        if side not in self.outliers:
+            rng = np.random.default_rng(_seed(self.key, self.model.name, side, "outlier"))
+            self.outliers[side] = self.model.outlier_run(rng, runs)
+        return self.outliers[side]
+
+    def run(self, run: Run, engine: tuple[str, float], *, side_runs: int) -> None:
+        result, reqs, concurrency = self.pool.get(*engine, run.profile, self.pick(engine, run.profile))
+        rng = np.random.default_rng(_seed(self.key, self.model.name, run.side, run.profile, run.repeat))
+        nth = self.counts[run.side]
+        clock = self.model.run_factor(
+            rng,
+            position=self.position / max(self.planned - 1, 1),
+            outlier=self.outlier(run.side, side_runs) == nth,
+        )
+        factors = self.model.request_factors(rng, len(result.records)) if self.model.tail_rate else None
+        root = "recovery" if run.side == "recovery" else f"candidates/{run.side}"
+        self.time_s[run.side] = self.time_s.get(run.side, 0.0) + write_profile(
+            self.sweep / root / run.profile / f"r{run.repeat}",
+            result,
+            reqs,
+            candidate="baseline" if run.side != "candidate" else "candidate",
+            profile=run.profile,
+            repeat=run.repeat,
+            clock=clock,
+            request_factors=factors,
+            concurrency=concurrency,
+        )
+        self.counts[run.side] += 1
+        self.position += 1
+
+
+def write_run_json(sweep: Path, side: str, profiles: Sequence[str], *, started: bool = True) -> None:
+    root = "recovery" if side == "recovery" else f"candidates/{side}"
     write_model(
         sweep / root / "run.json",
         CandidateRun(
-            candidate=name,
+            candidate="baseline" if side != "candidate" else "candidate",
             fingerprint="sha256:" + "0" * 64,
             backend="sim",
             host="sim (in-process replay)",
-            is_baseline=phase != "candidate",
-            phase=phase,  # type: ignore[arg-type]
-            startup=StartupRecord(ok=True, time_to_ready_s=0.0),
+            is_baseline=side != "candidate",
+            phase=side,  # type: ignore[arg-type]
+            startup=StartupRecord(ok=started, time_to_ready_s=0.0 if started else None),
             probe=HostProbe(driver=False, reason="simulated host", simulated=True),
-            free_gpu_gib_after_warmup=[plan.free_gib] * gpus,
-            profiles=written,
+            profiles=list(profiles),
         ),
     )
 
 
-def run_repetition(
-    scenario: Scenario,
-    j: int,
-    out: Path,
+@dataclass(frozen=True)
+class Outcome:
+    decision: str
+    reason: str
+    repeats: int  # candidate repeats measured
+    time_s: float  # simulated seconds of the candidate's runs
+
+
+def judge_sweep_once(
+    pool: ReplayPool,
+    model: NoiseModel,
+    engine: tuple[str, float],
+    sweep: Path,
     *,
-    repeats: int,
-    scale: float,
-    seed: int,
-    recovery_repeats: int,
-    run_jitter: float,
-) -> tuple[str, str]:
-    cfg, _ = load([])
-    sweep = out / scenario.name / f"rep{j:02d}"
-    base_key = f"{seed}:{scenario.name}:{j}"
-    common = {"workloads": cfg.workloads, "scale": scale, "run_jitter": run_jitter}
-    measure(
-        sweep, "candidates/baseline", "baseline", profiles=PROFILES, repeats=repeats, phase="baseline",
-        engine=engine_config(cfg.service, cfg.baseline, seed=_seed(base_key, "baseline"), speed=1.0),
-        key=base_key, **common,  # type: ignore[arg-type]
-    )  # fmt: skip
-    measure(
-        sweep, "candidates/candidate", "candidate", profiles=PROFILES, repeats=repeats, phase="candidate",
-        engine=engine_config(
-            cfg.service, cfg.baseline, seed=_seed(base_key, "candidate"), speed=scenario.speed
-        ),
-        key=base_key, **common,  # type: ignore[arg-type]
-    )  # fmt: skip
-    measure(
-        sweep, "recovery", "baseline", profiles=cfg.run.recovery_profiles, repeats=recovery_repeats,
-        phase="recovery",
-        engine=engine_config(cfg.service, cfg.baseline, seed=_seed(base_key, "recovery"), speed=1.0),
-        key=base_key, **common,  # type: ignore[arg-type]
-    )  # fmt: skip
-    gates = GatesConfig(
-        **{**cfg.gates.__dict__, "loaded_profiles": [p for p in cfg.gates.loaded_profiles if p in PROFILES]}
-    )
-    verdict = evaluate_sweep(sweep, gates, baseline="baseline")
+    key: str,
+    baseline_repeats: int,
+    plan: SequentialPlan,
+    gates: GatesConfig,
+    recovery_profiles: Sequence[str],
+    answers: bool = False,
+) -> Outcome:
+    """Measure baseline, then the candidate repeat by repeat (looks per ``plan``), then recovery; judge.
+    ``answers``: both sides also run the answer gate once (in their first repeat)."""
+    shutil.rmtree(sweep, ignore_errors=True)
+    planned = (baseline_repeats + plan.max_repeats) * len(PROFILES) + len(recovery_profiles)
+    runner = SweepRunner(pool, model, sweep, key, planned)
+    base = ("baseline", 1.0)
+    written: list[str] = []
+    for k in range(baseline_repeats):
+        for profile in PROFILES:
+            runner.run(Run("baseline", profile, k), base, side_runs=baseline_repeats * len(PROFILES))
+            written.append(f"{profile}/r{k}")
+        if answers and k == 0:
+            runner.run(Run("baseline", ANSWER_PROFILE, 0), base, side_runs=baseline_repeats * len(PROFILES))
+            written.append(f"{ANSWER_PROFILE}/r0")
+    write_run_json(sweep, "baseline", written)
+    if not pool.starts(engine[0]):
+        write_run_json(sweep, "candidate", [], started=False)
+        verdict = evaluate_sweep(sweep, gates, baseline="baseline")
+        return Outcome(verdict.verdicts[0].decision, verdict.verdicts[0].reason, 0, 0.0)
+    decision: str | None = None
+    repeats = 0
+    cand: list[str] = []
+    while plan.next_repeat(repeats, decision):  # type: ignore[arg-type]
+        for profile in PROFILES:
+            runner.run(Run("candidate", profile, repeats), engine, side_runs=plan.max_repeats * len(PROFILES))
+            cand.append(f"{profile}/r{repeats}")
+        if answers and repeats == 0:
+            runner.run(
+                Run("candidate", ANSWER_PROFILE, 0), engine, side_runs=plan.max_repeats * len(PROFILES)
+            )
+            cand.append(f"{ANSWER_PROFILE}/r0")
+        repeats += 1
+        write_run_json(sweep, "candidate", cand)
+        if repeats >= plan.min_repeats and plan.adaptive:
+            look = evaluate_sweep(sweep, gates, baseline="baseline", plan=plan)
+            decision = look.verdicts[0].decision
+    for profile in recovery_profiles:
+        runner.run(Run("recovery", profile, 0), base, side_runs=len(recovery_profiles))
+    write_run_json(sweep, "recovery", [f"{p}/r0" for p in recovery_profiles])
+    verdict = evaluate_sweep(sweep, gates, baseline="baseline", plan=plan)
     only = verdict.verdicts[0]
-    return only.decision, only.reason
+    return Outcome(only.decision, only.reason, repeats, runner.time_s.get("candidate", 0.0))
+
+
+# --------------------------------------------------------------------------------------------- driver
+
+
+@dataclass(frozen=True)
+class Task:
+    """Every sweep of one seed under one noise model (a unit of parallel work)."""
+
+    model: str
+    seed: int
+    scenarios: tuple[str, ...]
+    mix: bool
+    fixed: bool
+    args: tuple[int, float, int, int, int, int, int]  # base seed, scale, pool, repeats, min, max, resamples
+
+
+_POOLS: dict[tuple[float, int, int], ReplayPool] = {}
+
+
+def _pool(scale: float, seed: int, size: int) -> ReplayPool:
+    key = (scale, seed, size)
+    if key not in _POOLS:
+        _POOLS[key] = ReplayPool(load([])[0], scale, seed, size)
+    return _POOLS[key]
+
+
+def run_task(task: Task) -> list[tuple[str, str, str, Outcome]]:
+    """(group, candidate, mode, outcome) for every sweep of the task."""
+    base_seed, scale, size, repeats, min_r, max_r, resamples = task.args
+    pool = _pool(scale, base_seed, size)
+    cfg = pool.cfg
+    gates = replace(
+        cfg.gates,
+        loaded_profiles=[p for p in cfg.gates.loaded_profiles if p in PROFILES],
+        bootstrap_resamples=resamples,
+    )
+    model = NOISE_MODELS[task.model]
+    fixed = SequentialPlan(repeats, repeats)
+    adaptive = SequentialPlan(min_r, max_r)
+    out: list[tuple[str, str, str, Outcome]] = []
+    with tempfile.TemporaryDirectory(prefix="gauntlet-dq-") as tmp:
+        common = {
+            "baseline_repeats": repeats,
+            "gates": gates,
+            "recovery_profiles": cfg.run.recovery_profiles,
+        }
+        for name in task.scenarios:
+            scenario = next(s for s in SCENARIOS if s.name == name)
+            plan = fixed if task.fixed else adaptive
+            key = f"{base_seed}:{task.seed}:{name}"
+            outcome = judge_sweep_once(
+                pool,
+                model,
+                ("baseline", scenario.speed),
+                Path(tmp) / "s",
+                key=key,
+                plan=plan,
+                **common,  # type: ignore[arg-type]
+            )
+            out.append(("scenario", name, "fixed" if task.fixed else "adaptive", outcome))
+        if task.mix:
+            for name in DEMO_MIX:
+                key = f"{base_seed}:{task.seed}:{name}"
+                for mode, plan in (("fixed", fixed), ("adaptive", adaptive)):
+                    outcome = judge_sweep_once(
+                        pool,
+                        model,
+                        (name, 1.0),
+                        Path(tmp) / "s",
+                        key=key,
+                        plan=plan,
+                        answers=True,
+                        **common,  # type: ignore[arg-type]
+                    )
+                    out.append(("mix", name, mode, outcome))
+    return out
+
+
+@dataclass(frozen=True)
+class Row:
+    group: str
+    candidate: str
+    mode: str
+    model: str
+    outcome: Outcome
+
+
+def _rate(count: int, n: int) -> str:
+    low, high = wilson_interval(count, n)
+    return f"{count}/{n} [{low:.0%}, {high:.0%}]"
+
+
+def _required(scenario: Scenario, model: str) -> tuple[str, int] | None:
+    """(decision, least count per 20) the issue requires of this scenario under this model."""
+    need = scenario.required.get(model, scenario.required.get(ALL))
+    return (scenario.expected, need) if need is not None else None
+
+
+def scenario_table(results: Sequence[Row], models: Sequence[str]) -> tuple[list[str], int]:
+    """Markdown rows: per scenario and model, the rates with Wilson intervals and the verdict."""
+    lines = [
+        "| scenario | noise | seeds | kept | rejected | other | repeats (mean) | required | result |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    failures = 0
+    for scenario in SCENARIOS:
+        for model in models:
+            got = [
+                r
+                for r in results
+                if r.group == "scenario" and r.candidate == scenario.name and r.model == model
+            ]
+            if not got:
+                continue
+            n = len(got)
+            decisions = Counter(o.outcome.decision for o in got)
+            checks: list[str] = []
+            ok = True
+            need = _required(scenario, model)
+            if need is not None:
+                least = math.ceil(need[1] * n / 20)
+                ok &= decisions[need[0]] >= least
+                checks.append(f"{need[0]} >= {need[1]}/20")
+            for decision, limits in scenario.at_most.items():
+                most = limits.get(model, limits.get(ALL))
+                if most is not None:
+                    ok &= decisions[decision] <= math.floor(most * n / 20)
+                    checks.append(f"{decision} <= {most}/20")
+            failures += not ok
+            other = ", ".join(f"{d} {c}" for d, c in decisions.most_common() if d not in ("keep", "reject"))
+            mean_repeats = sum(o.outcome.repeats for o in got) / n
+            lines.append(
+                f"| {scenario.name} | {model} | {n} | {_rate(decisions['keep'], n)} | "
+                f"{_rate(decisions['reject'], n)} | {other or '-'} | {mean_repeats:.2f} | "
+                f"{'; '.join(checks) or '(reported)'} | {'PASS' if ok or not checks else 'FAIL'} |"
+            )
+    return lines, failures
+
+
+def mix_table(results: Sequence[Row]) -> tuple[list[str], bool]:
+    """The demo mix: measurement time and verdicts, fixed against adaptive, on the same draws."""
+    lines = [
+        "| candidate | mode | sweeps | verdicts | repeats (mean) | measurement time (mean, sim s) |",
+        "|---|---|---|---|---|---|",
+    ]
+    totals: dict[str, float] = {"fixed": 0.0, "adaptive": 0.0}
+    same = True
+    verdicts: dict[str, Counter[str]] = {}
+    for name in DEMO_MIX:
+        for mode in ("fixed", "adaptive"):
+            got = [o.outcome for o in results if o.group == "mix" and o.candidate == name and o.mode == mode]
+            if not got:
+                continue
+            decisions = Counter(o.decision for o in got)
+            verdicts[f"{name}:{mode}"] = decisions
+            spent = sum(o.time_s for o in got)
+            totals[mode] += spent
+            lines.append(
+                f"| {name} | {mode} | {len(got)} | "
+                f"{', '.join(f'{d} {c}' for d, c in decisions.most_common())} | "
+                f"{sum(o.repeats for o in got) / len(got):.2f} | {spent / len(got):,.1f} |"
+            )
+        fixed, adaptive = verdicts.get(f"{name}:fixed"), verdicts.get(f"{name}:adaptive")
+        if fixed and adaptive:
+            same &= fixed.most_common(1)[0][0] == adaptive.most_common(1)[0][0]
+    saving = 1 - totals["adaptive"] / totals["fixed"] if totals["fixed"] else 0.0
+    lines.append(
+        f"\nmeasurement time, whole mix: fixed {totals['fixed']:,.0f} s, "
+        f"adaptive {totals['adaptive']:,.0f} s: "
+        f"{saving:.0%} less (required >= 30%, same majority verdicts: {'yes' if same else 'NO'})"
+    )
+    return lines, saving >= 0.30 and same
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--repetitions", type=int, default=20)
+    parser.add_argument("--seeds", type=int, default=40, help="sweeps per scenario and noise model")
     parser.add_argument(
-        "--repeats", type=int, default=3, help="repeats of each profile per candidate (run.repeats)"
+        "--repeats", type=int, default=3, help="baseline repeats; fixed-mode candidate repeats"
     )
-    parser.add_argument("--recovery-repeats", type=int, default=1)
-    parser.add_argument(
-        "--scale", type=float, default=1.0, help="multiplier on every profile's request count"
-    )
+    parser.add_argument("--min-repeats", type=int, default=1, help="adaptive: first look (run.min_repeats)")
+    parser.add_argument("--max-repeats", type=int, default=5, help="adaptive: last look (run.max_repeats)")
+    parser.add_argument("--fixed", action="store_true", help="scenarios with fixed repeats, not adaptive")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiplier on every profile's requests")
+    parser.add_argument("--pool", type=int, default=12, help="distinct replays per engine and profile")
     parser.add_argument("--seed", type=int, default=0, help="changes every seed of the benchmark")
-    parser.add_argument(
-        "--run-jitter",
-        type=float,
-        default=0.03,
-        help="log-sd of each run's clock factor (run-level noise the replay lacks); 0 = none",
-    )
-    parser.add_argument("--out", type=Path, default=None, help="keep the sweep directories here")
+    parser.add_argument("--model", action="append", choices=list(NOISE_MODELS))
     parser.add_argument("--scenario", action="append", choices=[s.name for s in SCENARIOS])
+    parser.add_argument("--no-mix", action="store_true", help="skip the demo mix (fixed vs adaptive)")
+    parser.add_argument(
+        "--mix-model",
+        action="append",
+        choices=list(NOISE_MODELS),
+        help="noise models of the demo mix (default: lognormal, student_t)",
+    )
+    parser.add_argument(
+        "--resamples",
+        type=int,
+        default=500,
+        help="gates.bootstrap_resamples (default 500, not the shipped 2000: the throughput interval is the "
+        "union with Welch's t, which the resamples do not change; 4x faster)",
+    )
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--verbose", action="store_true", help="print every verdict's reason")
     args = parser.parse_args(argv)
-    chosen = [s for s in SCENARIOS if not args.scenario or s.name in args.scenario]
-    with tempfile.TemporaryDirectory(prefix="gauntlet-dq-") as tmp:
-        out = args.out or Path(tmp)
-        print(
-            f"decision quality on the simulator ({SIM_PROFILE}, in-process replay): "
-            f"{args.repetitions} repetitions, {args.repeats} repeats per profile, scale {args.scale}, "
-            f"profiles {', '.join(PROFILES)}, seed {args.seed}, run jitter {args.run_jitter:g} (log-sd)"
+    models = args.model or list(NOISE_MODELS)
+    mix_models = args.mix_model or ["lognormal", "student_t"]
+    scenarios = tuple(args.scenario or [s.name for s in SCENARIOS])
+    started = time.monotonic()
+    mode = f"fixed {args.repeats}" if args.fixed else f"adaptive {args.min_repeats}..{args.max_repeats}"
+    print(
+        f"decision quality on the simulator ({SIM_PROFILE}, in-process replay, pool {args.pool}): "
+        f"{args.seeds} seeds per scenario and noise model; baseline {args.repeats} repeats; candidates "
+        f"{mode} "
+        f"repeats; scale {args.scale}; profiles {', '.join(PROFILES)}; seed {args.seed}; "
+        f"bootstrap resamples {args.resamples}; demo mix under {', '.join(mix_models)}"
+    )
+    for model in models:
+        print(f"  noise {model}: {NOISE_MODELS[model].description}")
+    tasks = [
+        Task(
+            model,
+            k,
+            scenarios,
+            mix=not args.no_mix and model in mix_models,
+            fixed=args.fixed,
+            args=(
+                args.seed,
+                args.scale,
+                args.pool,
+                args.repeats,
+                args.min_repeats,
+                args.max_repeats,
+                args.resamples,
+            ),
         )
-        failures = 0
-        for scenario in chosen:
-            started = time.monotonic()
-            decisions: Counter[str] = Counter()
-            reasons: dict[str, list[str]] = {}
-            for j in range(args.repetitions):
-                decision, reason = run_repetition(
-                    scenario, j, out, repeats=args.repeats, scale=args.scale, seed=args.seed,
-                    recovery_repeats=args.recovery_repeats, run_jitter=args.run_jitter,
-                )  # fmt: skip
-                decisions[decision] += 1
-                reasons.setdefault(decision, []).append(reason)
-                if args.verbose:
-                    print(f"  {scenario.name} rep{j:02d}: {reason}")
-            count = decisions[scenario.expected]
-            ok = scenario.passes(count, args.repetitions)
-            failures += not ok
-            spread = ", ".join(f"{d} {c}" for d, c in decisions.most_common())
-            print(
-                f"{scenario.name:<11} sim-speed {scenario.speed:.3f}: "
-                f"{scenario.expected} {count}/{args.repetitions} "
-                f"({spread}); required: {scenario.criterion} -> {'PASS' if ok else 'FAIL'} "
-                f"[{time.monotonic() - started:.0f} s]"
-            )
-            for decision, texts in reasons.items():
-                if decision != scenario.expected or not ok:
-                    print(f"    e.g. {texts[0][:300]}")
-        return 1 if failures else 0
+        for k in range(args.seeds)
+        for model in models
+    ]
+    rows: list[Row] = []
+    if args.jobs > 1:  # replay the pool once; forked workers inherit it
+        pool = _pool(args.scale, args.seed, args.pool)
+        engines = [("baseline", s.speed) for s in SCENARIOS if s.name in scenarios]
+        engines += [] if args.no_mix else [(n, 1.0) for n in DEMO_MIX if pool.starts(n)]
+        if not args.no_mix:
+            for name in ["baseline", *(n for n in DEMO_MIX if pool.starts(n))]:
+                pool.get(name, 1.0, ANSWER_PROFILE, 0)
+        for engine in dict.fromkeys(engines):
+            for profile in PROFILES:
+                for index in range(args.pool):
+                    pool.get(*engine, profile, index)
+        with ProcessPoolExecutor(args.jobs) as workers:
+            done = list(workers.map(run_task, tasks))
+    else:
+        done = [run_task(t) for t in tasks]
+    for task, out in zip(tasks, done, strict=True):
+        rows += [Row(g, c, m, task.model, o) for g, c, m, o in out]
+        if args.verbose:
+            for g, c, m, o in out:
+                print(f"  {task.model} seed {task.seed} {g} {c} {m}: {o.repeats} repeats: {o.reason[:300]}")
+    lines, failures = scenario_table(rows, models)
+    print("\n".join(lines))
+    for scenario in SCENARIOS:
+        wrong = [r for r in rows if r.group == "scenario" and r.candidate == scenario.name]
+        wrong = [r for r in wrong if r.outcome.decision != scenario.expected]
+        for r in wrong[:2]:
+            print(f"  e.g. {scenario.name} / {r.model}: {r.outcome.reason[:300]}")
+    mix_ok = True
+    if not args.no_mix:
+        mix, mix_ok = mix_table(rows)
+        print("\n".join(mix))
+    print(f"[{time.monotonic() - started:.0f} s]")
+    return 1 if failures or not mix_ok else 0
 
 
 if __name__ == "__main__":

@@ -272,6 +272,12 @@ class GatesConfig:
     # gate fails when the ratio is below 1 - tolerance and its interval lies below 1.
     capacity_tolerance: float = 0.1
 
+    # How a lost visible answer is decided: "any_lost_answer_blocks" (a policy: fewer visible answers than
+    # the baseline on the answer prompts rejects, whatever the noise; the exact test and the posterior are
+    # reported) or "exact_test" (a statistical test: Fisher's exact test, one-sided, must reject "no
+    # change" at the gates' level; a loss within noise is inconclusive).
+    answer_policy: str = "any_lost_answer_blocks"
+
 
 @dataclass
 class SloConfig:
@@ -336,8 +342,14 @@ class RunConfig:
 
     # Profiles measured for every candidate, in order.
     profiles: list[str] = field(default_factory=list)
-    # Repeats of each profile per candidate (the gates need >= 2 for intervals).
+    # Repeats of each profile of the baseline, and of every candidate unless min/max_repeats are set (the
+    # gates need >= 2 for intervals).
     repeats: int = 3
+    # Adaptive repeats (gates/sequential.py): a candidate runs min_repeats repeats, then one more only
+    # while its verdict is inconclusive, up to max_repeats; every look spends an equal share of the error
+    # rate. None = run.repeats (fixed). A profile's own `repeats` (the answer gate) is never exceeded.
+    min_repeats: int | None = None
+    max_repeats: int | None = None
     # Profiles of the recovery validation after the restore; they also measure the baseline again at the
     # end of the sweep, which is how drift is detected.
     recovery_profiles: list[str] = field(default_factory=list)

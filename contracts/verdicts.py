@@ -150,6 +150,9 @@ class DriftResult(_Model):
     message: str
     comparisons: list[Comparison] = Field(default_factory=list)
     evidence: list[Evidence] = Field(default_factory=list)
+    # The smallest change (fraction, 0.12 = 12%) the check would call drift: the larger of the tolerance
+    # and the interval's half-width, smallest over the comparisons. None: no run-level comparison.
+    min_detectable_drift: float | None = None
 
 
 class SweepVerdict(_Model):

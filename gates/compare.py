@@ -28,7 +28,15 @@ from contracts.metrics import (
 from contracts.results import RequestRecord
 from contracts.sweepdir import Repeat
 from contracts.verdicts import Comparison, Evidence, GateStatus
-from gates.stats import RatioEstimate, RunSample, latency_ratio, more_repeats, throughput_ratio
+from gates.stats import (
+    RatioEstimate,
+    RunSample,
+    holm,
+    latency_ratio,
+    more_repeats,
+    one_sided_p,
+    throughput_ratio,
+)
 
 
 @dataclass(frozen=True)
@@ -268,6 +276,56 @@ def latency(
     )
     evidence = records_evidence(candidate) + records_evidence(baseline)
     return Measured(comparison, est, evidence)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One comparison of a family, measurable at any confidence (Holm re-measures at its step's level)."""
+
+    better: Better
+    measure: Callable[[float], Measured | None]  # confidence -> the comparison at that level
+
+
+def requirement_family(planned: Sequence[Planned], confidence: float) -> list[Measured]:
+    """A gate's requirement comparisons with Holm's family-wise error control.
+
+    Each comparison is first judged at ``confidence``; its one-sided p-value (candidate worse) enters
+    Holm's step-down procedure at the family-wise level ``1 - confidence``: the probability that the
+    gate fails a candidate that is not worse on any comparison is at most that. A material regression
+    (beyond the tolerance) fails only when Holm rejects "no change" for it; otherwise it is
+    inconclusive. The interval of a material comparison is re-computed at its Holm step's level
+    (``1 - 2 * level``), so the interval shown is the one the decision rests on, and its method says
+    which step of how many it was.
+    """
+    first = [(p, m) for p in planned if (m := p.measure(confidence)) is not None]
+    if not first:
+        return []
+    alpha = 1 - confidence
+    p_values = [one_sided_p(m.estimate, REQUIREMENT_RULES[p.better].side) for p, m in first]
+    tests = holm(p_values, alpha)
+    ranks = {i: k for k, i in enumerate(sorted(range(len(first)), key=lambda i: p_values[i]))}
+    out: list[Measured] = []
+    for i, ((plan, measured), (rejected, level)) in enumerate(zip(first, tests, strict=True)):
+        if measured.comparison.status not in ("fail", "inconclusive"):
+            out.append(measured)
+            continue
+        again = plan.measure(1 - 2 * level) or measured
+        status: GateStatus = "fail" if rejected else "inconclusive"
+        level_text = f"{confidence * 100:.2f}".rstrip("0").rstrip(".") + "%"
+        note = (
+            f"Holm step {ranks[i] + 1} of {len(first)}, family-wise {level_text}: "
+            f"one-sided p {p_values[i]:.2g} {'<=' if rejected else '>'} {level:.2g}"
+        )
+        comparison = again.comparison.model_copy(
+            update={
+                "status": status,
+                "method": f"{again.comparison.method}; {note}",
+                "message": f"{again.comparison.message}; {note}",
+                "more_repeats": again.comparison.more_repeats if status == "inconclusive" else None,
+            }
+        )
+        out.append(Measured(comparison, again.estimate, again.evidence))
+    return out
 
 
 def missing(metric: str, profile: str, side: str, message: str | None = None) -> Comparison:

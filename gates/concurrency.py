@@ -4,29 +4,36 @@ Pipeline position: for every loaded profile the baseline measured, compares outp
 (two-stage bootstrap over repeats and requests) within ``throughput_tolerance``, and median TTFT
 within ``latency_tolerance`` (each repeat's right-censored median, Welch's t on their logs: the interval
 carries run-to-run variance; see :func:`gates.compare.latency`). A regression counts only when it is
-beyond the tolerance and its interval excludes "no change".
+beyond the tolerance and Holm's procedure over all the gate's comparisons rejects "no change" for it
+(:func:`gates.compare.requirement_family`: family-wise error control across profiles and metrics).
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 from contracts.metrics import ttft_value
+from contracts.schema import GatesConfig
+from contracts.sweepdir import Repeat
 from contracts.verdicts import Comparison, Evidence, GateResult
 from gates.compare import (
     Measured,
+    Planned,
     judge_requirement,
     latency,
     max_more,
     missing,
     overall_status,
+    requirement_family,
     throughput,
 )
 from gates.registry import Gate, GateContext, register
 
 
-def loaded_measurements(ctx: GateContext) -> tuple[list[Measured], list[Comparison]]:
-    """Every loaded comparison that could be measured, and the ones that could not."""
+def loaded_plans(ctx: GateContext) -> tuple[list[Planned], list[Comparison]]:
+    """Every loaded comparison that can be measured (at any confidence), and the ones that cannot."""
     cfg = ctx.cfg
-    measured: list[Measured] = []
+    planned: list[Planned] = []
     unmeasured: list[Comparison] = []
     for profile in cfg.loaded_profiles:
         base = ctx.baseline.repeats(profile)
@@ -37,31 +44,57 @@ def loaded_measurements(ctx: GateContext) -> tuple[list[Measured], list[Comparis
             unmeasured.append(missing("loaded", profile, "candidate"))
             continue
         for metric in ("output_tps", "prompt_tps"):
-            measured.append(
-                throughput(
-                    metric,
-                    profile,
-                    cand,
-                    base,
-                    confidence=cfg.confidence,
-                    resamples=cfg.bootstrap_resamples,
-                    seed=ctx.seed(profile, metric),
-                    judge=lambda e: judge_requirement(e, "higher", cfg.throughput_tolerance),
+            planned.append(
+                Planned(
+                    "higher",
+                    partial(_throughput, metric, profile, cand, base, ctx.seed(profile, metric), ctx.cfg),
                 )
             )
-        ttft = latency(
-            "ttft_p50",
-            profile,
-            cand,
-            base,
-            ttft_value,
-            confidence=cfg.confidence,
-            judge=lambda e: judge_requirement(e, "lower", cfg.latency_tolerance),
-            label=f"{profile} median TTFT",
-        )
-        if ttft is not None:
-            measured.append(ttft)
-    return measured, unmeasured
+        planned.append(Planned("lower", partial(_ttft, profile, cand, base, ctx.cfg)))
+    return planned, unmeasured
+
+
+def _throughput(  # noqa: PLR0917 (bound with functools.partial; the last argument is the level)
+    metric: str,
+    profile: str,
+    cand: list[Repeat],
+    base: list[Repeat],
+    seed: int,
+    cfg: GatesConfig,
+    confidence: float,
+) -> Measured:
+    return throughput(
+        metric,
+        profile,
+        cand,
+        base,
+        confidence=confidence,
+        resamples=cfg.bootstrap_resamples,
+        seed=seed,
+        judge=lambda e: judge_requirement(e, "higher", cfg.throughput_tolerance),
+    )
+
+
+def _ttft(
+    profile: str, cand: list[Repeat], base: list[Repeat], cfg: GatesConfig, confidence: float
+) -> Measured | None:
+    return latency(
+        "ttft_p50",
+        profile,
+        cand,
+        base,
+        ttft_value,
+        confidence=confidence,
+        judge=lambda e: judge_requirement(e, "lower", cfg.latency_tolerance),
+        label=f"{profile} median TTFT",
+    )
+
+
+def loaded_measurements(ctx: GateContext) -> tuple[list[Measured], list[Comparison]]:
+    """Every loaded comparison that could be measured, Holm-adjusted as one family, and the ones that
+    could not."""
+    planned, unmeasured = loaded_plans(ctx)
+    return requirement_family(planned, ctx.cfg.confidence), unmeasured
 
 
 @register

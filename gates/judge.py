@@ -17,6 +17,7 @@ from contracts.errors import GauntletError, ResultFileError
 from contracts.schema import GauntletConfig, read_sweep_config
 from contracts.sweepdir import sweep_dir_argument
 from contracts.verdicts import DECISION_LABELS, VERDICTS_FILE, SweepVerdict, write_verdicts
+from gates.sequential import candidate_plan
 from gates.verdict import evaluate_sweep
 
 #: Longest reason shown per candidate in the summary (the whole reason is in verdicts.json).
@@ -25,7 +26,8 @@ SUMMARY_WIDTH = 100
 
 def judge(sweep_dir: Path, cfg: GauntletConfig) -> SweepVerdict:
     """Judge a stored sweep with its own configuration (reads files, writes nothing)."""
-    return evaluate_sweep(sweep_dir, cfg.gates, baseline=cfg.baseline.name)
+    plan = candidate_plan(cfg.run)  # adaptive repeats: the confidence of each candidate's last look
+    return evaluate_sweep(sweep_dir, cfg.gates, baseline=cfg.baseline.name, plan=plan)
 
 
 def judge_sweep(sweep_dir: Path, cfg: GauntletConfig | None = None) -> SweepVerdict:

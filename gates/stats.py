@@ -25,10 +25,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.stats import mannwhitneyu, norm
+from scipy.stats import f as f_dist
+from scipy.stats import fisher_exact, mannwhitneyu, norm
 from scipy.stats import t as student_t
 
 from contracts.metrics import median
@@ -160,10 +162,11 @@ def run_level_ratio(
     """Ratio of the geometric means of per-repeat statistics, with a t-interval on the log scale.
 
     One value per repeat (e.g. each repeat's right-censored median TTFT): the repeat is the unit, so
-    the interval carries run-to-run variance as well as each run's own sampling noise. Welch's interval
-    (Welch-Satterthwaite degrees of freedom: the two configurations may differ in run-level noise) when
-    both sides have at least two repeats; the pooled-variance interval (df = n + m - 2) when ``pooled``
-    or when one side has a single repeat (its run-to-run variance is then taken from the other side).
+    the interval carries run-to-run variance as well as each run's own sampling noise. The
+    pooled-variance interval (df = n + m - 2) when ``pooled``, when one side has a single repeat (its
+    run-to-run variance is then taken from the other side), or when an F-test does not reject equal
+    variances (:func:`_equal_variances`: one host, one noise); Welch's interval (Welch-Satterthwaite
+    degrees of freedom) when the two sides' spreads differ beyond noise (an outlier run).
     A +inf value (more than half of a repeat censored) leaves no t-interval: see :func:`_censored_runs`.
 
     >>> est = run_level_ratio([0.552, 0.444, 0.501], [0.398, 0.426, 0.306], confidence=0.95)
@@ -183,9 +186,11 @@ def run_level_ratio(
     lc, lb = _log(c), _log(b)
     diff = float(lc.mean() - lb.mean())
     single = n < 2 or m < 2
-    if pooled or single:
+    df: float
+    equal = single or pooled or _equal_variances(lc, lb)
+    if equal:
         squares = float(((lc - lc.mean()) ** 2).sum() + ((lb - lb.mean()) ** 2).sum())
-        df: float = float(n + m - 2)
+        df = float(n + m - 2)
         se = math.sqrt(squares / df * (1 / n + 1 / m))
         kind = "pooled-variance t"
     else:
@@ -221,6 +226,28 @@ def run_level_ratio(
         baseline_values=values[1],
         df=df,
     )
+
+
+#: The F-test of equal run-to-run variances must not reject at this level for the sides to be pooled.
+EQUAL_VARIANCE_LEVEL = 0.05
+
+
+def _equal_variances(lc: FloatArray, lb: FloatArray) -> bool:
+    """Both sides' log per-repeat values are consistent with one run-to-run variance (two-sided F-test).
+
+    Candidate and baseline run on the same host under the same load generator, so their run-to-run
+    noise is the host's: pooling both sides' spread gives ``n + m - 2`` degrees of freedom instead of
+    Welch's fewer (with 2 repeats of one side, Welch's df falls towards 1 and its interval is useless).
+    An outlier run or a configuration with noise of its own makes the variances differ; the F-test then
+    rejects and Welch's interval is kept.
+    """
+    vc, vb = float(lc.var(ddof=1)), float(lb.var(ddof=1))
+    if vc <= 0 or vb <= 0:
+        return vc == vb
+    f = vc / vb
+    dist = f_dist(len(lc) - 1, len(lb) - 1)
+    p = 2 * min(float(dist.cdf(f)), float(dist.sf(f)))
+    return p >= EQUAL_VARIANCE_LEVEL
 
 
 def _censored_runs(
@@ -293,7 +320,10 @@ def prediction_ratio(
 
 
 def latency_ratio(
-    candidate: Sequence[Sequence[float]], baseline: Sequence[Sequence[float]], *, confidence: float
+    candidate: Sequence[Sequence[float]],
+    baseline: Sequence[Sequence[float]],
+    *,
+    confidence: float,
 ) -> RatioEstimate:
     """Median latency of candidate against baseline from per-repeat request latencies (+inf = censored).
 
@@ -376,7 +406,10 @@ def bootstrap_ratio(
     b_rep = np.maximum(_side_replicates(baseline, resamples, rng), _TINY)
     ratios = np.maximum(c_rep / b_rep, _TINY)
     alpha = 1 - confidence
-    low, high = np.quantile(np.log(ratios), [alpha / 2, 1 - alpha / 2])
+    logs = np.log(ratios)
+    low, high = np.quantile(logs, [alpha / 2, 1 - alpha / 2])
+    # The percentile test of "no change": twice the share of replicates on the far side of 1.
+    p_value = min(1.0, 2 * min(float((logs <= 0).mean()), float((logs >= 0).mean())))
     return RatioEstimate(
         ratio=c_mean / b_mean,
         low=math.exp(float(low)),
@@ -386,6 +419,7 @@ def bootstrap_ratio(
         n_candidate=len(candidate),
         n_baseline=len(baseline),
         repeats=repeats,
+        p_value=p_value,
     )
 
 
@@ -424,10 +458,12 @@ def throughput_ratio(
     method = boot.method
     if (low, high) != (boot.low, boot.high):
         method += f", widened to {runs.method}"
+    p_values = [p for p in (boot.p_value, runs.p_value) if p is not None]
     return replace(
         boot,
         low=low,
         high=high,
+        p_value=max(p_values) if p_values else None,  # the union excludes 1 only when both do
         method=method,
         note=runs.note,
         candidate_values=runs.candidate_values,
@@ -462,3 +498,155 @@ def more_repeats(estimate: RatioEstimate) -> int | None:
 def bonferroni(confidence: float, comparisons: int) -> float:
     """Per-comparison confidence that keeps the family-wise level at ``confidence``."""
     return 1 - (1 - confidence) / max(comparisons, 1)
+
+
+def one_sided_p(estimate: RatioEstimate, worse: Literal["below", "above"]) -> float:
+    """p-value of "no change" against the candidate being worse on ``worse``'s side of 1.
+
+    Half the two-sided p-value when the estimate lies on that side, else one minus it. An estimate
+    without a p-value (censored repeats, no spread at all) is certain when its interval excludes 1 on
+    that side, else it is no evidence (1).
+
+    >>> one_sided_p(RatioEstimate(0.9, 0.8, 0.98, 0.95, "", 3, 3, 3, p_value=0.02), "below")
+    0.01
+    """
+    p = estimate.p_value
+    on_side = estimate.ratio < 1 if worse == "below" else estimate.ratio > 1
+    if p is None:
+        excluded = estimate.high < 1 if worse == "below" else estimate.low > 1
+        return 0.0 if excluded else 1.0
+    return p / 2 if on_side else 1 - p / 2
+
+
+def holm(p_values: Sequence[float], alpha: float) -> list[tuple[bool, float]]:
+    """Holm's step-down procedure: for each p-value, (rejected, the level it was tested at).
+
+    The k-th smallest p-value (k from 0) is tested at ``alpha / (m - k)``; testing stops at the first
+    one not rejected, and every later one is kept. The family-wise error rate is at most ``alpha``
+    under any dependence between the tests.
+
+    >>> [(r, round(a, 4)) for r, a in holm([0.001, 0.06, 0.012], 0.05)]
+    [(True, 0.0167), (False, 0.05), (True, 0.025)]
+    """
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    out: list[tuple[bool, float]] = [(False, alpha)] * m
+    stopped = False
+    for k, i in enumerate(order):
+        level = alpha / (m - k)
+        stopped = stopped or p_values[i] > level
+        out[i] = (not stopped, level)
+    return out
+
+
+@dataclass(frozen=True)
+class RateComparison:
+    """A candidate's rate of successes (e.g. visible answers) against the baseline's, with its statistics."""
+
+    candidate: tuple[int, int]  # (successes, trials)
+    baseline: tuple[int, int]
+    p_value: float  # Fisher's exact test, one-sided: the candidate's rate is lower
+    posterior_lower: float  # P(candidate's rate < baseline's | data), uniform Beta(1, 1) priors
+    difference: tuple[float, float]  # central credible interval of candidate rate - baseline rate
+    confidence: float
+
+    @property
+    def lost(self) -> bool:
+        """The candidate's observed rate is below the baseline's (a point statement, no noise)."""
+        (c, n), (b, m) = self.candidate, self.baseline
+        return c * m < b * n
+
+
+def compare_rates(
+    candidate: tuple[int, int],
+    baseline: tuple[int, int],
+    *,
+    confidence: float,
+    draws: int = 20_000,
+    seed: int = 0,
+) -> RateComparison:
+    """Fisher's exact test (one-sided: fewer successes) and the Beta-binomial posterior of the difference.
+
+    Each side's rate gets a uniform Beta(1, 1) prior, so its posterior is Beta(1 + k, 1 + n - k); the
+    probability that the candidate's rate is lower and the credible interval of the difference are
+    Monte Carlo estimates over ``draws`` seeded draws.
+
+    >>> r = compare_rates((3, 5), (4, 5), confidence=0.95)
+    >>> round(r.p_value, 2), r.lost, r.difference[0] < 0 < r.difference[1]
+    (0.5, True, True)
+    """
+    (c, n), (b, m) = candidate, baseline
+    if n <= 0 or m <= 0:
+        raise ValueError("compare_rates needs at least one trial on each side")
+    table = [[c, n - c], [b, m - b]]
+    p_value = float(fisher_exact(table, alternative="less")[1])
+    rng = np.random.default_rng(seed)
+    pc = rng.beta(1 + c, 1 + n - c, draws)
+    pb = rng.beta(1 + b, 1 + m - b, draws)
+    diff = pc - pb
+    alpha = 1 - confidence
+    low, high = np.quantile(diff, [alpha / 2, 1 - alpha / 2])
+    return RateComparison(
+        candidate=candidate,
+        baseline=baseline,
+        p_value=min(1.0, p_value),
+        posterior_lower=float((diff < 0).mean()),
+        difference=(float(low), float(high)),
+        confidence=confidence,
+    )
+
+
+def pooled_prediction_ratios(
+    groups: Sequence[tuple[Sequence[float], Sequence[float]]], *, confidence: float, statistic: str = "value"
+) -> list[RatioEstimate] | None:
+    """New runs against reference repeats for several groups (profiles) that share one run-level noise.
+
+    Each group is ``(new, reference)`` per-repeat values of one profile; the log-variance is pooled over
+    every group's two samples (the host's run-to-run noise, the same multiplicative noise for every
+    profile), ``df = sum(n - 1 + m - 1)``, and each group gets the pooled-variance t-interval of its log
+    ratio ``mean(log new) - mean(log reference) +- t(df) * s * sqrt(1/n + 1/m)`` (with one new run: the
+    prediction interval for a new run). None when a value is censored or not positive, or no degree of
+    freedom is left (the caller falls back to :func:`prediction_ratio` per group).
+
+    >>> est = pooled_prediction_ratios([([0.95], [1.0, 1.01, 0.99]), ([2.0], [2.0, 2.02, 1.98])],
+    ...     confidence=0.95)
+    >>> [round(e.ratio, 3) for e in est], est[0].df
+    ([0.95, 1.0], 4.0)
+    """
+    logs = []
+    for new, ref in groups:
+        values = [*new, *ref]
+        if not new or not ref or any(not math.isfinite(v) or v <= 0 for v in values):
+            return None
+        logs.append((np.log(np.asarray(new, dtype=np.float64)), np.log(np.asarray(ref, dtype=np.float64))))
+    squares = sum(float(((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum()) for a, b in logs)
+    df = float(sum(len(a) - 1 + len(b) - 1 for a, b in logs))
+    if df < 1:
+        return None
+    s = math.sqrt(squares / df)
+    q = _t_quantile(confidence, df)
+    out = []
+    for (new, ref), (a, b) in zip(groups, logs, strict=True):
+        diff = float(a.mean() - b.mean())
+        se = s * math.sqrt(1 / len(a) + 1 / len(b))
+        half = q * se
+        p_value = float(2 * student_t(df).sf(abs(diff) / se)) if se > 0 else (1.0 if diff == 0 else 0.0)
+        kind = "prediction interval for a new run" if len(a) == 1 else "pooled t for the new runs' mean"
+        out.append(
+            RatioEstimate(
+                ratio=math.exp(diff),
+                low=math.exp(diff - half),
+                high=math.exp(diff + half),
+                confidence=confidence,
+                method=f"{kind} (log per-repeat {statistic}, {len(a)} vs {len(b)} repeats; run-to-run "
+                f"variance pooled over {len(groups)} profiles, df {df:.0f})",
+                n_candidate=len(a),
+                n_baseline=len(b),
+                repeats=min(len(a), len(b)),
+                p_value=p_value,
+                candidate_values=tuple(float(v) for v in new),
+                baseline_values=tuple(float(v) for v in ref),
+                df=df,
+            )
+        )
+    return out

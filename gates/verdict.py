@@ -16,6 +16,7 @@ decision into ``inconclusive``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from contracts.errors import GateError
@@ -35,6 +36,7 @@ from gates.figures import (
     reversal_note,
 )
 from gates.registry import REGISTRY, Gate, GateContext, selected_gates
+from gates.sequential import SequentialPlan
 
 
 def _label(gate: str) -> str:
@@ -233,9 +235,19 @@ def _judge_candidate(
 
 
 def evaluate_sweep(
-    sweep_dir: Path, cfg: GatesConfig, *, baseline: str, candidates: Sequence[str] | None = None
+    sweep_dir: Path,
+    cfg: GatesConfig,
+    *,
+    baseline: str,
+    candidates: Sequence[str] | None = None,
+    plan: SequentialPlan | None = None,
 ) -> SweepVerdict:
-    """Judge every candidate of a stored sweep against its baseline (reads files, writes nothing)."""
+    """Judge every candidate of a stored sweep against its baseline (reads files, writes nothing).
+
+    ``plan``: the candidates' adaptive repeats (:mod:`gates.sequential`); each candidate's gates use the
+    confidence of the look it stopped at (its number of repeats), so the family-wise error over the
+    looks stays at ``1 - cfg.confidence``. The drift check keeps ``cfg``.
+    """
     gates = selected_gates(cfg.enabled)
     specs = figure_specs(cfg)
     every = candidates if candidates is not None else candidate_names(sweep_dir)
@@ -252,7 +264,9 @@ def evaluate_sweep(
     verdicts: list[Verdict] = []
     reversals: list[Reversal] = []
     for name in names:
-        ctx = GateContext(cfg=cfg, baseline=paired.get(name, base), candidate=results[name])
+        ctx = GateContext(
+            cfg=_at_look(cfg, plan, results[name]), baseline=paired.get(name, base), candidate=results[name]
+        )
         verdict, found = _judge_candidate(ctx, gates, specs)
         verdicts.append(verdict)
         reversals += [found] if found else []
@@ -300,6 +314,14 @@ def _paired_baselines(
             _check_baseline(pair)
             out[name] = pair
     return out
+
+
+def _at_look(cfg: GatesConfig, plan: SequentialPlan | None, candidate: Results) -> GatesConfig:
+    """The gates' config at the confidence of the candidate's last look (unchanged for fixed repeats)."""
+    if plan is None or not plan.adaptive:
+        return cfg
+    repeats = max((len(reps) for reps in candidate.profiles.values()), default=plan.min_repeats)
+    return replace(cfg, confidence=plan.look_confidence(cfg.confidence, repeats))
 
 
 def _retained(baseline: str, verdicts: Sequence[Verdict], *, drifted: bool) -> tuple[str, str]:

@@ -65,7 +65,7 @@ class SweepContext:
     def render(self, candidate: CandidateConfig) -> LaunchSpec:
         return render_spec(self.cfg.service, candidate, self.cfg.host)
 
-    def repeats_of(self, profile: str) -> int:
-        """How many times ``profile`` runs per candidate (its own ``repeats``, else the run's)."""
+    def repeats_of(self, profile: str, most: int | None = None) -> int:
+        """How many times ``profile`` runs (its own ``repeats``, else ``most``, else ``run.repeats``)."""
         own = self.cfg.workloads[profile].repeats
-        return own if own is not None else self.cfg.run.repeats
+        return own if own is not None else most if most is not None else self.cfg.run.repeats

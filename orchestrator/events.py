@@ -109,6 +109,22 @@ class DiscardingPartial(_Candidate):
     event = "discarding_partial"
 
 
+class RepeatLooked(_Candidate):
+    """Adaptive repeats: the gates judged a candidate after ``repeats`` repeats (gates.sequential)."""
+
+    event = "repeat_looked"
+    repeats: int
+    decision: str
+
+
+class RepeatsSettled(_Candidate):
+    """Adaptive repeats: a candidate's measuring ended after ``repeats`` repeats (settled or at the most)."""
+
+    event = "repeats_settled"
+    repeats: int
+    decision: str | None = None  # the last look's decision; None when no look was taken
+
+
 class SweepFinished(Event):
     """The sweep closed: restored (``validated`` says whether cleanly), and what became of the server."""
 
@@ -317,6 +333,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         RetainedRecorded,
         SkippedComplete,
         DiscardingPartial,
+        RepeatLooked,
+        RepeatsSettled,
         SweepFinished,
         JobStarted,
         JobFinished,

@@ -14,6 +14,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import httpx
 
@@ -28,7 +29,10 @@ from contracts.results import (
     write_model,
 )
 from contracts.schema import CandidateConfig, WorkloadConfig
+from contracts.verdicts import Decision
+from gates.sequential import SequentialPlan
 from launch.spec import LaunchSpec
+from orchestrator import adaptive
 from orchestrator.context import SweepContext
 from orchestrator.events import DiscardingPartial, LoadFinished, LoadStarted, Role, SkippedComplete
 from orchestrator.journal import utc_now
@@ -50,8 +54,12 @@ def is_complete(ctx: SweepContext, name: str) -> bool:
         run = read_model(run_file, CandidateRun)
         if not run.startup.ok or server_lost(run.watch):
             return True  # a failed start or a server lost under load is this candidate's result
+        plan = adaptive.plan_for(ctx, "baseline" if run.is_baseline else "candidate")
+        done = adaptive.settled_repeats(ctx, name) if plan.adaptive else plan.max_repeats
+        if done is None:
+            return False  # the adaptive loop never finished: interrupted
         for profile in ctx.cfg.run.profiles:
-            for repeat in range(1, ctx.repeats_of(profile) + 1):
+            for repeat in range(1, min(ctx.repeats_of(profile, done), done) + 1):
                 summary = read_model(
                     profile_dir(ctx.dir, name, profile, repeat) / "summary.json", ProfileSummary
                 )
@@ -108,7 +116,7 @@ def run_candidate(ctx: SweepContext, candidate: CandidateConfig, *, role: Role =
             return run
         measured = _Measured()
         try:
-            _run_profiles(ctx, session, measured)
+            _run_profiles(ctx, session, measured, run, adaptive.plan_for(ctx, role))
             if not server_lost(measured.watch):
                 from orchestrator.capacity import run_capacity  # noqa: PLC0415 (it imports this module)
 
@@ -127,12 +135,17 @@ def run_candidate(ctx: SweepContext, candidate: CandidateConfig, *, role: Role =
     return run
 
 
-def _run_profiles(ctx: SweepContext, session: ServerSession, measured: _Measured) -> None:
-    """Every profile, repeat by repeat; stops early once the server is lost."""
+def _run_profiles(
+    ctx: SweepContext, session: ServerSession, measured: _Measured, run: CandidateRun, plan: SequentialPlan
+) -> None:
+    """Every profile, repeat by repeat, while the plan asks for another repeat (adaptive: while the
+    verdict is unsettled, :mod:`gates.sequential`); stops early once the server is lost."""
     run_cfg, name = ctx.cfg.run, session.candidate
-    for repeat in range(1, run_cfg.repeats + 1):
+    repeat, decision = 0, cast("Decision | None", None)
+    while plan.next_repeat(repeat, decision):
+        repeat += 1
         for profile in run_cfg.profiles:
-            if repeat > ctx.repeats_of(profile):
+            if repeat > ctx.repeats_of(profile, plan.max_repeats):
                 continue
             out = profile_dir(ctx.dir, name, profile, repeat)
             events = measure_profile(ctx, session, profile=profile, repeat=repeat, out=out)
@@ -145,6 +158,12 @@ def _run_profiles(ctx: SweepContext, session: ServerSession, measured: _Measured
         if server_lost(measured.watch):
             ctx.say(f"{name}: the server died under load; remaining profiles skipped")
             return
+        if plan.adaptive and repeat >= plan.min_repeats and repeat < plan.max_repeats:
+            decision = adaptive.look(
+                ctx, run.model_copy(update={"profiles": measured.profiles}), repeat, plan
+            )
+    if plan.adaptive:
+        adaptive.settle(ctx, name, repeat, decision)
 
 
 def measure_profile(

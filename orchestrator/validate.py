@@ -249,6 +249,16 @@ def run_problems(run: RunConfig, sources: Sources | None = None) -> list[ConfigP
         out.append(ConfigProblem(where("run.repeats"), "run.repeats", run.repeats, "an integer >= 1"))
     if run.scale <= 0:
         out.append(ConfigProblem(where("run.scale"), "run.scale", run.scale, "a positive factor"))
+    low = run.min_repeats if run.min_repeats is not None else run.repeats
+    if run.min_repeats is not None and run.min_repeats < 1:
+        out.append(
+            ConfigProblem(
+                where("run.min_repeats"), "run.min_repeats", run.min_repeats, "an integer >= 1, or null"
+            )
+        )
+    if run.max_repeats is not None and run.max_repeats < low:
+        allowed = f"an integer >= run.min_repeats ({low}), or null for fixed repeats"
+        out.append(ConfigProblem(where("run.max_repeats"), "run.max_repeats", run.max_repeats, allowed))
     if run.retained_after_sweep not in RETAINED_AFTER_SWEEP:
         allowed = f"one of {', '.join(RETAINED_AFTER_SWEEP)}"
         key = "run.retained_after_sweep"

@@ -76,6 +76,8 @@ def render_markdown(report: ReportModel) -> str:
     out += _server_figures_section(report)
     out += ["", "## Serial versus loaded ranking", ""]
     out += _reversal_section(report)
+    out += ["", "## Repeats and measurement time", ""]
+    out += _repeats_section(report)
     out += ["", "## Baseline drift", ""]
     out += _drift_section(report.drift)
     out += ["", "## Retained configuration and recovery", ""]
@@ -271,14 +273,45 @@ def _reversal_section(report: ReportModel) -> list[str]:
     return lines
 
 
+def _repeats_section(report: ReportModel) -> list[str]:
+    """Repeats each candidate used and the measurement time it cost (adaptive repeats save it)."""
+    unit = "simulated s" if report.simulated else "s"
+    if report.max_repeats is not None:
+        plan = (
+            f"Candidates: adaptive repeats, {report.min_repeats or report.repeats} to {report.max_repeats}; "
+            "another repeat only while the verdict is inconclusive (docs/gates.md, Adaptive repeats). "
+        )
+    else:
+        plan = f"Candidates: fixed {report.repeats} repeat(s). "
+    rows = [
+        [r.candidate, str(r.repeats_used), f"{r.measurement_s:,.1f}"]
+        for r in report.rows
+        if r.decision != "incompatible"
+    ]
+    total = sum(r.measurement_s for r in report.rows)
+    out = [f"{plan}The baseline: {report.repeats} repeat(s).", ""]
+    out += table(["candidate", "repeats used", f"measurement time ({unit})"], rows)
+    out += ["", f"Measurement time of the sweep (every profile of every launch): {total:,.1f} {unit}."]
+    return out
+
+
 def _drift_section(drift: DriftResult) -> list[str]:
+    detectable = (
+        [f"Minimum detectable drift: {drift.min_detectable_drift:.1%} (a smaller change is within noise)."]
+        if drift.min_detectable_drift is not None
+        else []
+    )
     if drift.status == "fail":
         return [
             f"**DRIFT: the baseline moved beyond noise during the sweep: every measured verdict is "
-            f"inconclusive.** {drift.message}"
+            f"inconclusive.** {drift.message}",
+            *detectable,
         ]
     label = {"pass": "pass", "inconclusive": "INCONCLUSIVE", "not_run": "not run"}
-    return [f"drift check: **{label[drift.status]}**. {drift.message}"]
+    return [
+        f"drift check: **{label[drift.status]}**. {drift.message}",
+        *(["", *detectable] if detectable else []),
+    ]
 
 
 def _recovery_section(report: ReportModel) -> list[str]:

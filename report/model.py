@@ -77,6 +77,8 @@ class CandidateRow(_Model):
     more_repeats: int | None = None
     reversal: str | None = None  # the gates' own reversal note
     figures: list[KeyFigure] = Field(default_factory=list)
+    repeats_used: int = 0  # the most repeats of any profile (adaptive repeats: where the loop stopped)
+    measurement_s: float = 0.0  # sum of its profiles' durations (host seconds; simulated on the simulator)
 
 
 class ReversalParagraph(_Model):
@@ -126,6 +128,8 @@ class ReportModel(_Model):
     repeats: int
     confidence: float
     rows: list[CandidateRow]
+    min_repeats: int | None = None  # adaptive repeats of the candidates (None: fixed run.repeats)
+    max_repeats: int | None = None
     rankings: list[Ranking]
     reversals: list[ReversalParagraph]
     gates_reversal: str | None
@@ -319,6 +323,19 @@ def _row(name: str, verdict: Verdict | None, startup: StartupInfo) -> CandidateR
     )
 
 
+def _measured(row: CandidateRow, results: Results | None) -> CandidateRow:
+    """The row with its repeats used and measurement time (read from its summaries)."""
+    if results is None:
+        return row
+    reps = list(results.profiles.values())
+    return row.model_copy(
+        update={
+            "repeats_used": max((len(r) for r in reps), default=0),
+            "measurement_s": sum(float(rep.summary.duration_s) for r in reps for rep in r),
+        }
+    )
+
+
 def build_model(
     sweep_dir: Path, cfg: GauntletConfig, verdicts: SweepVerdict, data: SweepData, names: Sequence[str]
 ) -> ReportModel:
@@ -336,6 +353,7 @@ def build_model(
         else _row(name, by_name.get(name), _startup(data.results[name]))
         for name in names
     ]
+    rows = [_measured(row, data.results.get(row.candidate)) for row in rows]
     reversals = [
         ReversalParagraph(
             **rev.model_dump(exclude={"direction"}),
@@ -384,6 +402,8 @@ def build_model(
         repeats=cfg.run.repeats,
         confidence=cfg.gates.confidence,
         rows=rows,
+        min_repeats=cfg.run.min_repeats if cfg.run.max_repeats is not None else None,
+        max_repeats=cfg.run.max_repeats,
         rankings=verdicts.rankings,
         reversals=reversals,
         gates_reversal=verdicts.reversal,

@@ -86,13 +86,14 @@ def test_run_level_ratio(
     assert ("run-to-run noise from the baseline's 3 repeats only" in est.note) is (len(cand) == 1)
 
 
-def test_welch_degrees_of_freedom_follow_the_noisier_side() -> None:
-    """Welch-Satterthwaite: df between min(n, m) - 1 and n + m - 2, lower when one side dominates."""
+def test_equal_spreads_pool_and_unequal_ones_keep_welch() -> None:
+    """One host, one noise: sides whose spreads agree (F-test) pool them, df = n + m - 2; when one side
+    is far noisier (an outlier run), Welch-Satterthwaite's df follows the noisier side."""
     equal = run_level_ratio((1.0, 1.1, 0.9), (1.0, 1.1, 0.9), confidence=0.95)
     lopsided = run_level_ratio((1.0, 1.001, 0.999), (1.0, 1.5, 0.7), confidence=0.95)
-    assert equal.df == pytest.approx(4.0)
+    assert equal.df == pytest.approx(4.0) and "pooled-variance t" in equal.method
     assert lopsided.df is not None and 2.0 <= lopsided.df < 2.1
-    assert "Welch t" in equal.method
+    assert "Welch t" in lopsided.method
 
 
 def test_the_demo_numbers_fooled_the_request_level_interval() -> None:
@@ -257,7 +258,10 @@ def test_loaded_ttft_is_judged_on_runs(
     ttft = _ttft(verdict, "concurrency", "short")
     assert ttft.status == status, ttft.message
     assert fragment in ttft.message
-    assert "Welch t" in ttft.method and (ttft.n_candidate, ttft.n_baseline) == (3, 3)
+    assert ("Welch t" in ttft.method or "pooled-variance t" in ttft.method) and (
+        ttft.n_candidate,
+        ttft.n_baseline,
+    ) == (3, 3)
     assert verdict.decision == decision, verdict.reason
     if decision == "reject":
         assert "concurrency regression: short median TTFT" in verdict.reason
@@ -367,7 +371,7 @@ def test_throughput_widening_matters_with_three_repeats() -> None:
     boot = bootstrap_ratio(cand, base, confidence=0.95, resamples=1000, seed=1)
     est = throughput_ratio(cand, base, confidence=0.95, resamples=1000, seed=1)
     assert boot.excludes_one and not est.excludes_one
-    assert "widened to Welch t" in est.method
+    assert "widened to pooled-variance t" in est.method  # the spreads agree: one run-to-run variance
 
 
 def test_throughput_with_one_repeat_per_side_is_the_bootstrap_noted() -> None:

@@ -1,0 +1,109 @@
+"""Noise models of the decision-quality benchmark: how a run's timestamps are shifted beyond the replay.
+
+Pipeline position: pure helpers of ``benchmarks/decision_quality.py``. The in-process replay runs in
+virtual time with no host and no client, so it has no run-to-run variation beyond its own sampling; a
+real run does. Each model here gives every run (side, profile, repeat) a clock factor applied to every
+timestamp of the run (TTFT, latencies, duration, hence tokens/s), and optionally a factor per request.
+
+- ``lognormal``: ``exp(N(0, sigma))`` per run, the model Welch's t on log medians assumes;
+- ``student_t``: ``exp(sigma * T(3))`` per run: heavy tails (variance 3 sigma^2, rare runs far off);
+- ``outlier``: log-normal, and with probability ``outlier_rate`` per side one run of that side (a random
+  profile and repeat) is ``outlier_factor`` times slower: a cold first burst;
+- ``drift``: log-normal, and every run is slowed by ``exp(drift * s)`` where ``s`` in [0, 1] is its
+  position in the sweep's measuring order: the host slows down over the sweep;
+- ``request_tails``: log-normal, and each request with probability ``tail_rate`` is slowed by a factor
+  ``1 + Pareto(tail_shape)``, at most ``TAIL_CAP`` (per-request outliers: a retransmit, a GC pause); in
+  a closed loop the slot is held that much longer, so the run lasts ``sum(extra) / concurrency`` longer.
+
+    >>> model = NOISE_MODELS["drift"]
+    >>> round(model.run_factor(np.random.default_rng(0), position=1.0, outlier=False) / 1.0, 2) > 0
+    True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import norm
+
+TAIL_CAP = 20.0  # a per-request slowdown is at most this factor (a request is timed out eventually)
+#: The sides whose runs can be outliers (the recovery run is the drift check's, left out: see docs).
+OUTLIER_SIDES = ("baseline", "candidate")
+
+
+@dataclass(frozen=True)
+class NoiseModel:
+    """How runs and requests of a benchmark sweep are shifted."""
+
+    name: str
+    description: str
+    sigma: float = 0.03  # log-sd of the run factor (log-normal), or the scale of the t draw
+    student_df: float | None = None  # heavy-tailed run factor: sigma * T(df) on the log scale
+    outlier_rate: float = 0.0  # per side: probability that one of its runs is an outlier
+    outlier_factor: float = 2.0  # the outlier run is this many times slower
+    drift: float = 0.0  # log slowdown from the first to the last run of the sweep
+    tail_rate: float = 0.0  # per request: probability of a heavy-tailed slowdown
+    tail_shape: float = 1.5  # Pareto shape of that slowdown (smaller = heavier)
+
+    def run_factor(self, rng: np.random.Generator, *, position: float, outlier: bool) -> float:
+        """The clock factor of one run at ``position`` (0..1) in the sweep's measuring order."""
+        if self.student_df is not None:
+            log = self.sigma * float(rng.standard_t(self.student_df))
+        else:
+            log = float(rng.normal(0.0, self.sigma)) if self.sigma > 0 else 0.0
+        log += self.drift * position
+        factor = math.exp(log)
+        return factor * self.outlier_factor if outlier else factor
+
+    def request_factors(self, rng: np.random.Generator, n: int) -> list[float]:
+        """One factor per request (1.0 unless a heavy-tailed slowdown hits it)."""
+        if self.tail_rate <= 0:
+            return [1.0] * n
+        hit = rng.random(n) < self.tail_rate
+        slow = np.minimum(1.0 + rng.pareto(self.tail_shape, n), TAIL_CAP)
+        return [float(s) if h else 1.0 for h, s in zip(hit, slow, strict=True)]
+
+    def outlier_run(self, rng: np.random.Generator, runs: int) -> int | None:
+        """Which of a side's ``runs`` (in measuring order) is the outlier, if any."""
+        if self.outlier_rate <= 0 or runs == 0 or rng.random() >= self.outlier_rate:
+            return None
+        return int(rng.integers(0, runs))
+
+
+NOISE_MODELS: dict[str, NoiseModel] = {
+    m.name: m
+    for m in (
+        NoiseModel("lognormal", "run factor exp(N(0, 0.03))"),
+        NoiseModel("student_t", "run factor exp(0.03 * T(3))", student_df=3.0),
+        NoiseModel(
+            "outlier",
+            "log-normal 0.03; per side, with probability 0.25, one run 2x slower",
+            outlier_rate=0.25,
+        ),
+        NoiseModel("drift", "log-normal 0.03; the host slows by 4% from first to last run", drift=0.04),
+        NoiseModel(
+            "request_tails",
+            "log-normal 0.03; 5% of requests slowed by 1 + Pareto(1.5)",
+            tail_rate=0.05,
+        ),
+    )
+}
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a binomial rate.
+
+    >>> low, high = wilson_interval(0, 40)
+    >>> low, round(high, 3)
+    (0.0, 0.088)
+    """
+    if n == 0:
+        return 0.0, 1.0
+    z = float(norm.ppf(0.5 + confidence / 2))
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)

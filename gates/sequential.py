@@ -1,0 +1,133 @@
+"""Adaptive repeats: when to measure another repeat of a candidate, and the measuring order.
+
+Pipeline position: pure decisions the orchestrator's measuring loop asks for (``orchestrator.measure``)
+and the decision-quality benchmark simulates; the verdict itself still comes from the gates
+(:func:`gates.evaluate_sweep`). No I/O here.
+
+**The stopping rule (a group-sequential design with Bonferroni alpha spending).** A candidate is measured
+repeat by repeat (every profile once per repeat). From ``min_repeats`` on, after each repeat the gates
+judge it; the next repeat runs only while its verdict is ``inconclusive`` (unsettled), up to
+``max_repeats``. A verdict can therefore be read at ``looks = max_repeats - min_repeats + 1`` points.
+Look ``k`` (1-based) spends the share ``2^(k-1) / (2^looks - 1)`` of the error rate ``1 - confidence``
+(doubling: an early look stops only a clear effect, such as an 8x loss; the last look keeps about half
+of the error rate for the small ones), so by the union bound the probability of a false ``reject`` or
+``keep`` at any look stays at most ``1 - confidence``, whatever the stopping time. Stopping on ``neutral``
+(nothing material, no gain) is futility stopping: it cannot raise a false reject or keep, it can only
+cost power, which the benchmark measures. A policy decision (a lost visible answer) stops at any look: it
+is not a test. The judge rebuilds from disk the confidence of the look a candidate stopped at (from its
+number of repeats), so it writes exactly the decision that stopped the loop.
+
+**The interleaving order.** ``run.interleave`` is a pattern of ``baseline`` / ``candidate`` blocks, e.g.
+``[baseline, candidate, candidate, baseline]``; :func:`interleave` expands it into the measuring order of
+a number of repeats (issue 12's scale-out measures the retained configuration on its own node in that
+order). Empty = no interleaving: the baseline's repeats first, as the sweep did before.
+
+    >>> plan = SequentialPlan(min_repeats=2, max_repeats=5)
+    >>> plan.looks, [round(plan.look_confidence(0.95, r), 4) for r in (2, 3, 4, 5)]
+    (4, [0.9967, 0.9933, 0.9867, 0.9733])
+    >>> plan.next_repeat(repeats_done=2, decision="inconclusive"), plan.next_repeat(2, "reject")
+    (True, False)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from contracts.errors import GateError
+from contracts.schema import RunConfig
+from contracts.verdicts import Decision
+
+Block = Literal["baseline", "candidate"]
+BLOCKS: tuple[Block, ...] = ("baseline", "candidate")
+
+#: Decisions that end the measuring of a candidate: a clear failure, a clear keep, nothing to gain.
+SETTLED: frozenset[Decision] = frozenset({"keep", "reject", "neutral", "incompatible"})
+
+
+@dataclass(frozen=True)
+class SequentialPlan:
+    """From ``min_repeats`` to ``max_repeats`` repeats, one look after each (adaptive when they differ)."""
+
+    min_repeats: int
+    max_repeats: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_repeats <= self.max_repeats:
+            raise GateError(
+                f"run.min_repeats = {self.min_repeats}, run.max_repeats = {self.max_repeats}: "
+                "need 1 <= min_repeats <= max_repeats",
+                hint="set run.max_repeats >= run.min_repeats (equal: fixed repeats, no looks)",
+            )
+
+    @property
+    def adaptive(self) -> bool:
+        return self.max_repeats > self.min_repeats
+
+    @property
+    def looks(self) -> int:
+        """How many times a verdict may be read (and acted on) while measuring one candidate."""
+        return self.max_repeats - self.min_repeats + 1
+
+    def spent(self, repeats: int) -> float:
+        """The share of the error rate the look after ``repeats`` repeats spends (the shares add up to 1)."""
+        k = min(max(repeats - self.min_repeats + 1, 1), self.looks)
+        return float(2 ** (k - 1)) / float(2**self.looks - 1)
+
+    def look_confidence(self, confidence: float, repeats: int) -> float:
+        """The confidence of the look after ``repeats`` repeats: over every look the family-wise error
+        stays at ``1 - confidence`` (fixed repeats: ``confidence`` itself)."""
+        return 1 - (1 - confidence) * self.spent(repeats)
+
+    def next_repeat(self, repeats_done: int, decision: Decision | None) -> bool:
+        """Measure another repeat? Before ``min_repeats`` always; then only while unsettled."""
+        if repeats_done >= self.max_repeats:
+            return False
+        if repeats_done < self.min_repeats or decision is None:
+            return True
+        return decision not in SETTLED
+
+
+def candidate_plan(run: RunConfig) -> SequentialPlan:
+    """The candidates' plan of a sweep: ``run.min_repeats``..``run.max_repeats``, else ``run.repeats``."""
+    low = run.min_repeats if run.min_repeats is not None else run.repeats
+    high = run.max_repeats if run.max_repeats is not None else max(low, run.repeats)
+    return SequentialPlan(low, high)
+
+
+def interleave(pattern: Sequence[str], repeats: int) -> list[tuple[Block, int]]:
+    """The measuring order of ``repeats`` repeats of each side: (block, repeat number from 1).
+
+    The pattern is cycled; each ``candidate`` entry is the next candidate repeat and each ``baseline``
+    entry the next baseline repeat, until both sides have ``repeats``.
+
+    >>> interleave(["baseline", "candidate", "candidate", "baseline"], 2)
+    [('baseline', 1), ('candidate', 1), ('candidate', 2), ('baseline', 2)]
+    >>> interleave([], 2)
+    [('baseline', 1), ('baseline', 2), ('candidate', 1), ('candidate', 2)]
+    """
+    unknown = [p for p in pattern if p not in BLOCKS]
+    if unknown:
+        raise GateError(
+            f"run.interleave = {list(pattern)}: unknown block(s) {unknown}",
+            hint="use 'baseline' and 'candidate', e.g. [baseline, candidate, candidate, baseline]",
+        )
+    if pattern and not {"baseline", "candidate"} <= set(pattern):
+        raise GateError(
+            f"run.interleave = {list(pattern)} never measures one side",
+            hint="name both 'baseline' and 'candidate' in the pattern, or leave it empty",
+        )
+    if not pattern:
+        return [("baseline", k) for k in range(1, repeats + 1)] + [
+            ("candidate", k) for k in range(1, repeats + 1)
+        ]
+    done: dict[Block, int] = {"baseline": 0, "candidate": 0}
+    order: list[tuple[Block, int]] = []
+    while min(done.values()) < repeats:
+        for entry in pattern:
+            block: Block = "baseline" if entry == "baseline" else "candidate"
+            if done[block] < repeats:
+                done[block] += 1
+                order.append((block, done[block]))
+    return order

@@ -1,0 +1,61 @@
+"""Adaptive repeats in a sweep: judge a candidate between its repeats, and know when it is done.
+
+Pipeline position: beside :mod:`orchestrator.measure`, which asks :func:`look` after each of a candidate's
+repeats whether to measure another (the stopping rule is :mod:`gates.sequential`, the verdict
+:func:`gates.evaluate_sweep` on what is on disk so far), and :func:`settled_repeats` on resume. Each look
+and the end of the loop are journalled (``repeat_looked``, ``repeats_settled``), which is how a resumed
+sweep tells a candidate that stopped early from one that was interrupted.
+"""
+
+from __future__ import annotations
+
+from contracts.errors import GauntletError
+from contracts.results import CandidateRun, write_model
+from contracts.verdicts import Decision
+from gates.sequential import SequentialPlan, candidate_plan
+from gates.verdict import evaluate_sweep
+from orchestrator.context import SweepContext
+from orchestrator.events import DiscardingPartial, RepeatLooked, RepeatsSettled, Role
+
+
+def plan_for(ctx: SweepContext, role: Role) -> SequentialPlan:
+    """The baseline runs ``run.repeats``; candidates follow ``run.min_repeats``..``run.max_repeats``."""
+    if role == "baseline":
+        return SequentialPlan(ctx.cfg.run.repeats, ctx.cfg.run.repeats)
+    return candidate_plan(ctx.cfg.run)
+
+
+def look(ctx: SweepContext, run: CandidateRun, repeats: int, plan: SequentialPlan) -> Decision | None:
+    """Judge ``run``'s candidate on its results so far (at the per-look confidence) and journal it;
+    None when it cannot be judged now (the next repeat runs, and the judge says why at the end)."""
+    write_model(ctx.candidate_dir(run.candidate) / "run.json", run)  # the final one replaces it
+    try:
+        verdict = evaluate_sweep(
+            ctx.dir,
+            ctx.cfg.gates,
+            baseline=ctx.cfg.baseline.name,
+            candidates=[run.candidate],
+            plan=plan,
+        )
+    except GauntletError as exc:
+        ctx.say(f"{run.candidate}: after {repeats} repeat(s): cannot judge yet ({exc})")
+        return None
+    decision = verdict.verdicts[0].decision
+    ctx.journal.append(RepeatLooked(candidate=run.candidate, repeats=repeats, decision=decision))
+    ctx.say(f"{run.candidate}: after {repeats} repeat(s): {decision}")
+    return decision
+
+
+def settle(ctx: SweepContext, name: str, repeats: int, decision: Decision | None) -> None:
+    ctx.journal.append(RepeatsSettled(candidate=name, repeats=repeats, decision=decision))
+
+
+def settled_repeats(ctx: SweepContext, name: str) -> int | None:
+    """How many repeats the candidate's finished adaptive loop ran (None: it never finished)."""
+    found: int | None = None
+    for event in ctx.journal.events():
+        if isinstance(event, DiscardingPartial) and event.candidate == name:
+            found = None
+        elif isinstance(event, RepeatsSettled) and event.candidate == name:
+            found = event.repeats
+    return found

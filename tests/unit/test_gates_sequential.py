@@ -1,0 +1,141 @@
+"""Adaptive repeats and the statistics behind the messy-data gates: pure tables."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from contracts.errors import GateError
+from contracts.schema import RunConfig
+from gates.sequential import SequentialPlan, candidate_plan, interleave
+from gates.stats import (
+    RatioEstimate,
+    compare_rates,
+    holm,
+    one_sided_p,
+    pooled_prediction_ratios,
+)
+
+
+@pytest.mark.parametrize(
+    ("done", "decision", "more"),
+    [
+        (0, None, True),  # before min_repeats: always
+        (1, "reject", True),
+        (2, None, True),  # no look possible (could not judge): measure on
+        (2, "inconclusive", True),
+        (2, "reject", False),
+        (2, "keep", False),
+        (2, "neutral", False),
+        (3, "inconclusive", True),
+        (4, "inconclusive", False),  # at the most
+    ],
+)
+def test_the_next_repeat_runs_only_while_unsettled(done: int, decision: str | None, more: bool) -> None:
+    assert SequentialPlan(2, 4).next_repeat(done, decision) is more  # type: ignore[arg-type]
+
+
+def test_the_looks_spend_the_error_doubling_and_never_more_than_it() -> None:
+    plan = SequentialPlan(2, 5)
+    assert plan.adaptive and plan.looks == 4
+    shares = [plan.spent(r) for r in (2, 3, 4, 5)]
+    assert shares == pytest.approx([1 / 15, 2 / 15, 4 / 15, 8 / 15])
+    assert sum(shares) == pytest.approx(1.0)
+    assert plan.look_confidence(0.95, 5) == pytest.approx(1 - 0.05 * 8 / 15)
+    assert plan.spent(9) == plan.spent(5) and plan.spent(1) == plan.spent(2)  # clamped to the looks
+    fixed = SequentialPlan(3, 3)
+    assert not fixed.adaptive and fixed.looks == 1 and fixed.look_confidence(0.95, 3) == pytest.approx(0.95)
+
+
+@pytest.mark.parametrize(
+    ("run", "plan"),
+    [
+        (RunConfig(repeats=3), (3, 3)),
+        (RunConfig(repeats=3, min_repeats=2, max_repeats=5), (2, 5)),
+        (RunConfig(repeats=3, max_repeats=6), (3, 6)),
+        (RunConfig(repeats=3, min_repeats=2), (2, 3)),
+    ],
+)
+def test_candidate_plan_from_the_run_section(run: RunConfig, plan: tuple[int, int]) -> None:
+    got = candidate_plan(run)
+    assert (got.min_repeats, got.max_repeats) == plan
+
+
+def test_a_plan_must_be_ordered() -> None:
+    with pytest.raises(GateError, match="min_repeats <= max_repeats"):
+        SequentialPlan(4, 2)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "repeats", "order"),
+    [
+        ([], 2, ["b1", "b2", "c1", "c2"]),
+        (["baseline", "candidate", "candidate", "baseline"], 2, ["b1", "c1", "c2", "b2"]),
+        (["baseline", "candidate", "candidate", "baseline"], 3, ["b1", "c1", "c2", "b2", "b3", "c3"]),
+        (["candidate", "baseline"], 2, ["c1", "b1", "c2", "b2"]),
+    ],
+)
+def test_interleave_expands_the_pattern(pattern: list[str], repeats: int, order: list[str]) -> None:
+    assert [f"{side[0]}{k}" for side, k in interleave(pattern, repeats)] == order
+
+
+@pytest.mark.parametrize(
+    ("pattern", "match"), [(["baseline", "cand"], "unknown block"), (["candidate"], "never measures")]
+)
+def test_a_bad_interleave_names_itself(pattern: list[str], match: str) -> None:
+    with pytest.raises(GateError, match=match):
+        interleave(pattern, 2)
+
+
+def test_holm_is_step_down_and_stops_at_the_first_kept() -> None:
+    # Sorted: 0.001 (<= 0.05/4), 0.01 (<= 0.05/3), 0.03 (> 0.05/2: stop), 0.02 is never reached.
+    got = holm([0.03, 0.001, 0.01, 0.026], 0.05)
+    assert [r for r, _ in got] == [False, True, True, False]
+    assert [round(level, 4) for _, level in got] == [0.05, 0.0125, 0.0167, 0.025]
+
+
+@pytest.mark.parametrize(
+    ("est", "side", "expected"),
+    [
+        ((0.9, 0.85, 0.95, 0.02), "below", 0.01),
+        ((0.9, 0.85, 0.95, 0.02), "above", 0.99),
+        ((1.1, 1.05, 1.2, 0.04), "above", 0.02),
+        ((math.inf, math.inf, math.inf, None), "above", 0.0),  # censored in every candidate repeat
+        ((1.2, 0.0, math.inf, None), "above", 1.0),  # unbounded: no evidence
+    ],
+)
+def test_one_sided_p(est: tuple[float, float, float, float | None], side: str, expected: float) -> None:
+    ratio, low, high, p = est
+    estimate = RatioEstimate(ratio, low, high, 0.95, "", 3, 3, 3, p_value=p)
+    assert one_sided_p(estimate, side) == pytest.approx(expected)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("cand", "base", "p_max", "lost"),
+    [
+        ((3, 5), (4, 5), 1.0, True),  # the case study: a loss, far within noise (p = 0.5)
+        ((15, 20), (20, 20), 0.025, True),  # twenty prompts: a quarter lost is beyond noise
+        ((5, 5), (4, 5), 1.0, False),
+    ],
+)
+def test_compare_rates_states_the_exact_test_and_the_posterior(
+    cand: tuple[int, int], base: tuple[int, int], p_max: float, lost: bool
+) -> None:
+    got = compare_rates(cand, base, confidence=0.95)
+    assert got.lost is lost
+    assert got.p_value <= p_max
+    assert got.difference[0] <= cand[0] / cand[1] - base[0] / base[1] <= got.difference[1]
+    assert 0 <= got.posterior_lower <= 1
+    assert (got.posterior_lower > 0.5) is lost
+
+
+def test_pooling_the_run_noise_over_profiles_narrows_the_drift_interval() -> None:
+    groups = [([0.95], [1.0, 1.01, 0.99]), ([2.1], [2.0, 2.04, 1.98])]
+    pooled = pooled_prediction_ratios(groups, confidence=0.95)
+    assert pooled is not None and [e.df for e in pooled] == [4.0, 4.0]
+    alone = pooled_prediction_ratios(groups[:1], confidence=0.95)
+    assert alone is not None and alone[0].df == 2.0
+    width = [math.log(e.high / e.low) for e in (pooled[0], alone[0])]
+    assert width[0] < width[1]
+    assert pooled_prediction_ratios([([math.inf], [1.0, 1.1])], confidence=0.95) is None
