@@ -9,6 +9,8 @@ needs root to mount). Writes past the limit fail with EFBIG, which gauntlet trea
 
 from __future__ import annotations
 
+import compileall
+import os
 import resource
 import subprocess
 from pathlib import Path
@@ -36,10 +38,20 @@ def limited(limit: int) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
 
+def compile_sources() -> None:
+    """Write every bytecode file before the limit applies: CPython writes a .pyc with one unchecked
+    write(), so under RLIMIT_FSIZE a module compiled for the first time (a fresh clone, as in CI) leaves a
+    truncated .pyc behind ("marshal data too short") that breaks every later import of it, in every test.
+    """
+    for package in ("contracts", "launch", "load", "gates", "report", "orchestrator", "tests"):
+        assert compileall.compile_dir(ROOT / package, quiet=1, force=False), f"cannot compile {package}"
+
+
 def test_a_disk_that_stops_taking_writes_mid_profile_stops_the_sweep_cleanly(
     tmp_path: Path, port: int
 ) -> None:
     sweeps = tmp_path / "sweeps"
+    compile_sources()
     args = [
         "-m",
         "candidate=tp4_dp2",
@@ -55,6 +67,7 @@ def test_a_disk_that_stops_taking_writes_mid_profile_stops_the_sweep_cleanly(
         timeout=300,
         check=False,
         preexec_fn=lambda: limited(FILE_LIMIT),
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},  # and write none under it
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == SweepDirError.exit_code, out[-3000:]
