@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from statistics import median
 
 from contracts.errors import ConfigProblem
@@ -36,31 +36,23 @@ Probe = Callable[[float, int], float]
 
 @dataclass(frozen=True)
 class SearchSettings:
-    """The search's knobs (from :class:`contracts.schema.CapacityConfig`), and whether levels are integers."""
+    """The search's knobs (defaults: :class:`contracts.schema.CapacityConfig`'s), and whether levels are
+    integers."""
 
-    start: float = 8.0
-    min_level: float = 1.0
-    max_level: float = 512.0
-    growth: float = 2.0
-    resolution: float = 0.1
-    max_points: int = 10
-    noise: float = 0.1
-    max_repeats: int = 3
+    start: float = CapacityConfig.start
+    min_level: float = CapacityConfig.min_level
+    max_level: float = CapacityConfig.max_level
+    growth: float = CapacityConfig.growth
+    resolution: float = CapacityConfig.resolution
+    max_points: int = CapacityConfig.max_points
+    noise: float = CapacityConfig.noise
+    max_repeats: int = CapacityConfig.max_repeats
     integer: bool = False  # closed loop: concurrency is a whole number of requests
 
     @classmethod
     def from_config(cls, cfg: CapacityConfig, *, integer: bool) -> SearchSettings:
-        return cls(
-            start=cfg.start,
-            min_level=cfg.min_level,
-            max_level=cfg.max_level,
-            growth=cfg.growth,
-            resolution=cfg.resolution,
-            max_points=cfg.max_points,
-            noise=cfg.noise,
-            max_repeats=cfg.max_repeats,
-            integer=integer,
-        )
+        knobs = {f.name: getattr(cfg, f.name) for f in fields(cls) if f.name != "integer"}
+        return cls(**knobs, integer=integer)
 
 
 @dataclass
