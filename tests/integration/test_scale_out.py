@@ -137,8 +137,9 @@ def test_cancelled_jobs_tear_their_servers_down_and_a_rerun_resumes(
     # Resubmitted (here: the same sweep run again), the jobs resume and the sweep completes.
     code, out, _ = run_sweep([*args, f"hydra.sweep.dir={sweep}"], sweeps=sweeps, port=cluster_port)
     assert code == 0, out
-    assert decisions(sweep) == {"tp4_dp2": "reject", "twin": decisions(sweep)["twin"]}
-    assert decisions(sweep)["twin"] != "reject"
+    found = decisions(sweep)
+    assert set(found) == {"tp4_dp2", "twin"}
+    assert found["tp4_dp2"] == "reject" and found["twin"] != "reject"
     assert_one_healthy_retained(sweep, cluster_port)
 
 
