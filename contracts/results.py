@@ -351,6 +351,8 @@ class CandidateRun(_Model):
     # (a directory under candidates/) that the gates compare it with; None: the sweep's one baseline.
     node: str | None = None
     paired_baseline: str | None = None
+    # An interleaved baseline block (run.interleave): the candidate whose measurement it followed.
+    follows: str | None = None
 
 
 class RecoveryCheck(_Model):

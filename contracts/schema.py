@@ -372,6 +372,15 @@ class RunConfig:
     # A job measures the retained configuration on its own node before its candidate; a later job on the
     # same node reuses that measurement while it is younger than this (seconds).
     node_baseline_max_age_s: float = 3600.0
+    # Interleaved baseline blocks (ABA): after each candidate that started, the retained configuration is
+    # launched again and measures the recovery profiles `interleave_repeats` times, so the baseline is
+    # measured before AND after every candidate (per node in a parallel sweep: baseline, candidate,
+    # baseline, candidate, ...; a block also opens the node's next job). The drift check compares the
+    # opening repeats with these blocks and the end-of-sweep recovery; the gates' baseline sample includes
+    # them. False: the order of earlier versions (baseline once, then the candidates; drift from the
+    # recovery run alone; one launch less per candidate).
+    interleave: bool = True
+    interleave_repeats: int = 1
 
 
 @dataclass

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from contracts.results import (
@@ -54,6 +54,10 @@ class Results:
     run: CandidateRun | None
     profiles: dict[str, list[Repeat]] = field(default_factory=dict)
     capacity: CapacityResult | None = None  # the capacity search (capacity.json), when one ran
+    #: A baseline's interleaved blocks (``blocks/after-<candidate>/``, run.interleave) in measuring order:
+    #: the drift check's later runs. They are not in ``profiles``: the gates compare a candidate with the
+    #: opening repeats, which an adaptive look already saw (a block after it would change its verdict).
+    blocks: tuple[Results, ...] = ()
 
     @property
     def capacity_file(self) -> str:
@@ -69,6 +73,10 @@ class Results:
 
     def repeats(self, profile: str) -> list[Repeat]:
         return self.profiles.get(profile, [])
+
+    def block_repeats(self, profile: str) -> list[Repeat]:
+        """A baseline's repeats of ``profile`` in its interleaved blocks, in measuring order."""
+        return [r for block in self.blocks for r in block.repeats(profile)]
 
 
 def _repeat(sweep_dir: Path, root: str, profile: str, name: str) -> Repeat | None:
@@ -101,6 +109,36 @@ def load_results(sweep_dir: Path, root: str, name: str) -> Results:
     capacity_path = base / CAPACITY_FILE
     capacity = read_model(capacity_path, CapacityResult) if capacity_path.exists() else None
     return Results(name=name, root=root, run=run, profiles=profiles, capacity=capacity)
+
+
+#: Where a baseline's interleaved blocks live: ``candidates/<baseline>/blocks/after-<candidate>/``.
+BLOCKS_DIR = "blocks"
+BLOCK_PREFIX = "after-"
+
+
+def block_root(baseline_root: str, after: str) -> str:
+    """The result root of the block measured after candidate ``after`` (relative, like ``root``)."""
+    return f"{baseline_root}/{BLOCKS_DIR}/{BLOCK_PREFIX}{after}"
+
+
+def load_baseline(sweep_dir: Path, root: str, name: str) -> Results:
+    """A baseline's results (its opening repeats) with its interleaved blocks in measuring order (by the
+    block's first repeat's start; a block that never started last)."""
+    base = load_results(sweep_dir, root, name)
+    blocks_dir = sweep_dir / root / BLOCKS_DIR
+    if not blocks_dir.is_dir():
+        return base
+    blocks = [
+        load_results(sweep_dir, f"{root}/{BLOCKS_DIR}/{d.name}", name)
+        for d in sorted(blocks_dir.iterdir())
+        if d.is_dir() and d.name.startswith(BLOCK_PREFIX)
+    ]
+    return replace(base, blocks=tuple(sorted(blocks, key=_block_start)))
+
+
+def _block_start(block: Results) -> str:
+    starts = [r.summary.started_at for reps in block.profiles.values() for r in reps]
+    return min(starts) if starts else "~"  # after every ISO time
 
 
 #: ``<baseline>@<node>``: the retained configuration measured on one node of a parallel sweep. Candidate

@@ -62,6 +62,7 @@ from orchestrator.config import register_configs, sources_from_hydra, to_typed, 
 from orchestrator.config_guard import check_yaml_files, config_roots
 from orchestrator.context import SweepContext
 from orchestrator.events import SweepFinished
+from orchestrator.interleave import measure_block
 from orchestrator.jobs import run_job, write_opening
 from orchestrator.leftovers import stop_leftovers
 from orchestrator.lock import SweepLock
@@ -480,6 +481,10 @@ def job(config: DictConfig) -> str:
     ctx = controller.context_for(typed, sweep_dir)
     try:
         run = run_candidate(ctx, typed.candidate)
+        # ABA: the baseline again after the candidate (the next candidate follows it; the recovery
+        # after the last one is one more later run of the baseline).
+        if typed.run.interleave and run.startup.ok:
+            measure_block(ctx, typed.baseline, after=typed.candidate.name)
     except SweepDirError as exc:
         controller.failure = exc  # the disk failed: later jobs skip, main says why and restores
         return f"stopped: {exc.message}"

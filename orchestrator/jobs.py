@@ -8,7 +8,9 @@ opened the sweep (:mod:`orchestrator.sweep`) and wrote the opening marker; a job
 2. takes its node (on a simulated cluster: a node slot, its own simulator and port),
 3. writes its own journal (``journals/<node>-<job>.jsonl``), every line naming node and job,
 4. measures the retained configuration on its node (``<baseline>@<node>``, reused by later jobs on the
-   node while recent) and then its candidate, which records that pairing for the gates,
+   node while recent and not drifted) and then its candidate, which records that pairing for the gates,
+   and then (``run.interleave``) the retained configuration again: a block of the node's baseline, so
+   a node measures baseline, candidate, baseline, candidate, ... and its drift is checked within it,
 5. turns the scheduler's SIGTERM (SLURM time limit or ``scancel``, submitit's local controller) into an
    interrupt, so its server is torn down within the grace period and its journal says so; a resubmitted
    job resumes (complete results are skipped, partial ones measured again).
@@ -39,8 +41,11 @@ from typing import Literal
 from contracts.errors import GauntletError
 from contracts.results import CandidateRun, read_model
 from contracts.schema import GauntletConfig
+from contracts.sweepdir import BLOCKS_DIR, load_baseline
+from gates.drift import evaluate_node_drift
 from orchestrator.context import SweepContext
 from orchestrator.events import JobFinished, JobStarted
+from orchestrator.interleave import measure_block
 from orchestrator.journal import utc_now
 from orchestrator.measure import is_complete, run_candidate
 from orchestrator.nodes import SIM_SPEED_VARIABLE, Place, acquire_slot
@@ -96,10 +101,11 @@ def why_not_open(sweep_dir: Path) -> str | None:
 def job_minutes(
     startup_timeout_s: float, profiles: Sequence[tuple[int, float]], *, margin: float = 1.25
 ) -> int:
-    """A scheduler time limit for one job, in minutes: two startups (the node's baseline, the candidate)
-    and both of their profiles, each given as (repeats, time_limit_s), with a margin."""
+    """A scheduler time limit for one job, in minutes: three launches (the node's baseline, the candidate,
+    the baseline block after it), each at most every profile given as (repeats, time_limit_s), with a
+    margin (an over-estimate: a block runs only the recovery profiles)."""
     load_s = sum(repeats * limit_s for repeats, limit_s in profiles)
-    seconds = 2 * (startup_timeout_s + load_s) * margin
+    seconds = 3 * (startup_timeout_s + load_s) * margin
     return max(10, int(seconds // 60) + 1)
 
 
@@ -171,22 +177,44 @@ def _measure(ctx: SweepContext, place: Place) -> str:
     paired = replace(ctx, paired_baseline=base)
     run = run_candidate(paired, cfg.candidate)
     where = f"on {place.node}, paired with {base}"
-    return f"measured {where}" if run.startup.ok else f"did not start ({run.startup.kind}) {where}"
+    if not run.startup.ok:
+        return f"did not start ({run.startup.kind}) {where}"
+    if cfg.run.interleave:  # ABA on the node: the baseline again (it also opens the node's next job)
+        measure_block(ctx, replace(cfg.baseline, name=base), after=cfg.candidate.name)
+        where += " (and its block after it)"
+    return f"measured {where}"
+
+
+def _block_runs(ctx: SweepContext, name: str) -> list[Path]:
+    return list((ctx.candidate_dir(name) / BLOCKS_DIR).glob("*/run.json"))
+
+
+def _node_drift(ctx: SweepContext, name: str) -> str | None:
+    """Why the node's baseline may not be reused: its later blocks drifted from its opening repeats
+    (:func:`gates.drift.evaluate_node_drift`); None when they did not, or there is no block yet."""
+    base = load_baseline(ctx.dir, f"candidates/{name}", name)
+    if not base.blocks:
+        return None
+    drift = evaluate_node_drift(ctx.cfg.gates, base)
+    return f"drift on this node ({drift.message})" if drift.status == "fail" else None
 
 
 def node_baseline(ctx: SweepContext, node: str) -> str:
-    """Measure the retained configuration on ``node`` unless a recent complete measurement exists there."""
+    """Measure the retained configuration on ``node`` unless a recent complete measurement exists there
+    (same fingerprint, younger than ``run.node_baseline_max_age_s``, and no drift in its later blocks)."""
     cfg = ctx.cfg
     name = f"{cfg.baseline.name}@{node}"
     run_file = ctx.candidate_dir(name) / "run.json"
     if is_complete(ctx, name):
-        age = time.time() - run_file.stat().st_mtime
+        age = time.time() - max(p.stat().st_mtime for p in [run_file, *_block_runs(ctx, name)])
         fingerprint = ctx.render(replace(cfg.baseline, name=name)).fingerprint
         recorded = read_model(run_file, CandidateRun)
-        if age <= cfg.run.node_baseline_max_age_s and recorded.fingerprint == fingerprint:
+        drift = _node_drift(ctx, name)
+        if age <= cfg.run.node_baseline_max_age_s and recorded.fingerprint == fingerprint and drift is None:
             ctx.say(f"{name}: reusing the baseline measured on this node {age:.0f} s ago")
             return name
-        ctx.say(f"{name}: measured {age:.0f} s ago or with another spec: measuring it again")
+        why = drift or f"measured {age:.0f} s ago or with another spec"
+        ctx.say(f"{name}: {why}: measuring it again")
         shutil.rmtree(ctx.candidate_dir(name))
     run = run_candidate(ctx, replace(cfg.baseline, name=name), role="baseline")
     if not run.startup.ok:

@@ -274,6 +274,14 @@ def run_problems(run: RunConfig, sources: Sources | None = None) -> list[ConfigP
         key = "run.node_baseline_max_age_s"
         allowed = "seconds >= 0 (0: every job measures its own)"
         out.append(ConfigProblem(where(key), key, run.node_baseline_max_age_s, allowed))
+    if run.interleave_repeats < 1:
+        key = "run.interleave_repeats"
+        allowed = "an integer >= 1 (run.interleave=false turns the blocks off)"
+        out.append(ConfigProblem(where(key), key, run.interleave_repeats, allowed))
+    if run.interleave and not run.recovery_profiles:
+        key = "run.interleave"
+        allowed = "false, or run.recovery_profiles naming the profiles each baseline block measures"
+        out.append(ConfigProblem(where(key), key, run.interleave, allowed))
     return out
 
 

@@ -166,6 +166,8 @@ def write_run(
     root: str | None = None,
     is_baseline: bool = False,
     watch: Sequence[WatchEvent] = (),
+    follows: str | None = None,
+    paired_baseline: str | None = None,
 ) -> Path:
     path = sweep / (root or f"candidates/{candidate}") / "run.json"
     write_model(
@@ -188,6 +190,8 @@ def write_run(
             probe=HostProbe(driver=False, reason="simulated host", simulated=True),
             free_gpu_gib_after_warmup=free_gib,
             watch=list(watch),
+            follows=follows,
+            paired_baseline=paired_baseline,
         ),
     )
     return path

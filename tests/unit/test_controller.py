@@ -26,11 +26,24 @@ def run_sweep(
     return code, messages, (tmp_path / "latest").resolve()
 
 
-def test_a_stop_sweep_ends_with_nothing_running_and_says_so(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("interleave", "launches"),
+    [
+        # ABA: the opening baseline, the candidate, the baseline's block after it, the restore.
+        ("true", ["baseline", "tp4_dp2", "baseline", "baseline"]),
+        ("false", ["baseline", "tp4_dp2", "baseline"]),
+    ],
+)
+def test_a_stop_sweep_ends_with_nothing_running_and_says_so(
+    tmp_path: Path, interleave: str, launches: list[str]
+) -> None:
     sup = FakeSupervisor()
-    code, messages, sweep = run_sweep(tmp_path, sup, "run.retained_after_sweep=stop")
+    code, messages, sweep = run_sweep(
+        tmp_path, sup, "run.retained_after_sweep=stop", f"run.interleave={interleave}"
+    )
     assert code == 0
-    assert sup.started == ["baseline", "tp4_dp2", "baseline"]
+    assert sup.started == launches
+    assert (sweep / "candidates/baseline/blocks/after-tp4_dp2/run.json").exists() == (interleave == "true")
     assert sup.alive == {}
     assert messages[-1] == "retained server stopped (run.retained_after_sweep=stop): nothing left running"
     finished = [e for e in Journal(sweep / "journal.jsonl").events() if isinstance(e, SweepFinished)]

@@ -6,17 +6,22 @@ import os
 import signal
 import subprocess
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from contracts.errors import ConfigError
-from contracts.schema import GauntletConfig, RunConfig
+from contracts.results import CandidateRun, ProfileSummary, read_model, write_model
+from contracts.schema import GauntletConfig, RunConfig, WorkloadConfig
+from orchestrator.config import load
 from orchestrator.events import JobFinished, JobStarted, Started, TornDown
-from orchestrator.jobs import read_opening, scheduler_signals, why_not_open, write_opening
+from orchestrator.jobs import read_opening, run_job, scheduler_signals, why_not_open, write_opening
 from orchestrator.journal import Journal, RemoteJob
 from orchestrator.nodes import Place, acquire_slot, job_place, launching_place, this_node
 from orchestrator.scheduler import cancel_job
+from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams, summary
 
 
 @pytest.mark.parametrize(
@@ -241,11 +246,11 @@ def test_submitit_local_without_simulated_nodes_is_refused_naming_the_setting() 
 @pytest.mark.parametrize(
     ("startup_s", "profiles", "minutes"),
     [
-        (900.0, [(3, 600.0)] * 6, 488),  # 2 x (900 + 10,800) x 1.25 = 29,250 s
+        (900.0, [(3, 600.0)] * 6, 732),  # 3 x (900 + 10,800) x 1.25 = 43,875 s
         (60.0, [(2, 30.0)], 10),  # never below 10 minutes
     ],
 )
-def test_a_jobs_time_limit_covers_two_startups_and_every_profile(
+def test_a_jobs_time_limit_covers_three_launches_and_every_profile(
     startup_s: float, profiles: list[tuple[int, float]], minutes: int
 ) -> None:
     from orchestrator.jobs import job_minutes
@@ -285,3 +290,55 @@ def test_the_launcher_presets_compose_with_the_hosts_gpus_and_a_computed_time_li
     assert str(launcher._target_).endswith(target)
     assert launcher.gpus_per_node == gpus and launcher.tasks_per_node == 1 and launcher.nodes == 1
     assert isinstance(launcher.timeout_min, int) and launcher.timeout_min >= 60
+
+
+OVERRIDES = ["run.repeats=2", "run.profiles=[serial,decode_heavy]", "run.recovery_profiles=[decode_heavy]"]
+
+
+@dataclass
+class _SpeedLoad(FakeLoad):
+    """FakeLoad whose output tokens/s is ``tps`` (set between jobs: the node's hardware changes)."""
+
+    tps: float = 1000.0
+
+    def __call__(
+        self, base_url: str, served_model: str, workload: WorkloadConfig, **kw: Any
+    ) -> ProfileSummary:
+        self.calls.append((kw["candidate"], workload.name, kw["repeat"]))
+        if self.before is not None:
+            self.before(kw["candidate"], workload.name, kw["repeat"])
+        result = summary(kw["candidate"], workload.name, kw["repeat"], kw["fingerprint"], output_tps=self.tps)
+        write_model(kw["out_dir"] / "summary.json", result)
+        (kw["out_dir"] / "records.jsonl").write_text("")
+        return result
+
+
+def test_a_node_runs_baseline_candidate_baseline_and_reuses_its_baseline_only_without_drift(
+    tmp_path: Path,
+) -> None:
+    """Three jobs on one node. The first measures the node's baseline, its candidate and a block after
+    it; the node slows by 30% during that candidate, so its block drifts and the second job measures the
+    node's baseline afresh; the third job reuses it (its block after the second candidate agrees)."""
+    cfg, _ = load(OVERRIDES)
+    write_opening(tmp_path, "open", node="head")
+    sup, speed, messages = FakeSupervisor(), _SpeedLoad(), []
+    place = Place(node="n1", job="1")
+
+    def job(candidate: str) -> str:
+        chosen, _ = load([f"candidate={candidate}", *OVERRIDES])
+        return run_job(chosen, tmp_path, place, fake_seams(sup, speed, messages))
+
+    speed.before = lambda name, profile, repeat: setattr(speed, "tps", 1300.0) if name == "tp4_dp2" else None
+    assert "(and its block after it)" in job("tp4_dp2")
+    assert sup.started == ["baseline@n1", "tp4_dp2", "baseline@n1"]
+    block = tmp_path / "candidates/baseline@n1/blocks/after-tp4_dp2/run.json"
+    assert read_model(block, CandidateRun).follows == "tp4_dp2"
+
+    job("eplb")  # the block after tp4_dp2 ran at 1300 tok/s against an opening at 1000: drift
+    assert sup.started[3:] == ["baseline@n1", "eplb", "baseline@n1"]
+    assert any("drift on this node (BASELINE DRIFT" in m for m in messages), messages
+
+    job("mega_moe")  # the fresh opening and the block after eplb agree: reused
+    assert sup.started[6:] == ["mega_moe", "baseline@n1"]
+    assert any("reusing the baseline measured on this node" in m for m in messages)
+    assert cfg.run.interleave  # the default
