@@ -144,7 +144,8 @@ class Verdict(_Model):
 
 
 class DriftResult(_Model):
-    """The baseline measured at the start against the same profiles measured again at the end."""
+    """The baseline's opening repeats against the same profiles measured later in the sweep: after
+    candidates (interleaved blocks) and at the end (the recovery)."""
 
     status: GateStatus  # fail = drift beyond noise (every measured verdict becomes inconclusive)
     message: str
@@ -153,6 +154,11 @@ class DriftResult(_Model):
     # The smallest change (fraction, 0.12 = 12%) the check would call drift: the larger of the tolerance
     # and the interval's half-width, smallest over the comparisons. None: no run-level comparison.
     min_detectable_drift: float | None = None
+    # Which baseline it checked: the sweep's own, or ``<baseline>@<node>`` (a node of a parallel sweep).
+    baseline: str | None = None
+    # What the opening repeats were compared with: interleaved blocks (run.interleave) and the recovery.
+    blocks: int = 0
+    recovery: bool = False
 
 
 class SweepVerdict(_Model):
@@ -169,6 +175,8 @@ class SweepVerdict(_Model):
     baseline_figures: list[KeyFigure] = Field(default_factory=list)  # the baseline's own values, no ratio
     rankings: list[Ranking] = Field(default_factory=list)  # serial latency, then each loaded figure
     reversals: list[Reversal] = Field(default_factory=list)
+    # Per node of a parallel sweep: the node's baseline, its opening repeats against its later blocks.
+    node_drift: list[DriftResult] = Field(default_factory=list)
 
 
 def write_verdicts(sweep_dir: Path, verdict: SweepVerdict) -> Path:

@@ -1,24 +1,32 @@
-"""Drift: the baseline measured at the start of the sweep against the restored baseline at the end.
+"""Drift: the baseline's opening repeats against the same configuration measured later in the sweep.
 
-Pipeline position: compares ``<sweep>/candidates/<baseline>/<profile>/r*`` with
-``<sweep>/recovery/<profile>/r*`` for every recovery profile: output tokens/s and median TTFT, one value
-per repeat (the repeat's figure; the repeat's right-censored median TTFT). The end-of-sweep run counts
-as drift only when it lies outside the prediction interval for a new run that the baseline's repeats
-give (pooled t on the log scale, the run-to-run variance pooled over the recovery profiles of a metric,
-Bonferroni-adjusted over the drift comparisons) **and** it changed by
-more than the tolerance, in either direction: then the host changed under the sweep and every measured
-verdict becomes inconclusive. Only when both sides have a single repeat (run-to-run noise unmeasured)
-do the request-level methods stand in, and the message says so. The result states the check's minimum
-detectable drift (:func:`min_detectable_drift`): a check whose interval is wider than any plausible drift
-says so instead of passing silently.
+Pipeline position: compares ``<sweep>/candidates/<baseline>/<profile>/r*`` (the opening repeats, before
+any candidate) with the later measurements of the retained configuration: the interleaved blocks measured
+after each candidate (``candidates/<baseline>/blocks/after-<candidate>/``, ``run.interleave``: the
+sweep's order is baseline, candidate, baseline, ...) and the restored baseline at the end
+(``<sweep>/recovery/<profile>/r*``), for every recovery profile: output tokens/s and median TTFT, one value
+per repeat (the repeat's figure; the repeat's right-censored median TTFT). The later runs count as drift
+only when their mean lies outside the pooled-variance t interval that the two samples give (log scale,
+the run-to-run variance pooled over both sides and over the recovery profiles of a metric,
+Bonferroni-adjusted over the drift comparisons) **and** it changed by more than the tolerance, in either
+direction: then the host changed under the sweep and every measured verdict becomes inconclusive. With
+blocks the later side has several runs, so its own spread enters the test (one slow run no longer
+decides); without them (``run.interleave: false``) a single recovery run is tested against the
+prediction interval for a new run. A block that did not start is drift by itself. Only when both sides
+have a single repeat (run-to-run noise unmeasured) do the request-level methods stand in, and the message
+says so. The result states the check's minimum detectable drift (:func:`min_detectable_drift`). A node of
+a parallel sweep gets the same check on its own baseline and blocks (:func:`evaluate_node_drift`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+import numpy as np
+from scipy.stats import t as student_t
 
 from contracts.metrics import fmt_ratio, fmt_repeats, fmt_value, geometric_mean, median, ttft_value
 from contracts.schema import GatesConfig
@@ -36,13 +44,7 @@ from gates.compare import (
     throughput,
 )
 from gates.registry import GateContext
-from gates.stats import (
-    ONE_REPEAT_NOTE,
-    RatioEstimate,
-    bonferroni,
-    pooled_prediction_ratios,
-    prediction_ratio,
-)
+from gates.stats import ONE_REPEAT_NOTE, FloatArray, RatioEstimate, bonferroni, prediction_ratio
 
 
 def judge_drift(est: RatioEstimate, tolerance: float) -> tuple[GateStatus, float]:
@@ -83,7 +85,7 @@ def _run_level(series: _Series, est: RatioEstimate) -> Measured:
     metric, profile, label, unit = series.metric, series.profile, series.label, series.unit
     tolerance, evidence = series.tolerance, series.evidence
     message = (
-        f"{label} at the end {fmt_repeats(est.candidate_values, unit)} vs the baseline's repeats "
+        f"{label} later {fmt_repeats(est.candidate_values, unit)} vs the opening repeats "
         f"{fmt_repeats(est.baseline_values, unit)} ({fmt_ratio(est.ratio)} of their geometric mean; "
         f"{_prediction_text(est, unit)}; tolerance {tolerance:.0%})"
     )
@@ -150,21 +152,94 @@ def _run_level_series(
 
 
 def _estimate_series(series: Sequence[_Series], confidence: float) -> list[Measured]:
-    """Each metric's comparisons with the run-to-run variance pooled over the profiles (the host's
-    noise); a metric whose values cannot be pooled (censored, or no degree of freedom) goes one by one."""
+    """One comparison per metric across the recovery profiles (:func:`_across_profiles`: a host's drift
+    moves every profile); a metric whose values cannot be pooled (censored, or no degree of freedom)
+    goes profile by profile against the prediction interval."""
     out: list[Measured] = []
     for metric in dict.fromkeys(s.metric for s in series):
         group = [s for s in series if s.metric == metric]
+        combined = _across_profiles(group, confidence)
+        if combined is not None:
+            out.append(combined)
+            continue
         statistic = group[0].label.split(" ", 1)[1]
-        pooled = pooled_prediction_ratios(
-            [(s.end, s.start) for s in group], confidence=confidence, statistic=statistic
-        )
-        if pooled is None or len(group) == 1:
-            pooled = [
-                prediction_ratio(s.end, s.start, confidence=confidence, statistic=statistic) for s in group
-            ]
-        out += [_run_level(s, est) for s, est in zip(group, pooled, strict=True)]
+        out += [
+            _run_level(s, prediction_ratio(s.end, s.start, confidence=confidence, statistic=statistic))
+            for s in group
+        ]
     return out
+
+
+def _across_profiles(group: Sequence[_Series], confidence: float) -> Measured | None:
+    """The later runs against the opening repeats for one metric, all recovery profiles together.
+
+    Per profile ``d_p = mean(log later) - mean(log opening)``; the estimate is their mean
+    ``d = sum(d_p) / P`` with ``se = s * sqrt(sum(1/m_p + 1/n_p)) / P``, ``s`` the run-to-run log sd
+    pooled over both samples of every profile (``df = sum(m_p - 1 + n_p - 1)``). A slow host moves
+    every profile, so averaging keeps a real drift whole while one profile's odd run counts 1/P; one
+    test per metric instead of one per profile. None when a value is censored or not positive, or no
+    degree of freedom is left.
+    """
+    logs: list[tuple[FloatArray, FloatArray]] = []
+    for s in group:
+        values = [*s.end, *s.start]
+        if not s.end or not s.start or any(not math.isfinite(v) or v <= 0 for v in values):
+            return None
+        logs.append(
+            (np.log(np.asarray(s.end, dtype=np.float64)), np.log(np.asarray(s.start, dtype=np.float64)))
+        )
+    df = float(sum(len(a) - 1 + len(b) - 1 for a, b in logs))
+    if df < 1:
+        return None
+    squares = sum(float(((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum()) for a, b in logs)
+    sd = math.sqrt(squares / df)
+    count = len(logs)
+    diffs = [float(a.mean() - b.mean()) for a, b in logs]
+    diff = sum(diffs) / count
+    se = sd * math.sqrt(sum(1 / len(a) + 1 / len(b) for a, b in logs)) / count
+    half = float(student_t.ppf(0.5 + confidence / 2, df)) * se
+    p_value = float(2 * student_t(df).sf(abs(diff) / se)) if se > 0 else (1.0 if diff == 0 else 0.0)
+    first, statistic = group[0], group[0].label.split(" ", 1)[1]
+    later, opening = sum(len(a) for a, _ in logs), sum(len(b) for _, b in logs)
+    est = RatioEstimate(
+        ratio=math.exp(diff),
+        low=math.exp(diff - half),
+        high=math.exp(diff + half),
+        confidence=confidence,
+        method=f"pooled t on the mean log ratio across {count} profile(s) (per-run {statistic}; run-to-run "
+        f"variance pooled over both samples and the profiles, df {df:.0f}"
+        + ("; one later run per profile: the prediction interval for a new run)" if later == count else ")"),
+        n_candidate=later,
+        n_baseline=opening,
+        repeats=min(later, opening),
+        p_value=p_value,
+        df=df,
+    )
+    profiles = [s.profile for s in group]
+    per_profile = "; ".join(
+        f"{s.profile} {fmt_repeats(s.end, s.unit)} vs {fmt_repeats(s.start, s.unit)} "
+        f"({fmt_ratio(math.exp(d))})"
+        for s, d in zip(group, diffs, strict=True)
+    )
+    level = f"{confidence:.2%}".rstrip("0").rstrip(".")
+    kind = "prediction interval for a new run" if later == count else "CI"
+    message = (
+        f"{statistic} later vs the opening repeats, across {', '.join(profiles)}: {fmt_ratio(est.ratio)} "
+        f"({level} {kind} [{fmt_ratio(est.low)}, {fmt_ratio(est.high)}]; tolerance {first.tolerance:.0%}; "
+        f"per profile: {per_profile})"
+    )
+    comparison = estimated(
+        est,
+        _judge(first.tolerance),
+        metric=first.metric,
+        profile=", ".join(profiles),
+        values=(None, None),  # the profiles' units add up to no one value
+        counts=(later, opening),
+        unit=first.unit,
+        message=message,
+        settles=False,
+    )
+    return Measured(comparison, est, [e for s in group for e in s.evidence])
 
 
 def min_detectable_drift(measured: Sequence[Measured]) -> tuple[float, str] | None:
@@ -180,7 +255,8 @@ def min_detectable_drift(measured: Sequence[Measured]) -> tuple[float, str] | No
         tolerance = m.comparison.threshold or 0.0
         size = max(math.exp(half) - 1, tolerance)
         label = (
-            f"{m.comparison.profile} {'output tokens/s' if m.comparison.unit == 'tok/s' else 'median TTFT'}"
+            f"{'output tokens/s' if m.comparison.unit == 'tok/s' else 'median TTFT'} "
+            f"across {m.comparison.profile}"
         )
         if best is None or size < best[0]:
             best = (size, label)
@@ -199,7 +275,7 @@ def _request_level_drift(profile: str, ctx: GateContext, confidence: float) -> l
         resamples=cfg.bootstrap_resamples,
         seed=ctx.seed("drift", profile),
         judge=_judge(cfg.throughput_tolerance),
-        label=f"{profile} output tokens/s at the end",
+        label=f"{profile} output tokens/s later",
     )
     ttft = latency(
         "ttft_p50",
@@ -209,29 +285,49 @@ def _request_level_drift(profile: str, ctx: GateContext, confidence: float) -> l
         ttft_value,
         confidence=confidence,
         judge=_judge(cfg.latency_tolerance),
-        label=f"{profile} median TTFT at the end",
+        label=f"{profile} median TTFT later",
     )
     return [_one_repeat(m) for m in (tps, ttft) if m is not None]
 
 
-def _drift_message(status: GateStatus, comparisons: Sequence[Comparison]) -> str:
+def _drift_message(status: GateStatus, comparisons: Sequence[Comparison], where: str) -> str:
     if status == "fail":
         drifted = "; ".join(c.message for c in comparisons if c.status == "fail")
         return (
-            f"BASELINE DRIFT beyond noise ({drifted}): the end-of-sweep run is outside the baseline's "
-            "run-to-run spread; every measured verdict is inconclusive; rerun the sweep on a quiet host"
+            f"BASELINE DRIFT beyond noise ({drifted}): {where} moved outside the run-to-run spread of the "
+            "opening repeats; every measured verdict is inconclusive; rerun the sweep on a quiet host"
         )
     if status == "inconclusive":
         maybe = "; ".join(c.message for c in comparisons if c.status == "inconclusive")
         return (
-            f"possible baseline drift within noise ({maybe}): inside the baseline's run-to-run spread; "
+            f"possible baseline drift within noise ({maybe}): inside the run-to-run spread; "
             "verdicts stand, more repeats would tell"
         )
     return "no drift beyond noise: " + "; ".join(c.message for c in comparisons)
 
 
+def _failed_block(baseline: Results) -> DriftResult | None:
+    """A block that did not start: the host no longer starts the retained configuration."""
+    for block in baseline.blocks:
+        if block.run is not None and not block.run.startup.ok:
+            startup = block.run.startup
+            return DriftResult(
+                status="fail",
+                message=(
+                    f"BASELINE DRIFT: the retained configuration did not start again after "
+                    f"{block.run.follows or 'a candidate'} ({startup.kind}: "
+                    f"{startup.matched_line or 'no log line'}): the host changed under the sweep; every "
+                    "measured verdict is inconclusive"
+                ),
+                evidence=[Evidence(file=block.run_file)],
+                baseline=baseline.name,
+                blocks=len(baseline.blocks),
+            )
+    return None
+
+
 def evaluate_drift(sweep_dir: Path, cfg: GatesConfig, baseline: Results) -> DriftResult:
-    """Compare the baseline's first measurement with its measurement after the restore."""
+    """Compare the baseline's opening repeats with its blocks and its measurement after the restore."""
     recovery = load_results(sweep_dir, RECOVERY_ROOT, baseline.name)
     if recovery.run is not None and not recovery.run.startup.ok:
         startup = recovery.run.startup
@@ -242,34 +338,66 @@ def evaluate_drift(sweep_dir: Path, cfg: GatesConfig, baseline: Results) -> Drif
                 "drift unknown, and the retained configuration is not validated"
             ),
             evidence=[Evidence(file=recovery.run_file)],
+            baseline=baseline.name,
         )
-    shared = [p for p in recovery.profiles if baseline.repeats(p)]
+    return _compare_later(cfg, baseline, recovery)
+
+
+def evaluate_node_drift(cfg: GatesConfig, baseline: Results) -> DriftResult:
+    """One node's baseline (``<baseline>@<node>``): its opening repeats against its later blocks."""
+    return _compare_later(cfg, baseline, None)
+
+
+def _compare_later(cfg: GatesConfig, baseline: Results, recovery: Results | None) -> DriftResult:
+    failed = _failed_block(baseline)
+    if failed is not None:
+        return failed
+    later: dict[str, list[Repeat]] = {}
+    for block in baseline.blocks:
+        for profile, reps in block.profiles.items():
+            later.setdefault(profile, []).extend(reps)
+    for profile, reps in (recovery.profiles if recovery is not None else {}).items():
+        later.setdefault(profile, []).extend(reps)
+    shared = [p for p in later if baseline.repeats(p) and later[p]]
+    has_recovery = recovery is not None and bool(recovery.profiles)
     if not shared:
+        what = "recovery measurement or baseline block" if recovery is not None else "baseline block"
         return DriftResult(
             status="not_run",
-            message="no recovery measurement of a profile the baseline ran: drift not checked",
+            message=f"no {what} of a profile the baseline ran: drift not checked",
+            baseline=baseline.name,
+            blocks=len(baseline.blocks),
         )
-    ctx = GateContext(cfg=cfg, baseline=baseline, candidate=recovery)
-    # Drift voids every verdict: the family "some figure drifted" keeps the configured confidence.
-    confidence = bonferroni(cfg.confidence, 2 * len(shared))
+    start_of = {p: baseline.repeats(p) for p in shared}
+    ctx = GateContext(
+        cfg=cfg,
+        baseline=replace(baseline, profiles=start_of),
+        candidate=Results(name=baseline.name, root=baseline.root, run=None, profiles=later),
+    )
+    # Drift voids every verdict: the family "some figure drifted" keeps the configured confidence (one
+    # comparison per metric across the profiles; per profile where only one run per side exists).
+    confidence = bonferroni(cfg.confidence, 2)
+    request_confidence = bonferroni(cfg.confidence, 2 * len(shared))
     measured: list[Measured] = []
     series: list[_Series] = []
     for profile in shared:
-        end, start = recovery.repeats(profile), baseline.repeats(profile)
+        end, start = later[profile], start_of[profile]
         if len(end) >= 2 or len(start) >= 2:
             series += _run_level_series(profile, end, start, cfg)
         else:
-            measured += _request_level_drift(profile, ctx, confidence)
+            measured += _request_level_drift(profile, ctx, request_confidence)
     measured = _estimate_series(series, confidence) + measured
     comparisons = [m.comparison for m in measured]
     status = overall_status([c.status for c in comparisons])
     evidence = [e for m in measured if m.comparison.status != "pass" for e in m.evidence]
     detectable = min_detectable_drift(measured)
-    message = _drift_message(status, comparisons)
+    blocks = len(baseline.blocks)
+    where = _later_side(blocks, has_recovery)
+    message = _drift_message(status, comparisons, where) + f"; measured later: {where}"
     if detectable is not None:
-        size, where = detectable
+        size, label = detectable
         message += (
-            f"; minimum detectable drift {size:.1%} ({where}: the larger of the tolerance and the "
+            f"; minimum detectable drift {size:.1%} ({label}: the larger of the tolerance and the "
             "interval's half-width)"
         )
     return DriftResult(
@@ -278,7 +406,16 @@ def evaluate_drift(sweep_dir: Path, cfg: GatesConfig, baseline: Results) -> Drif
         comparisons=comparisons,
         evidence=evidence,
         min_detectable_drift=detectable[0] if detectable else None,
+        baseline=baseline.name,
+        blocks=blocks,
+        recovery=has_recovery,
     )
+
+
+def _later_side(blocks: int, recovery: bool) -> str:
+    parts = [f"{blocks} interleaved baseline block(s)"] if blocks else []
+    parts += ["the end-of-sweep recovery"] if recovery else []
+    return " and ".join(parts) or "the later runs"
 
 
 def _judge(tolerance: float) -> Callable[[RatioEstimate], tuple[GateStatus, float]]:

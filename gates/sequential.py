@@ -1,4 +1,4 @@
-"""Adaptive repeats: when to measure another repeat of a candidate, and the measuring order.
+"""Adaptive repeats: when to measure another repeat of a candidate.
 
 Pipeline position: pure decisions the orchestrator's measuring loop asks for (``orchestrator.measure``)
 and the decision-quality benchmark simulates; the verdict itself still comes from the gates
@@ -17,10 +17,8 @@ cost power, which the benchmark measures. A policy decision (a lost visible answ
 is not a test. The judge rebuilds from disk the confidence of the look a candidate stopped at (from its
 number of repeats), so it writes exactly the decision that stopped the loop.
 
-**The interleaving order.** ``run.interleave`` is a pattern of ``baseline`` / ``candidate`` blocks, e.g.
-``[baseline, candidate, candidate, baseline]``; :func:`interleave` expands it into the measuring order of
-a number of repeats (issue 12's scale-out measures the retained configuration on its own node in that
-order). Empty = no interleaving: the baseline's repeats first, as the sweep did before.
+The measuring order around a candidate (the baseline measured again after it, ``run.interleave``) is the
+orchestrator's: :mod:`orchestrator.interleave`.
 
     >>> plan = SequentialPlan(min_repeats=2, max_repeats=5)
     >>> plan.looks, [round(plan.look_confidence(0.95, r), 4) for r in (2, 3, 4, 5)]
@@ -31,16 +29,11 @@ order). Empty = no interleaving: the baseline's repeats first, as the sweep did 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from contracts.errors import GateError
 from contracts.schema import RunConfig
 from contracts.verdicts import Decision
-
-Block = Literal["baseline", "candidate"]
-BLOCKS: tuple[Block, ...] = ("baseline", "candidate")
 
 #: Decisions that end the measuring of a candidate: a clear failure, a clear keep, nothing to gain.
 SETTLED: frozenset[Decision] = frozenset({"keep", "reject", "neutral", "incompatible"})
@@ -94,40 +87,3 @@ def candidate_plan(run: RunConfig) -> SequentialPlan:
     low = run.min_repeats if run.min_repeats is not None else run.repeats
     high = run.max_repeats if run.max_repeats is not None else max(low, run.repeats)
     return SequentialPlan(low, high)
-
-
-def interleave(pattern: Sequence[str], repeats: int) -> list[tuple[Block, int]]:
-    """The measuring order of ``repeats`` repeats of each side: (block, repeat number from 1).
-
-    The pattern is cycled; each ``candidate`` entry is the next candidate repeat and each ``baseline``
-    entry the next baseline repeat, until both sides have ``repeats``.
-
-    >>> interleave(["baseline", "candidate", "candidate", "baseline"], 2)
-    [('baseline', 1), ('candidate', 1), ('candidate', 2), ('baseline', 2)]
-    >>> interleave([], 2)
-    [('baseline', 1), ('baseline', 2), ('candidate', 1), ('candidate', 2)]
-    """
-    unknown = [p for p in pattern if p not in BLOCKS]
-    if unknown:
-        raise GateError(
-            f"run.interleave = {list(pattern)}: unknown block(s) {unknown}",
-            hint="use 'baseline' and 'candidate', e.g. [baseline, candidate, candidate, baseline]",
-        )
-    if pattern and not {"baseline", "candidate"} <= set(pattern):
-        raise GateError(
-            f"run.interleave = {list(pattern)} never measures one side",
-            hint="name both 'baseline' and 'candidate' in the pattern, or leave it empty",
-        )
-    if not pattern:
-        return [("baseline", k) for k in range(1, repeats + 1)] + [
-            ("candidate", k) for k in range(1, repeats + 1)
-        ]
-    done: dict[Block, int] = {"baseline": 0, "candidate": 0}
-    order: list[tuple[Block, int]] = []
-    while min(done.values()) < repeats:
-        for entry in pattern:
-            block: Block = "baseline" if entry == "baseline" else "candidate"
-            if done[block] < repeats:
-                done[block] += 1
-                order.append((block, done[block]))
-    return order

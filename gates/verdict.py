@@ -22,10 +22,17 @@ from pathlib import Path
 from contracts.errors import GateError
 from contracts.metrics import excludes_one, fmt_ratio, geometric_mean
 from contracts.schema import GatesConfig
-from contracts.sweepdir import NODE_SEPARATOR, Results, candidate_names, load_results, node_baseline_names
+from contracts.sweepdir import (
+    NODE_SEPARATOR,
+    Results,
+    candidate_names,
+    load_baseline,
+    load_results,
+    node_baseline_names,
+)
 from contracts.verdicts import Comparison, Decision, DriftResult, GateResult, Reversal, SweepVerdict, Verdict
 from gates.compare import brief
-from gates.drift import evaluate_drift
+from gates.drift import evaluate_drift, evaluate_node_drift
 from gates.figures import (
     FigureSpec,
     baseline_figures,
@@ -255,7 +262,7 @@ def evaluate_sweep(
     # The sweep's own baseline, or (every candidate measured on other nodes) the first node's.
     reference = baseline if (sweep_dir / "candidates" / baseline).is_dir() or not node_baselines else None
     base_name = reference or node_baselines[0]
-    base = load_results(sweep_dir, f"candidates/{base_name}", base_name)
+    base = load_baseline(sweep_dir, f"candidates/{base_name}", base_name)
     _check_baseline(base)
     names = [n for n in every if n != baseline]
     # Keyed by the baseline's configured name even when measured on a node (the report's rows are).
@@ -274,13 +281,24 @@ def evaluate_sweep(
         drift = DriftResult(
             status="not_run",
             message="candidates and their baselines were measured on other nodes than the serving host: "
-            "drift across the sweep is not compared here (each candidate is paired with its node's baseline)",
+            "drift across the sweep is not compared here (each node's baseline is checked against its own "
+            "interleaved blocks: see the drift per node)",
         )
     else:
         drift = evaluate_drift(sweep_dir, cfg, base)
+    node_drift = _node_drift(cfg, paired)
     if drift.status == "fail":
         verdicts = [_drifted(v, drift.message) for v in verdicts]
-    retained, retained_reason = _retained(baseline, verdicts, drifted=drift.status == "fail")
+    drifted_nodes = {d.baseline: d for d in node_drift if d.status == "fail"}
+    verdicts = [
+        _drifted(v, drifted_nodes[pair.name].message)
+        if (pair := paired.get(v.candidate)) is not None and pair.name in drifted_nodes
+        else v
+        for v in verdicts
+    ]
+    retained, retained_reason = _retained(
+        baseline, verdicts, drifted=drift.status == "fail" or bool(drifted_nodes)
+    )
     measured = [n for n in [baseline, *names] if results[n].started and results[n].profiles]
     return SweepVerdict(
         baseline=baseline,
@@ -293,7 +311,14 @@ def evaluate_sweep(
         baseline_figures=baseline_figures(specs, base),
         rankings=rankings(specs, measured, results),
         reversals=reversals,
+        node_drift=node_drift,
     )
+
+
+def _node_drift(cfg: GatesConfig, paired: dict[str, Results]) -> list[DriftResult]:
+    """Each node baseline that has interleaved blocks, against its own opening repeats."""
+    nodes = {pair.name: pair for pair in paired.values()}
+    return [evaluate_node_drift(cfg, nodes[name]) for name in sorted(nodes) if nodes[name].blocks]
 
 
 def is_node_baseline(name: str, baseline: str) -> bool:
@@ -310,7 +335,7 @@ def _paired_baselines(
         run = results[name].run
         if run is not None and run.paired_baseline:
             ref = run.paired_baseline
-            pair = load_results(sweep_dir, f"candidates/{ref}", ref)
+            pair = load_baseline(sweep_dir, f"candidates/{ref}", ref)
             _check_baseline(pair)
             out[name] = pair
     return out

@@ -291,7 +291,9 @@ def test_drift_needs_the_recovery_run_outside_the_baselines_spread(
     assert ttft.status == status, ttft.message
     assert sweep.drift.status == status
     assert "prediction interval for a new run" in ttft.message
-    assert "at the end " + "/".join(f"{v:.3f}" for v in end) + " s vs the baseline's repeats" in ttft.message
+    assert "median TTFT later vs the opening repeats, across decode_heavy" in ttft.message
+    opening = "/".join(f"{v:.3f}" for v in base)
+    assert f"decode_heavy {'/'.join(f'{v:.3f}' for v in end)} s vs {opening} s" in ttft.message
     verdict = sweep.verdicts[0]
     if status == "fail":
         assert "BASELINE DRIFT" in sweep.drift.message
@@ -313,7 +315,7 @@ def test_the_demo_sweep_numbers_give_no_drift_and_no_spurious_ttft_regression(tm
         answers=True,
     )
     assert sweep.drift.status != "fail", sweep.drift.message
-    assert "0.457 s vs the baseline's repeats 0.894/0.632/0.539 s (0.679x" in sweep.drift.message
+    assert "decode_heavy 0.457 s vs 0.894/0.632/0.539 s (0.679x)" in sweep.drift.message
     verdict = sweep.verdicts[0]
     assert verdict.decision_before_drift is None
     # As in the case study: rejected on visible answers alone, and no load advantage.

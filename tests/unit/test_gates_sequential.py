@@ -8,7 +8,7 @@ import pytest
 
 from contracts.errors import GateError
 from contracts.schema import RunConfig
-from gates.sequential import SequentialPlan, candidate_plan, interleave
+from gates.sequential import SequentialPlan, candidate_plan
 from gates.stats import (
     RatioEstimate,
     compare_rates,
@@ -65,27 +65,6 @@ def test_candidate_plan_from_the_run_section(run: RunConfig, plan: tuple[int, in
 def test_a_plan_must_be_ordered() -> None:
     with pytest.raises(GateError, match="min_repeats <= max_repeats"):
         SequentialPlan(4, 2)
-
-
-@pytest.mark.parametrize(
-    ("pattern", "repeats", "order"),
-    [
-        ([], 2, ["b1", "b2", "c1", "c2"]),
-        (["baseline", "candidate", "candidate", "baseline"], 2, ["b1", "c1", "c2", "b2"]),
-        (["baseline", "candidate", "candidate", "baseline"], 3, ["b1", "c1", "c2", "b2", "b3", "c3"]),
-        (["candidate", "baseline"], 2, ["c1", "b1", "c2", "b2"]),
-    ],
-)
-def test_interleave_expands_the_pattern(pattern: list[str], repeats: int, order: list[str]) -> None:
-    assert [f"{side[0]}{k}" for side, k in interleave(pattern, repeats)] == order
-
-
-@pytest.mark.parametrize(
-    ("pattern", "match"), [(["baseline", "cand"], "unknown block"), (["candidate"], "never measures")]
-)
-def test_a_bad_interleave_names_itself(pattern: list[str], match: str) -> None:
-    with pytest.raises(GateError, match=match):
-        interleave(pattern, 2)
 
 
 def test_holm_is_step_down_and_stops_at_the_first_kept() -> None:
