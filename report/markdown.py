@@ -80,6 +80,9 @@ def render_markdown(report: ReportModel) -> str:
     out += _repeats_section(report)
     out += ["", "## Baseline drift", ""]
     out += _drift_section(report.drift)
+    for node in report.node_drift:
+        out += ["", f"On {node.baseline} ({node.blocks} block(s) after its candidates):", ""]
+        out += _drift_section(node)
     out += ["", "## Retained configuration and recovery", ""]
     out += _recovery_section(report)
     out += ["", "## Plots", ""]
@@ -289,7 +292,13 @@ def _repeats_section(report: ReportModel) -> list[str]:
         if r.decision != "incompatible"
     ]
     total = sum(r.measurement_s for r in report.rows)
-    out = [f"{plan}The baseline: {report.repeats} repeat(s).", ""]
+    blocks = (
+        f", then {report.blocks} interleaved block(s) of the recovery profiles, one after each measured "
+        "candidate (the drift check's later runs; its measurement time includes them)"
+        if report.blocks
+        else ""
+    )
+    out = [f"{plan}The baseline: {report.repeats} repeat(s){blocks}.", ""]
     out += table(["candidate", "repeats used", f"measurement time ({unit})"], rows)
     out += ["", f"Measurement time of the sweep (every profile of every launch): {total:,.1f} {unit}."]
     return out

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from contracts.metrics import by_severity, fmt_bounds, fmt_factor, fmt_ratio, fmt_value, slo_text
 from contracts.results import HostProbe, RecoveryValidation
 from contracts.schema import GauntletConfig
-from contracts.sweepdir import Results, load_results, read_host_probe, read_recovery_validation
+from contracts.sweepdir import Results, load_baseline, read_host_probe, read_recovery_validation
 from contracts.verdicts import (
     Comparison,
     Decision,
@@ -134,6 +134,8 @@ class ReportModel(_Model):
     reversals: list[ReversalParagraph]
     gates_reversal: str | None
     drift: DriftResult
+    node_drift: list[DriftResult] = Field(default_factory=list)  # per node of a parallel sweep
+    blocks: int = 0  # the baseline's interleaved blocks (run.interleave): launches after candidates
     recovery: RecoveryValidation | None
     plots: list[str]
     nodes: list[NodeRow] = Field(default_factory=list)  # a parallel sweep: who measured what, where
@@ -160,7 +162,7 @@ class SweepData:
 def read_sweep(sweep_dir: Path, names: Sequence[str]) -> SweepData:
     """Run files, summaries and records of ``names``, the host probe and the recovery validation."""
     return SweepData(
-        results={name: load_results(sweep_dir, f"candidates/{name}", name) for name in names},
+        results={name: load_baseline(sweep_dir, f"candidates/{name}", name) for name in names},
         probe=read_host_probe(sweep_dir),
         recovery=read_recovery_validation(sweep_dir),
     )
@@ -330,8 +332,10 @@ def _measured(row: CandidateRow, results: Results | None) -> CandidateRow:
     reps = list(results.profiles.values())
     return row.model_copy(
         update={
+            # The opening repeats; a baseline's interleaved blocks are counted apart (ReportModel.blocks).
             "repeats_used": max((len(r) for r in reps), default=0),
-            "measurement_s": sum(float(rep.summary.duration_s) for r in reps for rep in r),
+            "measurement_s": sum(float(rep.summary.duration_s) for r in reps for rep in r)
+            + sum(float(rep.summary.duration_s) for p in results.profiles for rep in results.block_repeats(p)),
         }
     )
 
@@ -408,6 +412,8 @@ def build_model(
         reversals=reversals,
         gates_reversal=verdicts.reversal,
         drift=verdicts.drift,
+        node_drift=verdicts.node_drift,
+        blocks=len(base.blocks) if (base := data.results.get(verdicts.baseline)) is not None else 0,
         recovery=data.recovery,
         plots=[PLOT_TTFT, PLOT_THROUGHPUT, PLOT_RANKING] + ([PLOT_PARETO, PLOT_GOODPUT] if capacity else []),
         slo_text=slo_text(cfg.slo),

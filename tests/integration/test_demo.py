@@ -53,6 +53,14 @@ def test_demo_sweep_reproduces_the_case_study(tmp_path: Path, port: int) -> None
     assert by_name["mega_moe"]["decision"] == "incompatible"
     assert by_name["eplb"]["decision"] == "incompatible"
     assert verdicts["retained"] == "baseline"
+    # ABA: the baseline measured again after each candidate that started (not after the incompatible).
+    blocks = sorted(p.name for p in (sweep / "candidates" / "baseline" / "blocks").iterdir())
+    assert blocks == ["after-spec_probabilistic", "after-tp4_dp2"]
+    drift = verdicts["drift"]
+    assert (drift["blocks"], drift["recovery"]) == (2, True), drift["message"]
+    assert drift["status"] != "fail" and drift["min_detectable_drift"] is not None, drift["message"]
+    assert "2 interleaved baseline block(s) and the end-of-sweep recovery" in drift["message"]
+    assert "2 interleaved block(s) of the recovery profiles" in (sweep / "report.md").read_text()
     validation = json.loads((sweep / "recovery" / "validation.json").read_text())
     assert validation["ok"], validation["reason"]
     # The decision table is printed, and says where the numbers come from.

@@ -85,6 +85,14 @@ def test_a_parallel_sweep_gives_the_serial_sweeps_verdicts(tmp_path: Path, clust
     # Each candidate was compared with the baseline measured on its own node.
     tp4 = read_model(parallel / "candidates" / "tp4_dp2" / "run.json", CandidateRun)
     assert tp4.node is not None and tp4.paired_baseline == f"baseline@{tp4.node}"
+    # Baseline, candidate, baseline on its node: the block after it, and the node's drift checked on it.
+    block = read_model(
+        parallel / "candidates" / tp4.paired_baseline / "blocks" / "after-tp4_dp2" / "run.json", CandidateRun
+    )
+    assert block.follows == "tp4_dp2" and block.node == tp4.node and block.startup.ok
+    node_drift = json.loads((parallel / "verdicts.json").read_text())["node_drift"]
+    assert [d["baseline"] for d in node_drift] == [tp4.paired_baseline], node_drift
+    assert node_drift[0]["blocks"] == 1 and node_drift[0]["status"] != "fail", node_drift[0]["message"]
     assert "## Where each ran" in (parallel / "report.md").read_text()
     assert_one_healthy_retained(parallel, cluster_port)
 
