@@ -72,6 +72,7 @@ from contracts.schema import (  # noqa: E402
     ServiceConfig,
     WorkloadConfig,
 )
+from contracts.sweepdir import block_root  # noqa: E402
 from gates import evaluate_sweep  # noqa: E402
 from gates.sequential import SequentialPlan  # noqa: E402
 from launch.sim.model import EngineConfig, StartupError, chat_text, check_startup  # noqa: E402
@@ -353,7 +354,7 @@ class ReplayPool:
 class Run:
     """One run of the sweep's measuring order."""
 
-    side: str  # "baseline", "candidate" or "recovery"
+    side: str  # "baseline", "candidate", "block" (the baseline again after the candidate) or "recovery"
     profile: str
     repeat: int  # from 0
 
@@ -399,7 +400,7 @@ class SweepRunner:
             outlier=self.outlier(run.side, side_runs) == nth,
         )
         factors = self.model.request_factors(rng, len(result.records)) if self.model.tail_rate else None
-        root = "recovery" if run.side == "recovery" else f"candidates/{run.side}"
+        root = _root(run.side)
         self.time_s[run.side] = self.time_s.get(run.side, 0.0) + write_profile(
             self.sweep / root / run.profile / f"r{run.repeat}",
             result,
@@ -415,8 +416,17 @@ class SweepRunner:
         self.position += 1
 
 
+def _root(side: str) -> str:
+    """Where a side's runs go in the sweep directory (contracts.sweepdir's layout)."""
+    if side == "recovery":
+        return "recovery"
+    if side == "block":
+        return block_root("candidates/baseline", "candidate")
+    return f"candidates/{side}"
+
+
 def write_run_json(sweep: Path, side: str, profiles: Sequence[str], *, started: bool = True) -> None:
-    root = "recovery" if side == "recovery" else f"candidates/{side}"
+    root = _root(side)
     write_model(
         sweep / root / "run.json",
         CandidateRun(
@@ -425,10 +435,11 @@ def write_run_json(sweep: Path, side: str, profiles: Sequence[str], *, started: 
             backend="sim",
             host="sim (in-process replay)",
             is_baseline=side != "candidate",
-            phase=side,  # type: ignore[arg-type]
+            phase="baseline" if side == "block" else side,  # type: ignore[arg-type]
             startup=StartupRecord(ok=started, time_to_ready_s=0.0 if started else None),
             probe=HostProbe(driver=False, reason="simulated host", simulated=True),
             profiles=list(profiles),
+            follows="candidate" if side == "block" else None,
         ),
     )
 
@@ -452,12 +463,15 @@ def judge_sweep_once(
     plan: SequentialPlan,
     gates: GatesConfig,
     recovery_profiles: Sequence[str],
+    interleave_repeats: int = 0,
     answers: bool = False,
 ) -> Outcome:
-    """Measure baseline, then the candidate repeat by repeat (looks per ``plan``), then recovery; judge.
-    ``answers``: both sides also run the answer gate once (in their first repeat)."""
+    """Measure baseline, then the candidate repeat by repeat (looks per ``plan``), then (``interleave``)
+    the baseline block after it, then recovery; judge. ``answers``: both sides also run the answer gate
+    once (in their first repeat)."""
     shutil.rmtree(sweep, ignore_errors=True)
-    planned = (baseline_repeats + plan.max_repeats) * len(PROFILES) + len(recovery_profiles)
+    blocks = len(recovery_profiles) * interleave_repeats
+    planned = (baseline_repeats + plan.max_repeats) * len(PROFILES) + blocks + len(recovery_profiles)
     runner = SweepRunner(pool, model, sweep, key, planned)
     base = ("baseline", 1.0)
     written: list[str] = []
@@ -490,6 +504,13 @@ def judge_sweep_once(
         if repeats >= plan.min_repeats and plan.adaptive:
             look = evaluate_sweep(sweep, gates, baseline="baseline", plan=plan)
             decision = look.verdicts[0].decision
+    block: list[str] = []
+    for k in range(1, interleave_repeats + 1):
+        for profile in recovery_profiles:
+            runner.run(Run("block", profile, k), base, side_runs=blocks)
+            block.append(f"{profile}/r{k}")
+    if block:
+        write_run_json(sweep, "block", block)
     for profile in recovery_profiles:
         runner.run(Run("recovery", profile, 0), base, side_runs=len(recovery_profiles))
     write_run_json(sweep, "recovery", [f"{p}/r0" for p in recovery_profiles])
@@ -542,6 +563,7 @@ def run_task(task: Task) -> list[tuple[str, str, str, Outcome]]:
             "baseline_repeats": repeats,
             "gates": gates,
             "recovery_profiles": cfg.run.recovery_profiles,
+            "interleave_repeats": cfg.run.interleave_repeats if cfg.run.interleave else 0,
         }
         for name in task.scenarios:
             scenario = next(s for s in SCENARIOS if s.name == name)
