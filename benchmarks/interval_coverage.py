@@ -36,15 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from contracts.metrics import median  # noqa: E402
-from gates.stats import (  # noqa: E402
-    RunSample,
-    bonferroni,
-    bootstrap_ratio,
-    hodges_lehmann_ratio,
-    prediction_ratio,
-    run_level_ratio,
-    throughput_ratio,
-)
+from gates.bootstrap import RunSample, bootstrap_ratio, throughput_ratio  # noqa: E402
+from gates.significance import bonferroni  # noqa: E402
+from gates.stats import hodges_lehmann_ratio, prediction_ratio, run_level_ratio  # noqa: E402
 
 FloatArray = NDArray[np.float64]
 

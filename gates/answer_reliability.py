@@ -7,7 +7,7 @@ faster. Two comparisons, each stating its statistics:
 
 - **visible answers** (pooled over repeats): Fisher's exact test, one-sided (the candidate answers less
   often), and the Beta-binomial posterior (uniform priors) of the rate difference with its credible
-  interval (:func:`gates.stats.compare_rates`). How a loss is decided is ``gates.answer_policy``:
+  interval (:func:`gates.significance.compare_rates`). How a loss is decided is ``gates.answer_policy``:
   ``any_lost_answer_blocks`` (the case study's rule, a **policy**: any lost answer fails, whatever the
   noise; the statistics are reported, not used) or ``exact_test`` (a **test**: the loss fails when the
   exact test rejects "no change" at the gates' one-sided level, else it is inconclusive);
@@ -34,7 +34,8 @@ from gates.compare import (
     records_evidence,
 )
 from gates.registry import Gate, GateContext, register
-from gates.stats import RateComparison, RatioEstimate, compare_rates, latency_ratio, more_repeats
+from gates.significance import RateComparison, compare_rates
+from gates.stats import RatioEstimate, latency_ratio, more_repeats
 
 #: ``gates.answer_policy`` values and what each means, for messages and docs.
 ANSWER_POLICIES: dict[str, str] = {

@@ -1,8 +1,9 @@
 """Comparisons shared by the gates: one metric of one profile, candidate against baseline.
 
-Pipeline position: pure helpers between :mod:`gates.stats` (the numbers) and the gate modules (the
-rules). The rules are data: :data:`REQUIREMENT_RULES` and :data:`GAIN_RULES` say, for each direction of
-"better", when a ratio is material and when its interval counts. Extractors, medians and formatting
+Pipeline position: pure helpers between the numbers (:mod:`gates.stats`, :mod:`gates.bootstrap`,
+:mod:`gates.significance`) and the gate modules (the rules). The rules are data: :data:`REQUIREMENT_RULES`
+and :data:`GAIN_RULES` say, for each direction of "better", when a ratio is material and when its
+interval counts. Extractors, medians and formatting
 are the shared vocabulary of :mod:`contracts.metrics`.
 """
 
@@ -28,15 +29,9 @@ from contracts.metrics import (
 from contracts.results import RequestRecord
 from contracts.sweepdir import Repeat
 from contracts.verdicts import Comparison, Evidence, GateStatus
-from gates.stats import (
-    RatioEstimate,
-    RunSample,
-    holm,
-    latency_ratio,
-    more_repeats,
-    one_sided_p,
-    throughput_ratio,
-)
+from gates.bootstrap import RunSample, throughput_ratio
+from gates.significance import holm
+from gates.stats import RatioEstimate, latency_ratio, more_repeats, one_sided_p
 
 
 @dataclass(frozen=True)
@@ -196,7 +191,7 @@ def throughput(
     label: str | None = None,
 ) -> Measured:
     """Aggregate tokens/s (``output_tps`` or ``prompt_tps``), mean over repeats: the two-stage bootstrap
-    interval widened to the run-level one (:func:`gates.stats.throughput_ratio`)."""
+    interval widened to the run-level one (:func:`gates.bootstrap.throughput_ratio`)."""
     est = throughput_ratio(
         [throughput_sample(rep, metric) for rep in candidate],
         [throughput_sample(rep, metric) for rep in baseline],

@@ -44,7 +44,8 @@ from gates.compare import (
     throughput,
 )
 from gates.registry import GateContext
-from gates.stats import ONE_REPEAT_NOTE, FloatArray, RatioEstimate, bonferroni, prediction_ratio
+from gates.significance import bonferroni
+from gates.stats import ONE_REPEAT_NOTE, FloatArray, RatioEstimate, prediction_ratio
 
 
 def judge_drift(est: RatioEstimate, tolerance: float) -> tuple[GateStatus, float]:

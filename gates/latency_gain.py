@@ -14,7 +14,7 @@ from contracts.metrics import e2e_value, ttft_value
 from contracts.verdicts import Comparison, GateResult, GateStatus
 from gates.compare import Measured, judge_gain, latency, max_more, worse_beyond_noise
 from gates.registry import Gate, GateContext, register
-from gates.stats import bonferroni
+from gates.significance import bonferroni
 
 
 def latency_measurements(ctx: GateContext) -> list[Measured]:

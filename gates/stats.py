@@ -6,10 +6,11 @@ excludes 1 ("no change"). The repeat (one run) is the unit of every interval: ru
 (scheduling, host noise shift every request of a run), so requests of one run are not independent draws.
 Methods (why these: docs/gates.md):
 
-- :func:`throughput_ratio` for aggregate figures (tokens/s), one value per repeat: a two-stage bootstrap
-  (:func:`bootstrap_ratio`) that resamples repeats, then requests inside each chosen repeat, so that few
-  repeats still carry the within-run noise, its interval widened to the Welch t-interval on the log
-  per-repeat values, which keeps its coverage of run-to-run variance with 3 repeats;
+- :func:`gates.bootstrap.throughput_ratio` for aggregate figures (tokens/s), one value per repeat: a
+  two-stage bootstrap (:func:`gates.bootstrap.bootstrap_ratio`) that resamples repeats, then requests
+  inside each chosen repeat, so that few repeats still carry the within-run noise, its interval widened
+  to the Welch t-interval on the log per-repeat values (:func:`run_level_ratio`), which keeps its
+  coverage of run-to-run variance with 3 repeats;
 - :func:`run_level_ratio` for latencies: one statistic per repeat (its right-censored median), a
   Welch t-interval on the log ratio (Welch-Satterthwaite degrees of freedom), so the interval carries
   run-to-run variance; :func:`prediction_ratio` for drift: is a new run of the same configuration
@@ -18,26 +19,29 @@ Methods (why these: docs/gates.md):
   with the distribution-free interval that inverts the Mann-Whitney test, only where a side has a single
   repeat and run-to-run noise cannot be measured (:func:`latency_ratio` chooses). Missing values are
   right-censored (+inf) and rank above every observed value (medians: :func:`contracts.metrics.median`).
+
+:func:`one_sided_p` turns an estimate into the p-value of "the candidate is worse"; what a family of
+them decides (Bonferroni, Holm), and rates compared by Fisher's exact test, is :mod:`gates.significance`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy.stats import f as f_dist
-from scipy.stats import fisher_exact, mannwhitneyu, norm
+from scipy.stats import mannwhitneyu, norm
 from scipy.stats import t as student_t
 
 from contracts.metrics import median
 
 FloatArray = NDArray[np.float64]
 
-_TINY = 1e-9  # latencies are clipped here before taking logs (a 0 s latency would be -inf)
+TINY = 1e-9  # latencies (and service times) are clipped here before logs and divisions (0 s: -inf)
 MAX_MORE_REPEATS = 200  # beyond this, "more repeats" is not a useful answer
 
 
@@ -68,24 +72,9 @@ class RatioEstimate:
         return self.high < 1.0 or self.low > 1.0
 
 
-@dataclass(frozen=True)
-class RunSample:
-    """One repeat of an aggregate figure, with per-request parts for the inner bootstrap stage.
-
-    ``value`` is the figure the summary reports (e.g. output tokens/s). ``amounts`` and ``times`` are
-    per-request tokens and service times; a resample of requests scales ``value`` by
-    ``sum(amounts*)/sum(times*)`` over ``sum(amounts)/sum(times)`` (Little's law: at a fixed number of
-    requests in flight, throughput is proportional to tokens per request-second).
-    """
-
-    value: float
-    amounts: FloatArray = field(default_factory=lambda: np.zeros(0))
-    times: FloatArray = field(default_factory=lambda: np.zeros(0))
-
-
 def _log(values: Sequence[float] | FloatArray) -> FloatArray:
     data = np.asarray(values, dtype=np.float64)
-    return np.log(np.maximum(data, _TINY))
+    return np.log(np.maximum(data, TINY))
 
 
 def hodges_lehmann_ratio(
@@ -347,131 +336,6 @@ def _finite_or_inf(value: float | None) -> float:
     return math.inf if value is None else value
 
 
-def _inner_factors(sample: RunSample, size: int, rng: np.random.Generator) -> FloatArray:
-    amounts, times = sample.amounts, sample.times
-    n = len(amounts)
-    if n < 2 or len(times) != n or float(times.sum()) <= 0 or float(amounts.sum()) <= 0:
-        return np.ones(size)
-    idx = rng.integers(0, n, size=(size, n))
-    num = amounts[idx].sum(axis=1)
-    den = np.maximum(times[idx].sum(axis=1), _TINY)
-    factors: FloatArray = (num / den) / (float(amounts.sum()) / float(times.sum()))
-    return factors
-
-
-def _side_replicates(samples: Sequence[RunSample], resamples: int, rng: np.random.Generator) -> FloatArray:
-    k = len(samples)
-    outer = rng.integers(0, k, size=(resamples, k))
-    total = np.zeros(resamples)
-    for r, sample in enumerate(samples):
-        counts = (outer == r).sum(axis=1)
-        most = int(counts.max())
-        if most == 0:
-            continue
-        factors = _inner_factors(sample, resamples * most, rng).reshape(resamples, most)
-        chosen = np.arange(most)[None, :] < counts[:, None]
-        total += sample.value * (factors * chosen).sum(axis=1)
-    replicates: FloatArray = total / k
-    return replicates
-
-
-def bootstrap_ratio(
-    candidate: Sequence[RunSample],
-    baseline: Sequence[RunSample],
-    *,
-    confidence: float,
-    resamples: int,
-    seed: int,
-) -> RatioEstimate:
-    """Ratio of mean per-repeat figures with a two-stage percentile bootstrap interval.
-
-    >>> c = [RunSample(95.0), RunSample(96.0), RunSample(94.0)]
-    >>> b = [RunSample(100.0), RunSample(101.0), RunSample(99.0)]
-    >>> est = bootstrap_ratio(c, b, confidence=0.95, resamples=500, seed=1)
-    >>> round(est.ratio, 2), est.high < 1
-    (0.95, True)
-    """
-    if not candidate or not baseline:
-        raise ValueError("bootstrap_ratio needs at least one repeat on each side")
-    c_mean = float(np.mean([s.value for s in candidate]))
-    b_mean = float(np.mean([s.value for s in baseline]))
-    repeats = min(len(candidate), len(baseline))
-    method = "two-stage bootstrap (repeats, then requests within each repeat)"
-    if b_mean <= 0:
-        return RatioEstimate(
-            math.inf if c_mean > 0 else 1.0, 0.0, math.inf, confidence, method, 0, 0, repeats
-        )
-    rng = np.random.default_rng(seed)
-    c_rep = _side_replicates(candidate, resamples, rng)
-    b_rep = np.maximum(_side_replicates(baseline, resamples, rng), _TINY)
-    ratios = np.maximum(c_rep / b_rep, _TINY)
-    alpha = 1 - confidence
-    logs = np.log(ratios)
-    low, high = np.quantile(logs, [alpha / 2, 1 - alpha / 2])
-    # The percentile test of "no change": twice the share of replicates on the far side of 1.
-    p_value = min(1.0, 2 * min(float((logs <= 0).mean()), float((logs >= 0).mean())))
-    return RatioEstimate(
-        ratio=c_mean / b_mean,
-        low=math.exp(float(low)),
-        high=math.exp(float(high)),
-        confidence=confidence,
-        method=method,
-        n_candidate=len(candidate),
-        n_baseline=len(baseline),
-        repeats=repeats,
-        p_value=p_value,
-    )
-
-
-def throughput_ratio(
-    candidate: Sequence[RunSample],
-    baseline: Sequence[RunSample],
-    *,
-    confidence: float,
-    resamples: int,
-    seed: int,
-) -> RatioEstimate:
-    """Aggregate figures (tokens/s): the two-stage bootstrap, its interval widened to the run-level one.
-
-    The bootstrap's outer stage resamples repeats, but with 3 repeats its percentile interval is about
-    the sample's range and covers run-to-run variance far less often than promised. When a side has
-    two repeats or more, the interval is therefore the union of the bootstrap interval and the Welch
-    t-interval on the log per-repeat values (:func:`run_level_ratio`): the t quantile pays for the few
-    repeats, the inner stage keeps within-run noise a single repeat shows. One repeat per side: the
-    bootstrap alone, noted as such.
-
-    >>> c = [RunSample(95.0), RunSample(99.0), RunSample(91.0)]
-    >>> b = [RunSample(100.0), RunSample(104.0), RunSample(96.0)]
-    >>> est = throughput_ratio(c, b, confidence=0.95, resamples=500, seed=1)
-    >>> round(est.ratio, 2), est.excludes_one   # every repeat 5% lower, but the runs spread by 8%
-    (0.95, False)
-    """
-    boot = bootstrap_ratio(candidate, baseline, confidence=confidence, resamples=resamples, seed=seed)
-    c_vals, b_vals = [s.value for s in candidate], [s.value for s in baseline]
-    measurable = len(c_vals) >= 2 or len(b_vals) >= 2
-    if not measurable:
-        return replace(boot, note=ONE_REPEAT_NOTE)
-    if min(c_vals + b_vals) <= 0:
-        return boot
-    runs = run_level_ratio(c_vals, b_vals, confidence=confidence, statistic="value")
-    low, high = min(boot.low, runs.low), max(boot.high, runs.high)
-    method = boot.method
-    if (low, high) != (boot.low, boot.high):
-        method += f", widened to {runs.method}"
-    p_values = [p for p in (boot.p_value, runs.p_value) if p is not None]
-    return replace(
-        boot,
-        low=low,
-        high=high,
-        p_value=max(p_values) if p_values else None,  # the union excludes 1 only when both do
-        method=method,
-        note=runs.note,
-        candidate_values=runs.candidate_values,
-        baseline_values=runs.baseline_values,
-        df=runs.df,
-    )
-
-
 def more_repeats(estimate: RatioEstimate) -> int | None:
     """Repeats per side to add so that the interval would exclude 1, if the estimate held.
 
@@ -495,11 +359,6 @@ def more_repeats(estimate: RatioEstimate) -> int | None:
     return extra if extra <= MAX_MORE_REPEATS else None
 
 
-def bonferroni(confidence: float, comparisons: int) -> float:
-    """Per-comparison confidence that keeps the family-wise level at ``confidence``."""
-    return 1 - (1 - confidence) / max(comparisons, 1)
-
-
 def one_sided_p(estimate: RatioEstimate, worse: Literal["below", "above"]) -> float:
     """p-value of "no change" against the candidate being worse on ``worse``'s side of 1.
 
@@ -516,84 +375,6 @@ def one_sided_p(estimate: RatioEstimate, worse: Literal["below", "above"]) -> fl
         excluded = estimate.high < 1 if worse == "below" else estimate.low > 1
         return 0.0 if excluded else 1.0
     return p / 2 if on_side else 1 - p / 2
-
-
-def holm(p_values: Sequence[float], alpha: float) -> list[tuple[bool, float]]:
-    """Holm's step-down procedure: for each p-value, (rejected, the level it was tested at).
-
-    The k-th smallest p-value (k from 0) is tested at ``alpha / (m - k)``; testing stops at the first
-    one not rejected, and every later one is kept. The family-wise error rate is at most ``alpha``
-    under any dependence between the tests.
-
-    >>> [(r, round(a, 4)) for r, a in holm([0.001, 0.06, 0.012], 0.05)]
-    [(True, 0.0167), (False, 0.05), (True, 0.025)]
-    """
-    m = len(p_values)
-    order = sorted(range(m), key=lambda i: p_values[i])
-    out: list[tuple[bool, float]] = [(False, alpha)] * m
-    stopped = False
-    for k, i in enumerate(order):
-        level = alpha / (m - k)
-        stopped = stopped or p_values[i] > level
-        out[i] = (not stopped, level)
-    return out
-
-
-@dataclass(frozen=True)
-class RateComparison:
-    """A candidate's rate of successes (e.g. visible answers) against the baseline's, with its statistics."""
-
-    candidate: tuple[int, int]  # (successes, trials)
-    baseline: tuple[int, int]
-    p_value: float  # Fisher's exact test, one-sided: the candidate's rate is lower
-    posterior_lower: float  # P(candidate's rate < baseline's | data), uniform Beta(1, 1) priors
-    difference: tuple[float, float]  # central credible interval of candidate rate - baseline rate
-    confidence: float
-
-    @property
-    def lost(self) -> bool:
-        """The candidate's observed rate is below the baseline's (a point statement, no noise)."""
-        (c, n), (b, m) = self.candidate, self.baseline
-        return c * m < b * n
-
-
-def compare_rates(
-    candidate: tuple[int, int],
-    baseline: tuple[int, int],
-    *,
-    confidence: float,
-    draws: int = 20_000,
-    seed: int = 0,
-) -> RateComparison:
-    """Fisher's exact test (one-sided: fewer successes) and the Beta-binomial posterior of the difference.
-
-    Each side's rate gets a uniform Beta(1, 1) prior, so its posterior is Beta(1 + k, 1 + n - k); the
-    probability that the candidate's rate is lower and the credible interval of the difference are
-    Monte Carlo estimates over ``draws`` seeded draws.
-
-    >>> r = compare_rates((3, 5), (4, 5), confidence=0.95)
-    >>> round(r.p_value, 2), r.lost, r.difference[0] < 0 < r.difference[1]
-    (0.5, True, True)
-    """
-    (c, n), (b, m) = candidate, baseline
-    if n <= 0 or m <= 0:
-        raise ValueError("compare_rates needs at least one trial on each side")
-    table = [[c, n - c], [b, m - b]]
-    p_value = float(fisher_exact(table, alternative="less")[1])
-    rng = np.random.default_rng(seed)
-    pc = rng.beta(1 + c, 1 + n - c, draws)
-    pb = rng.beta(1 + b, 1 + m - b, draws)
-    diff = pc - pb
-    alpha = 1 - confidence
-    low, high = np.quantile(diff, [alpha / 2, 1 - alpha / 2])
-    return RateComparison(
-        candidate=candidate,
-        baseline=baseline,
-        p_value=min(1.0, p_value),
-        posterior_lower=float((diff < 0).mean()),
-        difference=(float(low), float(high)),
-        confidence=confidence,
-    )
 
 
 def pooled_prediction_ratios(

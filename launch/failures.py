@@ -1,9 +1,10 @@
 """Startup-failure classes as data: a table of log patterns, first match wins.
 
 Pipeline position: the launcher (:mod:`launch.supervisor`) calls :func:`classify` the moment a server exits
-before it became ready (or when its startup deadline passes); the result becomes the candidate's
-:class:`~contracts.results.StartupRecord` and decides whether the sweep says "incompatible with this
-hardware" or "crashed". Extending it for another runtime is adding rows, not code::
+before it became ready (or when its startup deadline passes) and raises :func:`startup_failure`; the outcome
+becomes the candidate's :class:`~contracts.results.StartupRecord` (:func:`startup_record`) and decides
+whether the sweep says "incompatible with this hardware" or "crashed". Extending it for another runtime is
+adding rows, not code::
 
     extra = parse_patterns([{"kind": "incompatible", "regex": "requires ROCm", "hint": "..."}])
     Supervisor(patterns=(*extra, *DEFAULT_PATTERNS))
@@ -21,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from contracts.errors import ConfigError, ConfigProblem
+from contracts.errors import ConfigError, ConfigProblem, StartupFailure
+from contracts.results import StartupRecord
 
 BAD_ARGS: Final = "bad-args"
 INCOMPATIBLE: Final = "incompatible"
@@ -261,6 +263,40 @@ def classify(
     if timed_out:
         return Classification(TIMEOUT, TIMEOUT_HINT, None, evidence)
     return Classification(CRASHED, CRASHED_HINT, None, evidence)
+
+
+def startup_failure(
+    candidate: str, log_path: Path, verdict: Classification, exit_code: int | None, elapsed_s: float
+) -> StartupFailure:
+    """The error a failed startup raises: what happened, its class, the line that decided it, the log."""
+    if verdict.kind == TIMEOUT:
+        what = f"did not become ready within {elapsed_s:.0f} s (still running; now torn down)"
+    else:
+        what = f"exited with code {exit_code} after {elapsed_s:.1f} s before becoming ready"
+    quoted = f": {verdict.matched_line}" if verdict.matched_line else ""
+    return StartupFailure(
+        f"{candidate} {what} [{verdict.kind}{quoted}] (log: {log_path})",
+        kind=verdict.kind,
+        exit_code=exit_code,
+        matched_line=verdict.matched_line,
+        evidence=verdict.evidence,
+        hint=verdict.hint,
+        elapsed_s=elapsed_s,
+    )
+
+
+def startup_record(outcome: float | StartupFailure) -> StartupRecord:
+    """The startup record of a launch: seconds to ready, or the classified failure (for run.json)."""
+    if isinstance(outcome, StartupFailure):
+        return StartupRecord(
+            ok=False,
+            kind=outcome.kind,
+            exit_code=outcome.process_exit_code,
+            matched_line=outcome.matched_line,
+            evidence=outcome.evidence,
+            time_to_ready_s=None,
+        )
+    return StartupRecord(ok=True, time_to_ready_s=round(outcome, 3))
 
 
 def read_log_tail(path: Path, max_bytes: int = 512 * 1024) -> list[str]:

@@ -4,7 +4,9 @@ Pipeline position: between the launch spec (:mod:`launch.spec`) and the load run
 :meth:`Supervisor.launch` per candidate, :meth:`Supervisor.check` while load runs and
 :meth:`Supervisor.teardown` after; rollback calls :meth:`Supervisor.adopt` on the pids the journal recorded.
 Processes go through :mod:`launch.process`, HTTP through an injectable httpx transport, GPUs through
-:mod:`launch.nvml`, time through injected ``clock`` / ``sleep``::
+:mod:`launch.nvml` (the release wait: :mod:`launch.gpu_release`), time through injected ``clock`` /
+``sleep``; the program, environment and API key a spec runs with are :mod:`launch.command`, a failed
+start's class and record :mod:`launch.failures`::
 
     sup = Supervisor()
     server, record = sup.launch(spec, Path("sweeps/x/candidates/baseline/server.log"))
@@ -23,9 +25,7 @@ is left, the port is free and, on NVIDIA hosts, GPU memory is back to its pre-la
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -40,31 +40,28 @@ from tenacity import RetryError, Retrying, retry_if_exception_type, wait_fixed
 from contracts.errors import LaunchError, PortInUseError, StartupFailure, TeardownError
 from contracts.paths import PROJECT_ROOT
 from contracts.results import GpuMemory, StartupRecord, TeardownRecord, WatchEvent
-from launch.failures import DEFAULT_PATTERNS, TIMEOUT, FailurePattern, classify, read_log_tail
+from launch.command import auth_headers, child_env, resolve_argv
+from launch.failures import (
+    DEFAULT_PATTERNS,
+    FailurePattern,
+    classify,
+    read_log_tail,
+    startup_failure,
+    startup_record,
+)
+from launch.gpu_release import GPU_TOLERANCE_GIB, GpuRelease
 from launch.nvml import GpuProbe, NvmlProbe
 from launch.process import Child, PopenSpawner, Processes, ProcInfo, PsutilProcesses, Spawner
-from launch.spec import SERVER_API_KEY_ENV, LaunchSpec
+from launch.spec import LaunchSpec
 
 #: How long a server that is seen gone may take to hand over its exit code (see _await_exit_code).
 EXIT_CODE_WAIT_S = 5.0
-
-#: Environment variables a server inherits from the orchestrator's environment (besides spec.env and
-#: spec.pass_env): what a shell, Python, CUDA and the Hugging Face cache need to work on the host.
-INHERITED_ENV = (
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TERM",
-    "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
-    "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_CACHE", "XDG_CACHE_HOME", "VLLM_CACHE_ROOT",
-    "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
-    "http_proxy", "https_proxy", "no_proxy",
-    "GAUNTLET_SIM_SPEED",  # a simulated node's hardware speed (a parallel sweep's simulated cluster)
-)  # fmt: skip
 
 POLL_INTERVAL_S = 0.5  # readiness polls; process liveness is checked before every one
 TEARDOWN_POLL_S = 0.2
 KILL_WAIT_S = 10.0  # after SIGKILL, how long to wait for the tree to disappear
 PORT_WAIT_S = 5.0  # after the tree is gone, how long to wait for the port to be released
 HTTP_TIMEOUT_S = 5.0
-GPU_TOLERANCE_GIB = 0.25  # per GPU: "back to the pre-launch level" allows this much noise
 
 
 @dataclass(frozen=True)
@@ -114,51 +111,6 @@ class _Exited(Exception):
         self.exit_code = exit_code
 
 
-def resolve_argv(argv: Sequence[str], project_root: Path) -> list[str]:
-    """The argv to execute: ``python`` -> this interpreter; ``dir/prog`` -> project_root/dir/prog; else PATH.
-
-    Symlinks are not resolved: ``.venv-vllm/bin/python`` must stay the venv's interpreter.
-    """
-    if not argv:
-        raise LaunchError("the launch spec has an empty command line", hint="check host.entrypoint")
-    head, rest = argv[0], list(argv[1:])
-    if head == "python":
-        return [sys.executable, *rest]
-    if "/" in head:
-        path = Path(head) if os.path.isabs(head) else project_root / head
-        if not path.exists():
-            raise LaunchError(
-                f"the server program {head} does not exist (looked at {path})",
-                hint="build it first (for the cpu host: make vllm-cpu) or fix host.entrypoint",
-            )
-        return [str(path), *rest]
-    found = shutil.which(head)
-    if found is None:
-        raise LaunchError(
-            f"the server program {head!r} is not on PATH",
-            hint="install it, activate its environment, or give host.entrypoint a path",
-        )
-    return [found, *rest]
-
-
-def child_env(spec: LaunchSpec, environ: Mapping[str, str]) -> dict[str, str]:
-    """The server's environment: a small inherited base, then spec.env, then spec.pass_env by name, then
-    the API key (from the variable ``spec.api_key_env`` names) as vLLM's VLLM_API_KEY."""
-    env = {name: environ[name] for name in INHERITED_ENV if name in environ}
-    env.update(spec.env)
-    env.update({name: environ[name] for name in spec.pass_env if name in environ})
-    key = spec.api_key(environ)
-    if key is not None:
-        env[SERVER_API_KEY_ENV] = key
-    return env
-
-
-def auth_headers(spec: LaunchSpec, environ: Mapping[str, str]) -> dict[str, str]:
-    """The Authorization header the served API needs (none when the spec has no API key)."""
-    key = spec.api_key(environ)
-    return {"Authorization": f"Bearer {key}"} if key is not None else {}
-
-
 def _utc(now: datetime) -> str:
     return now.astimezone(UTC).isoformat(timespec="milliseconds")
 
@@ -187,7 +139,6 @@ class Supervisor:
         self._clock = clock
         self._sleep = sleep
         self._transport = transport
-        self._gpu = gpu if gpu is not None else NvmlProbe()
         self._root = project_root
         self._patterns = tuple(patterns)
         self._procs = processes if processes is not None else PsutilProcesses()
@@ -195,11 +146,18 @@ class Supervisor:
         self._now = now
         self._environ = environ
         self._poll_s = poll_interval_s
-        self._gpu_tolerance = gpu_tolerance_gib
         self._tracked: dict[tuple[int, float], _Tracked] = {}
         self._lock = threading.Lock()
         #: Things said once per supervisor (e.g. "no NVIDIA driver (...)"), for the run record.
         self.notes: list[str] = []
+        self._gpu = GpuRelease(
+            gpu if gpu is not None else NvmlProbe(),
+            clock=clock,
+            sleep=sleep,
+            tolerance_gib=gpu_tolerance_gib,
+            min_poll_s=TEARDOWN_POLL_S,
+            once_notes=self.notes,
+        )
         #: The record of the latest teardown, including the one wait_ready does after a failed startup.
         self.last_teardown: TeardownRecord | None = None
 
@@ -210,7 +168,7 @@ class Supervisor:
         self._refuse_taken_port(spec)
         argv = resolve_argv(spec.argv, self._root)
         env = child_env(spec, self._environ if self._environ is not None else os.environ)
-        gpu_before = self._gpu_snapshot()
+        gpu_before = self._gpu.snapshot()
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("a") as log:
             log.write(f"# gauntlet: {_utc(self._now())} starting {spec.candidate}: {spec.command_line()}\n")
@@ -258,13 +216,7 @@ class Supervisor:
         start = tracked.started_mono if tracked.started_mono is not None else self._clock()
         budget = server.spec.startup_timeout_s if timeout_s is None else timeout_s
         deadline = start + budget
-        with httpx.Client(
-            base_url=server.base_url,
-            transport=self._transport,
-            timeout=HTTP_TIMEOUT_S,
-            trust_env=False,
-            headers=self._auth(server),
-        ) as client:
+        with self._client(server, HTTP_TIMEOUT_S) as client:
             retrying = Retrying(
                 stop=lambda _state: self._clock() >= deadline,
                 wait=wait_fixed(self._poll_s),
@@ -300,23 +252,9 @@ class Supervisor:
 
     def _fail(self, server: Server, exit_code: int | None, *, timed_out: bool, start: float) -> None:
         elapsed = self._clock() - start
-        lines = read_log_tail(server.log_path)
-        verdict = classify(exit_code, lines, self._patterns, timed_out=timed_out)
+        verdict = classify(exit_code, read_log_tail(server.log_path), self._patterns, timed_out=timed_out)
         self.teardown(server)
-        if verdict.kind == TIMEOUT:
-            what = f"did not become ready within {elapsed:.0f} s (still running; now torn down)"
-        else:
-            what = f"exited with code {exit_code} after {elapsed:.1f} s before becoming ready"
-        quoted = f": {verdict.matched_line}" if verdict.matched_line else ""
-        raise StartupFailure(
-            f"{server.spec.candidate} {what} [{verdict.kind}{quoted}] (log: {server.log_path})",
-            kind=verdict.kind,
-            exit_code=exit_code,
-            matched_line=verdict.matched_line,
-            evidence=verdict.evidence,
-            hint=verdict.hint,
-            elapsed_s=elapsed,
-        )
+        raise startup_failure(server.spec.candidate, server.log_path, verdict, exit_code, elapsed)
 
     def launch(self, spec: LaunchSpec, log_path: Path) -> tuple[Server | None, StartupRecord]:
         """start + wait_ready; a startup failure becomes a record (PortInUseError still raises)."""
@@ -367,19 +305,21 @@ class Supervisor:
     def _event(self, kind: Literal["died", "restarted", "unhealthy", "recovered"], detail: str) -> WatchEvent:
         return WatchEvent(at=_utc(self._now()), kind=kind, detail=detail)
 
-    def _auth(self, server: Server) -> dict[str, str]:
-        return auth_headers(server.spec, self._environ if self._environ is not None else os.environ)
+    def _client(self, server: Server, timeout_s: float) -> httpx.Client:
+        """A client of the server's API: the injected transport, its API key, no proxy from the env."""
+        environ = self._environ if self._environ is not None else os.environ
+        return httpx.Client(
+            base_url=server.base_url,
+            transport=self._transport,
+            timeout=timeout_s,
+            trust_env=False,
+            headers=auth_headers(server.spec, environ),
+        )
 
     def health(self, server: Server, timeout_s: float = HTTP_TIMEOUT_S) -> int | str:
         """``GET /health``: its status code, or why it could not be asked (the one /health probe)."""
         try:
-            with httpx.Client(
-                base_url=server.base_url,
-                transport=self._transport,
-                timeout=timeout_s,
-                trust_env=False,
-                headers=self._auth(server),
-            ) as client:
+            with self._client(server, timeout_s) as client:
                 return client.get("/health").status_code
         except httpx.TransportError as exc:
             return f"{type(exc).__name__}: {exc}"
@@ -483,7 +423,9 @@ class Supervisor:
             alive = self._wait_gone(server, tracked, KILL_WAIT_S)
         self._exit_code(server)  # reap our own child if it died between two looks (a zombie counts as gone)
         port_free = self._wait_port_free(server.spec, PORT_WAIT_S)
-        gpu_released, gpu_after = self._wait_gpu_released(server, tracked, notes)
+        gpu_released, gpu_after = self._gpu.wait_released(
+            tracked.gpu_before, server.spec.gpu_release_timeout_s, notes
+        )
         record = TeardownRecord(
             signal_sequence=signals,
             duration_s=round(self._clock() - start, 3),
@@ -521,49 +463,6 @@ class Supervisor:
             self._sleep(TEARDOWN_POLL_S)
         return True
 
-    def _wait_gpu_released(
-        self, server: Server, tracked: _Tracked, notes: list[str]
-    ) -> tuple[bool | None, list[GpuMemory] | None]:
-        """Poll GPU memory until it is back to the pre-launch level (bounded); None without a driver."""
-        current = self._gpu_snapshot()
-        if current is None:
-            return None, None
-        before = tracked.gpu_before
-        deadline = self._clock() + server.spec.gpu_release_timeout_s
-        previous: list[GpuMemory] | None = None
-        while True:
-            if before is not None and _released(before, current, self._gpu_tolerance):
-                return True, current
-            if before is None and previous is not None and _stable(previous, current, self._gpu_tolerance):
-                notes.append("no pre-launch GPU level recorded (adopted server): GPU memory is stable")
-                return True, current
-            if self._clock() >= deadline:
-                break
-            self._sleep(min(1.0, max(TEARDOWN_POLL_S, server.spec.gpu_release_timeout_s / 20)))
-            previous, fresh = current, self._gpu_snapshot()
-            if fresh is None:
-                return None, previous
-            current = fresh
-        if before is not None:
-            held = ", ".join(
-                f"GPU {a.index}: {a.used_gib:.2f} GiB used, {b.used_gib:.2f} before"
-                for a, b in zip(current, before, strict=False)
-                if a.used_gib > b.used_gib + self._gpu_tolerance
-            )
-            notes.append(f"GPU memory not back to its pre-launch level within the release timeout: {held}")
-        else:
-            notes.append("GPU memory still changing at the end of the release timeout (adopted server)")
-        return False, current
-
-    def _gpu_snapshot(self) -> list[GpuMemory] | None:
-        snapshot = self._gpu.snapshot()
-        if snapshot is None:
-            reason = getattr(self._gpu, "reason", None) or "no NVIDIA driver"
-            note = f"GPU checks skipped: {reason}"
-            if note not in self.notes:
-                self.notes.append(note)
-        return snapshot
-
     # ---------------------------------------------------------------- adopt
 
     def adopt(
@@ -585,20 +484,6 @@ class Supervisor:
         return sorted(info.pid for info in self._survivors(server, tracked))
 
 
-def startup_record(outcome: float | StartupFailure) -> StartupRecord:
-    """The startup record of a launch: seconds to ready, or the classified failure (for run.json)."""
-    if isinstance(outcome, StartupFailure):
-        return StartupRecord(
-            ok=False,
-            kind=outcome.kind,
-            exit_code=outcome.process_exit_code,
-            matched_line=outcome.matched_line,
-            evidence=outcome.evidence,
-            time_to_ready_s=None,
-        )
-    return StartupRecord(ok=True, time_to_ready_s=round(outcome, 3))
-
-
 def _same_start(a: float, b: float) -> bool:
     return abs(a - b) < 0.01
 
@@ -612,16 +497,3 @@ def _same_process(info: ProcInfo, recorded: float) -> bool:
     if recorded > _EPOCH_RECORD:  # an older journal: match on the wall-clock start, to the second
         return abs(info.wall_start - recorded) < 1.0
     return _same_start(info.create_time, recorded)
-
-
-def _released(before: list[GpuMemory], after: list[GpuMemory], tolerance: float) -> bool:
-    by_index = {gpu.index: gpu for gpu in before}
-    return all(
-        gpu.used_gib <= by_index[gpu.index].used_gib + tolerance for gpu in after if gpu.index in by_index
-    )
-
-
-def _stable(previous: list[GpuMemory], current: list[GpuMemory], tolerance: float) -> bool:
-    by_index = {gpu.index: gpu for gpu in previous}
-    return all(abs(gpu.used_gib - by_index[gpu.index].used_gib) <= tolerance / 5 for gpu in current
-               if gpu.index in by_index)  # fmt: skip

@@ -58,7 +58,8 @@ from contracts.errors import (
 from contracts.paths import CONF_DIR
 from contracts.results import RecoveryValidation
 from contracts.schema import GauntletConfig
-from orchestrator.config import register_configs, sources_from_hydra, to_typed, translate_compose_error
+from orchestrator.compose_errors import translate_compose_error
+from orchestrator.config import register_configs, sources_from_hydra, to_typed
 from orchestrator.config_guard import check_yaml_files, config_roots
 from orchestrator.context import SweepContext
 from orchestrator.events import SweepFinished

@@ -27,8 +27,8 @@ from typing import Any
 
 from contracts.errors import StartupFailure
 from contracts.results import StartupRecord, TeardownRecord, WatchEvent
+from launch.failures import startup_record
 from launch.spec import LaunchSpec
-from launch.supervisor import startup_record
 from orchestrator.events import (
     Launching,
     LiveServer,

@@ -335,7 +335,7 @@ def _measured(row: CandidateRow, results: Results | None) -> CandidateRow:
             # The opening repeats; a baseline's interleaved blocks are counted apart (ReportModel.blocks).
             "repeats_used": max((len(r) for r in reps), default=0),
             "measurement_s": sum(float(rep.summary.duration_s) for r in reps for rep in r)
-            + sum(float(rep.summary.duration_s) for p in results.profiles for rep in results.block_repeats(p)),
+            + sum(float(r.summary.duration_s) for p in results.profiles for r in results.block_repeats(p)),
         }
     )
 

@@ -48,6 +48,17 @@ def render_metrics(host: Host, model_name: str, memory: MemoryPlan) -> str:
     def family(name: str, kind: str, help_text: str) -> _Family:
         return _Family(out, name, kind, help_text)
 
+    def from_stats(kind: str, rows: list[tuple[str, str, str]]) -> None:
+        """A family per (name, help, EngineStats attribute): per engine, the counter or its histogram."""
+        for name, help_text, attr in rows:
+            fam = family(name, kind, help_text)
+            for r, e in zip(replicas, engines, strict=True):
+                value = getattr(r.stats, attr)
+                if kind == "histogram":
+                    fam.histogram(value, model_name=model_name, engine=e)
+                else:
+                    fam.sample(value, model_name=model_name, engine=e)
+
     running = family("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.")
     for r, e in zip(replicas, engines, strict=True):
         running.sample(len(r.running), model_name=model_name, engine=e)
@@ -62,10 +73,7 @@ def render_metrics(host: Host, model_name: str, memory: MemoryPlan) -> str:
         ("vllm:prompt_tokens_total", "Number of prefill tokens processed.", "prompt_tokens"),
         ("vllm:generation_tokens_total", "Number of generation tokens processed.", "generation_tokens"),
     ]
-    for name, help_text, attr in counters:
-        fam = family(name, "counter", help_text)
-        for r, e in zip(replicas, engines, strict=True):
-            fam.sample(getattr(r.stats, attr), model_name=model_name, engine=e)
+    from_stats("counter", counters)
     success = family("vllm:request_success_total", "counter", "Count of successfully processed requests.")
     for r, e in zip(replicas, engines, strict=True):
         for reason in ("stop", "length", "abort", "error", "repetition"):
@@ -78,10 +86,7 @@ def render_metrics(host: Host, model_name: str, memory: MemoryPlan) -> str:
             ("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", "spec_draft_tokens"),
             ("vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", "spec_accepted"),
         ]
-        for name, help_text, attr in spec_counters:
-            fam = family(name, "counter", help_text)
-            for r, e in zip(replicas, engines, strict=True):
-                fam.sample(getattr(r.stats, attr), model_name=model_name, engine=e)
+        from_stats("counter", spec_counters)
         per_pos = family(
             "vllm:spec_decode_num_accepted_tokens_per_pos_total",
             "counter",
@@ -95,10 +100,7 @@ def render_metrics(host: Host, model_name: str, memory: MemoryPlan) -> str:
         ("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", "e2e"),
         ("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", "queue"),
     ]
-    for name, help_text, attr in histograms:
-        fam = family(name, "histogram", help_text)
-        for r, e in zip(replicas, engines, strict=True):
-            fam.histogram(getattr(r.stats, attr), model_name=model_name, engine=e)
+    from_stats("histogram", histograms)
     info = family("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig")
     for e in engines:
         info.sample(

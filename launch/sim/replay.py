@@ -96,6 +96,22 @@ def _record_end(done: list[float]) -> Sink:
     return sink
 
 
+def _add(host: Host, spec: ReplayRequest, request_id: str, *, key: str, at: float, sink: Sink) -> None:
+    """Hand one request to the host at ``at``; its prompt digest is of ``spec.prompt_key``, else ``key``."""
+    host.add(
+        host.new_request(
+            request_id,
+            prompt_tokens=spec.prompt_tokens,
+            digest=prompt_digest(spec.prompt_key or key),
+            max_tokens=spec.max_tokens,
+            min_tokens=spec.min_tokens,
+            ignore_eos=spec.ignore_eos,
+            arrival=at,
+            sink=sink,
+        )
+    )
+
+
 def replay_closed_loop(
     profile: Profile,
     cfg: EngineConfig,
@@ -109,17 +125,7 @@ def replay_closed_loop(
     now = 0.0
     for i, spec in enumerate(warmup or []):
         done: list[float] = []
-        req = host.new_request(
-            f"warmup-{i}",
-            prompt_tokens=spec.prompt_tokens,
-            digest=prompt_digest(spec.prompt_key or f"warmup-{i}"),
-            max_tokens=spec.max_tokens,
-            min_tokens=spec.min_tokens,
-            ignore_eos=spec.ignore_eos,
-            arrival=now,
-            sink=_record_end(done),
-        )
-        host.add(req)
+        _add(host, spec, f"warmup-{i}", key=f"warmup-{i}", at=now, sink=_record_end(done))
         while not done:
             end = host.next_end() or host.next_start()
             assert end is not None
@@ -150,17 +156,7 @@ def replay_closed_loop(
                 record.finish_reason = finish
                 submit(t)
 
-        req = host.new_request(
-            f"req-{index}",
-            prompt_tokens=spec.prompt_tokens,
-            digest=prompt_digest(spec.prompt_key or f"prompt-{index}"),
-            max_tokens=spec.max_tokens,
-            min_tokens=spec.min_tokens,
-            ignore_eos=spec.ignore_eos,
-            arrival=at,
-            sink=sink,
-        )
-        host.add(req)
+        _add(host, spec, f"req-{index}", key=f"prompt-{index}", at=at, sink=sink)
 
     for _ in range(min(concurrency, len(requests))):
         submit(now)

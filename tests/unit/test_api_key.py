@@ -6,8 +6,8 @@ import pytest
 
 from contracts.errors import LaunchError
 from contracts.schema import CandidateConfig, HostConfig, ServiceConfig
+from launch.command import auth_headers, child_env
 from launch.spec import LaunchSpec, render_spec
-from launch.supervisor import auth_headers, child_env
 
 HOST = HostConfig(name="h", gpu_count=1)
 CAND = CandidateConfig(name="c")

@@ -17,15 +17,13 @@ import pytest
 
 from contracts.schema import GatesConfig
 from gates import Comparison, SweepVerdict, Verdict, evaluate_sweep
+from gates.bootstrap import RunSample, bootstrap_ratio, throughput_ratio
 from gates.stats import (
     ONE_REPEAT_NOTE,
-    RunSample,
-    bootstrap_ratio,
     hodges_lehmann_ratio,
     latency_ratio,
     prediction_ratio,
     run_level_ratio,
-    throughput_ratio,
 )
 from tests.unit.gates_fixtures import (
     CASE_STUDY_VISIBLE,

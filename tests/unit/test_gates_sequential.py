@@ -9,13 +9,8 @@ import pytest
 from contracts.errors import GateError
 from contracts.schema import RunConfig
 from gates.sequential import SequentialPlan, candidate_plan
-from gates.stats import (
-    RatioEstimate,
-    compare_rates,
-    holm,
-    one_sided_p,
-    pooled_prediction_ratios,
-)
+from gates.significance import compare_rates, holm
+from gates.stats import RatioEstimate, one_sided_p, pooled_prediction_ratios
 
 
 @pytest.mark.parametrize(

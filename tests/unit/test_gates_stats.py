@@ -9,14 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from gates.stats import (
-    RatioEstimate,
-    RunSample,
-    bonferroni,
-    bootstrap_ratio,
-    hodges_lehmann_ratio,
-    more_repeats,
-)
+from gates.bootstrap import RunSample, bootstrap_ratio
+from gates.significance import bonferroni
+from gates.stats import RatioEstimate, hodges_lehmann_ratio, more_repeats
 
 
 @pytest.mark.parametrize(

@@ -14,9 +14,10 @@ import pytest
 
 from contracts.errors import LaunchError, PortInUseError, StartupFailure, TeardownError
 from contracts.results import GpuMemory
+from launch.command import INHERITED_ENV, child_env, resolve_argv
 from launch.process import ProcInfo, Spawner
 from launch.spec import LaunchSpec
-from launch.supervisor import INHERITED_ENV, Server, Supervisor, child_env, resolve_argv
+from launch.supervisor import Server, Supervisor
 
 ROOT_PID = 100
 

@@ -1,0 +1,77 @@
+"""What a launch spec runs as: the program resolved, the environment the server gets, the auth header.
+
+Pipeline position: between the launch spec (:mod:`launch.spec`, pure) and the process supervisor
+(:mod:`launch.supervisor`), which spawns ``resolve_argv(spec.argv, root)`` with ``child_env(spec,
+os.environ)`` and polls the server with :func:`auth_headers`. Reads the file system and ``PATH``, starts
+nothing::
+
+    resolve_argv(["python", "-m", "launch.sim"], root)   # [sys.executable, "-m", "launch.sim"]
+    child_env(spec, os.environ)["PATH"]                   # inherited; spec.env and spec.pass_env on top
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from contracts.errors import LaunchError
+from launch.spec import SERVER_API_KEY_ENV, LaunchSpec
+
+#: Environment variables a server inherits from the orchestrator's environment (besides spec.env and
+#: spec.pass_env): what a shell, Python, CUDA and the Hugging Face cache need to work on the host.
+INHERITED_ENV = (
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TERM",
+    "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
+    "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_CACHE", "XDG_CACHE_HOME", "VLLM_CACHE_ROOT",
+    "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+    "http_proxy", "https_proxy", "no_proxy",
+    "GAUNTLET_SIM_SPEED",  # a simulated node's hardware speed (a parallel sweep's simulated cluster)
+)  # fmt: skip
+
+
+def resolve_argv(argv: Sequence[str], project_root: Path) -> list[str]:
+    """The argv to execute: ``python`` -> this interpreter; ``dir/prog`` -> project_root/dir/prog; else PATH.
+
+    Symlinks are not resolved: ``.venv-vllm/bin/python`` must stay the venv's interpreter.
+    """
+    if not argv:
+        raise LaunchError("the launch spec has an empty command line", hint="check host.entrypoint")
+    head, rest = argv[0], list(argv[1:])
+    if head == "python":
+        return [sys.executable, *rest]
+    if "/" in head:
+        path = Path(head) if os.path.isabs(head) else project_root / head
+        if not path.exists():
+            raise LaunchError(
+                f"the server program {head} does not exist (looked at {path})",
+                hint="build it first (for the cpu host: make vllm-cpu) or fix host.entrypoint",
+            )
+        return [str(path), *rest]
+    found = shutil.which(head)
+    if found is None:
+        raise LaunchError(
+            f"the server program {head!r} is not on PATH",
+            hint="install it, activate its environment, or give host.entrypoint a path",
+        )
+    return [found, *rest]
+
+
+def child_env(spec: LaunchSpec, environ: Mapping[str, str]) -> dict[str, str]:
+    """The server's environment: a small inherited base, then spec.env, then spec.pass_env by name, then
+    the API key (from the variable ``spec.api_key_env`` names) as vLLM's VLLM_API_KEY."""
+    env = {name: environ[name] for name in INHERITED_ENV if name in environ}
+    env.update(spec.env)
+    env.update({name: environ[name] for name in spec.pass_env if name in environ})
+    key = spec.api_key(environ)
+    if key is not None:
+        env[SERVER_API_KEY_ENV] = key
+    return env
+
+
+def auth_headers(spec: LaunchSpec, environ: Mapping[str, str]) -> dict[str, str]:
+    """The Authorization header the served API needs (none when the spec has no API key)."""
+    key = spec.api_key(environ)
+    return {"Authorization": f"Bearer {key}"} if key is not None else {}
