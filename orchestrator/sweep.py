@@ -17,6 +17,7 @@ Sweep directory::
     host.json                   the host probe (NVML, or the simulator's record)
     retained/spec.json          the retained spec recorded at the start (restores are checked against it)
     candidates/<name>/          spec.json, vllm-config.yaml, server.log, run.json, <profile>/r<k>/...
+    candidates/<baseline>/blocks/after-<candidate>/   the baseline again after a candidate (interleave)
     recovery/                   the restored retained server: run.json, validation.json, <profile>/r0/...
     verdicts.json, report.md, report.json, *.png
 """
