@@ -16,7 +16,6 @@ them. A complete block is skipped on resume; a partial one is measured again.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from contracts.errors import GauntletError
@@ -24,8 +23,8 @@ from contracts.results import CandidateRun, ProfileSummary, WatchEvent, read_mod
 from contracts.schema import CandidateConfig
 from contracts.sweepdir import BLOCK_PREFIX, BLOCKS_DIR
 from orchestrator.context import SweepContext
-from orchestrator.events import DiscardingPartial, SkippedComplete
-from orchestrator.measure import measure_profile, server_lost
+from orchestrator.events import SkippedComplete
+from orchestrator.measure import fresh_result_dir, measure_profile, server_lost
 from orchestrator.seams import backend_of
 
 
@@ -61,14 +60,7 @@ def measure_block(ctx: SweepContext, baseline: CandidateConfig, *, after: str) -
         ctx.say(f"{label}: complete results found, skipping (resume)")
         ctx.journal.append(SkippedComplete(candidate=f"{name}/{out.name}"))
         return read_model(out / "run.json", CandidateRun)
-    if out.exists():
-        ctx.journal.append(DiscardingPartial(candidate=f"{name}/{out.name}"))
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    spec = ctx.render(baseline)
-    spec_file = out / "spec.json"
-    spec_file.write_text(spec.to_json())
-    (out / "vllm-config.yaml").write_text(spec.config_yaml)
+    spec, spec_file = fresh_result_dir(ctx, baseline, out, label=f"{name}/{out.name}")
     with ctx.servers.launch(spec, spec_file, out / "server.log", role="baseline") as session:
         run = CandidateRun(
             candidate=name,

@@ -89,14 +89,7 @@ def run_candidate(ctx: SweepContext, candidate: CandidateConfig, *, role: Role =
         ctx.journal.append(SkippedComplete(candidate=name))
         return read_model(ctx.candidate_dir(name) / "run.json", CandidateRun)
     out = ctx.candidate_dir(name)
-    if out.exists():
-        ctx.journal.append(DiscardingPartial(candidate=name))
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    spec = ctx.render(candidate)
-    spec_file = out / "spec.json"
-    spec_file.write_text(spec.to_json())
-    (out / "vllm-config.yaml").write_text(spec.config_yaml)
+    spec, spec_file = fresh_result_dir(ctx, candidate, out, label=name)
     with ctx.servers.launch(spec, spec_file, out / "server.log", role=role) as session:
         run = CandidateRun(
             candidate=name,
@@ -133,6 +126,22 @@ def run_candidate(ctx: SweepContext, candidate: CandidateConfig, *, role: Role =
             )
             write_model(out / "run.json", run)
     return run
+
+
+def fresh_result_dir(
+    ctx: SweepContext, candidate: CandidateConfig, out: Path, *, label: str
+) -> tuple[LaunchSpec, Path]:
+    """Discard what a launch left in ``out`` (journalled as ``label``), then write the rendered spec
+    (``spec.json``, what the journal points at) and its vLLM config; returns the spec and its file."""
+    if out.exists():
+        ctx.journal.append(DiscardingPartial(candidate=label))
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    spec = ctx.render(candidate)
+    spec_file = out / "spec.json"
+    spec_file.write_text(spec.to_json())
+    (out / "vllm-config.yaml").write_text(spec.config_yaml)
+    return spec, spec_file
 
 
 def _run_profiles(
