@@ -531,6 +531,9 @@ def main(argv: Sequence[str], *, seams_factory: Callable[[], Seams] = real_seams
     """
     controller = SweepController(seams_factory)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    # Ctrl-C (SIGINT) interrupts and restores even when the shell that started us ignored it (a command
+    # run with `&` from a script inherits SIGINT ignored, and Python then never raises KeyboardInterrupt).
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     saved_argv = sys.argv
     sys.argv = [
         saved_argv[0] if saved_argv else "orchestrator",
@@ -542,6 +545,7 @@ def main(argv: Sequence[str], *, seams_factory: Callable[[], Seams] = real_seams
     finally:
         sys.argv = saved_argv
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
         if controller.lock is not None:
             controller.lock.release()
     controller.say_what_runs()

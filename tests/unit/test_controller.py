@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -90,3 +92,22 @@ def test_a_baseline_that_does_not_start_fails_the_sweep_with_its_exit_code(tmp_p
 def test_the_callback_needs_the_controller_main_publishes() -> None:
     with pytest.raises(GauntletError, match="outside `python -m orchestrator`"):
         hydra_app.active_controller()
+
+
+def test_sigint_interrupts_the_sweep_even_when_the_parent_ignored_it(tmp_path: Path) -> None:
+    """A sweep started with `&` from a script inherits SIGINT ignored; Ctrl-C must still restore."""
+    sup = FakeSupervisor()
+
+    def interrupt(name: str, profile: str, repeat: int) -> None:
+        if name == "tp4_dp2":
+            os.kill(os.getpid(), signal.SIGINT)
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        code, messages, sweep = run_sweep(tmp_path, sup, load=FakeLoad(before=interrupt))
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # put back when the sweep ended
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert code == 130
+    assert Journal(sweep / "journal.jsonl").replay().last_event == "sweep_finished"
+    assert messages[-1].startswith("retained server live: pid ")
