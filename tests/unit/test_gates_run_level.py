@@ -268,7 +268,8 @@ def test_loaded_ttft_is_judged_on_runs(
 DRIFT_CASES = [
     # baseline decode_heavy, recovery decode_heavy, drift status
     pytest.param(DEMO_BASE_DECODE, DEMO_RECOVERY_DECODE, "inconclusive", id="demo_recovery_within_spread"),
-    pytest.param(TIGHT, (0.24,), "fail", id="recovery_far_outside_tight_repeats"),
+    # TTFT alone (throughput unchanged) says "possible drift" and voids nothing (gates/drift.py: _judge).
+    pytest.param(TIGHT, (0.24,), "inconclusive", id="ttft_far_outside_tight_repeats_is_not_decisive"),
     pytest.param(TIGHT, (0.41,), "pass", id="recovery_inside"),
     # outside the prediction interval (the repeats agree within 0.2%), but only 3% away: not drift
     pytest.param((0.400, 0.401, 0.399), (0.412,), "pass", id="outside_interval_within_tolerance"),
