@@ -138,6 +138,8 @@ class Measured:
     comparison: Comparison
     estimate: RatioEstimate
     evidence: list[Evidence]
+    #: the difference is within the load client's dispatch lag: it can never decide (see :func:`latency`)
+    within_client_lag: bool = False
 
 
 Judge = Callable[[RatioEstimate], tuple[GateStatus, float]]
@@ -220,6 +222,18 @@ def throughput(
     return Measured(comparison, est, summary_evidence(candidate, baseline))
 
 
+def dispatch_resolution(*sides: Sequence[Repeat]) -> float:
+    """The latest the load client sent a request behind its schedule (p99 per run, the largest of the runs
+    compared), in the records' seconds: a loaded latency difference no larger than this can come from
+    the client rather than the server."""
+    return max((rep.summary.client.dispatch_lag_p99_s for side in sides for rep in side), default=0.0)
+
+
+def _material(ratio: float, threshold: float) -> bool:
+    """Beyond the judge's threshold, on its side of 1 (the tolerance or the minimum gain)."""
+    return ratio > threshold if threshold >= 1 else ratio <= threshold
+
+
 def latency(
     metric: str,
     profile: str,
@@ -230,6 +244,7 @@ def latency(
     confidence: float,
     judge: Judge,
     label: str,
+    resolution: float = 0.0,
 ) -> Measured | None:
     """Median latency, candidate against baseline, with the repeat as the unit.
 
@@ -237,6 +252,11 @@ def latency(
     and the interval is Welch's t on their logs (:func:`gates.stats.latency_ratio`), so it carries
     run-to-run variance. With a single repeat on both sides the pooled requests' Hodges-Lehmann ratio
     is the fallback, and the message says that run-to-run noise was not measured.
+
+    ``resolution`` (loaded profiles: :func:`dispatch_resolution`): requests that leave late meet a shorter
+    queue, so under load the client's own lateness moves TTFT. A material difference of the compared
+    values no larger than it is ``inconclusive`` (more repeats do not help; a less loaded client does),
+    whatever the interval says, and the result is marked ``within_client_lag``.
     """
     c_runs, b_runs = per_repeat(candidate, extract), per_repeat(baseline, extract)
     if not c_runs or not b_runs:
@@ -259,6 +279,15 @@ def latency(
         detail = f"HL ratio {fmt_ratio(est.ratio)}, {fmt_interval(est)}; {n_c} vs {n_b} requests{note}"
     if est.note and not fmt_interval(est).endswith(est.note):
         detail += f"; {est.note}"
+    gap = abs(c_val - b_val) if c_val is not None and b_val is not None else math.inf
+    within_lag = resolution > 0 and math.isfinite(gap) and gap <= resolution
+    unresolved = within_lag and _material(est.ratio, judge(est)[1])
+    if unresolved:
+        detail += (
+            f"; the difference ({fmt_value(gap, 's')}) is within the load client's dispatch "
+            f"lag (p99 {fmt_value(resolution, 's')}): requests sent late meet a shorter queue, so the "
+            "client may have made it; more repeats will not settle it, a less loaded client will"
+        )
     comparison = estimated(
         est,
         judge,
@@ -269,8 +298,10 @@ def latency(
         unit="s",
         message=f"{label} {fmt_value(c_val, 's')} vs {fmt_value(b_val, 's')} ({detail})",
     )
+    if unresolved:
+        comparison = comparison.model_copy(update={"status": "inconclusive", "more_repeats": None})
     evidence = records_evidence(candidate) + records_evidence(baseline)
-    return Measured(comparison, est, evidence)
+    return Measured(comparison, est, evidence, within_lag)
 
 
 @dataclass(frozen=True)
@@ -305,7 +336,7 @@ def requirement_family(planned: Sequence[Planned], confidence: float) -> list[Me
             out.append(measured)
             continue
         again = plan.measure(1 - 2 * level) or measured
-        status: GateStatus = "fail" if rejected else "inconclusive"
+        status: GateStatus = "fail" if rejected and not again.within_client_lag else "inconclusive"
         level_text = f"{confidence * 100:.2f}".rstrip("0").rstrip(".") + "%"
         note = (
             f"Holm step {ranks[i] + 1} of {len(first)}, family-wise {level_text}: "
@@ -319,7 +350,7 @@ def requirement_family(planned: Sequence[Planned], confidence: float) -> list[Me
                 "more_repeats": again.comparison.more_repeats if status == "inconclusive" else None,
             }
         )
-        out.append(Measured(comparison, again.estimate, again.evidence))
+        out.append(Measured(comparison, again.estimate, again.evidence, again.within_client_lag))
     return out
 
 

@@ -3,7 +3,8 @@
 Pipeline position: for every loaded profile the baseline measured, compares output and prompt tokens/s
 (two-stage bootstrap over repeats and requests) within ``throughput_tolerance``, and median TTFT
 within ``latency_tolerance`` (each repeat's right-censored median, Welch's t on their logs: the interval
-carries run-to-run variance; see :func:`gates.compare.latency`). A regression counts only when it is
+carries run-to-run variance; a difference within the load client's dispatch lag never decides; see
+:func:`gates.compare.latency`). A regression counts only when it is
 beyond the tolerance and Holm's procedure over all the gate's comparisons rejects "no change" for it
 (:func:`gates.compare.requirement_family`: family-wise error control across profiles and metrics).
 """
@@ -19,6 +20,7 @@ from contracts.verdicts import Comparison, Evidence, GateResult
 from gates.compare import (
     Measured,
     Planned,
+    dispatch_resolution,
     judge_requirement,
     latency,
     max_more,
@@ -87,6 +89,7 @@ def _ttft(
         confidence=confidence,
         judge=lambda e: judge_requirement(e, "lower", cfg.latency_tolerance),
         label=f"{profile} median TTFT",
+        resolution=dispatch_resolution(cand, base),
     )
 
 

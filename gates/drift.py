@@ -25,9 +25,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import numpy as np
-from scipy.stats import t as student_t
-
 from contracts.metrics import fmt_ratio, fmt_repeats, fmt_value, geometric_mean, median, ttft_value
 from contracts.schema import GatesConfig
 from contracts.sweepdir import RECOVERY_ROOT, Repeat, Results, load_results
@@ -45,7 +42,7 @@ from gates.compare import (
 )
 from gates.registry import GateContext
 from gates.significance import bonferroni
-from gates.stats import ONE_REPEAT_NOTE, FloatArray, RatioEstimate, prediction_ratio
+from gates.stats import ONE_REPEAT_NOTE, RatioEstimate, mean_log_ratio_across, prediction_ratio
 
 
 def judge_drift(est: RatioEstimate, tolerance: float) -> tuple[GateStatus, float]:
@@ -172,55 +169,20 @@ def _estimate_series(series: Sequence[_Series], confidence: float) -> list[Measu
 
 
 def _across_profiles(group: Sequence[_Series], confidence: float) -> Measured | None:
-    """The later runs against the opening repeats for one metric, all recovery profiles together.
-
-    Per profile ``d_p = mean(log later) - mean(log opening)``; the estimate is their mean
-    ``d = sum(d_p) / P`` with ``se = s * sqrt(sum(1/m_p + 1/n_p)) / P``, ``s`` the run-to-run log sd
-    pooled over both samples of every profile (``df = sum(m_p - 1 + n_p - 1)``). A slow host moves
-    every profile, so averaging keeps a real drift whole while one profile's odd run counts 1/P; one
-    test per metric instead of one per profile. None when a value is censored or not positive, or no
-    degree of freedom is left.
-    """
-    logs: list[tuple[FloatArray, FloatArray]] = []
-    for s in group:
-        values = [*s.end, *s.start]
-        if not s.end or not s.start or any(not math.isfinite(v) or v <= 0 for v in values):
-            return None
-        logs.append(
-            (np.log(np.asarray(s.end, dtype=np.float64)), np.log(np.asarray(s.start, dtype=np.float64)))
-        )
-    df = float(sum(len(a) - 1 + len(b) - 1 for a, b in logs))
-    if df < 1:
+    """The later runs against the opening repeats for one metric, all recovery profiles together
+    (:func:`gates.stats.mean_log_ratio_across`: one test per metric instead of one per profile). None when
+    a value is censored or not positive, or no degree of freedom is left."""
+    statistic = group[0].label.split(" ", 1)[1]
+    est = mean_log_ratio_across([(s.end, s.start) for s in group], confidence=confidence, statistic=statistic)
+    if est is None:
         return None
-    squares = sum(float(((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum()) for a, b in logs)
-    sd = math.sqrt(squares / df)
-    count = len(logs)
-    diffs = [float(a.mean() - b.mean()) for a, b in logs]
-    diff = sum(diffs) / count
-    se = sd * math.sqrt(sum(1 / len(a) + 1 / len(b) for a, b in logs)) / count
-    half = float(student_t.ppf(0.5 + confidence / 2, df)) * se
-    p_value = float(2 * student_t(df).sf(abs(diff) / se)) if se > 0 else (1.0 if diff == 0 else 0.0)
-    first, statistic = group[0], group[0].label.split(" ", 1)[1]
-    later, opening = sum(len(a) for a, _ in logs), sum(len(b) for _, b in logs)
-    est = RatioEstimate(
-        ratio=math.exp(diff),
-        low=math.exp(diff - half),
-        high=math.exp(diff + half),
-        confidence=confidence,
-        method=f"pooled t on the mean log ratio across {count} profile(s) (per-run {statistic}; run-to-run "
-        f"variance pooled over both samples and the profiles, df {df:.0f}"
-        + ("; one later run per profile: the prediction interval for a new run)" if later == count else ")"),
-        n_candidate=later,
-        n_baseline=opening,
-        repeats=min(later, opening),
-        p_value=p_value,
-        df=df,
-    )
+    first = group[0]
+    later, opening, count = est.n_candidate, est.n_baseline, len(group)
     profiles = [s.profile for s in group]
     per_profile = "; ".join(
         f"{s.profile} {fmt_repeats(s.end, s.unit)} vs {fmt_repeats(s.start, s.unit)} "
-        f"({fmt_ratio(math.exp(d))})"
-        for s, d in zip(group, diffs, strict=True)
+        f"({fmt_ratio((geometric_mean(s.end) or 0.0) / (geometric_mean(s.start) or 1.0))})"
+        for s in group
     )
     level = f"{confidence:.2%}".rstrip("0").rstrip(".")
     kind = "prediction interval for a new run" if later == count else "CI"

@@ -3,7 +3,8 @@
 Pipeline position: the gain gate (role ``gain``): it decides ``keep`` against ``neutral``, never
 ``reject``. Metrics: serial median TTFT and median request latency, and median TTFT of every loaded
 profile, each judged on its repeats' medians (Welch's t on their logs, so run-to-run variance is in the
-interval). Their intervals are Bonferroni-adjusted so that the family "some latency improved" keeps the
+interval; a loaded difference within the load client's dispatch lag counts neither as a gain nor as
+worse). Their intervals are Bonferroni-adjusted so that the family "some latency improved" keeps the
 configured confidence; a gain must reach ``min_gain`` and exclude "no change", and no latency may be
 worse beyond ``latency_tolerance`` and noise (the serial/loaded reversal is not a gain).
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from contracts.metrics import e2e_value, ttft_value
 from contracts.verdicts import Comparison, GateResult, GateStatus
-from gates.compare import Measured, judge_gain, latency, max_more, worse_beyond_noise
+from gates.compare import Measured, dispatch_resolution, judge_gain, latency, max_more, worse_beyond_noise
 from gates.registry import Gate, GateContext, register
 from gates.significance import bonferroni
 
@@ -36,15 +37,18 @@ def latency_measurements(ctx: GateContext) -> list[Measured]:
             "serial_ttft_p50": "serial median TTFT",
             "serial_e2e_p50": "serial median latency",
         }.get(metric, f"{profile} median TTFT")
+        cand, base = ctx.candidate.repeats(profile), ctx.baseline.repeats(profile)
         measured = latency(
             metric,
             profile,
-            ctx.candidate.repeats(profile),
-            ctx.baseline.repeats(profile),
+            cand,
+            base,
             ttft_value if kind == "ttft" else e2e_value,
             confidence=confidence,
             judge=lambda e: judge_gain(e, "lower", cfg.min_gain),
             label=label,
+            # One request at a time meets no queue: sending it late does not change its latency.
+            resolution=0.0 if profile == cfg.serial_profile else dispatch_resolution(cand, base),
         )
         if measured is not None:
             out.append(measured)
@@ -73,7 +77,12 @@ class LatencyGain(Gate):
             )
         gains = [m for m in measured if m.comparison.status == "pass"]
         maybe = [m for m in measured if m.comparison.status == "inconclusive"]
-        worse = [m for m in measured if worse_beyond_noise(m.estimate, "lower", ctx.cfg.latency_tolerance)]
+        worse = [
+            m
+            for m in measured
+            if worse_beyond_noise(m.estimate, "lower", ctx.cfg.latency_tolerance)
+            and not m.within_client_lag  # worse only by as much as the client sent late: no evidence
+        ]
         status: GateStatus
         if worse:
             status = "fail"

@@ -377,57 +377,54 @@ def one_sided_p(estimate: RatioEstimate, worse: Literal["below", "above"]) -> fl
     return p / 2 if on_side else 1 - p / 2
 
 
-def pooled_prediction_ratios(
+def mean_log_ratio_across(
     groups: Sequence[tuple[Sequence[float], Sequence[float]]], *, confidence: float, statistic: str = "value"
-) -> list[RatioEstimate] | None:
-    """New runs against reference repeats for several groups (profiles) that share one run-level noise.
+) -> RatioEstimate | None:
+    """Later runs against reference repeats, several groups (profiles) at once, sharing one run-level noise.
 
-    Each group is ``(new, reference)`` per-repeat values of one profile; the log-variance is pooled over
-    every group's two samples (the host's run-to-run noise, the same multiplicative noise for every
-    profile), ``df = sum(n - 1 + m - 1)``, and each group gets the pooled-variance t-interval of its log
-    ratio ``mean(log new) - mean(log reference) +- t(df) * s * sqrt(1/n + 1/m)`` (with one new run: the
-    prediction interval for a new run). None when a value is censored or not positive, or no degree of
-    freedom is left (the caller falls back to :func:`prediction_ratio` per group).
+    Each group is ``(later, reference)`` per-run values of one profile. Per group
+    ``d_p = mean(log later) - mean(log reference)``; the estimate is their mean ``d = sum(d_p) / P`` with
+    ``se = s * sqrt(sum(1/m_p + 1/n_p)) / P``, ``s`` the run-to-run log sd pooled over both samples of
+    every group (``df = sum(m_p - 1 + n_p - 1)``): a slow host moves every profile, so the mean keeps a
+    real drift whole while one profile's odd run counts 1/P. With one later run per profile the interval
+    is the prediction interval for a new run. None when a value is censored or not positive, or no degree
+    of freedom is left (the caller falls back to :func:`prediction_ratio` per group).
 
-    >>> est = pooled_prediction_ratios([([0.95], [1.0, 1.01, 0.99]), ([2.0], [2.0, 2.02, 1.98])],
+    >>> est = mean_log_ratio_across([([0.95], [1.0, 1.01, 0.99]), ([1.9], [2.0, 2.02, 1.98])],
     ...     confidence=0.95)
-    >>> [round(e.ratio, 3) for e in est], est[0].df
-    ([0.95, 1.0], 4.0)
+    >>> round(est.ratio, 3), est.df, est.low < 0.95 < est.high < 1
+    (0.95, 4.0, True)
     """
     logs = []
-    for new, ref in groups:
-        values = [*new, *ref]
-        if not new or not ref or any(not math.isfinite(v) or v <= 0 for v in values):
+    for later, ref in groups:
+        values = [*later, *ref]
+        if not later or not ref or any(not math.isfinite(v) or v <= 0 for v in values):
             return None
-        logs.append((np.log(np.asarray(new, dtype=np.float64)), np.log(np.asarray(ref, dtype=np.float64))))
-    squares = sum(float(((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum()) for a, b in logs)
+        logs.append((np.log(np.asarray(later, dtype=np.float64)), np.log(np.asarray(ref, dtype=np.float64))))
     df = float(sum(len(a) - 1 + len(b) - 1 for a, b in logs))
     if df < 1:
         return None
-    s = math.sqrt(squares / df)
-    q = _t_quantile(confidence, df)
-    out = []
-    for (new, ref), (a, b) in zip(groups, logs, strict=True):
-        diff = float(a.mean() - b.mean())
-        se = s * math.sqrt(1 / len(a) + 1 / len(b))
-        half = q * se
-        p_value = float(2 * student_t(df).sf(abs(diff) / se)) if se > 0 else (1.0 if diff == 0 else 0.0)
-        kind = "prediction interval for a new run" if len(a) == 1 else "pooled t for the new runs' mean"
-        out.append(
-            RatioEstimate(
-                ratio=math.exp(diff),
-                low=math.exp(diff - half),
-                high=math.exp(diff + half),
-                confidence=confidence,
-                method=f"{kind} (log per-repeat {statistic}, {len(a)} vs {len(b)} repeats; run-to-run "
-                f"variance pooled over {len(groups)} profiles, df {df:.0f})",
-                n_candidate=len(a),
-                n_baseline=len(b),
-                repeats=min(len(a), len(b)),
-                p_value=p_value,
-                candidate_values=tuple(float(v) for v in new),
-                baseline_values=tuple(float(v) for v in ref),
-                df=df,
-            )
-        )
-    return out
+    squares = sum(float(((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum()) for a, b in logs)
+    sd = math.sqrt(squares / df)
+    count = len(logs)
+    diff = sum(float(a.mean() - b.mean()) for a, b in logs) / count
+    se = sd * math.sqrt(sum(1 / len(a) + 1 / len(b) for a, b in logs)) / count
+    half = _t_quantile(confidence, df) * se
+    p_value = float(2 * student_t(df).sf(abs(diff) / se)) if se > 0 else (1.0 if diff == 0 else 0.0)
+    later_n, ref_n = sum(len(a) for a, _ in logs), sum(len(b) for _, b in logs)
+    one_each = (
+        "; one later run per profile: the prediction interval for a new run" if later_n == count else ""
+    )
+    return RatioEstimate(
+        ratio=math.exp(diff),
+        low=math.exp(diff - half),
+        high=math.exp(diff + half),
+        confidence=confidence,
+        method=f"pooled t on the mean log ratio across {count} profile(s) (per-run {statistic}; run-to-run "
+        f"variance pooled over both samples and the profiles, df {df:.0f}{one_each})",
+        n_candidate=later_n,
+        n_baseline=ref_n,
+        repeats=min(later_n, ref_n),
+        p_value=p_value,
+        df=df,
+    )

@@ -92,6 +92,7 @@ def write_repeat(
     preemptions: float = 0.0,
     restart: bool = False,
     server: bool = True,
+    dispatch_lag_p99: float = 0.0,
 ) -> Path:
     """Write ``<root>/<profile>/r<repeat>/{records.jsonl,summary.json}``; root defaults to the candidate's."""
     directory = sweep / (root or f"candidates/{candidate}") / profile / f"r{repeat}"
@@ -127,9 +128,9 @@ def write_repeat(
         itl=stats([0.02]),
         e2e=stats([r.end_s for r in ok if r.end_s is not None]),
         client=ClientHealth(
-            dispatch_lag_p50_s=0.0,
-            dispatch_lag_p99_s=0.0,
-            dispatch_lag_max_s=0.0,
+            dispatch_lag_p50_s=dispatch_lag_p99 / 2,
+            dispatch_lag_p99_s=dispatch_lag_p99,
+            dispatch_lag_max_s=dispatch_lag_p99,
             chunks_per_read_p99=1.0,
             client_cpu_percent=10.0,
             saturated=False,

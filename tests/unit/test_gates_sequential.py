@@ -10,7 +10,7 @@ from contracts.errors import GateError
 from contracts.schema import RunConfig
 from gates.sequential import SequentialPlan, candidate_plan
 from gates.significance import compare_rates, holm
-from gates.stats import RatioEstimate, one_sided_p, pooled_prediction_ratios
+from gates.stats import RatioEstimate, mean_log_ratio_across, one_sided_p
 
 
 @pytest.mark.parametrize(
@@ -105,11 +105,14 @@ def test_compare_rates_states_the_exact_test_and_the_posterior(
 
 
 def test_pooling_the_run_noise_over_profiles_narrows_the_drift_interval() -> None:
-    groups = [([0.95], [1.0, 1.01, 0.99]), ([2.1], [2.0, 2.04, 1.98])]
-    pooled = pooled_prediction_ratios(groups, confidence=0.95)
-    assert pooled is not None and [e.df for e in pooled] == [4.0, 4.0]
-    alone = pooled_prediction_ratios(groups[:1], confidence=0.95)
-    assert alone is not None and alone[0].df == 2.0
-    width = [math.log(e.high / e.low) for e in (pooled[0], alone[0])]
-    assert width[0] < width[1]
-    assert pooled_prediction_ratios([([math.inf], [1.0, 1.1])], confidence=0.95) is None
+    groups = [([0.95], [1.0, 1.01, 0.99]), ([1.9], [2.0, 2.04, 1.98])]
+    pooled = mean_log_ratio_across(groups, confidence=0.95)
+    assert pooled is not None and pooled.df == 4.0 and (pooled.n_candidate, pooled.n_baseline) == (2, 6)
+    alone = mean_log_ratio_across(groups[:1], confidence=0.95)
+    assert alone is not None and alone.df == 2.0
+    assert pooled.ratio == pytest.approx(math.exp((math.log(0.95 / 1.0) + math.log(1.9 / 2.0066)) / 2), 1e-3)
+    width = [math.log(e.high / e.low) for e in (pooled, alone)]
+    assert width[0] < width[1]  # more degrees of freedom and two profiles' runs: a narrower interval
+    assert "prediction interval for a new run" in pooled.method
+    assert mean_log_ratio_across([([math.inf], [1.0, 1.1])], confidence=0.95) is None
+    assert mean_log_ratio_across([([0.9], [1.0])], confidence=0.95) is None  # no degree of freedom
