@@ -392,8 +392,8 @@ def _judge(tolerance: float, *, decisive: bool = True) -> Callable[[RatioEstimat
     return judge
 
 
-# Why median TTFT does not decide drift. Loaded TTFT depends on what the server did before (queueing
-# phase, caches, the preceding profile), and the opening repeats run every profile in sequence on one
-# server while a block or the recovery runs two profiles on a fresh one. Measured on the simulator
-# (2026-12-03): later decode_heavy TTFT 0.72x and 0.78x of the opening in 2 of 4 demo runs while output
-# tokens/s agreed within 2%. A slower host moves throughput; throughput decides.
+# Why median TTFT does not decide drift. The median TTFT of a loaded burst is a step function (the burst
+# enters in prefill waves and the median sits at a wave's edge), so it jumps by a whole wave from run to
+# run: measured on the simulator (2026-12-03), 24 decode_heavy runs of the demo's baseline read
+# 0.247-0.417 s in two clusters, whatever the server ran before, while output tokens/s stayed within 1%
+# (docs/gates.md, "Drift"). A slower host moves throughput; throughput decides.
