@@ -8,6 +8,7 @@ where things live in the directory and how a candidate renders.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,8 @@ class SweepContext:
     #: The node a job measures on, and the baseline measured there (None: the launching process's sweep).
     node: str | None = None
     paired_baseline: str | None = None
+    #: Called before each launch and each profile; raises to stop there (a job: the sweep was stopped).
+    checkpoint: Callable[[], None] | None = None
 
     @classmethod
     def open(
@@ -37,6 +40,11 @@ class SweepContext:
         """The sweep as seen from ``place`` (default: this process, the launching one)."""
         where = place if place is not None else launching_place()
         return cls(cfg, sweep_dir, Servers(Journal.of_sweep(sweep_dir, where), seams))
+
+    def check_stop(self) -> None:
+        """Stop here when the sweep was stopped (jobs only: :func:`orchestrator.jobs.stop_checkpoint`)."""
+        if self.checkpoint is not None:
+            self.checkpoint()
 
     @property
     def journal(self) -> Journal:

@@ -60,6 +60,7 @@ def measure_block(ctx: SweepContext, baseline: CandidateConfig, *, after: str) -
         ctx.say(f"{label}: complete results found, skipping (resume)")
         ctx.journal.append(SkippedComplete(candidate=f"{name}/{out.name}"))
         return read_model(out / "run.json", CandidateRun)
+    ctx.check_stop()
     spec, spec_file = fresh_result_dir(ctx, baseline, out, label=f"{name}/{out.name}")
     with ctx.servers.launch(spec, spec_file, out / "server.log", role="baseline") as session:
         run = CandidateRun(

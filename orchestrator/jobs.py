@@ -22,6 +22,8 @@ Opening marker (``<sweep>/opening.json``)::
 ``rollback`` and ``stop`` write ``stopped`` *before* they signal the jobs, and a job installs its SIGTERM
 handler *before* it reads the marker, so a job is either interrupted or sees the sweep stopped: none
 slips through while it starts (submitit itself ignores SIGTERM until the job's handler is in place).
+A job also reads the marker before each launch and each profile (:func:`stop_checkpoint`), so one whose
+signal was lost stops there.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -113,6 +115,24 @@ class JobInterrupted(KeyboardInterrupt):
     """The scheduler asked the job to stop (SIGTERM): unwinds like Ctrl-C, tearing the server down."""
 
 
+def stop_checkpoint(sweep_dir: Path) -> Callable[[], None]:
+    """A job's checkpoint (before each launch and each profile): the sweep's marker says ``stopped``.
+
+    The scheduler's SIGTERM is the fast path; the marker, written before any job is signalled, is the
+    one that cannot be lost. A signal can miss its job (submitit's local controller forwards SIGTERM only
+    to the tasks it has started) and an exception raised by a signal handler can be swallowed where it
+    lands (a finalizer, an event-loop callback): a CI run saw a job measure on for 12 s after ``stop``.
+    From the next checkpoint on, such a job stops as if interrupted.
+    """
+
+    def check() -> None:
+        opening = read_opening(sweep_dir)
+        if opening is not None and opening.state == "stopped":
+            raise JobInterrupted(f"the sweep was stopped ({opening.reason or 'stop'}), seen at a checkpoint")
+
+    return check
+
+
 @contextmanager
 def scheduler_signals() -> Iterator[None]:
     """SIGTERM raises :class:`JobInterrupted` while the job runs (submitit lets SIGUSR2 requeue it)."""
@@ -154,7 +174,11 @@ def run_job(cfg: GauntletConfig, sweep_dir: Path, place: Place, seams: Seams, *,
 
 
 def _run_on_node(cfg: GauntletConfig, sweep_dir: Path, place: Place, seams: Seams) -> str:
-    ctx = replace(SweepContext.open(cfg, sweep_dir, seams, place=place), node=place.node)
+    ctx = replace(
+        SweepContext.open(cfg, sweep_dir, seams, place=place),
+        node=place.node,
+        checkpoint=stop_checkpoint(sweep_dir),
+    )
     name = cfg.candidate.name
     ctx.journal.append(JobStarted(candidate=name, executor=place.executor, port=cfg.service.port))
     try:

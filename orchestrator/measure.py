@@ -88,6 +88,7 @@ def run_candidate(ctx: SweepContext, candidate: CandidateConfig, *, role: Role =
         ctx.say(f"{name}: complete results found, skipping (resume)")
         ctx.journal.append(SkippedComplete(candidate=name))
         return read_model(ctx.candidate_dir(name) / "run.json", CandidateRun)
+    ctx.check_stop()
     out = ctx.candidate_dir(name)
     spec, spec_file = fresh_result_dir(ctx, candidate, out, label=name)
     with ctx.servers.launch(spec, spec_file, out / "server.log", role=role) as session:
@@ -194,6 +195,7 @@ def measure_profile(
     """
     spec = session.spec
     name = spec.candidate
+    ctx.check_stop()
     ctx.journal.append(LoadStarted(candidate=name, profile=profile, repeat=repeat))
     ctx.say(f"{name}: {profile} r{repeat}")
     failure: str | None = None

@@ -17,7 +17,15 @@ from contracts.results import CandidateRun, ProfileSummary, read_model, write_mo
 from contracts.schema import GauntletConfig, RunConfig, WorkloadConfig
 from orchestrator.config import load
 from orchestrator.events import JobFinished, JobStarted, Started, TornDown
-from orchestrator.jobs import read_opening, run_job, scheduler_signals, why_not_open, write_opening
+from orchestrator.jobs import (
+    JobInterrupted,
+    read_opening,
+    run_job,
+    scheduler_signals,
+    stop_checkpoint,
+    why_not_open,
+    write_opening,
+)
 from orchestrator.journal import Journal, RemoteJob
 from orchestrator.nodes import Place, acquire_slot, job_place, launching_place, this_node
 from orchestrator.scheduler import cancel_job
@@ -342,3 +350,53 @@ def test_a_node_runs_baseline_candidate_baseline_and_reuses_its_baseline_only_wi
     assert sup.started[6:] == ["mega_moe", "baseline@n1"]
     assert any("reusing the baseline measured on this node" in m for m in messages)
     assert cfg.run.interleave  # the default
+
+
+@pytest.mark.parametrize(
+    ("when", "launched", "measured"),
+    [
+        # stopped while the node's baseline runs its first profile: its second profile never starts
+        (("baseline@n1", "serial", 1), ["baseline@n1"], 1),
+        # stopped during the candidate's last profile: no block is launched after it
+        (("tp4_dp2", "decode_heavy", 2), ["baseline@n1", "tp4_dp2"], 8),
+    ],
+)
+def test_a_job_whose_signal_was_lost_stops_at_its_next_checkpoint(
+    tmp_path: Path, when: tuple[str, str, int], launched: list[str], measured: int
+) -> None:
+    """``stop`` writes the marker, then signals; here no signal arrives (submitit's controller had not
+    started the task, or the raise was swallowed). The job reads the marker before its next profile or
+    launch, unwinds as if interrupted, tears its server down and says so in its journal."""
+    chosen, _ = load(["candidate=tp4_dp2", *OVERRIDES])
+    write_opening(tmp_path, "open", node="head")
+    sup, load_fn = FakeSupervisor(), _SpeedLoad()
+
+    def stop_without_a_signal(name: str, profile: str, repeat: int) -> None:
+        if (name, profile, repeat) == when:
+            write_opening(tmp_path, "stopped", node="head", reason="gauntlet stop")
+
+    load_fn.before = stop_without_a_signal
+    with pytest.raises(
+        KeyboardInterrupt, match=r"the sweep was stopped \(gauntlet stop\), seen at a checkpoint"
+    ):
+        run_job(chosen, tmp_path, Place(node="n1", job="7"), fake_seams(sup, load_fn, []))
+    assert sup.started == launched and not sup.alive  # every server it started is torn down
+    assert len(load_fn.calls) == measured
+    (journal,) = (tmp_path / "journals").glob("*.jsonl")
+    events = Journal(journal).events()
+    assert isinstance(events[-1], JobFinished) and "interrupted: the sweep was stopped" in events[-1].outcome
+    assert [e.pid for e in events if isinstance(e, Started)] == [  # type: ignore[attr-defined]
+        e.pid
+        for e in events
+        if isinstance(e, TornDown)  # type: ignore[attr-defined]
+    ]
+
+
+def test_the_stop_checkpoint_reads_the_marker(tmp_path: Path) -> None:
+    check = stop_checkpoint(tmp_path)
+    check()  # no marker: nothing to stop (the opening check decides whether a job starts at all)
+    write_opening(tmp_path, "open", node="head")
+    check()
+    write_opening(tmp_path, "stopped", node="head", reason="rollback")
+    with pytest.raises(JobInterrupted, match="stopped \\(rollback\\)"):
+        check()
