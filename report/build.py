@@ -19,7 +19,13 @@ from pathlib import Path
 from contracts.errors import GauntletError, ResultFileError
 from contracts.results import write_model
 from contracts.schema import GauntletConfig, read_sweep_config
-from contracts.sweepdir import candidate_names, node_baseline_names, sweep_dir_argument
+from contracts.sweepdir import (
+    RECOVERY_ROOT,
+    candidate_names,
+    load_results,
+    node_baseline_names,
+    sweep_dir_argument,
+)
 from contracts.verdicts import VERDICTS_FILE, VERDICTS_SCHEMA_VERSION, SweepVerdict, read_verdicts
 from report.export import write_summaries_csv
 from report.markdown import render_markdown
@@ -60,7 +66,12 @@ def build_report(sweep_dir: Path, cfg: GauntletConfig | None = None) -> str:
     report = build_model(sweep_dir, cfg, verdicts, data, names)
     text = render_markdown(report) + rerun_section(sweep_dir, cfg, verdicts.baseline)
     write_plots(sweep_dir, cfg, report, data)
-    write_summaries_csv(sweep_dir, data.results)
+    recovery = (
+        load_results(sweep_dir, RECOVERY_ROOT, verdicts.baseline)
+        if (sweep_dir / RECOVERY_ROOT).is_dir()
+        else None
+    )
+    write_summaries_csv(sweep_dir, data.results, recovery)
     write_model(sweep_dir / "report.json", report)
     (sweep_dir / "report.md").write_text(text)
     return text

@@ -2,7 +2,10 @@
 
 Pipeline position: beside the Markdown and the plots in the report stage; reads the summaries the sweep
 wrote (:class:`~contracts.sweepdir.Results`, and the capacity search's runs) and writes one row per
-candidate x profile x repeat, then one per capacity-search run (``source = capacity``, its load level set).
+candidate x profile x repeat (``source = profile``; a baseline's interleaved blocks follow its opening
+repeats as ``source = block``, their ``summary_file`` naming the candidate each followed), then one per
+capacity-search run (``source = capacity``, its load level set), then the end-of-sweep recovery run
+(``source = recovery``): every run the drift check read is a row.
 Columns are fixed (:data:`COLUMNS`), numbers are plain decimals, a missing value is an empty cell (NaN in
 pandas), booleans are ``True``/``False``::
 
@@ -26,7 +29,8 @@ CSV_FILE = "summaries.csv"
 _STATS = ("ttft", "tpot", "itl", "e2e", "first_visible")
 COLUMNS: tuple[str, ...] = (
     "candidate",
-    "source",  # profile: a configured profile's repeat; capacity: a run of the capacity search
+    "source",  # profile: a configured profile's repeat; block: a baseline's interleaved block (after the
+    # candidate its summary_file names); capacity: a run of the capacity search; recovery: the final run
     "profile",
     "repeat",
     "load_level",
@@ -121,12 +125,19 @@ def summary_row(candidate: str, source: str, summary: ProfileSummary, file: str)
     return row
 
 
-def summary_rows(sweep_dir: Path, results: Mapping[str, Results]) -> Iterator[dict[str, object]]:
-    """Every profile repeat, then every capacity-search run, candidate by candidate."""
+def summary_rows(
+    sweep_dir: Path, results: Mapping[str, Results], recovery: Results | None = None
+) -> Iterator[dict[str, object]]:
+    """Every profile repeat (a baseline's blocks after its own), then every capacity-search run, candidate
+    by candidate, then the recovery run."""
     for name, res in results.items():
         for reps in res.profiles.values():
             for rep in reps:
                 yield summary_row(name, "profile", rep.summary, rep.summary_file)
+        for block in res.blocks:
+            for reps in block.profiles.values():
+                for rep in reps:
+                    yield summary_row(name, "block", rep.summary, rep.summary_file)
     for name, res in results.items():
         if res.capacity is None:
             continue
@@ -139,6 +150,10 @@ def summary_rows(sweep_dir: Path, results: Mapping[str, Results]) -> Iterator[di
             row = summary_row(name, "capacity", summary, file)
             row["load_level"] = point.level  # also for a profile repeat the search reused
             yield row
+    if recovery is not None:
+        for reps in recovery.profiles.values():
+            for rep in reps:
+                yield summary_row(recovery.name, "recovery", rep.summary, rep.summary_file)
 
 
 def _cell(value: object) -> object:
@@ -154,8 +169,10 @@ def render_csv(rows: Iterator[dict[str, object]]) -> str:
     return out.getvalue()
 
 
-def write_summaries_csv(sweep_dir: Path, results: Mapping[str, Results]) -> Path:
+def write_summaries_csv(
+    sweep_dir: Path, results: Mapping[str, Results], recovery: Results | None = None
+) -> Path:
     """``<sweep>/summaries.csv``; returns its path."""
     path = sweep_dir / CSV_FILE
-    path.write_text(render_csv(summary_rows(sweep_dir, results)))
+    path.write_text(render_csv(summary_rows(sweep_dir, results, recovery)))
     return path

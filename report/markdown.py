@@ -98,7 +98,10 @@ def render_markdown(report: ReportModel) -> str:
             "search (star: capacity)",
             f"- `{PLOT_GOODPUT}`: goodput and SLO attainment against load, with the SLO target",
         ]
-    out.append(f"- `{CSV_FILE}`: every profile summary, one row per candidate x profile x repeat")
+    out.append(
+        f"- `{CSV_FILE}`: every summary, one row per candidate x profile x repeat, block, capacity run "
+        "and recovery run"
+    )
     return "\n".join(out) + "\n"
 
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from contracts.schema import GatesConfig
-from contracts.sweepdir import block_root, load_baseline
+from contracts.sweepdir import RECOVERY_ROOT, block_root, load_baseline, load_results
 from gates import SweepVerdict, evaluate_sweep
+from report.export import summary_rows
 from tests.unit.gates_fixtures import lognormal_quantiles, make_records, write_repeat, write_run
 
 CFG = GatesConfig(
@@ -157,3 +158,22 @@ def test_a_nodes_blocks_are_checked_against_its_own_opening(
     assert node.status == ("fail" if drifted else "pass"), node.message
     verdict = sweep.verdicts[0]
     assert verdict.decision == ("inconclusive" if drifted else "neutral"), verdict.reason
+
+
+def test_summaries_csv_has_every_run_the_drift_check_read(tmp_path: Path) -> None:
+    """Opening repeats as ``profile``, each block as ``block`` (after its candidate), the recovery last."""
+    _sweep(tmp_path, blocks=[(0.40,), (0.41,)], recovery=(0.40,))
+    base = load_baseline(tmp_path, "candidates/baseline", "baseline")
+    recovery = load_results(tmp_path, RECOVERY_ROOT, "baseline")
+    rows = list(summary_rows(tmp_path, {"baseline": base}, recovery))
+    assert [(r["source"], r["profile"]) for r in rows if r["source"] != "profile"] == [
+        ("block", "decode_heavy"),
+        ("block", "decode_heavy"),
+        ("recovery", "decode_heavy"),
+    ]
+    blocks = [r["summary_file"] for r in rows if r["source"] == "block"]
+    assert blocks == [
+        "candidates/baseline/blocks/after-c0/decode_heavy/r1/summary.json",
+        "candidates/baseline/blocks/after-c1/decode_heavy/r1/summary.json",
+    ]
+    assert sum(r["source"] == "profile" for r in rows) == 6  # 3 opening repeats of short and decode_heavy
