@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -229,9 +229,10 @@ def dispatch_resolution(*sides: Sequence[Repeat]) -> float:
     return max((rep.summary.client.dispatch_lag_p99_s for side in sides for rep in side), default=0.0)
 
 
-def _material(ratio: float, threshold: float) -> bool:
-    """Beyond the judge's threshold, on its side of 1 (the tolerance or the minimum gain)."""
-    return ratio > threshold if threshold >= 1 else ratio <= threshold
+def _moved(est: RatioEstimate, judge: Judge) -> bool:
+    """The judge says something else of ``est`` than of no change at all (ratio 1, no spread)."""
+    still = replace(est, ratio=1.0, low=1.0, high=1.0)
+    return judge(est)[0] != judge(still)[0]
 
 
 def latency(
@@ -254,9 +255,10 @@ def latency(
     is the fallback, and the message says that run-to-run noise was not measured.
 
     ``resolution`` (loaded profiles: :func:`dispatch_resolution`): requests that leave late meet a shorter
-    queue, so under load the client's own lateness moves TTFT. A material difference of the compared
-    values no larger than it is ``inconclusive`` (more repeats do not help; a less loaded client does),
-    whatever the interval says, and the result is marked ``within_client_lag``.
+    queue, so under load the client's own lateness moves TTFT. When the compared values differ by no more
+    than it, the comparison cannot move away from what "no change" would get: a fail or a gain there is
+    ``inconclusive`` (more repeats do not help; a less loaded client does), whatever the interval says,
+    and the result is marked ``within_client_lag``.
     """
     c_runs, b_runs = per_repeat(candidate, extract), per_repeat(baseline, extract)
     if not c_runs or not b_runs:
@@ -281,7 +283,7 @@ def latency(
         detail += f"; {est.note}"
     gap = abs(c_val - b_val) if c_val is not None and b_val is not None else math.inf
     within_lag = resolution > 0 and math.isfinite(gap) and gap <= resolution
-    unresolved = within_lag and _material(est.ratio, judge(est)[1])
+    unresolved = within_lag and _moved(est, judge)
     if unresolved:
         detail += (
             f"; the difference ({fmt_value(gap, 's')}) is within the load client's dispatch "

@@ -395,5 +395,5 @@ def _judge(tolerance: float, *, decisive: bool = True) -> Callable[[RatioEstimat
 # Why median TTFT does not decide drift. The median TTFT of a loaded burst is a step function (the burst
 # enters in prefill waves and the median sits at a wave's edge), so it jumps by a whole wave from run to
 # run: measured on the simulator (2026-12-03), 24 decode_heavy runs of the demo's baseline read
-# 0.247-0.417 s in two clusters, whatever the server ran before, while output tokens/s stayed within 1%
+# 0.247-0.417 s in two clusters, whatever the server ran before, while output tokens/s stayed within 3.3%
 # (docs/gates.md, "Drift"). A slower host moves throughput; throughput decides.
