@@ -78,7 +78,7 @@ from gates.sequential import SequentialPlan  # noqa: E402
 from launch.sim.model import EngineConfig, StartupError, chat_text, check_startup  # noqa: E402
 from launch.sim.profile import load_profile  # noqa: E402
 from launch.sim.replay import ReplayRequest, ReplayResult, replay_closed_loop  # noqa: E402
-from orchestrator.config import load  # noqa: E402
+from orchestrator.config.compose import load  # noqa: E402
 
 #: Closed-loop profiles of the case study the in-process replay can drive (mixed is open-loop; the answer
 #: gate's reasoning lengths are redrawn with every seed, see docs/gates.md).

@@ -1,8 +1,8 @@
 """Typed configuration schema: the dataclasses behind every YAML file in ``conf/``.
 
 Pipeline position: a shared contract. ``conf/*.yaml`` is composed by Hydra on top of these schemas
-(registered in the ConfigStore by :func:`orchestrator.config.register_configs`), then
-:mod:`orchestrator.config` validates the result and converts it once into these plain dataclasses.
+(registered in the ConfigStore by :func:`orchestrator.config.compose.register_configs`), then
+:mod:`orchestrator.config.compose` validates the result and converts it once into these plain dataclasses.
 This module imports neither Hydra nor OmegaConf, so every stage can use the types without loading them.
 """
 

@@ -142,7 +142,8 @@ def _block_start(block: Results) -> str:
 
 
 #: ``<baseline>@<node>``: the retained configuration measured on one node of a parallel sweep. Candidate
-#: names cannot contain it (orchestrator.validate.CANDIDATE_NAME), so such a directory is never a candidate.
+#: names cannot contain it (orchestrator.config.validate.CANDIDATE_NAME), so such a directory is never a
+#: candidate.
 NODE_SEPARATOR = "@"
 
 

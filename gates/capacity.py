@@ -1,7 +1,7 @@
 """Capacity at the SLO not worse than the baseline's: the ratio of the capacity searches, with an interval.
 
 Pipeline position: reads each side's ``capacity.json`` (:class:`~contracts.results.CapacityResult`,
-written by the sweep's capacity search, :mod:`orchestrator.capacity`). The true capacity lies in the
+written by the sweep's capacity search, :mod:`orchestrator.measure.capacity`). The true capacity lies in the
 bracket ``[low, high)`` the search ended with (the highest level that held, the lowest that failed), so
 the ratio candidate / baseline lies in ``[c_low / b_high, c_high / b_low]``: that is the interval, and it
 carries the search's resolution and its noise repeats (docs/capacity.md). A loss counts only when the

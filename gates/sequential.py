@@ -1,6 +1,7 @@
 """Adaptive repeats: when to measure another repeat of a candidate.
 
-Pipeline position: pure decisions the orchestrator's measuring loop asks for (``orchestrator.measure``)
+Pipeline position: pure decisions the orchestrator's measuring loop asks for
+(``orchestrator.measure.candidate``)
 and the decision-quality benchmark simulates; the verdict itself still comes from the gates
 (:func:`gates.evaluate_sweep`). No I/O here.
 
@@ -18,7 +19,7 @@ is not a test. The judge rebuilds from disk the confidence of the look a candida
 number of repeats), so it writes exactly the decision that stopped the loop.
 
 The measuring order around a candidate (the baseline measured again after it, ``run.interleave``) is the
-orchestrator's: :mod:`orchestrator.interleave`.
+orchestrator's: :mod:`orchestrator.measure.interleave`.
 
     >>> plan = SequentialPlan(min_repeats=2, max_repeats=5)
     >>> plan.looks, [round(plan.look_confidence(0.95, r), 4) for r in (2, 3, 4, 5)]

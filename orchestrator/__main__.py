@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command in SWEEP_DIR_COMMANDS:
         return run_sweep_dir_command(command, rest, _handler(command))
     if command.startswith("-") or "=" in command:
-        from orchestrator import hydra_app  # noqa: PLC0415
+        from orchestrator.app import hydra_app  # noqa: PLC0415
 
         return hydra_app.main(args)
     print(f"gauntlet: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
@@ -71,8 +71,8 @@ def _handler(command: str) -> Callable[[list[str]], int]:
 
     def run(args: list[str]) -> int:
         if command in ("rollback", "stop", "status"):
-            from orchestrator import rollback  # noqa: PLC0415
-            from orchestrator.seams import real_seams  # noqa: PLC0415
+            from orchestrator.recovery import rollback  # noqa: PLC0415
+            from orchestrator.servers.seams import real_seams  # noqa: PLC0415
 
             handlers = {
                 "rollback": rollback.main_rollback,

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TextIO
 
 from contracts.errors import GauntletError
-from orchestrator.config import ConfigLocation, group_options, parse_hydra_args, show, wants_show
-from orchestrator.validate import display_path, read_yaml
+from orchestrator.config.compose import ConfigLocation, group_options, parse_hydra_args, show, wants_show
+from orchestrator.config.validate import display_path, read_yaml
 
 #: The groups a user chooses from, in the order ``list`` prints them, and how an option is chosen.
 HOW = {

@@ -95,7 +95,7 @@ def run_sweep_dir_command(
         return 0
     if not uses_hydra_flags(args):
         return run(list(args))
-    from orchestrator import config  # noqa: PLC0415  (Hydra: only when a flag or override needs it)
+    from orchestrator.config import compose as config  # noqa: PLC0415  (Hydra: only when a flag or override needs it)
 
     try:
         parsed = config.parse_hydra_args(args)
@@ -111,7 +111,7 @@ def run_sweep_dir_command(
 def _dispatch(
     command: str, parsed: object, run: Callable[[list[str]], int], say: Callable[[str], None]
 ) -> int:
-    from orchestrator import config  # noqa: PLC0415
+    from orchestrator.config import compose as config  # noqa: PLC0415
 
     args = vars(parsed)
     refused = [f for f, on in (("-m", args["multirun"]), ("--run", args["run"]),

@@ -14,8 +14,8 @@ from typing import TextIO
 
 from contracts.errors import ConfigError, ConfigProblem, GauntletError, SpecError
 from launch.spec import LaunchSpec, render_spec
-from orchestrator.config import ConfigLocation, load, parse_hydra_args, select, show, wants_show
-from orchestrator.validate import Sources, check_candidate_names, display_path
+from orchestrator.config.compose import ConfigLocation, load, parse_hydra_args, select, show, wants_show
+from orchestrator.config.validate import Sources, check_candidate_names, display_path
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import pytest
 from launch.spec import LaunchSpec, render_spec
 from launch.supervisor import Server, Supervisor
 from launch.testmodels import TINY_CHAIN, TINY_HEAD80, TINY_RANDOM
-from orchestrator.config import load
+from orchestrator.config.compose import load
 from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from contracts.results import CandidateRun, read_model
-from orchestrator.journal import Journal
+from orchestrator.ledger.journal import Journal
 from tests.e2e.conftest import ROOT, free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -24,7 +24,7 @@ from launch.testmodels import TINY_RANDOM
 from load import run_profile
 from load.metrics import PREFIX_HITS, PREFIX_QUERIES
 from load.sources import read_trace
-from orchestrator.config import load
+from orchestrator.config.compose import load
 from tests.e2e.conftest import cpu_spec, started_vllm
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -17,8 +17,8 @@ import pytest
 
 from contracts.errors import ConfigError
 from contracts.paths import CONF_DIR, PROJECT_ROOT
-from orchestrator.config import load
-from orchestrator.config_guard import MAX_YAML_BYTES, config_roots, expanded_nodes, flag_problem
+from orchestrator.config.compose import load
+from orchestrator.config.guard import MAX_YAML_BYTES, config_roots, expanded_nodes, flag_problem
 
 BOMB = """\
 defaults:

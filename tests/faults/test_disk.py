@@ -19,8 +19,8 @@ import pytest
 
 from contracts.errors import SweepDirError
 from contracts.results import RequestRecord, profile_dir, read_jsonl
-from orchestrator.events import LoadStarted, Restoring
-from orchestrator.journal import Journal
+from orchestrator.ledger.events import LoadStarted, Restoring
+from orchestrator.ledger.journal import Journal
 from tests.integration.sweep_helpers import (
     ROOT,
     assert_one_healthy_retained,

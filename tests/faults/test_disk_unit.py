@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from contracts.errors import SweepDirError, sweep_dir_error
-from orchestrator.measure import run_candidate
-from orchestrator.sweep import begin
+from orchestrator.measure.candidate import run_candidate
+from orchestrator.measure.opening import begin
 from tests.unit.fakes import FakeLoad, FakeSupervisor
 from tests.unit.test_lifecycle import candidate, make
 
@@ -40,7 +40,7 @@ def test_other_os_errors_are_not_disk_errors() -> None:
 def test_a_disk_error_in_a_candidates_job_ends_the_sweep_with_its_cause_and_restores(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from orchestrator.journal import Journal
+    from orchestrator.ledger.journal import Journal
     from tests.unit.test_controller import run_sweep
 
     def full(name: str, profile: str, repeat: int) -> None:

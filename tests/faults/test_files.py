@@ -11,7 +11,7 @@ import pytest
 from contracts.schema import GauntletConfig
 from gates.judge import judge_sweep
 from gates.judge import main as judge_main
-from orchestrator.journal import Journal
+from orchestrator.ledger.journal import Journal
 from report import main as report_main
 from tests.integration.sweep_helpers import assert_one_healthy_retained, run_cli, start_until
 from tests.unit.gates_fixtures import sweep_config, with_faster

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from contracts.errors import PortInUseError
-from orchestrator.journal import Journal
+from orchestrator.ledger.journal import Journal
 from tests.faults.test_secrets import QUICK
 from tests.integration.sweep_helpers import (
     assert_one_healthy_retained,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from contracts.errors import SweepLockedError
-from orchestrator.lock import SweepLock
+from orchestrator.ledger.lock import SweepLock
 from tests.faults.test_secrets import QUICK
 from tests.integration.sweep_helpers import (
     assert_one_healthy_retained,
@@ -40,7 +40,7 @@ def test_the_lock_of_a_killed_sweep_is_free_at_once(tmp_path: Path) -> None:
         f"""
         import sys
         from pathlib import Path
-        from orchestrator.lock import SweepLock
+        from orchestrator.ledger.lock import SweepLock
         SweepLock.for_port(8125, Path({str(tmp_path)!r})).acquire(Path("crashed"))
         print("held", flush=True)
         sys.stdin.read()

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from orchestrator.journal import Journal
+from orchestrator.ledger.journal import Journal
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.journal import Journal
+from orchestrator.ledger.journal import Journal
 from tests.integration.sweep_helpers import ROOT, sim_servers
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -20,7 +20,7 @@ import pytest
 from contracts.results import CandidateRun, read_model
 from contracts.schema import read_sweep_config
 from gates.verdict import evaluate_sweep
-from orchestrator.journal import Journal
+from orchestrator.ledger.journal import Journal
 from tests.integration.sweep_helpers import (
     assert_one_healthy_retained,
     journal_has,

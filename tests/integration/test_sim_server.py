@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from launch.sim.client import sim_gpu_memory
 from launch.spec import render_spec
-from orchestrator.config import load
+from orchestrator.config.compose import load
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import pytest
 
 from contracts.errors import RollbackError
 from contracts.results import CandidateRun, read_model
-from orchestrator.journal import Journal
+from orchestrator.ledger.journal import Journal
 from tests.integration.sweep_helpers import (
     assert_one_healthy_retained,
     journal_has,

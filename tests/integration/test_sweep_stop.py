@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.events import SweepFinished
-from orchestrator.journal import Journal
+from orchestrator.ledger.events import SweepFinished
+from orchestrator.ledger.journal import Journal
 from tests.integration import sweep_helpers as h
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.lock import LOCK_DIR_ENV
+from orchestrator.ledger.lock import LOCK_DIR_ENV
 
 
 @pytest.fixture(autouse=True)

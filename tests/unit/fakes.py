@@ -24,7 +24,7 @@ from contracts.results import (
 )
 from contracts.schema import WorkloadConfig
 from launch.spec import LaunchSpec
-from orchestrator.seams import Seams
+from orchestrator.servers.seams import Seams
 
 
 @dataclass(frozen=True)

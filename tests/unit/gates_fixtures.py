@@ -368,7 +368,7 @@ def case_study(root: Path) -> Path:
 def sweep_config() -> GauntletConfig:
     """The composed default config, with fewer bootstrap resamples: the suite stays fast, and the
     decisions of these fixtures are far from the edge."""
-    from orchestrator.config import load  # Hydra composition: only the tests that need a config
+    from orchestrator.config.compose import load  # Hydra composition: only the tests that need a config
 
     cfg, _ = load([])
     return dataclasses.replace(cfg, gates=dataclasses.replace(cfg.gates, bootstrap_resamples=300))

@@ -8,11 +8,11 @@ from typing import Any
 
 from contracts.results import write_model
 from contracts.schema import WorkloadConfig
-from orchestrator.config import load
-from orchestrator.context import SweepContext
-from orchestrator.events import RepeatLooked, RepeatsSettled
-from orchestrator.measure import is_complete, run_candidate
-from orchestrator.sweep import begin
+from orchestrator.config.compose import load
+from orchestrator.ledger.events import RepeatLooked, RepeatsSettled
+from orchestrator.measure.candidate import is_complete, run_candidate
+from orchestrator.measure.opening import begin
+from orchestrator.servers.context import SweepContext
 from tests.unit.fakes import FakeSupervisor, fake_seams, summary
 
 OVERRIDES = [

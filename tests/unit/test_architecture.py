@@ -10,8 +10,13 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("contracts", "launch", "load", "gates", "report", "orchestrator")
+#: orchestrator/: the command line's modules, then its folders from the top layer down (pyproject.toml).
+ENTRY = ("__main__", "cli", "catalog", "plan")
+SWEEP_FOLDERS = ("app", "recovery", "measure", "servers", "ledger", "config")
 
 
 def lint_imports(cwd: Path, *, pythonpath: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -38,9 +43,13 @@ def _toy_house(tmp_path: Path, imports: dict[str, str]) -> Path:
     for package in PACKAGES:
         (tmp_path / package).mkdir()
         (tmp_path / package / "__init__.py").write_text("")
-    for package in ("orchestrator",):
-        (tmp_path / package / "config.py").write_text("import hydra\nimport omegaconf\n")
-        (tmp_path / package / "hydra_app.py").write_text("import hydra\nimport omegaconf\n")
+    for module in ENTRY:
+        (tmp_path / "orchestrator" / f"{module}.py").write_text("")
+    for folder in SWEEP_FOLDERS:
+        (tmp_path / "orchestrator" / folder).mkdir()
+        (tmp_path / "orchestrator" / folder / "__init__.py").write_text("")
+    (tmp_path / "orchestrator" / "config" / "compose.py").write_text("import hydra\nimport omegaconf\n")
+    (tmp_path / "orchestrator" / "app" / "hydra_app.py").write_text("import hydra\nimport omegaconf\n")
     for module, source in imports.items():
         (tmp_path / module.replace(".", "/")).with_suffix(".py").write_text(source)
     return tmp_path
@@ -49,7 +58,10 @@ def _toy_house(tmp_path: Path, imports: dict[str, str]) -> Path:
 def test_the_top_may_import_stages_and_contracts(tmp_path: Path) -> None:
     house = _toy_house(
         tmp_path,
-        {"orchestrator.sweep": "import launch\nimport load\nimport gates\nimport report\nimport contracts\n"},
+        {
+            "orchestrator.measure.opening": "import launch\nimport load\nimport gates\nimport report\n"
+            "import contracts\n"
+        },
     )
     done = lint_imports(house, pythonpath=house)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -72,19 +84,79 @@ def test_one_stage_may_not_reach_into_another(tmp_path: Path) -> None:
 
 def test_hydra_only_in_the_entry_point_and_config_composition(tmp_path: Path) -> None:
     house = _toy_house(
-        tmp_path, {"gates.stats": "import omegaconf\n", "orchestrator.sweep": "import hydra\n"}
+        tmp_path, {"gates.stats": "import omegaconf\n", "orchestrator.measure.opening": "import hydra\n"}
     )
     done = lint_imports(house, pythonpath=house)
     assert done.returncode != 0
     assert "gates.stats -> omegaconf" in done.stdout
-    assert "orchestrator.sweep -> hydra" in done.stdout
+    assert "orchestrator.measure.opening -> hydra" in done.stdout
+
+
+def test_the_sweep_folders_are_layers_in_their_declared_order() -> None:
+    layers = [
+        c
+        for c in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+        if c.get("containers") == ["orchestrator"]
+    ]
+    assert len(layers) == 1 and layers[0]["type"] == "layers"
+    assert [layer for layer in layers[0]["layers"] if "|" not in layer][1:] == list(SWEEP_FOLDERS)
+    on_disk = sorted(p.name for p in (ROOT / "orchestrator").iterdir() if (p / "__init__.py").exists())
+    assert on_disk == sorted(SWEEP_FOLDERS)
+    modules = [p.stem for p in (ROOT / "orchestrator").glob("*.py") if p.stem != "__init__"]
+    assert sorted(modules) == sorted(ENTRY) and len(modules) <= 12
+
+
+@pytest.mark.parametrize(
+    ("importer", "imported"),
+    [
+        ("orchestrator.ledger.journal", "orchestrator.measure"),  # the ledger reaching up into measuring
+        ("orchestrator.config.validate", "orchestrator.servers"),  # config at the bottom
+        ("orchestrator.measure.candidate", "orchestrator.recovery"),
+        ("orchestrator.app.jobs", "orchestrator.cli"),  # the command line is on top of everything
+    ],
+)
+def test_an_upward_import_inside_the_sweep_breaks_the_build(
+    tmp_path: Path, importer: str, imported: str
+) -> None:
+    house = _toy_house(tmp_path, {importer: f"import {imported}\n"})
+    done = lint_imports(house, pythonpath=house)
+    assert done.returncode != 0
+    assert f"{importer} -> {imported}" in done.stdout
+
+
+def test_a_downward_import_inside_the_sweep_is_allowed(tmp_path: Path) -> None:
+    house = _toy_house(
+        tmp_path,
+        {
+            "orchestrator.app.jobs": "import orchestrator.measure.candidate\n",
+            "orchestrator.measure.candidate": "import orchestrator.servers.session\nimport launch\n",
+            "orchestrator.servers.session": "import orchestrator.ledger.journal\n",
+            "orchestrator.ledger.journal": "import orchestrator.config.validate\n",
+        },
+    )
+    done = lint_imports(house, pythonpath=house)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_circle_inside_a_folder_breaks_the_build(tmp_path: Path) -> None:
+    """The capacity <-> measure circle, once hidden by a lazy import, cannot come back."""
+    house = _toy_house(
+        tmp_path,
+        {
+            "orchestrator.measure.candidate": "def f():\n    import orchestrator.measure.capacity\n",
+            "orchestrator.measure.capacity": "import orchestrator.measure.candidate\n",
+        },
+    )
+    done = lint_imports(house, pythonpath=house)
+    assert done.returncode != 0
+    assert "No import circle inside the sweep BROKEN" in done.stdout
 
 
 def test_commands_that_rebuild_from_disk_do_not_load_hydra() -> None:
     """judge, report, rollback, stop and status read config.yaml typed, without Hydra or OmegaConf."""
     code = (
         "import sys\n"
-        "import gates.judge, report, orchestrator.rollback, orchestrator.__main__\n"
+        "import gates.judge, report, orchestrator.recovery.rollback, orchestrator.__main__\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('hydra', 'omegaconf')))\n"
     )
     done = subprocess.run(

@@ -15,7 +15,7 @@ from contracts.results import RequestRecord
 from contracts.schema import SloConfig
 from launch.sim.replay import ReplayRequest, replay_closed_loop
 from load.goodput import slo_summary
-from orchestrator.capacity_search import SearchSettings, midpoint, resolved, search
+from orchestrator.measure.capacity_search import SearchSettings, midpoint, resolved, search
 from tests.unit.test_sim_calibration import _profile, engine
 
 

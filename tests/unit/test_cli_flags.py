@@ -244,7 +244,7 @@ def test_without_flags_nothing_is_parsed_by_hydra(
     monkeypatch.setattr(entry, "_handler", fake)
     assert main([command, str(tmp_path)]) == 0
     assert seen == [[command, str(tmp_path)]]
-    monkeypatch.setattr("orchestrator.config.parse_hydra_args", None)  # would fail if called
+    monkeypatch.setattr("orchestrator.config.compose.parse_hydra_args", None)  # would fail if called
     assert main([command]) == 0
     assert seen[-1] == [command]
 
@@ -298,7 +298,7 @@ def test_the_recorded_hydra_node_is_json_free_yaml(world: dict[str, Path], capfd
 def test_completion_takes_the_location_flags_from_the_line(
     argv: list[str], line: str | None, expected: list[str]
 ) -> None:
-    from orchestrator.hydra_app import completion_argv
+    from orchestrator.app.hydra_app import completion_argv
 
     assert completion_argv(argv, line) == expected
 

@@ -10,7 +10,7 @@ import pytest
 
 from contracts.errors import ConfigError
 from contracts.paths import CONF_DIR
-from orchestrator.config import ConfigLocation, load, select
+from orchestrator.config.compose import ConfigLocation, load, select
 from orchestrator.plan import plan
 
 TYPO = "defaults:\n  - baseline\n  - _self_\nname: zz_typo\ntensor_parallel_sise: 2\n"

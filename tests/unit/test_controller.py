@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from contracts.errors import GauntletError
-from orchestrator import hydra_app
-from orchestrator.events import SweepFinished
-from orchestrator.journal import Journal
+from orchestrator.app import hydra_app
+from orchestrator.ledger.events import SweepFinished
+from orchestrator.ledger.journal import Journal
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
 
 SMALL = ["run.repeats=1", "run.profiles=[serial,decode_heavy]", "run.recovery_profiles=[decode_heavy]"]

@@ -1,7 +1,7 @@
 """Interleaved baseline blocks (ABA): the drift check within the sweep and per node, the gates' sample.
 
 The blocks are written as a sweep writes them (``candidates/<baseline>/blocks/after-<candidate>/``,
-:mod:`orchestrator.interleave`); the gates read them through :func:`contracts.sweepdir.load_baseline`.
+:mod:`orchestrator.measure.interleave`); the gates read them through :func:`contracts.sweepdir.load_baseline`.
 """
 
 from __future__ import annotations

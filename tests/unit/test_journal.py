@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from contracts.errors import JournalError
-from orchestrator.events import (
+from orchestrator.ledger.events import (
     Launching,
     LoadFinished,
     RetainedRecorded,
@@ -20,7 +20,7 @@ from orchestrator.events import (
     UnknownEvent,
     parse_event,
 )
-from orchestrator.journal import Journal, replay
+from orchestrator.ledger.journal import Journal, replay
 
 
 def started(pid: int, role: str = "candidate", fp: str = "sha256:c") -> dict[str, Any]:

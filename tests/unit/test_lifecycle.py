@@ -9,12 +9,12 @@ import pytest
 
 from contracts.errors import RollbackError, StartupFailure
 from contracts.results import CandidateRun, RecoveryValidation, read_model
-from orchestrator.config import load
-from orchestrator.context import SweepContext
-from orchestrator.events import Started
-from orchestrator.measure import is_complete, run_candidate
-from orchestrator.restore import recovery_load_checks, restore
-from orchestrator.sweep import begin
+from orchestrator.config.compose import load
+from orchestrator.ledger.events import Started
+from orchestrator.measure.candidate import is_complete, run_candidate
+from orchestrator.measure.opening import begin
+from orchestrator.recovery.restore import recovery_load_checks, restore
+from orchestrator.servers.context import SweepContext
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams, summary
 
 OVERRIDES = ["run.repeats=2", "run.profiles=[serial,decode_heavy]", "run.recovery_profiles=[decode_heavy]"]
@@ -186,9 +186,9 @@ def test_recovery_checks_table() -> None:
 def test_an_unrecorded_launch_is_found_only_by_its_exact_argv_and_start_time(tmp_path: Path) -> None:
     cfg, _ = load(OVERRIDES)
     from launch.spec import render_spec
-    from orchestrator.events import Launching
-    from orchestrator.leftovers import find_unrecorded
-    from orchestrator.seams import ProcessInfo
+    from orchestrator.ledger.events import Launching
+    from orchestrator.servers.leftovers import find_unrecorded
+    from orchestrator.servers.seams import ProcessInfo
 
     spec = render_spec(cfg.service, cfg.baseline, cfg.host)
     spec_file = tmp_path / "spec.json"

@@ -22,8 +22,8 @@ from load.sources import (
     shares_prefix,
 )
 from load.workload import BuiltPrompt
-from orchestrator.config import load
-from orchestrator.validate import validate
+from orchestrator.config.compose import load
+from orchestrator.config.validate import validate
 
 PROMPTS = CONF_DIR / "workload"
 

@@ -15,20 +15,19 @@ import pytest
 from contracts.errors import ConfigError
 from contracts.results import CandidateRun, ProfileSummary, read_model, write_model
 from contracts.schema import GauntletConfig, RunConfig, WorkloadConfig
-from orchestrator.config import load
-from orchestrator.events import JobFinished, JobStarted, Started, TornDown
-from orchestrator.jobs import (
+from orchestrator.app.jobs import run_job, scheduler_signals
+from orchestrator.config.compose import load
+from orchestrator.ledger.events import JobFinished, JobStarted, Started, TornDown
+from orchestrator.ledger.journal import Journal, RemoteJob
+from orchestrator.ledger.nodes import Place, acquire_slot, job_place, launching_place, this_node
+from orchestrator.ledger.opening import (
     JobInterrupted,
     read_opening,
-    run_job,
-    scheduler_signals,
     stop_checkpoint,
     why_not_open,
     write_opening,
 )
-from orchestrator.journal import Journal, RemoteJob
-from orchestrator.nodes import Place, acquire_slot, job_place, launching_place, this_node
-from orchestrator.scheduler import cancel_job
+from orchestrator.servers.scheduler import cancel_job
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams, summary
 
 
@@ -236,14 +235,14 @@ def test_simulated_node_slots_are_exclusive_and_a_full_cluster_waits(tmp_path: P
     ],
 )
 def test_which_launchers_run_jobs_on_other_nodes(launcher: str, nodes: int, elsewhere: bool) -> None:
-    from orchestrator.hydra_app import jobs_run_elsewhere
+    from orchestrator.app.hydra_app import jobs_run_elsewhere
 
     cfg = GauntletConfig(run=RunConfig(simulated_nodes=nodes))
     assert jobs_run_elsewhere(launcher, cfg) is elsewhere
 
 
 def test_submitit_local_without_simulated_nodes_is_refused_naming_the_setting() -> None:
-    from orchestrator.hydra_app import jobs_run_elsewhere
+    from orchestrator.app.hydra_app import jobs_run_elsewhere
 
     with pytest.raises(ConfigError, match=r"run\.simulated_nodes"):
         jobs_run_elsewhere(
@@ -261,7 +260,7 @@ def test_submitit_local_without_simulated_nodes_is_refused_naming_the_setting() 
 def test_a_jobs_time_limit_covers_three_launches_and_every_profile(
     startup_s: float, profiles: list[tuple[int, float]], minutes: int
 ) -> None:
-    from orchestrator.jobs import job_minutes
+    from orchestrator.config.compose import job_minutes
 
     assert job_minutes(startup_s, profiles) == minutes
 
@@ -281,7 +280,7 @@ def test_the_launcher_presets_compose_with_the_hosts_gpus_and_a_computed_time_li
     from hydra.core.global_hydra import GlobalHydra
 
     from contracts.paths import CONF_DIR
-    from orchestrator.config import register_configs
+    from orchestrator.config.compose import register_configs
 
     register_configs()
     GlobalHydra.instance().clear()

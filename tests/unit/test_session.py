@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from contracts.errors import StartupFailure
-from orchestrator.config import load
-from orchestrator.context import SweepContext
-from orchestrator.journal import Journal
-from orchestrator.measure import run_candidate
-from orchestrator.restore import effective_config_checks, expected_cache_config, restore
-from orchestrator.rollback import rollback, stop, what_runs
-from orchestrator.session import Servers
-from orchestrator.sweep import begin
+from orchestrator.config.compose import load
+from orchestrator.ledger.journal import Journal
+from orchestrator.measure.candidate import run_candidate
+from orchestrator.measure.opening import begin
+from orchestrator.recovery.restore import effective_config_checks, expected_cache_config, restore
+from orchestrator.recovery.rollback import rollback, stop, what_runs
+from orchestrator.servers.context import SweepContext
+from orchestrator.servers.session import Servers
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams, server_transport
 
 OVERRIDES = ["run.repeats=1", "run.profiles=[serial]", "run.recovery_profiles=[decode_heavy]"]

@@ -10,7 +10,7 @@ import pytest
 from contracts.errors import SpecError, SpecTamperedError
 from contracts.schema import CandidateConfig, HostConfig, ServiceConfig
 from launch.spec import LaunchSpec, diff_specs, render_flag, render_spec
-from orchestrator.config import load
+from orchestrator.config.compose import load
 
 BASE = [
     "--served-model-name", "deepseek-v4-flash", "--host", "127.0.0.1", "--port", "8000",

@@ -1,6 +1,6 @@
 """Validate the typed configuration: every problem named by file, field, value and what is allowed.
 
-Pipeline position: right after composition (:mod:`orchestrator.config`), before any launch spec is
+Pipeline position: right after composition (:mod:`orchestrator.config.compose`), before any launch spec is
 rendered; also where a sweep's recorded ``config.yaml`` is checked again (rollback, stop). Pure apart from
 reading the YAML files an error names, and free of Hydra and OmegaConf, so the commands that rebuild from
 disk do not load them. All problems are reported together and nothing starts.
@@ -29,8 +29,7 @@ from contracts.schema import (
     placement_problem,
 )
 from load.sources import source_problems
-from orchestrator.capacity_search import capacity_problems
-from orchestrator.config_guard import abuse_problems
+from orchestrator.config.guard import abuse_problems
 
 #: --moe-backend values vLLM 0.32 accepts (vllm/config/kernel.py, MoEBackend).
 MOE_BACKENDS = (
@@ -439,3 +438,37 @@ def check_candidate_names(search_path: Iterable[Path] = (CONF_DIR,)) -> None:
                 )
     if problems:
         raise ConfigError(problems)
+
+
+def capacity_problems(cfg: GauntletConfig, slo_file: str, where: str) -> list[ConfigProblem]:
+    """Problems of the SLO (``conf/slo/``) and capacity settings; checked with the rest of the config."""
+    out: list[ConfigProblem] = []
+    slo = cfg.slo
+    if not 0 < slo.percentile <= 100:
+        out.append(ConfigProblem(slo_file, "slo.percentile", slo.percentile, "a percentile in (0, 100]"))
+    for name in ("ttft_s", "tpot_s", "first_visible_s", "e2e_s"):
+        value = getattr(slo, name)
+        if value is not None and value <= 0:
+            out.append(ConfigProblem(slo_file, f"slo.{name}", value, "a positive time in seconds, or null"))
+    cap = cfg.capacity
+    if cap.profile is None:
+        return out
+    if cap.profile not in cfg.workloads:
+        allowed = f"a workload name: {', '.join(sorted(cfg.workloads))}, or null (no capacity search)"
+        out.append(ConfigProblem(where, "capacity.profile", cap.profile, allowed))
+    if all(getattr(slo, n) is None for n in ("ttft_s", "tpot_s", "first_visible_s", "e2e_s")):
+        out.append(ConfigProblem(slo_file, "slo", slo.name, "at least one threshold for a capacity search"))
+    checks = [
+        ("capacity.min_level", cap.min_level, cap.min_level > 0, "a positive load level"),
+        ("capacity.max_level", cap.max_level, cap.max_level >= cap.min_level, ">= capacity.min_level"),
+        ("capacity.growth", cap.growth, cap.growth > 1, "a factor > 1"),
+        ("capacity.resolution", cap.resolution, cap.resolution > 0, "a fraction > 0"),
+        ("capacity.max_points", cap.max_points, cap.max_points >= 2, "an integer >= 2"),
+        ("capacity.noise", cap.noise, cap.noise >= 0, "a fraction >= 0"),
+        ("capacity.max_repeats", cap.max_repeats, cap.max_repeats >= 1, "an integer >= 1"),
+        ("capacity.waves", cap.waves, cap.waves > 0, "a positive number of waves"),
+        ("capacity.duration_s", cap.duration_s, cap.duration_s > 0, "a positive duration in seconds"),
+        ("capacity.min_requests", cap.min_requests, cap.min_requests >= 1, "an integer >= 1"),
+    ]
+    out.extend(ConfigProblem(where, key, value, allowed) for key, value, ok, allowed in checks if not ok)
+    return out

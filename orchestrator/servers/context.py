@@ -1,9 +1,9 @@
 """One sweep directory and what acting on it needs: the typed configuration, the journal, the seams.
 
-Pipeline position: shared by the orchestrator's steps (:mod:`orchestrator.sweep` opens the directory,
-:mod:`orchestrator.measure` measures candidates, :mod:`orchestrator.restore` restores the retained
-configuration, :mod:`orchestrator.rollback` acts on it afterwards). It holds no logic of its own beyond
-where things live in the directory and how a candidate renders.
+Pipeline position: shared by the orchestrator's steps (:mod:`orchestrator.measure.opening` opens the
+directory, :mod:`orchestrator.measure.candidate` measures candidates, :mod:`orchestrator.recovery.restore`
+restores the retained configuration, :mod:`orchestrator.recovery.rollback` acts on it afterwards). It holds
+no logic of its own beyond where things live in the directory and how a candidate renders.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from pathlib import Path
 
 from contracts.schema import CandidateConfig, GauntletConfig
 from launch.spec import LaunchSpec, render_spec
-from orchestrator.journal import Journal
-from orchestrator.nodes import Place, launching_place
-from orchestrator.seams import Say, Seams
-from orchestrator.session import Servers
+from orchestrator.ledger.journal import Journal
+from orchestrator.ledger.nodes import Place, launching_place
+from orchestrator.servers.seams import Say, Seams
+from orchestrator.servers.session import Servers
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class SweepContext:
         return cls(cfg, sweep_dir, Servers(Journal.of_sweep(sweep_dir, where), seams))
 
     def check_stop(self) -> None:
-        """Stop here when the sweep was stopped (jobs only: :func:`orchestrator.jobs.stop_checkpoint`)."""
+        """Stop here when the sweep was stopped (jobs only: :func:`orchestrator.app.jobs.stop_checkpoint`)."""
         if self.checkpoint is not None:
             self.checkpoint()
 

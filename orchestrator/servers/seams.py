@@ -21,7 +21,7 @@ from contracts.results import GpuMemory, HostProbe, ProfileSummary, TeardownReco
 from launch.spec import LaunchSpec
 
 if TYPE_CHECKING:
-    from orchestrator.journal import RemoteJob
+    from orchestrator.ledger.journal import RemoteJob
 
 
 class ServerHandle(Protocol):
@@ -104,12 +104,13 @@ class Seams:
     watch_interval_s: float = 1.0
     stop: threading.Event = field(default_factory=threading.Event)
     processes: Callable[[], list[ProcessInfo]] = field(default_factory=lambda: list_processes)
-    #: Cancels a job of this sweep on another node (orchestrator.scheduler.cancel_job); returns what it did.
+    #: Cancels a job of this sweep on another node (orchestrator.servers.scheduler.cancel_job); returns what
+    #: it did.
     cancel_job: Callable[[RemoteJob, Path], str] = field(default_factory=lambda: _cancel_job)
 
 
 def _cancel_job(job: RemoteJob, sweep_dir: Path) -> str:
-    from orchestrator.scheduler import cancel_job  # noqa: PLC0415
+    from orchestrator.servers.scheduler import cancel_job  # noqa: PLC0415
 
     return cancel_job(job, sweep_dir)
 

@@ -1,9 +1,9 @@
 """The sweep's steps on one directory: open it, measure each candidate, restore what is retained.
 
-Pipeline position: the orchestrator box, driven by the Hydra entry point (:mod:`orchestrator.hydra_app`)
-and by ``rollback`` (:mod:`orchestrator.rollback`). Each step is its own module, joined by a
-:class:`~orchestrator.context.SweepContext` (typed config, journal, seams) and holding servers through
-:class:`~orchestrator.session.ServerSession`:
+Pipeline position: the orchestrator box, driven by the Hydra entry point (:mod:`orchestrator.app.hydra_app`)
+and by ``rollback`` (:mod:`orchestrator.recovery.rollback`). Each step is its own module, joined by a
+:class:`~orchestrator.servers.context.SweepContext` (typed config, journal, seams) and holding servers through
+:class:`~orchestrator.servers.session.ServerSession`:
 
     begin(ctx)                          here: record the retained spec, stop leftovers, take over the live
                                         service, probe the host
@@ -30,9 +30,9 @@ from pathlib import Path
 from contracts.errors import SpecError
 from contracts.results import write_model
 from launch.spec import LaunchSpec, diff_specs
-from orchestrator.context import SweepContext
-from orchestrator.events import RetainedRecorded, SweepStarted
-from orchestrator.leftovers import stop_leftovers, take_over_live_service
+from orchestrator.ledger.events import RetainedRecorded, SweepStarted
+from orchestrator.servers.context import SweepContext
+from orchestrator.servers.leftovers import stop_leftovers, take_over_live_service
 
 
 def begin(ctx: SweepContext, *, previous: Path | None = None, keep_live: bool = False) -> None:

@@ -1,9 +1,11 @@
 """Compose and type the configuration with Hydra (the boundary where omegaconf stops).
 
 Pipeline position: ``conf/*.yaml`` --compose (Hydra)--> DictConfig --:func:`to_typed`--> GauntletConfig
---:func:`orchestrator.validate.validate`--> ready to render launch specs. With :mod:`orchestrator.hydra_app`
-the only module that imports Hydra or OmegaConf; validation itself lives in :mod:`orchestrator.validate`,
-Hydra's errors read as ConfigErrors in :mod:`orchestrator.compose_errors`.
+--:func:`orchestrator.config.validate.validate`--> ready to render launch specs. With
+:mod:`orchestrator.app.hydra_app`
+the only module that imports Hydra or OmegaConf; validation itself lives in
+:mod:`orchestrator.config.validate`,
+Hydra's errors read as ConfigErrors in :mod:`orchestrator.config.compose_errors`.
 """
 
 from __future__ import annotations
@@ -35,13 +37,13 @@ from contracts.schema import (
     GauntletConfig,
     WorkloadConfig,
 )
-from orchestrator.compose_errors import translate_compose_error
-from orchestrator.config_guard import check_yaml_files, config_roots
-from orchestrator.validate import Sources, validate
+from orchestrator.config.compose_errors import translate_compose_error
+from orchestrator.config.guard import check_yaml_files, config_roots
+from orchestrator.config.validate import Sources, validate
 
 #: The module whose ``@hydra.main`` runs the sweep: a relative ``--config-path`` resolves against its
 #: package, and its task name names Hydra's job, exactly as for the sweep (see :func:`create_hydra`).
-APP_MODULE = "orchestrator.hydra_app"
+APP_MODULE = "orchestrator.app.hydra_app"
 CONFIG_NAME = "config"
 
 
@@ -56,7 +58,6 @@ def register_configs() -> None:
 
 
 def _job_minutes(*, _root_: DictConfig) -> int:
-    from orchestrator.jobs import job_minutes  # noqa: PLC0415
 
     run, workloads = _root_.run, _root_.workloads
     profiles = [
@@ -473,3 +474,14 @@ def load(
     typed = to_typed(cfg)
     validate(typed, sources)
     return typed, sources
+
+
+def job_minutes(
+    startup_timeout_s: float, profiles: Sequence[tuple[int, float]], *, margin: float = 1.25
+) -> int:
+    """A scheduler time limit for one job, in minutes: three launches (the node's baseline, the candidate,
+    the baseline block after it), each at most every profile given as (repeats, time_limit_s), with a
+    margin (an over-estimate: a block runs only the recovery profiles)."""
+    load_s = sum(repeats * limit_s for repeats, limit_s in profiles)
+    seconds = 3 * (startup_timeout_s + load_s) * margin
+    return max(10, int(seconds // 60) + 1)

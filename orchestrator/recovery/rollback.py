@@ -24,15 +24,15 @@ from contracts.errors import GauntletError, RollbackError, SpecError
 from contracts.results import CandidateRun, RecoveryValidation, read_model
 from contracts.schema import GauntletConfig, read_sweep_config
 from launch.spec import LaunchSpec
-from orchestrator.context import SweepContext
-from orchestrator.events import LiveServer, RollbackRequested, StopFinished, StopRequested
-from orchestrator.journal import Journal, JournalState
-from orchestrator.leftovers import read_for_stopping, stop_leftovers
-from orchestrator.nodes import launching_place
-from orchestrator.restore import healthy_retained, restore, validate_retained
-from orchestrator.seams import Seams
-from orchestrator.session import Servers
-from orchestrator.validate import Sources, validate
+from orchestrator.config.validate import Sources, validate
+from orchestrator.ledger.events import LiveServer, RollbackRequested, StopFinished, StopRequested
+from orchestrator.ledger.journal import Journal, JournalState
+from orchestrator.ledger.nodes import launching_place
+from orchestrator.recovery.restore import healthy_retained, restore, validate_retained
+from orchestrator.servers.context import SweepContext
+from orchestrator.servers.leftovers import read_for_stopping, stop_leftovers
+from orchestrator.servers.seams import Seams
+from orchestrator.servers.session import Servers
 
 DEFAULT_SWEEPS = Path("sweeps")
 
@@ -93,8 +93,8 @@ def cancel_remote_jobs(journal: Journal, sweep_dir: Path, seams: Seams) -> int:
     submitted that has not returned (one still queued has no journal yet). Returns how many were asked
     to stop; each job's own signal handler tears its server down.
     """
-    from orchestrator.jobs import write_opening  # noqa: PLC0415
-    from orchestrator.scheduler import submitted_jobs  # noqa: PLC0415
+    from orchestrator.ledger.opening import write_opening  # noqa: PLC0415
+    from orchestrator.servers.scheduler import submitted_jobs  # noqa: PLC0415
 
     if (sweep_dir / "opening.json").exists():  # first: a job that starts from now on starts nothing
         write_opening(sweep_dir, "stopped", node=launching_place().node, reason="rollback or stop requested")

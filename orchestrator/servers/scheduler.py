@@ -1,9 +1,11 @@
 """Cancelling a sweep's jobs on other nodes through their scheduler, never by signalling a remote pid.
 
-Pipeline position: used by ``rollback`` and ``stop`` (:mod:`orchestrator.rollback`) for the jobs that
-:meth:`orchestrator.journal.Journal.remote_jobs` lists. A job run by ``hydra/launcher=submitit_slurm`` is
+Pipeline position: used by ``rollback`` and ``stop`` (:mod:`orchestrator.recovery.rollback`) for the jobs that
+:meth:`orchestrator.ledger.journal.Journal.remote_jobs` lists. A job run by ``hydra/launcher=submitit_slurm``
+is
 cancelled with submitit's ``SlurmJob.cancel`` (``scancel``); SLURM then signals the job, whose own handler
-tears its server down (:func:`orchestrator.hydra_app.job`). A job of ``submitit_local`` runs on this machine
+tears its server down (:func:`orchestrator.app.hydra_app.job`). A job of ``submitit_local`` runs on this
+machine
 under submitit's controller process; it is cancelled the way submitit itself stops it, SIGTERM to that
 controller (which forwards it to the job), and only after the controller's command line proves it is one.
 """
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from orchestrator.journal import RemoteJob
+from orchestrator.ledger.journal import RemoteJob
 
 #: What the submitit local controller's command line contains (``python -m submitit.local._local DIR``).
 LOCAL_CONTROLLER = "submitit.local._local"

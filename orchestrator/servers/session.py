@@ -29,7 +29,7 @@ from contracts.errors import StartupFailure
 from contracts.results import StartupRecord, TeardownRecord, WatchEvent
 from launch.failures import startup_record
 from launch.spec import LaunchSpec
-from orchestrator.events import (
+from orchestrator.ledger.events import (
     Launching,
     LiveServer,
     Ready,
@@ -38,8 +38,8 @@ from orchestrator.events import (
     TearingDown,
     TornDown,
 )
-from orchestrator.journal import Journal
-from orchestrator.seams import Seams
+from orchestrator.ledger.journal import Journal
+from orchestrator.servers.seams import Seams
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """Config abuse guards: hostile YAML files, flags that would move the retained service, names unfit for paths.
 
-Pipeline position: next to :mod:`orchestrator.validate`. :func:`yaml_file_problems` runs before Hydra
+Pipeline position: next to :mod:`orchestrator.config.validate`. :func:`yaml_file_problems` runs before Hydra
 composes anything (an anchor bomb expands to millions of nodes inside OmegaConf and never returns);
-:func:`abuse_problems` runs inside :func:`orchestrator.validate.validate`, before any launch spec is
+:func:`abuse_problems` runs inside :func:`orchestrator.config.validate.validate`, before any launch spec is
 rendered. Every problem names its file and field; nothing starts. Free of Hydra, pure apart from reading
 the YAML files.
 """

@@ -1,6 +1,7 @@
 """Interleaved baseline blocks (ABA): the retained configuration measured again after each candidate.
 
-Pipeline position: the orchestrator's middle step, right after :func:`orchestrator.measure.run_candidate`
+Pipeline position: the orchestrator's middle step, right after
+:func:`orchestrator.measure.candidate.run_candidate`
 (``run.interleave``). The sweep's order becomes baseline, candidate, baseline, candidate, ... on the
 launching host, and the same per node in a parallel sweep (a node's last block opens its next job). Each
 block is a fresh launch of the retained spec that runs ``run.recovery_profiles``
@@ -22,10 +23,11 @@ from contracts.errors import GauntletError
 from contracts.results import CandidateRun, ProfileSummary, WatchEvent, read_model, write_model
 from contracts.schema import CandidateConfig
 from contracts.sweepdir import BLOCK_PREFIX, BLOCKS_DIR
-from orchestrator.context import SweepContext
-from orchestrator.events import SkippedComplete
-from orchestrator.measure import fresh_result_dir, measure_profile, server_lost
-from orchestrator.seams import backend_of
+from orchestrator.ledger.events import SkippedComplete
+from orchestrator.measure.candidate import fresh_result_dir
+from orchestrator.measure.profile import measure_profile, server_lost
+from orchestrator.servers.context import SweepContext
+from orchestrator.servers.seams import backend_of
 
 
 def block_dir(ctx: SweepContext, baseline: str, after: str) -> Path:

@@ -2,7 +2,7 @@
 
 Pipeline position: the orchestrator's sweep, on the job side of ``hydra/launcher=submitit_slurm`` (or
 ``submitit_local``, or any launcher that runs jobs outside the launching process). The launching process
-opened the sweep (:mod:`orchestrator.sweep`) and wrote the opening marker; a job here
+opened the sweep (:mod:`orchestrator.measure.opening`) and wrote the opening marker; a job here
 
 1. starts nothing unless the marker says the sweep opened (a remote job has no memory of the opening),
 2. takes its node (on a simulated cluster: a node slot, its own simulator and port),
@@ -28,109 +28,28 @@ signal was lost stops there.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
-from typing import Literal
 
 from contracts.errors import GauntletError
 from contracts.results import CandidateRun, read_model
 from contracts.schema import GauntletConfig
 from contracts.sweepdir import BLOCKS_DIR, load_baseline
 from gates.drift import evaluate_node_drift
-from orchestrator.context import SweepContext
-from orchestrator.events import JobFinished, JobStarted
-from orchestrator.interleave import measure_block
-from orchestrator.journal import utc_now
-from orchestrator.measure import is_complete, run_candidate
-from orchestrator.nodes import SIM_SPEED_VARIABLE, Place, acquire_slot
-from orchestrator.seams import Seams
-
-OPENING_FILE = "opening.json"
-#: ``stopped``: ``rollback`` or ``stop`` ended the sweep; a job that starts afterwards starts nothing.
-OpeningState = Literal["opening", "open", "failed", "stopped"]
-
-
-@dataclass(frozen=True)
-class Opening:
-    """What the launching process wrote about opening the sweep."""
-
-    state: OpeningState
-    reason: str = ""
-    node: str = ""
-    at: str = ""
-
-
-def write_opening(sweep_dir: Path, state: OpeningState, *, node: str, reason: str = "") -> None:
-    """Write the opening marker atomically (jobs on other nodes read it from the shared directory)."""
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    tmp = sweep_dir / f".{OPENING_FILE}.{os.getpid()}"
-    tmp.write_text(json.dumps({"state": state, "reason": reason, "node": node, "at": utc_now()}) + "\n")
-    os.replace(tmp, sweep_dir / OPENING_FILE)
-
-
-def read_opening(sweep_dir: Path) -> Opening | None:
-    """The opening marker, or None when there is none (or it cannot be read: then nothing may start)."""
-    try:
-        data = json.loads((sweep_dir / OPENING_FILE).read_text())
-        return Opening(state=data["state"], reason=data.get("reason", ""), node=data.get("node", ""),
-                       at=data.get("at", ""))  # fmt: skip
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def why_not_open(sweep_dir: Path) -> str | None:
-    """Why a job must not start anything (None when the sweep opened)."""
-    opening = read_opening(sweep_dir)
-    if opening is None:
-        return f"no readable {OPENING_FILE} in {sweep_dir}: the sweep was not opened"
-    if opening.state == "failed":
-        return f"the sweep did not open: {opening.reason}"
-    if opening.state == "stopped":
-        return f"the sweep was stopped: {opening.reason}"
-    if opening.state != "open":
-        return f"the sweep is still {opening.state} (its opening did not finish)"
-    return None
-
-
-def job_minutes(
-    startup_timeout_s: float, profiles: Sequence[tuple[int, float]], *, margin: float = 1.25
-) -> int:
-    """A scheduler time limit for one job, in minutes: three launches (the node's baseline, the candidate,
-    the baseline block after it), each at most every profile given as (repeats, time_limit_s), with a
-    margin (an over-estimate: a block runs only the recovery profiles)."""
-    load_s = sum(repeats * limit_s for repeats, limit_s in profiles)
-    seconds = 3 * (startup_timeout_s + load_s) * margin
-    return max(10, int(seconds // 60) + 1)
-
-
-class JobInterrupted(KeyboardInterrupt):
-    """The scheduler asked the job to stop (SIGTERM): unwinds like Ctrl-C, tearing the server down."""
-
-
-def stop_checkpoint(sweep_dir: Path) -> Callable[[], None]:
-    """A job's checkpoint (before each launch and each profile): the sweep's marker says ``stopped``.
-
-    The scheduler's SIGTERM is the fast path; the marker, written before any job is signalled, is the
-    one that cannot be lost. A signal can miss its job (submitit's local controller forwards SIGTERM only
-    to the tasks it has started) and an exception raised by a signal handler can be swallowed where it
-    lands (a finalizer, an event-loop callback): a CI run saw a job measure on for 12 s after ``stop``.
-    From the next checkpoint on, such a job stops as if interrupted.
-    """
-
-    def check() -> None:
-        opening = read_opening(sweep_dir)
-        if opening is not None and opening.state == "stopped":
-            raise JobInterrupted(f"the sweep was stopped ({opening.reason or 'stop'}), seen at a checkpoint")
-
-    return check
+from orchestrator.ledger.events import JobFinished, JobStarted
+from orchestrator.ledger.nodes import SIM_SPEED_VARIABLE, Place, acquire_slot
+from orchestrator.ledger.opening import JobInterrupted, stop_checkpoint, why_not_open
+from orchestrator.measure.candidate import is_complete, run_candidate
+from orchestrator.measure.interleave import measure_block
+from orchestrator.servers.context import SweepContext
+from orchestrator.servers.seams import Seams
 
 
 @contextmanager

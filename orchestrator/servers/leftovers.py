@@ -15,12 +15,12 @@ from pathlib import Path
 
 from contracts.errors import RollbackError, SpecError
 from launch.spec import LaunchSpec, diff_specs
-from orchestrator.context import SweepContext
-from orchestrator.events import Launching, LiveServer, TornDown, Vanished
-from orchestrator.journal import Journal, JournalState
-from orchestrator.nodes import launching_place
-from orchestrator.seams import ProcessInfo
-from orchestrator.session import Servers
+from orchestrator.ledger.events import Launching, LiveServer, TornDown, Vanished
+from orchestrator.ledger.journal import Journal, JournalState
+from orchestrator.ledger.nodes import launching_place
+from orchestrator.servers.context import SweepContext
+from orchestrator.servers.seams import ProcessInfo
+from orchestrator.servers.session import Servers
 
 
 def read_for_stopping(spec_file: str) -> LaunchSpec:

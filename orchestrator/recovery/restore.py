@@ -32,13 +32,13 @@ from contracts.results import (
 )
 from contracts.schema import CandidateConfig, ServiceConfig
 from launch.spec import LaunchSpec, diff_specs
-from orchestrator.context import SweepContext
-from orchestrator.events import Restored, Restoring, Validated, ValidationFailed
-from orchestrator.journal import JournalState
-from orchestrator.leftovers import stop_leftovers
-from orchestrator.measure import free_memory, measure_profile
-from orchestrator.seams import backend_of
-from orchestrator.session import Servers, ServerSession
+from orchestrator.ledger.events import Restored, Restoring, Validated, ValidationFailed
+from orchestrator.ledger.journal import JournalState
+from orchestrator.measure.profile import free_memory, measure_profile
+from orchestrator.servers.context import SweepContext
+from orchestrator.servers.leftovers import stop_leftovers
+from orchestrator.servers.seams import backend_of
+from orchestrator.servers.session import Servers, ServerSession
 
 
 def restore(ctx: SweepContext, *, reason: str, keep_live: bool = False) -> RecoveryValidation:

@@ -1,6 +1,7 @@
 """Adaptive repeats in a sweep: judge a candidate between its repeats, and know when it is done.
 
-Pipeline position: beside :mod:`orchestrator.measure`, which asks :func:`look` after each of a candidate's
+Pipeline position: beside :mod:`orchestrator.measure.candidate`, which asks :func:`look` after each of a
+candidate's
 repeats whether to measure another (the stopping rule is :mod:`gates.sequential`, the verdict
 :func:`gates.evaluate_sweep` on what is on disk so far), and :func:`settled_repeats` on resume. Each look
 and the end of the loop are journalled (``repeat_looked``, ``repeats_settled``), which is how a resumed
@@ -14,8 +15,8 @@ from contracts.results import CandidateRun, write_model
 from contracts.verdicts import Decision
 from gates.sequential import SequentialPlan, candidate_plan
 from gates.verdict import evaluate_sweep
-from orchestrator.context import SweepContext
-from orchestrator.events import DiscardingPartial, RepeatLooked, RepeatsSettled, Role
+from orchestrator.ledger.events import DiscardingPartial, RepeatLooked, RepeatsSettled, Role
+from orchestrator.servers.context import SweepContext
 
 
 def plan_for(ctx: SweepContext, role: Role) -> SequentialPlan:

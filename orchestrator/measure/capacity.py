@@ -1,10 +1,11 @@
 """The capacity search against a live server: the highest load each candidate serves within the SLO.
 
-Pipeline position: part of measuring a candidate (:func:`orchestrator.measure.run_candidate` calls
+Pipeline position: part of measuring a candidate (:func:`orchestrator.measure.candidate.run_candidate` calls
 :func:`run_capacity` after the profiles, on the same server). The core, which levels to measure and when
-to stop, is :mod:`orchestrator.capacity_search`; here each level becomes a run of the configured
+to stop, is :mod:`orchestrator.measure.capacity_search`; here each level becomes a run of the configured
 workload with its rate (open loop) or concurrency (closed loop) set, through the same
-:func:`~orchestrator.measure.measure_profile` as every profile (journal, watcher, SLO in the summary).
+:func:`~orchestrator.measure.candidate.measure_profile` as every profile (journal, watcher, SLO in the
+summary).
 Runs go to ``candidates/<name>/capacity/<level>/a<attempt>/``; the answer to
 ``candidates/<name>/capacity.json`` (:class:`~contracts.results.CapacityResult`). Within a search no
 level is measured twice except to settle noise, and the level the profile itself is configured at
@@ -30,10 +31,10 @@ from contracts.results import (
 )
 from contracts.schema import CandidateConfig, CapacityConfig, WorkloadConfig
 from load.workload import scaled_counts
-from orchestrator.capacity_search import SearchResult, SearchSettings, search
-from orchestrator.context import SweepContext
-from orchestrator.measure import measure_profile, server_lost
-from orchestrator.session import ServerSession
+from orchestrator.measure.capacity_search import SearchResult, SearchSettings, search
+from orchestrator.measure.profile import measure_profile, server_lost
+from orchestrator.servers.context import SweepContext
+from orchestrator.servers.session import ServerSession
 
 
 class _ServerLost(Exception):

@@ -58,22 +58,23 @@ from contracts.errors import (
 from contracts.paths import CONF_DIR
 from contracts.results import RecoveryValidation
 from contracts.schema import GauntletConfig
-from orchestrator.compose_errors import translate_compose_error
-from orchestrator.config import register_configs, sources_from_hydra, to_typed
-from orchestrator.config_guard import check_yaml_files, config_roots
-from orchestrator.context import SweepContext
-from orchestrator.events import SweepFinished
-from orchestrator.interleave import measure_block
-from orchestrator.jobs import run_job, write_opening
-from orchestrator.leftovers import stop_leftovers
-from orchestrator.lock import SweepLock
-from orchestrator.measure import run_candidate
-from orchestrator.nodes import Place, job_place, launching_place
-from orchestrator.restore import restore
-from orchestrator.rollback import what_runs
-from orchestrator.seams import Seams, real_seams, say_stderr
-from orchestrator.sweep import begin
-from orchestrator.validate import Sources, check_candidate_names, validate
+from orchestrator.app.jobs import run_job
+from orchestrator.config.compose import register_configs, sources_from_hydra, to_typed
+from orchestrator.config.compose_errors import translate_compose_error
+from orchestrator.config.guard import check_yaml_files, config_roots
+from orchestrator.config.validate import Sources, check_candidate_names, validate
+from orchestrator.ledger.events import SweepFinished
+from orchestrator.ledger.lock import SweepLock
+from orchestrator.ledger.nodes import Place, job_place, launching_place
+from orchestrator.ledger.opening import write_opening
+from orchestrator.measure.candidate import run_candidate
+from orchestrator.measure.interleave import measure_block
+from orchestrator.measure.opening import begin
+from orchestrator.recovery.restore import restore
+from orchestrator.recovery.rollback import what_runs
+from orchestrator.servers.context import SweepContext
+from orchestrator.servers.leftovers import stop_leftovers
+from orchestrator.servers.seams import Seams, real_seams, say_stderr
 
 
 class SweepController:
@@ -92,7 +93,7 @@ class SweepController:
         #: The retained server was stopped at the end (``run.retained_after_sweep: stop``).
         self.retained_stopped = False
         #: Every job runs on another node (a launcher's worker processes): the live service is never
-        #: stopped, each job measures the baseline on its own node (orchestrator.jobs).
+        #: stopped, each job measures the baseline on its own node (orchestrator.app.jobs).
         self.zero_downtime = False
         #: One sweep per service port on this host (taken by :meth:`open`, released by :func:`main`).
         self.lock: SweepLock | None = None
@@ -463,7 +464,7 @@ def job(config: DictConfig) -> str:
     """One Hydra job: measure one candidate (the baseline was measured when the sweep opened).
 
     A job a launcher runs in a worker process (no controller here; maybe another node) goes through
-    :func:`orchestrator.jobs.run_job`: opening marker, node, its own journal, paired baseline, signals.
+    :func:`orchestrator.app.jobs.run_job`: opening marker, node, its own journal, paired baseline, signals.
     """
     controller = _ACTIVE.get()
     if controller is not None and controller.failure is not None:

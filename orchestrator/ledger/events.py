@@ -1,6 +1,7 @@
 """Journal events: one small typed record per kind of state change a sweep announces.
 
-Pipeline position: the vocabulary of :mod:`orchestrator.journal`. Every line of ``journal.jsonl`` is one
+Pipeline position: the vocabulary of :mod:`orchestrator.ledger.journal`. Every line of ``journal.jsonl`` is
+one
 of these events as flat JSON (``{"at": ..., "event": "started", "candidate": ..., "pid": ...}``), the same
 lines earlier versions wrote, so their journals still replay. Writers build an event
 (``Started(candidate=..., pid=...)``) and :meth:`Journal.append` stamps ``at``; readers get the events back
@@ -34,7 +35,7 @@ class Event(BaseModel):
 
     event: ClassVar[str] = ""
     at: str = ""  # ISO 8601 UTC, stamped by Journal.append when the line is written
-    node: str | None = None  # the writer's node (orchestrator.nodes), stamped by Journal.append
+    node: str | None = None  # the writer's node (orchestrator.ledger.nodes), stamped by Journal.append
     job: str | None = None  # the writer's scheduler job, when a launcher ran it as a job
 
     @property

@@ -1,6 +1,7 @@
 """The capacity search's core: bracketing, then bisection, for the highest load that holds the SLO (pure).
 
-Pipeline position: :mod:`orchestrator.capacity` drives it with a probe that runs one load level against
+Pipeline position: :mod:`orchestrator.measure.capacity` drives it with a probe that runs one load level
+against
 a live server and returns the run's SLO margin (worst threshold / observed percentile; >= 1 holds). The
 core decides which levels to measure and when to stop; it never touches a clock, a socket or a file, so
 it is tested with tables and with the simulator's in-process replay as the probe.
@@ -27,8 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from statistics import median
 
-from contracts.errors import ConfigProblem
-from contracts.schema import CapacityConfig, GauntletConfig
+from contracts.schema import CapacityConfig
 
 #: A probe: (level, attempt 1..) -> the run's SLO margin (>= 1: the SLO held).
 Probe = Callable[[float, int], float]
@@ -158,37 +158,3 @@ def search(probe: Probe, settings: SearchSettings) -> SearchResult:
     searcher.bracket()
     searcher.bisect()
     return searcher.result
-
-
-def capacity_problems(cfg: GauntletConfig, slo_file: str, where: str) -> list[ConfigProblem]:
-    """Problems of the SLO (``conf/slo/``) and capacity settings; checked with the rest of the config."""
-    out: list[ConfigProblem] = []
-    slo = cfg.slo
-    if not 0 < slo.percentile <= 100:
-        out.append(ConfigProblem(slo_file, "slo.percentile", slo.percentile, "a percentile in (0, 100]"))
-    for name in ("ttft_s", "tpot_s", "first_visible_s", "e2e_s"):
-        value = getattr(slo, name)
-        if value is not None and value <= 0:
-            out.append(ConfigProblem(slo_file, f"slo.{name}", value, "a positive time in seconds, or null"))
-    cap = cfg.capacity
-    if cap.profile is None:
-        return out
-    if cap.profile not in cfg.workloads:
-        allowed = f"a workload name: {', '.join(sorted(cfg.workloads))}, or null (no capacity search)"
-        out.append(ConfigProblem(where, "capacity.profile", cap.profile, allowed))
-    if all(getattr(slo, n) is None for n in ("ttft_s", "tpot_s", "first_visible_s", "e2e_s")):
-        out.append(ConfigProblem(slo_file, "slo", slo.name, "at least one threshold for a capacity search"))
-    checks = [
-        ("capacity.min_level", cap.min_level, cap.min_level > 0, "a positive load level"),
-        ("capacity.max_level", cap.max_level, cap.max_level >= cap.min_level, ">= capacity.min_level"),
-        ("capacity.growth", cap.growth, cap.growth > 1, "a factor > 1"),
-        ("capacity.resolution", cap.resolution, cap.resolution > 0, "a fraction > 0"),
-        ("capacity.max_points", cap.max_points, cap.max_points >= 2, "an integer >= 2"),
-        ("capacity.noise", cap.noise, cap.noise >= 0, "a fraction >= 0"),
-        ("capacity.max_repeats", cap.max_repeats, cap.max_repeats >= 1, "an integer >= 1"),
-        ("capacity.waves", cap.waves, cap.waves > 0, "a positive number of waves"),
-        ("capacity.duration_s", cap.duration_s, cap.duration_s > 0, "a positive duration in seconds"),
-        ("capacity.min_requests", cap.min_requests, cap.min_requests >= 1, "an integer >= 1"),
-    ]
-    out.extend(ConfigProblem(where, key, value, allowed) for key, value, ok, allowed in checks if not ok)
-    return out

@@ -1,8 +1,10 @@
 """Hydra's composition errors as ConfigErrors: the file, the field, the value and what is allowed.
 
-Pipeline position: between config composition (:mod:`orchestrator.config`, :mod:`orchestrator.hydra_app`,
+Pipeline position: between config composition (:mod:`orchestrator.config.compose`,
+:mod:`orchestrator.app.hydra_app`,
 which catch Hydra's and OmegaConf's exceptions) and the user. Reads only the exception's text and the
-:class:`orchestrator.validate.Sources` of the composition (search path, overrides), so it imports no Hydra::
+:class:`orchestrator.config.validate.Sources` of the composition (search path, overrides), so it imports no
+Hydra::
 
     except (HydraException, OmegaConfBaseException) as exc:
         raise translate_compose_error(exc, sources) from exc
@@ -21,7 +23,7 @@ from typing import Any
 
 from contracts.errors import ConfigError, ConfigProblem
 from contracts.schema import CandidateConfig, GauntletConfig, HostConfig, LengthConfig, WorkloadConfig
-from orchestrator.validate import Sources, display_path, read_yaml
+from orchestrator.config.validate import Sources, display_path, read_yaml
 
 _KEY_ERROR = re.compile(r"Key '(?P<key>[^']+)' not in '(?P<type>[^']+)'")
 _IN_FILE = re.compile(r"In '(?P<file>[^']+)'")

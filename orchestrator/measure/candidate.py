@@ -9,16 +9,12 @@ run.json, not a crash of the sweep.
 
 from __future__ import annotations
 
-import os
 import shutil
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
-import httpx
-
-from contracts.errors import GauntletError, sweep_dir_error
+from contracts.errors import GauntletError
 from contracts.results import (
     CAPACITY_FILE,
     CandidateRun,
@@ -28,21 +24,17 @@ from contracts.results import (
     read_model,
     write_model,
 )
-from contracts.schema import CandidateConfig, WorkloadConfig
+from contracts.schema import CandidateConfig
 from contracts.verdicts import Decision
 from gates.sequential import SequentialPlan
 from launch.spec import LaunchSpec
-from orchestrator import adaptive
-from orchestrator.context import SweepContext
-from orchestrator.events import DiscardingPartial, LoadFinished, LoadStarted, Role, SkippedComplete
-from orchestrator.journal import utc_now
-from orchestrator.seams import backend_of
-from orchestrator.session import ServerSession
-
-
-def server_lost(events: Sequence[WatchEvent]) -> bool:
-    """The server died, or a profile could not run against it: the remaining profiles would only fail."""
-    return any(e.kind in ("died", "unhealthy") for e in events)
+from orchestrator.ledger.events import DiscardingPartial, Role, SkippedComplete
+from orchestrator.measure import adaptive
+from orchestrator.measure.capacity import run_capacity
+from orchestrator.measure.profile import free_memory, measure_profile, server_lost
+from orchestrator.servers.context import SweepContext
+from orchestrator.servers.seams import backend_of
+from orchestrator.servers.session import ServerSession
 
 
 def is_complete(ctx: SweepContext, name: str) -> bool:
@@ -112,8 +104,6 @@ def run_candidate(ctx: SweepContext, candidate: CandidateConfig, *, role: Role =
         try:
             _run_profiles(ctx, session, measured, run, adaptive.plan_for(ctx, role))
             if not server_lost(measured.watch):
-                from orchestrator.capacity import run_capacity  # noqa: PLC0415 (it imports this module)
-
                 measured.watch.extend(run_capacity(ctx, session, candidate))
         finally:
             # Torn down before run.json is written, so the record carries the teardown (also on Ctrl-C).
@@ -174,69 +164,3 @@ def _run_profiles(
             )
     if plan.adaptive:
         adaptive.settle(ctx, name, repeat, decision)
-
-
-def measure_profile(
-    ctx: SweepContext,
-    session: ServerSession,
-    *,
-    profile: str,
-    repeat: int,
-    out: Path,
-    workload: WorkloadConfig | None = None,
-    load_level: float | None = None,
-) -> list[WatchEvent]:
-    """Run one profile against a live server while a watcher checks it; returns what the watcher saw.
-
-    A load error (the server vanished mid-profile, /tokenize or /metrics unreachable) is evidence, not a
-    crash of the sweep: it is journalled and returned as an ``unhealthy`` event next to whatever the
-    watcher saw (``died`` when the process is gone), and the caller moves on. ``workload`` replaces the
-    configured profile (the capacity search's load levels: its request counts are final, not scaled).
-    """
-    spec = session.spec
-    name = spec.candidate
-    ctx.check_stop()
-    ctx.journal.append(LoadStarted(candidate=name, profile=profile, repeat=repeat))
-    ctx.say(f"{name}: {profile} r{repeat}")
-    failure: str | None = None
-    with session.watching() as watch:
-        try:
-            ctx.seams.run_profile(
-                spec.base_url,
-                spec.served_model_name,
-                workload or ctx.cfg.workloads[profile],
-                candidate=name,
-                fingerprint=spec.fingerprint,
-                repeat=repeat,
-                out_dir=out,
-                backend=backend_of(spec),
-                host=spec.host,
-                time_scale=spec.time_scale,
-                scale=ctx.cfg.run.scale if workload is None else 1.0,
-                slo=ctx.cfg.slo,
-                load_level=load_level,
-                stop=watch.stop,
-                api_key=spec.api_key(os.environ),
-            )
-        except (GauntletError, httpx.HTTPError, OSError) as exc:
-            if (disk := sweep_dir_error(exc, ctx.dir)) is not None:
-                raise disk from exc  # the disk failed, not the candidate: stop, do not measure on
-            failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            ctx.say(f"{name}: {profile} r{repeat} could not complete: {failure}")
-    events = watch.events
-    if failure is not None:
-        events.append(WatchEvent(at=utc_now(), kind="unhealthy", detail=f"{profile} r{repeat}: {failure}"))
-    ctx.journal.append(
-        LoadFinished(candidate=name, profile=profile, repeat=repeat, events=len(events), error=failure)
-    )
-    return events
-
-
-def free_memory(ctx: SweepContext, spec: LaunchSpec) -> list[float] | None:
-    """Free GPU memory per GPU now (after the first profile, i.e. after warmup); None when unknown."""
-    try:
-        gpus = ctx.seams.gpu_memory(spec)
-    except (httpx.HTTPError, GauntletError) as exc:
-        ctx.say(f"could not read GPU memory: {exc}")
-        return None
-    return [g.free_gib for g in gpus] if gpus else None

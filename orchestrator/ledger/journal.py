@@ -1,6 +1,7 @@
 """The journal: an append-only record of every server gauntlet starts or stops, written before it happens.
 
-Pipeline position: beside every stage of a sweep. Each line is a typed event (:mod:`orchestrator.events`)
+Pipeline position: beside every stage of a sweep. Each line is a typed event
+(:mod:`orchestrator.ledger.events`)
 appended, flushed and fsync'ed *before* the state change it announces (``launching`` before the spawn;
 ``started`` with pid, process group and create time right after it), so after any crash of the
 orchestrator, SIGKILL included, replaying the file says exactly what may still be running and what the
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from contracts.errors import JournalError
-from orchestrator.events import (
+from orchestrator.ledger.events import (
     Adopted,
     Event,
     JobFinished,
@@ -46,7 +47,7 @@ from orchestrator.events import (
     Vanished,
     parse_event,
 )
-from orchestrator.nodes import Place
+from orchestrator.ledger.nodes import Place
 
 E = TypeVar("E", bound=Event)
 

@@ -1,0 +1,96 @@
+"""One profile against a live server under a watcher: the unit every measurement is made of.
+
+Pipeline position: the orchestrator's middle step, below a candidate's launch
+(:mod:`orchestrator.measure.candidate`), the baseline's blocks and the capacity search's levels. The load
+runner writes the profile's records and summary; this module journals the run, watches the server and
+turns a load error into evidence (an ``unhealthy`` event), never a crash of the sweep.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import httpx
+
+from contracts.errors import GauntletError, sweep_dir_error
+from contracts.results import WatchEvent
+from contracts.schema import WorkloadConfig
+from launch.spec import LaunchSpec
+from orchestrator.ledger.events import LoadFinished, LoadStarted
+from orchestrator.ledger.journal import utc_now
+from orchestrator.servers.context import SweepContext
+from orchestrator.servers.seams import backend_of
+from orchestrator.servers.session import ServerSession
+
+
+def server_lost(events: Sequence[WatchEvent]) -> bool:
+    """The server died, or a profile could not run against it: the remaining profiles would only fail."""
+    return any(e.kind in ("died", "unhealthy") for e in events)
+
+
+def measure_profile(
+    ctx: SweepContext,
+    session: ServerSession,
+    *,
+    profile: str,
+    repeat: int,
+    out: Path,
+    workload: WorkloadConfig | None = None,
+    load_level: float | None = None,
+) -> list[WatchEvent]:
+    """Run one profile against a live server while a watcher checks it; returns what the watcher saw.
+
+    A load error (the server vanished mid-profile, /tokenize or /metrics unreachable) is evidence, not a
+    crash of the sweep: it is journalled and returned as an ``unhealthy`` event next to whatever the
+    watcher saw (``died`` when the process is gone), and the caller moves on. ``workload`` replaces the
+    configured profile (the capacity search's load levels: its request counts are final, not scaled).
+    """
+    spec = session.spec
+    name = spec.candidate
+    ctx.check_stop()
+    ctx.journal.append(LoadStarted(candidate=name, profile=profile, repeat=repeat))
+    ctx.say(f"{name}: {profile} r{repeat}")
+    failure: str | None = None
+    with session.watching() as watch:
+        try:
+            ctx.seams.run_profile(
+                spec.base_url,
+                spec.served_model_name,
+                workload or ctx.cfg.workloads[profile],
+                candidate=name,
+                fingerprint=spec.fingerprint,
+                repeat=repeat,
+                out_dir=out,
+                backend=backend_of(spec),
+                host=spec.host,
+                time_scale=spec.time_scale,
+                scale=ctx.cfg.run.scale if workload is None else 1.0,
+                slo=ctx.cfg.slo,
+                load_level=load_level,
+                stop=watch.stop,
+                api_key=spec.api_key(os.environ),
+            )
+        except (GauntletError, httpx.HTTPError, OSError) as exc:
+            if (disk := sweep_dir_error(exc, ctx.dir)) is not None:
+                raise disk from exc  # the disk failed, not the candidate: stop, do not measure on
+            failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            ctx.say(f"{name}: {profile} r{repeat} could not complete: {failure}")
+    events = watch.events
+    if failure is not None:
+        events.append(WatchEvent(at=utc_now(), kind="unhealthy", detail=f"{profile} r{repeat}: {failure}"))
+    ctx.journal.append(
+        LoadFinished(candidate=name, profile=profile, repeat=repeat, events=len(events), error=failure)
+    )
+    return events
+
+
+def free_memory(ctx: SweepContext, spec: LaunchSpec) -> list[float] | None:
+    """Free GPU memory per GPU now (after the first profile, i.e. after warmup); None when unknown."""
+    try:
+        gpus = ctx.seams.gpu_memory(spec)
+    except (httpx.HTTPError, GauntletError) as exc:
+        ctx.say(f"could not read GPU memory: {exc}")
+        return None
+    return [g.free_gib for g in gpus] if gpus else None
