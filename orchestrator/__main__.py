@@ -59,9 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command in SWEEP_DIR_COMMANDS:
         return run_sweep_dir_command(command, rest, _handler(command))
     if command.startswith("-") or "=" in command:
-        from orchestrator.app import hydra_app  # noqa: PLC0415
+        from orchestrator.app import entry  # noqa: PLC0415
 
-        return hydra_app.main(args)
+        return entry.main(args)
     print(f"gauntlet: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 

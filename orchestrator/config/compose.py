@@ -2,7 +2,7 @@
 
 Pipeline position: ``conf/*.yaml`` --compose (Hydra)--> DictConfig --:func:`to_typed`--> GauntletConfig
 --:func:`orchestrator.config.validate.validate`--> ready to render launch specs. With
-:mod:`orchestrator.app.hydra_app`
+:mod:`orchestrator.app.sweeper`
 the only module that imports Hydra or OmegaConf; validation itself lives in
 :mod:`orchestrator.config.validate`,
 Hydra's errors read as ConfigErrors in :mod:`orchestrator.config.compose_errors`.
@@ -43,7 +43,7 @@ from orchestrator.config.validate import Sources, validate
 
 #: The module whose ``@hydra.main`` runs the sweep: a relative ``--config-path`` resolves against its
 #: package, and its task name names Hydra's job, exactly as for the sweep (see :func:`create_hydra`).
-APP_MODULE = "orchestrator.app.hydra_app"
+APP_MODULE = "orchestrator.app.entry"
 CONFIG_NAME = "config"
 
 

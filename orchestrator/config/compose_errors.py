@@ -1,7 +1,7 @@
 """Hydra's composition errors as ConfigErrors: the file, the field, the value and what is allowed.
 
 Pipeline position: between config composition (:mod:`orchestrator.config.compose`,
-:mod:`orchestrator.app.hydra_app`,
+:mod:`orchestrator.app.sweeper`,
 which catch Hydra's and OmegaConf's exceptions) and the user. Reads only the exception's text and the
 :class:`orchestrator.config.validate.Sources` of the composition (search path, overrides), so it imports no
 Hydra::

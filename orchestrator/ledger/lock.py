@@ -1,6 +1,6 @@
 """One sweep per service port on a host: an advisory lock the kernel releases when its holder dies.
 
-Pipeline position: the orchestrator box; :class:`~orchestrator.app.hydra_app.SweepController` takes the lock
+Pipeline position: the orchestrator box; :class:`~orchestrator.app.controller.SweepController` takes the lock
 before it opens a sweep and releases it when the process ends. Two sweeps on one port would stop each
 other's retained server and measure each other's load, so the second refuses at once, naming the first's
 sweep directory and pid. The lock is ``flock`` on ``<lock dir>/port-<port>.lock`` (``GAUNTLET_LOCK_DIR``,

@@ -1,6 +1,6 @@
 """The sweep's steps on one directory: open it, measure each candidate, restore what is retained.
 
-Pipeline position: the orchestrator box, driven by the Hydra entry point (:mod:`orchestrator.app.hydra_app`)
+Pipeline position: the orchestrator box, driven by the Hydra entry point (:mod:`orchestrator.app.sweeper`)
 and by ``rollback`` (:mod:`orchestrator.recovery.rollback`). Each step is its own module, joined by a
 :class:`~orchestrator.servers.context.SweepContext` (typed config, journal, seams) and holding servers through
 :class:`~orchestrator.servers.session.ServerSession`:

@@ -4,7 +4,8 @@ Pipeline position: used by ``rollback`` and ``stop`` (:mod:`orchestrator.recover
 :meth:`orchestrator.ledger.journal.Journal.remote_jobs` lists. A job run by ``hydra/launcher=submitit_slurm``
 is
 cancelled with submitit's ``SlurmJob.cancel`` (``scancel``); SLURM then signals the job, whose own handler
-tears its server down (:func:`orchestrator.app.hydra_app.job`). A job of ``submitit_local`` runs on this
+tears its server down (:class:`orchestrator.app.sweeper.GauntletJob`). A job of ``submitit_local`` runs on
+this
 machine
 under submitit's controller process; it is cancelled the way submitit itself stops it, SIGTERM to that
 controller (which forwards it to the job), and only after the controller's command line proves it is one.

@@ -49,7 +49,8 @@ def _toy_house(tmp_path: Path, imports: dict[str, str]) -> Path:
         (tmp_path / "orchestrator" / folder).mkdir()
         (tmp_path / "orchestrator" / folder / "__init__.py").write_text("")
     (tmp_path / "orchestrator" / "config" / "compose.py").write_text("import hydra\nimport omegaconf\n")
-    (tmp_path / "orchestrator" / "app" / "hydra_app.py").write_text("import hydra\nimport omegaconf\n")
+    (tmp_path / "orchestrator" / "app" / "sweeper.py").write_text("import hydra\nimport omegaconf\n")
+    (tmp_path / "orchestrator" / "app" / "entry.py").write_text("import hydra\nimport omegaconf\n")
     for module, source in imports.items():
         (tmp_path / module.replace(".", "/")).with_suffix(".py").write_text(source)
     return tmp_path

@@ -298,7 +298,7 @@ def test_the_recorded_hydra_node_is_json_free_yaml(world: dict[str, Path], capfd
 def test_completion_takes_the_location_flags_from_the_line(
     argv: list[str], line: str | None, expected: list[str]
 ) -> None:
-    from orchestrator.app.hydra_app import completion_argv
+    from orchestrator.app.entry import completion_argv
 
     assert completion_argv(argv, line) == expected
 

@@ -1,4 +1,5 @@
-"""The sweep controller behind ``python -m orchestrator -m ...``: Hydra in-process, fake servers and load."""
+"""The sweep behind ``python -m orchestrator -m ...``: Hydra in-process with gauntlet's sweeper, fake servers
+and load (named to the sweeper by ``hydra.sweeper.seams``, as a user would name any Hydra target)."""
 
 from __future__ import annotations
 
@@ -9,22 +10,40 @@ from pathlib import Path
 import pytest
 
 from contracts.errors import GauntletError
-from orchestrator.app import hydra_app
+from orchestrator.app import entry
 from orchestrator.ledger.events import SweepFinished
 from orchestrator.ledger.journal import Journal
+from orchestrator.servers.seams import Seams
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
 
 SMALL = ["run.repeats=1", "run.profiles=[serial,decode_heavy]", "run.recovery_profiles=[decode_heavy]"]
 
 
+#: The fakes of the sweep in progress (a test runs one sweep at a time); read by :func:`current_seams`.
+_FAKES: list[tuple[FakeSupervisor, FakeLoad, list[str]]] = []
+SEAMS = f"hydra.sweeper.seams={__name__}.current_seams"
+
+
+def current_seams() -> Seams:
+    sup, load, messages = _FAKES[-1]
+    return fake_seams(sup, load, messages)
+
+
 def run_sweep(
-    tmp_path: Path, sup: FakeSupervisor, *overrides: str, load: FakeLoad | None = None
+    tmp_path: Path,
+    sup: FakeSupervisor,
+    *overrides: str,
+    load: FakeLoad | None = None,
+    candidates: str = "tp4_dp2",
 ) -> tuple[int, list[str], Path]:
     messages: list[str] = []
-    code = hydra_app.main(
-        ["-m", "candidate=tp4_dp2", f"run.sweeps_dir={tmp_path}", *SMALL, *overrides],
-        seams_factory=lambda: fake_seams(sup, load or FakeLoad(), messages),
-    )
+    _FAKES.append((sup, load or FakeLoad(), messages))
+    try:
+        code = entry.main(
+            ["-m", f"candidate={candidates}", f"run.sweeps_dir={tmp_path}", SEAMS, *SMALL, *overrides]
+        )
+    finally:
+        _FAKES.pop()
     return code, messages, (tmp_path / "latest").resolve()
 
 
@@ -50,7 +69,6 @@ def test_a_stop_sweep_ends_with_nothing_running_and_says_so(
     assert messages[-1] == "retained server stopped (run.retained_after_sweep=stop): nothing left running"
     finished = [e for e in Journal(sweep / "journal.jsonl").events() if isinstance(e, SweepFinished)]
     assert [(e.validated, e.retained) for e in finished] == [(True, "stopped")]
-    assert hydra_app._ACTIVE.get() is None  # the controller was published only while Hydra ran
 
 
 def test_a_keep_sweep_ends_naming_the_live_retained_server(tmp_path: Path) -> None:
@@ -89,9 +107,79 @@ def test_a_baseline_that_does_not_start_fails_the_sweep_with_its_exit_code(tmp_p
     assert messages[-1] == "nothing gauntlet started for this sweep is running"
 
 
-def test_the_callback_needs_the_controller_main_publishes() -> None:
-    with pytest.raises(GauntletError, match="outside `python -m orchestrator`"):
-        hydra_app.active_controller()
+def test_a_job_launched_by_another_sweeper_refuses_to_run() -> None:
+    """Only gauntlet's sweeper opens a sweep (baseline, restore); Hydra's basic one would skip both."""
+    from omegaconf import OmegaConf
+
+    with pytest.raises(GauntletError, match="another Hydra sweeper"):
+        entry.job(OmegaConf.create({}))
+
+
+def test_each_job_is_composed_exactly_once_per_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hydra's config loader composes each job once (the sweeper's validation); the launcher gets a copy."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    composed: list[tuple[str, ...]] = []
+    real = ConfigLoaderImpl.load_sweep_config
+
+    def spy(self: ConfigLoaderImpl, master_config: object, sweep_overrides: list[str]) -> object:
+        composed.append(tuple(o for o in sweep_overrides if o.startswith("candidate=")))
+        return real(self, master_config, sweep_overrides)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ConfigLoaderImpl, "load_sweep_config", spy)
+    sup = FakeSupervisor()
+    code, _, _ = run_sweep(tmp_path, sup, "run.interleave=false", candidates="tp4_dp2,eplb")
+    assert code == 0
+    assert sorted(composed) == [("candidate=eplb",), ("candidate=tp4_dp2",)]
+    assert sup.started == ["baseline", "tp4_dp2", "eplb", "baseline"]
+
+
+def test_a_candidate_edited_after_the_sweep_opened_runs_as_validated(tmp_path: Path) -> None:
+    """The typed config is frozen at validation: a YAML edit during the sweep changes nothing planned."""
+    conf = tmp_path / "conf" / "candidate"
+    conf.mkdir(parents=True)
+    edited = conf / "late.yaml"
+    edited.write_text("defaults:\n  - baseline\n  - _self_\nname: late\nmax_num_seqs: 64\n")
+    sup = FakeSupervisor()
+    specs: list[str] = []
+
+    def edit(name: str, profile: str, repeat: int) -> None:
+        if name == "baseline" and not specs:
+            edited.write_text("defaults:\n  - baseline\n  - _self_\nname: late\nmax_num_seqs: 1\n")
+            specs.append("edited")
+
+    code, _, sweep = run_sweep(
+        tmp_path,
+        sup,
+        "run.interleave=false",
+        f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
+        candidates="late",
+        load=FakeLoad(before=edit),
+    )
+    assert code == 0 and specs == ["edited"]
+    spec = (sweep / "candidates/late/spec.json").read_text()
+    assert '"--max-num-seqs", "64"' in spec.replace("\n", "").replace(" ", "").replace('","', '", "')
+
+
+def test_an_unexpected_exception_keeps_its_type_and_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bug reaches the user as its type and message, with the traceback saved (not `str(exc)` alone)."""
+    sup = FakeSupervisor()
+
+    def bug(name: str, profile: str, repeat: int) -> None:
+        if name == "tp4_dp2":
+            missing: dict[str, int] | None = None
+            missing["x"]  # type: ignore[index]
+
+    code, messages, sweep = run_sweep(tmp_path, sup, load=FakeLoad(before=bug))
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "unexpected TypeError: 'NoneType' object is not subscriptable" in err
+    log = sweep / "gauntlet-error.log"
+    assert f"traceback in {log}" in err
+    assert "Traceback (most recent call last)" in log.read_text() and "in bug" in log.read_text()
+    assert messages[-1].startswith("retained server live: pid ")  # restored all the same
 
 
 def test_sigint_interrupts_the_sweep_even_when_the_parent_ignored_it(tmp_path: Path) -> None:

@@ -235,14 +235,14 @@ def test_simulated_node_slots_are_exclusive_and_a_full_cluster_waits(tmp_path: P
     ],
 )
 def test_which_launchers_run_jobs_on_other_nodes(launcher: str, nodes: int, elsewhere: bool) -> None:
-    from orchestrator.app.hydra_app import jobs_run_elsewhere
+    from orchestrator.app.controller import jobs_run_elsewhere
 
     cfg = GauntletConfig(run=RunConfig(simulated_nodes=nodes))
     assert jobs_run_elsewhere(launcher, cfg) is elsewhere
 
 
 def test_submitit_local_without_simulated_nodes_is_refused_naming_the_setting() -> None:
-    from orchestrator.app.hydra_app import jobs_run_elsewhere
+    from orchestrator.app.controller import jobs_run_elsewhere
 
     with pytest.raises(ConfigError, match=r"run\.simulated_nodes"):
         jobs_run_elsewhere(

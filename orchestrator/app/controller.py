@@ -1,0 +1,315 @@
+"""The sweep this process runs, without Hydra: open it, measure each job's candidate, close it.
+
+Pipeline position: the top of the orchestrator box, under the Hydra sweeper
+(:mod:`orchestrator.app.sweeper`), which owns one :class:`SweepController` per sweep and calls it in
+order: :meth:`~SweepController.open` (lock, leftovers, the retained spec, the live service stopped, the
+baseline measured), :meth:`~SweepController.measure` once per job that runs in this process, then
+:meth:`~SweepController.finish` (restore, validate under load, judge, report) or, after a failure or
+Ctrl-C, :meth:`~SweepController.settle`, which restores once and turns what happened into an exit code.
+Everything here takes typed configs; nothing imports Hydra, so the controller is tested with fake seams.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Literal
+
+from contracts.errors import (
+    ConfigError,
+    ConfigProblem,
+    GauntletError,
+    RollbackError,
+    SweepDirError,
+    exit_code_for,
+    sweep_dir_error,
+)
+from contracts.results import RecoveryValidation
+from contracts.schema import GauntletConfig
+from orchestrator.ledger.events import SweepFinished
+from orchestrator.ledger.lock import SweepLock
+from orchestrator.measure.candidate import run_candidate
+from orchestrator.measure.interleave import measure_block
+from orchestrator.measure.opening import begin
+from orchestrator.recovery.restore import restore
+from orchestrator.recovery.rollback import what_runs
+from orchestrator.servers.context import SweepContext
+from orchestrator.servers.leftovers import stop_leftovers
+from orchestrator.servers.seams import Seams, real_seams, say_stderr
+
+#: Where an unexpected exception's traceback is written (in the sweep directory, or the working one).
+ERROR_LOG = "gauntlet-error.log"
+
+
+class SweepController:
+    """One sweep in this process: opened once, fed by the jobs that run here, closed once."""
+
+    def __init__(self, seams_factory: Callable[[], Seams] = real_seams) -> None:
+        self.seams_factory = seams_factory
+        #: The open sweep (None until :meth:`open`).
+        self.ctx: SweepContext | None = None
+        self.finished = False
+        self.validation: RecoveryValidation | None = None
+        #: The retained server was stopped at the end (``run.retained_after_sweep: stop``).
+        self.retained_stopped = False
+        #: Every job runs on another node (a launcher's worker processes): the live service is never
+        #: stopped, each job measures the baseline on its own node (orchestrator.app.jobs).
+        self.zero_downtime = False
+        #: One sweep per service port on this host (taken by :meth:`open`, released by :meth:`release`).
+        self.lock: SweepLock | None = None
+        #: A job failed on the disk: later jobs skip, the sweep settles with its exit code.
+        self.disk_failure: SweepDirError | None = None
+
+    @property
+    def sweep(self) -> SweepContext:
+        if self.ctx is None:
+            raise RuntimeError("no sweep is open")
+        return self.ctx
+
+    @property
+    def cfg(self) -> GauntletConfig:
+        return self.sweep.cfg
+
+    @property
+    def dir(self) -> Path:
+        return self.sweep.dir
+
+    # ---------------------------------------------------------------- open
+
+    def open(
+        self,
+        cfg: GauntletConfig,
+        sweep_dir: Path,
+        *,
+        names: Sequence[str] | None = None,
+        jobs_elsewhere: bool = False,
+    ) -> None:
+        """Open ``sweep_dir``: begin (leftovers, retained spec), measure the baseline.
+
+        With ``jobs_elsewhere`` (zero-downtime) the live service keeps serving and no baseline is measured
+        here: every job measures the baseline on its own node.
+        """
+        quiet_http_logs()
+        self.zero_downtime = jobs_elsewhere
+        self.lock = SweepLock.for_port(cfg.service.port)
+        self.lock.acquire(sweep_dir)  # refuses, naming the other sweep, before anything is touched
+        self.ctx = ctx = SweepContext.open(cfg, sweep_dir, self.seams_factory())
+        if names is not None:
+            where = "as jobs on other nodes (zero-downtime)" if jobs_elsewhere else "here"
+            ctx.say(f"sweep of {len(names)} job(s) in {sweep_dir} {where}: {', '.join(names)}")
+        sweeps = Path(cfg.run.sweeps_dir)
+        latest = sweeps / "latest"
+        previous = latest.resolve() if latest.is_symlink() and latest.resolve().is_dir() else None
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        point_latest(sweeps, sweep_dir)
+        begin(ctx, previous=previous, keep_live=jobs_elsewhere)
+        if jobs_elsewhere:
+            return
+        run = run_candidate(ctx, cfg.baseline, role="baseline")
+        if not run.startup.ok:
+            raise GauntletError(
+                f"the baseline {cfg.baseline.name} did not start ({run.startup.kind}): "
+                f"{run.startup.matched_line or '-'}; nothing can be compared",
+                evidence=run.startup.evidence[-10:],
+                hint=f"see {ctx.candidate_dir(cfg.baseline.name) / 'server.log'}",
+            )
+
+    # ---------------------------------------------------------------- one job
+
+    def measure(self, cfg: GauntletConfig) -> str:
+        """One job in this process: its candidate, then (ABA) the baseline's block after it."""
+        if self.disk_failure is not None:
+            return f"not run: {self.disk_failure.message}"
+        if cfg.candidate.name == cfg.baseline.name:
+            return "baseline (measured when the sweep opened)"
+        ctx = replace(self.sweep, cfg=cfg)
+        try:
+            run = run_candidate(ctx, cfg.candidate)
+            # ABA: the baseline again after the candidate (the next candidate follows it; the recovery
+            # after the last one is one more later run of the baseline).
+            if cfg.run.interleave and run.startup.ok:
+                measure_block(ctx, cfg.baseline, after=cfg.candidate.name)
+        except SweepDirError as exc:
+            self.disk_failure = exc  # the disk failed: later jobs skip, the sweep settles and restores
+            return f"stopped: {exc.message}"
+        return "measured" if run.startup.ok else f"did not start: {run.startup.kind}"
+
+    # ---------------------------------------------------------------- close
+
+    def finish(self, *, reason: str) -> int:
+        """Restore and validate the retained configuration, then judge and report. Returns an exit code."""
+        if self.finished:
+            return 0
+        self.finished = True
+        say = self.sweep.say
+        if not self.sweep.touched and not self.zero_downtime:
+            say("no server was started or stopped: nothing to restore")
+            return 0
+        try:
+            self.validation = restore(self.sweep, reason=reason, keep_live=self.zero_downtime)
+        except KeyboardInterrupt:
+            say("interrupted during the restore: run `python -m orchestrator rollback` to finish it")
+            raise
+        code = 0 if self.validation.ok else RollbackError.exit_code
+        try:
+            from gates.judge import judge_sweep  # noqa: PLC0415  (the stages load only when a sweep closes)
+            from report import build_report  # noqa: PLC0415
+
+            judge_sweep(self.dir, self.cfg)  # verdicts.json, then the report renders it
+            text = build_report(self.dir, self.cfg)
+            print(text, flush=True)
+        except GauntletError as exc:
+            say(f"report: {exc}")
+            code = code or exc.exit_code
+        except OSError as exc:
+            disk = sweep_dir_error(exc, self.dir)
+            if disk is None:
+                raise
+            say(f"report: {disk}")  # the retained server is restored; only the judge's files are missing
+            code = code or disk.exit_code
+        retained = self._after_sweep()
+        self.sweep.journal.append(
+            SweepFinished(reason=reason, validated=self.validation.ok, retained=retained)
+        )
+        say(f"sweep directory: {self.dir}")
+        return code
+
+    def _after_sweep(self) -> Literal["kept", "stopped"]:
+        """Apply ``run.retained_after_sweep``: keep the retained server up, or stop it (the demo)."""
+        if self.cfg.run.retained_after_sweep != "stop":
+            return "kept"
+        ctx = self.sweep
+        stop_leftovers(ctx.servers, ctx.journal.replay(), reason="run.retained_after_sweep=stop")
+        self.retained_stopped = True
+        return "stopped"
+
+    def completed(self) -> int:
+        """The jobs ended: close the sweep (or, after a job's disk failure, settle with its exit code)."""
+        if self.disk_failure is not None:
+            return self.settle(self.disk_failure)
+        return self.finish(reason="sweep completed")
+
+    def settle(self, exc: BaseException) -> int:
+        """After a failure or an interrupt: say what happened, restore once if a server was touched,
+        and return the exit code (an unexpected exception keeps its type and traceback: :func:`explain`)."""
+        if isinstance(exc, OSError) and (disk := sweep_dir_error(exc, self._dir_or_empty())) is not None:
+            exc = disk
+        if isinstance(exc, KeyboardInterrupt):
+            reason, code = f"interrupted ({exc or 'SIGINT'})", exit_code_for(exc)
+        elif isinstance(exc, GauntletError):
+            say_stderr(str(exc))
+            reason, code = f"error: {exc.message}", exc.exit_code
+        else:
+            say_stderr(explain(exc, self._dir_or_empty()))
+            reason, code = f"error: {type(exc).__name__}: {exc}", 1
+        return self._restore_after(reason=reason, code=code)
+
+    def _dir_or_empty(self) -> Path | str:
+        return self.ctx.dir if self.ctx is not None else ""
+
+    def _restore_after(self, *, reason: str, code: int) -> int:
+        if self.ctx is None or self.finished:
+            return code
+        say_stderr(f"{reason}: restoring the retained configuration")
+        try:
+            self.finish(reason=reason)
+        except KeyboardInterrupt as again:
+            return exit_code_for(again)
+        except GauntletError as err:
+            say_stderr(str(err))
+            return exit_code_for(err)
+        except OSError as err:
+            disk = sweep_dir_error(err, self.dir)
+            if disk is None:
+                raise
+            say_stderr(str(disk))  # the restore cannot write either: rollback once there is space
+            return disk.exit_code
+        return code
+
+    def release(self) -> None:
+        """The sweep's last act: free the port's lock, then say what runs (or that nothing does)."""
+        if self.lock is not None:
+            self.lock.release()
+        if self.ctx is None:
+            return
+        for line in what_runs(self.ctx.dir, stopped_by_setting=self.retained_stopped):
+            self.ctx.say(line)
+
+
+def explain(exc: BaseException, where: Path | str) -> str:
+    """An unexpected exception for the user: its type and message, and where its traceback is.
+
+    The traceback goes to ``<sweep>/gauntlet-error.log`` (before the sweep has a directory: the temporary
+    directory's ``gauntlet-error-<pid>.log``) and to stderr with ``--verbose``/``GAUNTLET_VERBOSE=1``;
+    ``str(exc)`` alone tells nobody anything.
+    """
+    text = "".join(traceback.format_exception(exc))
+    log = (
+        Path(where) / ERROR_LOG
+        if where
+        else Path(tempfile.gettempdir()) / f"gauntlet-error-{os.getpid()}.log"
+    )
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(text)
+        saved = f"traceback in {log}"
+    except OSError:
+        saved = "the traceback could not be saved"
+    head = f"unexpected {type(exc).__module__}.{type(exc).__qualname__}: {exc}".replace("builtins.", "")
+    if verbose():
+        return f"{text.rstrip()}\n{head}"
+    return f"{head} ({saved}; --verbose prints it). This is a bug in gauntlet: please report it."
+
+
+def verbose() -> bool:
+    """``--verbose`` on the command line (the entry point sets GAUNTLET_VERBOSE) or in the environment."""
+    return os.environ.get("GAUNTLET_VERBOSE", "") not in ("", "0", "false")
+
+
+def quiet_http_logs() -> None:
+    """Hydra sets the root logger to INFO; per-request lines of the HTTP client would drown the progress."""
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def point_latest(sweeps: Path, target: Path) -> None:
+    """Make ``<sweeps>/latest`` point at ``target`` (atomically)."""
+    sweeps.mkdir(parents=True, exist_ok=True)
+    link = sweeps / "latest"
+    tmp = sweeps / f".latest.{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    try:
+        rel = os.path.relpath(target.resolve(), sweeps.resolve())
+    except ValueError:
+        rel = str(target.resolve())
+    tmp.symlink_to(rel)
+    os.replace(tmp, link)
+
+
+def jobs_run_elsewhere(launcher: str, cfg: GauntletConfig) -> bool:
+    """Whether the launcher runs the jobs in worker processes on other nodes (zero-downtime mode).
+
+    ``submitit_local`` runs them in parallel on *this* machine: only a simulated cluster
+    (``run.simulated_nodes``) gives each its own node; without one they would share GPUs and a port.
+    """
+    name = launcher.lower()
+    if "submitit" in name and "local" in name:
+        if cfg.run.simulated_nodes < 1:
+            raise ConfigError(
+                [
+                    ConfigProblem(
+                        "hydra/launcher",
+                        "run.simulated_nodes",
+                        cfg.run.simulated_nodes,
+                        ">= 1 with submitit_local: parallel jobs on one machine need a simulated node "
+                        "each (host=sim); on real GPUs use submitit_slurm",
+                    )
+                ]
+            )
+        return True
+    return "submitit" in name or "ray" in name

@@ -1,0 +1,319 @@
+"""The Hydra sweeper of a gauntlet sweep: every job composed, typed and validated once, then measured.
+
+Pipeline position: the top of the orchestrator box. ``conf/config.yaml`` selects ``hydra/sweeper:
+gauntlet`` (the plugin class is :class:`hydra_plugins.gauntlet_sweeper.gauntlet_sweeper.GauntletSweeper`,
+a subclass of :class:`SweeperCore`, because Hydra instantiates plugins only from ``hydra_plugins``). Hydra
+calls :meth:`SweeperCore.setup` then :meth:`SweeperCore.sweep`, which
+
+1. expands the command line into jobs with Hydra's own ``split_arguments``;
+2. composes every job **once** (:meth:`SweeperCore.validate_batch_is_legal`, Hydra's hook for exactly
+   this), types it and validates it, and freezes both: the launcher gets the frozen composition through
+   :class:`FrozenConfigLoader` and the job runs with the frozen typed config (:class:`GauntletJob`), so a
+   YAML file edited while the sweep runs changes nothing that was planned;
+3. opens the sweep (:class:`~orchestrator.app.controller.SweepController`: lock, leftovers, the live
+   service stopped, the baseline measured), runs ``super().sweep()`` (the launcher runs the jobs), and
+   closes it: restore, validate, judge, report; after a failure or Ctrl-C the same restore, once.
+
+The sweep's exit code leaves Hydra as :class:`SweepEnded`, a ``BaseException`` (Hydra turns an
+``Exception`` escaping the sweep into a traceback and exit 1); :func:`orchestrator.app.entry.main` returns
+it. All state lives on the plugin instance; nothing is global.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.config_loader import ConfigLoader
+from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from hydra.plugins.config_source import ConfigSource
+from hydra.plugins.launcher import Launcher
+from hydra.plugins.sweeper import Sweeper
+from hydra.types import HydraContext, RunMode, TaskFunction
+from hydra.utils import get_method
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
+
+from contracts.errors import ConfigError, ConfigProblem, GauntletError
+from contracts.schema import GauntletConfig
+from orchestrator.app.controller import SweepController, jobs_run_elsewhere
+from orchestrator.app.jobs import run_job
+from orchestrator.config.compose import sources_from_hydra, to_typed
+from orchestrator.config.compose_errors import translate_compose_error
+from orchestrator.config.validate import Sources, check_candidate_names, validate
+from orchestrator.ledger.nodes import Place, job_place, launching_place
+from orchestrator.ledger.opening import write_opening
+
+#: The default side effects of a sweep (a dotted path, so a test can name a factory of fakes).
+REAL_SEAMS = "orchestrator.servers.seams.real_seams"
+
+#: A job's key: its overrides as the sweeper expanded them (``hydra.overrides.task`` inside the job).
+JobKey = tuple[str, ...]
+
+
+@dataclass
+class GauntletSweeperConf:
+    """``hydra/sweeper=gauntlet``: Hydra's basic sweeper's settings, and the sweep's side effects."""
+
+    _target_: str = "hydra_plugins.gauntlet_sweeper.gauntlet_sweeper.GauntletSweeper"
+    #: Jobs per launcher call (None: all at once, as Hydra's basic sweeper).
+    max_batch_size: int | None = None
+    #: Sweep parameters from the config (``hydra.sweeper.params``), as Hydra's basic sweeper.
+    params: dict[str, str] | None = None
+    #: Dotted path of a zero-argument callable returning :class:`orchestrator.servers.seams.Seams`.
+    seams: str = REAL_SEAMS
+
+
+def register_sweeper() -> None:
+    """Register ``hydra/sweeper=gauntlet`` in Hydra's ConfigStore (idempotent)."""
+    ConfigStore.instance().store(
+        group="hydra/sweeper", name="gauntlet", node=GauntletSweeperConf, provider="gauntlet"
+    )
+
+
+class SweepEnded(BaseException):
+    """The sweep's exit code, carried out of Hydra to the entry point (0 is returned normally)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+class FrozenConfigLoader(ConfigLoader):
+    """Hydra's config loader, composing each job once: later calls get a copy of that composition.
+
+    The launcher composes each job again before it runs it (also in a worker process, where this loader
+    arrives pickled with the compositions); with this loader it gets the one the sweep validated.
+    """
+
+    def __init__(self, inner: ConfigLoader) -> None:
+        self.inner = inner
+        self.compositions: dict[JobKey, DictConfig] = {}
+
+    def load_sweep_config(self, master_config: DictConfig, sweep_overrides: list[str]) -> DictConfig:
+        key = tuple(sweep_overrides)
+        if key not in self.compositions:
+            self.compositions[key] = self.inner.load_sweep_config(master_config, list(sweep_overrides))
+        return copy.deepcopy(self.compositions[key])
+
+    def load_configuration(
+        self,
+        config_name: str | None,
+        overrides: list[str],
+        run_mode: RunMode,
+        from_shell: bool = True,
+        validate_sweep_overrides: bool = True,
+    ) -> DictConfig:
+        return self.inner.load_configuration(
+            config_name, overrides, run_mode, from_shell, validate_sweep_overrides
+        )
+
+    def get_search_path(self) -> Any:
+        return self.inner.get_search_path()
+
+    def get_sources(self) -> list[ConfigSource]:
+        return self.inner.get_sources()
+
+    def list_groups(self, parent_name: str) -> list[str]:
+        return self.inner.list_groups(parent_name)
+
+    def get_group_options(
+        self,
+        group_name: str,
+        results_filter: Any = None,
+        config_name: str | None = None,
+        overrides: list[str] | None = None,
+    ) -> list[str]:
+        return self.inner.get_group_options(group_name, results_filter, config_name, overrides)
+
+    def compute_defaults_list(self, config_name: str | None, overrides: list[str], run_mode: RunMode) -> Any:
+        return self.inner.compute_defaults_list(config_name, overrides, run_mode)
+
+
+class GauntletJob:
+    """The task function the launcher runs: one job, with the typed config the sweep froze for it.
+
+    In the sweeping process it measures through the sweep's controller; in a launcher's worker process
+    (arrived pickled, without the controller) it runs :func:`orchestrator.app.jobs.run_job` on its node.
+    """
+
+    def __init__(self, frozen: dict[JobKey, GauntletConfig], controller: SweepController, seams: str):
+        self.frozen = frozen
+        self.controller: SweepController | None = controller
+        self.seams = seams
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["controller"] = None  # the sweeping process's own: locks, journal, live servers
+        return state
+
+    def __call__(self, config: DictConfig) -> str:
+        hc = HydraConfig.get()
+        key: JobKey = tuple(str(o) for o in hc.overrides.task)
+        cfg = self.frozen.get(key)
+        if cfg is None:
+            raise GauntletError(
+                f"job {' '.join(key) or '(no overrides)'} was not planned by the sweep",
+                hint="the jobs of a sweep are fixed when it opens",
+            )
+        if self.controller is not None:
+            return self.controller.measure(cfg)
+        sweep_dir = Path(str(hc.sweep.dir))
+        job_id = str(_selected(hc, "job.id") or f"pid{os.getpid()}")
+        place = job_place(job_id) or Place(node=launching_place().node, job=job_id)
+        num = _selected(hc, "job.num")
+        return run_job(cfg, sweep_dir, place, seams_factory(self.seams)(), job_num=int(num or 0))
+
+
+def _selected(hc: Any, key: str) -> Any:
+    """``hydra.<key>`` as a launcher set it; None where it is left missing."""
+    return OmegaConf.select(hc, key, default=None)
+
+
+def seams_factory(path: str) -> Any:
+    """The callable named by ``hydra.sweeper.seams`` (a ConfigError names it when it does not exist)."""
+    try:
+        return get_method(path)
+    except Exception as exc:
+        raise ConfigError(
+            [ConfigProblem("command line", "hydra.sweeper.seams", path, f"a callable's dotted path ({exc})")]
+        ) from exc
+
+
+def without_hydra(config: DictConfig) -> DictConfig:
+    """A copy of a composed config without the ``hydra`` node, keeping its structured (typed) nodes."""
+    cfg = copy.deepcopy(config)
+    with open_dict(cfg):
+        cfg.pop("hydra", None)
+    return cfg
+
+
+def save_config(config: DictConfig, sweep_dir: Path) -> None:
+    """The sweep's composed config and its command-line overrides, as the recorded-sweep commands read."""
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    (sweep_dir / "config.yaml").write_text(OmegaConf.to_yaml(without_hydra(config), resolve=True))
+    overrides: list[str] = [str(o) for o in config.hydra.overrides.task]
+    (sweep_dir / "overrides.txt").write_text("\n".join(overrides) + ("\n" if overrides else ""))
+
+
+class SweeperCore(BasicSweeper):
+    """Hydra's basic sweeper around a gauntlet sweep: validate every job once, open, launch, close."""
+
+    def __init__(
+        self, max_batch_size: int | None = None, params: dict[str, str] | None = None, seams: str = REAL_SEAMS
+    ) -> None:
+        # BasicSweeper.__init__ is not called: it runs `super(BasicSweeper, self)` through its module's
+        # global, and Hydra's plugin scan re-executes hydra._internal.core_plugins.basic_sweeper
+        # (load_module) after this class subclassed it, so that global names another class. Its attributes:
+        Sweeper.__init__(self)
+        self.overrides: Sequence[Sequence[Sequence[str]]] | None = None
+        self.batch_index = 0
+        self.max_batch_size = max_batch_size
+        self.params = params or {}
+        self.hydra_context: HydraContext | None = None
+        self.config: DictConfig | None = None
+        self.launcher: Launcher | None = None
+        self.controller = SweepController(seams_factory(seams))
+        self.seams = seams
+        #: Every job's typed config, frozen when the sweep validated it (keyed by its overrides).
+        self.frozen: dict[JobKey, GauntletConfig] = {}
+        self.loader: FrozenConfigLoader | None = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.loader = FrozenConfigLoader(hydra_context.config_loader)
+        context = HydraContext(config_loader=self.loader, callbacks=hydra_context.callbacks)
+        job = GauntletJob(self.frozen, self.controller, self.seams)
+        super().setup(hydra_context=context, task_function=job, config=config)
+
+    # ---------------------------------------------------------------- validate (Hydra's hook)
+
+    def validate_batch_is_legal(self, batch: Any) -> None:
+        """Compose, type and validate each job not validated yet; every problem of every job at once."""
+        assert self.loader is not None and self.config is not None
+        search_path = sources_from_hydra(self.config.hydra).search_path
+        problems: list[ConfigProblem] = []
+
+        def add(found: list[ConfigProblem]) -> None:
+            seen = {str(q) for q in problems}
+            problems.extend(p for p in found if str(p) not in seen)
+
+        for overrides in batch:
+            key: JobKey = tuple(overrides)
+            if key in self.frozen:
+                continue
+            try:
+                composed = self.loader.load_sweep_config(self.config, list(overrides))
+            except (HydraException, OmegaConfBaseException) as exc:  # name the file the user wrote
+                add(
+                    translate_compose_error(
+                        exc, Sources(search_path=search_path, overrides=list(key))
+                    ).problems
+                )
+                continue
+            try:
+                typed = to_typed(without_hydra(composed))
+                sources = sources_from_hydra(composed.hydra)
+                sources.overrides = list(key)
+                validate(typed, sources)
+            except ConfigError as exc:
+                add(exc.problems)
+                continue
+            self.frozen[key] = typed
+        if problems:
+            raise ConfigError(problems)
+
+    # ---------------------------------------------------------------- the sweep
+
+    def jobs(self, arguments: list[str]) -> list[list[str]]:
+        """Every job's overrides, expanded by Hydra's own parser and ``split_arguments``, in launch order."""
+        assert self.hydra_context is not None
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        parsed = parser.parse_overrides([*self._parse_config(), *arguments])
+        return [list(job) for batch in self.split_arguments(parsed, None) for job in batch]
+
+    def sweep(self, arguments: list[str]) -> Any:
+        assert self.config is not None
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        controller = self.controller
+        results: Any = None
+        try:
+            self._open(arguments, sweep_dir)
+            results = super().sweep(arguments)
+            code = controller.completed()
+        except BaseException as exc:  # Ctrl-C, SIGTERM, a failed job, a refused config: restore once
+            code = controller.settle(exc)
+        finally:
+            controller.release()
+        if code:
+            raise SweepEnded(code)
+        return results
+
+    def _open(self, arguments: list[str], sweep_dir: Path) -> None:
+        assert self.config is not None
+        node = launching_place().node
+        try:
+            write_opening(sweep_dir, "opening", node=node)
+            jobs = self.jobs(arguments)
+            check_candidate_names(sources_from_hydra(self.config.hydra).search_path)
+            self.validate_batch_is_legal(jobs)
+            typed = to_typed(without_hydra(self.config))
+            launcher = str(self.config.hydra.launcher.get("_target_", ""))
+            elsewhere = jobs_run_elsewhere(launcher, typed)
+            save_config(self.config, sweep_dir)
+            names = [self.frozen[tuple(job)].candidate.name for job in jobs]
+            self.controller.open(typed, sweep_dir, names=names, jobs_elsewhere=elsewhere)
+            write_opening(sweep_dir, "open", node=node)
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                reason = (str(exc).splitlines() or [type(exc).__name__])[0][:500]
+                write_opening(sweep_dir, "failed", node=node, reason=reason)
+            raise
