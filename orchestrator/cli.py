@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from contracts.errors import GauntletError
+from contracts.layout import DEFAULT_SWEEPS_DIR, find_latest, latest_link
 
 
 class UsageError(GauntletError):
@@ -143,7 +144,7 @@ def _dispatch(
     elif command in NEEDS_DIR:
         raise UsageError(f"`{command}` needs a SWEEP_DIR", hint=command_help(command))
     else:
-        sweep_dir = latest_sweep(Path("sweeps"))
+        sweep_dir = latest_sweep(Path(DEFAULT_SWEEPS_DIR))
     if args["cfg"] is not None:
         print(
             config.recorded_cfg(sweep_dir, args["cfg"], package=args["package"], resolve=args["resolve"]),
@@ -160,13 +161,13 @@ def _dispatch(
 
 def latest_sweep(sweeps: Path) -> Path:
     """``<sweeps>/latest``, resolved; a UsageError naming where it looked when there is none."""
-    latest = sweeps / "latest"
-    if not latest.exists():
+    found = find_latest(sweeps)
+    if found is None:
         raise UsageError(
-            f"no sweep found ({latest} does not exist)",
+            f"no sweep found ({latest_link(sweeps)} does not exist)",
             hint="pass the sweep directory, or the config flags and overrides that set run.sweeps_dir",
         )
-    return latest.resolve()
+    return found
 
 
 def _stderr(line: str) -> None:

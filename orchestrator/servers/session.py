@@ -145,6 +145,10 @@ class ServerSession:
         """Leave the server running when the session ends (the restored retained server: the live service)."""
         self._kept = True
 
+    @property
+    def kept(self) -> bool:
+        return self._kept
+
     # ---------------------------------------------------------------- launch
 
     def _launch(self) -> None:
