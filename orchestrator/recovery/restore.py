@@ -107,7 +107,7 @@ def healthy_retained(servers: Servers, state: JournalState) -> ServerSession | N
         session = servers.adopt(live, spec)
         if session is None:
             return None
-        if servers.seams.supervisor.health(session.server) == 200:
+        if servers.seams.supervisor.health(session.running) == 200:
             return session
     return None
 

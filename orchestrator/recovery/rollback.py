@@ -218,7 +218,7 @@ def _status_line(servers: Servers, state: JournalState, live: LiveServer, warnin
     except SpecError as exc:
         warnings.append(f"{exc.message}: a rollback from this sweep will refuse to restore it")
     session = servers.adopt(live, spec)
-    healthy = session is not None and servers.seams.supervisor.health(session.server) == 200
+    healthy = session is not None and servers.seams.supervisor.health(session.running) == 200
     retained = live.role == "retained" and live.fingerprint == state.retained_fingerprint
     return StatusLine(live, session is not None, healthy, retained)
 
