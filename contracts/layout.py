@@ -6,6 +6,7 @@ the report); it imports nothing of gauntlet. No other module spells one of these
     <sweeps>/latest -> <sweep>/                       the last sweep started (point_latest, find_latest)
     <sweep>/
         config.yaml  overrides.txt  multirun.yaml     the composed configuration (Hydra's record beside it)
+        jobs/<n>-<candidate>/.hydra/hydra.yaml        Hydra's record of each job
         journal.jsonl  journals/<node>-<job>.jsonl    the journal, and one per job of a parallel sweep
         opening.json  host.json  nodes/  .submitit/   the sweep's opening, the host probe, node slots, jobs
         verdicts.json  report.md  report.json  summaries.csv  *.png
@@ -31,6 +32,16 @@ CONFIG_FILE = "config.yaml"
 OVERRIDES_FILE = "overrides.txt"
 #: Hydra's own record of a multirun (its launcher, its sweeper).
 MULTIRUN_FILE = "multirun.yaml"
+#: Hydra's own record: each job's folder (``hydra.sweep.subdir`` in conf/config.yaml) and its ``.hydra/``.
+HYDRA_JOBS_DIR = "jobs"
+HYDRA_OUTPUT_DIR = ".hydra"
+HYDRA_CONFIG_FILE = "hydra.yaml"
+#: Where a sweep's Hydra configuration was recorded, relative to it, in the order to try.
+RECORDED_HYDRA = (
+    MULTIRUN_FILE,
+    f"{HYDRA_JOBS_DIR}/*/{HYDRA_OUTPUT_DIR}/{HYDRA_CONFIG_FILE}",
+    f"{HYDRA_OUTPUT_DIR}/{HYDRA_CONFIG_FILE}",
+)
 #: The main journal, and the folder of the job journals beside it.
 JOURNAL_FILE = "journal.jsonl"
 JOURNALS_DIR = "journals"
