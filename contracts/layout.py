@@ -1,9 +1,9 @@
 """The sweep directory's layout: every file and folder name of a sweep, and the one way to find the latest.
 
 Pipeline position: below everything that writes or reads a sweep (the sweep, the load runner, the judge,
-the report); it imports nothing of gauntlet. No other module spells one of these names::
+the report); it imports only the error tree. No other module spells one of these names::
 
-    <sweeps>/latest -> <sweep>/                       the last sweep started (point_latest, find_latest)
+    <sweeps>/latest -> <sweep>/                       the last sweep started (point_latest, latest_sweep)
     <sweep>/
         config.yaml  overrides.txt  multirun.yaml     the composed configuration (Hydra's record beside it)
         jobs/<n>-<candidate>/.hydra/hydra.yaml        Hydra's record of each job
@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from contracts.errors import GauntletError
 
 # ---------------------------------------------------------------- the sweep directory
 #: The composed configuration of a sweep, as the sweep wrote it (resolved YAML, Hydra's own keys removed).
@@ -175,10 +177,13 @@ def latest_link(sweeps: Path) -> Path:
     return sweeps / LATEST_LINK
 
 
-def find_latest(sweeps: Path) -> Path | None:
-    """The sweep ``<sweeps>/latest`` points at, resolved; None when there is none (the caller says why)."""
+def latest_sweep(sweeps: Path, *, error: type[GauntletError], hint: str) -> Path:
+    """The sweep ``<sweeps>/latest`` points at, resolved: the one way to find the latest sweep. When there
+    is none, ``error`` (the asking command's kind, for its exit code) says where it looked, with ``hint``."""
     latest = latest_link(sweeps)
-    return latest.resolve() if latest.exists() else None
+    if not latest.exists():
+        raise error(f"no sweep found ({latest} does not exist)", hint=hint)
+    return latest.resolve()
 
 
 def previous_latest(sweeps: Path) -> Path | None:

@@ -26,9 +26,8 @@ from contracts.layout import (
     JOURNAL_FILE,
     OPENING_FILE,
     RUN_FILE,
-    find_latest,
     journal_file,
-    latest_link,
+    latest_sweep,
     recovery_dir,
 )
 from contracts.results import CandidateRun, RecoveryValidation, read_model
@@ -56,13 +55,9 @@ def resolve_sweep_dir(arg: str | None, sweeps_dir: Path | None = None) -> Path:
             )
         return path
     sweeps = sweeps_dir if sweeps_dir is not None else Path(DEFAULT_SWEEPS_DIR)
-    found = find_latest(sweeps)
-    if found is None:
-        raise RollbackError(
-            f"no sweep found ({latest_link(sweeps)} does not exist)",
-            hint="pass the sweep directory: rollback|stop|status DIR",
-        )
-    return found
+    return latest_sweep(
+        sweeps, error=RollbackError, hint="pass the sweep directory: rollback|stop|status DIR"
+    )
 
 
 def load_sweep_config(sweep_dir: Path) -> GauntletConfig:
