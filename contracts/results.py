@@ -326,6 +326,10 @@ class WatchEvent(_Model):
     detail: str
 
 
+#: Which measurement a launch was: the opening baseline, a candidate, a block or the end, the recovery.
+Phase = Literal["baseline", "candidate", "baseline_end", "recovery"]
+
+
 class CandidateRun(_Model):
     """One candidate's launch on the host, independent of the profiles run against it."""
 
@@ -335,7 +339,7 @@ class CandidateRun(_Model):
     backend: Backend
     host: str
     is_baseline: bool
-    phase: Literal["baseline", "candidate", "baseline_end", "recovery"] = "candidate"
+    phase: Phase = "candidate"
     startup: StartupRecord
     probe: HostProbe | None = None
     free_gpu_gib_after_warmup: list[float] | None = None  # per GPU; None without NVML

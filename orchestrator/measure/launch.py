@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from contracts.errors import GauntletError
 from contracts.layout import (
@@ -37,7 +37,15 @@ from contracts.layout import (
     repeat_dir,
     repeat_name,
 )
-from contracts.results import CandidateRun, ProfileSummary, StartupRecord, WatchEvent, read_model, write_model
+from contracts.results import (
+    CandidateRun,
+    Phase,
+    ProfileSummary,
+    StartupRecord,
+    WatchEvent,
+    read_model,
+    write_model,
+)
 from launch.spec import LaunchSpec
 from orchestrator.ledger.events import DiscardingPartial, Role, SkippedComplete
 from orchestrator.measure.profile import measure_profile, server_lost
@@ -45,7 +53,6 @@ from orchestrator.servers.context import SweepContext
 from orchestrator.servers.seams import backend_of
 from orchestrator.servers.session import ServerSession
 
-Phase = Literal["baseline", "candidate", "baseline_end", "recovery"]
 #: The (profile, repeat) runs a complete launch has, given its record; None: it cannot be complete.
 ExpectedRuns = Callable[[CandidateRun], Iterable[tuple[str, int]] | None]
 
