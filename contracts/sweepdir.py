@@ -12,13 +12,23 @@ sweep directory, for evidence::
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from contracts.results import (
+from contracts.layout import (
+    BLOCK_PREFIX,
+    BLOCKS_DIR,
     CAPACITY_FILE,
+    HOST_FILE,
+    RECOVERY_ROOT,
+    RUN_FILE,
+    SUMMARY_FILE,
+    VALIDATION_FILE,
+    candidates_dir,
+    repeat_number,
+)
+from contracts.results import (
     CandidateRun,
     CapacityResult,
     HostProbe,
@@ -28,11 +38,6 @@ from contracts.results import (
     read_jsonl,
     read_model,
 )
-
-#: Where the restored baseline's end-of-sweep measurement lives, relative to the sweep directory.
-RECOVERY_ROOT = "recovery"
-
-_REPEAT = re.compile(r"^r(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,7 @@ class Results:
 
     @property
     def run_file(self) -> str:
-        return f"{self.root}/run.json"
+        return f"{self.root}/{RUN_FILE}"
 
     @property
     def started(self) -> bool:
@@ -81,44 +86,38 @@ class Results:
 
 def _repeat(sweep_dir: Path, root: str, profile: str, name: str) -> Repeat | None:
     directory = sweep_dir / root / profile / name
-    summary_path = directory / "summary.json"
+    summary_path = directory / SUMMARY_FILE
     if not summary_path.exists():
         return None
     summary = read_model(summary_path, ProfileSummary)
     records = [r for r in read_jsonl(directory / summary.records_file, RequestRecord) if not r.warmup]
     rel = f"{root}/{profile}/{name}"
-    return Repeat(summary, records, f"{rel}/summary.json", f"{rel}/{summary.records_file}")
+    return Repeat(summary, records, f"{rel}/{SUMMARY_FILE}", f"{rel}/{summary.records_file}")
 
 
 def load_results(sweep_dir: Path, root: str, name: str) -> Results:
     """Read ``<sweep>/<root>/run.json`` and every ``<profile>/r<k>/summary.json`` (+ records) below it."""
     base = sweep_dir / root
-    run_path = base / "run.json"
+    run_path = base / RUN_FILE
     run = read_model(run_path, CandidateRun) if run_path.exists() else None
     profiles: dict[str, list[Repeat]] = {}
     if base.is_dir():
         for profile_dir in sorted(p for p in base.iterdir() if p.is_dir()):
             repeats: list[tuple[int, Repeat]] = []
             for repeat_dir in profile_dir.iterdir():
-                match = _REPEAT.match(repeat_dir.name)
-                repeat = _repeat(sweep_dir, root, profile_dir.name, repeat_dir.name) if match else None
-                if match and repeat is not None:
-                    repeats.append((int(match.group(1)), repeat))
+                number = repeat_number(repeat_dir.name)
+                repeat = (
+                    _repeat(sweep_dir, root, profile_dir.name, repeat_dir.name)
+                    if number is not None
+                    else None
+                )
+                if number is not None and repeat is not None:
+                    repeats.append((number, repeat))
             if repeats:
                 profiles[profile_dir.name] = [r for _, r in sorted(repeats, key=lambda item: item[0])]
     capacity_path = base / CAPACITY_FILE
     capacity = read_model(capacity_path, CapacityResult) if capacity_path.exists() else None
     return Results(name=name, root=root, run=run, profiles=profiles, capacity=capacity)
-
-
-#: Where a baseline's interleaved blocks live: ``candidates/<baseline>/blocks/after-<candidate>/``.
-BLOCKS_DIR = "blocks"
-BLOCK_PREFIX = "after-"
-
-
-def block_root(baseline_root: str, after: str) -> str:
-    """The result root of the block measured after candidate ``after`` (relative, like ``root``)."""
-    return f"{baseline_root}/{BLOCKS_DIR}/{BLOCK_PREFIX}{after}"
 
 
 def load_baseline(sweep_dir: Path, root: str, name: str) -> Results:
@@ -158,7 +157,7 @@ def node_baseline_names(sweep_dir: Path) -> list[str]:
 
 
 def _result_dirs(sweep_dir: Path) -> list[str]:
-    root = sweep_dir / "candidates"
+    root = candidates_dir(sweep_dir)
     if not root.is_dir():
         return []
     return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -166,13 +165,13 @@ def _result_dirs(sweep_dir: Path) -> list[str]:
 
 def read_host_probe(sweep_dir: Path) -> HostProbe | None:
     """``<sweep>/host.json``, the probe of the host the sweep ran on; None when it was not written."""
-    path = sweep_dir / "host.json"
+    path = sweep_dir / HOST_FILE
     return read_model(path, HostProbe) if path.exists() else None
 
 
 def read_recovery_validation(sweep_dir: Path) -> RecoveryValidation | None:
     """``<sweep>/recovery/validation.json``; None when the recovery validation did not run."""
-    path = sweep_dir / RECOVERY_ROOT / "validation.json"
+    path = sweep_dir / RECOVERY_ROOT / VALIDATION_FILE
     return read_model(path, RecoveryValidation) if path.exists() else None
 
 

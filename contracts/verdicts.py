@@ -16,10 +16,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contracts.layout import VERDICTS_FILE
 from contracts.results import read_model, write_model
 
 VERDICTS_SCHEMA_VERSION = 2
-VERDICTS_FILE = "verdicts.json"
 
 GateStatus = Literal["pass", "fail", "inconclusive", "not_run"]
 GateRole = Literal["requirement", "gain"]

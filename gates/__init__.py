@@ -6,8 +6,8 @@ reading the sweep's result files and (the judge, :mod:`gates.judge`) writing ``v
 Importing the package registers every gate (one module each).
 """
 
+from contracts.layout import VERDICTS_FILE
 from contracts.verdicts import (
-    VERDICTS_FILE,
     Comparison,
     DriftResult,
     Evidence,

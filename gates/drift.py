@@ -25,9 +25,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from contracts.layout import RECOVERY_ROOT
 from contracts.metrics import fmt_ratio, fmt_repeats, fmt_value, geometric_mean, median, ttft_value
 from contracts.schema import GatesConfig
-from contracts.sweepdir import RECOVERY_ROOT, Repeat, Results, load_results
+from contracts.sweepdir import Repeat, Results, load_results
 from contracts.verdicts import Comparison, DriftResult, Evidence, GateStatus
 from gates.compare import (
     Measured,

@@ -14,9 +14,10 @@ import sys
 from pathlib import Path
 
 from contracts.errors import GauntletError, ResultFileError
+from contracts.layout import CONFIG_FILE, VERDICTS_FILE
 from contracts.schema import GauntletConfig, read_sweep_config
 from contracts.sweepdir import sweep_dir_argument
-from contracts.verdicts import DECISION_LABELS, VERDICTS_FILE, SweepVerdict, write_verdicts
+from contracts.verdicts import DECISION_LABELS, SweepVerdict, write_verdicts
 from gates.sequential import candidate_plan
 from gates.verdict import evaluate_sweep
 
@@ -72,7 +73,7 @@ def main(args: list[str]) -> int:
     sweep_dir = sweep_dir_argument(
         args,
         prog="python -m orchestrator judge",
-        description=f"Judge a sweep's stored results with its config.yaml and write {VERDICTS_FILE}.",
+        description=f"Judge a sweep's stored results with its {CONFIG_FILE} and write {VERDICTS_FILE}.",
     )
     if isinstance(sweep_dir, int):
         return sweep_dir

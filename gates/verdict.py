@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from contracts.errors import GateError
+from contracts.layout import candidate_dir, candidate_root
 from contracts.metrics import excludes_one, fmt_ratio, geometric_mean
 from contracts.schema import GatesConfig
 from contracts.sweepdir import (
@@ -260,13 +261,13 @@ def evaluate_sweep(
     every = candidates if candidates is not None else candidate_names(sweep_dir)
     node_baselines = [n for n in node_baseline_names(sweep_dir) if is_node_baseline(n, baseline)]
     # The sweep's own baseline, or (every candidate measured on other nodes) the first node's.
-    reference = baseline if (sweep_dir / "candidates" / baseline).is_dir() or not node_baselines else None
+    reference = baseline if candidate_dir(sweep_dir, baseline).is_dir() or not node_baselines else None
     base_name = reference or node_baselines[0]
-    base = load_baseline(sweep_dir, f"candidates/{base_name}", base_name)
+    base = load_baseline(sweep_dir, candidate_root(base_name), base_name)
     _check_baseline(base)
     names = [n for n in every if n != baseline]
     # Keyed by the baseline's configured name even when measured on a node (the report's rows are).
-    results = {baseline: base} | {n: load_results(sweep_dir, f"candidates/{n}", n) for n in names}
+    results = {baseline: base} | {n: load_results(sweep_dir, candidate_root(n), n) for n in names}
     paired = _paired_baselines(sweep_dir, results, names)
     verdicts: list[Verdict] = []
     reversals: list[Reversal] = []
@@ -335,7 +336,7 @@ def _paired_baselines(
         run = results[name].run
         if run is not None and run.paired_baseline:
             ref = run.paired_baseline
-            pair = load_baseline(sweep_dir, f"candidates/{ref}", ref)
+            pair = load_baseline(sweep_dir, candidate_root(ref), ref)
             _check_baseline(pair)
             out[name] = pair
     return out

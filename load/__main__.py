@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from contracts.errors import GauntletError, ResultFileError
+from contracts.layout import CANDIDATES_DIR, SUMMARY_FILE
 from contracts.results import LoadSettings, ProfileSummary, read_model
 from load.runner import new_salt, run_profile
 
@@ -30,9 +31,11 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m load",
         description="Run one recorded load profile again against a server, with the settings its "
-        "summary.json recorded (the report prints this command for each sweep).",
+        f"{SUMMARY_FILE} recorded (the report prints this command for each sweep).",
     )
-    p.add_argument("summary", type=Path, help="a summary.json a sweep wrote (<sweep>/candidates/...)")
+    p.add_argument(
+        "summary", type=Path, help=f"a {SUMMARY_FILE} a sweep wrote (<sweep>/{CANDIDATES_DIR}/...)"
+    )
     p.add_argument("--base-url", help="the server to drive (default: the one recorded)")
     p.add_argument("--model", help="the served model name to send (default: the one recorded)")
     p.add_argument("--out", type=Path, help="where to write records, summary, metrics (default: rerun/...)")
@@ -101,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{result.completed}/{result.num_requests} completed, {result.failed} failed, "
         f"output {result.output_tps:,.0f} tok/s, TTFT p50 "
         f"{'-' if ttft is None else f'{ttft:.3f} s'}; recorded run: {summary.output_tps:,.0f} tok/s; "
-        f"{out / 'summary.json'}"
+        f"{out / SUMMARY_FILE}"
     )
     return 0 if result.failed == 0 else 1
 

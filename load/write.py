@@ -10,12 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from contracts.layout import METRICS_FILE, RECORDS_FILE, SUMMARY_FILE
 from contracts.results import write_jsonl, write_model
 from load.collect import RunResult
-
-RECORDS_FILE = "records.jsonl"
-METRICS_FILE = "metrics.json"
-SUMMARY_FILE = "summary.json"
 
 
 def write_results(out_dir: Path, result: RunResult) -> None:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from contracts.errors import GauntletError
+from contracts.layout import DEFAULT_SWEEPS_DIR, latest_sweep
 
 
 class UsageError(GauntletError):
@@ -139,11 +140,11 @@ def _dispatch(
             )
     elif composing:
         sweeps = config.composed_sweeps_dir(location, overrides)
-        sweep_dir = latest_sweep(sweeps)
+        sweep_dir = _latest(sweeps)
     elif command in NEEDS_DIR:
         raise UsageError(f"`{command}` needs a SWEEP_DIR", hint=command_help(command))
     else:
-        sweep_dir = latest_sweep(Path("sweeps"))
+        sweep_dir = _latest(Path(DEFAULT_SWEEPS_DIR))
     if args["cfg"] is not None:
         print(
             config.recorded_cfg(sweep_dir, args["cfg"], package=args["package"], resolve=args["resolve"]),
@@ -158,15 +159,9 @@ def _dispatch(
     return run([str(sweep_dir)])
 
 
-def latest_sweep(sweeps: Path) -> Path:
-    """``<sweeps>/latest``, resolved; a UsageError naming where it looked when there is none."""
-    latest = sweeps / "latest"
-    if not latest.exists():
-        raise UsageError(
-            f"no sweep found ({latest} does not exist)",
-            hint="pass the sweep directory, or the config flags and overrides that set run.sweeps_dir",
-        )
-    return latest.resolve()
+def _latest(sweeps: Path) -> Path:
+    hint = "pass the sweep directory, or the config flags and overrides that set run.sweeps_dir"
+    return latest_sweep(sweeps, error=UsageError, hint=hint)
 
 
 def _stderr(line: str) -> None:

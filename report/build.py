@@ -17,16 +17,16 @@ import sys
 from pathlib import Path
 
 from contracts.errors import GauntletError, ResultFileError
+from contracts.layout import RECOVERY_ROOT, REPORT_JSON, REPORT_MD, VERDICTS_FILE
 from contracts.results import write_model
 from contracts.schema import GauntletConfig, read_sweep_config
 from contracts.sweepdir import (
-    RECOVERY_ROOT,
     candidate_names,
     load_results,
     node_baseline_names,
     sweep_dir_argument,
 )
-from contracts.verdicts import VERDICTS_FILE, VERDICTS_SCHEMA_VERSION, SweepVerdict, read_verdicts
+from contracts.verdicts import VERDICTS_SCHEMA_VERSION, SweepVerdict, read_verdicts
 from report.export import write_summaries_csv
 from report.markdown import render_markdown
 from report.model import build_model, read_sweep
@@ -72,8 +72,8 @@ def build_report(sweep_dir: Path, cfg: GauntletConfig | None = None) -> str:
         else None
     )
     write_summaries_csv(sweep_dir, data.results, recovery)
-    write_model(sweep_dir / "report.json", report)
-    (sweep_dir / "report.md").write_text(text)
+    write_model(sweep_dir / REPORT_JSON, report)
+    (sweep_dir / REPORT_MD).write_text(text)
     return text
 
 
@@ -95,5 +95,5 @@ def main(args: list[str]) -> int:
     print(text, end="", flush=True)
     if note:
         print(f"gauntlet: report: {note}", file=sys.stderr)
-    print(f"gauntlet: report written to {sweep_dir}/report.md, report.json and *.png", file=sys.stderr)
+    print(f"gauntlet: report written to {sweep_dir}/{REPORT_MD}, {REPORT_JSON} and *.png", file=sys.stderr)
     return 0

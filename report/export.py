@@ -21,10 +21,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from contracts.errors import GauntletError
+from contracts.layout import SUMMARIES_CSV
 from contracts.results import ProfileSummary, Stats, read_model
 from contracts.sweepdir import Results
-
-CSV_FILE = "summaries.csv"
 
 _STATS = ("ttft", "tpot", "itl", "e2e", "first_visible")
 COLUMNS: tuple[str, ...] = (
@@ -173,6 +172,6 @@ def write_summaries_csv(
     sweep_dir: Path, results: Mapping[str, Results], recovery: Results | None = None
 ) -> Path:
     """``<sweep>/summaries.csv``; returns its path."""
-    path = sweep_dir / CSV_FILE
+    path = sweep_dir / SUMMARIES_CSV
     path.write_text(render_csv(summary_rows(sweep_dir, results, recovery)))
     return path

@@ -10,13 +10,19 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from contracts.layout import (
+    PLOT_GOODPUT,
+    PLOT_PARETO,
+    PLOT_RANKING,
+    PLOT_THROUGHPUT,
+    PLOT_TTFT,
+    SUMMARIES_CSV,
+)
 from contracts.metrics import fmt_bounds, fmt_ratio, fmt_value
 from contracts.results import HostProbe
 from contracts.verdicts import DECISION_LABELS, DriftResult, KeyFigure
-from report.export import CSV_FILE
-from report.model import PLOT_RANKING, PLOT_THROUGHPUT, PLOT_TTFT, CandidateRow, ReportModel
+from report.model import CandidateRow, ReportModel
 from report.slo import capacity_text, fmt_interval
-from report.slo_plots import PLOT_GOODPUT, PLOT_PARETO
 
 
 def _figure_value(fig: KeyFigure, *, baseline: bool = False) -> str:
@@ -99,7 +105,7 @@ def render_markdown(report: ReportModel) -> str:
             f"- `{PLOT_GOODPUT}`: goodput and SLO attainment against load, with the SLO target",
         ]
     out.append(
-        f"- `{CSV_FILE}`: every summary, one row per candidate x profile x repeat, block, capacity run "
+        f"- `{SUMMARIES_CSV}`: every summary, one row per candidate x profile x repeat, block, capacity run "
         "and recovery run"
     )
     return "\n".join(out) + "\n"

@@ -16,6 +16,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contracts.layout import (
+    PLOT_GOODPUT,
+    PLOT_PARETO,
+    PLOT_RANKING,
+    PLOT_THROUGHPUT,
+    PLOT_TTFT,
+    candidate_root,
+)
 from contracts.metrics import by_severity, fmt_bounds, fmt_factor, fmt_ratio, fmt_value, slo_text
 from contracts.results import HostProbe, RecoveryValidation
 from contracts.schema import GauntletConfig
@@ -39,13 +47,9 @@ from report.slo import (
     goodput_rows,
     server_figure_rows,
 )
-from report.slo_plots import PLOT_GOODPUT, PLOT_PARETO
 
 REPORT_SCHEMA_VERSION = 1
 
-PLOT_TTFT = "ttft.png"
-PLOT_THROUGHPUT = "throughput.png"
-PLOT_RANKING = "ranking.png"
 
 RowDecision = Decision | Literal["baseline"]
 
@@ -162,7 +166,7 @@ class SweepData:
 def read_sweep(sweep_dir: Path, names: Sequence[str]) -> SweepData:
     """Run files, summaries and records of ``names``, the host probe and the recovery validation."""
     return SweepData(
-        results={name: load_baseline(sweep_dir, f"candidates/{name}", name) for name in names},
+        results={name: load_baseline(sweep_dir, candidate_root(name), name) for name in names},
         probe=read_host_probe(sweep_dir),
         recovery=read_recovery_validation(sweep_dir),
     )

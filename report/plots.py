@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contracts.layout import PLOT_RANKING, PLOT_THROUGHPUT, PLOT_TTFT
 from contracts.metrics import mean
 from contracts.schema import GauntletConfig
-from report.model import PLOT_RANKING, PLOT_THROUGHPUT, PLOT_TTFT, ReportModel, SweepData
+from report.model import ReportModel, SweepData
 from report.slo_plots import write_slo_plots
 
 if TYPE_CHECKING:

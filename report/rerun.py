@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from contracts.layout import candidate_dir, summary_glob
 from contracts.results import ProfileSummary, read_model
 from contracts.schema import GauntletConfig
 
@@ -18,9 +19,9 @@ from contracts.schema import GauntletConfig
 def example_summary(sweep_dir: Path, cfg: GauntletConfig, baseline: str) -> Path | None:
     """The baseline's first recorded repeat of the first loaded profile (else of any profile)."""
     order = [*cfg.gates.loaded_profiles, *cfg.run.profiles]
-    root = sweep_dir / "candidates" / baseline
+    root = candidate_dir(sweep_dir, baseline)
     for profile in dict.fromkeys(order):
-        for path in sorted((root / profile).glob("r*/summary.json")):
+        for path in sorted((root / profile).glob(summary_glob())):
             return path
     return None
 

@@ -14,12 +14,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from contracts.layout import PLOT_GOODPUT, PLOT_PARETO
 from contracts.results import CapacityPoint, CapacityResult
 from contracts.schema import SloConfig
 from contracts.sweepdir import Results
-
-PLOT_PARETO = "pareto.png"
-PLOT_GOODPUT = "goodput.png"
 
 
 def level_points(result: CapacityResult) -> list[CapacityPoint]:

@@ -52,6 +52,14 @@ class Runtime:
         if self.host.abort(req, self.vnow()):
             self._event.set()
 
+    def defer(self, key: int, flush: Callable[[float], bool]) -> None:
+        """Hold a stream's unwritten tokens: ``flush(wall)`` is called each step until it returns True."""
+        self.pending[key] = flush
+
+    def undefer(self, key: int) -> None:
+        """The stream wrote what it held (a flush removes itself)."""
+        self.pending.pop(key, None)
+
     def stop(self) -> None:
         self._stopped = True
         self._event.set()

@@ -311,8 +311,10 @@ class SimServer:
             self._send(writer, 500, error_body(500, message, "InternalServerError"))
             return True
         stream = ChatStream(
-            self,
+            self.runtime,
             writer.transport if params["stream"] else None,
+            model_name=self.served_model_name,
+            stall_after=self.args.stall_after_chunks,
             stream=params["stream"],
             include_usage=params["include_usage"],
             prompt_tokens=params["prompt_tokens"],

@@ -1,8 +1,10 @@
 """Streaming responses of the simulator: the engine's token steps -> OpenAI chat-completion SSE chunks.
 
-Pipeline position: inside the simulated server (:mod:`launch.sim.server`). A :class:`ChatStream` is the
-engine's sink for one request; it coalesces steps into chunks the way vLLM's API server does and writes
-them with chunked transfer framing (or builds one JSON response at the end for ``stream: false``).
+Pipeline position: inside the simulated server (:mod:`launch.sim.server`), which hands each stream the
+runtime (:mod:`launch.sim.runtime`: its clock, the coalescing interval, the flushes it owes) and what the
+stream writes. A :class:`ChatStream` is the engine's sink for one request; it coalesces steps into chunks
+the way vLLM's API server does and writes them with chunked transfer framing (or builds one JSON response
+at the end for ``stream: false``).
 """
 
 from __future__ import annotations
@@ -11,10 +13,9 @@ import asyncio
 import json
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from launch.sim.server import SimServer
+from launch.sim.runtime import Runtime
 
 _REASONING_WORDS = (" Let", " me", " think", " about", " this", " carefully", " and", " check", ".")
 _CONTENT_WORDS = (" The", " answer", " is", " shown", " here", " in", " plain", " words", ".")
@@ -45,12 +46,13 @@ class ChatStream:
         "include_usage",
         "last_write",
         "model_json",
+        "model_name",
         "pend_c",
         "pend_r",
         "prefix",
         "prompt_tokens",
         "rid",
-        "server",
+        "runtime",
         "stall_after",
         "started",
         "stream",
@@ -61,21 +63,24 @@ class ChatStream:
 
     def __init__(
         self,
-        server: SimServer,
+        runtime: Runtime,
         transport: asyncio.WriteTransport | None,
         *,
+        model_name: str,
+        stall_after: int | None,
         stream: bool,
         include_usage: bool,
         prompt_tokens: int,
     ) -> None:
-        self.server = server
+        self.runtime = runtime
+        self.model_name = model_name
         self.transport = transport
         self.stream = stream
         self.include_usage = include_usage
         self.prompt_tokens = prompt_tokens
         self.rid = f"chatcmpl-{uuid.uuid4().hex}"
         self.created = int(time.time())
-        self.model_json = json.dumps(server.served_model_name)
+        self.model_json = json.dumps(model_name)
         self.prefix = (
             f'data: {{"id":"{self.rid}","object":"chat.completion.chunk","created":{self.created},'
             f'"model":{self.model_json},"choices":[{{"index":0,"delta":{{'
@@ -89,7 +94,7 @@ class ChatStream:
         self.finish: str | None = None
         self.last_write = 0.0
         self.chunks = 0
-        self.stall_after = server.args.stall_after_chunks
+        self.stall_after = stall_after
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     # -- the engine's sink -----------------------------------------------------------------------------
@@ -109,15 +114,15 @@ class ChatStream:
             return
         if finish is not None:
             self.finish = finish
-        wall = self.server.clock()
+        wall = self.runtime.clock()
         must = finish is not None or not self.started or (c and not self.content_started)
-        if must or wall - self.last_write >= self.server.runtime.coalesce_s:
+        if must or wall - self.last_write >= self.runtime.coalesce_s:
             self.flush(wall)
         else:
-            self.server.runtime.pending[id(self)] = self.flush_if_due
+            self.runtime.defer(id(self), self.flush_if_due)
 
     def flush_if_due(self, wall: float) -> bool:
-        if wall - self.last_write >= self.server.runtime.coalesce_s:
+        if wall - self.last_write >= self.runtime.coalesce_s:
             self.flush(wall)
             return True
         return False
@@ -129,7 +134,7 @@ class ChatStream:
         transport.write(b"%x\r\n%s\r\n" % (len(data), data))
 
     def flush(self, wall: float) -> None:
-        self.server.runtime.pending.pop(id(self), None)
+        self.runtime.undefer(id(self))
         if self.stall_after is not None and self.chunks >= self.stall_after:
             self.pend_r = self.pend_c = 0
             return
@@ -181,7 +186,7 @@ class ChatStream:
             "id": self.rid,
             "object": "chat.completion",
             "created": self.created,
-            "model": self.server.served_model_name,
+            "model": self.model_name,
             "choices": [
                 {
                     "index": 0,

@@ -29,6 +29,7 @@ from contracts.errors import (
     exit_code_for,
     sweep_dir_error,
 )
+from contracts.layout import SERVER_LOG, point_latest, previous_latest
 from contracts.results import RecoveryValidation
 from contracts.schema import GauntletConfig
 from orchestrator.ledger.events import SweepFinished
@@ -103,8 +104,7 @@ class SweepController:
             where = "as jobs on other nodes (zero-downtime)" if jobs_elsewhere else "here"
             ctx.say(f"sweep of {len(names)} job(s) in {sweep_dir} {where}: {', '.join(names)}")
         sweeps = Path(cfg.run.sweeps_dir)
-        latest = sweeps / "latest"
-        previous = latest.resolve() if latest.is_symlink() and latest.resolve().is_dir() else None
+        previous = previous_latest(sweeps)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         point_latest(sweeps, sweep_dir)
         begin(ctx, previous=previous, keep_live=jobs_elsewhere)
@@ -116,7 +116,7 @@ class SweepController:
                 f"the baseline {cfg.baseline.name} did not start ({run.startup.kind}): "
                 f"{run.startup.matched_line or '-'}; nothing can be compared",
                 evidence=run.startup.evidence[-10:],
-                hint=f"see {ctx.candidate_dir(cfg.baseline.name) / 'server.log'}",
+                hint=f"see {ctx.candidate_dir(cfg.baseline.name) / SERVER_LOG}",
             )
 
     # ---------------------------------------------------------------- one job
@@ -275,20 +275,6 @@ def quiet_http_logs() -> None:
     """Hydra sets the root logger to INFO; per-request lines of the HTTP client would drown the progress."""
     for name in ("httpx", "httpcore"):
         logging.getLogger(name).setLevel(logging.WARNING)
-
-
-def point_latest(sweeps: Path, target: Path) -> None:
-    """Make ``<sweeps>/latest`` point at ``target`` (atomically)."""
-    sweeps.mkdir(parents=True, exist_ok=True)
-    link = sweeps / "latest"
-    tmp = sweeps / f".latest.{os.getpid()}"
-    tmp.unlink(missing_ok=True)
-    try:
-        rel = os.path.relpath(target.resolve(), sweeps.resolve())
-    except ValueError:
-        rel = str(target.resolve())
-    tmp.symlink_to(rel)
-    os.replace(tmp, link)
 
 
 def jobs_run_elsewhere(launcher: str, cfg: GauntletConfig) -> bool:

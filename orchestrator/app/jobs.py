@@ -39,9 +39,10 @@ from pathlib import Path
 from types import FrameType
 
 from contracts.errors import GauntletError
+from contracts.layout import BLOCKS_DIR, RUN_FILE, SERVER_LOG, candidate_root
 from contracts.results import CandidateRun, read_model
 from contracts.schema import GauntletConfig
-from contracts.sweepdir import BLOCKS_DIR, load_baseline
+from contracts.sweepdir import load_baseline
 from gates.drift import evaluate_node_drift
 from orchestrator.ledger.events import JobFinished, JobStarted
 from orchestrator.ledger.nodes import SIM_SPEED_VARIABLE, Place, acquire_slot
@@ -129,13 +130,13 @@ def _measure(ctx: SweepContext, place: Place) -> str:
 
 
 def _block_runs(ctx: SweepContext, name: str) -> list[Path]:
-    return list((ctx.candidate_dir(name) / BLOCKS_DIR).glob("*/run.json"))
+    return list((ctx.candidate_dir(name) / BLOCKS_DIR).glob(f"*/{RUN_FILE}"))
 
 
 def _node_drift(ctx: SweepContext, name: str) -> str | None:
     """Why the node's baseline may not be reused: its later blocks drifted from its opening repeats
     (:func:`gates.drift.evaluate_node_drift`); None when they did not, or there is no block yet."""
-    base = load_baseline(ctx.dir, f"candidates/{name}", name)
+    base = load_baseline(ctx.dir, candidate_root(name), name)
     if not base.blocks:
         return None
     drift = evaluate_node_drift(ctx.cfg.gates, base)
@@ -147,7 +148,7 @@ def node_baseline(ctx: SweepContext, node: str) -> str:
     (same fingerprint, younger than ``run.node_baseline_max_age_s``, and no drift in its later blocks)."""
     cfg = ctx.cfg
     name = f"{cfg.baseline.name}@{node}"
-    run_file = ctx.candidate_dir(name) / "run.json"
+    run_file = ctx.candidate_dir(name) / RUN_FILE
     if is_complete(ctx, name):
         age = time.time() - max(p.stat().st_mtime for p in [run_file, *_block_runs(ctx, name)])
         fingerprint = ctx.render(replace(cfg.baseline, name=name)).fingerprint
@@ -163,6 +164,6 @@ def node_baseline(ctx: SweepContext, node: str) -> str:
     if not run.startup.ok:
         raise GauntletError(
             f"the baseline did not start on {node} ({run.startup.kind}): its candidates cannot be compared",
-            hint=f"see {ctx.candidate_dir(name) / 'server.log'}",
+            hint=f"see {ctx.candidate_dir(name) / SERVER_LOG}",
         )
     return name

@@ -31,6 +31,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from contracts.errors import ConfigError, ConfigProblem
+from contracts.layout import CONFIG_FILE, OVERRIDES_FILE, RECORDED_HYDRA
 from contracts.paths import CONF_DIR
 from contracts.schema import (
     CandidateConfig,
@@ -360,13 +361,9 @@ def composed_sweeps_dir(location: ConfigLocation, overrides: Sequence[str]) -> P
     return Path(str(cfg.run.sweeps_dir))
 
 
-#: A sweep's recorded Hydra configuration: the multirun's, else the first job's (a single run's).
-_RECORDED_HYDRA = ("multirun.yaml", "jobs/*/.hydra/hydra.yaml", ".hydra/hydra.yaml")
-
-
 def recorded_hydra(sweep_dir: Path) -> DictConfig | None:
     """The ``hydra`` node a sweep recorded, or None when the sweep has none (written by an older tool)."""
-    for pattern in _RECORDED_HYDRA:
+    for pattern in RECORDED_HYDRA:
         for path in sorted(sweep_dir.glob(pattern)):
             node = OmegaConf.load(path)
             if isinstance(node, DictConfig) and "hydra" in node:
@@ -383,7 +380,7 @@ def recorded_cfg(sweep_dir: Path, cfg_type: str, *, package: str | None = None, 
     (``multirun.yaml``), ``all`` both; ``--package`` selects a node, ``--resolve`` resolves what still
     resolves (``${now:...}`` of the sweep's start does not, and stays as written).
     """
-    job = OmegaConf.load(sweep_dir / "config.yaml")
+    job = OmegaConf.load(sweep_dir / CONFIG_FILE)
     full: Any = OmegaConf.create(OmegaConf.to_container(job))
     if cfg_type in ("hydra", "all"):
         hydra_node = recorded_hydra(sweep_dir)
@@ -401,9 +398,7 @@ def recorded_cfg(sweep_dir: Path, cfg_type: str, *, package: str | None = None, 
     if package:
         shown = OmegaConf.select(shown, package)
         if shown is None:
-            raise ConfigError(
-                [ConfigProblem(str(sweep_dir / "config.yaml"), package, None, "a recorded node")]
-            )
+            raise ConfigError([ConfigProblem(str(sweep_dir / CONFIG_FILE), package, None, "a recorded node")])
     if not isinstance(shown, DictConfig):
         return f"{shown}\n"
     try:
@@ -420,7 +415,7 @@ def recorded_info(sweep_dir: Path, what: str) -> str:
     """``--info`` of a command that reads a sweep: where its configuration came from, as recorded."""
     hydra_node = recorded_hydra(sweep_dir)
     lines = [f"sweep: {sweep_dir}", f"recorded configuration: {sweep_dir / 'config.yaml'}"]
-    overrides = sweep_dir / "overrides.txt"
+    overrides = sweep_dir / OVERRIDES_FILE
     if overrides.exists():
         lines.append(f"overrides: {' '.join(overrides.read_text().split()) or '(none)'}")
     if hydra_node is None:
@@ -441,7 +436,7 @@ def recorded_info(sweep_dir: Path, what: str) -> str:
             lines.append(f"{kind}: {target}")
     if what in ("all", "config"):
         lines.append("config:")
-        lines.append(OmegaConf.to_yaml(OmegaConf.load(sweep_dir / "config.yaml")).rstrip())
+        lines.append(OmegaConf.to_yaml(OmegaConf.load(sweep_dir / CONFIG_FILE)).rstrip())
     return "\n".join(lines) + "\n"
 
 

@@ -15,7 +15,7 @@ lists the jobs of other nodes, which are cancelled through their scheduler, neve
 
 Example::
 
-    journal = Journal(sweep_dir / "journal.jsonl")
+    journal = Journal(journal_file(sweep_dir))
     journal.append(Launching(candidate="tp4_dp2", fingerprint=spec.fingerprint, port=8000))
     state = journal.replay()        # JournalState: live servers, the retained spec, last event
 """
@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from contracts.errors import JournalError
+from contracts.layout import JOURNALS_DIR, journal_file
 from orchestrator.ledger.events import (
     Adopted,
     Event,
@@ -53,8 +54,6 @@ E = TypeVar("E", bound=Event)
 
 #: Event fields that name a file in the sweep directory.
 _FILE_FIELDS = ("spec_file", "log_path")
-#: Where the job journals of a sweep live, beside its main ``journal.jsonl``.
-JOBS_DIR = "journals"
 
 
 def utc_now() -> str:
@@ -102,8 +101,8 @@ class Journal:
     def of_sweep(cls, sweep_dir: Path, place: Place | None = None) -> Journal:
         """The journal a process at ``place`` writes in ``sweep_dir`` (a job's own, or the main one)."""
         if place is not None and place.is_job:
-            return cls(sweep_dir / JOBS_DIR / place.journal_name(), place=place)
-        return cls(sweep_dir / "journal.jsonl", place=place)
+            return cls(sweep_dir / JOURNALS_DIR / place.journal_name(), place=place)
+        return cls(journal_file(sweep_dir), place=place)
 
     def append(self, event: E) -> E:
         """Write ``event`` stamped with the current time, fsync'ed; returns the stamped event."""
@@ -193,8 +192,8 @@ class Journal:
         return replay(self.node_events())
 
     def _job_journals(self) -> list[Journal]:
-        folder = self.path.parent / JOBS_DIR
-        if self.path.parent.name == JOBS_DIR or not folder.is_dir():
+        folder = self.path.parent / JOURNALS_DIR
+        if self.path.parent.name == JOURNALS_DIR or not folder.is_dir():
             return []
         return [Journal(path) for path in sorted(folder.glob("*.jsonl"))]
 

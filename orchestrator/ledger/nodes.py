@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from contracts.layout import NODES_DIR
+
 #: Environment variables that name this process's node, in order of precedence.
 NODE_VARIABLES = ("GAUNTLET_NODE", "SLURMD_NODENAME")
 #: A simulated node's speed factor: ``GAUNTLET_SIM_SPEED_<K>`` (read by the job, passed to the simulator).
@@ -112,7 +114,7 @@ def acquire_slot(
     """
     if nodes < 1:
         raise ValueError(f"a simulated cluster needs at least one node, got {nodes}")
-    folder = sweep_dir / "nodes"
+    folder = sweep_dir / NODES_DIR
     folder.mkdir(parents=True, exist_ok=True)
     deadline = clock() + wait_s
     told = False

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from contracts.layout import OPENING_FILE
 from orchestrator.ledger.journal import utc_now
 
-OPENING_FILE = "opening.json"
 #: ``stopped``: ``rollback`` or ``stop`` ended the sweep; a job that starts afterwards starts nothing.
 OpeningState = Literal["opening", "open", "failed", "stopped"]
 

@@ -11,6 +11,7 @@ sweep tells a candidate that stopped early from one that was interrupted.
 from __future__ import annotations
 
 from contracts.errors import GauntletError
+from contracts.layout import RUN_FILE
 from contracts.results import CandidateRun, write_model
 from contracts.verdicts import Decision
 from gates.sequential import SequentialPlan, candidate_plan
@@ -29,7 +30,7 @@ def plan_for(ctx: SweepContext, role: Role) -> SequentialPlan:
 def look(ctx: SweepContext, run: CandidateRun, repeats: int, plan: SequentialPlan) -> Decision | None:
     """Judge ``run``'s candidate on its results so far (at the per-look confidence) and journal it;
     None when it cannot be judged now (the next repeat runs, and the judge says why at the end)."""
-    write_model(ctx.candidate_dir(run.candidate) / "run.json", run)  # the final one replaces it
+    write_model(ctx.candidate_dir(run.candidate) / RUN_FILE, run)  # the final one replaces it
     try:
         verdict = evaluate_sweep(
             ctx.dir,

@@ -9,158 +9,86 @@ run.json, not a crash of the sweep.
 
 from __future__ import annotations
 
-import shutil
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import cast
 
-from contracts.errors import GauntletError
-from contracts.results import (
-    CAPACITY_FILE,
-    CandidateRun,
-    ProfileSummary,
-    WatchEvent,
-    profile_dir,
-    read_model,
-    write_model,
-)
+from contracts.layout import CAPACITY_FILE
+from contracts.results import CandidateRun
 from contracts.schema import CandidateConfig
 from contracts.verdicts import Decision
 from gates.sequential import SequentialPlan
-from launch.spec import LaunchSpec
-from orchestrator.ledger.events import DiscardingPartial, Role, SkippedComplete
+from orchestrator.ledger.events import Role
 from orchestrator.measure import adaptive
 from orchestrator.measure.capacity import run_capacity
-from orchestrator.measure.profile import free_memory, measure_profile, server_lost
+from orchestrator.measure.launch import Launch, RunLabels, launch_complete, measured_launch, skip_complete
+from orchestrator.measure.profile import free_memory, server_lost
 from orchestrator.servers.context import SweepContext
-from orchestrator.servers.seams import backend_of
-from orchestrator.servers.session import ServerSession
 
 
 def is_complete(ctx: SweepContext, name: str) -> bool:
     """Results of ``name`` are complete and valid (resume skips it)."""
-    run_file = ctx.candidate_dir(name) / "run.json"
-    if not run_file.exists():
-        return False
-    try:
-        run = read_model(run_file, CandidateRun)
-        if not run.startup.ok or server_lost(run.watch):
-            return True  # a failed start or a server lost under load is this candidate's result
+
+    def expected(run: CandidateRun) -> list[tuple[str, int]] | None:
         plan = adaptive.plan_for(ctx, "baseline" if run.is_baseline else "candidate")
         done = adaptive.settled_repeats(ctx, name) if plan.adaptive else plan.max_repeats
         if done is None:
-            return False  # the adaptive loop never finished: interrupted
-        for profile in ctx.cfg.run.profiles:
-            for repeat in range(1, min(ctx.repeats_of(profile, done), done) + 1):
-                summary = read_model(
-                    profile_dir(ctx.dir, name, profile, repeat) / "summary.json", ProfileSummary
-                )
-                if summary.interrupted:
-                    return False
+            return None  # the adaptive loop never finished: interrupted
         if ctx.cfg.capacity.profile is not None and not (ctx.candidate_dir(name) / CAPACITY_FILE).exists():
-            return False
-    except GauntletError:
-        return False
-    return True
+            return None
+        return [
+            (profile, repeat)
+            for profile in ctx.cfg.run.profiles
+            for repeat in range(1, min(ctx.repeats_of(profile, done), done) + 1)
+        ]
 
-
-@dataclass
-class _Measured:
-    """What a candidate's profiles produced so far (written to run.json even when interrupted)."""
-
-    watch: list[WatchEvent] = field(default_factory=list)
-    profiles: list[str] = field(default_factory=list)
-    free_gpu_gib: list[float] | None = None
+    return launch_complete(ctx.candidate_dir(name), expected)
 
 
 def run_candidate(ctx: SweepContext, candidate: CandidateConfig, *, role: Role = "candidate") -> CandidateRun:
     """Launch, measure every profile with repeats, tear down; results into candidates/<name>/."""
     name = candidate.name
-    if is_complete(ctx, name):
-        ctx.say(f"{name}: complete results found, skipping (resume)")
-        ctx.journal.append(SkippedComplete(candidate=name))
-        return read_model(ctx.candidate_dir(name) / "run.json", CandidateRun)
-    ctx.check_stop()
     out = ctx.candidate_dir(name)
-    spec, spec_file = fresh_result_dir(ctx, candidate, out, label=name)
-    with ctx.servers.launch(spec, spec_file, out / "server.log", role=role) as session:
-        run = CandidateRun(
-            candidate=name,
-            fingerprint=spec.fingerprint,
-            backend=backend_of(spec),
-            host=spec.host,
-            is_baseline=name == ctx.cfg.baseline.name or role == "baseline",
-            phase="baseline" if role == "baseline" else "candidate",
-            startup=session.startup,
-            probe=None,
-            node=ctx.node,
-            paired_baseline=ctx.paired_baseline if role == "candidate" else None,
-        )
-        if not session.ready:
-            ctx.say(f"{name}: did not start ({run.startup.kind}): {run.startup.matched_line or '-'}")
-            write_model(out / "run.json", run)
-            return run
-        measured = _Measured()
-        try:
-            _run_profiles(ctx, session, measured, run, adaptive.plan_for(ctx, role))
-            if not server_lost(measured.watch):
-                measured.watch.extend(run_capacity(ctx, session, candidate))
-        finally:
-            # Torn down before run.json is written, so the record carries the teardown (also on Ctrl-C).
-            run = run.model_copy(
-                update={
-                    "watch": measured.watch,
-                    "teardown": session.teardown(),
-                    "profiles": measured.profiles,
-                    "free_gpu_gib_after_warmup": measured.free_gpu_gib,
-                }
-            )
-            write_model(out / "run.json", run)
-    return run
-
-
-def fresh_result_dir(
-    ctx: SweepContext, candidate: CandidateConfig, out: Path, *, label: str
-) -> tuple[LaunchSpec, Path]:
-    """Discard what a launch left in ``out`` (journalled as ``label``), then write the rendered spec
-    (``spec.json``, what the journal points at) and its vLLM config; returns the spec and its file."""
-    if out.exists():
-        ctx.journal.append(DiscardingPartial(candidate=label))
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    if is_complete(ctx, name):
+        return skip_complete(ctx, out, label=name, journal_as=name)
+    ctx.check_stop()
+    labels = RunLabels(
+        is_baseline=name == ctx.cfg.baseline.name or role == "baseline",
+        phase="baseline" if role == "baseline" else "candidate",
+        node=ctx.node,
+        paired_baseline=ctx.paired_baseline if role == "candidate" else None,
+    )
     spec = ctx.render(candidate)
-    spec_file = out / "spec.json"
-    spec_file.write_text(spec.to_json())
-    (out / "vllm-config.yaml").write_text(spec.config_yaml)
-    return spec, spec_file
+    with measured_launch(ctx, spec, out, role=role, labels=labels, discard_as=name) as launch:
+        if not launch.ready:
+            startup = launch.run.startup
+            ctx.say(f"{name}: did not start ({startup.kind}): {startup.matched_line or '-'}")
+        else:
+            _run_profiles(ctx, launch, adaptive.plan_for(ctx, role))
+            if not launch.lost:
+                launch.watch.extend(run_capacity(ctx, launch.session, candidate))
+    return launch.recorded
 
 
-def _run_profiles(
-    ctx: SweepContext, session: ServerSession, measured: _Measured, run: CandidateRun, plan: SequentialPlan
-) -> None:
+def _run_profiles(ctx: SweepContext, launch: Launch, plan: SequentialPlan) -> None:
     """Every profile, repeat by repeat, while the plan asks for another repeat (adaptive: while the
     verdict is unsettled, :mod:`gates.sequential`); stops early once the server is lost."""
-    run_cfg, name = ctx.cfg.run, session.candidate
+    run_cfg, name = ctx.cfg.run, launch.session.candidate
     repeat, decision = 0, cast("Decision | None", None)
     while plan.next_repeat(repeat, decision):
         repeat += 1
         for profile in run_cfg.profiles:
             if repeat > ctx.repeats_of(profile, plan.max_repeats):
                 continue
-            out = profile_dir(ctx.dir, name, profile, repeat)
-            events = measure_profile(ctx, session, profile=profile, repeat=repeat, out=out)
-            measured.profiles.append(f"{profile}/r{repeat}")
-            measured.watch.extend(events)
-            if measured.free_gpu_gib is None:
-                measured.free_gpu_gib = free_memory(ctx, session.spec)
+            events = launch.measure(profile, repeat)
+            if launch.free_gpu_gib is None:
+                launch.free_gpu_gib = free_memory(ctx, launch.session.spec)
             if server_lost(events):
                 break
-        if server_lost(measured.watch):
+        if launch.lost:
             ctx.say(f"{name}: the server died under load; remaining profiles skipped")
             return
         if plan.adaptive and repeat >= plan.min_repeats and repeat < plan.max_repeats:
             decision = adaptive.look(
-                ctx, run.model_copy(update={"profiles": measured.profiles}), repeat, plan
+                ctx, launch.run.model_copy(update={"profiles": launch.profiles}), repeat, plan
             )
     if plan.adaptive:
         adaptive.settle(ctx, name, repeat, decision)

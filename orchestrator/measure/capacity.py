@@ -18,10 +18,9 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from contracts.layout import CAPACITY_FILE, SUMMARY_FILE, capacity_run_root, repeat_name
 from contracts.metrics import slo_text
 from contracts.results import (
-    CAPACITY_FILE,
-    CAPACITY_ROOT,
     CapacityPoint,
     CapacityResult,
     ProfileSummary,
@@ -95,7 +94,7 @@ def sweep_run(
     measured, _ = scaled_counts(wl, ctx.cfg.run.scale)
     if measured != level_workload(wl, cap, level).num_requests or attempt > ctx.repeats_of(cap.profile):
         return None
-    rel = f"{cap.profile}/r{attempt}/summary.json"
+    rel = f"{repeat_name(cap.profile, attempt)}/{SUMMARY_FILE}"
     path = ctx.candidate_dir(candidate) / rel
     if not path.exists():
         return None
@@ -123,7 +122,7 @@ def run_capacity(ctx: SweepContext, session: ServerSession, candidate: Candidate
         if reused is not None:
             summary, file = reused
         else:
-            rel = f"{CAPACITY_ROOT}/{label}/a{attempt}"
+            rel = capacity_run_root(label, attempt)
             seen = measure_profile(
                 ctx,
                 session,
@@ -136,7 +135,7 @@ def run_capacity(ctx: SweepContext, session: ServerSession, candidate: Candidate
             events.extend(seen)
             if server_lost(seen):
                 raise _ServerLost(f"the server was lost at {label}")
-            summary, file = read_model(out / rel / "summary.json", ProfileSummary), f"{rel}/summary.json"
+            summary, file = read_model(out / rel / SUMMARY_FILE, ProfileSummary), f"{rel}/{SUMMARY_FILE}"
         point = _point(summary, level, attempt, file)
         points.append(point)
         ctx.say(

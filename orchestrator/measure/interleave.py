@@ -17,89 +17,37 @@ them. A complete block is skipped on resume; a partial one is measured again.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from contracts.errors import GauntletError
-from contracts.results import CandidateRun, ProfileSummary, WatchEvent, read_model, write_model
+from contracts.layout import block_dir, block_name
+from contracts.results import CandidateRun
 from contracts.schema import CandidateConfig
-from contracts.sweepdir import BLOCK_PREFIX, BLOCKS_DIR
-from orchestrator.ledger.events import SkippedComplete
-from orchestrator.measure.candidate import fresh_result_dir
-from orchestrator.measure.profile import measure_profile, server_lost
+from orchestrator.measure.launch import RunLabels, launch_complete, measured_launch, skip_complete
+from orchestrator.measure.profile import server_lost
 from orchestrator.servers.context import SweepContext
-from orchestrator.servers.seams import backend_of
-
-
-def block_dir(ctx: SweepContext, baseline: str, after: str) -> Path:
-    """Where the block of ``baseline`` measured after candidate ``after`` lives."""
-    return ctx.candidate_dir(baseline) / BLOCKS_DIR / f"{BLOCK_PREFIX}{after}"
-
-
-def block_complete(ctx: SweepContext, out: Path) -> bool:
-    """The block's results are complete (a block that did not start, or lost its server, is complete too:
-    that is its evidence)."""
-    try:
-        run = read_model(out / "run.json", CandidateRun)
-        if not run.startup.ok or server_lost(run.watch):
-            return True
-        for profile in ctx.cfg.run.recovery_profiles:
-            for repeat in range(1, ctx.cfg.run.interleave_repeats + 1):
-                summary = read_model(out / profile / f"r{repeat}" / "summary.json", ProfileSummary)
-                if summary.interrupted:
-                    return False
-    except (GauntletError, OSError):
-        return False
-    return True
 
 
 def measure_block(ctx: SweepContext, baseline: CandidateConfig, *, after: str) -> CandidateRun:
     """Launch the retained configuration (named ``baseline.name``: ``<baseline>`` or ``<baseline>@<node>``)
     and measure the recovery profiles; results into its block directory. Returns the block's record."""
     name = baseline.name
-    out = block_dir(ctx, name, after)
-    label = f"{name} (block after {after})"
-    if block_complete(ctx, out):
-        ctx.say(f"{label}: complete results found, skipping (resume)")
-        ctx.journal.append(SkippedComplete(candidate=f"{name}/{out.name}"))
-        return read_model(out / "run.json", CandidateRun)
+    out = block_dir(ctx.dir, name, after)
+    label, journal_as = f"{name} (block after {after})", f"{name}/{block_name(after)}"
+    runs = [
+        (profile, repeat)
+        for repeat in range(1, ctx.cfg.run.interleave_repeats + 1)
+        for profile in ctx.cfg.run.recovery_profiles
+    ]
+    if launch_complete(out, lambda _: runs):
+        return skip_complete(ctx, out, label=label, journal_as=journal_as)
     ctx.check_stop()
-    spec, spec_file = fresh_result_dir(ctx, baseline, out, label=f"{name}/{out.name}")
-    with ctx.servers.launch(spec, spec_file, out / "server.log", role="baseline") as session:
-        run = CandidateRun(
-            candidate=name,
-            fingerprint=spec.fingerprint,
-            backend=backend_of(spec),
-            host=spec.host,
-            is_baseline=True,
-            phase="baseline",
-            startup=session.startup,
-            node=ctx.node,
-            follows=after,
-        )
-        if not session.ready:
-            ctx.say(f"{label}: did not start ({run.startup.kind}): {run.startup.matched_line or '-'}")
-            write_model(out / "run.json", run)
-            return run
-        watch: list[WatchEvent] = []
-        profiles: list[str] = []
-        runs = [
-            (profile, repeat)
-            for repeat in range(1, ctx.cfg.run.interleave_repeats + 1)
-            for profile in ctx.cfg.run.recovery_profiles
-        ]
-        try:
+    labels = RunLabels(is_baseline=True, phase="baseline", node=ctx.node, follows=after)
+    spec = ctx.render(baseline)
+    with measured_launch(ctx, spec, out, role="baseline", labels=labels, discard_as=journal_as) as launch:
+        if not launch.ready:
+            startup = launch.run.startup
+            ctx.say(f"{label}: did not start ({startup.kind}): {startup.matched_line or '-'}")
+        else:
             for profile, repeat in runs:
-                events = measure_profile(
-                    ctx, session, profile=profile, repeat=repeat, out=out / profile / f"r{repeat}"
-                )
-                profiles.append(f"{profile}/r{repeat}")
-                watch.extend(events)
-                if server_lost(events):
+                if server_lost(launch.measure(profile, repeat)):
                     ctx.say(f"{label}: the server died under load; the block ends here")
                     break
-        finally:
-            run = run.model_copy(
-                update={"watch": watch, "teardown": session.teardown(), "profiles": profiles}
-            )
-            write_model(out / "run.json", run)
-    return run
+    return launch.recorded

@@ -28,6 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from contracts.errors import SpecError
+from contracts.layout import HOST_FILE, VLLM_CONFIG_FILE
 from contracts.results import write_model
 from launch.spec import LaunchSpec, diff_specs
 from orchestrator.ledger.events import RetainedRecorded, SweepStarted
@@ -57,7 +58,7 @@ def begin(ctx: SweepContext, *, previous: Path | None = None, keep_live: bool = 
     if previous is not None and previous.resolve() != ctx.dir.resolve():
         take_over_live_service(ctx, previous, spec, keep=keep_live)
     probe = ctx.seams.host_probe(ctx.cfg.host.kind)
-    write_model(ctx.dir / "host.json", probe)
+    write_model(ctx.dir / HOST_FILE, probe)
 
 
 def record_retained(ctx: SweepContext, spec: LaunchSpec) -> None:
@@ -75,7 +76,7 @@ def record_retained(ctx: SweepContext, spec: LaunchSpec) -> None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(spec.to_json())
-    (path.parent / "vllm-config.yaml").write_text(spec.config_yaml)
+    (path.parent / VLLM_CONFIG_FILE).write_text(spec.config_yaml)
     ctx.journal.append(
         RetainedRecorded(candidate=spec.candidate, fingerprint=spec.fingerprint, spec_file=str(path))
     )

@@ -12,7 +12,6 @@ recovery profiles must complete with no restart, no preemption and nothing left 
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -20,24 +19,23 @@ from pathlib import Path
 import httpx
 
 from contracts.errors import RollbackError, SpecError
+from contracts.layout import VALIDATION_FILE, recovery_dir
 from contracts.results import (
-    CandidateRun,
     ProfileSummary,
     RecoveryCheck,
     RecoveryValidation,
     StartupRecord,
     WatchEvent,
-    read_model,
     write_model,
 )
 from contracts.schema import CandidateConfig, ServiceConfig
 from launch.spec import LaunchSpec, diff_specs
 from orchestrator.ledger.events import Restored, Restoring, Validated, ValidationFailed
 from orchestrator.ledger.journal import JournalState
-from orchestrator.measure.profile import free_memory, measure_profile
+from orchestrator.measure.launch import Launch, RunLabels, fresh_dir, measured_launch, run_record
+from orchestrator.measure.profile import free_memory
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.leftovers import stop_leftovers
-from orchestrator.servers.seams import backend_of
 from orchestrator.servers.session import Servers, ServerSession
 
 
@@ -62,43 +60,39 @@ def restore(ctx: SweepContext, *, reason: str, keep_live: bool = False) -> Recov
     if live is not None:
         return _validate_in_place(ctx, live, state, reason=reason)
     stop_leftovers(ctx.servers, state, reason=f"before restoring the retained configuration ({reason})")
-    out = _fresh(ctx.dir / "recovery")
     ctx.journal.append(Restoring(candidate=spec.candidate, fingerprint=spec.fingerprint, reason=reason))
     ctx.say(f"restoring the retained configuration {spec.candidate} ({reason})")
-    with ctx.servers.launch(spec, spec_path, out / "server.log", role="retained") as session:
-        run = CandidateRun(
-            candidate=spec.candidate,
-            fingerprint=spec.fingerprint,
-            backend=backend_of(spec),
-            host=spec.host,
-            is_baseline=True,
-            phase="recovery",
-            startup=session.startup,
-        )
-        if not session.ready:
-            write_model(out / "run.json", run)
+    with measured_launch(
+        ctx,
+        spec,
+        recovery_dir(ctx.dir),
+        role="retained",
+        labels=RECOVERY,
+        discard_as=None,
+        spec_file=spec_path,
+    ) as launch:
+        if not launch.ready:
+            launch.write()
+            startup = launch.run.startup
             result = RecoveryValidation(
                 ok=False,
                 candidate=spec.candidate,
                 fingerprint=spec.fingerprint,
                 recorded_fingerprint=state.retained_fingerprint,
                 pid=None,
-                reason=f"the retained configuration did not start ({run.startup.kind}): "
-                f"{run.startup.matched_line}",
+                reason=f"the retained configuration did not start ({startup.kind}): {startup.matched_line}",
             )
-            write_model(out / "validation.json", result)
+            write_model(launch.out / VALIDATION_FILE, result)
             ctx.journal.append(ValidationFailed(candidate=spec.candidate, reason=result.reason))
             return result
+        session = launch.session
         session.keep()  # the live service from now on, whatever the validation finds
         ctx.journal.append(Restored(candidate=spec.candidate, pid=session.pid, fingerprint=spec.fingerprint))
-        return validate_retained(ctx, session, state.retained_fingerprint, run, out)
+        return validate_retained(ctx, launch, state.retained_fingerprint)
 
 
-def _fresh(out: Path) -> Path:
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    return out
+#: The record of the restored retained configuration's launch.
+RECOVERY = RunLabels(is_baseline=True, phase="recovery")
 
 
 def healthy_retained(servers: Servers, state: JournalState) -> ServerSession | None:
@@ -113,7 +107,7 @@ def healthy_retained(servers: Servers, state: JournalState) -> ServerSession | N
         session = servers.adopt(live, spec)
         if session is None:
             return None
-        if servers.seams.supervisor.health(session.server) == 200:
+        if servers.seams.supervisor.health(session.running) == 200:
             return session
     return None
 
@@ -124,43 +118,32 @@ def _validate_in_place(
     """Zero-downtime: the live retained server was never stopped; stop the rest, validate it under load."""
     others = replace(state, live={pid: s for pid, s in state.live.items() if pid != session.pid})
     stop_leftovers(ctx.servers, others, reason=f"the sweep ends ({reason}); the live service stays")
-    out = _fresh(ctx.dir / "recovery")
+    out = recovery_dir(ctx.dir)
+    fresh_dir(ctx, out, discard_as=None)
     ctx.say(
         f"the live retained server {session.spec.candidate} (pid {session.pid}) was never stopped "
         "(zero-downtime): validating it where it runs"
     )
-    run = CandidateRun(
-        candidate=session.spec.candidate,
-        fingerprint=session.spec.fingerprint,
-        backend=backend_of(session.spec),
-        host=session.spec.host,
-        is_baseline=True,
-        phase="recovery",
-        startup=StartupRecord(ok=True),
-    )
     session.keep()
     assert state.retained_fingerprint is not None
-    return validate_retained(ctx, session, state.retained_fingerprint, run, out)
+    launch = Launch(ctx, session, out, run_record(session.spec, StartupRecord(ok=True), RECOVERY))
+    return validate_retained(ctx, launch, state.retained_fingerprint)
 
 
-def validate_retained(
-    ctx: SweepContext, session: ServerSession, recorded: str, run: CandidateRun, out: Path
-) -> RecoveryValidation:
-    """Check the running retained server's effective config, then run the recovery profiles against it."""
+def validate_retained(ctx: SweepContext, launch: Launch, recorded: str) -> RecoveryValidation:
+    """Check the running retained server's effective config, then run the recovery profiles against it;
+    writes validation.json, then the launch's run.json."""
+    session = launch.session
     spec = session.spec
     expected = expected_cache_config(ctx.cfg.service, ctx.cfg.baseline)
     checks = effective_config_checks(spec, recorded, expected, transport=ctx.seams.transport)
-    watch: list[WatchEvent] = []
-    written: list[str] = []
     summaries: list[ProfileSummary] = []
     for repeat in range(1, ctx.cfg.run.recovery_repeats + 1):
         for profile in ctx.cfg.run.recovery_profiles:
-            sub = out / profile / f"r{repeat}"
-            watch.extend(measure_profile(ctx, session, profile=profile, repeat=repeat, out=sub))
-            summaries.append(read_model(sub / "summary.json", ProfileSummary))
-            written.append(f"{profile}/r{repeat}")
-    free = free_memory(ctx, spec)
-    checks.extend(recovery_load_checks(summaries, watch))
+            launch.measure(profile, repeat)
+            summaries.append(launch.summary(profile, repeat))
+    launch.free_gpu_gib = free_memory(ctx, spec)
+    checks.extend(recovery_load_checks(summaries, launch.watch))
     ok = all(c.ok for c in checks)
     reason = (
         f"restored {spec.candidate} byte-for-byte and served {len(summaries)} recovery run(s) cleanly"
@@ -174,14 +157,11 @@ def validate_retained(
         recorded_fingerprint=recorded,
         pid=session.pid,
         checks=checks,
-        profiles=written,
+        profiles=launch.profiles,
         reason=reason,
     )
-    write_model(out / "validation.json", result)
-    write_model(
-        out / "run.json",
-        run.model_copy(update={"watch": watch, "profiles": written, "free_gpu_gib_after_warmup": free}),
-    )
+    write_model(launch.out / VALIDATION_FILE, result)
+    launch.write()
     if ok:
         ctx.journal.append(Validated(candidate=spec.candidate, pid=session.pid, reason=reason))
     else:

@@ -21,6 +21,15 @@ from pathlib import Path
 from typing import TextIO
 
 from contracts.errors import GauntletError, RollbackError, SpecError
+from contracts.layout import (
+    DEFAULT_SWEEPS_DIR,
+    JOURNAL_FILE,
+    OPENING_FILE,
+    RUN_FILE,
+    journal_file,
+    latest_sweep,
+    recovery_dir,
+)
 from contracts.results import CandidateRun, RecoveryValidation, read_model
 from contracts.schema import GauntletConfig, read_sweep_config
 from launch.spec import LaunchSpec
@@ -28,31 +37,27 @@ from orchestrator.config.validate import Sources, validate
 from orchestrator.ledger.events import LiveServer, RollbackRequested, StopFinished, StopRequested
 from orchestrator.ledger.journal import Journal, JournalState
 from orchestrator.ledger.nodes import launching_place
+from orchestrator.measure.launch import Launch
 from orchestrator.recovery.restore import healthy_retained, restore, validate_retained
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.leftovers import read_for_stopping, stop_leftovers
 from orchestrator.servers.seams import Seams
 from orchestrator.servers.session import Servers
 
-DEFAULT_SWEEPS = Path("sweeps")
 
-
-def resolve_sweep_dir(arg: str | None, sweeps_dir: Path = DEFAULT_SWEEPS) -> Path:
+def resolve_sweep_dir(arg: str | None, sweeps_dir: Path | None = None) -> Path:
     """The sweep directory given, or the latest one."""
     if arg:
         path = Path(arg)
-        if not (path / "journal.jsonl").exists():
+        if not journal_file(path).exists():
             raise RollbackError(
-                f"{path}: no journal.jsonl here", hint="pass a sweep directory made by gauntlet"
+                f"{path}: no {JOURNAL_FILE} here", hint="pass a sweep directory made by gauntlet"
             )
         return path
-    latest = sweeps_dir / "latest"
-    if not latest.exists():
-        raise RollbackError(
-            f"no sweep found ({latest} does not exist)",
-            hint="pass the sweep directory: rollback|stop|status DIR",
-        )
-    return latest.resolve()
+    sweeps = sweeps_dir if sweeps_dir is not None else Path(DEFAULT_SWEEPS_DIR)
+    return latest_sweep(
+        sweeps, error=RollbackError, hint="pass the sweep directory: rollback|stop|status DIR"
+    )
 
 
 def load_sweep_config(sweep_dir: Path) -> GauntletConfig:
@@ -70,13 +75,13 @@ def rollback(sweep_dir: Path, seams: Seams, *, out: TextIO = sys.stdout) -> Reco
     cancel_remote_jobs(ctx.journal, sweep_dir, seams)
     keep = healthy_retained(ctx.servers, state)
     others = [s for s in state.live.values() if keep is None or s.pid != keep.pid]
-    run_file = sweep_dir / "recovery" / "run.json"
-    if keep is not None and not others and not state.pending and run_file.exists():
+    recovery = recovery_dir(sweep_dir)
+    if keep is not None and not others and not state.pending and (recovery / RUN_FILE).exists():
         seams.say(
             f"the retained configuration is already the one healthy server (pid {keep.pid}); validating it"
         )
-        run = read_model(run_file, CandidateRun)
-        result = validate_retained(ctx, keep, state.retained_fingerprint or "", run, sweep_dir / "recovery")
+        launch = Launch(ctx, keep, recovery, read_model(recovery / RUN_FILE, CandidateRun))
+        result = validate_retained(ctx, launch, state.retained_fingerprint or "")
     else:
         result = restore(ctx, reason="rollback")
     verdict = "OK" if result.ok else "FAILED"
@@ -96,7 +101,7 @@ def cancel_remote_jobs(journal: Journal, sweep_dir: Path, seams: Seams) -> int:
     from orchestrator.ledger.opening import write_opening  # noqa: PLC0415
     from orchestrator.servers.scheduler import submitted_jobs  # noqa: PLC0415
 
-    if (sweep_dir / "opening.json").exists():  # first: a job that starts from now on starts nothing
+    if (sweep_dir / OPENING_FILE).exists():  # first: a job that starts from now on starts nothing
         write_opening(sweep_dir, "stopped", node=launching_place().node, reason="rollback or stop requested")
     by_id = {job.job: job for job in journal.remote_jobs() if not job.finished}
     for job in submitted_jobs(sweep_dir):
@@ -208,7 +213,7 @@ def _status_line(servers: Servers, state: JournalState, live: LiveServer, warnin
     except SpecError as exc:
         warnings.append(f"{exc.message}: a rollback from this sweep will refuse to restore it")
     session = servers.adopt(live, spec)
-    healthy = session is not None and servers.seams.supervisor.health(session.server) == 200
+    healthy = session is not None and servers.seams.supervisor.health(session.running) == 200
     retained = live.role == "retained" and live.fingerprint == state.retained_fingerprint
     return StatusLine(live, session is not None, healthy, retained)
 

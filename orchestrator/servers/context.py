@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from contracts.layout import candidate_dir, retained_spec_file
 from contracts.schema import CandidateConfig, GauntletConfig
 from launch.spec import LaunchSpec, render_spec
 from orchestrator.ledger.journal import Journal
@@ -64,11 +65,11 @@ class SweepContext:
         return self.servers.touched
 
     def candidate_dir(self, name: str) -> Path:
-        return self.dir / "candidates" / name
+        return candidate_dir(self.dir, name)
 
     @property
     def retained_spec_path(self) -> Path:
-        return self.dir / "retained" / "spec.json"
+        return retained_spec_file(self.dir)
 
     def render(self, candidate: CandidateConfig) -> LaunchSpec:
         return render_spec(self.cfg.service, candidate, self.cfg.host)

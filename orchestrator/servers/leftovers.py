@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from contracts.errors import RollbackError, SpecError
+from contracts.layout import SERVER_LOG
 from launch.spec import LaunchSpec, diff_specs
 from orchestrator.ledger.events import Launching, LiveServer, TornDown, Vanished
 from orchestrator.ledger.journal import Journal, JournalState
@@ -70,7 +71,7 @@ def _stop_unrecorded(servers: Servers, pending: Launching, reason: str) -> int:
         except (OSError, SpecError):
             continue
         live = pending.found(
-            pid=pid, create_time=create_time, log_path=str(Path(pending.spec_file).with_name("server.log"))
+            pid=pid, create_time=create_time, log_path=str(Path(pending.spec_file).with_name(SERVER_LOG))
         )
         session = servers.adopt(live, spec)
         if session is None:

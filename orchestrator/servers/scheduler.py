@@ -21,20 +21,17 @@ from pathlib import Path
 
 import yaml
 
+from contracts.layout import MULTIRUN_FILE, SUBMITIT_DIR, submitit_folder
 from orchestrator.ledger.journal import RemoteJob
 
 #: What the submitit local controller's command line contains (``python -m submitit.local._local DIR``).
 LOCAL_CONTROLLER = "submitit.local._local"
 
 
-#: Where the submitit plugin keeps its jobs (its default, ``${hydra.sweep.dir}/.submitit/%j``).
-SUBMITIT_DIR = ".submitit"
-
-
 def launcher_executor(sweep_dir: Path) -> str | None:
     """``slurm`` or ``local`` when the sweep ran under the submitit plugin (from Hydra's multirun.yaml)."""
     try:
-        data = yaml.safe_load((sweep_dir / "multirun.yaml").read_text())
+        data = yaml.safe_load((sweep_dir / MULTIRUN_FILE).read_text())
         target = str(data["hydra"]["launcher"]["_target_"])
     except (OSError, yaml.YAMLError, KeyError, TypeError):
         return None
@@ -91,7 +88,7 @@ def _cancel_slurm(
                 f"job {job.job} on {job.node}: submitit is not installed here; cancel it with "
                 f"`scancel {job.job}` (or pip install '.[slurm]')"
             )
-        submitit.SlurmJob(folder=sweep_dir / ".submitit" / "%j", job_id=job.job).cancel(check=False)
+        submitit.SlurmJob(folder=submitit_folder(sweep_dir), job_id=job.job).cancel(check=False)
         return f"job {job.job} on {job.node}: cancelled (scancel)"
     done = run(["scancel", job.job])
     if done.returncode != 0:

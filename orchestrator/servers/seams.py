@@ -13,48 +13,58 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import httpx
 
 from contracts.results import GpuMemory, HostProbe, ProfileSummary, TeardownRecord, WatchEvent
+from contracts.schema import SloConfig, WorkloadConfig
 from launch.spec import LaunchSpec
 
 if TYPE_CHECKING:
+    from launch.supervisor import Server  # a frozen record; the supervisor itself is imported lazily
     from orchestrator.ledger.journal import RemoteJob
 
 
-class ServerHandle(Protocol):
-    """What the orchestrator needs of a started server (launch.supervisor.Server)."""
-
-    @property
-    def pid(self) -> int: ...
-    @property
-    def pgid(self) -> int: ...
-    @property
-    def create_time(self) -> float: ...
-    @property
-    def spec(self) -> LaunchSpec: ...
-
-
 class SupervisorLike(Protocol):
-    """The launcher's surface the orchestrator uses (launch.supervisor.Supervisor)."""
+    """The launcher's surface the orchestrator uses (:class:`launch.supervisor.Supervisor`; tests fake it)."""
 
-    def start(self, spec: LaunchSpec, log_path: Path) -> Any: ...
-    def wait_ready(self, server: Any, timeout_s: float | None = None) -> float: ...
-    def check(self, server: Any) -> list[WatchEvent]: ...
-    def health(self, server: Any) -> int | str: ...
-    def teardown(self, server: Any) -> TeardownRecord: ...
+    def start(self, spec: LaunchSpec, log_path: Path) -> Server: ...
+    def wait_ready(self, server: Server, timeout_s: float | None = None) -> float: ...
+    def check(self, server: Server) -> list[WatchEvent]: ...
+    def health(self, server: Server) -> int | str: ...
+    def teardown(self, server: Server) -> TeardownRecord: ...
     def adopt(
         self, pid: int, pgid: int, create_time: float, spec: LaunchSpec, log_path: Path
-    ) -> Any | None: ...
+    ) -> Server | None: ...
 
 
-RunProfile = Callable[..., ProfileSummary]
+class RunProfile(Protocol):
+    """One profile's run against a server (:func:`load.runner.run_profile`): what the sweep passes it."""
+
+    def __call__(
+        self,
+        base_url: str,
+        served_model: str,
+        workload: WorkloadConfig,
+        *,
+        candidate: str,
+        fingerprint: str,
+        repeat: int,
+        out_dir: Path,
+        backend: Literal["vllm", "sim"],
+        host: str,
+        time_scale: float = 1.0,
+        scale: float = 1.0,
+        slo: SloConfig | None = None,
+        load_level: float | None = None,
+        stop: threading.Event | None = None,
+        api_key: str | None = None,
+    ) -> ProfileSummary: ...
 
 
 class Say(Protocol):
-    def __call__(self, message: str) -> None: ...
+    def __call__(self, message: str, /) -> None: ...
 
 
 def say_stderr(message: str) -> None:

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING
 
 from contracts.errors import StartupFailure
 from contracts.results import StartupRecord, TeardownRecord, WatchEvent
@@ -40,6 +40,9 @@ from orchestrator.ledger.events import (
 )
 from orchestrator.ledger.journal import Journal
 from orchestrator.servers.seams import Seams
+
+if TYPE_CHECKING:
+    from launch.supervisor import Server
 
 
 @dataclass
@@ -87,7 +90,7 @@ class ServerSession:
         role: Role,
         spec_file: Path | None = None,
         log_path: Path | None = None,
-        server: Any | None = None,
+        server: Server | None = None,
         fingerprint: str | None = None,
     ) -> None:
         self.servers = servers
@@ -123,10 +126,15 @@ class ServerSession:
         return self.server is not None and not self._stopping
 
     @property
-    def pid(self) -> int:
+    def running(self) -> Server:
+        """The server process (launched or adopted); a RuntimeError when there is none."""
         if self.server is None:
             raise RuntimeError(f"{self.candidate}: no server process")
-        return int(self.server.pid)
+        return self.server
+
+    @property
+    def pid(self) -> int:
+        return self.running.pid
 
     # ---------------------------------------------------------------- the context manager
 
@@ -144,6 +152,10 @@ class ServerSession:
     def keep(self) -> None:
         """Leave the server running when the session ends (the restored retained server: the live service)."""
         self._kept = True
+
+    @property
+    def kept(self) -> bool:
+        return self._kept
 
     # ---------------------------------------------------------------- launch
 
@@ -199,10 +211,11 @@ class ServerSession:
         seams = self.servers.seams
         watch = Watch()
         done = threading.Event()
+        server = self.running
 
         def loop() -> None:
             while not done.wait(seams.watch_interval_s):
-                new = seams.supervisor.check(self.server)
+                new = seams.supervisor.check(server)
                 watch.events.extend(new)
                 if any(e.kind == "died" for e in new):
                     watch.stop.set()
@@ -217,7 +230,7 @@ class ServerSession:
         finally:
             done.set()
             thread.join(timeout=10)
-            watch.events.extend(seams.supervisor.check(self.server))
+            watch.events.extend(seams.supervisor.check(server))
 
     # ---------------------------------------------------------------- teardown
 
@@ -230,7 +243,7 @@ class ServerSession:
             return self.teardown_record
         if self._stopping:
             raise RuntimeError(f"{self.candidate}: the teardown of pid {self.pid} already failed")
-        journal, server = self.servers.journal, self.server
+        journal, server = self.servers.journal, self.running
         self._stopping = True
         self.servers.touched = True
         journal.append(TearingDown(candidate=self.candidate, pid=self.pid, role=self.role))

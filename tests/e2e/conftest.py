@@ -20,6 +20,7 @@ from launch.spec import LaunchSpec, render_spec
 from launch.supervisor import Server, Supervisor
 from launch.testmodels import TINY_CHAIN, TINY_HEAD80, TINY_RANDOM
 from orchestrator.config.compose import load
+from tests.markers import mark_folder
 from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,3 +109,8 @@ def started_vllm(spec: LaunchSpec, log_path: Path) -> Iterator[tuple[Supervisor,
     finally:
         if sup.is_alive(server) or sup.pids_of(server):
             sup.teardown(server)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test in this folder is marked ``e2e`` (real vLLM on CPU)."""
+    mark_folder(items, __file__, pytest.mark.e2e)

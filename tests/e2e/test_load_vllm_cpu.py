@@ -22,7 +22,7 @@ from launch.testmodels import TINY_CHAIN, TINY_RANDOM, chain_completion_tokens, 
 from load import run_profile
 from tests.e2e.conftest import cpu_spec, started_vllm
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 CHAIN_LENGTHS = [0, 3, 16, 64]
 

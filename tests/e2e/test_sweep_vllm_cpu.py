@@ -16,7 +16,7 @@ from contracts.results import CandidateRun, read_model
 from orchestrator.ledger.journal import Journal
 from tests.e2e.conftest import ROOT, free_port
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
 def _stop(pid: int) -> None:

@@ -28,7 +28,7 @@ from launch.testmodels import (
 from tests.e2e.conftest import ROOT, cpu_spec, started_vllm
 from tests.ports import port_is_free
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
 def snapshot_tree(server: Server) -> list[tuple[int, float, str]]:

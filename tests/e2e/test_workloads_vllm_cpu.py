@@ -27,7 +27,7 @@ from load.sources import read_trace
 from orchestrator.config.compose import load
 from tests.e2e.conftest import cpu_spec, started_vllm
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from contracts.schema import LengthConfig, WorkloadConfig
 from load import run_profile
 from tests.integration.conftest import port  # noqa: F401  (the fixture: a free port, cleaned after)
 from tests.integration.test_sim_server import Server, candidate_argv, start
+from tests.markers import mark_folder
 
 SIM_TIME_SCALE = 50.0
 SERVED_MODEL = "deepseek-v4-flash"
@@ -61,3 +62,8 @@ def profile(
         **kw,
     )
     return summary, read_jsonl(out_dir / "records.jsonl", RequestRecord)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test in this folder is marked ``faults`` (injected faults)."""
+    mark_folder(items, __file__, pytest.mark.faults)

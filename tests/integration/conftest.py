@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.sweep_helpers import kill_servers
+from tests.markers import mark_folder
 from tests.ports import free_port
 
 
@@ -16,3 +17,8 @@ def port() -> Iterator[int]:
     value = free_port()
     yield value
     kill_servers(value)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test in this folder is marked ``integration`` (real subprocesses)."""
+    mark_folder(items, __file__, pytest.mark.integration)

@@ -13,7 +13,7 @@ import pytest
 from orchestrator.ledger.journal import Journal
 from tests.integration.sweep_helpers import ROOT, sim_servers
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
 def test_demo_sweep_reproduces_the_case_study(tmp_path: Path, port: int) -> None:

@@ -23,8 +23,6 @@ from contracts.schema import LengthConfig, WorkloadConfig
 from load import run_profile
 from load.metrics import parse_scrape
 
-pytestmark = pytest.mark.integration
-
 ROOT = Path(__file__).resolve().parents[2]
 Server = Callable[..., str]
 

@@ -17,8 +17,6 @@ from load import run_profile
 from load.__main__ import main as load_main
 from load.__main__ import recorded_settings
 
-pytestmark = pytest.mark.integration
-
 ROOT = Path(__file__).resolve().parents[2]
 
 

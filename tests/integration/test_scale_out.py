@@ -38,7 +38,7 @@ pytest.importorskip(
     "hydra_plugins.hydra_submitit_launcher", reason="the .[slurm] extra (make setup installs it)"
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 PARALLEL = ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10"]
 

@@ -23,7 +23,6 @@ from launch.sim.client import sim_gpu_memory
 from launch.spec import render_spec
 from orchestrator.config.compose import load
 
-pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 READY = re.compile(r"Starting vLLM API server 0 on http://127\.0\.0\.1:(\d+)")
 

@@ -22,8 +22,6 @@ from launch.spec import LaunchSpec
 from launch.supervisor import Server, Supervisor
 from tests.ports import free_port, port_is_free
 
-pytestmark = pytest.mark.integration
-
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = "tests/integration/tiny_server.py"
 

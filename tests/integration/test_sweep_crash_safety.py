@@ -19,7 +19,7 @@ from tests.integration.sweep_helpers import (
     start_until,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
 def test_sigkill_under_load_then_rollback_twice(tmp_path: Path, port: int) -> None:

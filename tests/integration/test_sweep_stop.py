@@ -10,7 +10,7 @@ from orchestrator.ledger.events import SweepFinished
 from orchestrator.ledger.journal import Journal
 from tests.integration import sweep_helpers as h
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
 def test_a_stop_sweep_leaves_no_simulator_running_and_says_so(tmp_path: Path, port: int) -> None:

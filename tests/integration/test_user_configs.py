@@ -14,8 +14,6 @@ from contracts.paths import CONF_DIR
 from contracts.results import ProfileSummary, read_model
 from tests.integration import sweep_helpers as h
 
-pytestmark = pytest.mark.integration
-
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from contracts.errors import StartupFailure
+from contracts.layout import RECORDS_FILE, SUMMARY_FILE
 from contracts.results import (
     CensoredMedian,
     ClientHealth,
@@ -24,16 +25,8 @@ from contracts.results import (
 )
 from contracts.schema import WorkloadConfig
 from launch.spec import LaunchSpec
-from orchestrator.servers.seams import Seams
-
-
-@dataclass(frozen=True)
-class FakeServer:
-    spec: LaunchSpec
-    pid: int
-    pgid: int
-    create_time: float
-    log_path: Path
+from launch.supervisor import Server
+from orchestrator.servers.seams import RunProfile, Seams, SupervisorLike
 
 
 @dataclass
@@ -41,35 +34,35 @@ class FakeSupervisor:
     """Keeps 'processes' in a dict; fails startups by candidate name; can kill a server on demand."""
 
     failures: dict[str, StartupFailure] = field(default_factory=dict)
-    alive: dict[int, FakeServer] = field(default_factory=dict)
+    alive: dict[int, Server] = field(default_factory=dict)
     started: list[str] = field(default_factory=list)
     next_pid: int = 1000
     dead: set[int] = field(default_factory=set)
 
-    def start(self, spec: LaunchSpec, log_path: Path) -> FakeServer:
+    def start(self, spec: LaunchSpec, log_path: Path) -> Server:
         self.next_pid += 1
-        server = FakeServer(spec, self.next_pid, self.next_pid, float(self.next_pid), log_path)
+        server = Server(spec, self.next_pid, self.next_pid, float(self.next_pid), log_path, started_at=0.0)
         self.alive[server.pid] = server
         self.started.append(spec.candidate)
         return server
 
-    def wait_ready(self, server: FakeServer, timeout_s: float | None = None) -> float:
+    def wait_ready(self, server: Server, timeout_s: float | None = None) -> float:
         failure = self.failures.get(server.spec.candidate)
         if failure is not None:
             self.alive.pop(server.pid, None)
             raise failure
         return 0.25
 
-    def check(self, server: FakeServer) -> list[WatchEvent]:
+    def check(self, server: Server) -> list[WatchEvent]:
         if server.pid in self.dead:
             self.dead.discard(server.pid)
             return [WatchEvent(at="2026-12-02T00:00:00Z", kind="died", detail="exit code -9")]
         return []
 
-    def health(self, server: FakeServer) -> int | str:
+    def health(self, server: Server) -> int | str:
         return 200 if server.pid in self.alive and server.pid not in self.dead else "ConnectError"
 
-    def teardown(self, server: FakeServer) -> TeardownRecord:
+    def teardown(self, server: Server) -> TeardownRecord:
         self.alive.pop(server.pid, None)
         return TeardownRecord(
             signal_sequence=["SIGTERM"], duration_s=0.1, survivors=[], port_free=True, gpu_released=None
@@ -77,7 +70,7 @@ class FakeSupervisor:
 
     def adopt(
         self, pid: int, pgid: int, create_time: float, spec: LaunchSpec, log_path: Path
-    ) -> FakeServer | None:
+    ) -> Server | None:
         server = self.alive.get(pid)
         return server if server is not None and server.create_time == create_time else None
 
@@ -150,17 +143,30 @@ class FakeLoad:
     before: Callable[[str, str, int], None] | None = None
 
     def __call__(
-        self, base_url: str, served_model: str, workload: WorkloadConfig, **kw: Any
+        self,
+        base_url: str,
+        served_model: str,
+        workload: WorkloadConfig,
+        *,
+        candidate: str,
+        fingerprint: str,
+        repeat: int,
+        out_dir: Path,
+        **kw: Any,
     ) -> ProfileSummary:
-        key = (kw["candidate"], workload.name, kw["repeat"])
+        key = (candidate, workload.name, repeat)
         self.calls.append(key)
         if self.before is not None:
             self.before(*key)
-        result = summary(kw["candidate"], workload.name, kw["repeat"], kw["fingerprint"])
-        out: Path = kw["out_dir"]
-        write_model(out / "summary.json", result)
-        (out / "records.jsonl").write_text("")
+        result = summary(candidate, workload.name, repeat, fingerprint)
+        write_model(out_dir / SUMMARY_FILE, result)
+        (out_dir / RECORDS_FILE).write_text("")
         return result
+
+
+def _satisfies_the_seams() -> tuple[SupervisorLike, RunProfile]:
+    """The fakes type-check against the seams' Protocols (``mypy tests/unit/fakes.py``)."""
+    return FakeSupervisor(), FakeLoad()
 
 
 def server_transport(

@@ -153,6 +153,20 @@ def test_a_circle_inside_a_folder_breaks_the_build(tmp_path: Path) -> None:
     assert "No import circle inside the sweep BROKEN" in done.stdout
 
 
+def test_a_circle_inside_the_launcher_breaks_the_build(tmp_path: Path) -> None:
+    """The simulator's stream holding the whole server (a circle with server.py) cannot come back."""
+    house = _toy_house(tmp_path, {})
+    (house / "launch" / "sim").mkdir()
+    (house / "launch" / "sim" / "__init__.py").write_text("")
+    (house / "launch" / "sim" / "server.py").write_text("import launch.sim.stream\n")
+    (house / "launch" / "sim" / "stream.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import launch.sim.server\n"
+    )
+    done = lint_imports(house, pythonpath=house)
+    assert done.returncode != 0
+    assert "No import circle inside the launcher BROKEN" in done.stdout
+
+
 def test_commands_that_rebuild_from_disk_do_not_load_hydra() -> None:
     """judge, report, rollback, stop and status read config.yaml typed, without Hydra or OmegaConf."""
     code = (

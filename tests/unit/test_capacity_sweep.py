@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from contracts.layout import CAPACITY_FILE
 from contracts.results import (
-    CAPACITY_FILE,
     CapacityPoint,
     CapacityResult,
     ProfileSummary,

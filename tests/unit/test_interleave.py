@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from contracts.layout import RECOVERY_ROOT, block_root
 from contracts.schema import GatesConfig
-from contracts.sweepdir import RECOVERY_ROOT, block_root, load_baseline, load_results
+from contracts.sweepdir import load_baseline, load_results
 from gates import SweepVerdict, evaluate_sweep
 from report.export import summary_rows
 from tests.unit.gates_fixtures import lognormal_quantiles, make_records, write_repeat, write_run

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from contracts.layout import PLOT_RANKING, PLOT_THROUGHPUT, PLOT_TTFT
 from contracts.results import (
     CandidateRun,
     HostProbe,
@@ -24,7 +25,7 @@ from contracts.verdicts import Comparison
 from gates.judge import judge_sweep
 from report import ReportModel, build_report, main
 from report.markdown import table
-from report.model import PLOT_RANKING, PLOT_THROUGHPUT, PLOT_TTFT, short_comparison
+from report.model import short_comparison
 from tests.unit.gates_fixtures import (
     BASELINE,
     SweepBuilder,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -131,9 +132,7 @@ def test_stop_checks_the_start_time_like_rollback(tmp_path: Path) -> None:
     (retained,) = ctx.journal.replay().live.values()
     # The pid was reused by another process started at another time: it is not ours.
     impostor = sup.alive.pop(retained.pid)
-    sup.alive[retained.pid] = type(impostor)(
-        impostor.spec, impostor.pid, impostor.pgid, impostor.create_time + 5, impostor.log_path
-    )
+    sup.alive[retained.pid] = replace(impostor, create_time=impostor.create_time + 5)
     assert stop(ctx.dir, ctx.seams, out=io.StringIO()) == 0
     assert retained.pid in sup.alive
     assert "vanished" in names(ctx.journal)

@@ -1,0 +1,211 @@
+"""The sweep directory's layout: every file and folder name of a sweep, and the one way to find the latest.
+
+Pipeline position: below everything that writes or reads a sweep (the sweep, the load runner, the judge,
+the report); it imports only the error tree. No other module spells one of these names::
+
+    <sweeps>/latest -> <sweep>/                       the last sweep started (point_latest, latest_sweep)
+    <sweep>/
+        config.yaml  overrides.txt  multirun.yaml     the composed configuration (Hydra's record beside it)
+        jobs/<n>-<candidate>/.hydra/hydra.yaml        Hydra's record of each job
+        journal.jsonl  journals/<node>-<job>.jsonl    the journal, and one per job of a parallel sweep
+        opening.json  host.json  nodes/  .submitit/   the sweep's opening, the host probe, node slots, jobs
+        verdicts.json  report.md  report.json  summaries.csv  *.png
+        retained/spec.json  retained/vllm-config.yaml the retained configuration as recorded at the start
+        candidates/<name>/                            one launch (also <baseline>@<node>)
+            spec.json  vllm-config.yaml  server.log  run.json
+            <profile>/r<k>/  summary.json  records.jsonl  metrics.json
+            capacity.json  capacity/<level>/a<attempt>/
+            blocks/after-<candidate>/                 the baseline again after a candidate: one launch
+        recovery/                                     the restored retained configuration: one launch
+            server.log  run.json  validation.json  <profile>/r<k>/
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from contracts.errors import GauntletError
+
+# ---------------------------------------------------------------- the sweep directory
+#: The composed configuration of a sweep, as the sweep wrote it (resolved YAML, Hydra's own keys removed).
+CONFIG_FILE = "config.yaml"
+#: The overrides the sweep was started with, one per line.
+OVERRIDES_FILE = "overrides.txt"
+#: Hydra's own record of a multirun (its launcher, its sweeper).
+MULTIRUN_FILE = "multirun.yaml"
+#: Hydra's own record: each job's folder (``hydra.sweep.subdir`` in conf/config.yaml) and its ``.hydra/``.
+HYDRA_JOBS_DIR = "jobs"
+HYDRA_OUTPUT_DIR = ".hydra"
+HYDRA_CONFIG_FILE = "hydra.yaml"
+#: Where a sweep's Hydra configuration was recorded, relative to it, in the order to try.
+RECORDED_HYDRA = (
+    MULTIRUN_FILE,
+    f"{HYDRA_JOBS_DIR}/*/{HYDRA_OUTPUT_DIR}/{HYDRA_CONFIG_FILE}",
+    f"{HYDRA_OUTPUT_DIR}/{HYDRA_CONFIG_FILE}",
+)
+#: The main journal, and the folder of the job journals beside it.
+JOURNAL_FILE = "journal.jsonl"
+JOURNALS_DIR = "journals"
+#: The opening marker jobs read before they launch anything.
+OPENING_FILE = "opening.json"
+#: The probe of the host the sweep ran on.
+HOST_FILE = "host.json"
+#: The simulated cluster's node slots (lock files).
+NODES_DIR = "nodes"
+#: Where the submitit plugin keeps its jobs (its default, ``${hydra.sweep.dir}/.submitit/%j``).
+SUBMITIT_DIR = ".submitit"
+#: What the gates decided, and the report rendered from it.
+VERDICTS_FILE = "verdicts.json"
+REPORT_MD = "report.md"
+REPORT_JSON = "report.json"
+SUMMARIES_CSV = "summaries.csv"
+#: The report's plots, in the sweep directory.
+PLOT_TTFT = "ttft.png"
+PLOT_THROUGHPUT = "throughput.png"
+PLOT_RANKING = "ranking.png"
+PLOT_PARETO = "pareto.png"
+PLOT_GOODPUT = "goodput.png"
+#: The retained configuration's spec as recorded when the sweep began.
+RETAINED_DIR = "retained"
+
+# ---------------------------------------------------------------- one launch's result directory
+#: Every launch of a candidate (and of the baseline, per node ``<baseline>@<node>``).
+CANDIDATES_DIR = "candidates"
+SPEC_FILE = "spec.json"
+VLLM_CONFIG_FILE = "vllm-config.yaml"
+SERVER_LOG = "server.log"
+RUN_FILE = "run.json"
+#: One profile run (``<profile>/r<k>/``), as the load runner writes it; the summary goes last.
+SUMMARY_FILE = "summary.json"
+RECORDS_FILE = "records.jsonl"
+METRICS_FILE = "metrics.json"
+REPEAT_PREFIX = "r"
+#: A candidate's capacity search, relative to its directory; its runs are under ``capacity/<level>/a<k>/``.
+CAPACITY_FILE = "capacity.json"
+CAPACITY_ROOT = "capacity"
+#: A baseline's interleaved blocks: ``candidates/<baseline>/blocks/after-<candidate>/``.
+BLOCKS_DIR = "blocks"
+BLOCK_PREFIX = "after-"
+#: Where the restored baseline's end-of-sweep measurement lives, relative to the sweep directory.
+RECOVERY_ROOT = "recovery"
+VALIDATION_FILE = "validation.json"
+
+# ---------------------------------------------------------------- the sweeps folder
+#: Where sweeps go when no configuration says otherwise (``run.sweeps_dir``).
+DEFAULT_SWEEPS_DIR = "sweeps"
+#: The link to the last sweep started, inside the sweeps folder.
+LATEST_LINK = "latest"
+
+
+def candidate_root(name: str) -> str:
+    """A candidate's result root relative to the sweep directory (``candidates/<name>``), for evidence."""
+    return f"{CANDIDATES_DIR}/{name}"
+
+
+def candidates_dir(sweep: Path) -> Path:
+    return sweep / CANDIDATES_DIR
+
+
+def candidate_dir(sweep: Path, name: str) -> Path:
+    return sweep / CANDIDATES_DIR / name
+
+
+def repeat_name(profile: str, repeat: int) -> str:
+    """``<profile>/r<k>``: one profile run, relative to its launch's directory (what run.json lists)."""
+    return f"{profile}/{REPEAT_PREFIX}{repeat}"
+
+
+def repeat_dir(root: Path, profile: str, repeat: int) -> Path:
+    """Where one profile run of the launch whose directory is ``root`` lives."""
+    return root / profile / f"{REPEAT_PREFIX}{repeat}"
+
+
+def profile_dir(sweep: Path, candidate: str, profile: str, repeat: int) -> Path:
+    """One profile run of a candidate: ``<sweep>/candidates/<candidate>/<profile>/r<k>``."""
+    return repeat_dir(candidate_dir(sweep, candidate), profile, repeat)
+
+
+def repeat_number(dirname: str) -> int | None:
+    """``k`` of a folder named ``r<k>``; None for any other name."""
+    rest = dirname.removeprefix(REPEAT_PREFIX)
+    return int(rest) if rest != dirname and rest.isascii() and rest.isdigit() else None
+
+
+def summary_glob() -> str:
+    """The glob of a profile's repeats' summaries, relative to the profile's folder."""
+    return f"{REPEAT_PREFIX}*/{SUMMARY_FILE}"
+
+
+def block_name(after: str) -> str:
+    return f"{BLOCK_PREFIX}{after}"
+
+
+def block_root(baseline_root: str, after: str) -> str:
+    """The result root of the block measured after candidate ``after`` (relative, like ``root``)."""
+    return f"{baseline_root}/{BLOCKS_DIR}/{block_name(after)}"
+
+
+def block_dir(sweep: Path, baseline: str, after: str) -> Path:
+    """Where the block of ``baseline`` measured after candidate ``after`` lives."""
+    return candidate_dir(sweep, baseline) / BLOCKS_DIR / block_name(after)
+
+
+def recovery_dir(sweep: Path) -> Path:
+    return sweep / RECOVERY_ROOT
+
+
+def retained_spec_file(sweep: Path) -> Path:
+    return sweep / RETAINED_DIR / SPEC_FILE
+
+
+def journal_file(sweep: Path) -> Path:
+    return sweep / JOURNAL_FILE
+
+
+def journals_dir(sweep: Path) -> Path:
+    return sweep / JOURNALS_DIR
+
+
+def submitit_folder(sweep: Path) -> Path:
+    """submitit's folder pattern of this sweep's jobs (``%j``: the job id)."""
+    return sweep / SUBMITIT_DIR / "%j"
+
+
+# ---------------------------------------------------------------- the latest sweep
+def latest_link(sweeps: Path) -> Path:
+    return sweeps / LATEST_LINK
+
+
+def latest_sweep(sweeps: Path, *, error: type[GauntletError], hint: str) -> Path:
+    """The sweep ``<sweeps>/latest`` points at, resolved: the one way to find the latest sweep. When there
+    is none, ``error`` (the asking command's kind, for its exit code) says where it looked, with ``hint``."""
+    latest = latest_link(sweeps)
+    if not latest.exists():
+        raise error(f"no sweep found ({latest} does not exist)", hint=hint)
+    return latest.resolve()
+
+
+def previous_latest(sweeps: Path) -> Path | None:
+    """The sweep ``<sweeps>/latest`` points at while it is a link to a directory (before it moves on)."""
+    latest = latest_link(sweeps)
+    return latest.resolve() if latest.is_symlink() and latest.resolve().is_dir() else None
+
+
+def point_latest(sweeps: Path, target: Path) -> None:
+    """Make ``<sweeps>/latest`` point at ``target`` (atomically, relative when it can be)."""
+    sweeps.mkdir(parents=True, exist_ok=True)
+    link = latest_link(sweeps)
+    tmp = sweeps / f".{LATEST_LINK}.{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    try:
+        rel = os.path.relpath(target.resolve(), sweeps.resolve())
+    except ValueError:
+        rel = str(target.resolve())
+    tmp.symlink_to(rel)
+    os.replace(tmp, link)
+
+
+def capacity_run_root(level: str, attempt: int) -> str:
+    """One run of a capacity search, relative to its candidate's directory: ``capacity/<level>/a<k>``."""
+    return f"{CAPACITY_ROOT}/{level}/a{attempt}"

@@ -1,0 +1,226 @@
+"""One measured launch: a spec launched into a fresh result directory, measured, torn down, recorded.
+
+Pipeline position: the orchestrator's middle step, between a server session
+(:mod:`orchestrator.servers.session`) and one profile's run (:mod:`orchestrator.measure.profile`). Every
+launch that measures goes through :func:`measured_launch`: a candidate (:mod:`.candidate`), the baseline's
+interleaved blocks (:mod:`.interleave`) and the restored retained configuration
+(:mod:`orchestrator.recovery.restore`)::
+
+    with measured_launch(ctx, spec, out, role="baseline", labels=labels, discard_as=name) as launch:
+        if launch.ready:
+            for profile, repeat in grid:
+                launch.measure(profile, repeat)
+    # torn down, then out/run.json written: also on an exception or Ctrl-C (not for a kept session)
+    return launch.recorded
+
+A launch's directory is complete when its run.json records its own end (a failed start, a server lost under
+load) or every run it should have has a summary that was not interrupted (:func:`launch_complete`); resume
+skips it (:func:`skip_complete`).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from contracts.errors import GauntletError
+from contracts.layout import (
+    RUN_FILE,
+    SERVER_LOG,
+    SPEC_FILE,
+    SUMMARY_FILE,
+    VLLM_CONFIG_FILE,
+    repeat_dir,
+    repeat_name,
+)
+from contracts.results import (
+    CandidateRun,
+    Phase,
+    ProfileSummary,
+    StartupRecord,
+    WatchEvent,
+    read_model,
+    write_model,
+)
+from launch.spec import LaunchSpec
+from orchestrator.ledger.events import DiscardingPartial, Role, SkippedComplete
+from orchestrator.measure.profile import measure_profile, server_lost
+from orchestrator.servers.context import SweepContext
+from orchestrator.servers.seams import backend_of
+from orchestrator.servers.session import ServerSession
+
+#: The (profile, repeat) runs a complete launch has, given its record; None: it cannot be complete.
+ExpectedRuns = Callable[[CandidateRun], Iterable[tuple[str, int]] | None]
+
+
+@dataclass(frozen=True)
+class RunLabels:
+    """What a launch's run.json says about it beyond its spec and its startup."""
+
+    is_baseline: bool
+    phase: Phase
+    node: str | None = None
+    paired_baseline: str | None = None
+    follows: str | None = None
+
+
+def run_record(spec: LaunchSpec, startup: StartupRecord, labels: RunLabels) -> CandidateRun:
+    """A launch's record before it measured anything."""
+    return CandidateRun(
+        candidate=spec.candidate,
+        fingerprint=spec.fingerprint,
+        backend=backend_of(spec),
+        host=spec.host,
+        is_baseline=labels.is_baseline,
+        phase=labels.phase,
+        startup=startup,
+        node=labels.node,
+        paired_baseline=labels.paired_baseline,
+        follows=labels.follows,
+    )
+
+
+@dataclass
+class Launch:
+    """A launch being measured: its session, its result directory and what it measured so far."""
+
+    ctx: SweepContext
+    session: ServerSession
+    out: Path
+    run: CandidateRun
+    watch: list[WatchEvent] = field(default_factory=list)
+    profiles: list[str] = field(default_factory=list)
+    free_gpu_gib: list[float] | None = None
+    #: The record last written to run.json (None until then).
+    written: CandidateRun | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.session.ready
+
+    @property
+    def lost(self) -> bool:
+        """The server died, or a profile could not run against it."""
+        return server_lost(self.watch)
+
+    @property
+    def recorded(self) -> CandidateRun:
+        """What run.json holds (after the launch ended)."""
+        if self.written is None:
+            raise RuntimeError(f"{self.out}: the launch wrote no {RUN_FILE}")
+        return self.written
+
+    def measure(self, profile: str, repeat: int) -> list[WatchEvent]:
+        """Run one profile's repeat into ``<out>/<profile>/r<k>/``; returns what the watcher saw meanwhile."""
+        events = measure_profile(
+            self.ctx, self.session, profile=profile, repeat=repeat, out=repeat_dir(self.out, profile, repeat)
+        )
+        self.profiles.append(repeat_name(profile, repeat))
+        self.watch.extend(events)
+        return events
+
+    def summary(self, profile: str, repeat: int) -> ProfileSummary:
+        return read_model(repeat_dir(self.out, profile, repeat) / SUMMARY_FILE, ProfileSummary)
+
+    def record(self) -> CandidateRun:
+        """The record now: the watcher's events, the runs written, free memory and the teardown, if any."""
+        update: dict[str, Any] = {
+            "watch": self.watch,
+            "profiles": self.profiles,
+            "free_gpu_gib_after_warmup": self.free_gpu_gib,
+        }
+        if self.session.teardown_record is not None:
+            update["teardown"] = self.session.teardown_record
+        return self.run.model_copy(update=update)
+
+    def write(self) -> CandidateRun:
+        """Write run.json now (the launch's end writes it again only when it changed since)."""
+        self.written = self.record()
+        write_model(self.out / RUN_FILE, self.written)
+        return self.written
+
+    def close(self) -> None:
+        """Tear the server down, then write run.json with the teardown. A kept server (the restored live
+        service) is left as it is: whoever validates it writes its record."""
+        if self.session.kept:
+            return
+        if self.session.ready:
+            self.session.teardown()
+        if self.written is None or self.written != self.record():
+            self.write()
+
+
+def fresh_dir(ctx: SweepContext, out: Path, *, discard_as: str | None) -> None:
+    """Discard what an earlier launch left in ``out`` (journalled as ``discard_as`` when given) and make it
+    again, empty."""
+    if out.exists():
+        if discard_as is not None:
+            ctx.journal.append(DiscardingPartial(candidate=discard_as))
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+
+
+def write_spec(out: Path, spec: LaunchSpec) -> Path:
+    """The rendered spec (``spec.json``, what the journal points at) and its vLLM config; the spec's file."""
+    spec_file = out / SPEC_FILE
+    spec_file.write_text(spec.to_json())
+    (out / VLLM_CONFIG_FILE).write_text(spec.config_yaml)
+    return spec_file
+
+
+@contextmanager
+def measured_launch(
+    ctx: SweepContext,
+    spec: LaunchSpec,
+    out: Path,
+    *,
+    role: Role,
+    labels: RunLabels,
+    discard_as: str | None,
+    spec_file: Path | None = None,
+) -> Iterator[Launch]:
+    """Launch ``spec`` into a fresh ``out`` and hand over the :class:`Launch` to measure with; on leaving
+    (also on an exception or Ctrl-C) tear it down unless the session keeps it, then write run.json.
+
+    ``spec_file``: a recorded spec to launch from (the retained one); by default the spec is written into
+    ``out``. A launch that did not start is handed over too (``launch.ready`` is False): its record is the
+    evidence.
+    """
+    fresh_dir(ctx, out, discard_as=discard_as)
+    launched_from = spec_file if spec_file is not None else write_spec(out, spec)
+    with ctx.servers.launch(spec, launched_from, out / SERVER_LOG, role=role) as session:
+        launch = Launch(ctx, session, out, run_record(spec, session.startup, labels))
+        try:
+            yield launch
+        finally:
+            launch.close()
+
+
+def launch_complete(out: Path, expected: ExpectedRuns) -> bool:
+    """The launch recorded in ``out`` is complete: its run.json is valid and records its own end (a failed
+    start, a server lost under load: that is its evidence), or every run ``expected`` names has a summary
+    that was not interrupted."""
+    try:
+        run = read_model(out / RUN_FILE, CandidateRun)
+        if not run.startup.ok or server_lost(run.watch):
+            return True
+        runs = expected(run)
+        if runs is None:
+            return False
+        for profile, repeat in runs:
+            if read_model(repeat_dir(out, profile, repeat) / SUMMARY_FILE, ProfileSummary).interrupted:
+                return False
+    except (GauntletError, OSError):
+        return False
+    return True
+
+
+def skip_complete(ctx: SweepContext, out: Path, *, label: str, journal_as: str) -> CandidateRun:
+    """Resume: say and journal that the complete launch in ``out`` is skipped; its record."""
+    ctx.say(f"{label}: complete results found, skipping (resume)")
+    ctx.journal.append(SkippedComplete(candidate=journal_as))
+    return read_model(out / RUN_FILE, CandidateRun)

@@ -1,0 +1,105 @@
+"""One owner of the sweep directory's layout: no product module but :mod:`contracts.layout` spells a name.
+
+A name is spelled when a string (not a docstring) is a path with one of the layout's file names as a part
+(``"run.json"``, ``f"{rel}/summary.json"``, ``.with_name("server.log")``), a path with one of its folder
+names as a part (``f"candidates/{name}"``), or a folder name joined with ``/`` (``sweep_dir / "recovery"``).
+Words in messages (``"write verdicts.json"``) and domain values that share a folder's name (the
+``"capacity"`` gate, the ``"recovery"`` phase) are not paths and are not flagged.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from contracts import layout
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("contracts", "launch", "load", "gates", "report", "orchestrator")
+#: The owner itself; the simulator's own files (a server program of its own, not a sweep's writer).
+EXEMPT = {"contracts/layout.py"}
+EXEMPT_DIRS = ("launch/sim/",)
+#: Strings that name another file of the same name: the project's primary config, not a sweep's record.
+ALLOWED = {("orchestrator/config/validate.py", "conf/config.yaml")}
+#: Being rewritten in issue 20 (the Hydra sweeper plugin): they switch to contracts.layout there.
+PENDING: set[str] = set()
+
+_NAMES = {
+    value
+    for key, value in vars(layout).items()
+    if key.isupper() and isinstance(value, str) and not key.endswith("_PREFIX")
+}
+FILE_NAMES = {n for n in _NAMES if "." in n}
+DIR_NAMES = _NAMES - FILE_NAMES
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.add(id(body[0].value))
+    return found
+
+
+def spelled(source: str, allowed: frozenset[str] = frozenset()) -> list[str]:
+    """The layout names a module's source spells as paths: ``line: text`` for each (``allowed``: strings
+    that name something else)."""
+    tree = ast.parse(source)
+    skip = _docstrings(tree)
+    hits: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            right = node.right
+            if isinstance(right, ast.Constant) and right.value in _NAMES:
+                hits.append(f"{node.lineno}: / {right.value!r}")
+        if not isinstance(node, ast.Constant) or not isinstance(node.value, str) or id(node) in skip:
+            continue
+        if node.value in allowed:
+            continue
+        parts = node.value.split("/")
+        if any(p in FILE_NAMES for p in parts) or (len(parts) > 1 and any(p in DIR_NAMES for p in parts)):
+            hits.append(f"{node.lineno}: {node.value!r}")
+    return hits
+
+
+def _product_modules() -> list[Path]:
+    return sorted(path for package in PACKAGES for path in (ROOT / package).rglob("*.py"))
+
+
+def test_no_product_module_spells_a_name_of_the_sweep_directory() -> None:
+    found = {}
+    for path in _product_modules():
+        rel = path.relative_to(ROOT).as_posix()
+        if rel in EXEMPT or rel in PENDING or rel.startswith(EXEMPT_DIRS):
+            continue
+        hits = spelled(path.read_text(), frozenset(text for where, text in ALLOWED if where == rel))
+        if hits:
+            found[rel] = hits
+    assert not found, f"spell these through contracts.layout: {found}"
+
+
+@pytest.mark.parametrize(
+    ("source", "flagged"),
+    [
+        ('p = sweep / "run.json"\n', True),
+        ('p = sweep / "recovery"\n', True),
+        ('root = f"candidates/{name}"\n', True),
+        ('glob = "r*/summary.json"\n', True),
+        ('log = spec.with_name("server.log")\n', True),
+        ('gate = "capacity"\nphase = "recovery"\n', False),  # domain values, not paths
+        ('msg = "judge the results and write verdicts.json"\n', False),  # a word in a message
+        ('"""Results go to candidates/<name>/run.json."""\n', False),  # a docstring draws the layout
+        ("p = sweep / RUN_FILE\n", False),
+    ],
+)
+def test_what_counts_as_spelling_a_name(source: str, flagged: bool) -> None:
+    assert bool(spelled(source)) is flagged
+
+
+def test_every_name_of_the_layout_is_distinct() -> None:
+    names = [v for k, v in vars(layout).items() if k.isupper() and isinstance(v, str)]
+    assert len(names) == len(set(names))
