@@ -432,6 +432,11 @@ def iter_jsonl(path: Path, kind: type[M]) -> Iterator[M]:
                 ) from exc
 
 
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write a small text file atomically (temp file, fsync, rename): a reader sees all of it or none."""
+    _atomic_write(path, text)
+
+
 def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

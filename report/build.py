@@ -71,7 +71,7 @@ def build_report(sweep_dir: Path, cfg: GauntletConfig | None = None) -> str:
         if (sweep_dir / RECOVERY_ROOT).is_dir()
         else None
     )
-    write_summaries_csv(sweep_dir, data.results, recovery)
+    write_summaries_csv(sweep_dir, data.results, recovery, verdicts)
     write_model(sweep_dir / "report.json", report)
     (sweep_dir / "report.md").write_text(text)
     return text
