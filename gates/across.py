@@ -6,7 +6,9 @@ newer sweep against the retained configuration of the older one) and each profil
 compares the newer runs with the older ones the way the drift check compares a baseline with itself
 later (:func:`gates.drift.judge_drift`): output tokens/s by the gates' two-stage bootstrap
 (:func:`gates.compare.throughput`), median TTFT (and serial e2e) by Welch's t on the repeats' medians
-(:func:`gates.compare.latency`, with the load client's dispatch lag as the resolution). A change counts
+(:func:`gates.compare.latency`, with the load client's dispatch lag as the resolution); the answer profile
+is left out (a few fixed prompts whose visible-answer count each sweep's own verdict judges by policy).
+A change counts
 only when it is beyond the tolerance of the newer sweep's gates **and** its interval excludes "no change";
 the family of every comparison printed is held at the gates' confidence (Bonferroni). A sweep compared
 with itself changes nothing::
@@ -111,9 +113,12 @@ def _judge(tolerance: float) -> Judge:
 
 
 def _planned(gates: GatesConfig, profiles: Sequence[str]) -> list[tuple[str, str]]:
-    """(metric, profile) in the order they are printed: throughput, TTFT, and serial e2e."""
+    """(metric, profile) in the order they are printed: throughput, TTFT, and serial e2e; the answer
+    profile is left out (its visible-answer count is a policy, in each sweep's own verdicts)."""
     out: list[tuple[str, str]] = []
     for profile in profiles:
+        if profile == gates.answer_profile:
+            continue  # a few fixed prompts judged by a policy on their count, not by an interval
         out += [("output_tps", profile), ("ttft_p50", profile)]
         if profile == gates.serial_profile:
             out.append(("e2e_p50", profile))
