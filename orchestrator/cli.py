@@ -41,7 +41,8 @@ SWEEP_DIR_COMMANDS = {
     "stop": "stop every server gauntlet started for the sweep, the retained one included, restoring nothing",
     "status": "say what gauntlet has running, its fingerprint, and whether it is healthy",
     "judge": "judge the stored results again and write verdicts.json",
-    "report": "render the decision table, report.json and the plots from verdicts.json and the files",
+    "report": "render the decision table, report.md, report.html, report.json and the plots from "
+    "verdicts.json and the files",
 }
 #: judge and report need the directory (or config flags/overrides that locate the latest sweep); the
 #: others default to the latest sweep.
