@@ -13,6 +13,8 @@ Layout of a sweep directory (one per sweep)::
     <sweep>/candidates/<name>/run.json                         CandidateRun (startup, probe, teardown)
     <sweep>/candidates/<name>/<profile>/r<k>/records.jsonl     RequestRecord per line
     <sweep>/candidates/<name>/<profile>/r<k>/summary.json      ProfileSummary
+    <sweep>/candidates/<name>/<profile>/r<k>/bench_serve.json  the same run in vllm bench serve's fields
+                                                               (contracts.benchserve)
 """
 
 from __future__ import annotations
