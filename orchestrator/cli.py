@@ -39,7 +39,8 @@ SWEEP_DIR_COMMANDS = {
     "rollback": "stop what gauntlet started, restore the retained configuration byte-for-byte and "
     "validate it under load",
     "stop": "stop every server gauntlet started for the sweep, the retained one included, restoring nothing",
-    "status": "say what gauntlet has running, its fingerprint, and whether it is healthy",
+    "status": "say what gauntlet has running, its fingerprint, and whether it is healthy (--json: the same "
+    "facts as one JSON object)",
     "judge": "judge the stored results again and write verdicts.json",
     "report": "render the decision table, report.md, report.html, report.json and the plots from "
     "verdicts.json and the files",
