@@ -94,7 +94,7 @@ def write_report(sweep_dir: Path, cfg: GauntletConfig | None = None) -> Built:
     (sweep_dir / "report.md").write_text(text)
     images = {name: (sweep_dir / name).read_bytes() for name in PLOT_CAPTIONS if (sweep_dir / name).exists()}
     capacity = {name: res.capacity for name, res in data.results.items() if res.capacity is not None}
-    (sweep_dir / HTML_FILE).write_text(render_html(report, images, capacity))
+    (sweep_dir / HTML_FILE).write_text(render_html(report, images, capacity), encoding="utf-8")
     terminal = render_terminal(report) + (
         f"full report: {sweep_dir / HTML_FILE} (one page, offline) and {sweep_dir / 'report.md'}\n"
     )

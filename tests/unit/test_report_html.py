@@ -36,7 +36,7 @@ def test_report_html_is_written_beside_report_md(built: tuple[Path, Built]) -> N
 
 
 def test_nothing_is_fetched_when_it_opens(built: tuple[Path, Built]) -> None:
-    page = (built[0] / HTML_FILE).read_text()
+    page = (built[0] / HTML_FILE).read_text(encoding="utf-8")
     sources = re.findall(r'\b(?:src|href)="([^"]*)"', page)
     assert sources, "the plots are embedded"
     assert all(s.startswith("data:image/png;base64,") for s in sources)
@@ -45,7 +45,7 @@ def test_nothing_is_fetched_when_it_opens(built: tuple[Path, Built]) -> None:
 
 
 def test_the_decision_table_has_a_row_per_candidate(built: tuple[Path, Built]) -> None:
-    page = (built[0] / HTML_FILE).read_text()
+    page = (built[0] / HTML_FILE).read_text(encoding="utf-8")
     table = page.split('<table id="decision">', 1)[1].split("</table>", 1)[0]
     rows = dict(re.findall(r'data-candidate="([^"]+)".*?data-decision="([^"]+)"', table))
     assert set(rows) == set(CANDIDATES)
@@ -57,7 +57,7 @@ def test_the_decision_table_has_a_row_per_candidate(built: tuple[Path, Built]) -
 
 def test_every_plot_written_is_embedded(built: tuple[Path, Built]) -> None:
     sweep, _ = built
-    page = (sweep / HTML_FILE).read_text()
+    page = (sweep / HTML_FILE).read_text(encoding="utf-8")
     for png in sorted(p.name for p in sweep.glob("*.png")):
         assert f'data-plot="{png}"' in page
 
