@@ -49,7 +49,8 @@ def headless(exe: str, profile: Path, *args: str) -> subprocess.CompletedProcess
             *args,
         ],
         capture_output=True,
-        text=True,
+        encoding="utf-8",  # the page is UTF-8, whatever the locale
+        errors="replace",
         timeout=120,
         check=False,
     )
