@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from contracts.benchserve import BENCH_SERVE_FILE, bench_serve_from_files, bench_serve_result
-from contracts.results import LoadSettings
+from contracts.results import LoadSettings, RequestRecord
 from contracts.sweepdir import load_baseline, load_results
 from contracts.verdicts import DriftResult, SweepVerdict, Verdict
 from load.collect import RunResult
@@ -56,7 +56,7 @@ VLLM_FIELDS = {
 }
 
 
-def three_done_one_failed() -> list:  # type: ignore[type-arg]
+def three_done_one_failed() -> list[RequestRecord]:
     """A warmup, three completed requests (TTFT 0.1/0.2/0.3 s, 10 tokens each) and a failed one."""
     return [
         record(0, warmup=True, ttft_s=9.0, end_s=9.5),
