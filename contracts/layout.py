@@ -57,6 +57,8 @@ NODES_DIR = "nodes"
 SUBMITIT_DIR = ".submitit"
 #: What the gates decided, and the report rendered from it.
 VERDICTS_FILE = "verdicts.json"
+#: The report as one self-contained page (report/html.py).
+REPORT_HTML = "report.html"
 REPORT_MD = "report.md"
 REPORT_JSON = "report.json"
 SUMMARIES_CSV = "summaries.csv"
@@ -77,6 +79,8 @@ VLLM_CONFIG_FILE = "vllm-config.yaml"
 SERVER_LOG = "server.log"
 RUN_FILE = "run.json"
 #: One profile run (``<profile>/r<k>/``), as the load runner writes it; the summary goes last.
+#: A profile's result in `vllm bench serve`'s JSON shape (contracts/benchserve.py).
+BENCH_SERVE_FILE = "bench_serve.json"
 SUMMARY_FILE = "summary.json"
 RECORDS_FILE = "records.jsonl"
 METRICS_FILE = "metrics.json"

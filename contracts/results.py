@@ -13,6 +13,8 @@ Where each file lives: :mod:`contracts.layout`; the ones defined here::
     <sweep>/candidates/<name>/run.json                         CandidateRun (startup, probe, teardown)
     <sweep>/candidates/<name>/<profile>/r<k>/records.jsonl     RequestRecord per line
     <sweep>/candidates/<name>/<profile>/r<k>/summary.json      ProfileSummary
+    <sweep>/candidates/<name>/<profile>/r<k>/bench_serve.json  the same run in vllm bench serve's fields
+                                                               (contracts.benchserve)
 """
 
 from __future__ import annotations
@@ -429,6 +431,11 @@ def iter_jsonl(path: Path, kind: type[M]) -> Iterator[M]:
                 raise ResultFileError(
                     f"{path}:{number}: not a valid {kind.__name__}", evidence=str(exc).splitlines()[:8]
                 ) from exc
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write a small text file atomically (temp file, fsync, rename): a reader sees all of it or none."""
+    _atomic_write(path, text)
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -1,17 +1,22 @@
-"""The one place a profile run writes: ``records.jsonl``, ``metrics.json``, ``summary.json`` (validated).
+"""The one place a profile run writes: ``records.jsonl``, ``metrics.json``, ``bench_serve.json``,
+``summary.json`` (validated).
 
 Pipeline position: the last step of :func:`load.runner.run_profile`, with what
 :func:`load.collect.summarize_run` returned. Each file is validated against its :mod:`contracts.results`
-model on write (and again by every reader) and written atomically; the summary goes last, so a directory
-with a ``summary.json`` is complete.
+model on write (and again by every reader) and written atomically; ``bench_serve.json`` is the same run in
+``vllm bench serve``'s result shape (:mod:`contracts.benchserve`, a pure function of the records and the
+summary, so it can be rebuilt from them); the summary goes last, so a directory with a ``summary.json``
+is complete.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from contracts.layout import METRICS_FILE, RECORDS_FILE, SUMMARY_FILE
-from contracts.results import write_jsonl, write_model
+from contracts.benchserve import bench_serve_result
+from contracts.layout import BENCH_SERVE_FILE, METRICS_FILE, RECORDS_FILE, SUMMARY_FILE
+from contracts.results import atomic_write_text, write_jsonl, write_model
 from load.collect import RunResult
 
 
@@ -19,4 +24,6 @@ def write_results(out_dir: Path, result: RunResult) -> None:
     """Write one run's files into ``out_dir`` (which must exist)."""
     write_jsonl(out_dir / RECORDS_FILE, result.records)
     write_model(out_dir / METRICS_FILE, result.metrics)
+    bench = bench_serve_result(result.summary, result.records)
+    atomic_write_text(out_dir / BENCH_SERVE_FILE, json.dumps(bench, indent=2, allow_nan=False) + "\n")
     write_model(out_dir / SUMMARY_FILE, result.summary)

@@ -1,4 +1,4 @@
-"""Command line of gauntlet: ``python -m orchestrator [plan|list|judge|report|rollback|stop|status] ...``.
+"""Command line of gauntlet: ``python -m orchestrator [plan|list|judge|report|compare|rollback|stop|status]``.
 
 Subcommands are dispatched here; anything else is a Hydra run of the sweep (``-m candidate=glob(*)``).
 Every command takes Hydra's flags, parsed by Hydra's own parser: the sweep is a ``@hydra.main`` app,
@@ -24,9 +24,12 @@ USAGE = """usage: python -m orchestrator [COMMAND] [hydra overrides]
                                      byte-for-byte and validate it under load (default: the latest sweep)
   stop [SWEEP_DIR]                   stop every server gauntlet started for the sweep, the retained one
                                      included, restoring nothing (default: the latest sweep; `make stop`)
-  status [SWEEP_DIR]                 what gauntlet has running, its fingerprint, and whether it is healthy
+  status [SWEEP_DIR] [--json]        what gauntlet has running, its fingerprint, and whether it is healthy
   judge SWEEP_DIR                    judge the stored results again and write verdicts.json
   report SWEEP_DIR                   render the decision table and plots from verdicts.json and the files
+  compare OLD NEW [--candidate NAME] [--json]
+                                     the same candidates (or NAME against OLD's retained configuration)
+                                     across two sweeps: what changed beyond noise (exit 1 if anything)
 
 Every command takes Hydra's flags: -cd/--config-dir DIR (your own configs), -cp/--config-path,
 -cn/--config-name, --cfg job|hydra|all [--resolve] [-p PKG], --info [WHAT], --help (per command), and the
@@ -56,6 +59,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from orchestrator import catalog  # noqa: PLC0415
 
         return catalog.main(rest)
+    if command == "compare":
+        from gates import across  # noqa: PLC0415
+
+        return across.main(rest)
+    if command == "status" and "--json" in rest:
+        rest = [a for a in rest if a != "--json"]
+        return run_sweep_dir_command(command, rest, _handler(command, as_json=True))
     if command in SWEEP_DIR_COMMANDS:
         return run_sweep_dir_command(command, rest, _handler(command))
     if command.startswith("-") or "=" in command:
@@ -66,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 2
 
 
-def _handler(command: str) -> Callable[[list[str]], int]:
+def _handler(command: str, *, as_json: bool = False) -> Callable[[list[str]], int]:
     """The command that acts on a sweep directory (imported only when it runs)."""
 
     def run(args: list[str]) -> int:
@@ -74,11 +84,9 @@ def _handler(command: str) -> Callable[[list[str]], int]:
             from orchestrator.recovery import rollback  # noqa: PLC0415
             from orchestrator.servers.seams import real_seams  # noqa: PLC0415
 
-            handlers = {
-                "rollback": rollback.main_rollback,
-                "stop": rollback.main_stop,
-                "status": rollback.main_status,
-            }
+            if command == "status":
+                return rollback.main_status(args, real_seams, as_json=as_json)
+            handlers = {"rollback": rollback.main_rollback, "stop": rollback.main_stop}
             return handlers[command](args, real_seams)
         if command == "judge":
             from gates import judge  # noqa: PLC0415

@@ -40,9 +40,11 @@ SWEEP_DIR_COMMANDS = {
     "rollback": "stop what gauntlet started, restore the retained configuration byte-for-byte and "
     "validate it under load",
     "stop": "stop every server gauntlet started for the sweep, the retained one included, restoring nothing",
-    "status": "say what gauntlet has running, its fingerprint, and whether it is healthy",
+    "status": "say what gauntlet has running, its fingerprint, and whether it is healthy (--json: the same "
+    "facts as one JSON object)",
     "judge": "judge the stored results again and write verdicts.json",
-    "report": "render the decision table, report.json and the plots from verdicts.json and the files",
+    "report": "render the decision table, report.md, report.html, report.json and the plots from "
+    "verdicts.json and the files",
 }
 #: judge and report need the directory (or config flags/overrides that locate the latest sweep); the
 #: others default to the latest sweep.

@@ -2,11 +2,12 @@
 
 Pipeline position: the last box, after the judge (:mod:`gates.judge`), joined to it by ``verdicts.json``
 only: this package imports no stage, just :mod:`contracts`. :mod:`report.model` arranges the report as
-data, :mod:`report.markdown` writes it as text, :mod:`report.plots` draws it, :mod:`report.build` reads
-the sweep directory and writes the files.
+data, :mod:`report.markdown` writes it as text (and the terminal's summary), :mod:`report.html` as one
+self-contained page, :mod:`report.plots` draws it, :mod:`report.build` reads the sweep directory and
+writes the files.
 """
 
-from report.build import build_report, main
+from report.build import Built, build_report, main, write_report
 from report.model import ReportModel
 
-__all__ = ["ReportModel", "build_report", "main"]
+__all__ = ["Built", "ReportModel", "build_report", "main", "write_report"]

@@ -3,9 +3,11 @@
 Pipeline position: the last box, after the judge. :func:`build_report` reads what the judge wrote
 (``verdicts.json``, :func:`contracts.verdicts.read_verdicts`) and what the sweep wrote (config, host
 probe, run files, summaries, records, recovery validation), and writes ``report.md``, ``report.json``,
-three PNG plots, ``summaries.csv`` (every summary, :mod:`report.export`) and, after a capacity search,
-``pareto.png`` and ``goodput.png`` (:mod:`report.slo_plots`). It judges nothing: without
-``verdicts.json`` it says to run the judge first. The same files always give the same report::
+three PNG plots, ``summaries.csv`` (every summary, :mod:`report.export`), after a capacity search
+``pareto.png`` and ``goodput.png`` (:mod:`report.slo_plots`), and ``report.html`` (all of it on one
+self-contained page, :mod:`report.html`). It judges nothing: without ``verdicts.json`` it says to run the
+judge first. What a terminal gets is :attr:`Built.terminal` (the decision table and a short summary).
+The same files always give the same report::
 
     python -m orchestrator judge sweeps/20261202-101500     # verdicts.json
     python -m orchestrator report sweeps/20261202-101500    # report.md, report.json, *.png
@@ -14,6 +16,7 @@ three PNG plots, ``summaries.csv`` (every summary, :mod:`report.export`) and, af
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from contracts.errors import GauntletError, ResultFileError
@@ -28,7 +31,8 @@ from contracts.sweepdir import (
 )
 from contracts.verdicts import VERDICTS_SCHEMA_VERSION, SweepVerdict, read_verdicts
 from report.export import write_summaries_csv
-from report.markdown import render_markdown
+from report.html import HTML_FILE, PLOT_CAPTIONS, render_html
+from report.markdown import render_markdown, render_terminal
 from report.model import build_model, read_sweep
 from report.plots import write_plots
 from report.rerun import rerun_section
@@ -54,8 +58,22 @@ def stale_note(verdicts: SweepVerdict, sweep_dir: Path) -> str | None:
     )
 
 
+@dataclass(frozen=True)
+class Built:
+    """What :func:`write_report` wrote, as text: the whole Markdown, and what a terminal shows."""
+
+    markdown: str
+    terminal: str
+
+
 def build_report(sweep_dir: Path, cfg: GauntletConfig | None = None) -> str:
-    """Write report.md, report.json and the PNG plots into ``sweep_dir`` from its files; return the text."""
+    """Write the report's files into ``sweep_dir`` from its files; return report.md's text."""
+    return write_report(sweep_dir, cfg).markdown
+
+
+def write_report(sweep_dir: Path, cfg: GauntletConfig | None = None) -> Built:
+    """Write report.md, report.html, report.json, summaries.csv and the PNG plots into ``sweep_dir``
+    from its files; return the Markdown and the terminal summary."""
     if not sweep_dir.is_dir():
         raise ResultFileError(f"{sweep_dir}: no such sweep directory", hint="pass a directory a sweep wrote")
     if cfg is None:
@@ -71,14 +89,21 @@ def build_report(sweep_dir: Path, cfg: GauntletConfig | None = None) -> str:
         if (sweep_dir / RECOVERY_ROOT).is_dir()
         else None
     )
-    write_summaries_csv(sweep_dir, data.results, recovery)
+    write_summaries_csv(sweep_dir, data.results, recovery, verdicts)
     write_model(sweep_dir / REPORT_JSON, report)
     (sweep_dir / REPORT_MD).write_text(text)
-    return text
+    images = {name: (sweep_dir / name).read_bytes() for name in PLOT_CAPTIONS if (sweep_dir / name).exists()}
+    capacity = {name: res.capacity for name, res in data.results.items() if res.capacity is not None}
+    (sweep_dir / HTML_FILE).write_text(render_html(report, images, capacity), encoding="utf-8")
+    terminal = render_terminal(report) + (
+        f"full report: {sweep_dir / HTML_FILE} (one page, offline) and {sweep_dir / REPORT_MD}\n"
+    )
+    return Built(markdown=text, terminal=terminal)
 
 
 def main(args: list[str]) -> int:
-    """``python -m orchestrator report DIR``: rebuild the report from disk and print the decision table."""
+    """``python -m orchestrator report DIR``: rebuild the report from disk and print the decision table
+    and the short summary."""
     sweep_dir = sweep_dir_argument(
         args,
         prog="python -m orchestrator report",
@@ -87,13 +112,16 @@ def main(args: list[str]) -> int:
     if isinstance(sweep_dir, int):
         return sweep_dir
     try:
-        text = build_report(sweep_dir)
+        built = write_report(sweep_dir)
         note = stale_note(read_verdicts(sweep_dir), sweep_dir)
     except GauntletError as exc:
         print(f"gauntlet: report: {exc}", file=sys.stderr)
         return exc.exit_code
-    print(text, end="", flush=True)
+    print(built.terminal, end="", flush=True)
     if note:
         print(f"gauntlet: report: {note}", file=sys.stderr)
-    print(f"gauntlet: report written to {sweep_dir}/{REPORT_MD}, {REPORT_JSON} and *.png", file=sys.stderr)
+    print(
+        f"gauntlet: report written to {sweep_dir}/{REPORT_MD}, {HTML_FILE}, {REPORT_JSON} and *.png",
+        file=sys.stderr,
+    )
     return 0

@@ -5,7 +5,10 @@ wrote (:class:`~contracts.sweepdir.Results`, and the capacity search's runs) and
 candidate x profile x repeat (``source = profile``; a baseline's interleaved blocks follow its opening
 repeats as ``source = block``, their ``summary_file`` naming the candidate each followed), then one per
 capacity-search run (``source = capacity``, its load level set), then the end-of-sweep recovery run
-(``source = recovery``): every run the drift check read is a row.
+(``source = recovery``): every run the drift check read is a row. A candidate that never measured a
+profile (it did not start, or was never launched) still gets one row (``source = not_started``, its
+startup failure in ``startup_failure``), and every row carries its candidate's ``verdict`` (the judge's
+decision, ``baseline`` for the baseline; empty when the sweep was not judged).
 Columns are fixed (:data:`COLUMNS`), numbers are plain decimals, a missing value is an empty cell (NaN in
 pandas), booleans are ``True``/``False``::
 
@@ -24,12 +27,16 @@ from contracts.errors import GauntletError
 from contracts.layout import SUMMARIES_CSV
 from contracts.results import ProfileSummary, Stats, read_model
 from contracts.sweepdir import Results
+from contracts.verdicts import SweepVerdict
 
 _STATS = ("ttft", "tpot", "itl", "e2e", "first_visible")
 COLUMNS: tuple[str, ...] = (
     "candidate",
     "source",  # profile: a configured profile's repeat; block: a baseline's interleaved block (after the
-    # candidate its summary_file names); capacity: a run of the capacity search; recovery: the final run
+    # candidate its summary_file names); capacity: a run of the capacity search; recovery: the final run;
+    # not_started: a candidate that measured nothing (no other column but its identity is set)
+    "verdict",  # keep, reject, neutral, incompatible, inconclusive, or baseline (verdicts.json)
+    "startup_failure",  # the startup failure class (incompatible, out-of-memory, ...); empty: it started
     "profile",
     "repeat",
     "load_level",
@@ -124,11 +131,58 @@ def summary_row(candidate: str, source: str, summary: ProfileSummary, file: str)
     return row
 
 
+def decisions(verdicts: SweepVerdict | None) -> dict[str, str]:
+    """Candidate -> its decision (the baseline: ``baseline``), the ``verdict`` column."""
+    if verdicts is None:
+        return {}
+    return {verdicts.baseline: "baseline", **{v.candidate: v.decision for v in verdicts.verdicts}}
+
+
+def not_started_row(name: str, res: Results | None, verdict: str | None) -> dict[str, object]:
+    """The one row of a candidate that measured no profile: its identity, verdict and startup failure."""
+    row: dict[str, object] = dict.fromkeys(COLUMNS)
+    run = res.run if res is not None else None
+    row.update(
+        candidate=name,
+        source="not_started",
+        verdict=verdict,
+        startup_failure=(run.startup.kind or "failed") if run and not run.startup.ok else None,
+        backend=run.backend if run else None,
+        host=run.host if run else None,
+        fingerprint=run.fingerprint if run else None,
+        summary_file=res.run_file if res is not None and run is not None else None,
+    )
+    return row
+
+
+def _with_verdict(
+    rows: Iterator[dict[str, object]], verdicts: Mapping[str, str]
+) -> Iterator[dict[str, object]]:
+    for row in rows:
+        row["verdict"] = verdicts.get(str(row["candidate"]))
+        yield row
+
+
 def summary_rows(
-    sweep_dir: Path, results: Mapping[str, Results], recovery: Results | None = None
+    sweep_dir: Path,
+    results: Mapping[str, Results],
+    recovery: Results | None = None,
+    verdicts: SweepVerdict | None = None,
 ) -> Iterator[dict[str, object]]:
     """Every profile repeat (a baseline's blocks after its own), then every capacity-search run, candidate
-    by candidate, then the recovery run."""
+    by candidate, then the recovery run, then one row per candidate that measured nothing (every candidate
+    ``results`` or ``verdicts`` names); each with its candidate's verdict."""
+    decided = decisions(verdicts)
+    measured = {name for name, res in results.items() if res.profiles or res.blocks}
+    yield from _with_verdict(_measured_rows(sweep_dir, results, recovery), decided)
+    for name in dict.fromkeys([*results, *decided]):
+        if name not in measured:
+            yield not_started_row(name, results.get(name), decided.get(name))
+
+
+def _measured_rows(
+    sweep_dir: Path, results: Mapping[str, Results], recovery: Results | None
+) -> Iterator[dict[str, object]]:
     for name, res in results.items():
         for reps in res.profiles.values():
             for rep in reps:
@@ -169,9 +223,12 @@ def render_csv(rows: Iterator[dict[str, object]]) -> str:
 
 
 def write_summaries_csv(
-    sweep_dir: Path, results: Mapping[str, Results], recovery: Results | None = None
+    sweep_dir: Path,
+    results: Mapping[str, Results],
+    recovery: Results | None = None,
+    verdicts: SweepVerdict | None = None,
 ) -> Path:
     """``<sweep>/summaries.csv``; returns its path."""
     path = sweep_dir / SUMMARIES_CSV
-    path.write_text(render_csv(summary_rows(sweep_dir, results, recovery)))
+    path.write_text(render_csv(summary_rows(sweep_dir, results, recovery, verdicts)))
     return path

@@ -8,6 +8,8 @@ nothing and computes no figure, it only chooses how each one is shown (:mod:`con
 from __future__ import annotations
 
 import math
+import re
+import textwrap
 from collections.abc import Sequence
 
 from contracts.layout import (
@@ -25,7 +27,7 @@ from report.model import CandidateRow, ReportModel
 from report.slo import capacity_text, fmt_interval
 
 
-def _figure_value(fig: KeyFigure, *, baseline: bool = False) -> str:
+def figure_value(fig: KeyFigure, *, baseline: bool = False) -> str:
     if fig.metric == "visible_answers":
         count = fig.baseline_count if baseline else fig.count
         return "n/a" if count is None else f"{count[0]}/{count[1]}"
@@ -34,7 +36,7 @@ def _figure_value(fig: KeyFigure, *, baseline: bool = False) -> str:
 
 def figure_cell(fig: KeyFigure) -> str:
     """``value  ratio [low-high]`` for a candidate's figure against the baseline."""
-    value = _figure_value(fig)
+    value = figure_value(fig)
     if fig.value is None:
         return "not measured"
     if fig.ratio is None or math.isinf(fig.ratio):
@@ -52,7 +54,7 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return lines
 
 
-def _why(row: CandidateRow, retained: str) -> str:
+def why(row: CandidateRow, retained: str) -> str:
     """The decision table's short cell: the failed requirement, the gain, or the startup failure."""
     if row.decision == "baseline":
         return "retained configuration" if row.candidate == retained else f"replaced by {retained}"
@@ -70,7 +72,7 @@ def render_markdown(report: ReportModel) -> str:
     out += ["", "## Decision", ""]
     out += table(
         ["candidate", "verdict", "failed requirement / gain / reason"],
-        [[r.candidate, DECISION_LABELS[r.decision], _why(r, report.retained)] for r in report.rows],
+        [[r.candidate, DECISION_LABELS[r.decision], why(r, report.retained)] for r in report.rows],
     )
     details = [r for r in report.rows if r.decision != "baseline"]
     if details:
@@ -111,6 +113,68 @@ def render_markdown(report: ReportModel) -> str:
     return "\n".join(out) + "\n"
 
 
+#: The terminal summary's width: a decision-table cell is cut to fit it (report.md has the whole cell).
+TERMINAL_WIDTH = 120
+
+
+_ERROR = re.compile(r"\b[\w.]*(?:Error|Exception)\b:?.*")
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3].rstrip() + "..."
+
+
+def _terminal_why(row: CandidateRow, retained: str, width: int) -> str:
+    """The decision table's cell cut to ``width``; a startup failure keeps its error, not the log prefix."""
+    if row.decision == "incompatible" and (found := _ERROR.search(row.startup.matched_line or "")):
+        return _clip(f"{row.startup.kind or 'did not start'}: {found.group(0)}", width)
+    return _clip(why(row, retained), width)
+
+
+def render_terminal(report: ReportModel) -> str:
+    """What the sweep prints at its end: the decision table (cells cut to the terminal's width) and a
+    short summary (retained configuration, recovery, drift, capacity, reversals); report.md and
+    report.html have the rest."""
+    sim = f" (SIMULATED, time scale {report.time_scale:g}x)" if report.simulated else " (real vLLM)"
+    out = [f"gauntlet sweep {report.sweep}{sim}: baseline {report.baseline}, model {report.model}", ""]
+    names = max((len(r.candidate) for r in report.rows), default=9)
+    room = max(30, TERMINAL_WIDTH - max(names, 9) - len("INCONCLUSIVE") - 12)
+    out += table(
+        ["candidate", "verdict", "failed requirement / gain / reason"],
+        [
+            [r.candidate, DECISION_LABELS[r.decision], _terminal_why(r, report.retained, room)]
+            for r in report.rows
+        ],
+    )
+    out.append("")
+    rec = report.recovery
+    recovery = "NOT RUN" if rec is None else ("PASSED" if rec.ok else f"FAILED: {rec.reason}")
+    out += textwrap.wrap(
+        f"retained: {report.retained} ({report.retained_reason}); recovery validation {recovery}",
+        TERMINAL_WIDTH,
+    )
+    drift = {
+        "pass": "none beyond noise",
+        "fail": "DRIFT beyond noise: every measured verdict is inconclusive",
+        "inconclusive": "INCONCLUSIVE",
+        "not_run": "not checked",
+    }
+    out.append(f"baseline drift: {drift[report.drift.status]}")
+    if report.capacity:
+        first = report.capacity[0]
+        parts = [
+            f"{line.candidate} {'none' if line.capacity is None else f'{line.capacity:g}'}"
+            + (f" ({fmt_ratio(line.ratio)})" if line.ratio is not None else "")
+            for line in report.capacity
+        ]
+        out += textwrap.wrap(
+            f"capacity at the SLO ({first.profile}, {first.unit}): {', '.join(parts)}", TERMINAL_WIDTH
+        )
+    for rev in report.reversals:
+        out += textwrap.wrap("reversal: " + rev.text.replace("**", ""), TERMINAL_WIDTH)
+    return "\n".join(out) + "\n"
+
+
 def _figures_section(report: ReportModel) -> list[str]:
     measured = [r for r in report.rows if r.figures and r.decision != "baseline"]
     base_row = next((r for r in report.rows if r.decision == "baseline"), None)
@@ -128,7 +192,7 @@ def _figures_section(report: ReportModel) -> list[str]:
         if base_fig.value is None and all(f.value is None for f in figs):
             unmeasured.append(base_fig.label)
             continue
-        lines.append([base_fig.label, _figure_value(base_fig), *(figure_cell(f) for f in figs)])
+        lines.append([base_fig.label, figure_value(base_fig), *(figure_cell(f) for f in figs)])
     out += table(["figure", base_label, *(r.candidate for r in measured)], lines)
     out += [
         "",

@@ -158,10 +158,10 @@ class SweepController:
         code = 0 if self.validation.ok else RollbackError.exit_code
         try:
             from gates.judge import judge_sweep  # noqa: PLC0415  (the stages load only when a sweep closes)
-            from report import build_report  # noqa: PLC0415
+            from report import write_report  # noqa: PLC0415
 
             judge_sweep(self.dir, self.cfg)  # verdicts.json, then the report renders it
-            text = build_report(self.dir, self.cfg)
+            text = write_report(self.dir, self.cfg).terminal  # the decision table and a summary
             print(text, flush=True)
         except GauntletError as exc:
             say(f"report: {exc}")

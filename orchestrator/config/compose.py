@@ -387,7 +387,7 @@ def recorded_cfg(sweep_dir: Path, cfg_type: str, *, package: str | None = None, 
         if hydra_node is None:
             where = str(sweep_dir)
             raise ConfigError(
-                [ConfigProblem(where, "hydra", None, "a recorded multirun.yaml or .hydra/hydra.yaml")]
+                [ConfigProblem(where, "hydra", None, f"a recorded {' or '.join(RECORDED_HYDRA)}")]
             )
         full = OmegaConf.merge(full, {"hydra": hydra_node})
     shown: Any = full
@@ -414,7 +414,7 @@ def recorded_cfg(sweep_dir: Path, cfg_type: str, *, package: str | None = None, 
 def recorded_info(sweep_dir: Path, what: str) -> str:
     """``--info`` of a command that reads a sweep: where its configuration came from, as recorded."""
     hydra_node = recorded_hydra(sweep_dir)
-    lines = [f"sweep: {sweep_dir}", f"recorded configuration: {sweep_dir / 'config.yaml'}"]
+    lines = [f"sweep: {sweep_dir}", f"recorded configuration: {sweep_dir / CONFIG_FILE}"]
     overrides = sweep_dir / OVERRIDES_FILE
     if overrides.exists():
         lines.append(f"overrides: {' '.join(overrides.read_text().split()) or '(none)'}")

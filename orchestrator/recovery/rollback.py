@@ -14,6 +14,7 @@ gauntlet did not start is never touched.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from contracts.schema import GauntletConfig, read_sweep_config
 from launch.spec import LaunchSpec
 from orchestrator.config.validate import Sources, validate
 from orchestrator.ledger.events import LiveServer, RollbackRequested, StopFinished, StopRequested
-from orchestrator.ledger.journal import Journal, JournalState
+from orchestrator.ledger.journal import Journal, JournalState, RemoteJob
 from orchestrator.ledger.nodes import launching_place
 from orchestrator.measure.launch import Launch
 from orchestrator.recovery.restore import healthy_retained, restore, validate_retained
@@ -163,12 +164,22 @@ class StatusLine:
     retained: bool
 
 
-def status(sweep_dir: Path, seams: Seams, *, out: TextIO = sys.stdout) -> int:
-    """Print what gauntlet has running; 0 when exactly one healthy retained server runs and nothing else."""
+def status(sweep_dir: Path, seams: Seams, *, out: TextIO | None = None, as_json: bool = False) -> int:
+    """Print what gauntlet has running; 0 when exactly one healthy retained server runs and nothing else.
+    ``as_json``: the same facts as one JSON object (:func:`status_facts`)."""
+    out = out if out is not None else sys.stdout
     servers = Servers(Journal.of_sweep(sweep_dir, launching_place()), seams)
     state = servers.journal.replay()
     warnings: list[str] = []
     lines = [_status_line(servers, state, live, warnings) for live in state.live.values()]
+    jobs = servers.journal.remote_jobs()
+    running = [ln for ln in lines if ln.alive]
+    good = len(running) == 1 and running[0].retained and running[0].healthy and not state.pending
+    settled = good and state.last_event not in ("restoring", "launching", "load_started")
+    if as_json:
+        facts = status_facts(sweep_dir, state, lines, warnings, jobs, settled=settled)
+        out.write(json.dumps(facts, indent=2) + "\n")
+        return 0 if good else 1
     out.write(f"sweep: {sweep_dir}\n")
     out.write(f"retained configuration: {state.retained_fingerprint or '(none recorded)'}\n")
     if not lines:
@@ -185,21 +196,62 @@ def status(sweep_dir: Path, seams: Seams, *, out: TextIO = sys.stdout) -> int:
         out.write(f"warning: {warning}\n")
     for pending in state.pending:
         out.write(f"  {pending.candidate:<20} launch announced at {pending.at} without a recorded pid\n")
-    for job in servers.journal.remote_jobs():
+    for job in jobs:
         state_word = "finished" if job.finished else "running or interrupted"
         out.write(
             f"  job {job.job} on {job.node} ({job.executor or 'unknown executor'}): {state_word}, "
             f"{len(job.live)} server(s) per its journal (not checked from here)\n"
         )
-    running = [ln for ln in lines if ln.alive]
-    good = len(running) == 1 and running[0].retained and running[0].healthy and not state.pending
-    if state.last_event in ("restoring", "launching", "load_started") or not good:
+    if not settled:
         out.write(
             "state: not settled; `python -m orchestrator rollback` restores the retained configuration\n"
         )
     else:
         out.write("state: the retained configuration is the one healthy server\n")
     return 0 if good else 1
+
+
+def status_facts(
+    sweep_dir: Path,
+    state: JournalState,
+    lines: list[StatusLine],
+    warnings: list[str],
+    jobs: list[RemoteJob],
+    *,
+    settled: bool,
+) -> dict[str, object]:
+    """``status --json``: what the text says, as data (servers, pending launches, remote jobs, state)."""
+    return {
+        "sweep": str(sweep_dir),
+        "retained_fingerprint": state.retained_fingerprint,
+        "servers": [
+            {
+                "candidate": ln.live.candidate,
+                "role": "retained" if ln.retained else ln.live.role,
+                "pid": ln.live.pid,
+                "port": ln.live.port,
+                "fingerprint": ln.live.fingerprint,
+                "alive": ln.alive,
+                "healthy": ln.healthy,
+                "retained": ln.retained,
+            }
+            for ln in lines
+        ],
+        "pending": [{"candidate": p.candidate, "announced_at": p.at} for p in state.pending],
+        "jobs": [
+            {
+                "job": job.job,
+                "node": job.node,
+                "executor": job.executor,
+                "finished": job.finished,
+                "servers": len(job.live),
+            }
+            for job in jobs
+        ],
+        "warnings": warnings,
+        "last_event": state.last_event,
+        "settled": settled,
+    }
 
 
 def _status_line(servers: Servers, state: JournalState, live: LiveServer, warnings: list[str]) -> StatusLine:
@@ -237,10 +289,10 @@ def main_stop(args: list[str], seams_factory: Callable[[], Seams]) -> int:
     return 0
 
 
-def main_status(args: list[str], seams_factory: Callable[[], Seams]) -> int:
+def main_status(args: list[str], seams_factory: Callable[[], Seams], *, as_json: bool = False) -> int:
     try:
         sweep_dir = resolve_sweep_dir(args[0] if args else None)
-        return status(sweep_dir, seams_factory())
+        return status(sweep_dir, seams_factory(), as_json=as_json)
     except GauntletError as exc:
         print(f"gauntlet status: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -78,9 +78,20 @@ def test_demo_sweep_reproduces_the_case_study(tmp_path: Path, port: int) -> None
     assert capacity["tp4_dp2"]["capacity"] < 0.5 * capacity["baseline"]["capacity"]
     gate = next(g for g in by_name["tp4_dp2"]["gates"] if g["gate"] == "capacity")
     assert gate["status"] == "fail" and gate["interval"][1] < 1
+    report_md = (sweep / "report.md").read_text()
     for n in capacity:
-        assert f"- {n}: capacity " in done.stdout
-    assert "Goodput, output tok/s of the requests that met the SLO" in done.stdout
+        assert f"- {n}: capacity " in report_md
+    assert "Goodput, output tok/s of the requests that met the SLO" in report_md
+    # The terminal gets the decision table and a short summary; report.html (one page) and report.md
+    # have the rest.
+    assert "capacity at the SLO (decode_heavy, concurrent): baseline " in done.stdout
+    assert "## Key figures" not in done.stdout
+    assert (sweep / "report.html").stat().st_size > 100_000
+    # Results other tools read: bench_serve.json beside every summary, a CSV row per candidate.
+    summaries = sorted(sweep.glob("candidates/*/*/r*/summary.json"))
+    assert summaries and all((s.parent / "bench_serve.json").is_file() for s in summaries)
+    csv_text = (sweep / "summaries.csv").read_text()
+    assert "mega_moe,not_started,incompatible,incompatible" in csv_text
     # A newcomer's exit is clean: the restored retained server was validated, then stopped, and the last
     # line says so; no simulator the demo started is left running.
     assert sim_servers(port) == []

@@ -403,7 +403,9 @@ def test_header_states_real_vllm_and_the_nvml_probe(tmp_path: Path, base_cfg: Ga
 def test_main_rebuilds_and_prints(case: tuple[Path, str], capsys: pytest.CaptureFixture[str]) -> None:
     sweep, text = case
     assert main([str(sweep)]) == 0
-    assert capsys.readouterr().out == text
+    printed = capsys.readouterr().out
+    assert (sweep / "report.md").read_text() == text
+    assert "| candidate " in printed and "full report:" in printed  # the summary, not report.md
 
 
 @pytest.mark.parametrize(
@@ -457,7 +459,8 @@ def test_an_older_verdicts_file_still_renders_and_says_how_to_update_it(
     )
     write_verdicts(tmp_path, old)
     assert main([str(tmp_path)]) == 0
-    out, err = capsys.readouterr()
+    _, err = capsys.readouterr()
+    out = (tmp_path / "report.md").read_text()
     assert decisions(out) == {"baseline": "baseline", "faster": "KEEP"}
     assert "## Key figures" not in out
     assert "schema 1 (an older gauntlet)" in err and "python -m orchestrator judge" in err
@@ -480,7 +483,8 @@ def test_the_report_renders_from_disk_without_the_gates(case: tuple[Path, str]) 
         [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout == first
+    assert (sweep / "report.md").read_text() == first
+    assert "| candidate " in done.stdout
 
 
 # ------------------------------------------------------------------------------------------ formatting
