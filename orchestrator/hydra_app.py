@@ -47,6 +47,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from contracts.errors import (
+    EXIT_INCOMPLETE,
     ConfigError,
     ConfigProblem,
     GauntletError,
@@ -178,9 +179,15 @@ class SweepController:
             from gates.judge import judge_sweep  # noqa: PLC0415
             from report import build_report  # noqa: PLC0415
 
-            judge_sweep(self.dir, self.cfg)  # verdicts.json, then the report renders it
+            verdicts = judge_sweep(self.dir, self.cfg)  # verdicts.json, then the report renders it
             text = build_report(self.dir, self.cfg)
             print(text, flush=True)
+            if verdicts.incomplete:  # partial evidence: the exit code says the sweep is not finished
+                say(
+                    f"INCOMPLETE: {len(verdicts.incomplete)} verdict(s) rest on partial evidence; "
+                    f"to complete the sweep: {verdicts.resume or 'see report.md'}"
+                )
+                code = code or EXIT_INCOMPLETE
         except GauntletError as exc:
             say(f"report: {exc}")
             code = code or exc.exit_code

@@ -18,7 +18,7 @@ from typing import cast
 
 import httpx
 
-from contracts.errors import GauntletError, sweep_dir_error
+from contracts.errors import GauntletError, HarnessError, sweep_dir_error
 from contracts.results import (
     CAPACITY_FILE,
     CandidateRun,
@@ -52,8 +52,12 @@ def is_complete(ctx: SweepContext, name: str) -> bool:
         return False
     try:
         run = read_model(run_file, CandidateRun)
-        if not run.startup.ok or server_lost(run.watch):
-            return True  # a failed start or a server lost under load is this candidate's result
+        if any(e.kind == "harness" for e in run.watch):
+            return False  # the load harness failed, not the server: measure again (once the data is fixed)
+        if not run.startup.ok or (server_lost(run.watch) and not run.is_baseline):
+            # A failed start or a server lost under load is this candidate's result; a baseline lost under
+            # load leaves its candidates' evidence partial (incomplete): measure it again.
+            return True
         plan = adaptive.plan_for(ctx, "baseline" if run.is_baseline else "candidate")
         done = adaptive.settled_repeats(ctx, name) if plan.adaptive else plan.max_repeats
         if done is None:
@@ -199,6 +203,7 @@ def measure_profile(
     ctx.journal.append(LoadStarted(candidate=name, profile=profile, repeat=repeat))
     ctx.say(f"{name}: {profile} r{repeat}")
     failure: str | None = None
+    harness: str | None = None
     with session.watching() as watch:
         try:
             ctx.seams.run_profile(
@@ -218,13 +223,21 @@ def measure_profile(
                 stop=watch.stop,
                 api_key=spec.api_key(os.environ),
             )
+        except HarnessError as exc:
+            harness = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         except (GauntletError, httpx.HTTPError, OSError) as exc:
             if (disk := sweep_dir_error(exc, ctx.dir)) is not None:
                 raise disk from exc  # the disk failed, not the candidate: stop, do not measure on
             failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             ctx.say(f"{name}: {profile} r{repeat} could not complete: {failure}")
+        except Exception as exc:
+            harness = f"{type(exc).__name__}: {exc}"
     events = watch.events
-    if failure is not None:
+    if harness is not None:
+        failure = f"load harness error (not the server): {harness}"
+        ctx.say(f"{name}: {profile} r{repeat}: {failure}; the verdict will be incomplete")
+        events.append(WatchEvent(at=utc_now(), kind="harness", detail=f"{profile} r{repeat}: {harness}"))
+    elif failure is not None:
         events.append(WatchEvent(at=utc_now(), kind="unhealthy", detail=f"{profile} r{repeat}: {failure}"))
     ctx.journal.append(
         LoadFinished(candidate=name, profile=profile, repeat=repeat, events=len(events), error=failure)
