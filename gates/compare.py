@@ -140,6 +140,27 @@ class Measured:
     evidence: list[Evidence]
     #: the difference is within the load client's dispatch lag: it can never decide (see :func:`latency`)
     within_client_lag: bool = False
+    client_lag_s: float = 0.0  # the lag resolution that comparison was held to (s; 0: none)
+
+    def undecidable(self) -> Measured:
+        """This comparison marked as left undecidable by the client's lag (status inconclusive)."""
+        message = self.comparison.message
+        if "dispatch lag" not in message:
+            message += (
+                f"; worse by no more than the load client's dispatch lag (p99 "
+                f"{fmt_value(self.client_lag_s, 's')}): more repeats will not settle it, a less loaded "
+                "client will"
+            )
+        comparison = self.comparison.model_copy(
+            update={
+                "message": message,
+                "status": "inconclusive",
+                "more_repeats": None,
+                "undecidable": "client_lag",
+                "client_lag_s": self.client_lag_s,
+            }
+        )
+        return replace(self, comparison=comparison)
 
 
 Judge = Callable[[RatioEstimate], tuple[GateStatus, float]]
@@ -222,11 +243,18 @@ def throughput(
     return Measured(comparison, est, summary_evidence(candidate, baseline))
 
 
-def dispatch_resolution(*sides: Sequence[Repeat]) -> float:
-    """The latest the load client sent a request behind its schedule (p99 per run, the largest of the runs
-    compared), in the records' seconds: a loaded latency difference no larger than this can come from
-    the client rather than the server."""
-    return max((rep.summary.client.dispatch_lag_p99_s for side in sides for rep in side), default=0.0)
+def lag_resolution(runs: Sequence[Repeat]) -> float:
+    """How far the load client's lateness can move the compared value of one side: the mean over the
+    runs compared of each run's p99 dispatch lag (``summary.json: client.dispatch_lag_p99_s``, the
+    records' seconds). A run's median TTFT can be lowered by at most about its own lag (a request sent
+    late meets a queue shorter by what drained meanwhile); the value compared is the geometric mean of
+    the runs' medians, so each run moves it by 1/n of its own lag: one slow run does not mask the rest.
+
+    >>> lag_resolution([])
+    0.0
+    """
+    lags = [rep.summary.client.dispatch_lag_p99_s for rep in runs]
+    return float(np.mean(lags)) if lags else 0.0
 
 
 def _moved(est: RatioEstimate, judge: Judge) -> bool:
@@ -245,7 +273,7 @@ def latency(
     confidence: float,
     judge: Judge,
     label: str,
-    resolution: float = 0.0,
+    client_lag: bool = False,
 ) -> Measured | None:
     """Median latency, candidate against baseline, with the repeat as the unit.
 
@@ -254,11 +282,14 @@ def latency(
     run-to-run variance. With a single repeat on both sides the pooled requests' Hodges-Lehmann ratio
     is the fallback, and the message says that run-to-run noise was not measured.
 
-    ``resolution`` (loaded profiles: :func:`dispatch_resolution`): requests that leave late meet a shorter
-    queue, so under load the client's own lateness moves TTFT. When the compared values differ by no more
-    than it, the comparison cannot move away from what "no change" would get: a fail or a gain there is
-    ``inconclusive`` (more repeats do not help; a less loaded client does), whatever the interval says,
-    and the result is marked ``within_client_lag``.
+    ``client_lag`` (loaded profiles): requests that leave late meet a shorter queue, so under load the
+    client's own lateness lowers the TTFT of the runs it was late in (TTFT counts from the send). Only
+    the side that looks better can have been flattered by it, so the resolution is that side's
+    :func:`lag_resolution` (the runs this comparison reads, not every run of the sweep). When the compared
+    values differ by no more than it, and the judge says something else than of no change, the
+    comparison is undecidable: ``inconclusive``, marked ``undecidable="client_lag"`` with the lag (the
+    verdict is then ``incomplete``; more repeats do not help, a less loaded client does). A difference
+    beyond the resolution decides as any other.
     """
     c_runs, b_runs = per_repeat(candidate, extract), per_repeat(baseline, extract)
     if not c_runs or not b_runs:
@@ -282,13 +313,17 @@ def latency(
     if est.note and not fmt_interval(est).endswith(est.note):
         detail += f"; {est.note}"
     gap = abs(c_val - b_val) if c_val is not None and b_val is not None else math.inf
+    flattered = candidate if (c_val is not None and b_val is not None and c_val < b_val) else baseline
+    resolution = lag_resolution(flattered) if client_lag else 0.0
     within_lag = resolution > 0 and math.isfinite(gap) and gap <= resolution
     unresolved = within_lag and _moved(est, judge)
     if unresolved:
         detail += (
             f"; the difference ({fmt_value(gap, 's')}) is within the load client's dispatch "
-            f"lag (p99 {fmt_value(resolution, 's')}): requests sent late meet a shorter queue, so the "
-            "client may have made it; more repeats will not settle it, a less loaded client will"
+            f"lag (p99 {fmt_value(resolution, 's')}, mean over the "
+            f"{'candidate' if flattered is candidate else 'baseline'}'s runs, the side that looks better): "
+            "requests sent late meet a shorter queue, so the client may have made it; more repeats will "
+            "not settle it, a less loaded client will"
         )
     comparison = estimated(
         est,
@@ -300,10 +335,9 @@ def latency(
         unit="s",
         message=f"{label} {fmt_value(c_val, 's')} vs {fmt_value(b_val, 's')} ({detail})",
     )
-    if unresolved:
-        comparison = comparison.model_copy(update={"status": "inconclusive", "more_repeats": None})
     evidence = records_evidence(candidate) + records_evidence(baseline)
-    return Measured(comparison, est, evidence, within_lag)
+    measured = Measured(comparison, est, evidence, within_lag, resolution if within_lag else 0.0)
+    return measured.undecidable() if unresolved else measured
 
 
 @dataclass(frozen=True)
@@ -338,6 +372,8 @@ def requirement_family(planned: Sequence[Planned], confidence: float) -> list[Me
             out.append(measured)
             continue
         again = plan.measure(1 - 2 * level) or measured
+        if again.within_client_lag:  # material, but by no more than the client's lag: undecidable
+            again = again.undecidable()
         status: GateStatus = "fail" if rejected and not again.within_client_lag else "inconclusive"
         level_text = f"{confidence * 100:.2f}".rstrip("0").rstrip(".") + "%"
         note = (
@@ -352,7 +388,7 @@ def requirement_family(planned: Sequence[Planned], confidence: float) -> list[Me
                 "more_repeats": again.comparison.more_repeats if status == "inconclusive" else None,
             }
         )
-        out.append(Measured(comparison, again.estimate, again.evidence, again.within_client_lag))
+        out.append(replace(again, comparison=comparison))
     return out
 
 

@@ -23,6 +23,7 @@ from gates.stats import RatioEstimate, mean_log_ratio_across, one_sided_p
         (2, "reject", False),
         (2, "keep", False),
         (2, "neutral", False),
+        (2, "incomplete", False),  # futility: more repeats cannot complete it (client lag, lost baseline)
         (3, "inconclusive", True),
         (4, "inconclusive", False),  # at the most
     ],
