@@ -21,10 +21,12 @@ from gates import Comparison, SweepVerdict, Verdict, evaluate_sweep
 from gates.bootstrap import RunSample, bootstrap_ratio, throughput_ratio
 from gates.stats import (
     ONE_REPEAT_NOTE,
+    OUTLIER_FACTOR,
     hodges_lehmann_ratio,
     latency_ratio,
     prediction_ratio,
     run_level_ratio,
+    single_run_guard,
 )
 from tests.unit.gates_fixtures import (
     CASE_STUDY_VISIBLE,
@@ -83,6 +85,42 @@ def test_run_level_ratio(
     assert est.low < est.ratio < est.high
     assert (est.candidate_values, est.baseline_values) == (cand, base)
     assert ("run-to-run noise from the baseline's 3 repeats only" in est.note) is (len(cand) == 1)
+
+
+SINGLE_RUN_CASES = [
+    # candidate repeats, baseline repeats, interval excludes 1 after the guard, p-value is 1 (Holm: none)
+    pytest.param((0.52,), (0.40, 0.41, 0.39), False, True, id="one_run_1.3x_could_be_an_outlier"),
+    pytest.param((1.00,), (0.40, 0.41, 0.39), False, True, id="one_run_2.5x_could_be_an_outlier"),
+    pytest.param((1.25,), (0.40, 0.41, 0.39), True, False, id="one_run_3.1x_is_beyond_one_outlier"),
+    pytest.param((0.12,), (0.40, 0.41, 0.39), True, False, id="one_run_0.3x_is_beyond_one_outlier"),
+    pytest.param((0.40, 0.41, 0.39), (0.52,), False, True, id="one_baseline_run_guarded_too"),
+    pytest.param((0.52, 0.53), (0.40, 0.41, 0.39), True, False, id="two_runs_unguarded"),
+]
+
+
+@pytest.mark.parametrize(("cand", "base", "excludes", "no_evidence"), SINGLE_RUN_CASES)
+def test_a_single_run_decides_only_beyond_what_one_outlier_run_can_produce(
+    cand: tuple[float, ...], base: tuple[float, ...], excludes: bool, no_evidence: bool
+) -> None:
+    raw = run_level_ratio(cand, base, confidence=0.95)
+    assert raw.excludes_one  # without the guard every case here would decide
+    est = single_run_guard(raw)
+    assert est.excludes_one is excludes
+    assert (est.p_value == 1.0) is no_evidence
+    guarded = min(len(cand), len(base)) == 1
+    assert ("what one outlier run can produce" in est.note) is guarded
+    if guarded:
+        assert est.low <= est.ratio / OUTLIER_FACTOR and est.high >= est.ratio * OUTLIER_FACTOR
+    # latencies and throughput go through the guard the same way
+    assert latency_ratio(_requests(cand), _requests(base), confidence=0.95).excludes_one is excludes
+    tput = throughput_ratio(
+        [RunSample(1000.0 / v) for v in cand],
+        [RunSample(1000.0 / v) for v in base],
+        confidence=0.95,
+        resamples=200,
+        seed=1,
+    )
+    assert tput.excludes_one is excludes
 
 
 def test_equal_spreads_pool_and_unequal_ones_keep_welch() -> None:
@@ -530,3 +568,27 @@ def test_throughput_widening_matters_with_three_repeats() -> None:
 def test_throughput_with_one_repeat_per_side_is_the_bootstrap_noted() -> None:
     est = throughput_ratio(_samples((90.0,)), _samples((100.0,)), confidence=0.95, resamples=200, seed=1)
     assert est.note == ONE_REPEAT_NOTE and est.df is None
+
+
+@pytest.mark.parametrize(
+    ("short", "decision"),
+    [
+        pytest.param((1.0,), "inconclusive", id="one_run_2.5x_slower_is_not_rejected_at_the_first_look"),
+        pytest.param((1.6,), "reject", id="one_run_4x_slower_is_rejected"),
+        pytest.param((1.0, 1.01), "reject", id="two_runs_2.5x_slower_are_rejected"),
+    ],
+)
+def test_an_early_look_survives_one_outlier_run(
+    tmp_path: Path, short: tuple[float, ...], decision: str
+) -> None:
+    """Adaptive repeats' first look has one candidate repeat: an identical candidate whose only run was
+    2.5x slower (a cold burst) was rejected there 9-16% of the time under the outlier model (issue 21)."""
+    sweep = _sweep(
+        tmp_path,
+        {"short": short, "decode_heavy": TIGHT[: len(short)]},
+        {"short": TIGHT, "decode_heavy": TIGHT},
+    )
+    verdict = sweep.verdicts[0]
+    assert verdict.decision == decision, verdict.reason
+    if decision == "inconclusive":
+        assert "a decision needs an effect beyond 3x, what one outlier run can produce" in verdict.reason
