@@ -22,9 +22,9 @@ class attribute ``exit_code`` (the one table; :func:`exit_code_for` reads it)::
     ├── GateError              gates cannot be evaluated from the stored results               6
     ├── JournalError           the journal is unreadable or inconsistent                       7
     ├── RollbackError          the retained configuration could not be restored and validated  7
-    └── IncompleteSweep        judged, but some verdict is INCOMPLETE (partial evidence: an    8
-                               interrupted run, a dead baseline, a harness fault, a comparison
-                               the client's lag leaves open); the report prints the resume command
+    └── IncompleteSweep        judged, but some verdict is INCOMPLETE on evidence a resume      8
+                               measures (an interrupted run, missing repeats, a dead baseline, a
+                               harness fault); the report prints the resume command
     KeyboardInterrupt (Ctrl-C)                                                               130
 """
 
@@ -212,8 +212,9 @@ class RollbackError(GauntletError):
 
 
 class IncompleteSweep(GauntletError):
-    """The sweep was judged, but some verdict rests on partial evidence (``incomplete``): its exit code
-    tells a script that the sweep is not finished; resuming it measures what is missing."""
+    """The sweep was judged, but some verdict rests on partial evidence that resuming it measures (an
+    interrupted run, missing repeats, a lost baseline, a harness fault): its exit code tells a script that
+    the sweep is not finished. A verdict left incomplete only by the client's lag does not set it."""
 
     exit_code = 8
 

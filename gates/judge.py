@@ -76,8 +76,10 @@ def summary_lines(verdicts: SweepVerdict) -> list[str]:
 
 
 def exit_code(verdicts: SweepVerdict) -> int:
-    """0 when every verdict is complete; ``EXIT_INCOMPLETE`` (8, :mod:`contracts.errors`) otherwise."""
-    return EXIT_INCOMPLETE if verdicts.incomplete else 0
+    """``EXIT_INCOMPLETE`` (8, :mod:`contracts.errors`) when some evidence is missing that resuming the
+    sweep measures (``verdicts.resume``), else 0. A verdict left incomplete only by the load client's lag
+    is written and reported as such, but the sweep is finished: there is nothing to resume."""
+    return EXIT_INCOMPLETE if verdicts.resume is not None else 0
 
 
 def main(args: list[str]) -> int:

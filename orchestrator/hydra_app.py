@@ -182,7 +182,7 @@ class SweepController:
             verdicts = judge_sweep(self.dir, self.cfg)  # verdicts.json, then the report renders it
             text = build_report(self.dir, self.cfg)
             print(text, flush=True)
-            if verdicts.incomplete:  # partial evidence: the exit code says the sweep is not finished
+            if verdicts.resume is not None:  # partial evidence: the exit code says the sweep is not finished
                 say(
                     f"INCOMPLETE: {len(verdicts.incomplete)} verdict(s) rest on partial evidence; "
                     f"to complete the sweep: {verdicts.resume or 'see report.md'}"
