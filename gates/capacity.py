@@ -136,7 +136,10 @@ class Capacity(Gate):
                 failure=self.failure,
                 role=self.role,
                 status="not_run",
-                message=f"no capacity search for {missing} (set capacity.profile to run one)",
+                # Whether one was configured is the sweep's config: a configured search without its
+                # capacity.json makes the verdict incomplete (gates.evidence), naming the file.
+                message=f"no capacity search recorded for {missing} (capacity.json): capacity.profile is "
+                "not set, or the search did not finish",
             )
         evidence = [Evidence(file=ctx.candidate.capacity_file), Evidence(file=ctx.baseline.capacity_file)]
         estimate = capacity_ratio(cand, base)
