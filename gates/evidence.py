@@ -134,6 +134,15 @@ def evidence_gaps(candidate: Results, baseline: Results, expected: Expected | No
         ("candidate", candidate),
         ("baseline", baseline),
     )
+    if not baseline.profiles:
+        gaps.append(
+            Gap(
+                kind="missing_repeats",
+                side="baseline",
+                message=f"{baseline.root}/: the baseline {baseline.name!r} started but measured no profile",
+                file=baseline.root,
+            )
+        )
     for side, results in sides:
         who = side
         gaps += _interrupted(results, side)

@@ -221,3 +221,17 @@ def test_the_resume_command_repeats_the_recorded_overrides(tmp_path: Path) -> No
         "python -m orchestrator -m hydra/launcher=submitit_local 'candidate=glob(tp*)' host=sim8 "
         f"hydra.sweep.dir={tmp_path}"
     )
+
+
+def test_a_baseline_that_died_before_any_profile_leaves_every_candidate_incomplete(tmp_path: Path) -> None:
+    died = WatchEvent(at="2025-01-01T00:00:30Z", kind="died", detail="exit code -9 (SIGKILL)")
+    b = SweepBuilder(tmp_path)
+    b.run("baseline", is_baseline=True, free_gib=[1.0] * 8, watch=[died])
+    b.run("cand", free_gib=[1.0] * 8)
+    baseline_like(b, "cand")
+    sweep = evaluate_sweep(tmp_path, CFG, baseline="baseline")
+    verdict = sweep.verdicts[0]
+    assert verdict.decision == "incomplete"
+    assert [g.kind for g in verdict.missing] == ["missing_repeats", "baseline_died"]
+    assert "the baseline 'baseline' started but measured no profile" in verdict.reason
+    assert sweep.retained == "baseline"
