@@ -128,6 +128,49 @@ def records_evidence(
     return out
 
 
+# ------------------------------------------------------------------------------------ outlier runs
+
+#: A run whose value lies more than this factor from the median of its side's other runs is set aside
+#: (at most one per side, only with 3 runs or more, only when the others agree within the factor): one
+#: run in ten 2-3x slower (a cold burst, a busy host; issue 21) is not the configuration, while the
+#: prefill-wave clusters of loaded TTFT (up to 1.7x between runs of one configuration) stay in.
+SET_ASIDE_FACTOR = 2.0
+
+
+def set_aside(values: Sequence[float], factor: float = SET_ASIDE_FACTOR) -> int | None:
+    """The index of the one run of a side to set aside as an outlier run, or None.
+
+    >>> set_aside([0.40, 0.41, 1.25]), set_aside([0.40, 0.41, 0.62]), set_aside([0.4, 1.2])
+    (2, None, None)
+    """
+    if len(values) < 3 or any(not (v > 0 and math.isfinite(v)) for v in values):
+        return None
+    logs = np.log(np.asarray(values, dtype=np.float64))
+    deviation = [abs(float(logs[i] - np.median(np.delete(logs, i)))) for i in range(len(logs))]
+    worst = int(np.argmax(deviation))
+    others = np.delete(logs, worst)
+    limit = math.log(factor)
+    if deviation[worst] <= limit or float(others.max() - others.min()) > limit:
+        return None
+    return worst
+
+
+def _without_outlier(
+    repeats: Sequence[Repeat], values: Sequence[float], side: str, unit: str
+) -> tuple[list[Repeat], str]:
+    """The side's repeats with its one outlier run set aside (:func:`set_aside`), and a note saying so."""
+    k = set_aside(values)
+    if k is None:
+        return list(repeats), ""
+    rest = [v for i, v in enumerate(values) if i != k]
+    times = values[k] / float(np.median(rest))
+    note = (
+        f"{side} run r{repeats[k].summary.repeat} ({fmt_value(values[k], unit)}, {fmt_ratio(times)} the "
+        f"others' median) set aside as one outlier run (beyond {SET_ASIDE_FACTOR:g}x)"
+    )
+    return [r for i, r in enumerate(repeats) if i != k], note
+
+
 # --------------------------------------------------------------------------------------- comparisons
 
 
@@ -214,7 +257,17 @@ def throughput(
     label: str | None = None,
 ) -> Measured:
     """Aggregate tokens/s (``output_tps`` or ``prompt_tps``), mean over repeats: the two-stage bootstrap
-    interval widened to the run-level one (:func:`gates.bootstrap.throughput_ratio`)."""
+    interval widened to the run-level one (:func:`gates.bootstrap.throughput_ratio`). One outlier run per
+    side is set aside (:func:`set_aside`) and the message says which."""
+    notes: list[str] = []
+    sides: list[list[Repeat]] = []
+    for side, repeats in (("candidate", candidate), ("baseline", baseline)):
+        kept, note = _without_outlier(
+            repeats, [float(getattr(r.summary, metric)) for r in repeats], side, "tok/s"
+        )
+        sides.append(kept)
+        notes += [note] if note else []
+    candidate, baseline = sides
     est = throughput_ratio(
         [throughput_sample(rep, metric) for rep in candidate],
         [throughput_sample(rep, metric) for rep in baseline],
@@ -228,7 +281,7 @@ def throughput(
     message = (
         f"{name} {fmt_value(c_val, 'tok/s')} vs {fmt_value(b_val, 'tok/s')} "
         f"({fmt_ratio(est.ratio)}, {fmt_interval(est)}; {len(candidate)} vs {len(baseline)} repeats"
-        f"{'; ' + est.note if est.note else ''})"
+        f"{'; ' + est.note if est.note else ''}{''.join('; ' + n for n in notes)})"
     )
     comparison = estimated(
         est,
@@ -291,6 +344,16 @@ def latency(
     verdict is then ``incomplete``; more repeats do not help, a less loaded client does). A difference
     beyond the resolution decides as any other.
     """
+    notes: list[str] = []
+    sides: list[list[Repeat]] = []
+    for side, repeats in (("candidate", candidate), ("baseline", baseline)):
+        present = [r for r in repeats if r.records]
+        medians = [median([extract(x) for x in r.records]) for r in present]
+        values = [math.inf if m is None else m for m in medians]
+        kept, note = _without_outlier(present, values, side, "s")
+        sides.append(kept)
+        notes += [note] if note else []
+    candidate, baseline = sides
     c_runs, b_runs = per_repeat(candidate, extract), per_repeat(baseline, extract)
     if not c_runs or not b_runs:
         return None
@@ -312,6 +375,7 @@ def latency(
         detail = f"HL ratio {fmt_ratio(est.ratio)}, {fmt_interval(est)}; {n_c} vs {n_b} requests{note}"
     if est.note and not fmt_interval(est).endswith(est.note):
         detail += f"; {est.note}"
+    detail += "".join(f"; {n}" for n in notes)
     gap = abs(c_val - b_val) if c_val is not None and b_val is not None else math.inf
     flattered = candidate if (c_val is not None and b_val is not None and c_val < b_val) else baseline
     resolution = lag_resolution(flattered) if client_lag else 0.0

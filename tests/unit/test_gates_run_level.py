@@ -19,6 +19,7 @@ import pytest
 from contracts.schema import GatesConfig
 from gates import Comparison, SweepVerdict, Verdict, evaluate_sweep
 from gates.bootstrap import RunSample, bootstrap_ratio, throughput_ratio
+from gates.compare import set_aside
 from gates.judge import exit_code
 from gates.stats import (
     ONE_REPEAT_NOTE,
@@ -597,3 +598,39 @@ def test_an_early_look_survives_one_outlier_run(
     assert verdict.decision == decision, verdict.reason
     if decision == "inconclusive":
         assert "a decision needs an effect beyond 4x, what one outlier run can produce" in verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("values", "aside"),
+    [
+        pytest.param((0.40, 0.41, 1.25), 2, id="one_run_3x_slower"),
+        pytest.param((0.40, 0.41, 0.39, 0.12), 3, id="one_run_3x_faster"),
+        pytest.param((0.40, 0.41, 0.62), None, id="1.5x_is_run_to_run_spread"),
+        pytest.param((0.25, 0.42, 0.27), None, id="prefill_wave_clusters_stay"),
+        pytest.param((0.4, 1.2), None, id="two_runs_cannot_say_which"),
+        pytest.param((0.3, 0.9, 2.0), None, id="the_others_disagree_too"),
+        pytest.param((0.4, 0.41, math.inf), None, id="censored_runs_stay"),
+    ],
+)
+def test_one_outlier_run_per_side_is_set_aside(values: tuple[float, ...], aside: int | None) -> None:
+    assert set_aside(values) == aside
+
+
+@pytest.mark.parametrize(
+    ("cand", "base", "decision"),
+    [
+        # a 20% regression whose baseline has one run 3x slower: decided, the message says what was set aside
+        pytest.param((0.48, 0.49, 0.47), (0.40, 0.41, 1.20), "reject", id="regression_behind_a_slow_run"),
+        # identical, with one candidate run 3x slower: not a regression
+        pytest.param((0.40, 1.23, 0.39), (0.40, 0.41, 0.39), "neutral", id="identical_with_a_slow_run"),
+    ],
+)
+def test_a_slow_run_neither_hides_nor_makes_a_regression(
+    tmp_path: Path, cand: tuple[float, ...], base: tuple[float, ...], decision: str
+) -> None:
+    sweep = _sweep(tmp_path, {"short": cand, "decode_heavy": TIGHT}, {"short": base, "decode_heavy": TIGHT})
+    verdict = sweep.verdicts[0]
+    assert verdict.decision == decision, verdict.reason
+    conc = _ttft(verdict, "concurrency", "short")
+    assert "set aside as one outlier run (beyond 2x)" in conc.message
+    assert (conc.n_candidate, conc.n_baseline) == ((2, 3) if max(cand) > 1 else (3, 2))
