@@ -264,8 +264,16 @@ def source_problems(
         return out
     if data.kind not in SOURCE_KINDS:
         bad(["data", "kind"], data.kind, f"one of {', '.join(SOURCE_KINDS)}")
-    if not data_path(data, prompts_dir).is_file():
-        bad(["data", "file"], data.file, f"an existing file ({data_path(data, prompts_dir)} is missing)")
+    path = data_path(data, prompts_dir)
+    if not path.is_file():
+        bad(["data", "file"], data.file, f"an existing file ({path} is missing)")
+    elif data.kind in SOURCE_KINDS:
+        # Read it now: a broken line or an empty data set is refused before anything starts, never
+        # found mid-sweep and blamed on a server (issue 21).
+        try:
+            read_trace(path) if data.kind == "trace" else read_sharegpt(path, max(data.max_turns, 1))
+        except HarnessError as exc:
+            bad(["data", "file"], data.file, f"a valid {data.kind} file: {exc.message}")
     if not data.speed >= 0:
         bad(["data", "speed"], data.speed, ">= 0 (0 = the profile's own mode and rate)")
     if data.max_turns < 1:
