@@ -125,9 +125,15 @@ def hodges_lehmann_ratio(
 
 
 def _exp(x: float) -> float:
-    if x == math.inf:
+    """exp that saturates: +inf beyond the float range (a t quantile of 1 degree of freedom at a look's
+    99.9% can put an interval's end there), 0 below it.
+
+    >>> _exp(800.0), _exp(-800.0), _exp(0.0)
+    (inf, 0.0, 1.0)
+    """
+    if x >= 709.0:
         return math.inf
-    if x == -math.inf:
+    if x <= -745.0:
         return 0.0
     return math.exp(x)
 
@@ -201,9 +207,9 @@ def run_level_ratio(
         other = "baseline" if n < 2 else "candidate"
         note = f"1 {side} repeat: run-to-run noise from the {other}'s {max(n, m)} repeats only"
     return RatioEstimate(
-        ratio=math.exp(diff),
-        low=math.exp(diff - half),
-        high=math.exp(diff + half),
+        ratio=_exp(diff),
+        low=_exp(diff - half),
+        high=_exp(diff + half),
         confidence=confidence,
         method=f"{kind} on log per-repeat {statistic} ({n} vs {m} repeats, df {df:.1f})",
         n_candidate=n,
@@ -456,9 +462,9 @@ def mean_log_ratio_across(
         "; one later run per profile: the prediction interval for a new run" if later_n == count else ""
     )
     return RatioEstimate(
-        ratio=math.exp(diff),
-        low=math.exp(diff - half),
-        high=math.exp(diff + half),
+        ratio=_exp(diff),
+        low=_exp(diff - half),
+        high=_exp(diff + half),
         confidence=confidence,
         method=f"pooled t on the mean log ratio across {count} profile(s) (per-run {statistic}; run-to-run "
         f"variance pooled over both samples and the profiles, df {df:.0f}{one_each})",

@@ -634,3 +634,11 @@ def test_a_slow_run_neither_hides_nor_makes_a_regression(
     conc = _ttft(verdict, "concurrency", "short")
     assert "set aside as one outlier run (beyond 2x)" in conc.message
     assert (conc.n_candidate, conc.n_baseline) == ((2, 3) if max(cand) > 1 else (3, 2))
+
+
+def test_an_interval_beyond_the_float_range_saturates_instead_of_crashing_the_judge() -> None:
+    """1 vs 2 runs (df 1) at a first look's 99.84% with runs far apart: the t-interval's ends lie beyond
+    exp's range; a benchmark sweep crashed the judge with OverflowError before."""
+    est = run_level_ratio([0.5], [1e-9, 1.0], confidence=0.9984)
+    assert (est.low, est.high) == (0.0, math.inf)
+    assert not est.excludes_one
