@@ -18,7 +18,8 @@ timestamp of the run (TTFT, latencies, duration, hence tokens/s), and optionally
   probability ``run_outlier_rate`` (one in ten), ``outlier_factor`` (3x) slower (issue 21);
 - ``measured``: drawn from the project's own HTTP runs of the simulator (docs/gates.md, Drift): output
   tokens/s within 3.3% over 24 runs (run log-sd 0.03), loaded median TTFT in two clusters from prefill
-  waves (0.25-0.29 s and 0.33-0.42 s: a loaded run's TTFT alone is 1.35x with probability one half), an
+  waves (decode_heavy 0.25-0.29 s and 0.33-0.42 s around 0.27 s: a loaded run's TTFT alone is 0.93-1.07x
+  or, with probability one half, 1.22-1.56x, uniform within its cluster), an
   AR(1) drift along the sweep's order (coefficient 0.8, innovations 0.02: a slow stretch of the host
   lasts several runs), one run in ten 3x slower (any run), and the load client's p99 dispatch lag per
   loaded run uniform in 2-9 ms, written to the summary: the wall-clock lag the project measured (the
@@ -58,7 +59,9 @@ class NoiseModel:
     tail_rate: float = 0.0  # per request: probability of a heavy-tailed slowdown
     tail_shape: float = 1.5  # Pareto shape of that slowdown (smaller = heavier)
     run_outlier_rate: float = 0.0  # per run (any run, first repeat included): probability it is an outlier
-    ttft_cluster: tuple[float, float] = (0.0, 1.0)  # loaded runs: (probability, TTFT-only factor)
+    ttft_slow_rate: float = 0.0  # loaded runs: probability that the TTFT lands in the slow cluster
+    ttft_fast: tuple[float, float] = (1.0, 1.0)  # loaded runs: TTFT-only factor range, fast cluster
+    ttft_slow: tuple[float, float] = (1.0, 1.0)  # loaded runs: TTFT-only factor range, slow cluster
     ar1: float = 0.0  # AR(1) coefficient of a log slowdown carried along the sweep's measuring order
     ar_sigma: float = 0.0  # its innovations' sd
     lag_p99_s: tuple[float, float] = (0.0, 0.0)  # loaded runs: the client's p99 dispatch lag, uniform (s)
@@ -85,8 +88,10 @@ class NoiseModel:
 
     def ttft_factor(self, rng: np.random.Generator, *, loaded: bool) -> float:
         """A loaded run's TTFT-only factor: the burst's median lands one prefill wave later."""
-        chance, factor = self.ttft_cluster
-        return factor if loaded and chance > 0 and rng.random() < chance else 1.0
+        if not loaded or self.ttft_slow_rate <= 0:
+            return 1.0
+        low, high = self.ttft_slow if rng.random() < self.ttft_slow_rate else self.ttft_fast
+        return float(rng.uniform(low, high))
 
     def lag_p99(self, rng: np.random.Generator, *, loaded: bool) -> float:
         """A loaded run's p99 dispatch lag of the load client (s)."""
@@ -132,11 +137,14 @@ NOISE_MODELS: dict[str, NoiseModel] = {
         ),
         NoiseModel(
             "measured",
-            "log-normal 0.03; loaded TTFT 1.35x in half the runs (prefill waves); AR(1) drift 0.8/0.02; "
+            "log-normal 0.03; loaded TTFT in two clusters, 0.93-1.07x or (half the runs) 1.22-1.56x "
+            "(prefill waves); AR(1) drift 0.8/0.02; "
             "one run in ten 3x slower; client lag p99 2-9 ms on loaded runs",
             run_outlier_rate=0.1,
             outlier_factor=3.0,
-            ttft_cluster=(0.5, 1.35),
+            ttft_slow_rate=0.5,
+            ttft_fast=(0.25 / 0.27, 0.29 / 0.27),
+            ttft_slow=(0.33 / 0.27, 0.42 / 0.27),
             ar1=0.8,
             ar_sigma=0.02,
             lag_p99_s=(0.002, 0.009),

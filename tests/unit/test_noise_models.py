@@ -58,7 +58,10 @@ def test_the_measured_model_draws_what_the_project_measured() -> None:
     n = 20_000
     assert sum(model.run_outlier(rng) for _ in range(n)) / n == pytest.approx(0.1, abs=0.01)
     loaded = [model.ttft_factor(rng, loaded=True) for _ in range(n)]
-    assert set(loaded) == {1.0, 1.35} and loaded.count(1.35) / n == pytest.approx(0.5, abs=0.02)
+    slow = [f for f in loaded if f > 1.15]
+    assert len(slow) / n == pytest.approx(0.5, abs=0.02)
+    assert min(slow) >= 0.33 / 0.27 and max(slow) <= 0.42 / 0.27
+    assert all(0.25 / 0.27 <= f <= 0.29 / 0.27 for f in loaded if f <= 1.15)
     assert {model.ttft_factor(rng, loaded=False) for _ in range(100)} == {1.0}
     lags = [model.lag_p99(rng, loaded=True) for _ in range(n)]
     assert min(lags) >= 0.002 and max(lags) <= 0.009
