@@ -104,7 +104,7 @@ def _repeats(
 
 
 def evidence_gaps(candidate: Results, baseline: Results, expected: Expected | None = None) -> list[Gap]:
-    """Every gap in the evidence a started candidate's verdict rests on, candidate's first.
+    """Every gap in the evidence a started candidate's verdict rests on.
 
     ``expected`` None (an adaptive look, a caller without the sweep's config): only what the files
     themselves say (interrupted runs, lost baseline, harness faults) is checked, not the counts.
@@ -144,12 +144,11 @@ def evidence_gaps(candidate: Results, baseline: Results, expected: Expected | No
             )
         )
     for side, results in sides:
-        who = side
         gaps += _interrupted(results, side)
         gaps += [
             Gap(
                 kind="harness",
-                side=who,
+                side=side,
                 message=f"{results.run_file}: the load harness failed at {e.at}, not the server ({e.detail})",
                 file=results.run_file,
             )
@@ -176,7 +175,7 @@ def evidence_gaps(candidate: Results, baseline: Results, expected: Expected | No
             gaps.append(
                 Gap(
                     kind="missing_measurement",
-                    side=who,
+                    side=side,
                     message=f"{results.capacity_file}: the capacity search (capacity.profile is set) "
                     "did not finish",
                     file=results.capacity_file,
