@@ -15,11 +15,16 @@ class attribute ``exit_code`` (the one table; :func:`exit_code_for` reads it)::
     │   ├── StartupFailure     the server never became ready (classified: bad-args, ...)       4
     │   └── TeardownError      something of the server's tree or its port survived teardown    4
     ├── LoadError              the load runner could not run a profile                         5
+    │   └── HarnessError       the load harness failed (bad workload data, a runner bug), not   5
+    │                          the server: the candidate is INCOMPLETE, never blamed
     ├── ResultFileError        a result file on disk fails validation                          6
     │   └── SweepDirError      the sweep directory cannot be written (disk full, read-only)    6
     ├── GateError              gates cannot be evaluated from the stored results               6
     ├── JournalError           the journal is unreadable or inconsistent                       7
-    └── RollbackError          the retained configuration could not be restored and validated  7
+    ├── RollbackError          the retained configuration could not be restored and validated  7
+    └── IncompleteSweep        judged, but some verdict is INCOMPLETE on evidence a resume      8
+                               measures (an interrupted run, missing repeats, a dead baseline, a
+                               harness fault); the report prints the resume command
     KeyboardInterrupt (Ctrl-C)                                                               130
 """
 
@@ -155,6 +160,13 @@ class LoadError(GauntletError):
     exit_code = 5
 
 
+class HarnessError(LoadError):
+    """The load harness itself failed (bad workload data, an exception in the runner): not the server.
+
+    The sweep records it as a ``harness`` watch event; the candidate's verdict is ``incomplete`` with
+    this message, never a stability failure of the candidate."""
+
+
 class ResultFileError(GauntletError):
     """A result file on disk fails validation."""
 
@@ -197,6 +209,18 @@ class RollbackError(GauntletError):
     """The retained configuration could not be restored and validated."""
 
     exit_code = 7
+
+
+class IncompleteSweep(GauntletError):
+    """The sweep was judged, but some verdict rests on partial evidence that resuming it measures (an
+    interrupted run, missing repeats, a lost baseline, a harness fault): its exit code tells a script that
+    the sweep is not finished. A verdict left incomplete only by the client's lag does not set it."""
+
+    exit_code = 8
+
+
+#: Exit code of a sweep (or ``judge``) whose verdicts include an ``incomplete`` one.
+EXIT_INCOMPLETE = IncompleteSweep.exit_code
 
 
 def exit_code_for(exc: BaseException) -> int:

@@ -324,7 +324,9 @@ class WatchEvent(_Model):
     """Something the watcher saw while load ran."""
 
     at: str  # ISO 8601, UTC
-    kind: Literal["died", "restarted", "unhealthy", "recovered"]
+    # harness: the load runner itself failed (bad workload data, an exception in the runner), not the
+    # server; the candidate's verdict is then incomplete, never a stability failure
+    kind: Literal["died", "restarted", "unhealthy", "recovered", "harness"]
     detail: str
 
 

@@ -12,9 +12,12 @@ sweep directory, for evidence::
 from __future__ import annotations
 
 import argparse
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+import yaml
 
 from contracts.layout import (
     BLOCK_PREFIX,
@@ -185,3 +188,36 @@ def sweep_dir_argument(args: Sequence[str], *, prog: str, description: str) -> P
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 2
     return sweep_dir
+
+
+#: Hydra overrides of a recorded sweep that the resume command sets itself (or that Hydra sets).
+_NOT_REPEATED = ("hydra.sweep.dir=", "hydra.run.dir=", "hydra.mode=")
+
+
+def resume_command(sweep_dir: Path) -> str:
+    """The command that resumes a sweep: its own overrides again, with its directory (complete results are
+    skipped, partial ones measured again; ``docs/cli.md``). The overrides come from ``multirun.yaml``
+    (Hydra's and the task's, launcher included) or else ``overrides.txt``; with neither, the case study's
+    ``candidate=glob(*)``. Flags outside Hydra's overrides (``-cd DIR``) are not recorded: add yours.
+
+    >>> resume_command(Path("/nonexistent/sweeps/1"))
+    "python -m orchestrator -m 'candidate=glob(*)' hydra.sweep.dir=/nonexistent/sweeps/1"
+    """
+    overrides: list[str] = []
+    recorded = sweep_dir / "multirun.yaml"
+    listed = sweep_dir / "overrides.txt"
+    try:
+        if recorded.exists():
+            data = yaml.safe_load(recorded.read_text()) or {}
+            hydra = data.get("hydra", {}) if isinstance(data, dict) else {}
+            given = hydra.get("overrides", {}) if isinstance(hydra, dict) else {}
+            for key in ("hydra", "task"):
+                overrides += [str(o) for o in (given.get(key) or [])] if isinstance(given, dict) else []
+        elif listed.exists():
+            overrides = [line.strip() for line in listed.read_text().splitlines() if line.strip()]
+    except (OSError, yaml.YAMLError):
+        overrides = []
+    kept = [o for o in overrides if not o.startswith(_NOT_REPEATED)]
+    if not any(o.startswith("candidate=") for o in kept):
+        kept.append("candidate=glob(*)")
+    return shlex.join(["python", "-m", "orchestrator", "-m", *kept, f"hydra.sweep.dir={sweep_dir}"])

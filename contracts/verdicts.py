@@ -5,8 +5,9 @@ stored result files (:mod:`contracts.results`) into a :class:`SweepVerdict` and 
 :func:`write_verdicts` as ``<sweep>/verdicts.json``; the report reads it back with :func:`read_verdicts`
 and computes nothing of its own: the key figures, rankings and reversals it shows are in the file.
 Ratios are candidate / baseline; infinite values (right-censored answer times) are written as JSON
-``Infinity``. Schema 2 added the key figures, rankings, reversals and each gate's failure label; a
-schema 1 file still reads (those fields empty).
+``Infinity``. Schema 2 added the key figures, rankings, reversals and each gate's failure label; schema
+3 the ``incomplete`` decision (a verdict read from partial evidence: what is missing and the command that
+completes it). Older files still read (those fields empty).
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from contracts.layout import VERDICTS_FILE
 from contracts.results import read_model, write_model
 
-VERDICTS_SCHEMA_VERSION = 2
+VERDICTS_SCHEMA_VERSION = 3
 
 GateStatus = Literal["pass", "fail", "inconclusive", "not_run"]
 GateRole = Literal["requirement", "gain"]
-Decision = Literal["keep", "reject", "neutral", "incompatible", "inconclusive"]
+Decision = Literal["keep", "reject", "neutral", "incompatible", "inconclusive", "incomplete"]
 
 #: How a decision is printed in a summary or a decision table (the baseline's own row included).
 DECISION_LABELS: dict[str, str] = {
@@ -33,6 +34,7 @@ DECISION_LABELS: dict[str, str] = {
     "neutral": "neutral",
     "incompatible": "INCOMPATIBLE",
     "inconclusive": "INCONCLUSIVE",
+    "incomplete": "INCOMPLETE",
 }
 
 
@@ -64,6 +66,26 @@ class Comparison(_Model):
     n_baseline: int = 0
     more_repeats: int | None = None  # when inconclusive: repeats per side to add (estimate)
     message: str = ""
+    # Set when the evidence cannot decide this comparison whatever the repeats (``client_lag``: the
+    # difference is within the load client's dispatch lag); the candidate is then ``incomplete``.
+    undecidable: Literal["client_lag"] | None = None
+    client_lag_s: float | None = None  # the dispatch lag (p99, s) that left it undecidable
+
+
+class Gap(_Model):
+    """One piece of evidence a verdict needed and did not get (the verdict is then ``incomplete``)."""
+
+    kind: Literal[
+        "interrupted",  # a run was stopped early (Ctrl-C, the time bound): cancelled requests
+        "missing_repeats",  # fewer repeats on disk than the sweep's configuration asks for
+        "baseline_died",  # the baseline's server died or became unhealthy under load
+        "harness",  # the load runner itself failed (bad workload data, a bug): not the server's fault
+        "missing_measurement",  # a configured measurement is absent (capacity.json)
+        "client_lag",  # a comparison the load client's dispatch lag leaves undecidable
+    ]
+    side: Literal["candidate", "baseline"]
+    message: str  # what is missing, with the file and the numbers
+    file: str | None = None  # relative to the sweep directory
 
 
 class GateResult(_Model):
@@ -141,6 +163,11 @@ class Verdict(_Model):
     reversal: str | None = None  # serial and loaded rankings against the baseline disagree
     decision_before_drift: Decision | None = None  # set when baseline drift overrode the decision
     figures: list[KeyFigure] = Field(default_factory=list)  # empty when the candidate did not start
+    # Schema 3: an ``incomplete`` verdict's missing evidence, the decision the partial evidence would
+    # have given (never acted on), and the command that measures what is missing.
+    missing: list[Gap] = Field(default_factory=list)
+    decision_on_partial: Decision | None = None
+    resume: str | None = None
 
 
 class DriftResult(_Model):
@@ -177,6 +204,13 @@ class SweepVerdict(_Model):
     reversals: list[Reversal] = Field(default_factory=list)
     # Per node of a parallel sweep: the node's baseline, its opening repeats against its later blocks.
     node_drift: list[DriftResult] = Field(default_factory=list)
+    # Schema 3: the command that completes an incomplete sweep (None when every verdict is complete).
+    resume: str | None = None
+
+    @property
+    def incomplete(self) -> list[Verdict]:
+        """The verdicts read from partial evidence."""
+        return [v for v in self.verdicts if v.decision == "incomplete"]
 
 
 def write_verdicts(sweep_dir: Path, verdict: SweepVerdict) -> Path:

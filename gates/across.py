@@ -36,7 +36,7 @@ from contracts.metrics import e2e_value, ttft_value
 from contracts.schema import GatesConfig, read_sweep_config
 from contracts.sweepdir import Repeat, Results, candidate_names, load_results
 from contracts.verdicts import Comparison, GateStatus, read_verdicts
-from gates.compare import Measured, dispatch_resolution, latency, throughput
+from gates.compare import Measured, latency, throughput
 from gates.drift import judge_drift
 from gates.significance import bonferroni
 from gates.stats import RatioEstimate
@@ -158,7 +158,7 @@ def _measure(
         confidence=confidence,
         judge=_judge(gates.latency_tolerance),
         label=label,
-        resolution=0.0 if serial else dispatch_resolution(new, old),
+        client_lag=not serial,
     )
 
 

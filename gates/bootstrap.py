@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from gates.stats import ONE_REPEAT_NOTE, TINY, FloatArray, RatioEstimate, run_level_ratio
+from gates.stats import ONE_REPEAT_NOTE, TINY, FloatArray, RatioEstimate, run_level_ratio, single_run_guard
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ def throughput_ratio(
     two repeats or more, the interval is therefore the union of the bootstrap interval and the Welch
     t-interval on the log per-repeat values (:func:`run_level_ratio`): the t quantile pays for the few
     repeats, the inner stage keeps within-run noise a single repeat shows. One repeat per side: the
-    bootstrap alone, noted as such.
+    bootstrap alone, noted as such. One repeat on one side only: :func:`gates.stats.single_run_guard`.
 
     >>> c = [RunSample(95.0), RunSample(99.0), RunSample(91.0)]
     >>> b = [RunSample(100.0), RunSample(104.0), RunSample(96.0)]
@@ -143,7 +143,7 @@ def throughput_ratio(
     if (low, high) != (boot.low, boot.high):
         method += f", widened to {runs.method}"
     p_values = [p for p in (boot.p_value, runs.p_value) if p is not None]
-    return replace(
+    widened = replace(
         boot,
         low=low,
         high=high,
@@ -154,3 +154,4 @@ def throughput_ratio(
         baseline_values=runs.baseline_values,
         df=runs.df,
     )
+    return single_run_guard(widened)  # one repeat on a side: only an effect beyond one outlier run

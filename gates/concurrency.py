@@ -20,7 +20,6 @@ from contracts.verdicts import Comparison, Evidence, GateResult
 from gates.compare import (
     Measured,
     Planned,
-    dispatch_resolution,
     judge_requirement,
     latency,
     max_more,
@@ -89,7 +88,7 @@ def _ttft(
         confidence=confidence,
         judge=lambda e: judge_requirement(e, "lower", cfg.latency_tolerance),
         label=f"{profile} median TTFT",
-        resolution=dispatch_resolution(cand, base),
+        client_lag=True,
     )
 
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from contracts.errors import GauntletError, ResultFileError
+from contracts.errors import EXIT_INCOMPLETE, GauntletError, ResultFileError
 from contracts.layout import CONFIG_FILE, VERDICTS_FILE
 from contracts.schema import GauntletConfig, read_sweep_config
 from contracts.sweepdir import sweep_dir_argument
 from contracts.verdicts import DECISION_LABELS, SweepVerdict, write_verdicts
+from gates.evidence import Expected
 from gates.sequential import candidate_plan
 from gates.verdict import evaluate_sweep
 
@@ -28,7 +29,8 @@ SUMMARY_WIDTH = 100
 def judge(sweep_dir: Path, cfg: GauntletConfig) -> SweepVerdict:
     """Judge a stored sweep with its own configuration (reads files, writes nothing)."""
     plan = candidate_plan(cfg.run)  # adaptive repeats: the confidence of each candidate's last look
-    return evaluate_sweep(sweep_dir, cfg.gates, baseline=cfg.baseline.name, plan=plan)
+    expected = Expected.from_config(cfg)  # what a complete measurement holds: else ``incomplete``
+    return evaluate_sweep(sweep_dir, cfg.gates, baseline=cfg.baseline.name, plan=plan, expected=expected)
 
 
 def judge_sweep(sweep_dir: Path, cfg: GauntletConfig | None = None) -> SweepVerdict:
@@ -65,7 +67,20 @@ def summary_lines(verdicts: SweepVerdict) -> list[str]:
     lines.append(f"retained: {verdicts.retained} ({_shorten(verdicts.retained_reason)})")
     lines.append(f"drift: {verdicts.drift.status}: {_shorten(verdicts.drift.message)}")
     lines += [f"reversal: {r.candidate} ({r.direction} on the empty road)" for r in verdicts.reversals]
+    incomplete = verdicts.incomplete
+    if incomplete:
+        names = ", ".join(v.candidate for v in incomplete)
+        lines.append(f"INCOMPLETE: {names}: verdict(s) read from partial evidence, none acted on")
+        if verdicts.resume:
+            lines.append(f"resume: {verdicts.resume}")
     return lines
+
+
+def exit_code(verdicts: SweepVerdict) -> int:
+    """``EXIT_INCOMPLETE`` (8, :mod:`contracts.errors`) when some evidence is missing that resuming the
+    sweep measures (``verdicts.resume``), else 0. A verdict left incomplete only by the load client's lag
+    is written and reported as such, but the sweep is finished: there is nothing to resume."""
+    return EXIT_INCOMPLETE if verdicts.resume is not None else 0
 
 
 def main(args: list[str]) -> int:
@@ -84,4 +99,4 @@ def main(args: list[str]) -> int:
         return exc.exit_code
     print("\n".join(summary_lines(verdicts)), flush=True)
     print(f"gauntlet: verdicts written to {sweep_dir / VERDICTS_FILE}", file=sys.stderr)
-    return 0
+    return exit_code(verdicts)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from contracts.metrics import e2e_value, ttft_value
 from contracts.verdicts import Comparison, GateResult, GateStatus
-from gates.compare import Measured, dispatch_resolution, judge_gain, latency, max_more, worse_beyond_noise
+from gates.compare import Measured, judge_gain, latency, max_more, worse_beyond_noise
 from gates.registry import Gate, GateContext, register
 from gates.significance import bonferroni
 
@@ -48,11 +48,15 @@ def latency_measurements(ctx: GateContext) -> list[Measured]:
             judge=lambda e: judge_gain(e, "lower", cfg.min_gain),
             label=label,
             # One request at a time meets no queue: sending it late does not change its latency.
-            resolution=0.0 if profile == cfg.serial_profile else dispatch_resolution(cand, base),
+            client_lag=profile != cfg.serial_profile,
         )
         if measured is not None:
             out.append(measured)
     return out
+
+
+def _worse(m: Measured, tolerance: float) -> bool:
+    return worse_beyond_noise(m.estimate, "lower", tolerance)
 
 
 @register
@@ -66,7 +70,12 @@ class LatencyGain(Gate):
     role = "gain"
 
     def evaluate(self, ctx: GateContext) -> GateResult:
-        measured = latency_measurements(ctx)
+        tolerance = ctx.cfg.latency_tolerance
+        # Worse beyond noise, but by no more than the client's lag: undecidable, never dropped.
+        measured = [
+            m.undecidable() if m.within_client_lag and _worse(m, tolerance) else m
+            for m in latency_measurements(ctx)
+        ]
         comparisons: list[Comparison] = [m.comparison for m in measured]
         if not measured:
             return GateResult(
@@ -76,18 +85,26 @@ class LatencyGain(Gate):
                 message="no serial or loaded profile measured for both the candidate and the baseline",
             )
         gains = [m for m in measured if m.comparison.status == "pass"]
-        maybe = [m for m in measured if m.comparison.status == "inconclusive"]
+        # Within the load client's lag a difference is undecidable, worse or better: it is never
+        # dropped, and it never counts towards a keep (the verdict is incomplete: gates.verdict).
+        undecided = [m for m in measured if m.comparison.undecidable is not None]
+        maybe = [m for m in measured if m.comparison.status == "inconclusive" and m not in undecided]
         worse = [
-            m
-            for m in measured
-            if worse_beyond_noise(m.estimate, "lower", ctx.cfg.latency_tolerance)
-            and not m.within_client_lag  # worse only by as much as the client sent late: no evidence
+            m for m in measured if worse_beyond_noise(m.estimate, "lower", tolerance) and m not in undecided
         ]
+        best = min(measured, key=lambda m: m.estimate.ratio)
         status: GateStatus
         if worse:
             status = "fail"
             better = f"{'; '.join(m.comparison.message for m in gains)} but " if gains else ""
             message = f"{better}worse: {'; '.join(m.comparison.message for m in worse)}"
+        elif undecided:
+            status = "inconclusive"
+            better = f"{'; '.join(m.comparison.message for m in gains)} but " if gains else ""
+            message = (
+                f"{better}undecidable within the load client's lag: "
+                f"{'; '.join(m.comparison.message for m in undecided)}"
+            )
         elif gains:
             status = "pass"
             message = "; ".join(m.comparison.message for m in gains)
@@ -96,12 +113,11 @@ class LatencyGain(Gate):
             message = "possible gain within noise: " + "; ".join(m.comparison.message for m in maybe)
         else:
             status = "fail"
-            best = min(measured, key=lambda m: m.estimate.ratio)
             message = (
                 f"no latency gain of {ctx.cfg.min_gain:.0%} beyond noise (best: {best.comparison.message})"
             )
-        deciding = (gains or maybe or worse or [min(measured, key=lambda m: m.estimate.ratio)])[0]
-        evidence = [e for m in (gains or worse or maybe) for e in m.evidence]
+        deciding = (gains or maybe or worse or undecided or [best])[0]
+        evidence = [e for m in (gains or worse or maybe or undecided) for e in m.evidence]
         return GateResult(
             gate=self.name,
             role=self.role,

@@ -36,8 +36,10 @@ from contracts.errors import GateError
 from contracts.schema import RunConfig
 from contracts.verdicts import Decision
 
-#: Decisions that end the measuring of a candidate: a clear failure, a clear keep, nothing to gain.
-SETTLED: frozenset[Decision] = frozenset({"keep", "reject", "neutral", "incompatible"})
+#: Decisions that end the measuring of a candidate: a clear failure, a clear keep, nothing to gain, or
+#: evidence more repeats cannot complete (``incomplete``: a comparison within the load client's lag, a
+#: lost baseline, a harness fault; futility: the look's message says what happened).
+SETTLED: frozenset[Decision] = frozenset({"keep", "reject", "neutral", "incompatible", "incomplete"})
 
 
 @dataclass(frozen=True)

@@ -125,9 +125,15 @@ def hodges_lehmann_ratio(
 
 
 def _exp(x: float) -> float:
-    if x == math.inf:
+    """exp that saturates: +inf beyond the float range (a t quantile of 1 degree of freedom at a look's
+    99.9% can put an interval's end there), 0 below it.
+
+    >>> _exp(800.0), _exp(-800.0), _exp(0.0)
+    (inf, 0.0, 1.0)
+    """
+    if x >= 709.0:
         return math.inf
-    if x == -math.inf:
+    if x <= -745.0:
         return 0.0
     return math.exp(x)
 
@@ -201,9 +207,9 @@ def run_level_ratio(
         other = "baseline" if n < 2 else "candidate"
         note = f"1 {side} repeat: run-to-run noise from the {other}'s {max(n, m)} repeats only"
     return RatioEstimate(
-        ratio=math.exp(diff),
-        low=math.exp(diff - half),
-        high=math.exp(diff + half),
+        ratio=_exp(diff),
+        low=_exp(diff - half),
+        high=_exp(diff + half),
         confidence=confidence,
         method=f"{kind} on log per-repeat {statistic} ({n} vs {m} repeats, df {df:.1f})",
         n_candidate=n,
@@ -308,6 +314,45 @@ def prediction_ratio(
     )
 
 
+#: How much slower one run can be on its own (a cold first burst, a busy host): one run in ten 2-3x
+#: slower (issue 21; the restored baseline's first 128-wide burst read 2x before the warmup fix), with
+#: the run-to-run noise of both sides on top of 3x. With a single repeat on one side, an effect within
+#: this factor could be that one run.
+OUTLIER_FACTOR = 4.0
+
+
+def single_run_guard(est: RatioEstimate, factor: float = OUTLIER_FACTOR) -> RatioEstimate:
+    """A run-level estimate with a single repeat on one side (its run-to-run variance borrowed from the
+    other side) decides only an effect beyond what one outlier run can produce.
+
+    The borrowed variance says how the other side's runs spread, not whether the lone run is one of the
+    rare slow ones. So the interval is widened to at least ``ratio / factor .. ratio * factor`` (it
+    excludes 1 only when the effect is beyond ``factor``) and the p-value is 1 within it (Holm rejects
+    nothing there). Unchanged with two repeats or more on both sides, or one on both (the request-level
+    fallback says run-to-run noise was not measured).
+
+    >>> est = single_run_guard(run_level_ratio([0.5], [0.25, 0.26, 0.24], confidence=0.95))
+    >>> round(est.ratio, 2), est.excludes_one, est.p_value   # 2x slower: could be one slow run
+    (2.0, False, 1.0)
+    >>> single_run_guard(run_level_ratio([1.25], [0.25, 0.26, 0.24], confidence=0.95)).excludes_one
+    True
+    """
+    single = min(est.n_candidate, est.n_baseline) == 1 and max(est.n_candidate, est.n_baseline) >= 2
+    if not single or est.df is None or not 0 < est.ratio < math.inf:
+        return est
+    low, high = min(est.low, est.ratio / factor), max(est.high, est.ratio * factor)
+    beyond = abs(math.log(est.ratio)) > math.log(factor)
+    rule = f"a decision needs an effect beyond {factor:g}x, what one outlier run can produce"
+    return replace(
+        est,
+        low=low,
+        high=high,
+        p_value=est.p_value if beyond else 1.0,
+        note=f"{est.note}; {rule}" if est.note else rule,
+        method=f"{est.method}; single-run guard {factor:g}x" if (low, high) != est.interval else est.method,
+    )
+
+
 def latency_ratio(
     candidate: Sequence[Sequence[float]],
     baseline: Sequence[Sequence[float]],
@@ -317,8 +362,9 @@ def latency_ratio(
     """Median latency of candidate against baseline from per-repeat request latencies (+inf = censored).
 
     The run-level ratio of per-repeat right-censored medians (:func:`run_level_ratio`) when a side has
-    two repeats or more; the request-level Hodges-Lehmann ratio only as a fallback when both sides have
-    a single repeat, with the note that run-to-run noise was not measured.
+    two repeats or more (guarded by :func:`single_run_guard` when the other has one); the request-level
+    Hodges-Lehmann ratio only as a fallback when both sides have a single repeat, with the note that
+    run-to-run noise was not measured.
     """
     c_runs = [list(r) for r in candidate if len(r)]
     b_runs = [list(r) for r in baseline if len(r)]
@@ -327,7 +373,7 @@ def latency_ratio(
     if len(c_runs) >= 2 or len(b_runs) >= 2:
         c_med = [_finite_or_inf(median(r)) for r in c_runs]
         b_med = [_finite_or_inf(median(r)) for r in b_runs]
-        return run_level_ratio(c_med, b_med, confidence=confidence)
+        return single_run_guard(run_level_ratio(c_med, b_med, confidence=confidence))
     est = hodges_lehmann_ratio(c_runs[0], b_runs[0], confidence=confidence, repeats=1)
     return replace(est, note=ONE_REPEAT_NOTE)
 
@@ -416,9 +462,9 @@ def mean_log_ratio_across(
         "; one later run per profile: the prediction interval for a new run" if later_n == count else ""
     )
     return RatioEstimate(
-        ratio=math.exp(diff),
-        low=math.exp(diff - half),
-        high=math.exp(diff + half),
+        ratio=_exp(diff),
+        low=_exp(diff - half),
+        high=_exp(diff + half),
         confidence=confidence,
         method=f"pooled t on the mean log ratio across {count} profile(s) (per-run {statistic}; run-to-run "
         f"variance pooled over both samples and the profiles, df {df:.0f}{one_each})",

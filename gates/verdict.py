@@ -5,10 +5,12 @@ Pipeline position: the end of ``gates``: :func:`evaluate_sweep` reads a sweep di
 baseline drift, adds the key figures, rankings and reversals the report shows (:mod:`gates.figures`),
 and returns a :class:`SweepVerdict`; :mod:`gates.judge` writes it as ``verdicts.json``.
 
-Rules, in order: startup failed -> ``incompatible``; a requirement failed -> ``reject`` (naming every
-failed one); a requirement inconclusive -> ``inconclusive``; a latency gain beyond noise -> ``keep``; a
-gain within noise -> ``inconclusive``; otherwise ``neutral``. Drift beyond noise turns every measured
-decision into ``inconclusive``.
+Rules, in order: startup failed -> ``incompatible``; partial evidence (:mod:`gates.evidence`: an
+interrupted run, missing repeats, a baseline lost under load, a harness fault) -> ``incomplete``; a
+requirement failed -> ``reject`` (naming every failed one); a comparison the load client's lag leaves
+undecidable -> ``incomplete``; a requirement inconclusive -> ``inconclusive``; a latency gain beyond noise
+-> ``keep``; a gain within noise -> ``inconclusive``; otherwise ``neutral``. Drift beyond noise turns every
+measured decision (not an incomplete one) into ``inconclusive``.
 
     >>> evaluate_sweep(Path("sweeps/2025-01-01"), GatesConfig(), baseline="baseline")  # doctest: +SKIP
 """
@@ -30,10 +32,21 @@ from contracts.sweepdir import (
     load_baseline,
     load_results,
     node_baseline_names,
+    resume_command,
 )
-from contracts.verdicts import Comparison, Decision, DriftResult, GateResult, Reversal, SweepVerdict, Verdict
+from contracts.verdicts import (
+    Comparison,
+    Decision,
+    DriftResult,
+    Gap,
+    GateResult,
+    Reversal,
+    SweepVerdict,
+    Verdict,
+)
 from gates.compare import brief
 from gates.drift import evaluate_drift, evaluate_node_drift
+from gates.evidence import Expected, evidence_gaps
 from gates.figures import (
     FigureSpec,
     baseline_figures,
@@ -99,8 +112,70 @@ def _load_summary(results: Sequence[GateResult]) -> str:
     return ", ".join(parts) if parts else "no loaded comparison"
 
 
-def decide(candidate: str, baseline: str, results: Sequence[GateResult], cfg: GatesConfig) -> Verdict:
-    """Apply the verdict rules to one candidate's gate results."""
+def lag_gaps(results: Sequence[GateResult]) -> list[Gap]:
+    """Every comparison the load client's dispatch lag leaves undecidable, as a gap (one per comparison)."""
+    out: list[Gap] = []
+    for gate in results:
+        for c in gate.comparisons:
+            if c.undecidable == "client_lag" and not any(g.file == f"{c.profile}/{c.metric}" for g in out):
+                late = f"{(c.client_lag_s or 0.0) * 1000:.0f} ms"
+                out.append(
+                    Gap(
+                        kind="client_lag",
+                        side="candidate",
+                        message=f"{c.profile} {c.metric}: the load client was {late} late at p99; re-run "
+                        f"with fewer streams per client ({c.message})",
+                        file=f"{c.profile}/{c.metric}",
+                    )
+                )
+    return out
+
+
+def _incomplete(verdict: Verdict, gaps: Sequence[Gap], resume: str | None) -> Verdict:
+    """``verdict`` read from partial evidence: incomplete, saying what is missing and how to complete it."""
+    data = [g for g in gaps if g.kind != "client_lag"]
+    command = resume if data else None
+    missing = "; ".join(g.message for g in gaps)
+    then = f"; to complete it: {command}" if command else ""
+    return verdict.model_copy(
+        update={
+            "decision": "incomplete",
+            "decision_on_partial": verdict.decision,
+            "reason": f"incomplete: {missing}{then} "
+            f"(on the evidence so far, never acted on: {verdict.reason})",
+            "missing": list(gaps),
+            "resume": command,
+            "more_repeats": None,
+        }
+    )
+
+
+def decide(
+    candidate: str,
+    baseline: str,
+    results: Sequence[GateResult],
+    cfg: GatesConfig,
+    *,
+    gaps: Sequence[Gap] = (),
+    resume: str | None = None,
+) -> Verdict:
+    """Apply the verdict rules to one candidate's gate results (``gaps``: its evidence's, from
+    :func:`gates.evidence.evidence_gaps`; ``resume``: the command that measures what is missing)."""
+    verdict = _decide(candidate, results, cfg)
+    if verdict.decision == "incompatible":
+        return verdict
+    if gaps:  # never keep or reject on partial evidence
+        return _incomplete(verdict, [*gaps, *lag_gaps(results)], resume)
+    lagged = lag_gaps(results)
+    # A failed requirement beyond the client's lag decides; an undecidable comparison never counts
+    # towards a keep, a neutral or an inconclusive verdict (more repeats will not settle it).
+    if lagged and verdict.decision != "reject":
+        return _incomplete(verdict, lagged, None)
+    return verdict
+
+
+def _decide(candidate: str, results: Sequence[GateResult], cfg: GatesConfig) -> Verdict:
+    """The rules on the gates' results alone (complete evidence assumed)."""
     compat = _gate(results, "compatibility")
     requirements = [g for g in results if g.role == "requirement" and g.gate != "compatibility"]
     failed = [g for g in requirements if g.status == "fail"]
@@ -222,18 +297,23 @@ def _check_baseline(baseline: Results) -> None:
             evidence=[line for line in [startup.matched_line, *startup.evidence[-5:]] if line],
             hint="fix the baseline's launch before judging candidates",
         )
-    if not baseline.profiles:
-        raise GateError(f"the baseline {baseline.name!r} has no measured profile under {baseline.root}/")
+    # Started but nothing measured (it died, or Ctrl-C came first): every candidate's evidence is partial,
+    # which gates.evidence says per candidate (incomplete), rather than refusing to judge.
 
 
 def _judge_candidate(
-    ctx: GateContext, gates: Sequence[Gate], specs: Sequence[FigureSpec]
+    ctx: GateContext,
+    gates: Sequence[Gate],
+    specs: Sequence[FigureSpec],
+    expected: Expected | None,
+    resume: str,
 ) -> tuple[Verdict, Reversal | None]:
     """Every gate on one candidate, the decision, its key figures and its reversal (if any)."""
     cfg, baseline, candidate, name = ctx.cfg, ctx.baseline, ctx.candidate, ctx.candidate.name
     compat = _evaluated(next(g for g in gates if g.name == "compatibility"), ctx, None)
     results = [compat] + [_evaluated(g, ctx, compat) for g in gates if g.name != "compatibility"]
-    verdict = decide(name, baseline.name, results, cfg)
+    gaps = evidence_gaps(candidate, baseline, expected) if candidate.started else []
+    verdict = decide(name, baseline.name, results, cfg, gaps=gaps, resume=resume)
     if not candidate.started:
         return verdict, None
     figures = key_figures(specs, candidate, baseline, results)
@@ -249,12 +329,15 @@ def evaluate_sweep(
     baseline: str,
     candidates: Sequence[str] | None = None,
     plan: SequentialPlan | None = None,
+    expected: Expected | None = None,
 ) -> SweepVerdict:
     """Judge every candidate of a stored sweep against its baseline (reads files, writes nothing).
 
     ``plan``: the candidates' adaptive repeats (:mod:`gates.sequential`); each candidate's gates use the
     confidence of the look it stopped at (its number of repeats), so the family-wise error over the
-    looks stays at ``1 - cfg.confidence``. The drift check keeps ``cfg``.
+    looks stays at ``1 - cfg.confidence``. The drift check keeps ``cfg``. ``expected``: what a complete
+    measurement holds (:class:`gates.evidence.Expected`, from the sweep's config); without it only what
+    the files say (interrupted runs, a lost baseline, harness faults) can make a verdict incomplete.
     """
     gates = selected_gates(cfg.enabled)
     specs = figure_specs(cfg)
@@ -275,7 +358,7 @@ def evaluate_sweep(
         ctx = GateContext(
             cfg=_at_look(cfg, plan, results[name]), baseline=paired.get(name, base), candidate=results[name]
         )
-        verdict, found = _judge_candidate(ctx, gates, specs)
+        verdict, found = _judge_candidate(ctx, gates, specs, expected, resume_command(sweep_dir))
         verdicts.append(verdict)
         reversals += [found] if found else []
     if reference is None:  # the serving host measured no baseline: comparing it would mix two nodes
@@ -313,6 +396,7 @@ def evaluate_sweep(
         rankings=rankings(specs, measured, results),
         reversals=reversals,
         node_drift=node_drift,
+        resume=next((v.resume for v in verdicts if v.resume), None),
     )
 
 
@@ -336,9 +420,9 @@ def _paired_baselines(
         run = results[name].run
         if run is not None and run.paired_baseline:
             ref = run.paired_baseline
-            pair = load_baseline(sweep_dir, candidate_root(ref), ref)
-            _check_baseline(pair)
-            out[name] = pair
+            # A node's baseline that did not start or died early is a gap of its candidates' evidence
+            # (gates.evidence), not a reason to judge nothing.
+            out[name] = load_baseline(sweep_dir, candidate_root(ref), ref)
     return out
 
 
@@ -362,7 +446,7 @@ def _retained(baseline: str, verdicts: Sequence[Verdict], *, drifted: bool) -> t
 
 
 def _drifted(verdict: Verdict, why: str) -> Verdict:
-    if verdict.decision in ("incompatible", "inconclusive"):
+    if verdict.decision in ("incompatible", "inconclusive", "incomplete"):
         return verdict
     return verdict.model_copy(
         update={

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from contracts.errors import ConfigProblem, LoadError
+from contracts.errors import ConfigProblem, HarnessError
 from contracts.schema import DataSourceConfig, WorkloadConfig
 from load.workload import PlannedRequest, plan_requests, scaled_counts
 
@@ -107,7 +107,7 @@ def _field(raw: dict[str, Any], key: str, kind: type, where: str, *, required: b
         value = float(value)
     if not isinstance(value, kind) or isinstance(value, bool):
         want = {int: "an integer", float: "a number", str: "a string"}[kind]
-        raise LoadError(
+        raise HarnessError(
             f"{where}: {key} = {value!r}: expected {want}", hint="see docs/capacity.md for the format"
         )
     return value
@@ -123,13 +123,13 @@ def parse_trace(text: str, where: str = "trace") -> list[TraceRow]:
         try:
             raw = json.loads(line)
         except ValueError as exc:
-            raise LoadError(f"{at}: not JSON ({exc})") from exc
+            raise HarnessError(f"{at}: not JSON ({exc})") from exc
         if not isinstance(raw, dict):
-            raise LoadError(f"{at}: expected a JSON object per line")
+            raise HarnessError(f"{at}: expected a JSON object per line")
         prompt = _field(raw, "prompt", str, at, required=False)
         tokens = _field(raw, "prompt_tokens", int, at, required=False)
         if (prompt is None) == (tokens is None):
-            raise LoadError(f"{at}: give exactly one of prompt (text) and prompt_tokens (a length)")
+            raise HarnessError(f"{at}: give exactly one of prompt (text) and prompt_tokens (a length)")
         row = TraceRow(
             arrival_s=_field(raw, "arrival_s", float, at),
             output_tokens=_field(raw, "output_tokens", int, at),
@@ -138,10 +138,10 @@ def parse_trace(text: str, where: str = "trace") -> list[TraceRow]:
             conversation_id=_field(raw, "conversation_id", str, at, required=False),
         )
         if row.arrival_s < 0 or row.output_tokens < 1 or (tokens is not None and tokens < 1):
-            raise LoadError(f"{at}: arrival_s must be >= 0 and token counts >= 1 ({raw})")
+            raise HarnessError(f"{at}: arrival_s must be >= 0 and token counts >= 1 ({raw})")
         rows.append(row)
     if not rows:
-        raise LoadError(f"{where}: no requests in the trace")
+        raise HarnessError(f"{where}: no requests in the trace")
     return sorted(rows, key=lambda r: r.arrival_s)
 
 
@@ -149,7 +149,7 @@ def read_trace(path: Path) -> list[TraceRow]:
     try:
         return parse_trace(path.read_text(), str(path))
     except OSError as exc:
-        raise LoadError(f"cannot read trace {path}: {exc}") from exc
+        raise HarnessError(f"cannot read trace {path}: {exc}") from exc
 
 
 def plan_trace(workload: WorkloadConfig, rows: Sequence[TraceRow], *, scale: float) -> list[PlannedRequest]:
@@ -204,23 +204,23 @@ def parse_sharegpt(data: Any, *, max_turns: int, where: str = "sharegpt") -> lis
     answer is dropped (its output length is unknown), as are conversations that yield no turn.
     """
     if not isinstance(data, list):
-        raise LoadError(f"{where}: expected a JSON list of conversations")
+        raise HarnessError(f"{where}: expected a JSON list of conversations")
     turns: list[Turn] = []
     for n, conv in enumerate(data):
         messages = conv.get("conversations") if isinstance(conv, dict) else None
         if not isinstance(messages, list):
-            raise LoadError(f"{where}[{n}]: expected an object with a 'conversations' list")
+            raise HarnessError(f"{where}[{n}]: expected an object with a 'conversations' list")
         cid = str(conv.get("id", n))
         history: list[tuple[str, str]] = []
         for k in range(0, min(len(messages) - 1, 2 * max_turns), 2):
             q, a = messages[k], messages[k + 1]
             roles = [SHAREGPT_ROLES.get(str(m.get("from"))) if isinstance(m, dict) else None for m in (q, a)]
             if roles != ["user", "assistant"] or not all(isinstance(m.get("value"), str) for m in (q, a)):
-                raise LoadError(f"{where}[{n}] message {k}: expected a human message then a gpt answer")
+                raise HarnessError(f"{where}[{n}] message {k}: expected a human message then a gpt answer")
             turns.append(Turn(cid, tuple(history), q["value"], a["value"]))
             history += [("user", q["value"]), ("assistant", a["value"])]
     if not turns:
-        raise LoadError(f"{where}: no complete human/gpt exchange")
+        raise HarnessError(f"{where}: no complete human/gpt exchange")
     return turns
 
 
@@ -228,7 +228,7 @@ def read_sharegpt(path: Path, max_turns: int = 1) -> list[Turn]:
     try:
         return parse_sharegpt(json.loads(path.read_text()), max_turns=max_turns, where=str(path))
     except (OSError, ValueError) as exc:
-        raise LoadError(f"cannot read ShareGPT file {path}: {exc}") from exc
+        raise HarnessError(f"cannot read ShareGPT file {path}: {exc}") from exc
 
 
 def plan_sharegpt(workload: WorkloadConfig, turns: Sequence[Turn], *, scale: float) -> list[PlannedRequest]:
@@ -264,8 +264,16 @@ def source_problems(
         return out
     if data.kind not in SOURCE_KINDS:
         bad(["data", "kind"], data.kind, f"one of {', '.join(SOURCE_KINDS)}")
-    if not data_path(data, prompts_dir).is_file():
-        bad(["data", "file"], data.file, f"an existing file ({data_path(data, prompts_dir)} is missing)")
+    path = data_path(data, prompts_dir)
+    if not path.is_file():
+        bad(["data", "file"], data.file, f"an existing file ({path} is missing)")
+    elif data.kind in SOURCE_KINDS:
+        # Read it now: a broken line or an empty data set is refused before anything starts, never
+        # found mid-sweep and blamed on a server (issue 21).
+        try:
+            read_trace(path) if data.kind == "trace" else read_sharegpt(path, max(data.max_turns, 1))
+        except HarnessError as exc:
+            bad(["data", "file"], data.file, f"a valid {data.kind} file: {exc.message}")
     if not data.speed >= 0:
         bad(["data", "speed"], data.speed, ">= 0 (0 = the profile's own mode and rate)")
     if data.max_turns < 1:

@@ -52,9 +52,14 @@ def stale_note(verdicts: SweepVerdict, sweep_dir: Path) -> str | None:
     """What an older ``verdicts.json`` lacks, and how to bring it up to date (None when it is current)."""
     if verdicts.schema_version >= VERDICTS_SCHEMA_VERSION:
         return None
+    lacks = (
+        "no key figures, rankings or reversals"
+        if verdicts.schema_version < 2
+        else "no check of its evidence's completeness (incomplete verdicts)"
+    )
     return (
         f"{sweep_dir / VERDICTS_FILE} has schema {verdicts.schema_version} (an older gauntlet): it holds "
-        f"no key figures, rankings or reversals; run `python -m orchestrator judge {sweep_dir}` to rewrite it"
+        f"{lacks}; run `python -m orchestrator judge {sweep_dir}` to rewrite it"
     )
 
 

@@ -35,7 +35,7 @@ COLUMNS: tuple[str, ...] = (
     "source",  # profile: a configured profile's repeat; block: a baseline's interleaved block (after the
     # candidate its summary_file names); capacity: a run of the capacity search; recovery: the final run;
     # not_started: a candidate that measured nothing (no other column but its identity is set)
-    "verdict",  # keep, reject, neutral, incompatible, inconclusive, or baseline (verdicts.json)
+    "verdict",  # keep, reject, neutral, incompatible, inconclusive, incomplete, or baseline
     "startup_failure",  # the startup failure class (incompatible, out-of-memory, ...); empty: it started
     "profile",
     "repeat",

@@ -59,6 +59,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 .d-reject { background: #d64545; color: #fff; }
 .d-incompatible { background: #6b7280; color: #fff; }
 .d-inconclusive { background: #f0b429; color: #1d2430; }
+.d-incomplete { background: #8a94a6; color: #ffffff; }
 .d-neutral { background: #cbd2dc; color: #1d2430; }
 .d-baseline { background: #2f6fdb; color: #fff; }
 .s-fail { background: #fde8e8; }

@@ -74,6 +74,7 @@ def render_markdown(report: ReportModel) -> str:
         ["candidate", "verdict", "failed requirement / gain / reason"],
         [[r.candidate, DECISION_LABELS[r.decision], why(r, report.retained)] for r in report.rows],
     )
+    out += _incomplete_section(report)
     details = [r for r in report.rows if r.decision != "baseline"]
     if details:
         out += ["", "Details (the gates' reasons, with numbers):", ""]
@@ -173,6 +174,24 @@ def render_terminal(report: ReportModel) -> str:
     for rev in report.reversals:
         out += textwrap.wrap("reversal: " + rev.text.replace("**", ""), TERMINAL_WIDTH)
     return "\n".join(out) + "\n"
+
+
+def _incomplete_section(report: ReportModel) -> list[str]:
+    """What an incomplete sweep lacks, gap by gap, and the command that completes it."""
+    rows = [r for r in report.rows if r.decision == "incomplete"]
+    if not rows:
+        return []
+    out = [
+        "",
+        f"**The sweep is incomplete**: {len(rows)} verdict(s) rest on partial evidence and decide nothing "
+        "(the retained configuration stays). Missing:",
+        "",
+    ]
+    out += [f"- {r.candidate}: {g.message}" for r in rows for g in r.missing]
+    if report.resume:
+        out += ["", "To complete it (complete results are kept, partial ones measured again):", ""]
+        out += ["```", report.resume, "```"]
+    return out
 
 
 def _figures_section(report: ReportModel) -> list[str]:
@@ -371,7 +390,10 @@ def _repeats_section(report: ReportModel) -> list[str]:
         if report.blocks
         else ""
     )
-    out = [f"{plan}The baseline: {report.repeats} repeat(s){blocks}.", ""]
+    base = next((r for r in report.rows if r.decision == "baseline"), None)
+    ran = base.repeats_used if base is not None else report.repeats
+    measured = f"{report.repeats}" if ran >= report.repeats else f"{ran} of the configured {report.repeats}"
+    out = [f"{plan}The baseline: {measured} repeat(s){blocks}.", ""]
     out += table(["candidate", "repeats used", f"measurement time ({unit})"], rows)
     out += ["", f"Measurement time of the sweep (every profile of every launch): {total:,.1f} {unit}."]
     return out

@@ -32,6 +32,7 @@ from contracts.verdicts import (
     Comparison,
     Decision,
     DriftResult,
+    Gap,
     GateStatus,
     KeyFigure,
     Ranking,
@@ -83,6 +84,11 @@ class CandidateRow(_Model):
     figures: list[KeyFigure] = Field(default_factory=list)
     repeats_used: int = 0  # the most repeats of any profile (adaptive repeats: where the loop stopped)
     measurement_s: float = 0.0  # sum of its profiles' durations (host seconds; simulated on the simulator)
+    # An incomplete verdict: what is missing, the decision the partial evidence gave (never acted on),
+    # and the command that completes it.
+    missing: list[Gap] = Field(default_factory=list)
+    decision_on_partial: Decision | None = None
+    resume: str | None = None
 
 
 class ReversalParagraph(_Model):
@@ -149,6 +155,7 @@ class ReportModel(_Model):
     goodput: list[GoodputRow] = Field(default_factory=list)
     # Speculative decoding and prefix cache, from the server's counters (where it exports them).
     server_figures: list[ServerFigureRow] = Field(default_factory=list)
+    resume: str | None = None  # the command that completes an incomplete sweep
 
 
 # ------------------------------------------------------------------------------------------- reading
@@ -235,6 +242,10 @@ def row_summary(verdict: Verdict | None) -> str:
         return f"gain: {_gains_short(verdict)}; no requirement failed"
     if verdict.decision == "neutral":
         return "fails no requirement, no clear gain: not worth a production change"
+    if verdict.decision == "incomplete":
+        said = verdict.decision_on_partial
+        partial = f" (the partial evidence said {said}; not acted on)" if said else ""
+        return f"missing: {_few([g.message for g in verdict.missing])}{partial}"
     if verdict.decision == "inconclusive":
         unsure = _gates_short(verdict, "inconclusive") or _gates_short(verdict, "inconclusive", gain=True)
         more = (
@@ -326,6 +337,9 @@ def _row(name: str, verdict: Verdict | None, startup: StartupInfo) -> CandidateR
         more_repeats=verdict.more_repeats,
         reversal=verdict.reversal,
         figures=verdict.figures,
+        missing=verdict.missing,
+        decision_on_partial=verdict.decision_on_partial,
+        resume=verdict.resume,
     )
 
 
@@ -424,4 +438,5 @@ def build_model(
         capacity=capacity,
         goodput=goodput_rows(data.results, cfg.run.profiles, cfg.gates.confidence),
         server_figures=server_figure_rows(data.results, cfg.run.profiles),
+        resume=verdicts.resume,
     )

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from contracts.errors import (
+    EXIT_INCOMPLETE,
     ConfigError,
     ConfigProblem,
     GauntletError,
@@ -160,9 +161,15 @@ class SweepController:
             from gates.judge import judge_sweep  # noqa: PLC0415  (the stages load only when a sweep closes)
             from report import write_report  # noqa: PLC0415
 
-            judge_sweep(self.dir, self.cfg)  # verdicts.json, then the report renders it
+            verdicts = judge_sweep(self.dir, self.cfg)  # verdicts.json, then the report renders it
             text = write_report(self.dir, self.cfg).terminal  # the decision table and a summary
             print(text, flush=True)
+            if verdicts.resume is not None:  # partial evidence: the exit code says the sweep is not finished
+                say(
+                    f"INCOMPLETE: {len(verdicts.incomplete)} verdict(s) rest on partial evidence; "
+                    f"to complete the sweep: {verdicts.resume or 'see report.md'}"
+                )
+                code = code or EXIT_INCOMPLETE
         except GauntletError as exc:
             say(f"report: {exc}")
             code = code or exc.exit_code

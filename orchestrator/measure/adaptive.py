@@ -44,7 +44,9 @@ def look(ctx: SweepContext, run: CandidateRun, repeats: int, plan: SequentialPla
         return None
     decision = verdict.verdicts[0].decision
     ctx.journal.append(RepeatLooked(candidate=run.candidate, repeats=repeats, decision=decision))
-    ctx.say(f"{run.candidate}: after {repeats} repeat(s): {decision}")
+    # incomplete settles the loop (futility: more repeats cannot complete it); say why
+    why = f" ({verdict.verdicts[0].reason}); no more repeats" if decision == "incomplete" else ""
+    ctx.say(f"{run.candidate}: after {repeats} repeat(s): {decision}{why}")
     return decision
 
 

@@ -206,7 +206,12 @@ def launch_complete(out: Path, expected: ExpectedRuns) -> bool:
     that was not interrupted."""
     try:
         run = read_model(out / RUN_FILE, CandidateRun)
-        if not run.startup.ok or server_lost(run.watch):
+        if any(e.kind == "harness" for e in run.watch):
+            return False  # the load harness failed, not the server: measure again (once the data is fixed)
+        opening_baseline = run.is_baseline and run.phase == "baseline" and run.follows is None
+        if not run.startup.ok or (server_lost(run.watch) and not opening_baseline):
+            # A failed start or a server lost under load is this launch's result; the opening baseline lost
+            # under load leaves its candidates' evidence partial (incomplete): measure it again.
             return True
         runs = expected(run)
         if runs is None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from contracts.errors import GauntletError, sweep_dir_error
+from contracts.errors import GauntletError, HarnessError, sweep_dir_error
 from contracts.results import WatchEvent
 from contracts.schema import WorkloadConfig
 from launch.spec import LaunchSpec
@@ -53,6 +53,7 @@ def measure_profile(
     ctx.journal.append(LoadStarted(candidate=name, profile=profile, repeat=repeat))
     ctx.say(f"{name}: {profile} r{repeat}")
     failure: str | None = None
+    harness: str | None = None
     with session.watching() as watch:
         try:
             ctx.seams.run_profile(
@@ -72,13 +73,21 @@ def measure_profile(
                 stop=watch.stop,
                 api_key=spec.api_key(os.environ),
             )
+        except HarnessError as exc:
+            harness = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         except (GauntletError, httpx.HTTPError, OSError) as exc:
             if (disk := sweep_dir_error(exc, ctx.dir)) is not None:
                 raise disk from exc  # the disk failed, not the candidate: stop, do not measure on
             failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             ctx.say(f"{name}: {profile} r{repeat} could not complete: {failure}")
+        except Exception as exc:  # a bug in the load runner is the harness's, never "the server died"
+            harness = f"{type(exc).__name__}: {exc}"
     events = watch.events
-    if failure is not None:
+    if harness is not None:
+        failure = f"load harness error (not the server): {harness}"
+        ctx.say(f"{name}: {profile} r{repeat}: {failure}; the verdict will be incomplete")
+        events.append(WatchEvent(at=utc_now(), kind="harness", detail=f"{profile} r{repeat}: {harness}"))
+    elif failure is not None:
         events.append(WatchEvent(at=utc_now(), kind="unhealthy", detail=f"{profile} r{repeat}: {failure}"))
     ctx.journal.append(
         LoadFinished(candidate=name, profile=profile, repeat=repeat, events=len(events), error=failure)

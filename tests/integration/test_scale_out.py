@@ -19,6 +19,8 @@ import pytest
 
 from contracts.results import CandidateRun, read_model
 from contracts.schema import read_sweep_config
+from contracts.sweepdir import load_results
+from contracts.verdicts import read_verdicts
 from gates.verdict import evaluate_sweep
 from orchestrator.ledger.journal import Journal
 from tests.integration.sweep_helpers import (
@@ -147,7 +149,11 @@ def test_cancelled_jobs_tear_their_servers_down_and_a_rerun_resumes(
     assert code == 0, out
     found = decisions(sweep)
     assert set(found) == {"tp4_dp2", "twin"}
-    assert found["tp4_dp2"] == "reject" and found["twin"] != "reject"
+    # Resumed to the end: no verdict rests on partial evidence (the exit code above says the same), and
+    # the 5x loss is decided whatever the machine's load. The identical twin's decision is a draw from
+    # the gates' error rates on a shared machine (the decision-quality benchmark measures them): issue 21.
+    assert not read_verdicts(sweep).resume
+    assert found["tp4_dp2"] == "reject"
     assert_one_healthy_retained(sweep, cluster_port)
 
 
@@ -187,10 +193,13 @@ def test_zero_downtime_never_stops_the_live_service(tmp_path: Path, cluster_port
     assert [p.pid for p in sim_servers(cluster_port)] == [live.pid]
 
 
-def test_per_node_pairing_keeps_an_identical_candidate_on_a_slow_node_neutral(
+def test_per_node_pairing_judges_a_candidate_against_its_own_nodes_baseline(
     tmp_path: Path, cluster_port: int
 ) -> None:
-    """Node 1 runs at 0.85x speed; the twin (the baseline under another name) lands there."""
+    """Node 1 runs at 0.85x speed; the twin (the baseline under another name) lands there and is compared
+    with the baseline measured on node 1, never node 0's. The decisions themselves depend on the machine's
+    load (a loaded 2-core machine once read the cross-node comparison as no reject): the test asserts
+    which runs each judgement read and that the judge rebuilds the sweep's own decision (issue 21)."""
     code, out, sweep = run_sweep(
         [
             "-m",
@@ -217,8 +226,21 @@ def test_per_node_pairing_keeps_an_identical_candidate_on_a_slow_node_neutral(
     print(
         f"\npaired on node 1: {same.decision} ({same.reason})\ncross-node: {cross.decision} ({cross.reason})"
     )
-    assert paired != "reject" and same.decision == paired
-    assert cross.decision == "reject", cross.reason
+    assert same.decision == paired  # judging again from disk gives the sweep's own verdict
+    # Each judgement's loaded throughput baseline is the mean of that node's baseline repeats, exactly.
+    for verdict, node in ((same, "sim-node-1"), (cross, "sim-node-0")):
+        runs = load_results(sweep, f"candidates/baseline@{node}", f"baseline@{node}")
+        conc = next(g for g in verdict.gates if g.gate == "concurrency")
+        compared = [c for c in conc.comparisons if c.metric == "output_tps"]
+        assert compared, conc.message
+        for c in compared:
+            # every repeat of that node's baseline, but the one run the message says was set aside
+            kept = [
+                r.summary.output_tps
+                for r in runs.repeats(c.profile)
+                if f"baseline run r{r.summary.repeat} (" not in c.message
+            ]
+            assert c.baseline == pytest.approx(sum(kept) / len(kept), rel=1e-12), (node, c.message)
 
 
 def _job_processes(sweep: Path) -> list[psutil.Process]:

@@ -120,6 +120,15 @@ def test_resume_reuses_the_completed_candidates(tmp_path: Path, port: int) -> No
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=240)
     assert proc.returncode == 130, out
+    # Ctrl-C during a candidate: its verdict is incomplete, never a reject, and says how to resume (#21).
+    judged = {v["candidate"]: v for v in json.loads((sweep / "verdicts.json").read_text())["verdicts"]}
+    spec_verdict = judged["spec_probabilistic"]
+    assert spec_verdict["decision"] == "incomplete", spec_verdict["reason"]
+    assert spec_verdict["resume"].startswith("python -m orchestrator -m ")
+    assert spec_verdict["resume"].endswith(f"hydra.sweep.dir={sweep}")
+    assert "candidate=tp4_dp2,spec_probabilistic" in spec_verdict["resume"]
+    assert f"to complete the sweep: {spec_verdict['resume']}" in out
+    assert judged["tp4_dp2"]["decision"] == "reject"  # measured whole before the interrupt: decided
     tp4_before = (sweep / "candidates" / "tp4_dp2" / "run.json").read_text()
     code, out, _ = run_sweep(
         ["-m", "candidate=tp4_dp2,spec_probabilistic", f"hydra.sweep.dir={sweep}"],

@@ -371,7 +371,17 @@ def sweep_config() -> GauntletConfig:
     from orchestrator.config.compose import load  # Hydra composition: only the tests that need a config
 
     cfg, _ = load([])
-    return dataclasses.replace(cfg, gates=dataclasses.replace(cfg.gates, bootstrap_resamples=300))
+    # The profiles these fixtures measure, as a sweep's config.yaml would list them (the answer gate's
+    # one repeat its own): the judge holds the files to it, and a profile it lists that no file holds
+    # makes the verdict incomplete (gates.evidence).
+    measured = ["serial", "prefill_10k", "decode_heavy", "answer_gate"]
+    answers = dataclasses.replace(cfg.workloads["answer_gate"], repeats=1)
+    return dataclasses.replace(
+        cfg,
+        gates=dataclasses.replace(cfg.gates, bootstrap_resamples=300),
+        run=dataclasses.replace(cfg.run, profiles=measured),
+        workloads={**cfg.workloads, "answer_gate": answers},
+    )
 
 
 def write_config(sweep: Path, cfg: GauntletConfig) -> None:

@@ -52,8 +52,9 @@ def test_the_exact_test_policy_calls_the_same_loss_unsettled(study_dir: Path) ->
     counts = next(c for c in answers.comparisons if c.metric == "visible_answers")
     assert counts.status == "inconclusive"
     assert "test: Fisher's exact test, one-sided" in counts.message
-    assert spec.decision in ("inconclusive", "reject")
-    assert "answer_reliability" not in spec.failed or answers.status == "fail"
+    # 3/5 vs 4/5 is far within noise (p = 0.5): the gate and the verdict are unsettled, nothing failed
+    assert (spec.decision, spec.failed, answers.status) == ("inconclusive", [], "inconclusive")
+    assert "Fisher exact one-sided p 0.5 (level 0.025)" in counts.message
 
 
 def test_an_unknown_answer_policy_names_the_allowed_ones(study_dir: Path) -> None:
@@ -80,7 +81,8 @@ def test_looks_widen_the_candidates_intervals_not_the_drift_check(study_dir: Pat
     tp4 = [next(v for v in s.verdicts if v.candidate == "tp4_dp2") for s in (once, looked)]
     serial = [next(c for g in v.gates if g.gate == "latency_gain" for c in g.comparisons) for v in tp4]
     assert serial[0].interval is not None and serial[1].interval is not None
-    assert serial[1].interval[0] <= serial[0].interval[0] and serial[1].interval[1] >= serial[0].interval[1]
+    # the look's confidence (99.67% at 2..5 repeats' first look) is above 95%: strictly wider on both ends
+    assert serial[1].interval[0] < serial[0].interval[0] and serial[1].interval[1] > serial[0].interval[1]
     assert [v.decision for v in tp4] == ["reject", "reject"]
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from contracts.errors import RollbackError, StartupFailure
+from contracts.errors import HarnessError, RollbackError, StartupFailure
 from contracts.results import CandidateRun, RecoveryValidation, read_model
 from orchestrator.config.compose import load
 from orchestrator.ledger.events import Started
@@ -238,4 +238,37 @@ def test_a_load_error_is_evidence_not_a_crash_of_the_sweep(tmp_path: Path) -> No
     assert run.profiles == ["serial/r1", "decode_heavy/r1"]
     assert any("could not complete" in m for m in messages)
     assert is_complete(life, "tp4_dp2")  # resume does not rerun it
+    assert sup.alive == {}
+
+
+@pytest.mark.parametrize(
+    ("error", "detail"),
+    [
+        # bad workload data is the harness's fault (load.sources raises HarnessError), not the server's
+        (
+            HarnessError("trace.jsonl:3: not JSON (Expecting value)"),
+            "trace.jsonl:3: not JSON (Expecting value)",
+        ),
+        # an exception inside the load runner (a bug) is the harness's too, with its type
+        (KeyError("prompt"), "KeyError: 'prompt'"),
+    ],
+)
+def test_a_harness_fault_is_recorded_as_such_and_measured_again_on_resume(
+    tmp_path: Path, error: Exception, detail: str
+) -> None:
+    def broken(name: str, profile: str, repeat: int) -> None:
+        if name == "tp4_dp2" and profile == "serial":
+            raise error
+
+    sup = FakeSupervisor()
+    life, messages = make(tmp_path, sup, FakeLoad(before=broken))
+    begin(life)
+    run = run_candidate(life, candidate("tp4_dp2"))
+    # Not "the server died": the other profiles still ran, the event says harness, resume measures again.
+    assert {e.kind for e in run.watch} == {"harness"}
+    assert run.watch[0].detail == f"serial r1: {detail}"
+    assert "decode_heavy/r1" in run.profiles
+    assert any("load harness error (not the server)" in m for m in messages)
+    assert not any("the server died under load" in m for m in messages)
+    assert not is_complete(life, "tp4_dp2")
     assert sup.alive == {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -209,3 +210,37 @@ def test_bad_source_settings_are_named(change: dict[str, object], fragment: str)
     with pytest.raises(ConfigError) as info:
         validate(cfg)
     assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("kind", "text", "fragment"),
+    [
+        (
+            "trace",
+            '{"arrival_s": 0, "prompt": "x", "output_tokens": 5}\n{"arrival_s": 1, "prompt": "y"\n',
+            "broken.data:2: not JSON",
+        ),
+        (
+            "trace",
+            '{"arrival_s": -1, "prompt": "x", "output_tokens": 5}\n',
+            "broken.data:1: arrival_s must be >= 0",
+        ),
+        ("trace", "\n\n", "broken.data: no requests in the trace"),
+        ("sharegpt", "[]", "broken.data: no complete human/gpt exchange"),
+        ("sharegpt", "{not json", "cannot read ShareGPT file"),
+    ],
+)
+def test_broken_workload_data_is_refused_when_the_config_is_validated(
+    tmp_path: Path, kind: str, text: str, fragment: str
+) -> None:
+    """Issue 21: a broken data file is a config error naming the file, the field and the line, before
+    anything starts; the sweep never finds it under load and blames the server."""
+    broken = tmp_path / "broken.data"
+    broken.write_text(text)
+    cfg, _ = load([])
+    cfg.workloads["short"] = replace(cfg.workloads["short"], data=DataSourceConfig(kind, str(broken)))
+    with pytest.raises(ConfigError) as info:
+        validate(cfg)
+    message = str(info.value)
+    assert f"workloads.short.data.file = '{broken}': a valid {kind} file: " in message
+    assert fragment in message

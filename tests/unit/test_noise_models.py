@@ -48,3 +48,38 @@ def test_request_tails_hit_the_configured_share_and_are_capped() -> None:
     assert len(slowed) / len(factors) == pytest.approx(model.tail_rate, abs=0.01)
     assert max(factors) <= TAIL_CAP
     assert NOISE_MODELS["lognormal"].request_factors(np.random.default_rng(4), 3) == [1.0, 1.0, 1.0]
+
+
+def test_the_measured_model_draws_what_the_project_measured() -> None:
+    """One run in ten 3x slower (any run), the loaded TTFT cluster in half the loaded runs (serial never),
+    lag 2-9 ms on loaded runs only, an AR(1) drift whose stationary sd is ar_sigma / sqrt(1 - ar1^2)."""
+    model = NOISE_MODELS["measured"]
+    rng = np.random.default_rng(5)
+    n = 20_000
+    assert sum(model.run_outlier(rng) for _ in range(n)) / n == pytest.approx(0.1, abs=0.01)
+    loaded = [model.ttft_factor(rng, loaded=True) for _ in range(n)]
+    slow = [f for f in loaded if f > 1.15]
+    assert len(slow) / n == pytest.approx(0.5, abs=0.02)
+    assert min(slow) >= 0.33 / 0.27 and max(slow) <= 0.42 / 0.27
+    assert all(0.25 / 0.27 <= f <= 0.29 / 0.27 for f in loaded if f <= 1.15)
+    assert {model.ttft_factor(rng, loaded=False) for _ in range(100)} == {1.0}
+    lags = [model.lag_p99(rng, loaded=True) for _ in range(n)]
+    assert min(lags) >= 0.002 and max(lags) <= 0.009
+    assert model.lag_p99(rng, loaded=False) == 0.0
+    state, path = 0.0, []
+    for _ in range(n):
+        state = model.ar_step(rng, state)
+        path.append(state)
+    assert float(np.std(path)) == pytest.approx(0.02 / math.sqrt(1 - 0.8**2), rel=0.1)
+    assert float(np.corrcoef(path[:-1], path[1:])[0, 1]) == pytest.approx(0.8, abs=0.03)
+
+
+def test_the_older_models_draw_nothing_new() -> None:
+    """The new draws are off in the older models, so their documented numbers stay reproducible."""
+    for name in ("lognormal", "student_t", "outlier", "drift", "request_tails"):
+        model = NOISE_MODELS[name]
+        rng = np.random.default_rng(6)
+        before = rng.bit_generator.state
+        assert not model.run_outlier(rng) and model.ar_step(rng, 0.0) == 0.0
+        assert model.ttft_factor(rng, loaded=True) == 1.0 and model.lag_p99(rng, loaded=True) == 0.0
+        assert rng.bit_generator.state == before, name

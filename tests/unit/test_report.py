@@ -301,9 +301,13 @@ def test_missing_profiles_and_unmeasured_candidates_still_report(
         "broken", ok=False, kind="bad-args", matched_line="vllm: error: unrecognized arguments: --frobnicate"
     )
     text = judged_report(finish_sweep(tmp_path, base_cfg), base_cfg)
-    assert decisions(text) == {"baseline": "baseline", "broken": "INCOMPATIBLE", "partial": "INCONCLUSIVE"}
+    # Partial evidence decides nothing (issue 21): incomplete, naming what is missing and how to resume.
+    assert decisions(text) == {"baseline": "baseline", "broken": "INCOMPATIBLE", "partial": "INCOMPLETE"}
     row = next(line for line in text.splitlines() if line.startswith("| partial "))
-    assert "unsettled: " in row and "decode_heavy: not measured for the candidate" in row
+    assert "missing: candidates/partial/decode_heavy: 0 of 3 repeat(s) on disk" in row
+    assert "(the partial evidence said inconclusive; not acted on)" in row
+    assert "- partial: candidates/partial/answer_gate: 0 of 1 repeat(s) on disk" in text
+    assert f"python -m orchestrator -m 'candidate=glob(*)' hydra.sweep.dir={tmp_path}" in text
     figures = {
         line.split("|")[1].strip(): line.split("|")[3].strip()
         for line in section(text, "Key figures against the baseline").splitlines()

@@ -1,0 +1,184 @@
+"""Is the evidence complete? What a verdict needed and did not get (the ``incomplete`` decision).
+
+Pipeline position: the judge asks :func:`evidence_gaps` for every started candidate before it lets the
+gates' results decide (:func:`gates.verdict.decide`). A verdict is never read from partial evidence: a run
+stopped early (``interrupted``, cancelled requests), fewer repeats than the sweep asked for, a baseline
+whose server died or became unhealthy under load, a load-harness fault (bad workload data, an exception
+in the runner: a ``harness`` watch event), a configured capacity search without its ``capacity.json``.
+A candidate's own server death is not a gap: it is the stability gate's evidence. Pure: it reads the
+:class:`contracts.sweepdir.Results` already loaded and the expectations the sweep's config gives.
+
+    >>> gaps = evidence_gaps(candidate, baseline, Expected.from_config(cfg))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from contracts.results import WatchEvent
+from contracts.schema import GauntletConfig
+from contracts.sweepdir import Results
+from contracts.verdicts import Gap
+from gates.sequential import candidate_plan
+
+#: Watch events that say a server was lost under load (``harness`` is the load runner's own fault).
+LOST = ("died", "unhealthy")
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What a complete measurement holds, from the sweep's configuration (``config.yaml``)."""
+
+    #: profile -> repeats the baseline must have (a profile's own ``repeats``, else ``run.repeats``)
+    baseline: Mapping[str, int] = field(default_factory=dict)
+    #: profile -> its own ``repeats`` (the answer gate's 1), for the profiles that set one
+    own: Mapping[str, int] = field(default_factory=dict)
+    #: the least repeats of a candidate (``run.min_repeats`` with adaptive repeats, else ``run.repeats``)
+    candidate_repeats: int = 1
+    capacity: bool = False  # ``capacity.profile`` is set: every started launch needs its capacity.json
+
+    @classmethod
+    def from_config(cls, cfg: GauntletConfig) -> Expected:
+        own = {
+            p: w.repeats for p in cfg.run.profiles if (w := cfg.workloads.get(p)) is not None and w.repeats
+        }
+        base = {p: own.get(p, cfg.run.repeats) for p in cfg.run.profiles}
+        plan = candidate_plan(cfg.run)
+        return cls(base, own, plan.min_repeats, cfg.capacity.profile is not None)
+
+    def candidate(self, counts: Mapping[str, int]) -> dict[str, int]:
+        """profile -> the repeats a candidate needs, given what it has: one repeat runs every profile
+        (a profile with its own ``repeats`` k runs in the first k), so every profile without its own
+        needs as many as the most of them, and at least ``candidate_repeats``."""
+        ran = max([self.candidate_repeats] + [n for p, n in counts.items() if p not in self.own])
+        return {p: min(self.own[p], ran) if p in self.own else ran for p in self.baseline}
+
+
+def _events(results: Results, kinds: tuple[str, ...]) -> list[WatchEvent]:
+    return [e for e in (results.run.watch if results.run else []) if e.kind in kinds]
+
+
+def server_lost(results: Results) -> bool:
+    """The launch's server died or became unhealthy under load (its watch events say so)."""
+    return bool(_events(results, LOST))
+
+
+def _interrupted(results: Results, side: Literal["candidate", "baseline"]) -> list[Gap]:
+    out: list[Gap] = []
+    for reps in results.profiles.values():
+        for rep in reps:
+            cancelled = rep.summary.errors.get("cancelled", 0)
+            if rep.summary.interrupted or cancelled:
+                what = "interrupted" if rep.summary.interrupted else "not interrupted"
+                out.append(
+                    Gap(
+                        kind="interrupted",
+                        side=side,
+                        message=f"{rep.summary_file}: run {what}, {cancelled} of "
+                        f"{rep.summary.num_requests} request(s) cancelled",
+                        file=rep.summary_file,
+                    )
+                )
+    return out
+
+
+def _repeats(
+    results: Results, side: Literal["candidate", "baseline"], wanted: Mapping[str, int]
+) -> list[Gap]:
+    """Profiles with fewer repeats on disk than wanted."""
+    out: list[Gap] = []
+    for profile, need in wanted.items():
+        have = len(results.repeats(profile))
+        if have < need:
+            out.append(
+                Gap(
+                    kind="missing_repeats",
+                    side=side,
+                    message=f"{results.root}/{profile}: {have} of {need} repeat(s) on disk",
+                    file=f"{results.root}/{profile}",
+                )
+            )
+    return out
+
+
+def evidence_gaps(candidate: Results, baseline: Results, expected: Expected | None = None) -> list[Gap]:
+    """Every gap in the evidence a started candidate's verdict rests on.
+
+    ``expected`` None (an adaptive look, a caller without the sweep's config): only what the files
+    themselves say (interrupted runs, lost baseline, harness faults) is checked, not the counts.
+    """
+    gaps: list[Gap] = []
+    if baseline.run is None and not baseline.profiles:
+        return [
+            Gap(
+                kind="missing_repeats",
+                side="baseline",
+                message=f"{baseline.root}/: no results for the baseline {baseline.name!r}",
+                file=baseline.root,
+            )
+        ]
+    if baseline.run is not None and not baseline.run.startup.ok:
+        startup = baseline.run.startup
+        return [
+            Gap(
+                kind="baseline_died",
+                side="baseline",
+                message=f"{baseline.run_file}: the baseline {baseline.name!r} did not start "
+                f"({startup.kind}): nothing to compare against",
+                file=baseline.run_file,
+            )
+        ]
+    sides: tuple[tuple[Literal["candidate", "baseline"], Results], ...] = (
+        ("candidate", candidate),
+        ("baseline", baseline),
+    )
+    if not baseline.profiles:
+        gaps.append(
+            Gap(
+                kind="missing_repeats",
+                side="baseline",
+                message=f"{baseline.root}/: the baseline {baseline.name!r} started but measured no profile",
+                file=baseline.root,
+            )
+        )
+    for side, results in sides:
+        gaps += _interrupted(results, side)
+        gaps += [
+            Gap(
+                kind="harness",
+                side=side,
+                message=f"{results.run_file}: the load harness failed at {e.at}, not the server ({e.detail})",
+                file=results.run_file,
+            )
+            for e in _events(results, ("harness",))
+        ]
+        lost = server_lost(results)
+        if side == "baseline" and lost:
+            gaps += [
+                Gap(
+                    kind="baseline_died",
+                    side="baseline",
+                    message=f"{results.run_file}: the baseline {results.name!r} server {e.kind} under load "
+                    f"at {e.at} ({e.detail}); its remaining runs are missing",
+                    file=results.run_file,
+                )
+                for e in _events(results, LOST)
+            ]
+        if expected is None or (side == "candidate" and lost):
+            continue  # a candidate's own server death is its stability result, not a gap
+        counts = {p: len(results.repeats(p)) for p in expected.baseline}
+        wanted = expected.candidate(counts) if side == "candidate" else expected.baseline
+        gaps += _repeats(results, side, wanted)
+        if expected.capacity and results.capacity is None:
+            gaps.append(
+                Gap(
+                    kind="missing_measurement",
+                    side=side,
+                    message=f"{results.capacity_file}: the capacity search (capacity.profile is set) "
+                    "did not finish",
+                    file=results.capacity_file,
+                )
+            )
+    return gaps
