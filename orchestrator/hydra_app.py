@@ -71,6 +71,7 @@ from orchestrator.measure import run_candidate
 from orchestrator.nodes import Place, job_place, launching_place
 from orchestrator.restore import restore
 from orchestrator.rollback import what_runs
+from orchestrator.scheduler import job_lines
 from orchestrator.seams import Seams, real_seams, say_stderr
 from orchestrator.sweep import begin
 from orchestrator.validate import Sources, check_candidate_names, validate
@@ -227,9 +228,12 @@ class SweepController:
         return code
 
     def say_what_runs(self) -> None:
-        """The sweep's last lines: the retained server that is live (where, how to stop it), or nothing."""
+        """The sweep's last lines: its SLURM jobs and their final states, then the retained server that is
+        live (where, how to stop it), or nothing."""
         if self.ctx is None:
             return
+        for line in job_lines(self.ctx.dir, wait_s=30.0):  # a SLURM sweep: each job's id and final state
+            self.ctx.say(line)
         for line in what_runs(self.ctx.dir, stopped_by_setting=self.retained_stopped):
             self.ctx.say(line)
 
