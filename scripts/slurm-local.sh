@@ -60,6 +60,9 @@ ClusterName=gauntlet-local
 SlurmctldHost=$NODE
 SlurmUser=root
 AuthType=auth/munge
+# A requeued job (preemption, node failure, scontrol requeue) waits the credential lifetime before it
+# starts again: 120 s by default, 30 s here so that the requeue test is short.
+AuthInfo=cred_expire=30
 MpiDefault=none
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
