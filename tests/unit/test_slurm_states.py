@@ -11,6 +11,7 @@ import pytest
 from orchestrator.scheduler import (
     SlurmState,
     has_accounting,
+    job_lines,
     parse_config,
     parse_jobcomp,
     parse_squeue,
@@ -85,3 +86,55 @@ def test_slurm_states_reads_each_source_in_order(
     states = slurm_states(["10_0", "10_1", "13"], run=run, config=config)  # type: ignore[arg-type]
     found = {k: (v.state, v.source.replace(f"job completion log {log}", "log")) for k, v in states.items()}
     assert found == expected
+
+
+def test_job_lines_name_each_job_its_candidate_node_and_final_state(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    (sweep / "journals").mkdir(parents=True)
+    (sweep / "multirun.yaml").write_text(
+        "hydra:\n  launcher:\n    _target_: hydra_plugins.gauntlet_submitit_slurm.SubmititSlurmLauncher\n"
+    )
+    for job in ("14_0", "14_1", "14_10"):
+        folder = sweep / ".submitit" / job
+        folder.mkdir(parents=True)
+        (folder / f"{job}_submitted.pkl").write_bytes(b"")
+    (sweep / "journals" / "sim-node-1-14_1.jsonl").write_text(
+        '{"at":"2026-12-04T05:44:24.154+00:00","candidate":"eplb","event":"job_started","executor":"slurm",'
+        '"job":"14_1","node":"sim-node-1","port":24501}\n'
+    )
+    log = tmp_path / "jobcomp.log"
+    log.write_text(
+        "JobId=15 JobState=COMPLETED NodeList=vm ArrayJobId=14 ArrayTaskId=1\n"
+        "JobId=14 JobState=CANCELLED NodeList=vm ArrayJobId=14 ArrayTaskId=0\n"
+    )
+    looks: list[int] = []
+
+    def run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        if argv[:3] == ["scontrol", "show", "config"]:
+            text = f"JobCompType = jobcomp/filetxt\nJobCompLoc = {log}\n"
+            return subprocess.CompletedProcess(argv, 0, text, "")
+        if argv[0] == "squeue":
+            looks.append(1)
+            return subprocess.CompletedProcess(argv, 0, "14_10|PENDING|\n", "")
+        return subprocess.CompletedProcess(argv, 1, "", "")
+
+    now = [0.0]
+    lines = job_lines(
+        sweep, run=run, wait_s=3.0, clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s)
+    )
+    assert lines[0] == "SLURM jobs of this sweep (3; state as SLURM reports it):"
+    assert lines[1].split()[:5] == ["job", "14_0", "(never", "started)", "-"] and "CANCELLED" in lines[1]
+    assert lines[2].split()[:5] == ["job", "14_1", "eplb", "sim-node-1", "COMPLETED"]
+    assert lines[3].split()[:4] == ["job", "14_10", "(never", "started)"] and lines[3].split()[-2:] == [
+        "PENDING",
+        "(squeue)",
+    ]
+    assert lines[4] == "  still in the queue after 3 s: 14_10 (scancel them to stop)"
+    assert len(looks) == 4  # the first look, then one a second until the deadline
+
+
+def test_job_lines_say_nothing_for_a_sweep_that_did_not_run_under_slurm(tmp_path: Path) -> None:
+    (tmp_path / "multirun.yaml").write_text(
+        "hydra:\n  launcher:\n    _target_: hydra._internal.BasicLauncher\n"
+    )
+    assert job_lines(tmp_path, run=lambda argv: pytest.fail(f"ran {argv}")) == []
