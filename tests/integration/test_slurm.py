@@ -194,6 +194,12 @@ def test_demo_slurm_gives_the_case_studys_verdicts_and_leaves_nothing_running(
     }, decisions
     jobs = job_ids(sweep)
     assert len(jobs) == 5, jobs
+    # The jobs ran the launching interpreter (the project's environment) through srun.
+    (script,) = (sweep / ".submitit").glob("*/*_submission.sh")
+    assert (
+        "srun --unbuffered" in script.read_text()
+        and f" {sys.executable} -u -m submitit" in script.read_text()
+    )
     for job in jobs:  # each job's SLURM id and final state as SLURM reports it
         assert re.search(rf"job {job}\s+\S+\s+sim-node-\d\s+COMPLETED\s+\(job completion log", out), out[
             -3000:
