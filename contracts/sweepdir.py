@@ -24,6 +24,8 @@ from contracts.layout import (
     BLOCKS_DIR,
     CAPACITY_FILE,
     HOST_FILE,
+    MULTIRUN_FILE,
+    OVERRIDES_FILE,
     RECOVERY_ROOT,
     RUN_FILE,
     SUMMARY_FILE,
@@ -204,8 +206,8 @@ def resume_command(sweep_dir: Path) -> str:
     "python -m orchestrator -m 'candidate=glob(*)' hydra.sweep.dir=/nonexistent/sweeps/1"
     """
     overrides: list[str] = []
-    recorded = sweep_dir / "multirun.yaml"
-    listed = sweep_dir / "overrides.txt"
+    recorded = sweep_dir / MULTIRUN_FILE
+    listed = sweep_dir / OVERRIDES_FILE
     try:
         if recorded.exists():
             data = yaml.safe_load(recorded.read_text()) or {}

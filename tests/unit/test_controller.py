@@ -162,17 +162,20 @@ def test_a_candidate_edited_after_the_sweep_opened_runs_as_validated(tmp_path: P
 
 
 def test_an_unexpected_exception_keeps_its_type_and_traceback(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A bug reaches the user as its type and message, with the traceback saved (not `str(exc)` alone)."""
+    """A bug reaches the user as its type and message, with the traceback saved (not `str(exc)` alone).
+    (A bug inside the load runner is the harness's: that candidate is incomplete, docs/gates.md.)"""
+    from orchestrator.app import controller
+
     sup = FakeSupervisor()
 
-    def bug(name: str, profile: str, repeat: int) -> None:
-        if name == "tp4_dp2":
-            missing: dict[str, int] | None = None
-            missing["x"]  # type: ignore[index]
+    def bug(*args: object, **kwargs: object) -> None:
+        missing: dict[str, int] | None = None
+        missing["x"]  # type: ignore[index]
 
-    code, messages, sweep = run_sweep(tmp_path, sup, load=FakeLoad(before=bug))
+    monkeypatch.setattr(controller, "measure_block", bug)
+    code, messages, sweep = run_sweep(tmp_path, sup)
     err = capsys.readouterr().err
     assert code == 1
     assert "unexpected TypeError: 'NoneType' object is not subscriptable" in err
