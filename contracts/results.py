@@ -19,9 +19,10 @@ Where each file lives: :mod:`contracts.layout`; the ones defined here::
 
 from __future__ import annotations
 
+import errno
 import json
 import os
-import tempfile
+import secrets
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -325,8 +326,10 @@ class WatchEvent(_Model):
 
     at: str  # ISO 8601, UTC
     # harness: the load runner itself failed (bad workload data, an exception in the runner), not the
-    # server; the candidate's verdict is then incomplete, never a stability failure
-    kind: Literal["died", "restarted", "unhealthy", "recovered", "harness"]
+    # server; the candidate's verdict is then incomplete, never a stability failure.
+    # hung: the process is alive but /health has not answered for the supervisor's hung_after_s (a
+    # stopped, deadlocked or wedged server); the load is cancelled and the server killed
+    kind: Literal["died", "hung", "restarted", "unhealthy", "recovered", "harness"]
     detail: str
 
 
@@ -442,7 +445,7 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _create_temp(path)
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
@@ -452,6 +455,21 @@ def _atomic_write(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _create_temp(path: Path) -> tuple[int, str]:
+    """A new temp file beside ``path``, created with mode 0666 so the umask decides (0644 under 022).
+
+    ``tempfile.mkstemp`` creates 0600 whatever the umask: a team's shared sweeps directory would be
+    unreadable to the team. ``O_EXCL`` keeps mkstemp's guarantee that the name is ours alone.
+    """
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name", str(path.parent))
 
 
 def dumps(data: object) -> str:

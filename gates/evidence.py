@@ -5,8 +5,10 @@ gates' results decide (:func:`gates.verdict.decide`). A verdict is never read fr
 stopped early (``interrupted``, cancelled requests), fewer repeats than the sweep asked for, a baseline
 whose server died or became unhealthy under load, a load-harness fault (bad workload data, an exception
 in the runner: a ``harness`` watch event), a configured capacity search without its ``capacity.json``.
-A candidate's own server death is not a gap: it is the stability gate's evidence. Pure: it reads the
-:class:`contracts.sweepdir.Results` already loaded and the expectations the sweep's config gives.
+A candidate's own server death or hang (and the runs it cut short) is not a gap: it is the stability
+gate's evidence (a hung server is the candidate's fault: REJECT on stability, the evidence says "hung").
+Pure: it reads the :class:`contracts.sweepdir.Results` already loaded and the expectations the sweep's
+config gives.
 
     >>> gaps = evidence_gaps(candidate, baseline, Expected.from_config(cfg))  # doctest: +SKIP
 """
@@ -24,7 +26,7 @@ from contracts.verdicts import Gap
 from gates.sequential import candidate_plan
 
 #: Watch events that say a server was lost under load (``harness`` is the load runner's own fault).
-LOST = ("died", "unhealthy")
+LOST = ("died", "hung", "unhealthy")
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,9 @@ def evidence_gaps(candidate: Results, baseline: Results, expected: Expected | No
             )
         )
     for side, results in sides:
-        gaps += _interrupted(results, side)
+        lost = server_lost(results)
+        if not (side == "candidate" and lost):  # a candidate's lost server cut its runs short: stability
+            gaps += _interrupted(results, side)
         gaps += [
             Gap(
                 kind="harness",
@@ -154,7 +158,6 @@ def evidence_gaps(candidate: Results, baseline: Results, expected: Expected | No
             )
             for e in _events(results, ("harness",))
         ]
-        lost = server_lost(results)
         if side == "baseline" and lost:
             gaps += [
                 Gap(

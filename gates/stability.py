@@ -30,7 +30,7 @@ class Stability(Gate):
         problems: list[str] = []
         run = ctx.candidate.run
         for event in run.watch if run else []:
-            if event.kind in ("died", "restarted", "unhealthy"):
+            if event.kind in ("died", "hung", "restarted", "unhealthy"):
                 problems.append(f"watcher: server {event.kind} at {event.at} ({event.detail})")
                 evidence.append(Evidence(file=ctx.candidate.run_file))
         for profile in ctx.cfg.accepted_profiles:

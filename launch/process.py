@@ -32,6 +32,7 @@ class ProcInfo:
     cmdline: tuple[str, ...]
     zombie: bool = False  # exited but not reaped: holds no memory, counts as gone
     wall_start: float = 0.0  # psutil's create_time (epoch seconds): only to match records made before
+    state: str = ""  # psutil's status ("running", "sleeping", "stopped", ...): what a hung server was doing
 
     @property
     def key(self) -> tuple[int, float]:
@@ -136,12 +137,13 @@ def started_since_boot(proc: psutil.Process) -> float:
 def _info(proc: psutil.Process) -> ProcInfo | None:
     try:
         with proc.oneshot():
-            zombie = proc.status() == psutil.STATUS_ZOMBIE
+            status = proc.status()
+            zombie = status == psutil.STATUS_ZOMBIE
             try:
                 cmdline = tuple(proc.cmdline())
             except (psutil.ZombieProcess, psutil.AccessDenied):
                 cmdline = ()
-            return ProcInfo(proc.pid, started_since_boot(proc), cmdline, zombie, proc.create_time())
+            return ProcInfo(proc.pid, started_since_boot(proc), cmdline, zombie, proc.create_time(), status)
     except (psutil.NoSuchProcess, psutil.ZombieProcess):
         return None
 

@@ -60,6 +60,11 @@ EXIT_CODE_WAIT_S = 5.0
 POLL_INTERVAL_S = 0.5  # readiness polls; process liveness is checked before every one
 TEARDOWN_POLL_S = 0.2
 KILL_WAIT_S = 10.0  # after SIGKILL, how long to wait for the tree to disappear
+#: A live process whose /health has not answered (no status at all: a timeout, a refused or reset
+#: connection) for this long is ``hung``. With the watcher's 1 s interval and the 5 s probe timeout a
+#: hang is declared at most 12 s after it began (two unanswered probes, the second ending 11 s after
+#: the first began); a 503 is an answer (``unhealthy``), never a hang.
+HUNG_AFTER_S = 10.0
 PORT_WAIT_S = 5.0  # after the tree is gone, how long to wait for the port to be released
 HTTP_TIMEOUT_S = 5.0
 
@@ -84,7 +89,9 @@ class Server:
 class _Watch:
     """What :meth:`Supervisor.check` last reported about one server."""
 
-    state: Literal["healthy", "unhealthy", "dead"] = "healthy"
+    state: Literal["healthy", "unhealthy", "dead", "hung"] = "healthy"
+    #: Monotonic time the first of the current run of unanswered /health probes began (None: answered).
+    silent_since: float | None = None
 
 
 @dataclass
@@ -134,6 +141,7 @@ class Supervisor:
         environ: Mapping[str, str] | None = None,
         poll_interval_s: float = POLL_INTERVAL_S,
         gpu_tolerance_gib: float = GPU_TOLERANCE_GIB,
+        hung_after_s: float = HUNG_AFTER_S,
     ) -> None:
         self._spawn = spawner if spawner is not None else PopenSpawner()
         self._clock = clock
@@ -146,6 +154,7 @@ class Supervisor:
         self._now = now
         self._environ = environ
         self._poll_s = poll_interval_s
+        self._hung_after_s = hung_after_s
         self._tracked: dict[tuple[int, float], _Tracked] = {}
         self._lock = threading.Lock()
         #: Things said once per supervisor (e.g. "no NVIDIA driver (...)"), for the run record.
@@ -268,11 +277,12 @@ class Supervisor:
     # ---------------------------------------------------------------- watch
 
     def check(self, server: Server, *, timeout_s: float = HTTP_TIMEOUT_S) -> list[WatchEvent]:
-        """New events since the last check: died, restarted, unhealthy (/health not 200), recovered."""
+        """New events since the last check: died, restarted, unhealthy (/health not 200), recovered, hung
+        (alive, /health unanswered for ``hung_after_s``: nothing more is asked of it, teardown kills it)."""
         tracked = self._track(server)
         with self._lock:
             state = tracked.watch.state
-        if state == "dead":
+        if state in ("dead", "hung"):
             return []
         if self._gone(server):
             code = self._exit_code(server)
@@ -286,7 +296,16 @@ class Supervisor:
                 )
             self._set_state(tracked, "dead")
             return events
+        asked = self._clock()
         status = self.health(server, timeout_s)
+        if isinstance(status, str):  # no answer at all: a hang when it lasts
+            silent = tracked.watch.silent_since = tracked.watch.silent_since or asked
+            if self._clock() - silent >= self._hung_after_s and not self._gone(server):
+                self._set_state(tracked, "hung")
+                events = [] if state == "unhealthy" else [self._unhealthy(server, status)]
+                return [*events, self._hung(server, self._clock() - silent, status)]
+        else:
+            tracked.watch.silent_since = None
         if status == 200:
             if state == "unhealthy":
                 self._set_state(tracked, "healthy")
@@ -294,15 +313,34 @@ class Supervisor:
             return []
         if state == "healthy":
             self._set_state(tracked, "unhealthy")
-            said = f"returned {status}" if isinstance(status, int) else f"failed: {status}"
-            return [self._event("unhealthy", f"/health {said} while pid {server.pid} is alive")]
+            return [self._unhealthy(server, status)]
         return []
 
-    def _set_state(self, tracked: _Tracked, state: Literal["healthy", "unhealthy", "dead"]) -> None:
+    def _unhealthy(self, server: Server, status: int | str) -> WatchEvent:
+        said = f"returned {status}" if isinstance(status, int) else f"failed: {status}"
+        return self._event("unhealthy", f"/health {said} while pid {server.pid} is alive")
+
+    def _hung(self, server: Server, silent_s: float, status: str) -> WatchEvent:
+        info = self._procs.info(server.pid)
+        state = info.state if info is not None else ""
+        return self._event(
+            "hung",
+            f"pid {server.pid} is alive{f' ({state})' if state else ''} but /health has not answered "
+            f"for {silent_s:.1f} s (last: {status}); the server is killed",
+        )
+
+    def is_hung(self, server: Server) -> bool:
+        """The watcher declared the server hung (its teardown skips the grace period)."""
+        with self._lock:
+            return self._track(server).watch.state == "hung"
+
+    def _set_state(self, tracked: _Tracked, state: Literal["healthy", "unhealthy", "dead", "hung"]) -> None:
         with self._lock:
             tracked.watch.state = state
 
-    def _event(self, kind: Literal["died", "restarted", "unhealthy", "recovered"], detail: str) -> WatchEvent:
+    def _event(
+        self, kind: Literal["died", "hung", "restarted", "unhealthy", "recovered"], detail: str
+    ) -> WatchEvent:
         return WatchEvent(at=_utc(self._now()), kind=kind, detail=detail)
 
     def _client(self, server: Server, timeout_s: float) -> httpx.Client:
@@ -398,24 +436,32 @@ class Supervisor:
             self._sleep(TEARDOWN_POLL_S)
 
     def teardown(self, server: Server) -> TeardownRecord:
-        """SIGTERM the group, wait the grace period, SIGKILL every survivor, then prove nothing is left."""
+        """SIGTERM the group, wait the grace period, SIGKILL every survivor, then prove nothing is left.
+
+        A server the watcher found hung gets SIGKILL at once: a stopped (SIGSTOP) or wedged process cannot
+        act on SIGTERM, and waiting its grace period would only keep the sweep waiting.
+        """
         tracked = self._track(server)
         start = self._clock()
         signals: list[str] = []
         notes: list[str] = []
         self._collect(server, tracked)
         alive = self._survivors(server, tracked)
-        if alive:
+        hung = tracked.watch.state == "hung"
+        if alive and hung:
+            notes.append(f"hung: SIGKILL at once (no grace period) to {len(alive)} process(es)")
+        elif alive:
             self._procs.signal_group(server.pgid, signal.SIGTERM)
             for info in alive:  # members that left the group (setsid) still get the signal
                 self._procs.signal(info.pid, signal.SIGTERM)
             signals.append("SIGTERM")
             alive = self._wait_gone(server, tracked, server.spec.shutdown_grace_s)
+            if alive:
+                notes.append(
+                    f"{len(alive)} process(es) outlived SIGTERM and {server.spec.shutdown_grace_s:g} s of "
+                    "grace: " + ", ".join(info.describe() for info in alive)
+                )
         if alive:
-            notes.append(
-                f"{len(alive)} process(es) outlived SIGTERM and {server.spec.shutdown_grace_s:g} s of grace: "
-                + ", ".join(info.describe() for info in alive)
-            )
             self._procs.signal_group(server.pgid, signal.SIGKILL)
             for info in alive:
                 self._procs.signal(info.pid, signal.SIGKILL)

@@ -61,6 +61,9 @@ class Dispatcher:
         self.on_finished = on_finished
         self.on_stopped = on_stopped
         self.stopping = asyncio.Event()
+        #: Set by a stop from outside (the orchestrator's event: Ctrl-C, a dead or hung server), not by the
+        #: time bound: the run's other steps (planning, scrapes) are then abandoned too.
+        self.cancelled = asyncio.Event()
         self.stop_reason: ErrorClass | None = None  # set by the first stop
         self.inflight: set[asyncio.Task[Any]] = set()
 
@@ -148,6 +151,8 @@ class Dispatcher:
             return
         self.stop_reason = reason
         self.stopping.set()
+        if reason == "cancelled":
+            self.cancelled.set()
         for task in list(self.inflight):
             task.cancel()
 

@@ -23,10 +23,10 @@ import gc
 import secrets
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 import httpx
 
@@ -47,6 +47,7 @@ PROGRESS_EVERY_S = 0.5
 AUX_TIMEOUT_S = 30.0  # /tokenize, /v1/models
 
 LoopFactory = Callable[[], asyncio.AbstractEventLoop]
+T = TypeVar("T")
 
 
 def _default_loop_factory() -> LoopFactory | None:
@@ -138,6 +139,10 @@ def run_profile(
     return run.finish()
 
 
+class _Stopped(Exception):
+    """The stop event came while the run waited on a step other than requests: the run ends here."""
+
+
 def new_salt() -> str:
     """A fresh run salt: no request of this run shares prefix-cache blocks with any other run's."""
     return f"gauntlet-{secrets.token_hex(8)}"
@@ -210,27 +215,32 @@ class _Run:
             asyncio.create_task(dispatcher.watch(stop)),
             asyncio.create_task(self.deferred.run()),
         ]
+        unless = self._unless_stopped
         try:
-            self.plan = await prepare_plan(
-                aux,
-                self.workload,
-                served_model=served_model,
-                scale=scale,
-                run_salt=salt,
-                prompts_dir=prompts_dir,
+            self.plan = await unless(
+                prepare_plan(
+                    aux,
+                    self.workload,
+                    served_model=served_model,
+                    scale=scale,
+                    run_salt=salt,
+                    prompts_dir=prompts_dir,
+                )
             )
-            await scraper.scrape("before_warmup")
+            await unless(scraper.scrape("before_warmup"))
             if self.plan.warmup and not dispatcher.stopping.is_set():
                 await self._phase(self.plan.warmup)
             if dispatcher.stopping.is_set():
                 return
-            await scraper.scrape("before")
+            await unless(scraper.scrape("before"))
             measured = self.plan.measured
             if isinstance(stream, RawStreamClient):
-                await stream.preconnect(min(dispatcher.concurrency, len(measured)))
+                await unless(stream.preconnect(min(dispatcher.concurrency, len(measured))))
             await self._measure(stream, measured)
             if not stop.is_set():
-                await scraper.scrape("after")
+                await unless(scraper.scrape("after"))
+        except _Stopped:
+            return  # stopped while planning, scraping or connecting: nothing more is asked of the server
         finally:
             for task in background:
                 task.cancel()
@@ -240,6 +250,25 @@ class _Run:
             if raw is not None:
                 await raw.aclose()
             await aux.aclose()
+
+    async def _unless_stopped(self, step: Awaitable[T]) -> T:
+        """Await ``step`` unless a stop from outside comes first (the watcher found the server dead or hung,
+        Ctrl-C): then it is cancelled at once rather than left to its own timeout (30 s for /tokenize, 5 s
+        for /metrics). The profile's time bound does not abandon these steps (the last scrape still runs)."""
+        assert self.dispatcher is not None
+        cancelled = self.dispatcher.cancelled
+        work = asyncio.ensure_future(step)
+        stopped = asyncio.ensure_future(cancelled.wait())
+        try:
+            await asyncio.wait({work, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not work.done():
+                work.cancel()
+            await asyncio.gather(work, stopped, return_exceptions=True)
+        if work.cancelled():
+            raise _Stopped
+        return work.result()
 
     def _finished(self, request: Request, scheduled_ns: int, exchange: Exchange) -> None:
         """Parse later, in bounded steps between the loop's other work."""

@@ -112,7 +112,7 @@ class Journal:
         stamped = event.model_copy(update=stamp)
         line = json.dumps(stamped.to_line(), sort_keys=True, separators=(",", ":")) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
         try:
             self._set_aside_torn_tail(fd)
             os.write(fd, line.encode())

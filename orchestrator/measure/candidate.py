@@ -20,7 +20,7 @@ from orchestrator.ledger.events import Role
 from orchestrator.measure import adaptive
 from orchestrator.measure.capacity import run_capacity
 from orchestrator.measure.launch import Launch, RunLabels, launch_complete, measured_launch, skip_complete
-from orchestrator.measure.profile import free_memory, server_lost
+from orchestrator.measure.profile import LOST, free_memory, server_lost
 from orchestrator.servers.context import SweepContext
 
 
@@ -84,7 +84,8 @@ def _run_profiles(ctx: SweepContext, launch: Launch, plan: SequentialPlan) -> No
             if server_lost(events):
                 break
         if launch.lost:
-            ctx.say(f"{name}: the server died under load; remaining profiles skipped")
+            kinds = ", ".join(sorted({e.kind for e in launch.watch if e.kind in LOST}))
+            ctx.say(f"{name}: the server was lost under load ({kinds}); remaining profiles skipped")
             return
         if plan.adaptive and repeat >= plan.min_repeats and repeat < plan.max_repeats:
             decision = adaptive.look(

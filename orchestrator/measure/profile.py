@@ -27,7 +27,11 @@ from orchestrator.servers.session import ServerSession
 
 def server_lost(events: Sequence[WatchEvent]) -> bool:
     """The server died, or a profile could not run against it: the remaining profiles would only fail."""
-    return any(e.kind in ("died", "unhealthy") for e in events)
+    return any(e.kind in LOST for e in events)
+
+
+#: Watch events after which a server is lost: the remaining profiles of its launch are skipped.
+LOST = ("died", "hung", "unhealthy")
 
 
 def measure_profile(
@@ -83,6 +87,9 @@ def measure_profile(
         except Exception as exc:  # a bug in the load runner is the harness's, never "the server died"
             harness = f"{type(exc).__name__}: {exc}"
     events = watch.events
+    for event in events:  # say what the watcher saw: a sweep never waits on a lost server in silence
+        if event.kind in ("died", "hung"):
+            ctx.say(f"{name}: {profile} r{repeat}: server {event.kind}: {event.detail}")
     if harness is not None:
         failure = f"load harness error (not the server): {harness}"
         ctx.say(f"{name}: {profile} r{repeat}: {failure}; the verdict will be incomplete")

@@ -292,7 +292,7 @@ def recovery_load_checks(
     checks: list[RecoveryCheck] = []
     for s in summaries:
         checks.extend(_summary_checks(s))
-    bad = [e for e in watch if e.kind in ("died", "restarted", "unhealthy")]
+    bad = [e for e in watch if e.kind in ("died", "hung", "restarted", "unhealthy")]
     checks.append(
         RecoveryCheck(
             name="server events",

@@ -72,7 +72,8 @@ class Servers:
 
 @dataclass
 class Watch:
-    """What a watcher saw while load ran; ``stop`` is set when the server dies (the load stops promptly)."""
+    """What a watcher saw while load ran; ``stop`` is set when the server dies or hangs (the load runner
+    then cancels its in-flight requests within its stop poll, 0.05 s, not at their request timeout)."""
 
     events: list[WatchEvent] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
@@ -217,7 +218,7 @@ class ServerSession:
             while not done.wait(seams.watch_interval_s):
                 new = seams.supervisor.check(server)
                 watch.events.extend(new)
-                if any(e.kind == "died" for e in new):
+                if any(e.kind in ("died", "hung") for e in new):  # cancel the load's requests now
                     watch.stop.set()
                     return
                 if seams.stop.is_set():

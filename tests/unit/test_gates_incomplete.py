@@ -235,3 +235,27 @@ def test_a_baseline_that_died_before_any_profile_leaves_every_candidate_incomple
     assert [g.kind for g in verdict.missing] == ["missing_repeats", "baseline_died"]
     assert "the baseline 'baseline' started but measured no profile" in verdict.reason
     assert sweep.retained == "baseline"
+
+
+def test_a_candidate_whose_server_hung_is_rejected_on_stability_not_left_incomplete(tmp_path: Path) -> None:
+    """A hung server is the candidate's fault: the runs its hang cut short are its stability evidence."""
+    hung = WatchEvent(
+        at="2025-01-01T00:02:00Z",
+        kind="hung",
+        detail="pid 4242 is alive (stopped) but /health has not answered for 11.0 s (last: ReadTimeout: ...)",
+    )
+    b = twins(tmp_path)
+    b.run("cand", free_gib=[1.0] * 8, watch=[hung])
+    interrupt(tmp_path, "candidates/cand/decode_heavy/r0", cancelled=4)
+    verdict = evaluate_sweep(tmp_path, CFG, baseline="baseline", expected=EXPECTED).verdicts[0]
+    assert verdict.decision == "reject", verdict.reason
+    assert "stability" in verdict.failed
+    assert "server hung" in verdict.reason and not verdict.missing
+
+
+def test_a_baseline_that_hung_leaves_the_candidate_incomplete(tmp_path: Path) -> None:
+    hung = WatchEvent(at="2025-01-01T00:02:00Z", kind="hung", detail="pid 1 is alive but /health ...")
+    twins(tmp_path, baseline_watch=(hung,))
+    verdict = evaluate_sweep(tmp_path, CFG, baseline="baseline", expected=EXPECTED).verdicts[0]
+    assert verdict.decision == "incomplete"
+    assert "baseline_died" in [g.kind for g in verdict.missing]

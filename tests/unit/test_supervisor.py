@@ -101,6 +101,7 @@ class FakeSystem:
     foreign_listener: ProcInfo | None = None  # another program holding the port
     restarted: bool = False  # the foreign listener is a restarted server answering /health
     health_override: int | None = None
+    health_silent: bool = False  # /health never answers (a SIGSTOPped or wedged server): a read timeout
     now: float = 1000.0
     spawn_time: float = 0.0
     next_pid: int = ROOT_PID
@@ -216,6 +217,8 @@ class FakeSystem:
         ready_after = self.scenario.ready_after
         if root is None or not root.alive or ready_after is None or self.now < self.spawn_time + ready_after:
             raise httpx.ConnectError("connection refused", request=request)
+        if self.health_silent and request.url.path == "/health":
+            raise httpx.ReadTimeout("timed out", request=request)
         if self.health_override is not None and request.url.path == "/health":
             return httpx.Response(self.health_override)
         if request.url.path == "/health":
@@ -445,6 +448,54 @@ def test_check_reports_transitions_once_with_utc_times(tmp_path: Path) -> None:
     died = sup.check(server)
     assert [e.kind for e in died] == ["died"] and "code 1" in died[0].detail
     assert sup.check(server) == []
+
+
+def test_a_live_server_whose_health_goes_unanswered_for_hung_after_s_is_hung_and_killed_without_grace(
+    tmp_path: Path,
+) -> None:
+    sup, system, clock = make(Scenario(ready_after=0.0))
+    server = sup.start(make_spec(shutdown_grace_s=20.0), tmp_path / "server.log")
+    assert sup.check(server) == []
+    system.health_silent = True  # SIGSTOP: the kernel still accepts, nobody answers
+    first = sup.check(server)
+    assert [e.kind for e in first] == ["unhealthy"] and "ReadTimeout" in first[0].detail
+    clock.sleep(6.0)  # one watch interval + one probe timeout later: still under hung_after_s
+    assert sup.check(server) == []
+    clock.sleep(6.0)
+    hung = sup.check(server)
+    assert [e.kind for e in hung] == ["hung"]
+    assert f"pid {server.pid} is alive" in hung[0].detail and "not answered for 12.0 s" in hung[0].detail
+    assert sup.is_hung(server)
+    assert sup.check(server) == []  # nothing more is asked of a hung server
+    system.signals.clear()
+    record = sup.teardown(server)
+    assert record.signal_sequence == ["SIGKILL"]  # a stopped process cannot act on SIGTERM: no grace
+    assert not [s for s in system.signals if s[2] == "SIGTERM"]
+    assert 20.0 not in clock.slept and record.survivors == []
+    assert any("no grace period" in note for note in record.notes)
+
+
+@pytest.mark.parametrize(
+    ("answers", "kinds"),
+    [
+        ([503] * 8, ["unhealthy"]),  # an answer, however bad, is not a hang
+        (["silent", "silent", 200, "silent", "silent"], ["unhealthy", "recovered", "unhealthy"]),
+        (["silent"] * 3, ["unhealthy", "hung"]),
+    ],
+    ids=["503-for-a-minute", "silence-broken-by-an-answer", "silence"],
+)
+def test_only_unbroken_silence_for_hung_after_s_is_a_hang(
+    tmp_path: Path, answers: list[int | str], kinds: list[str]
+) -> None:
+    sup, system, clock = make(Scenario(ready_after=0.0))
+    server = sup.start(make_spec(), tmp_path / "server.log")
+    seen: list[str] = []
+    for answer in answers:
+        system.health_silent = answer == "silent"
+        system.health_override = answer if isinstance(answer, int) and answer != 200 else None
+        seen += [e.kind for e in sup.check(server)]
+        clock.sleep(6.0)
+    assert seen == kinds
 
 
 def test_check_reports_a_restart_when_another_server_answers_on_the_port(tmp_path: Path) -> None:
