@@ -23,8 +23,8 @@ from orchestrator.ledger.journal import Journal
 from tests.integration.sweep_helpers import (
     assert_one_healthy_retained,
     journal_has,
-    sweep_dir,
     start,
+    sweep_dir,
     wait_for,
 )
 
@@ -57,7 +57,8 @@ def test_a_sigstopped_candidate_server_is_hung_within_the_bound_killed_and_rejec
             timeout=240,
             what="tp4_dp2 under load",
         )
-        (server,) = [s for s in Journal(sweep / "journal.jsonl").replay().live.values() if s.candidate == "tp4_dp2"]
+        live = Journal(sweep / "journal.jsonl").replay().live.values()
+        (server,) = [s for s in live if s.candidate == "tp4_dp2"]
         os.killpg(server.pgid, signal.SIGSTOP)
         stopped_at = time.time()
         out, _ = proc.communicate(timeout=240)
