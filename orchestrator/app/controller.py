@@ -99,8 +99,7 @@ class SweepController:
         """
         quiet_http_logs()
         self.zero_downtime = jobs_elsewhere
-        self.lock = SweepLock.for_port(cfg.service.port)
-        self.lock.acquire(sweep_dir)  # refuses, naming the other sweep, before anything is touched
+        self.lock_port(cfg.service.port, sweep_dir)
         self.ctx = ctx = SweepContext.open(cfg, sweep_dir, self.seams_factory())
         if names is not None:
             where = "as jobs on other nodes (zero-downtime)" if jobs_elsewhere else "here"
@@ -120,6 +119,13 @@ class SweepController:
                 evidence=run.startup.evidence[-10:],
                 hint=f"see {ctx.candidate_dir(cfg.baseline.name) / SERVER_LOG}",
             )
+
+    def lock_port(self, port: int, sweep_dir: Path) -> None:
+        """Take the service port's lock for ``sweep_dir`` (again: nothing); refuses, naming the other sweep,
+        before anything is touched or written (the sweeper calls it before it records the config)."""
+        if self.lock is None:
+            self.lock = SweepLock.for_port(port)
+        self.lock.acquire(sweep_dir)
 
     # ---------------------------------------------------------------- one job
 

@@ -301,12 +301,17 @@ class SweeperCore(BasicSweeper):
     def _open(self, arguments: list[str], sweep_dir: Path) -> None:
         assert self.config is not None
         node = launching_place().node
+        # A sweep refused by another's lock (or by its config) writes nothing: the lock and every check
+        # come before the first file.
+        typed = to_typed(without_hydra(self.config))
+        self.controller.lock_port(typed.service.port, sweep_dir)
+        opened = False
         try:
-            write_opening(sweep_dir, "opening", node=node)
             jobs = self.jobs(arguments)
             check_candidate_names(sources_from_hydra(self.config.hydra).search_path)
             self.validate_batch_is_legal(jobs)
-            typed = to_typed(without_hydra(self.config))
+            write_opening(sweep_dir, "opening", node=node)
+            opened = True
             launcher = str(self.config.hydra.launcher.get("_target_", ""))
             elsewhere = jobs_run_elsewhere(launcher, typed)
             save_config(self.config, sweep_dir)
@@ -314,6 +319,8 @@ class SweeperCore(BasicSweeper):
             self.controller.open(typed, sweep_dir, names=names, jobs_elsewhere=elsewhere)
             write_opening(sweep_dir, "open", node=node)
         except BaseException as exc:
+            if not opened:
+                raise  # refused before the first file: the sweep directory is left as it was
             with contextlib.suppress(OSError):
                 reason = (str(exc).splitlines() or [type(exc).__name__])[0][:500]
                 write_opening(sweep_dir, "failed", node=node, reason=reason)

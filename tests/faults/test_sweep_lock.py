@@ -90,3 +90,17 @@ def test_two_sweeps_on_one_port_the_second_refuses_and_the_first_is_untouched(
         if first.poll() is None:
             first.kill()
             first.communicate(timeout=30)
+
+
+@pytest.mark.integration
+def test_a_sweep_refused_by_the_lock_writes_nothing(
+    tmp_path: Path, port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GAUNTLET_LOCK_DIR", str(tmp_path / "locks"))
+    with SweepLock.for_port(port, tmp_path / "locks").held(tmp_path / "a" / "running"):
+        refused = start(["-m", "candidate=tp4_dp2"], sweeps=tmp_path / "b", port=port)
+        out, _ = refused.communicate(timeout=120)
+    assert refused.returncode == SweepLockedError.exit_code, out[-2000:]
+    assert f"another sweep is running on service port {port}: {tmp_path / 'a' / 'running'}" in out
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if "locks" not in p.parts)
+    assert written == [], f"a refused sweep wrote {written} (no config.yaml, multirun.yaml, opening.json)"
