@@ -18,7 +18,8 @@ class attribute ``exit_code`` (the one table; :func:`exit_code_for` reads it)::
     │   └── HarnessError       the load harness failed (bad workload data, a runner bug), not   5
     │                          the server: the candidate is INCOMPLETE, never blamed
     ├── ResultFileError        a result file on disk fails validation                          6
-    │   └── SweepDirError      the sweep directory cannot be written (disk full, read-only)    6
+    │   └── SweepDirError      the sweep directory cannot be written (full, read-only, EACCES,  6
+    │                          EPERM, deleted): the sweep stops, the retained server restored
     ├── GateError              gates cannot be evaluated from the stored results               6
     ├── JournalError           the journal is unreadable or inconsistent                       7
     ├── RollbackError          the retained configuration could not be restored and validated  7
@@ -31,6 +32,7 @@ class attribute ``exit_code`` (the one table; :func:`exit_code_for` reads it)::
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -175,22 +177,67 @@ class ResultFileError(GauntletError):
 
 #: errno values that say the disk, not the candidate, failed: no space, read-only, quota, file too large.
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EFBIG})
+#: errno values that are a disk failure when they name a file of the sweep directory: permission refused
+#: (EACCES, EPERM; a signal to a foreign process raises EPERM too, with no file name), a folder deleted
+#: under the sweep (ENOENT, ENOTDIR).
+PATH_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR})
+
+#: What to do about each kind of disk failure (the hint's first words).
+_DISK_REMEDY = {
+    errno.EACCES: "make it writable for this user (chmod/chown)",
+    errno.EPERM: "make it writable for this user (chmod/chown, chattr -i)",
+    errno.ENOENT: "recreate it or point run.sweeps_dir at a directory that stays",
+    errno.ENOTDIR: "recreate it or point run.sweeps_dir at a directory that stays",
+    errno.EROFS: "remount it read-write or point run.sweeps_dir elsewhere",
+}
 
 
 class SweepDirError(ResultFileError):
-    """The sweep directory cannot be written (disk full, read-only, file too large): the sweep stops."""
+    """The sweep directory cannot be written (disk full, read-only, no permission, deleted): the sweep
+    stops."""
 
 
 def sweep_dir_error(exc: BaseException, sweep_dir: object) -> SweepDirError | None:
-    """``exc`` as a SweepDirError when it is a disk failure (None otherwise): what failed, what to do."""
-    if not isinstance(exc, OSError) or exc.errno not in DISK_ERRNOS:
+    """``exc`` as a SweepDirError when it is a disk failure (None otherwise): what failed, what to do.
+
+    ENOSPC, EROFS, EDQUOT and EFBIG always are; EACCES, EPERM, ENOENT and ENOTDIR only when the error
+    names a path inside ``sweep_dir`` (or ``sweep_dir`` is not known yet), so that a refused signal or a
+    missing program is not blamed on the disk, and ENOENT/ENOTDIR only when the sweep directory or the
+    file's folder is gone (deleted under the sweep).
+    """
+    if not isinstance(exc, OSError) or exc.errno is None:
         return None
+    if exc.errno not in DISK_ERRNOS and not (exc.errno in PATH_ERRNOS and _inside(exc.filename, sweep_dir)):
+        return None
+    root = str(sweep_dir)
+    gone = bool(root) and not os.path.isdir(root)
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR) and not (gone or _folder_gone(exc.filename)):
+        return None  # a file that is not there yet, in a folder that is: not the disk's doing
     where = f" ({exc.filename})" if exc.filename else ""
+    what = "it was deleted" if gone else exc.strerror or errno.errorcode.get(exc.errno, str(exc.errno))
+    remedy = _DISK_REMEDY.get(exc.errno, "free space or make it writable")
     return SweepDirError(
-        f"cannot write the sweep directory {sweep_dir}: {exc.strerror}{where}; the sweep stops here",
-        hint=f"free space or make it writable, then `python -m orchestrator rollback {sweep_dir}` "
+        f"cannot write the sweep directory {sweep_dir}: {what}{where}; the sweep stops here",
+        hint=f"{remedy}, then `python -m orchestrator rollback {sweep_dir}` "
         "(the journal and the finished records are intact)",
     )
+
+
+def _folder_gone(filename: object) -> bool:
+    if not isinstance(filename, str | bytes | os.PathLike):
+        return False
+    return not os.path.isdir(os.path.dirname(os.path.abspath(os.fsdecode(filename))))
+
+
+def _inside(filename: object, sweep_dir: object) -> bool:
+    if not isinstance(filename, str | bytes | os.PathLike):
+        return False
+    root = str(sweep_dir)
+    if not root:
+        return True
+    path = os.path.abspath(os.fsdecode(filename))
+    base = os.path.abspath(root)
+    return path == base or path.startswith(base + os.sep)
 
 
 class GateError(GauntletError):

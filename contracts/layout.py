@@ -9,6 +9,7 @@ the report); it imports only the error tree. No other module spells one of these
         jobs/<n>-<candidate>/.hydra/hydra.yaml        Hydra's record of each job
         journal.jsonl  journals/<node>-<job>.jsonl    the journal, and one per job of a parallel sweep
         opening.json  host.json  nodes/  .submitit/   the sweep's opening, the host probe, node slots, jobs
+        .write-probe-<pid>/                           made and removed at the opening: may the sweep write?
         verdicts.json  report.md  report.json  summaries.csv  *.png
         retained/spec.json  retained/vllm-config.yaml the retained configuration as recorded at the start
         candidates/<name>/                            one launch (also <baseline>@<node>)
@@ -70,6 +71,8 @@ PLOT_PARETO = "pareto.png"
 PLOT_GOODPUT = "goodput.png"
 #: The retained configuration's spec as recorded when the sweep began.
 RETAINED_DIR = "retained"
+#: A folder the sweep creates and removes at once when it opens, to learn that it may write (issue 22).
+WRITE_PROBE = ".write-probe"
 
 # ---------------------------------------------------------------- one launch's result directory
 #: Every launch of a candidate (and of the baseline, per node ``<baseline>@<node>``).

@@ -19,6 +19,7 @@ Where each file lives: :mod:`contracts.layout`; the ones defined here::
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -30,7 +31,7 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from contracts.errors import ResultFileError
-from contracts.layout import RECORDS_FILE
+from contracts.layout import RECORDS_FILE, WRITE_PROBE
 from contracts.schema import WorkloadConfig
 
 SCHEMA_VERSION = 1
@@ -455,6 +456,21 @@ def _atomic_write(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def probe_writable(folder: Path) -> None:
+    """Make ``folder`` (if needed), then create and remove a folder and a file in it, the way every writer
+    of a sweep does (mkdir, a temp file renamed): an OSError here says the sweep could not write its
+    evidence, before it has touched any server."""
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = folder / f"{WRITE_PROBE}-{os.getpid()}"
+    probe.mkdir(exist_ok=True)
+    try:
+        atomic_write_text(probe / WRITE_PROBE, "")
+        (probe / WRITE_PROBE).unlink()
+    finally:
+        with contextlib.suppress(OSError):
+            probe.rmdir()
 
 
 def _create_temp(path: Path) -> tuple[int, str]:

@@ -30,8 +30,8 @@ from contracts.errors import (
     exit_code_for,
     sweep_dir_error,
 )
-from contracts.layout import SERVER_LOG, point_latest, previous_latest
-from contracts.results import RecoveryValidation
+from contracts.layout import SERVER_LOG, candidates_dir, point_latest, previous_latest
+from contracts.results import RecoveryValidation, probe_writable
 from contracts.schema import GauntletConfig
 from orchestrator.ledger.events import SweepFinished
 from orchestrator.ledger.lock import SweepLock
@@ -106,7 +106,13 @@ class SweepController:
             ctx.say(f"sweep of {len(names)} job(s) in {sweep_dir} {where}: {', '.join(names)}")
         sweeps = Path(cfg.run.sweeps_dir)
         previous = previous_latest(sweeps)
-        sweep_dir.mkdir(parents=True, exist_ok=True)
+        try:  # a sweep that cannot write its evidence stops before it touches the live service
+            for folder in (sweep_dir, candidates_dir(sweep_dir)):
+                probe_writable(folder)
+        except OSError as exc:
+            if (disk := sweep_dir_error(exc, sweep_dir)) is None:
+                raise
+            raise disk from exc
         point_latest(sweeps, sweep_dir)
         begin(ctx, previous=previous, keep_live=jobs_elsewhere)
         if jobs_elsewhere:
@@ -145,6 +151,11 @@ class SweepController:
         except SweepDirError as exc:
             self.disk_failure = exc  # the disk failed: later jobs skip, the sweep settles and restores
             return f"stopped: {exc.message}"
+        except OSError as exc:  # a spec, a log or run.json the disk refused (EACCES, deleted, full)
+            if (disk := sweep_dir_error(exc, self.dir)) is None:
+                raise
+            self.disk_failure = disk
+            return f"stopped: {disk.message}"
         return "measured" if run.startup.ok else f"did not start: {run.startup.kind}"
 
     # ---------------------------------------------------------------- close
@@ -236,7 +247,8 @@ class SweepController:
             return exit_code_for(again)
         except GauntletError as err:
             say_stderr(str(err))
-            return exit_code_for(err)
+            # the cause decides the exit code: a disk failure stays 6 when the restore fails after it
+            return code if code == SweepDirError.exit_code else exit_code_for(err)
         except OSError as err:
             disk = sweep_dir_error(err, self.dir)
             if disk is None:

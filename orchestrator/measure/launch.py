@@ -20,14 +20,16 @@ skips it (:func:`skip_complete`).
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from contracts.errors import GauntletError
+from contracts.errors import GauntletError, sweep_dir_error
 from contracts.layout import (
     RUN_FILE,
     SERVER_LOG,
@@ -43,11 +45,13 @@ from contracts.results import (
     ProfileSummary,
     StartupRecord,
     WatchEvent,
+    probe_writable,
     read_model,
     write_model,
 )
 from launch.spec import LaunchSpec
 from orchestrator.ledger.events import DiscardingPartial, Role, SkippedComplete
+from orchestrator.ledger.lock import lock_dir
 from orchestrator.measure.profile import measure_profile, server_lost
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.seams import backend_of
@@ -162,6 +166,23 @@ def fresh_dir(ctx: SweepContext, out: Path, *, discard_as: str | None) -> None:
             ctx.journal.append(DiscardingPartial(candidate=discard_as))
         shutil.rmtree(out)
     out.mkdir(parents=True)
+
+
+def writable_or_elsewhere(ctx: SweepContext, out: Path) -> Path:
+    """``out`` when its folder takes writes, else a fresh folder outside the sweep directory (under the
+    lock folder), said once: the restore of the live service must not fail because the sweep directory
+    refuses its evidence (EACCES, read-only, full); its records then live there."""
+    try:
+        probe_writable(out.parent)
+    except OSError as exc:
+        disk = sweep_dir_error(exc, ctx.dir)
+        if disk is None:
+            raise
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+        elsewhere = lock_dir() / "evidence" / f"{ctx.dir.name}-{out.name}-{stamp}-{os.getpid()}"
+        ctx.say(f"{disk.message.split('; ')[0]}: {out.name} is written to {elsewhere} instead")
+        return elsewhere
+    return out
 
 
 def write_spec(out: Path, spec: LaunchSpec) -> Path:

@@ -32,7 +32,14 @@ from contracts.schema import CandidateConfig, ServiceConfig
 from launch.spec import LaunchSpec, diff_specs
 from orchestrator.ledger.events import Restored, Restoring, Validated, ValidationFailed
 from orchestrator.ledger.journal import JournalState
-from orchestrator.measure.launch import Launch, RunLabels, fresh_dir, measured_launch, run_record
+from orchestrator.measure.launch import (
+    Launch,
+    RunLabels,
+    fresh_dir,
+    measured_launch,
+    run_record,
+    writable_or_elsewhere,
+)
 from orchestrator.measure.profile import free_memory
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.leftovers import stop_leftovers
@@ -65,7 +72,7 @@ def restore(ctx: SweepContext, *, reason: str, keep_live: bool = False) -> Recov
     with measured_launch(
         ctx,
         spec,
-        recovery_dir(ctx.dir),
+        writable_or_elsewhere(ctx, recovery_dir(ctx.dir)),  # the live service first, its evidence second
         role="retained",
         labels=RECOVERY,
         discard_as=None,
