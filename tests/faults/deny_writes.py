@@ -76,7 +76,7 @@ def one(real: Any) -> Any:
     return guarded
 
 
-builtins.open = io.open = guarded_open  # type: ignore[assignment]
+builtins.open = io.open = guarded_open
 os.open = guarded_os_open
 os.mkdir = guarded_mkdir
 os.rename, os.replace, os.symlink = two(_rename), two(_replace), two(_symlink)
