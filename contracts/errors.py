@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -73,13 +74,43 @@ class ConfigError(GauntletError):
         self.problems = list(problems)
         lines = [f"invalid configuration ({len(self.problems)} problem{'s' if len(problems) != 1 else ''}):"]
         lines.extend(f"  - {p}" for p in self.problems)
-        super().__init__("\n".join(lines), hint=hint or "fix the file named above; nothing was started")
+        super().__init__("\n".join(lines), hint=hint or _config_hint(self.problems))
+
+
+#: How a problem set on the command line names its place (``command-line override 'a.b=1'``).
+COMMAND_LINE = "command-line override"
+
+
+def _config_hint(problems: Sequence[ConfigProblem]) -> str:
+    """What to fix: the command line, the files, or both (a value from the command line is not the file's)."""
+    cli = sum(p.file.startswith(COMMAND_LINE) for p in problems)
+    if problems and cli == len(problems):
+        return "fix the command-line override named above; nothing was started"
+    if cli:
+        return "fix the files and command-line overrides named above; nothing was started"
+    return "fix the file named above; nothing was started"
+
+
+#: Field names whose values are secrets: shown masked in every message (``api_key_env`` names a variable).
+_SECRET_FIELD = re.compile(r"(^|[._-])(api[_-]?key|token|secret|password|passwd)$", re.IGNORECASE)
+
+
+def masked(value: str) -> str:
+    """A secret as a message may show it: its length only."""
+    return f"<secret, {len(value)} characters, not shown>"
 
 
 class ConfigProblem:
     """One invalid value: where it is, what it is, what is allowed."""
 
     def __init__(self, file: str, field: str, value: object, allowed: str) -> None:
+        if _SECRET_FIELD.search(field) and isinstance(value, str) and value and not value.startswith("<"):
+            file = file.replace(value, masked(value))  # ``command-line override 'service.api_key=…'``
+            value = masked(value)
+            allowed += (
+                "; a secret is never given literally: put it in an environment variable and name the "
+                "variable (service.api_key_env, pass_env)"
+            )
         self.file = file
         self.field = field
         self.value = value

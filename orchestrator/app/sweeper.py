@@ -261,9 +261,9 @@ class SweeperCore(BasicSweeper):
                 )
                 continue
             try:
-                typed = to_typed(without_hydra(composed))
                 sources = sources_from_hydra(composed.hydra)
                 sources.overrides = list(key)
+                typed = to_typed(without_hydra(composed), sources)
                 validate(typed, sources)
             except ConfigError as exc:
                 add(exc.problems)

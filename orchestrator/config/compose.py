@@ -38,7 +38,7 @@ from contracts.schema import (
     GauntletConfig,
     WorkloadConfig,
 )
-from orchestrator.config.compose_errors import translate_compose_error
+from orchestrator.config.compose_errors import translate_compose_error, unknown_keys
 from orchestrator.config.guard import check_yaml_files, config_roots
 from orchestrator.config.validate import Sources, validate
 
@@ -453,8 +453,14 @@ class _open:
         OmegaConf.set_struct(self.cfg, True)
 
 
-def to_typed(cfg: DictConfig) -> GauntletConfig:
-    """Convert the composed DictConfig into plain dataclasses, once, at the entry point."""
+def to_typed(cfg: DictConfig, sources: Sources | None = None) -> GauntletConfig:
+    """Convert the composed DictConfig into plain dataclasses, once, at the entry point; with ``sources``,
+    first refuse keys no schema field names (``+service.api_key=...`` would be dropped in silence)."""
+    if sources is not None:
+        container = OmegaConf.to_container(cfg, resolve=False)
+        problems = unknown_keys(container, sources)
+        if problems:
+            raise ConfigError(problems)
     obj = OmegaConf.to_object(cfg)
     if not isinstance(obj, GauntletConfig):
         raise TypeError(f"composed config is {type(obj).__name__}, expected GauntletConfig")
@@ -466,7 +472,7 @@ def load(
 ) -> tuple[GauntletConfig, Sources]:
     """Compose, type and validate: the one call an entry point needs."""
     cfg, sources = compose_config(overrides, config_dir=config_dir, location=location)
-    typed = to_typed(cfg)
+    typed = to_typed(cfg, sources)
     validate(typed, sources)
     return typed, sources
 

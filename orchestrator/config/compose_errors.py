@@ -17,12 +17,12 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Sequence
-from dataclasses import fields
+from dataclasses import fields, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_origin, get_type_hints
 
+from contracts import schema
 from contracts.errors import ConfigError, ConfigProblem
-from contracts.schema import CandidateConfig, GauntletConfig, HostConfig, LengthConfig, WorkloadConfig
 from orchestrator.config.validate import Sources, display_path, read_yaml
 
 _KEY_ERROR = re.compile(r"Key '(?P<key>[^']+)' not in '(?P<type>[^']+)'")
@@ -37,13 +37,56 @@ _OVERRIDE_ERROR = re.compile(
     r"(?:Could not override|Could not append to config\. An item is already at) '(?P<key>[^']+)'"
 )
 _MERGE_ERROR = re.compile(r"Error merging override (?P<line>\S+)")
+#: Every config group's schema by its class name (Hydra's "Key 'x' not in 'RunConfig'"): each dataclass
+#: of contracts.schema, so a new group gets its allowed keys and its did-you-mean without a change here.
 _SCHEMAS: dict[str, type[Any]] = {
-    "CandidateConfig": CandidateConfig,
-    "WorkloadConfig": WorkloadConfig,
-    "HostConfig": HostConfig,
-    "LengthConfig": LengthConfig,
-    "GauntletConfig": GauntletConfig,
+    name: value
+    for name, value in vars(schema).items()
+    if isinstance(value, type) and is_dataclass(value) and value.__module__ == schema.__name__
 }
+
+
+_LOAD_ERROR = re.compile(r"In '(?P<file>[^']+)': Could not load '(?P<ref>[^']+)'")
+
+
+def unknown_keys(data: Any, sources: Sources) -> list[ConfigProblem]:
+    """Keys of the composed config (a plain container) that no schema field names: ``+service.api_key=..``
+    opens a structured node and would be dropped in silence. Each names its override (or ``<composition>``),
+    the allowed keys and a did-you-mean; free-form mappings (``extra_args``, ``env``) are not walked."""
+    out: list[ConfigProblem] = []
+
+    def walk(node: Any, kind: type[Any], path: list[str]) -> None:
+        if not isinstance(node, dict):
+            return
+        hints = get_type_hints(kind)
+        allowed = [f.name for f in fields(kind)]
+        for key, value in node.items():
+            if key not in hints:
+                full = ".".join([*path, str(key)])
+                override = next(
+                    (o for o in sources.overrides if o.split("=", 1)[0].lstrip("+~") == full), None
+                )
+                where = f"command-line override {override!r}" if override else "<composition>"
+                shown = override.split("=", 1)[1] if override and "=" in override else "<set>"
+                out.append(ConfigProblem(where, full, shown, _allowed_keys(str(key), allowed)))
+                continue
+            hint = hints[key]
+            if isinstance(hint, type) and is_dataclass(hint):
+                walk(value, hint, [*path, str(key)])
+            elif get_origin(hint) is dict and isinstance(value, dict):
+                item_kind = get_args(hint)[1]
+                if isinstance(item_kind, type) and is_dataclass(item_kind):
+                    for name, item in value.items():
+                        walk(item, item_kind, [*path, str(key), str(name)])
+
+    walk(data, schema.GauntletConfig, [])
+    return out
+
+
+def _allowed_keys(key: str, allowed: Sequence[str]) -> str:
+    near = difflib.get_close_matches(key, allowed, n=1)
+    guess = f" (did you mean {near[0]!r}?)" if near else ""
+    return f"unknown key{guess}; allowed keys: {', '.join(allowed)}"
 
 
 def _chain_text(exc: BaseException) -> str:
@@ -70,12 +113,8 @@ def translate_compose_error(exc: Exception, sources: Sources) -> ConfigError:
     match = _KEY_ERROR.search(text)
     if match:
         key = match.group("key")
-        schema = _SCHEMAS.get(match.group("type"))
-        allowed_keys = [f.name for f in fields(schema)] if schema else []
-        near = difflib.get_close_matches(key, allowed_keys, n=1)
-        allowed = f"unknown key; allowed keys: {', '.join(allowed_keys)}"
-        if near:
-            allowed = f"unknown key (did you mean {near[0]!r}?); allowed keys: {', '.join(allowed_keys)}"
+        kind = _SCHEMAS.get(match.group("type"))
+        allowed = _allowed_keys(key, [f.name for f in fields(kind)] if kind else [])
         value: object = "<set>"
         if override is not None:
             where, value = f"command-line override {override!r}", override.split("=", 1)[1]
@@ -96,6 +135,9 @@ def translate_compose_error(exc: Exception, sources: Sources) -> ConfigError:
         field_name = full.group("full") if full else "?"
         allowed = f"must be of type {vmatch.group('type')}"
         return ConfigError([ConfigProblem(where, field_name, vmatch.group("value"), allowed)])
+    parent = _LOAD_ERROR.search(text)
+    if parent:  # a defaults list names a file that is not there: blame the file whose list it is
+        return ConfigError([_missing_parent(parent.group("file"), parent.group("ref"), sources)])
     missing = _MISSING.search(text)
     if missing:
         return ConfigError([_missing_option(missing.group("ref"), text, sources)])
@@ -124,6 +166,18 @@ def _missing_option(ref: str, text: str, sources: Sources) -> ConfigProblem:
     searched = ", ".join(display_path(d) for d in sources.search_path) or "the search path"
     allowed = f"one of {', '.join(names)}" if names else f"a file {ref}.yaml in {searched}"
     return ConfigProblem(where, group or "config", option, f"{allowed} (searched {searched})")
+
+
+def _missing_parent(asking: str, ref: str, sources: Sources) -> ConfigProblem:
+    """``defaults: [nosuch]`` in ``candidate/x.yaml``: that file, its defaults entry, what exists there."""
+    where = _file_of(asking, sources)[0]
+    group, _, option = ref.rpartition("/")
+    searched = ", ".join(display_path(d) for d in sources.search_path) or "the search path"
+    names = sorted(
+        {p.stem for d in sources.search_path if (d / group).is_dir() for p in (d / group).glob("*.yaml")}
+    )
+    allowed = f"one of {', '.join(names)}" if names else f"a file {ref}.yaml"
+    return ConfigProblem(where, "defaults", option, f"{allowed} (no {ref}.yaml in {searched})")
 
 
 def _file_of(file_ref: str, sources: Sources) -> tuple[str, Path | None]:

@@ -77,8 +77,8 @@ def _yaml_problem(path: Path) -> ConfigProblem | None:
         )
     try:
         node = yaml.compose(path.read_text(errors="replace"), Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return None  # not ours to judge: Hydra reports syntax errors with their line
+    except yaml.YAMLError as exc:  # Hydra would report the file's keys as missing ("name = None")
+        return syntax_problem(path, exc)
     nodes = expanded_nodes(node, limit=MAX_YAML_NODES)
     if nodes > MAX_YAML_NODES:
         return ConfigProblem(
@@ -88,6 +88,19 @@ def _yaml_problem(path: Path) -> ConfigProblem | None:
             "a config without alias bombs (write the values out, or use Hydra's defaults and interpolation)",
         )
     return None
+
+
+def syntax_problem(path: Path, exc: yaml.YAMLError) -> ConfigProblem:
+    """A YAML syntax error as ``file:line:column`` (1-based, as editors count) and what the parser
+    expected, with where the construct it was reading began."""
+    mark = getattr(exc, "problem_mark", None)
+    begun = getattr(exc, "context_mark", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    said = str(getattr(exc, "problem", None) or str(exc).splitlines()[0])
+    context = getattr(exc, "context", None)
+    if context and begun is not None:
+        said += f" ({context} begun at line {begun.line + 1}, column {begun.column + 1})"
+    return ConfigProblem(where, "<syntax>", said, "valid YAML (nothing in this file was read)")
 
 
 def expanded_nodes(node: yaml.Node | None, *, limit: int) -> int:

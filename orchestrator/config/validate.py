@@ -284,6 +284,10 @@ def run_problems(run: RunConfig, sources: Sources | None = None) -> list[ConfigP
     return out
 
 
+#: The highest TCP port.
+MAX_PORT = 65535
+
+
 def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
     """Raise ConfigError listing every problem of the composed config; return quietly when valid."""
     src = sources or Sources()
@@ -303,6 +307,11 @@ def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
     if not host.entrypoint or not any("{model}" in part for part in host.entrypoint):
         problems.append(
             ConfigProblem(host_file, "host.entrypoint", host.entrypoint, "a command containing '{model}'")
+        )
+    if not 1 <= cfg.service.port <= MAX_PORT:  # 0 would let the kernel pick: nobody could find it
+        port_at = src.origin("service", src.choices.get("service"), ["port"])
+        problems.append(
+            ConfigProblem(port_at, "service.port", cfg.service.port, f"a TCP port, 1..{MAX_PORT}")
         )
     for package, cand in (("candidate", cfg.candidate), ("candidate@baseline", cfg.baseline)):
         choice = src.choices.get(package)

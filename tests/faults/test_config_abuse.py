@@ -154,3 +154,29 @@ def test_the_sweep_command_refuses_a_bomb_and_starts_nothing(tmp_path: Path) -> 
     assert proc.returncode == ConfigError.exit_code, proc.stdout + proc.stderr
     assert "bomb.yaml: <anchors>" in proc.stderr
     assert not (tmp_path / "sweeps").exists(), "nothing was opened or started"
+
+
+@pytest.mark.parametrize(
+    ("body", "where", "said"),
+    [
+        (candidate("name: bad\nmax_num_seqs: [1, 2"), ":6:1", "expected ',' or ']', but got '<stream end>'"),
+        (candidate("name: bad\n  max_num_seqs: 8"), ":5:15", "mapping values are not allowed here"),
+        (candidate("name: bad\nextra_args: {a: 1"), ":6:1", "begun at line 5, column 13"),
+        ("defaults:\n- baseline\n\t- _self_\nname: bad\n", ":3:1", "that cannot start any token"),
+    ],
+    ids=["unclosed-list", "bad-indent", "unclosed-mapping", "tab"],
+)
+def test_a_yaml_syntax_error_names_file_line_and_column(
+    tmp_path: Path, body: str, where: str, said: str
+) -> None:
+    text = refusal(tmp_path, body)
+    assert f"candidate/evil.yaml{where}: <syntax> = " in text, text
+    assert said in text, text
+    assert "every candidate needs a name" not in text
+
+
+def test_a_missing_defaults_parent_names_the_file_that_asked_for_it(tmp_path: Path) -> None:
+    text = refusal(tmp_path, "defaults:\n  - basline\n  - _self_\nname: evil\n")
+    assert "candidate/evil.yaml: defaults = 'basline': one of baseline, " in text, text
+    assert "(no candidate/basline.yaml in " in text
+    assert "fix the file named above" in text
