@@ -161,6 +161,44 @@ def test_a_candidate_edited_after_the_sweep_opened_runs_as_validated(tmp_path: P
     assert '"--max-num-seqs", "64"' in spec.replace("\n", "").replace(" ", "").replace('","', '", "')
 
 
+def test_a_baseline_edited_after_the_sweep_opened_is_measured_as_planned_in_every_block(
+    tmp_path: Path,
+) -> None:
+    """The baseline's YAML edited mid-sweep: the interleaved block after the candidate and the restore run
+    the fingerprint recorded at the opening (the drift check compares like with like)."""
+    import json
+
+    from contracts.layout import SPEC_FILE, block_dir
+
+    conf = tmp_path / "conf" / "candidate"
+    conf.mkdir(parents=True)
+    edited = conf / "base2.yaml"
+    edited.write_text("defaults:\n  - baseline\n  - _self_\nname: base2\nmax_num_seqs: 64\n")
+    sup = FakeSupervisor()
+    done: list[str] = []
+
+    def edit(name: str, profile: str, repeat: int) -> None:
+        if name == "base2" and not done:  # the opening baseline is under load: the candidate is next
+            edited.write_text("defaults:\n  - baseline\n  - _self_\nname: base2\nmax_num_seqs: 1\n")
+            done.append("edited")
+
+    code, _, sweep = run_sweep(
+        tmp_path,
+        sup,
+        "candidate@baseline=base2",
+        f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
+        candidates="tp4_dp2",
+        load=FakeLoad(before=edit),
+    )
+    assert code == 0 and done == ["edited"]
+    assert sup.started == ["base2", "tp4_dp2", "base2", "base2"]  # opening, block, restore
+    state = Journal(sweep / "journal.jsonl").replay()
+    opening = json.loads((sweep / "candidates/base2" / SPEC_FILE).read_text())
+    block = json.loads((block_dir(sweep, "base2", "tp4_dp2") / SPEC_FILE).read_text())
+    assert opening["fingerprint"] == block["fingerprint"] == state.retained_fingerprint
+    assert "64" in block["argv"][block["argv"].index("--max-num-seqs") + 1]
+
+
 def test_an_unexpected_exception_keeps_its_type_and_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
