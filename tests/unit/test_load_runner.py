@@ -6,6 +6,7 @@ import asyncio
 import json
 import re
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -178,6 +179,37 @@ def test_stop_event_interrupts_and_keeps_files(tmp_path: Path) -> None:
     summary = run(tmp_path, FakeServer(), stop=stop)
     assert summary.interrupted
     assert (tmp_path / "records.jsonl").exists() and (tmp_path / "summary.json").exists()
+
+
+class HangingTokenize(FakeServer):
+    """A server that stopped answering (SIGSTOP) while the run calibrates its prompts on /tokenize."""
+
+    async def hang(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/tokenize":
+            await self.never.wait()
+        return FakeServer.__call__(self, request)
+
+
+def test_a_stop_while_planning_abandons_the_hung_call_at_once_not_at_its_timeout(tmp_path: Path) -> None:
+    """The watcher found the server hung: the run ends now, not after /tokenize's 30 s timeout."""
+    from load.runner import AUX_TIMEOUT_S
+
+    stop = threading.Event()
+    timer = threading.Timer(0.2, stop.set)
+    server = HangingTokenize()
+    started = time.monotonic()
+    timer.start()
+    try:
+        summary = run_profile(
+            "http://fake", "m", profile(), candidate="base", fingerprint="f" * 8, repeat=0, out_dir=tmp_path,
+            backend="sim", host="unit", progress=False, transport=httpx.MockTransport(server.hang),
+            salt="run1", stop=stop,
+        )  # fmt: skip
+    finally:
+        timer.cancel()
+    assert time.monotonic() - started < AUX_TIMEOUT_S / 3
+    assert summary.interrupted and summary.completed == 0 and server.bodies == []
+    assert (tmp_path / "summary.json").exists()
 
 
 def test_time_bound_stops_stalled_streams(tmp_path: Path) -> None:
