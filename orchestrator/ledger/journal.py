@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
-from contracts.errors import JournalError
+from contracts.errors import JournalError, SweepDirError
 from contracts.layout import JOURNALS_DIR, journal_file
 from orchestrator.ledger.events import (
     Adopted,
@@ -96,6 +96,9 @@ class Journal:
         self.path = path
         self._clock = clock
         self.place = place
+        #: (device, inode) of the file this object last appended to: a journal deleted under a running
+        #: sweep (its sweep directory removed) is noticed, never silently started again from nothing.
+        self._identity: tuple[int, int] | None = None
 
     @classmethod
     def of_sweep(cls, sweep_dir: Path, place: Place | None = None) -> Journal:
@@ -111,15 +114,35 @@ class Journal:
             stamp.update(node=self.place.node, job=self.place.job)
         stamped = event.model_copy(update=stamp)
         line = json.dumps(stamped.to_line(), sort_keys=True, separators=(",", ":")) + "\n"
+        if self._identity is not None:
+            self._check_still_there()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
         try:
+            info = os.fstat(fd)
+            self._identity = (info.st_dev, info.st_ino)
             self._set_aside_torn_tail(fd)
             os.write(fd, line.encode())
             os.fsync(fd)
         finally:
             os.close(fd)
         return stamped
+
+    def _check_still_there(self) -> None:
+        """The journal this object appended to is still the file at its path (not deleted, not replaced)."""
+        try:
+            info = self.path.stat()
+            same = (info.st_dev, info.st_ino) == self._identity
+        except FileNotFoundError:
+            same = False
+        if not same:
+            sweep = self.path.parent
+            raise SweepDirError(
+                f"cannot write the sweep directory {sweep}: it was deleted ({self.path} is gone); "
+                "the sweep stops here",
+                hint="the journal and the retained spec went with it: check the service port by hand, and "
+                "keep run.sweeps_dir where nothing cleans it up",
+            )
 
     def events(self) -> list[Event]:
         """Every event written so far, typed; a torn last line (a crash mid-write) is ignored."""

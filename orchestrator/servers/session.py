@@ -177,11 +177,18 @@ class ServerSession:
         self.servers.seams.say(f"{spec.candidate}: launching ({self.role}) {spec.fingerprint[:19]}")
         server = sup.start(spec, self.log_path)
         self.servers.touched = True
-        journal.append(
-            launch.started(
-                pid=server.pid, pgid=server.pgid, create_time=server.create_time, log_path=str(self.log_path)
+        try:
+            journal.append(
+                launch.started(
+                    pid=server.pid,
+                    pgid=server.pgid,
+                    create_time=server.create_time,
+                    log_path=str(self.log_path),
+                )
             )
-        )
+        except BaseException:  # the journal cannot record it (its directory deleted): nothing runs unrecorded
+            sup.teardown(server)
+            raise
         try:
             ready_s = sup.wait_ready(server)
         except StartupFailure as failure:  # the supervisor has torn it down
@@ -201,7 +208,11 @@ class ServerSession:
             self.teardown()
             raise
         self.server, self._startup = server, startup_record(ready_s)
-        journal.append(Ready(candidate=spec.candidate, pid=server.pid, ready_s=round(ready_s, 3)))
+        try:
+            journal.append(Ready(candidate=spec.candidate, pid=server.pid, ready_s=round(ready_s, 3)))
+        except BaseException:  # raised inside __enter__: no __exit__ will tear it down
+            self.teardown()
+            raise
         self.servers.seams.say(f"{spec.candidate}: ready in {ready_s:.1f} s (pid {server.pid})")
 
     # ---------------------------------------------------------------- watch
@@ -247,7 +258,11 @@ class ServerSession:
         journal, server = self.servers.journal, self.running
         self._stopping = True
         self.servers.touched = True
-        journal.append(TearingDown(candidate=self.candidate, pid=self.pid, role=self.role))
+        try:
+            journal.append(TearingDown(candidate=self.candidate, pid=self.pid, role=self.role))
+        except BaseException:  # the journal cannot be written: the server is stopped all the same
+            self.teardown_record = self.servers.seams.supervisor.teardown(server)
+            raise
         record = self.servers.seams.supervisor.teardown(server)
         self.teardown_record = record
         journal.append(

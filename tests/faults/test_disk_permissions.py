@@ -7,6 +7,7 @@ Row of ``docs/reliability.md``. The injector is ``tests/faults/deny_writes.py`` 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,12 +24,19 @@ from tests.integration.sweep_helpers import (
     orchestrator_cmd,
     run_cli,
     run_sweep,
+    sim_servers,
     wait_for,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 QUICK = ["run.repeats=1", "run.recovery_profiles=[serial]"]
+
+
+def start_cmd(cmd: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
 
 def denied_sweep(
@@ -38,14 +46,7 @@ def denied_sweep(
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GAUNTLET_TEST_DENY_UNDER": str(deny)}
     if after is not None:
         env["GAUNTLET_TEST_DENY_AFTER"] = str(after)
-    return subprocess.Popen(
-        [sys.executable, "tests/faults/deny_writes.py", *cmd[3:]],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    return start_cmd([sys.executable, "tests/faults/deny_writes.py", *cmd[3:]], env)
 
 
 def test_eacces_between_candidates_stops_with_exit_6_and_one_healthy_retained(
@@ -87,3 +88,27 @@ def test_eacces_at_the_opening_touches_nothing_and_the_live_service_keeps_servin
     assert "Traceback" not in out
     assert not [e for e in Journal(second / "journal.jsonl").events() if isinstance(e, Launching)]
     assert_one_healthy_retained(first, port)  # never stopped: the second sweep refused before touching it
+
+
+def test_a_sweep_directory_deleted_mid_sweep_stops_with_exit_6_and_leaves_nothing_unrecorded_running(
+    tmp_path: Path, port: int
+) -> None:
+    """Deleted between candidates: the next journal append sees its file gone (the writers' mkdir would
+    otherwise recreate the folder and measure on into an empty journal); a server spawned meanwhile is torn
+    down rather than left running unrecorded. Restoring the live service needs the retained spec kept
+    outside the sweep directory (not here yet: docs/reliability.md, "Not covered yet")."""
+    sweeps, sweep = tmp_path / "sweeps", tmp_path / "sweeps" / "s1"
+    args = ["-m", "candidate=twin,tp4_dp2", f"hydra.sweep.dir={sweep}", *QUICK]
+    proc = start_cmd(orchestrator_cmd(args, sweeps=sweeps, port=port))
+    try:
+        wait_for(lambda: journal_has(sweep, "torn_down", candidate="twin"), timeout=240, what="twin measured")
+        for _ in range(3):  # the sweep may write meanwhile
+            shutil.rmtree(sweep, ignore_errors=True)
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == SweepDirError.exit_code, out[-3000:]
+    assert f"cannot write the sweep directory {sweep}: it was deleted" in out, out[-3000:]
+    assert "Traceback" not in out
+    wait_for(lambda: sim_servers(port) == [], timeout=30, what="no server of the sweep running")
