@@ -232,7 +232,7 @@ def sweep_dir_error(exc: BaseException, sweep_dir: object) -> SweepDirError | No
     """``exc`` as a SweepDirError when it is a disk failure (None otherwise): what failed, what to do.
 
     ENOSPC, EROFS, EDQUOT and EFBIG always are; EACCES, EPERM, ENOENT and ENOTDIR only when the error
-    names a path inside ``sweep_dir`` (or ``sweep_dir`` is not known yet), so that a refused signal or a
+    names a path inside ``sweep_dir``, so that a refused signal or a
     missing program is not blamed on the disk, and ENOENT/ENOTDIR only when the sweep directory or the
     file's folder is gone (deleted under the sweep).
     """
@@ -245,7 +245,8 @@ def sweep_dir_error(exc: BaseException, sweep_dir: object) -> SweepDirError | No
     if exc.errno in (errno.ENOENT, errno.ENOTDIR) and not (gone or _folder_gone(exc.filename)):
         return None  # a file that is not there yet, in a folder that is: not the disk's doing
     where = f" ({exc.filename})" if exc.filename else ""
-    what = "it was deleted" if gone else exc.strerror or errno.errorcode.get(exc.errno, str(exc.errno))
+    deleted = gone and exc.errno in (errno.ENOENT, errno.ENOTDIR)
+    what = "it was deleted" if deleted else exc.strerror or errno.errorcode.get(exc.errno, str(exc.errno))
     remedy = _DISK_REMEDY.get(exc.errno, "free space or make it writable")
     return SweepDirError(
         f"cannot write the sweep directory {sweep_dir}: {what}{where}; the sweep stops here",
@@ -265,7 +266,7 @@ def _inside(filename: object, sweep_dir: object) -> bool:
         return False
     root = str(sweep_dir)
     if not root:
-        return True
+        return False  # no sweep directory yet: a refused path is not known to be the sweep's
     path = os.path.abspath(os.fsdecode(filename))
     base = os.path.abspath(root)
     return path == base or path.startswith(base + os.sep)

@@ -67,6 +67,8 @@ class SweepController:
         self.lock: SweepLock | None = None
         #: A job failed on the disk: later jobs skip, the sweep settles with its exit code.
         self.disk_failure: SweepDirError | None = None
+        #: The sweep directory being opened (set with the lock, before the sweep is open).
+        self.opening_dir: Path | None = None
 
     @property
     def sweep(self) -> SweepContext:
@@ -129,6 +131,7 @@ class SweepController:
     def lock_port(self, port: int, sweep_dir: Path) -> None:
         """Take the service port's lock for ``sweep_dir`` (again: nothing); refuses, naming the other sweep,
         before anything is touched or written (the sweeper calls it before it records the config)."""
+        self.opening_dir = sweep_dir  # a disk error before the sweep is open is still named after it
         if self.lock is None:
             self.lock = SweepLock.for_port(port)
         self.lock.acquire(sweep_dir)
@@ -230,12 +233,14 @@ class SweepController:
             say_stderr(str(exc))
             reason, code = f"error: {exc.message}", exc.exit_code
         else:
-            say_stderr(explain(exc, self._dir_or_empty()))
+            say_stderr(explain(exc, self.ctx.dir if self.ctx is not None else ""))
             reason, code = f"error: {type(exc).__name__}: {exc}", 1
         return self._restore_after(reason=reason, code=code)
 
     def _dir_or_empty(self) -> Path | str:
-        return self.ctx.dir if self.ctx is not None else ""
+        if self.ctx is not None:
+            return self.ctx.dir
+        return self.opening_dir if self.opening_dir is not None else ""
 
     def _restore_after(self, *, reason: str, code: int) -> int:
         if self.ctx is None or self.finished:

@@ -112,3 +112,17 @@ def test_a_sweep_directory_deleted_mid_sweep_stops_with_exit_6_and_leaves_nothin
     assert f"cannot write the sweep directory {sweep}: it was deleted" in out, out[-3000:]
     assert "Traceback" not in out
     wait_for(lambda: sim_servers(port) == [], timeout=30, what="no server of the sweep running")
+
+
+def test_a_sweeps_folder_that_refuses_the_new_sweep_directory_is_exit_6_and_writes_nothing(
+    tmp_path: Path, port: int
+) -> None:
+    sweeps = tmp_path / "sweeps"
+    sweep = sweeps / "s3"
+    proc = denied_sweep(
+        ["-m", "candidate=tp4_dp2", f"hydra.sweep.dir={sweep}"], sweeps=sweeps, port=port, deny=sweep
+    )
+    out, _ = proc.communicate(timeout=240)
+    assert proc.returncode == SweepDirError.exit_code, out[-3000:]
+    assert f"cannot write the sweep directory {sweep}: Permission denied ({sweep})" in out, out[-3000:]
+    assert "Traceback" not in out and not sweep.exists() and sim_servers(port) == []

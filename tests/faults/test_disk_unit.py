@@ -64,6 +64,12 @@ def test_which_os_errors_are_the_sweep_directorys_and_what_they_say(
         assert f"cannot write the sweep directory {tmp_path / 'sweep'}: {says}" in error.message
 
 
+def test_a_sweep_directory_that_cannot_be_made_is_refused_not_called_deleted(tmp_path: Path) -> None:
+    never = tmp_path / "sweep"
+    error = sweep_dir_error(PermissionError(errno.EACCES, "Permission denied", str(never)), never)
+    assert error is not None and f"{never}: Permission denied ({never})" in error.message
+
+
 def test_a_deleted_sweep_directory_is_named_as_deleted(tmp_path: Path) -> None:
     gone = tmp_path / "sweep"
     error = sweep_dir_error(OSError(errno.ENOENT, "No such file", str(gone / "journal.jsonl")), gone)
