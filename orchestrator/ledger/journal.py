@@ -96,6 +96,9 @@ class Journal:
         self.path = path
         self._clock = clock
         self.place = place
+        #: Called with each stamped event before it is written here: the copy kept outside the sweep
+        #: directory (:mod:`orchestrator.ledger.offsite`), so a lost sweep directory strands nothing.
+        self.mirror: Callable[[Event], None] | None = None
 
     @classmethod
     def of_sweep(cls, sweep_dir: Path, place: Place | None = None) -> Journal:
@@ -111,6 +114,8 @@ class Journal:
             stamp.update(node=self.place.node, job=self.place.job)
         stamped = event.model_copy(update=stamp)
         line = json.dumps(stamped.to_line(), sort_keys=True, separators=(",", ":")) + "\n"
+        if self.mirror is not None:
+            self.mirror(stamped)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
