@@ -8,11 +8,12 @@ baseline measured), :meth:`~SweepController.measure` once per job that runs in t
 Ctrl-C, :meth:`~SweepController.settle`, which restores once and turns what happened into an exit code.
 Everything here takes typed configs; nothing imports Hydra, so the controller is tested with fake seams.
 
-``stop`` and ``rollback`` of this sweep reach it through the port's lock (:mod:`orchestrator.ledger.requests`):
-SIGUSR1 with a request beside the lock. While the sweep measures, the request unwinds it at once (the
-server it holds is torn down, no later candidate launches); while it restores, the request waits until the
-restore ended. ``stop``: nothing is restored, every server the sweep started is stopped, the stored results
-are judged (the interrupted candidate is INCOMPLETE); ``rollback``: restored and validated as after Ctrl-C.
+``stop`` and ``rollback`` of this sweep reach it through the port's lock
+(:mod:`orchestrator.ledger.requests`): SIGUSR1 with a request beside the lock. While the sweep measures,
+the request unwinds it at once (the server it holds is torn down, no later candidate launches); while it
+restores, the request waits until the restore ended. ``stop``: nothing is restored, every server the sweep
+started is stopped, the stored results are judged (the interrupted candidate is INCOMPLETE);
+``rollback``: restored and validated as after Ctrl-C.
 """
 
 from __future__ import annotations

@@ -76,7 +76,8 @@ def write_request(lock_path: Path, action: Action, sweep_dir: Path) -> Request:
 
 
 def read_request(lock_path: Path, sweep_dir: Path | None = None) -> Request:
-    """The request waiting beside the lock; a ``rollback`` when none is readable (or it is another sweep's)."""
+    """The request waiting beside the lock; a ``rollback`` when none is readable (or it is not for
+    ``sweep_dir``)."""
     try:
         data = json.loads(request_file(lock_path).read_text())
         request = Request(

@@ -320,7 +320,7 @@ def acting_on(
         journal.append(RollbackRequested(live=live) if action == "rollback" else StopRequested(live=live))
         write_request(lock.path, action, sweep_dir)
         cancel_remote_jobs(journal, sweep_dir, seams)
-        seams.say(f"the sweep of {sweep_dir} is running (pid {holder.pid}): asking it to {action} and waiting")
+        seams.say(f"the sweep of {sweep_dir} is running (pid {holder.pid}): asking it to {action}, waiting")
         if holder.pid is not None:
             signal_holder(holder.pid)
         still = lock.wait_acquire(sweep_dir, role=action, timeout_s=wait_s)
@@ -389,8 +389,11 @@ STATES: dict[str, tuple[str, bool]] = {
         "nothing gauntlet started is running",
         True,
     ),
-    "running": ("a sweep is running on this directory (see its output; `stop` or `rollback` ends it)", False),
-    "not_settled": ("not settled; `python -m orchestrator rollback` restores the retained configuration", False),
+    "running": ("a sweep is running on this directory; `stop` or `rollback` ends it", False),
+    "not_settled": (
+        "not settled; `python -m orchestrator rollback` restores the retained configuration",
+        False,
+    ),
 }
 
 
