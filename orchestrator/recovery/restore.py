@@ -33,7 +33,8 @@ from contracts.results import (
 from contracts.schema import CandidateConfig, ServiceConfig
 from launch.spec import LaunchSpec, diff_specs
 from orchestrator.ledger.events import Restored, Restoring, Validated, ValidationFailed
-from orchestrator.ledger.journal import JournalState
+from orchestrator.ledger.journal import Journal, JournalState
+from orchestrator.ledger.offsite import find_offsite
 from orchestrator.measure.launch import Launch, RunLabels, fresh_dir, measured_launch, run_record
 from orchestrator.measure.profile import free_memory
 from orchestrator.servers.context import SweepContext
@@ -55,6 +56,10 @@ def restore(
     """
     out = out if out is not None else recovery_dir(ctx.dir)
     state = ctx.journal.replay()
+    if state.retained_spec_file is None and (kept := find_offsite(ctx.dir)) is not None:
+        # the sweep directory lost its journal: the copy kept beside the port's lock has the live set
+        ctx.say(f"{ctx.journal.path} has no retained record: restoring from the copy in {kept.folder}")
+        state = Journal(kept.journal).replay()
     if state.retained_spec_file is None or state.retained_fingerprint is None:
         raise RollbackError(
             f"{ctx.journal.path}: no retained configuration was recorded",

@@ -1,0 +1,105 @@
+"""One owner of a sweep's servers: `stop` and `rollback` act through a running sweep, evidence is append-only,
+and a deleted sweep directory strands nothing (the sweep's real processes on the simulator)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from contracts.layout import RECOVERY_ROOT, ROLLBACKS_DIR, VERDICTS_FILE
+from orchestrator.ledger.events import Launching, SweepFinished
+from orchestrator.ledger.journal import Journal
+from tests.integration import sweep_helpers as h
+
+pytestmark = pytest.mark.slow
+
+#: Three candidates: the sweep is stopped under load of the second; the third must never launch.
+SWEEP = ["-m", "candidate=twin,tp4_dp2,slow_start"]
+
+
+def _verdicts(sweep: Path) -> dict[str, str]:
+    data = json.loads((sweep / VERDICTS_FILE).read_text())
+    return {v["candidate"]: v["decision"] for v in data["verdicts"]}
+
+
+def _launched(sweep: Path) -> list[str]:
+    return [e.candidate for e in Journal(sweep / "journal.jsonl").events() if isinstance(e, Launching)]
+
+
+def test_stop_during_a_running_sweep_unwinds_it_and_nothing_keeps_running(tmp_path: Path, port: int) -> None:
+    proc, sweep = h.start_until(
+        SWEEP, sweeps=tmp_path / "sweeps", port=port, event="load_started", candidate="tp4_dp2", timeout=300
+    )
+    began = time.monotonic()
+    stopped = h.run_cli(["stop", str(sweep)], timeout=300)
+    out, _ = proc.communicate(timeout=120)
+    h.wait_for(lambda: h.sim_servers(port) == [], timeout=30, what="no simulator left")
+    seconds = time.monotonic() - began
+    print(f"stop during a sweep: nothing of it running after {seconds:.1f} s")  # the figure for the docs
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert "the running sweep" in stopped.stdout and "nothing was restored" in stopped.stdout
+    assert proc.returncode == 130, out[-3000:]
+    assert "slow_start" not in _launched(sweep)  # no later candidate launched
+    assert h.journal_has(sweep, "sweep_finished", reason="stopped by the user")
+    assert not h.journal_has(sweep, "restoring")  # the sweep restored nothing (the known bug)
+    assert Journal(sweep / "journal.jsonl").replay().live == {}
+    verdicts = _verdicts(sweep)
+    assert verdicts["tp4_dp2"] == "incomplete", verdicts  # interrupted: not "server died", not REJECT
+    assert verdicts["twin"] != "incomplete", verdicts  # finished before the stop: decided
+    judged = h.run_cli(["judge", str(sweep)], timeout=120)
+    assert judged.returncode in (0, 8), judged.stdout + judged.stderr
+    assert _verdicts(sweep) == verdicts  # the stored results give the same verdicts again
+    status = h.run_cli(["status", str(sweep)], timeout=60)
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert "stopped by the user" in status.stdout
+    as_json = json.loads(h.run_cli(["status", "--json", str(sweep)], timeout=60).stdout)
+    assert as_json["state"] == "stopped_by_user"
+
+
+def test_rollback_during_a_running_sweep_leaves_one_healthy_retained_server(tmp_path: Path, port: int) -> None:
+    proc, sweep = h.start_until(
+        SWEEP, sweeps=tmp_path / "sweeps", port=port, event="load_started", candidate="tp4_dp2", timeout=300
+    )
+    rolled = h.run_cli(["rollback", str(sweep)], timeout=600)
+    out, _ = proc.communicate(timeout=120)
+    assert rolled.returncode == 0, rolled.stdout + rolled.stderr + out[-3000:]
+    assert "rollback OK" in rolled.stdout and "running sweep" in rolled.stdout
+    assert proc.returncode == 130, out[-3000:]
+    assert "slow_start" not in _launched(sweep)
+    h.assert_one_healthy_retained(sweep, port)
+
+
+def test_a_deleted_sweep_directory_does_not_strand_the_service(tmp_path: Path, port: int) -> None:
+    proc, sweep = h.start_until(
+        SWEEP, sweeps=tmp_path / "sweeps", port=port, event="load_started", candidate="twin", timeout=300
+    )
+    shutil.rmtree(sweep)
+    proc.communicate(timeout=300)  # whatever it says: it can no longer write its records
+    rolled = h.run_cli(["rollback", str(sweep)], timeout=600)
+    assert rolled.returncode == 0, rolled.stdout + rolled.stderr
+    assert "rollback OK" in rolled.stdout
+    h.assert_one_healthy_retained(sweep, port)
+
+
+def test_judge_gives_the_same_verdicts_before_and_after_two_rollbacks(tmp_path: Path, port: int) -> None:
+    code, out, sweep = h.run_sweep(["-m", "candidate=tp4_dp2"], sweeps=tmp_path / "sweeps", port=port)
+    assert code in (0, 8), out[-3000:]
+    before = h.run_cli(["judge", str(sweep)], timeout=120)
+    assert before.returncode in (0, 8), before.stdout + before.stderr
+    verdicts = (sweep / VERDICTS_FILE).read_bytes()
+    recovery = {p: p.read_bytes() for p in (sweep / RECOVERY_ROOT).rglob("*") if p.is_file()}
+    for _ in range(2):
+        rolled = h.run_cli(["rollback", str(sweep)], timeout=600)
+        assert rolled.returncode == 0, rolled.stdout + rolled.stderr
+    assert len(list((sweep / ROLLBACKS_DIR).iterdir())) == 2  # each rollback: its own directory
+    assert {p: p.read_bytes() for p in (sweep / RECOVERY_ROOT).rglob("*") if p.is_file()} == recovery
+    after = h.run_cli(["judge", str(sweep)], timeout=120)
+    assert after.returncode == before.returncode, after.stdout + after.stderr
+    assert (sweep / VERDICTS_FILE).read_bytes() == verdicts
+    h.assert_one_healthy_retained(sweep, port)
+    finished = [e for e in Journal(sweep / "journal.jsonl").events() if isinstance(e, SweepFinished)]
+    assert len(finished) == 1
