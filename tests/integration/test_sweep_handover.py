@@ -60,7 +60,9 @@ def test_stop_during_a_running_sweep_unwinds_it_and_nothing_keeps_running(tmp_pa
     assert as_json["state"] == "stopped_by_user"
 
 
-def test_rollback_during_a_running_sweep_leaves_one_healthy_retained_server(tmp_path: Path, port: int) -> None:
+def test_rollback_during_a_running_sweep_leaves_one_healthy_retained_server(
+    tmp_path: Path, port: int
+) -> None:
     proc, sweep = h.start_until(
         SWEEP, sweeps=tmp_path / "sweeps", port=port, event="load_started", candidate="tp4_dp2", timeout=300
     )
