@@ -19,6 +19,7 @@ from orchestrator.ledger.events import (
     Event,
     LiveServer,
     Restoring,
+    Role,
     Started,
     StopFinished,
     StopRequested,
@@ -198,7 +199,7 @@ def _started(candidate: str, spec_file: str, pid: int = 4242) -> Started:
 # ---------------------------------------------------------------- status states
 
 
-def _line(role: str = "retained", alive: bool = True, healthy: bool = True, pid: int = 10) -> StatusLine:
+def _line(role: Role = "retained", alive: bool = True, healthy: bool = True, pid: int = 10) -> StatusLine:
     live = LiveServer(
         candidate="baseline",
         role=role,
@@ -206,7 +207,7 @@ def _line(role: str = "retained", alive: bool = True, healthy: bool = True, pid:
         port=1,
         pid=pid,
         pgid=pid,
-        create_time=1.0,  # type: ignore[arg-type]
+        create_time=1.0,
     )
     return StatusLine(live, alive, healthy, role == "retained")
 
