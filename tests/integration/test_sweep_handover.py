@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -105,3 +106,27 @@ def test_judge_gives_the_same_verdicts_before_and_after_two_rollbacks(tmp_path: 
     h.assert_one_healthy_retained(sweep, port)
     finished = [e for e in Journal(sweep / "journal.jsonl").events() if isinstance(e, SweepFinished)]
     assert len(finished) == 1
+
+
+def test_status_after_a_sweep_killed_during_its_restore_says_not_yet_validated(
+    tmp_path: Path, port: int
+) -> None:
+    proc, sweep = h.start_until(
+        ["-m", "candidate=baseline", "run.recovery_repeats=30"],  # a long validation to be killed in
+        sweeps=tmp_path / "sweeps",
+        port=port,
+        event="restored",
+        candidate="baseline",
+        timeout=300,
+    )
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert not h.journal_has(sweep, "validated")
+    status = h.run_cli(["status", str(sweep)], timeout=60)
+    assert status.returncode == 1, status.stdout + status.stderr
+    assert "restored, not yet validated" in status.stdout
+    data = json.loads(h.run_cli(["status", "--json", str(sweep)], timeout=60).stdout)
+    assert (data["state"], data["settled"], data["exit_code"]) == ("restored_not_validated", False, 1)
+    rolled = h.run_cli(["rollback", str(sweep)], timeout=600)
+    assert rolled.returncode == 0, rolled.stdout + rolled.stderr
+    h.assert_one_healthy_retained(sweep, port)  # validated now: status exits 0
