@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -36,11 +38,20 @@ def test_stop_during_a_running_sweep_unwinds_it_and_nothing_keeps_running(tmp_pa
         SWEEP, sweeps=tmp_path / "sweeps", port=port, event="load_started", candidate="tp4_dp2", timeout=300
     )
     began = time.monotonic()
-    stopped = h.run_cli(["stop", str(sweep)], timeout=300)
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "stop", str(sweep)],
+        cwd=h.ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    h.wait_for(lambda: h.sim_servers(port) == [], timeout=120, what="no simulator left")
+    servers_gone = time.monotonic() - began
     out, _ = proc.communicate(timeout=120)
-    h.wait_for(lambda: h.sim_servers(port) == [], timeout=30, what="no simulator left")
-    seconds = time.monotonic() - began
-    print(f"stop during a sweep: nothing of it running after {seconds:.1f} s")  # the figure for the docs
+    sweep_gone = time.monotonic() - began
+    said, _ = cli.communicate(timeout=120)
+    stopped = subprocess.CompletedProcess(cli.args, cli.returncode, said, "")
+    # the figures for docs/reliability.md (from `stop` invoked: its own start-up included)
+    print(f"FIGURE stop during a sweep: servers gone {servers_gone:.1f} s, sweep gone {sweep_gone:.1f} s")
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     assert "the running sweep" in stopped.stdout and "nothing was restored" in stopped.stdout
     assert proc.returncode == 130, out[-3000:]
