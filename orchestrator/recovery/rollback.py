@@ -444,7 +444,7 @@ def status(sweep_dir: Path, seams: Seams, *, out: TextIO | None = None, as_json:
     warnings: list[str] = []
     lines = [_status_line(servers, state, live, warnings) for live in state.live.values()]
     jobs = servers.journal.remote_jobs()
-    holder = _running_sweep(sweep_dir)
+    holder = None if state.finished else _running_sweep(sweep_dir)  # a finished sweep runs no more
     word = sweep_state(events, state, lines, running=holder is not None)
     text, ok = STATES[word]
     if holder is not None:
@@ -481,7 +481,11 @@ def status(sweep_dir: Path, seams: Seams, *, out: TextIO | None = None, as_json:
 
 
 def _running_sweep(sweep_dir: Path) -> Holder | None:
-    """The sweep of ``sweep_dir`` that holds its port's lock now (None: none runs, or it is unknown)."""
+    """The sweep of ``sweep_dir`` that holds its port's lock now (None: none runs, or it is unknown).
+
+    Asking takes the lock for an instant when it is free (``flock`` has no query); a sweep that starts in
+    that instant is refused naming ``status``, and can simply be started again.
+    """
     try:
         port = read_sweep_config(sweep_dir).service.port
     except (GauntletError, OSError, ValueError):
