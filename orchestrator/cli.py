@@ -42,8 +42,8 @@ SWEEP_DIR_COMMANDS = {
     "restore and validate itself)",
     "stop": "stop every server gauntlet started for the sweep, the retained one included, restoring nothing "
     "(a running sweep of SWEEP_DIR is asked to unwind at once)",
-    "status": "say what gauntlet has running, its fingerprint, whether it is healthy, and the sweep's state: "
-    "settled, restored but not yet validated, stopped by the user, running (--json: the same facts as "
+    "status": "say what gauntlet has running, its fingerprint, whether it is healthy, and the sweep's state ("
+    "settled, restored but not yet validated, stopped by the user, running; --json: the same facts as "
     "one JSON object)",
     "judge": "judge the stored results again and write verdicts.json",
     "report": "render the decision table, report.md, report.html, report.json and the plots from "
