@@ -112,11 +112,12 @@ def rollback(
     cfg = load_for_acting(sweep_dir, seams)
     with acting_on(sweep_dir, cfg.service.port, "rollback", seams, wait_s=wait_s) as act:
         if act.holder is not None:
-            done = act.sweep_validated()
+            done = act.sweep_validated(seams)
             if done is not None:
                 out.write(
-                    f"rollback OK: the running sweep (pid {act.holder.pid}) unwound, restored and validated "
-                    f"{done.candidate} {done.fingerprint} pid {done.pid}\n  {done.reason}\n"
+                    f"rollback OK: the running sweep (pid {act.holder.pid}) unwound; the retained "
+                    f"configuration it restored is the one healthy server, validated: {done.candidate} "
+                    f"{done.fingerprint} pid {done.pid}\n  {done.reason}\n"
                 )
                 return done
             seams.say("the sweep ended without a validated retained server: restoring it here")
@@ -265,17 +266,18 @@ class Acting:
         """The servers the sweep tore down after the request (candidate names)."""
         return [e.candidate for e in self._after() if isinstance(e, TornDown)]
 
-    def sweep_validated(self) -> RecoveryValidation | None:
-        """The sweep's restore after the request, when it was validated and still is the live service."""
-        events = self._after()
+    def sweep_validated(self, seams: Seams) -> RecoveryValidation | None:
+        """The sweep's retained server, when it is the one healthy server and its validation passed (the
+        sweep's restore after the request, or the one it had just finished when the request came)."""
         journal = Journal.of_sweep(self.sweep_dir, launching_place())
         state = journal.replay()
         live = list(state.live.values())
         if len(live) != 1 or live[0].role != "retained" or state.pending:
             return None
         (server,) = live
-        passed = [e for e in events if isinstance(e, Validated) and e.pid == server.pid]
-        if not passed:
+        passed = validated_since_start(journal.node_events(), server.pid)
+        healthy = healthy_retained(Servers(journal, seams), state)
+        if passed is None or healthy is None or healthy.pid != server.pid:
             return None
         return RecoveryValidation(
             ok=True,
@@ -283,8 +285,22 @@ class Acting:
             fingerprint=server.fingerprint,
             recorded_fingerprint=state.retained_fingerprint or "",
             pid=server.pid,
-            reason=passed[-1].reason,
+            reason=passed.reason,
         )
+
+
+def validated_since_start(events: Sequence[Event], pid: int) -> Validated | None:
+    """The validation that passed for the server ``pid`` since it started or was adopted (None: none did,
+    or a later one failed) (pure)."""
+    verdict: Validated | None = None
+    for event in events:
+        if isinstance(event, Started | Adopted) and event.pid == pid:
+            verdict = None
+        elif isinstance(event, Validated) and event.pid == pid:
+            verdict = event
+        elif isinstance(event, ValidationFailed) and event.pid in (pid, None):
+            verdict = None
+    return verdict
 
 
 @contextmanager

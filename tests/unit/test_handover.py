@@ -31,7 +31,7 @@ from orchestrator.ledger.journal import Journal, JournalState
 from orchestrator.ledger.lock import SweepLock
 from orchestrator.ledger.requests import STOPPED_BY_USER, read_request, request_file, write_request
 from orchestrator.recovery.restore import UNAUTHORIZED, refused
-from orchestrator.recovery.rollback import StatusLine, new_rollback_dir, sweep_state
+from orchestrator.recovery.rollback import StatusLine, new_rollback_dir, sweep_state, validated_since_start
 from tests.unit.fakes import FakeLoad, FakeSupervisor
 from tests.unit.test_controller import run_sweep
 
@@ -268,3 +268,20 @@ def test_each_rollback_gets_a_new_directory(tmp_path: Path) -> None:
 def test_a_refused_answer_names_its_cause(status: int, said: str | None) -> None:
     response = httpx.Response(status, request=httpx.Request("GET", "http://h/v1/models"))
     assert refused(response) == said
+
+
+@pytest.mark.parametrize(
+    ("events", "found"),
+    [
+        ([STARTED, Validated(candidate="baseline", pid=10, reason="ok")], True),
+        ([STARTED], False),
+        ([Validated(candidate="baseline", pid=10, reason="ok"), STARTED], False),  # before this server
+        ([STARTED, Validated(candidate="baseline", pid=11, reason="ok")], False),  # another server
+        ([STARTED, Validated(candidate="baseline", pid=10, reason="ok"),
+          ValidationFailed(candidate="baseline", pid=10, reason="x")], False),
+    ],
+)  # fmt: skip
+def test_a_rollback_reports_the_sweeps_validation_only_for_the_running_server(
+    events: list[Event], found: bool
+) -> None:
+    assert (validated_since_start(events, 10) is not None) == found
