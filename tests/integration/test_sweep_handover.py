@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from contracts.layout import RECOVERY_ROOT, ROLLBACKS_DIR, VERDICTS_FILE
+from contracts.layout import RECOVERY_ROOT, ROLLBACKS_DIR, SERVER_LOG, VERDICTS_FILE
 from orchestrator.ledger.events import Launching, SweepFinished
 from orchestrator.ledger.journal import Journal
 from tests.integration import sweep_helpers as h
@@ -27,6 +27,17 @@ SWEEP = ["-m", "candidate=twin,tp4_dp2,slow_start"]
 def _verdicts(sweep: Path) -> dict[str, str]:
     data = json.loads((sweep / VERDICTS_FILE).read_text())
     return {v["candidate"]: v["decision"] for v in data["verdicts"]}
+
+
+def _missing(sweep: Path) -> dict[str, set[str]]:
+    """The kinds of missing evidence behind each verdict."""
+    data = json.loads((sweep / VERDICTS_FILE).read_text())
+    return {v["candidate"]: {m["kind"] for m in v.get("missing") or []} for v in data["verdicts"]}
+
+
+def _records(folder: Path) -> dict[Path, bytes]:
+    """Every file of ``folder`` but the server's log (the live retained server keeps appending to it)."""
+    return {p: p.read_bytes() for p in folder.rglob("*") if p.is_file() and p.name != SERVER_LOG}
 
 
 def _launched(sweep: Path) -> list[str]:
@@ -61,7 +72,11 @@ def test_stop_during_a_running_sweep_unwinds_it_and_nothing_keeps_running(tmp_pa
     assert Journal(sweep / "journal.jsonl").replay().live == {}
     verdicts = _verdicts(sweep)
     assert verdicts["tp4_dp2"] == "incomplete", verdicts  # interrupted: not "server died", not REJECT
-    assert verdicts["twin"] != "incomplete", verdicts  # finished before the stop: decided
+    missing = _missing(sweep)
+    assert {"interrupted", "missing_repeats"} & missing["tp4_dp2"], missing
+    # Finished before the stop: whatever its decision (on a loaded machine the gates may find the load
+    # client too late to decide), it rests on nothing the stop cut short.
+    assert not {"interrupted", "missing_repeats"} & missing["twin"], missing
     judged = h.run_cli(["judge", str(sweep)], timeout=120)
     assert judged.returncode in (0, 8), judged.stdout + judged.stderr
     assert _verdicts(sweep) == verdicts  # the stored results give the same verdicts again
@@ -105,12 +120,12 @@ def test_judge_gives_the_same_verdicts_before_and_after_two_rollbacks(tmp_path: 
     before = h.run_cli(["judge", str(sweep)], timeout=120)
     assert before.returncode in (0, 8), before.stdout + before.stderr
     verdicts = (sweep / VERDICTS_FILE).read_bytes()
-    recovery = {p: p.read_bytes() for p in (sweep / RECOVERY_ROOT).rglob("*") if p.is_file()}
+    recovery = _records(sweep / RECOVERY_ROOT)
     for _ in range(2):
         rolled = h.run_cli(["rollback", str(sweep)], timeout=600)
         assert rolled.returncode == 0, rolled.stdout + rolled.stderr
     assert len(list((sweep / ROLLBACKS_DIR).iterdir())) == 2  # each rollback: its own directory
-    assert {p: p.read_bytes() for p in (sweep / RECOVERY_ROOT).rglob("*") if p.is_file()} == recovery
+    assert _records(sweep / RECOVERY_ROOT) == recovery
     after = h.run_cli(["judge", str(sweep)], timeout=120)
     assert after.returncode == before.returncode, after.stdout + after.stderr
     assert (sweep / VERDICTS_FILE).read_bytes() == verdicts
