@@ -4,6 +4,7 @@ and a deleted sweep directory strands nothing (the sweep's real processes on the
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -156,3 +157,39 @@ def test_status_after_a_sweep_killed_during_its_restore_says_not_yet_validated(
     rolled = h.run_cli(["rollback", str(sweep)], timeout=600)
     assert rolled.returncode == 0, rolled.stdout + rolled.stderr
     h.assert_one_healthy_retained(sweep, port)  # validated now: status exits 0
+
+
+def test_a_rollback_with_the_wrong_api_key_names_the_401_and_changes_no_verdict(
+    tmp_path: Path, port: int
+) -> None:
+    env = "GAUNTLET_HANDOVER_API_KEY"
+    quick = ["run.repeats=1", "run.profiles=[serial]", "run.recovery_profiles=[serial]",
+             "gates.accepted_profiles=[serial]", "gates.loaded_profiles=[serial]"]  # fmt: skip
+    args = ["-m", "candidate=baseline", *quick, f"service.api_key_env={env}"]
+    proc = subprocess.Popen(
+        h.orchestrator_cmd(args, sweeps=tmp_path / "sweeps", port=port),
+        cwd=h.ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, env: "sk-right"},
+    )
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out[-3000:]
+    sweep = h.sweep_dir(tmp_path / "sweeps")
+    verdicts = (sweep / VERDICTS_FILE).read_bytes()
+    wrong = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "rollback", str(sweep)],
+        cwd=h.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, env: "sk-wrong"},
+    )
+    assert wrong.returncode == 7, wrong.stdout + wrong.stderr  # the validation failed: RollbackError's code
+    assert "unauthorized: check service.api_key_env (HTTP 401 from /v1/models)" in wrong.stdout
+    assert "model not listed" not in wrong.stdout
+    judged = h.run_cli(["judge", str(sweep)], timeout=120)
+    assert judged.returncode == 0, judged.stdout + judged.stderr
+    assert (sweep / VERDICTS_FILE).read_bytes() == verdicts  # the failed rollback's evidence is its own
