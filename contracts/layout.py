@@ -19,6 +19,14 @@ the report); it imports only the error tree. No other module spells one of these
             blocks/after-<candidate>/                 the baseline again after a candidate: one launch
         recovery/                                     the restored retained configuration: one launch
             server.log  run.json  validation.json  <profile>/r<k>/
+        rollbacks/<stamp>/                            each rollback's own launch or validation (the
+            server.log  run.json  validation.json     sweep's recovery/ is never touched again)
+
+Outside the sweep directory, beside the port's lock (``<lock dir>``: orchestrator.ledger.lock)::
+
+    <lock dir>/port-<port>.lock  port-<port>.request.json
+    <lock dir>/port-<port>/                          what rollback needs if the sweep directory is lost
+        sweep.json  config.yaml  spec.json  journal.jsonl  specs/<candidate>.json
 """
 
 from __future__ import annotations
@@ -97,6 +105,12 @@ BLOCK_PREFIX = "after-"
 #: Where the restored baseline's end-of-sweep measurement lives, relative to the sweep directory.
 RECOVERY_ROOT = "recovery"
 VALIDATION_FILE = "validation.json"
+#: Each rollback's own result directory, ``rollbacks/<stamp>/`` (append-only evidence).
+ROLLBACKS_DIR = "rollbacks"
+#: The record of the copy kept outside the sweep directory (which sweep, which retained fingerprint).
+OFFSITE_FILE = "sweep.json"
+#: The launched servers' specs in that copy (``specs/<candidate>.json``).
+OFFSITE_SPECS_DIR = "specs"
 
 # ---------------------------------------------------------------- the sweeps folder
 #: Where sweeps go when no configuration says otherwise (``run.sweeps_dir``).
@@ -160,6 +174,16 @@ def block_dir(sweep: Path, baseline: str, after: str) -> Path:
 
 def recovery_dir(sweep: Path) -> Path:
     return sweep / RECOVERY_ROOT
+
+
+def rollback_dir(sweep: Path, stamp: str) -> Path:
+    """One rollback's result directory, ``<sweep>/rollbacks/<stamp>``."""
+    return sweep / ROLLBACKS_DIR / stamp
+
+
+def offsite_dir(lock_dir: Path, port: int) -> Path:
+    """The copy of what rollback needs for the sweep on ``port``: ``<lock dir>/port-<port>/``."""
+    return lock_dir / f"port-{port}"
 
 
 def retained_spec_file(sweep: Path) -> Path:

@@ -38,10 +38,13 @@ class UsageError(GauntletError):
 #: Commands that act on a sweep directory, and what each does (their help).
 SWEEP_DIR_COMMANDS = {
     "rollback": "stop what gauntlet started, restore the retained configuration byte-for-byte and "
-    "validate it under load",
-    "stop": "stop every server gauntlet started for the sweep, the retained one included, restoring nothing",
-    "status": "say what gauntlet has running, its fingerprint, and whether it is healthy (--json: the same "
-    "facts as one JSON object)",
+    "validate it under load, into rollbacks/<stamp>/ (a running sweep of SWEEP_DIR is asked to unwind, "
+    "restore and validate itself)",
+    "stop": "stop every server gauntlet started for the sweep, the retained one included, restoring nothing "
+    "(a running sweep of SWEEP_DIR is asked to unwind at once)",
+    "status": "say what gauntlet has running, its fingerprint, whether it is healthy, and the sweep's state ("
+    "settled, restored but not yet validated, stopped by the user, running; --json: the same facts as "
+    "one JSON object)",
     "judge": "judge the stored results again and write verdicts.json",
     "report": "render the decision table, report.md, report.html, report.json and the plots from "
     "verdicts.json and the files",

@@ -7,18 +7,28 @@ baseline measured), :meth:`~SweepController.measure` once per job that runs in t
 :meth:`~SweepController.finish` (restore, validate under load, judge, report) or, after a failure or
 Ctrl-C, :meth:`~SweepController.settle`, which restores once and turns what happened into an exit code.
 Everything here takes typed configs; nothing imports Hydra, so the controller is tested with fake seams.
+
+``stop`` and ``rollback`` of this sweep reach it through the port's lock
+(:mod:`orchestrator.ledger.requests`): SIGUSR1 with a request beside the lock. While the sweep measures,
+the request unwinds it at once (the server it holds is torn down, no later candidate launches); while it
+restores, the request waits until the restore ended. ``stop``: nothing is restored, every server the sweep
+started is stopped, the stored results are judged (the interrupted candidate is INCOMPLETE);
+``rollback``: restored and validated as after Ctrl-C.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import tempfile
+import threading
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Literal
+from types import FrameType
+from typing import Any, Literal
 
 from contracts.errors import (
     EXIT_INCOMPLETE,
@@ -35,6 +45,14 @@ from contracts.results import RecoveryValidation, probe_writable
 from contracts.schema import GauntletConfig
 from orchestrator.ledger.events import SweepFinished
 from orchestrator.ledger.lock import SweepLock
+from orchestrator.ledger.requests import (
+    REQUEST_SIGNAL,
+    STOPPED_BY_USER,
+    Request,
+    SweepRequested,
+    clear_request,
+    read_request,
+)
 from orchestrator.measure.candidate import run_candidate
 from orchestrator.measure.interleave import measure_block
 from orchestrator.measure.opening import begin
@@ -69,6 +87,12 @@ class SweepController:
         self.disk_failure: SweepDirError | None = None
         #: The sweep directory being opened (set with the lock, before the sweep is open).
         self.opening_dir: Path | None = None
+        #: ``stop`` or ``rollback`` asked this sweep to end (:mod:`orchestrator.ledger.requests`).
+        self.requested: Request | None = None
+        #: The sweep is restoring or closing: a request waits until that ended (never races the restore).
+        self.closing = False
+        self._sweep_dir: Path | None = None
+        self._previous_handler: Any = None
 
     @property
     def sweep(self) -> SweepContext:
@@ -102,7 +126,10 @@ class SweepController:
         quiet_http_logs()
         self.zero_downtime = jobs_elsewhere
         self.lock_port(cfg.service.port, sweep_dir)
-        self.ctx = ctx = SweepContext.open(cfg, sweep_dir, self.seams_factory())
+        assert self.lock is not None
+        clear_request(self.lock.path)  # a request left by a `stop` whose sweep had already ended
+        ctx = SweepContext.open(cfg, sweep_dir, self.seams_factory())
+        self.ctx = ctx = replace(ctx, checkpoint=self._checkpoint)
         if names is not None:
             where = "as jobs on other nodes (zero-downtime)" if jobs_elsewhere else "here"
             ctx.say(f"sweep of {len(names)} job(s) in {sweep_dir} {where}: {', '.join(names)}")
@@ -132,9 +159,41 @@ class SweepController:
         """Take the service port's lock for ``sweep_dir`` (again: nothing); refuses, naming the other sweep,
         before anything is touched or written (the sweeper calls it before it records the config)."""
         self.opening_dir = sweep_dir  # a disk error before the sweep is open is still named after it
+        self._sweep_dir = sweep_dir
+        self._listen()  # before the lock: a request finds the handler in place
         if self.lock is None:
             self.lock = SweepLock.for_port(port)
-        self.lock.acquire(sweep_dir)
+        self.lock.acquire(sweep_dir)  # refuses, naming the other sweep, before anything is touched
+
+    # ---------------------------------------------------------------- requests (stop, rollback)
+
+    def _listen(self) -> None:
+        """Install the request handler (the main thread only: Python runs signal handlers there)."""
+        if threading.current_thread() is threading.main_thread() and self._previous_handler is None:
+            self._previous_handler = signal.signal(REQUEST_SIGNAL, self._on_request)
+
+    def _on_request(self, signum: int, frame: FrameType | None) -> None:
+        self.request_arrived()
+
+    def request_arrived(self) -> None:
+        """``stop`` or ``rollback`` wrote its request and signalled: unwind now, or after the restore."""
+        if self.lock is None:
+            request = Request(action="rollback", sweep_dir=str(self._sweep_dir or ""), pid=0)
+        else:
+            request = read_request(self.lock.path, self._sweep_dir)
+        if self.requested is None or request.action == "stop":
+            self.requested = request
+        say = self.ctx.say if self.ctx is not None else say_stderr
+        if self.closing:
+            say(f"{request.describe()}: honoured once the restore in progress has ended")
+            return
+        say(f"{request.describe()}: unwinding now")
+        raise SweepRequested(request)
+
+    def _checkpoint(self) -> None:
+        """Before each launch and each profile: a request whose raise was swallowed stops the sweep here."""
+        if self.requested is not None and not self.closing:
+            raise SweepRequested(self.requested)
 
     # ---------------------------------------------------------------- one job
 
@@ -168,6 +227,7 @@ class SweepController:
         if self.finished:
             return 0
         self.finished = True
+        self.closing = True
         say = self.sweep.say
         if not self.sweep.touched and not self.zero_downtime:
             say("no server was started or stopped: nothing to restore")
@@ -178,6 +238,19 @@ class SweepController:
             say("interrupted during the restore: run `python -m orchestrator rollback` to finish it")
             raise
         code = 0 if self.validation.ok else RollbackError.exit_code
+        code = self._judge(code)
+        retained = self._after_sweep()
+        if self.requested is not None and self.requested.action == "stop":
+            reason = STOPPED_BY_USER
+        self.sweep.journal.append(
+            SweepFinished(reason=reason, validated=self.validation.ok, retained=retained)
+        )
+        say(f"sweep directory: {self.dir}")
+        return code
+
+    def _judge(self, code: int) -> int:
+        """Judge the stored results and render the report; the exit code, made worse by what went wrong."""
+        say = self.sweep.say
         try:
             from gates.judge import judge_sweep  # noqa: PLC0415  (the stages load only when a sweep closes)
             from report import write_report  # noqa: PLC0415
@@ -200,24 +273,37 @@ class SweepController:
                 raise
             say(f"report: {disk}")  # the retained server is restored; only the judge's files are missing
             code = code or disk.exit_code
-        retained = self._after_sweep()
-        self.sweep.journal.append(
-            SweepFinished(reason=reason, validated=self.validation.ok, retained=retained)
-        )
-        say(f"sweep directory: {self.dir}")
         return code
 
     def _after_sweep(self) -> Literal["kept", "stopped"]:
-        """Apply ``run.retained_after_sweep``: keep the retained server up, or stop it (the demo)."""
+        """Apply ``run.retained_after_sweep`` (keep the retained server up, or stop it: the demo), or a
+        ``stop`` that arrived while the sweep restored (it stops the restored server once validated)."""
+        ctx = self.sweep
+        if self.requested is not None and self.requested.action == "stop":
+            stop_leftovers(ctx.servers, ctx.journal.replay(), reason=f"{self.requested.describe()}")
+            self.retained_stopped = True
+            return "stopped"
         if self.cfg.run.retained_after_sweep != "stop":
             return "kept"
-        ctx = self.sweep
         stop_leftovers(ctx.servers, ctx.journal.replay(), reason="run.retained_after_sweep=stop")
         self.retained_stopped = True
         return "stopped"
 
+    def _stop_for_user(self, request: Request) -> int:
+        """``stop`` asked: tear down every server the sweep started, restore nothing, judge what is stored."""
+        self.finished = self.closing = True
+        ctx = self.sweep
+        ctx.say(f"{request.describe()}: stopping every server this sweep started; nothing is restored")
+        stop_leftovers(ctx.servers, ctx.journal.replay(), reason="stopped by the user (nothing is restored)")
+        code = self._judge(exit_code_for(KeyboardInterrupt()))
+        ctx.journal.append(SweepFinished(reason=STOPPED_BY_USER, validated=False, retained="stopped"))
+        self.retained_stopped = True
+        ctx.say(f"sweep directory: {self.dir}")
+        return code
+
     def completed(self) -> int:
         """The jobs ended: close the sweep (or, after a job's disk failure, settle with its exit code)."""
+        self.closing = True
         if self.disk_failure is not None:
             return self.settle(self.disk_failure)
         return self.finish(reason="sweep completed")
@@ -225,9 +311,19 @@ class SweepController:
     def settle(self, exc: BaseException) -> int:
         """After a failure or an interrupt: say what happened, restore once if a server was touched,
         and return the exit code (an unexpected exception keeps its type and traceback: :func:`explain`)."""
+        self.closing = True  # a request from now on waits until the restore ended
         if isinstance(exc, OSError) and (disk := sweep_dir_error(exc, self._dir_or_empty())) is not None:
             exc = disk
-        if isinstance(exc, KeyboardInterrupt):
+        if isinstance(exc, SweepRequested) and exc.request.action == "stop":
+            if self.ctx is None or self.finished:
+                return exit_code_for(exc)
+            try:
+                return self._stop_for_user(exc.request)
+            except KeyboardInterrupt as again:
+                return exit_code_for(again)
+        if isinstance(exc, SweepRequested):
+            reason, code = f"rollback requested (pid {exc.request.pid})", exit_code_for(exc)
+        elif isinstance(exc, KeyboardInterrupt):
             reason, code = f"interrupted ({exc or 'SIGINT'})", exit_code_for(exc)
         elif isinstance(exc, GauntletError):
             say_stderr(str(exc))
@@ -264,8 +360,12 @@ class SweepController:
 
     def release(self) -> None:
         """The sweep's last act: free the port's lock, then say what runs (or that nothing does)."""
+        self.closing = True  # a request from now on waits for the lock: `stop`/`rollback` act themselves
         if self.lock is not None:
             self.lock.release()
+        if self._previous_handler is not None:
+            signal.signal(REQUEST_SIGNAL, self._previous_handler)
+            self._previous_handler = None
         if self.ctx is None:
             return
         for line in job_lines(self.ctx.dir, wait_s=30.0):  # a SLURM sweep: each job's id and final state

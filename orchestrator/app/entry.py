@@ -3,7 +3,9 @@
 Pipeline position: the top of the orchestrator box. :func:`main` runs ``@hydra.main`` with gauntlet's
 sweeper (:mod:`orchestrator.app.sweeper`, selected in ``conf/config.yaml``), which validates every job
 once, opens the sweep, launches the jobs and closes it. Here: signals (SIGTERM and Ctrl-C interrupt and
-restore, also when the parent shell ignored SIGINT), ``--verbose``, shell completion, and the exit code.
+restore, also when the parent shell ignored SIGINT; SIGUSR1, the request of ``stop``/``rollback``, is the
+sweep controller's own: :mod:`orchestrator.ledger.requests`), ``--verbose``, shell completion, and the exit
+code.
 A command line without ``-m`` is a sweep of one job: the retained configuration is restored all the same.
 """
 

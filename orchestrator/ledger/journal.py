@@ -99,6 +99,9 @@ class Journal:
         #: (device, inode) of the file this object last appended to: a journal deleted under a running
         #: sweep (its sweep directory removed) is noticed, never silently started again from nothing.
         self._identity: tuple[int, int] | None = None
+        #: Called with each stamped event before it is written here: the copy kept outside the sweep
+        #: directory (:mod:`orchestrator.ledger.offsite`), so a lost sweep directory strands nothing.
+        self.mirror: Callable[[Event], None] | None = None
 
     @classmethod
     def of_sweep(cls, sweep_dir: Path, place: Place | None = None) -> Journal:
@@ -116,6 +119,8 @@ class Journal:
         line = json.dumps(stamped.to_line(), sort_keys=True, separators=(",", ":")) + "\n"
         if self._identity is not None:
             self._check_still_there()
+        if self.mirror is not None:
+            self.mirror(stamped)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
         try:

@@ -5,7 +5,10 @@ before it opens a sweep and releases it when the process ends. Two sweeps on one
 other's retained server and measure each other's load, so the second refuses at once, naming the first's
 sweep directory and pid. The lock is ``flock`` on ``<lock dir>/port-<port>.lock`` (``GAUNTLET_LOCK_DIR``,
 else ``<tmp>/gauntlet-<uid>``): a crashed or SIGKILLed sweep holds nothing, and no pid is ever trusted
-(the file's text only names the holder for the message). Example::
+(the file's text only names the holder: its sweep directory, pid and role, for the message and for
+``stop``/``rollback``, which reach a running sweep through it: :mod:`orchestrator.ledger.requests`).
+``stop`` and ``rollback`` take the same lock (role ``stop``/``rollback``) while they act, waiting for a
+running sweep of their directory to unwind first (:meth:`SweepLock.wait_acquire`). Example::
 
     with SweepLock.for_port(8000).held(sweep_dir):
         ...  # open, measure, restore
@@ -18,7 +21,9 @@ import fcntl
 import json
 import os
 import tempfile
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from contracts.errors import SweepLockedError
@@ -32,6 +37,19 @@ def lock_dir(environ: Mapping[str, str] = os.environ) -> Path:
     if configured:
         return Path(configured)
     return Path(tempfile.gettempdir()) / f"gauntlet-{os.getuid()}"
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a port's lock, as its file says: a sweep (``role`` "sweep") or ``stop``/``rollback``."""
+
+    sweep_dir: str
+    pid: int | None
+    role: str = "sweep"
+
+    def owns(self, sweep_dir: Path) -> bool:
+        """The holder acts for ``sweep_dir`` (compared resolved; a deleted directory by its name)."""
+        return self.sweep_dir == str(sweep_dir.resolve())
 
 
 class SweepLock:
@@ -51,10 +69,25 @@ class SweepLock:
     def held_here(self) -> bool:
         return self._fd is not None
 
-    def acquire(self, sweep_dir: Path) -> None:
+    def acquire(self, sweep_dir: Path, *, role: str = "sweep") -> None:
         """Take the lock for ``sweep_dir``; raise SweepLockedError naming the holder when another has it."""
         if self._fd is not None:
             return
+        holder = self.try_acquire(sweep_dir, role=role)
+        if holder is not None:
+            where, pid = holder.sweep_dir or "an unknown sweep", holder.pid or "?"
+            what = "another sweep is running" if holder.role == "sweep" else f"`{holder.role}` is acting"
+            raise SweepLockedError(
+                f"{what} on service port {self.port}: {where} (pid {pid})",
+                holder=str(where),
+                hint=f"wait for it to finish, or stop it with `python -m orchestrator stop {where}`; "
+                f"one sweep per port at a time (lock {self.path})",
+            )
+
+    def try_acquire(self, sweep_dir: Path, *, role: str = "sweep") -> Holder | None:
+        """Take the lock if it is free (None), else say who holds it (nothing is taken)."""
+        if self._fd is not None:
+            return None
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -62,19 +95,33 @@ class SweepLock:
         except BlockingIOError:
             holder = _read_holder(fd)
             os.close(fd)
-            where, pid = holder.get("sweep_dir", "an unknown sweep"), holder.get("pid", "?")
-            raise SweepLockedError(
-                f"another sweep is running on service port {self.port}: {where} (pid {pid})",
-                holder=str(where),
-                hint=f"wait for it to finish, or stop it with `python -m orchestrator stop {where}`; "
-                f"one sweep per port at a time (lock {self.path})",
-            ) from None
+            return holder
         except BaseException:
             os.close(fd)
             raise
         os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"sweep_dir": str(sweep_dir.resolve()), "pid": os.getpid()}).encode())
+        record = {"sweep_dir": str(sweep_dir.resolve()), "pid": os.getpid(), "role": role}
+        os.write(fd, json.dumps(record).encode())
         self._fd = fd
+        return None
+
+    def wait_acquire(
+        self,
+        sweep_dir: Path,
+        *,
+        role: str,
+        timeout_s: float,
+        poll_s: float = 0.1,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> Holder | None:
+        """Take the lock once its holder lets go, within ``timeout_s``; the holder still there, if not."""
+        deadline = clock() + timeout_s
+        while True:
+            holder = self.try_acquire(sweep_dir, role=role)
+            if holder is None or clock() >= deadline:
+                return holder
+            sleep(poll_s)
 
     def release(self) -> None:
         """Let go (the file stays: removing it would race with a sweep that just opened it)."""
@@ -94,9 +141,16 @@ class SweepLock:
             self.release()
 
 
-def _read_holder(fd: int) -> dict[str, object]:
+def _read_holder(fd: int) -> Holder:
     try:
         data = json.loads(os.pread(fd, 4096, 0) or b"{}")
     except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    pid = data.get("pid")
+    return Holder(
+        sweep_dir=str(data.get("sweep_dir") or ""),
+        pid=pid if isinstance(pid, int) else None,
+        role=str(data.get("role") or "sweep"),
+    )

@@ -32,6 +32,7 @@ from contracts.layout import HOST_FILE, VLLM_CONFIG_FILE
 from contracts.results import write_model
 from launch.spec import LaunchSpec, diff_specs
 from orchestrator.ledger.events import RetainedRecorded, SweepStarted
+from orchestrator.ledger.offsite import keep_offsite
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.leftovers import stop_leftovers, take_over_live_service
 
@@ -55,6 +56,10 @@ def begin(ctx: SweepContext, *, previous: Path | None = None, keep_live: bool = 
     )
     spec = ctx.render(ctx.cfg.baseline)
     record_retained(ctx, spec)
+    try:  # what rollback needs, outside the sweep directory (a deleted directory strands nothing)
+        keep_offsite(ctx.journal, ctx.dir, ctx.cfg.service.port)
+    except OSError as exc:
+        ctx.say(f"could not keep a copy of the retained configuration outside {ctx.dir}: {exc}")
     if previous is not None and previous.resolve() != ctx.dir.resolve():
         take_over_live_service(ctx, previous, spec, keep=keep_live)
     probe = ctx.seams.host_probe(ctx.cfg.host.kind)

@@ -5,8 +5,10 @@ Pipeline position: the orchestrator's last step before the report (verdict -> re
 against the fingerprint the journal recorded when the sweep began *before* anything is touched (a refused
 restore leaves the host as it was); the running server's effective configuration is compared with the
 typed configuration (``/v1/models`` max_model_len, ``vllm:cache_config_info`` on ``/metrics``); the
-recovery profiles must complete with no restart, no preemption and nothing left queued. Results go to
-``recovery/`` (run.json, validation.json, ``<profile>/r<k>/``).
+recovery profiles must complete with no restart, no preemption and nothing left queued. The sweep's own
+restore writes ``recovery/`` (run.json, validation.json, ``<profile>/r<k>/``), which the judge reads; each
+``rollback`` writes its own ``rollbacks/<stamp>/`` and never touches ``recovery/`` (evidence is
+append-only: judging a sweep gives the same verdicts before and after any number of rollbacks).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from contracts.results import (
 from contracts.schema import CandidateConfig, ServiceConfig
 from launch.spec import LaunchSpec, diff_specs
 from orchestrator.ledger.events import Restored, Restoring, Validated, ValidationFailed
-from orchestrator.ledger.journal import JournalState
+from orchestrator.ledger.journal import Journal, JournalState
+from orchestrator.ledger.offsite import find_offsite
 from orchestrator.measure.launch import (
     Launch,
     RunLabels,
@@ -46,15 +49,24 @@ from orchestrator.servers.leftovers import stop_leftovers
 from orchestrator.servers.session import Servers, ServerSession
 
 
-def restore(ctx: SweepContext, *, reason: str, keep_live: bool = False) -> RecoveryValidation:
+def restore(
+    ctx: SweepContext, *, reason: str, keep_live: bool = False, out: Path | None = None
+) -> RecoveryValidation:
     """Relaunch the retained spec byte-for-byte, check its effective config, validate it under load.
 
     The restored server stays up afterwards (it is the live service), also when the validation is
     interrupted; a failed validation is a result, not an exception. With ``keep_live`` (the zero-downtime
     mode of a sweep whose candidates ran on other nodes) a healthy retained server with the recorded
     fingerprint is not relaunched: it is validated where it runs, and only other servers are stopped.
+    ``out``: where the launch and its validation go (default: the sweep's ``recovery/``; a rollback passes
+    its own ``rollbacks/<stamp>/``).
     """
+    out = out if out is not None else recovery_dir(ctx.dir)
     state = ctx.journal.replay()
+    if state.retained_spec_file is None and (kept := find_offsite(ctx.dir)) is not None:
+        # the sweep directory lost its journal: the copy kept beside the port's lock has the live set
+        ctx.say(f"{ctx.journal.path} has no retained record: restoring from the copy in {kept.folder}")
+        state = Journal(kept.journal).replay()
     if state.retained_spec_file is None or state.retained_fingerprint is None:
         raise RollbackError(
             f"{ctx.journal.path}: no retained configuration was recorded",
@@ -65,14 +77,14 @@ def restore(ctx: SweepContext, *, reason: str, keep_live: bool = False) -> Recov
     spec = read_retained_spec(spec_path, state.retained_fingerprint, ctx.render(ctx.cfg.baseline))
     live = healthy_retained(ctx.servers, state) if keep_live else None
     if live is not None:
-        return _validate_in_place(ctx, live, state, reason=reason)
+        return _validate_in_place(ctx, live, state, reason=reason, out=out)
     stop_leftovers(ctx.servers, state, reason=f"before restoring the retained configuration ({reason})")
     ctx.journal.append(Restoring(candidate=spec.candidate, fingerprint=spec.fingerprint, reason=reason))
     ctx.say(f"restoring the retained configuration {spec.candidate} ({reason})")
     with measured_launch(
         ctx,
         spec,
-        writable_or_elsewhere(ctx, recovery_dir(ctx.dir)),  # the live service first, its evidence second
+        writable_or_elsewhere(ctx, out),  # the live service first, its evidence second
         role="retained",
         labels=RECOVERY,
         discard_as=None,
@@ -120,12 +132,11 @@ def healthy_retained(servers: Servers, state: JournalState) -> ServerSession | N
 
 
 def _validate_in_place(
-    ctx: SweepContext, session: ServerSession, state: JournalState, *, reason: str
+    ctx: SweepContext, session: ServerSession, state: JournalState, *, reason: str, out: Path
 ) -> RecoveryValidation:
     """Zero-downtime: the live retained server was never stopped; stop the rest, validate it under load."""
     others = replace(state, live={pid: s for pid, s in state.live.items() if pid != session.pid})
     stop_leftovers(ctx.servers, others, reason=f"the sweep ends ({reason}); the live service stays")
-    out = recovery_dir(ctx.dir)
     fresh_dir(ctx, out, discard_as=None)
     ctx.say(
         f"the live retained server {session.spec.candidate} (pid {session.pid}) was never stopped "
@@ -253,16 +264,32 @@ def effective_config_checks(
                 name=f"cache_config_info.{label}",
                 ok=seen is not None and _same(seen, want),
                 expected=want,
-                observed=seen if seen is not None else "absent",
+                observed=seen if seen is not None else labels.get("error", "absent"),
             )
         )
     return checks
 
 
+#: What a 401 or 403 from the server means for gauntlet: the API key it sent is not the server's.
+UNAUTHORIZED = "unauthorized: check service.api_key_env"
+
+
+def refused(response: httpx.Response) -> str | None:
+    """Why a server's answer cannot be read as data: unauthorized (401/403), or another non-200 status."""
+    if response.status_code in (401, 403):
+        return f"{UNAUTHORIZED} (HTTP {response.status_code} from {response.request.url.path})"
+    if response.status_code != 200:
+        return f"HTTP {response.status_code} from {response.request.url.path}"
+    return None
+
+
 def _served_max_model_len(client: httpx.Client, served_model_name: str) -> str:
     """``max_model_len`` of the served model as /v1/models lists it, or why it cannot be read."""
     try:
-        models = client.get("/v1/models").json()
+        response = client.get("/v1/models")
+        if (why := refused(response)) is not None:
+            return why
+        models = response.json()
         entry = next((m for m in models.get("data", []) if m.get("id") == served_model_name), None)
         return str(entry.get("max_model_len")) if entry else "model not listed"
     except (httpx.HTTPError, ValueError) as exc:
@@ -274,7 +301,10 @@ def _cache_config_labels(client: httpx.Client) -> dict[str, str]:
     from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
 
     try:
-        text = client.get("/metrics").text
+        response = client.get("/metrics")
+        if (why := refused(response)) is not None:
+            return {"error": why}
+        text = response.text
         labels: dict[str, str] = {}
         for family in text_string_to_metric_families(text):
             if family.name in ("vllm:cache_config_info", "vllm:cache_config"):

@@ -1,45 +1,72 @@
 """``rollback``, ``stop`` and ``status``: act on what the journal says gauntlet left running.
 
-Pipeline position: outside the sweep, reading only the sweep directory (journal, recorded specs, composed
-config). All three trust a pid only when its start time matches the journal's record, so a process
-gauntlet did not start is never touched.
+Pipeline position: outside the sweep, reading the sweep directory (journal, recorded specs, composed
+config) or, when it is gone, the copy kept beside the port's lock (:mod:`orchestrator.ledger.offsite`). All
+three trust a pid only when its start time matches the journal's record, so a process gauntlet did not
+start is never touched.
+
+One owner of a sweep's servers at a time: ``rollback`` and ``stop`` take the port's lock while they act.
+When the sweep of the directory still runs (it holds the lock), they do not touch a server: they ask the
+sweep (:mod:`orchestrator.ledger.requests`: a request beside the lock, SIGUSR1 to its pid; scheduler jobs
+through the opening marker and their scheduler first), wait until it has unwound and released the lock,
+take the lock, and then report what the sweep did, finishing what it left undone.
 
 - ``rollback`` stops every server gauntlet started that is still running, restores the retained
   configuration from its recorded spec after checking the fingerprint, waits for ready and runs the
-  recovery validation. Running it twice leaves one healthy retained server.
+  recovery validation, into its own ``rollbacks/<stamp>/`` (the sweep's ``recovery/`` is never
+  touched: judging gives the same verdicts before and after). Running it twice leaves one healthy retained
+  server. A running sweep asked to roll back restores and validates itself.
 - ``stop`` stops every server gauntlet started, the retained one included, and restores nothing (the
   newcomer's exit; ``rollback`` brings the retained configuration back). Running it twice is a no-op.
-- ``status`` says what is running and whether it is healthy.
+- ``status`` says what is running, whether it is healthy, and the sweep's state: settled (validated),
+  restored but not yet validated, stopped by the user, a sweep running, or not settled.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from contracts.errors import GauntletError, RollbackError, SpecError
+from contracts.errors import GauntletError, RollbackError, SpecError, SweepLockedError
 from contracts.layout import (
     DEFAULT_SWEEPS_DIR,
     JOURNAL_FILE,
     OPENING_FILE,
-    RUN_FILE,
     journal_file,
     latest_sweep,
-    recovery_dir,
+    rollback_dir,
 )
-from contracts.results import CandidateRun, RecoveryValidation, read_model
+from contracts.results import RecoveryValidation, StartupRecord
 from contracts.schema import GauntletConfig, read_sweep_config
 from launch.spec import LaunchSpec
 from orchestrator.config.validate import Sources, validate
-from orchestrator.ledger.events import LiveServer, RollbackRequested, StopFinished, StopRequested
+from orchestrator.ledger import offsite
+from orchestrator.ledger.events import (
+    Adopted,
+    Event,
+    LiveServer,
+    Restored,
+    RollbackRequested,
+    Started,
+    StopFinished,
+    StopRequested,
+    SweepFinished,
+    TornDown,
+    Validated,
+    ValidationFailed,
+)
 from orchestrator.ledger.journal import Journal, JournalState, RemoteJob
+from orchestrator.ledger.lock import Holder, SweepLock
 from orchestrator.ledger.nodes import launching_place
-from orchestrator.measure.launch import Launch
-from orchestrator.recovery.restore import healthy_retained, restore, validate_retained
+from orchestrator.ledger.requests import STOPPED_BY_USER, Action, clear_request, signal_holder, write_request
+from orchestrator.measure.launch import Launch, fresh_dir, run_record
+from orchestrator.recovery.restore import RECOVERY, healthy_retained, restore, validate_retained
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.leftovers import read_for_stopping, stop_leftovers
 from orchestrator.servers.seams import Seams
@@ -50,7 +77,7 @@ def resolve_sweep_dir(arg: str | None, sweeps_dir: Path | None = None) -> Path:
     """The sweep directory given, or the latest one."""
     if arg:
         path = Path(arg)
-        if not journal_file(path).exists():
+        if not journal_file(path).exists() and offsite.find_offsite(path) is None:
             raise RollbackError(
                 f"{path}: no {JOURNAL_FILE} here", hint="pass a sweep directory made by gauntlet"
             )
@@ -68,28 +95,107 @@ def load_sweep_config(sweep_dir: Path) -> GauntletConfig:
     return cfg
 
 
-def rollback(sweep_dir: Path, seams: Seams, *, out: TextIO = sys.stdout) -> RecoveryValidation:
-    """Make the retained configuration the one healthy server, validated under load."""
-    ctx = SweepContext.open(load_sweep_config(sweep_dir), sweep_dir, seams)
-    state = ctx.journal.replay()
-    ctx.journal.append(RollbackRequested(live=len(state.live)))
-    cancel_remote_jobs(ctx.journal, sweep_dir, seams)
-    keep = healthy_retained(ctx.servers, state)
-    others = [s for s in state.live.values() if keep is None or s.pid != keep.pid]
-    recovery = recovery_dir(sweep_dir)
-    if keep is not None and not others and not state.pending and (recovery / RUN_FILE).exists():
-        seams.say(
-            f"the retained configuration is already the one healthy server (pid {keep.pid}); validating it"
-        )
-        launch = Launch(ctx, keep, recovery, read_model(recovery / RUN_FILE, CandidateRun))
-        result = validate_retained(ctx, launch, state.retained_fingerprint or "")
-    else:
-        result = restore(ctx, reason="rollback")
+#: How long ``stop`` and ``rollback`` wait for a running sweep to unwind and release the port's lock
+#: (a rollback waits for the sweep's own restore and validation).
+STOP_WAIT_S = 600.0
+ROLLBACK_WAIT_S = 3600.0
+
+
+def rollback(
+    sweep_dir: Path, seams: Seams, *, out: TextIO = sys.stdout, wait_s: float = ROLLBACK_WAIT_S
+) -> RecoveryValidation:
+    """Make the retained configuration the one healthy server, validated under load.
+
+    A running sweep of ``sweep_dir`` is asked to restore and validate itself; otherwise (or when it could
+    not) the restore happens here, into ``rollbacks/<stamp>/``.
+    """
+    cfg = load_for_acting(sweep_dir, seams)
+    with acting_on(sweep_dir, cfg.service.port, "rollback", seams, wait_s=wait_s) as act:
+        if act.holder is not None:
+            done = act.sweep_validated(seams)
+            if done is not None:
+                out.write(
+                    f"rollback OK: the running sweep (pid {act.holder.pid}) unwound; the retained "
+                    f"configuration it restored is the one healthy server, validated: {done.candidate} "
+                    f"{done.fingerprint} pid {done.pid}\n  {done.reason}\n"
+                )
+                return done
+            seams.say("the sweep ended without a validated retained server: restoring it here")
+        result = _rollback_here(sweep_dir, cfg, seams)
     verdict = "OK" if result.ok else "FAILED"
     out.write(
         f"rollback {verdict}: {result.candidate} {result.fingerprint} pid {result.pid}\n  {result.reason}\n"
     )
     return result
+
+
+def _rollback_here(sweep_dir: Path, cfg: GauntletConfig, seams: Seams) -> RecoveryValidation:
+    """The rollback itself, under the port's lock: into its own ``rollbacks/<stamp>/``."""
+    ctx = SweepContext.open(cfg, sweep_dir, seams)
+    offsite.attach(ctx.journal, sweep_dir)
+    state = ctx.journal.replay()
+    ctx.journal.append(RollbackRequested(live=len(state.live)))
+    cancel_remote_jobs(ctx.journal, sweep_dir, seams)
+    keep = healthy_retained(ctx.servers, state)
+    others = [s for s in state.live.values() if keep is None or s.pid != keep.pid]
+    target = new_rollback_dir(sweep_dir)
+    seams.say(f"this rollback's evidence: {target}")
+    if keep is not None and not others and not state.pending:
+        seams.say(
+            f"the retained configuration is already the one healthy server (pid {keep.pid}); validating it"
+        )
+        fresh_dir(ctx, target, discard_as=None)
+        keep.keep()
+        launch = Launch(ctx, keep, target, run_record(keep.spec, StartupRecord(ok=True), RECOVERY))
+        return validate_retained(ctx, launch, state.retained_fingerprint or "")
+    return restore(ctx, reason="rollback", out=target)
+
+
+def new_rollback_dir(sweep_dir: Path, now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> Path:
+    """``rollbacks/<stamp>/`` for this rollback: a new directory, never one an earlier rollback wrote."""
+    stamp = now().strftime("%Y%m%dT%H%M%SZ")
+    target, n = rollback_dir(sweep_dir, stamp), 1
+    while target.exists():
+        n += 1
+        target = rollback_dir(sweep_dir, f"{stamp}-{n}")
+    return target
+
+
+def stop(sweep_dir: Path, seams: Seams, *, out: TextIO = sys.stdout, wait_s: float = STOP_WAIT_S) -> int:
+    """Stop every server gauntlet started for this sweep, the retained one included; restore nothing.
+
+    A running sweep of ``sweep_dir`` is asked to stop (it tears down what it started and restores nothing);
+    whatever is left afterwards is stopped here. Returns how many servers were stopped (by the sweep and
+    here; 0 when nothing was running: running it twice is a no-op).
+    """
+    reinstate_if_lost(sweep_dir, seams)
+    with acting_on(sweep_dir, sweep_port(sweep_dir), "stop", seams, wait_s=wait_s) as act:
+        servers = Servers(Journal.of_sweep(sweep_dir, launching_place()), seams)
+        offsite.attach(servers.journal, sweep_dir)
+        state = servers.journal.replay()
+        if act.holder is None:
+            servers.journal.append(StopRequested(live=len(state.live)))
+            cancel_remote_jobs(servers.journal, sweep_dir, seams)
+        here = stop_leftovers(servers, state, reason="stop requested (nothing is restored)")
+        by_sweep = act.torn_down_by_sweep() if act.holder is not None else []
+        servers.journal.append(StopFinished(stopped=here + len(by_sweep)))
+    if act.holder is not None:
+        names = ", ".join(by_sweep) or "nothing was running"
+        out.write(
+            f"stopped: the running sweep (pid {act.holder.pid}) unwound at once and stopped {len(by_sweep)} "
+            f"server(s) it started ({names}); nothing was restored"
+            + (f"; {here} more stopped here" if here else "")
+            + f".\n  nothing gauntlet started for {sweep_dir} is running now; "
+            f"`python -m orchestrator rollback {sweep_dir}` brings the retained configuration back\n"
+        )
+    elif here:
+        out.write(
+            f"stopped {here} server(s) gauntlet started for {sweep_dir}; nothing it started is running "
+            f"now.\n  `python -m orchestrator rollback {sweep_dir}` brings the retained configuration back\n"
+        )
+    else:
+        out.write(f"nothing to stop: no server gauntlet started for {sweep_dir} is running\n")
+    return here + len(by_sweep)
 
 
 def cancel_remote_jobs(journal: Journal, sweep_dir: Path, seams: Seams) -> int:
@@ -113,25 +219,138 @@ def cancel_remote_jobs(journal: Journal, sweep_dir: Path, seams: Seams) -> int:
     return len(by_id)
 
 
-def stop(sweep_dir: Path, seams: Seams, *, out: TextIO = sys.stdout) -> int:
-    """Stop every server gauntlet started for this sweep, the retained one included; restore nothing.
+def sweep_port(sweep_dir: Path) -> int | None:
+    """The sweep's service port: its config, else its recorded servers' (None when nothing says)."""
+    try:
+        return read_sweep_config(sweep_dir).service.port
+    except (GauntletError, OSError, ValueError):
+        pass
+    state = Journal.of_sweep(sweep_dir, launching_place()).replay()
+    ports = [live.port for live in state.live.values()] + [p.port for p in state.pending]
+    return ports[0] if ports else None
 
-    Returns how many it stopped (0 when nothing was running: running it twice is a no-op).
-    """
-    servers = Servers(Journal.of_sweep(sweep_dir, launching_place()), seams)
-    state = servers.journal.replay()
-    servers.journal.append(StopRequested(live=len(state.live)))
-    cancel_remote_jobs(servers.journal, sweep_dir, seams)
-    stopped = stop_leftovers(servers, state, reason="stop requested (nothing is restored)")
-    servers.journal.append(StopFinished(stopped=stopped))
-    if stopped:
-        out.write(
-            f"stopped {stopped} server(s) gauntlet started for {sweep_dir}; nothing it started is running "
-            f"now.\n  `python -m orchestrator rollback {sweep_dir}` brings the retained configuration back\n"
+
+def load_for_acting(sweep_dir: Path, seams: Seams) -> GauntletConfig:
+    """The sweep's configuration, after :func:`reinstate_if_lost`."""
+    reinstate_if_lost(sweep_dir, seams)
+    return load_sweep_config(sweep_dir)
+
+
+def reinstate_if_lost(sweep_dir: Path, seams: Seams) -> None:
+    """A sweep directory that is gone (or lost its journal or config) is put back from the copy kept
+    beside the port's lock."""
+    if offsite.needs_reinstating(sweep_dir):
+        kept = offsite.find_offsite(sweep_dir)
+        if kept is not None:
+            back = offsite.reinstate(kept, sweep_dir)
+            seams.say(
+                f"{sweep_dir} lost {', '.join(back) or 'its records'}: put back from the copy kept in "
+                f"{kept.folder}"
+            )
+
+
+@dataclass
+class Acting:
+    """``stop`` or ``rollback`` holding the port's lock; ``holder``: the running sweep it asked first."""
+
+    sweep_dir: Path
+    lock: SweepLock | None
+    holder: Holder | None
+    #: The journal's events before the request (what the sweep did is what follows).
+    mark: int = 0
+
+    def _after(self) -> Sequence[Event]:
+        return Journal.of_sweep(self.sweep_dir, launching_place()).events()[self.mark :]
+
+    def torn_down_by_sweep(self) -> list[str]:
+        """The servers the sweep tore down after the request (candidate names)."""
+        return [e.candidate for e in self._after() if isinstance(e, TornDown)]
+
+    def sweep_validated(self, seams: Seams) -> RecoveryValidation | None:
+        """The sweep's retained server, when it is the one healthy server and its validation passed (the
+        sweep's restore after the request, or the one it had just finished when the request came)."""
+        journal = Journal.of_sweep(self.sweep_dir, launching_place())
+        state = journal.replay()
+        live = list(state.live.values())
+        if len(live) != 1 or live[0].role != "retained" or state.pending:
+            return None
+        (server,) = live
+        passed = validated_since_start(journal.node_events(), server.pid)
+        healthy = healthy_retained(Servers(journal, seams), state)
+        if passed is None or healthy is None or healthy.pid != server.pid:
+            return None
+        return RecoveryValidation(
+            ok=True,
+            candidate=server.candidate,
+            fingerprint=server.fingerprint,
+            recorded_fingerprint=state.retained_fingerprint or "",
+            pid=server.pid,
+            reason=passed.reason,
         )
-    else:
-        out.write(f"nothing to stop: no server gauntlet started for {sweep_dir} is running\n")
-    return stopped
+
+
+def validated_since_start(events: Sequence[Event], pid: int) -> Validated | None:
+    """The validation that passed for the server ``pid`` since it started or was adopted (None: none did,
+    or a later one failed) (pure)."""
+    verdict: Validated | None = None
+    for event in events:
+        if isinstance(event, Started | Adopted) and event.pid == pid:
+            verdict = None
+        elif isinstance(event, Validated) and event.pid == pid:
+            verdict = event
+        elif isinstance(event, ValidationFailed) and event.pid in (pid, None):
+            verdict = None
+    return verdict
+
+
+@contextmanager
+def acting_on(
+    sweep_dir: Path, port: int | None, action: Action, seams: Seams, *, wait_s: float
+) -> Iterator[Acting]:
+    """Hold the port's lock while acting on ``sweep_dir``; a running sweep of it is asked to unwind first.
+
+    The request is written, scheduler jobs are stopped (marker, then cancel), then the sweep's pid is
+    signalled, and the lock is awaited; another sweep (or another ``stop``/``rollback``) holding the port
+    is refused, naming it. Without a known port (no config, nothing recorded) there is no lock to take.
+    """
+    if port is None:
+        yield Acting(sweep_dir, None, None)
+        return
+    lock = SweepLock.for_port(port)
+    holder = lock.try_acquire(sweep_dir, role=action)
+    act = Acting(sweep_dir, lock, holder)
+    if holder is not None:
+        if not holder.owns(sweep_dir) or holder.role != "sweep":
+            who = "sweep" if holder.role == "sweep" else f"`{holder.role}`"
+            raise SweepLockedError(
+                f"service port {port} is held by the {who} of {holder.sweep_dir or '?'} "
+                f"(pid {holder.pid or '?'}), not by {sweep_dir}",
+                holder=holder.sweep_dir,
+                hint=f"`{action}` acts on the sweep that owns the port; wait for it, or run `python -m "
+                f"orchestrator {action} {holder.sweep_dir}`",
+            )
+        journal = Journal.of_sweep(sweep_dir, launching_place())
+        offsite.attach(journal, sweep_dir)
+        act.mark = len(journal.events())
+        live = len(journal.replay().live)
+        journal.append(RollbackRequested(live=live) if action == "rollback" else StopRequested(live=live))
+        write_request(lock.path, action, sweep_dir)
+        cancel_remote_jobs(journal, sweep_dir, seams)
+        seams.say(f"the sweep of {sweep_dir} is running (pid {holder.pid}): asking it to {action}, waiting")
+        if holder.pid is not None:
+            signal_holder(holder.pid)
+        still = lock.wait_acquire(sweep_dir, role=action, timeout_s=wait_s)
+        if still is not None:
+            raise SweepLockedError(
+                f"the sweep of {sweep_dir} (pid {holder.pid}) did not unwind within {wait_s:.0f} s",
+                holder=holder.sweep_dir,
+                hint=f"see its output; Ctrl-C or `kill {holder.pid}` interrupts it (it then restores)",
+            )
+        clear_request(lock.path)
+    try:
+        yield act
+    finally:
+        lock.release()
 
 
 def what_runs(sweep_dir: Path, *, stopped_by_setting: bool = False) -> list[str]:
@@ -164,22 +383,93 @@ class StatusLine:
     retained: bool
 
 
+#: ``status``'s states: (word in ``--json``, what the text says, whether it exits 0).
+STATES: dict[str, tuple[str, bool]] = {
+    "settled": ("the retained configuration is the one healthy server, validated", True),
+    "restored_not_validated": (
+        "restored, not yet validated: the retained server runs but its validation never passed; "
+        "`python -m orchestrator rollback` validates it",
+        False,
+    ),
+    "validation_failed": (
+        "restored, validation FAILED; `python -m orchestrator rollback` restores and validates again",
+        False,
+    ),
+    "stopped_by_user": (
+        "stopped by the user: nothing gauntlet started is running, nothing was restored; "
+        "`python -m orchestrator rollback` brings the retained configuration back",
+        True,
+    ),
+    "stopped_by_setting": (
+        "stopped (run.retained_after_sweep=stop) after the retained configuration was validated: "
+        "nothing gauntlet started is running",
+        True,
+    ),
+    "running": ("a sweep is running on this directory; `stop` or `rollback` ends it", False),
+    "not_settled": (
+        "not settled; `python -m orchestrator rollback` restores the retained configuration",
+        False,
+    ),
+}
+
+
+def sweep_state(
+    events: Sequence[Event], state: JournalState, lines: Sequence[StatusLine], *, running: bool
+) -> str:
+    """Which of :data:`STATES` the journal and the servers found say (pure)."""
+    if running:
+        return "running"
+    alive = [ln for ln in lines if ln.alive]
+    if not alive and not state.pending:
+        last = _last_act(events)
+        if isinstance(last, StopFinished | StopRequested):
+            return "stopped_by_user"
+        if isinstance(last, SweepFinished) and last.retained == "stopped":
+            return "stopped_by_user" if last.reason == STOPPED_BY_USER else "stopped_by_setting"
+        return "not_settled"
+    if len(alive) != 1 or state.pending or not alive[0].retained or not alive[0].healthy:
+        return "not_settled"
+    pid = alive[0].live.pid
+    verdict = None
+    for event in events:  # the last word on this server since it started or was adopted
+        if isinstance(event, Started | Adopted) and event.pid == pid:
+            verdict = None
+        elif isinstance(event, Validated) and event.pid == pid:
+            verdict = "settled"
+        elif isinstance(event, ValidationFailed) and event.pid in (pid, None):
+            verdict = "validation_failed"
+    if verdict is None:
+        return "restored_not_validated"
+    return verdict
+
+
+def _last_act(events: Sequence[Event]) -> Event | None:
+    """The last event that says how the sweep's servers ended up (a stop, a finish, a start)."""
+    acts = (StopRequested, StopFinished, SweepFinished, Started, Adopted, Restored, RollbackRequested)
+    return next((e for e in reversed(events) if isinstance(e, acts)), None)
+
+
 def status(sweep_dir: Path, seams: Seams, *, out: TextIO | None = None, as_json: bool = False) -> int:
-    """Print what gauntlet has running; 0 when exactly one healthy retained server runs and nothing else.
-    ``as_json``: the same facts as one JSON object (:func:`status_facts`)."""
+    """Print what gauntlet has running and the sweep's state (:data:`STATES`); 0 when settled (validated)
+    or stopped on purpose. ``as_json``: the same facts as one JSON object (:func:`status_facts`)."""
     out = out if out is not None else sys.stdout
-    servers = Servers(Journal.of_sweep(sweep_dir, launching_place()), seams)
-    state = servers.journal.replay()
+    journal = Journal.of_sweep(sweep_dir, launching_place())
+    servers = Servers(journal, seams)
+    events = journal.node_events()
+    state = journal.replay()
     warnings: list[str] = []
     lines = [_status_line(servers, state, live, warnings) for live in state.live.values()]
     jobs = servers.journal.remote_jobs()
-    running = [ln for ln in lines if ln.alive]
-    good = len(running) == 1 and running[0].retained and running[0].healthy and not state.pending
-    settled = good and state.last_event not in ("restoring", "launching", "load_started")
+    holder = None if state.finished else _running_sweep(sweep_dir)  # a finished sweep runs no more
+    word = sweep_state(events, state, lines, running=holder is not None)
+    text, ok = STATES[word]
+    if holder is not None:
+        text = f"a sweep is running on this directory (pid {holder.pid}); `stop` or `rollback` ends it"
     if as_json:
-        facts = status_facts(sweep_dir, state, lines, warnings, jobs, settled=settled)
+        facts = status_facts(sweep_dir, state, lines, warnings, jobs, settled=word == "settled")
+        facts.update(state=word, state_text=text, exit_code=0 if ok else 1)
         out.write(json.dumps(facts, indent=2) + "\n")
-        return 0 if good else 1
+        return 0 if ok else 1
     out.write(f"sweep: {sweep_dir}\n")
     out.write(f"retained configuration: {state.retained_fingerprint or '(none recorded)'}\n")
     if not lines:
@@ -202,13 +492,26 @@ def status(sweep_dir: Path, seams: Seams, *, out: TextIO | None = None, as_json:
             f"  job {job.job} on {job.node} ({job.executor or 'unknown executor'}): {state_word}, "
             f"{len(job.live)} server(s) per its journal (not checked from here)\n"
         )
-    if not settled:
-        out.write(
-            "state: not settled; `python -m orchestrator rollback` restores the retained configuration\n"
-        )
-    else:
-        out.write("state: the retained configuration is the one healthy server\n")
-    return 0 if good else 1
+    out.write(f"state: {text}\n")
+    return 0 if ok else 1
+
+
+def _running_sweep(sweep_dir: Path) -> Holder | None:
+    """The sweep of ``sweep_dir`` that holds its port's lock now (None: none runs, or it is unknown).
+
+    Asking takes the lock for an instant when it is free (``flock`` has no query); a sweep that starts in
+    that instant is refused naming ``status``, and can simply be started again.
+    """
+    try:
+        port = read_sweep_config(sweep_dir).service.port
+    except (GauntletError, OSError, ValueError):
+        return None
+    lock = SweepLock.for_port(port)
+    holder = lock.try_acquire(sweep_dir, role="status")
+    if holder is None:
+        lock.release()
+        return None
+    return holder if holder.owns(sweep_dir) and holder.role == "sweep" else None
 
 
 def status_facts(

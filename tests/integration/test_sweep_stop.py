@@ -26,6 +26,9 @@ def test_a_stop_sweep_leaves_no_simulator_running_and_says_so(tmp_path: Path, po
     assert Journal(sweep / "journal.jsonl").replay().live == {}
     last = out.strip().splitlines()[-1]
     assert last == "gauntlet: retained server stopped (run.retained_after_sweep=stop): nothing left running"
+    status = h.run_cli(["status", str(sweep)], timeout=60)  # the intended stop is a state, not "not settled"
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert "state: stopped (run.retained_after_sweep=stop)" in status.stdout
 
 
 def test_stop_ends_the_kept_retained_server_twice_is_a_no_op_and_rollback_brings_it_back(

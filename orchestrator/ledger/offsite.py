@@ -1,0 +1,177 @@
+"""What ``rollback`` needs, kept outside the sweep directory: a deleted sweep directory strands nothing.
+
+Pipeline position: the orchestrator's ledger, beside the port's lock. When a sweep records its retained
+configuration it calls :func:`keep_offsite` once: ``<lock dir>/port-<port>/`` gets the sweep's
+``config.yaml``, the retained ``spec.json``, a record naming the sweep and its fingerprint, and a mirror of
+the journal (every later append is written there too, with each launched server's spec copied under
+``specs/``, so the live set and how to stop it survive). ``rollback DIR`` on a directory that is gone, or
+lost its journal, puts these back (:func:`reinstate`) and restores as usual. One copy per port: the next
+sweep on the port replaces it. A copy that cannot be written is said once and the sweep goes on (the
+sweep directory is still the record).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from contracts.layout import (
+    CONFIG_FILE,
+    JOURNAL_FILE,
+    OFFSITE_FILE,
+    OFFSITE_SPECS_DIR,
+    SPEC_FILE,
+    journal_file,
+    offsite_dir,
+    retained_spec_file,
+)
+from orchestrator.ledger.events import Event
+from orchestrator.ledger.journal import Journal, utc_now
+from orchestrator.ledger.lock import lock_dir
+
+
+@dataclass(frozen=True)
+class Offsite:
+    """The copy for one port, and the sweep it belongs to."""
+
+    folder: Path
+    sweep_dir: str
+    fingerprint: str
+
+    @property
+    def journal(self) -> Path:
+        return self.folder / JOURNAL_FILE
+
+    @property
+    def spec(self) -> Path:
+        return self.folder / SPEC_FILE
+
+    @property
+    def config(self) -> Path:
+        return self.folder / CONFIG_FILE
+
+
+class JournalMirror:
+    """The hook :class:`~orchestrator.ledger.journal.Journal` calls after each append: the same line in the
+    copy, its spec file copied beside it (a failure is said once; the mirror then stops)."""
+
+    def __init__(self, offsite: Offsite) -> None:
+        self.offsite = offsite
+        self.broken: str | None = None
+
+    def __call__(self, event: Event) -> None:
+        if self.broken is not None:
+            return
+        try:
+            _append(self.offsite, event)
+        except OSError as exc:
+            self.broken = f"the copy in {self.offsite.folder} stopped: {exc}"
+
+
+def keep_offsite(journal: Journal, sweep_dir: Path, port: int, *, base: Path | None = None) -> Offsite:
+    """Copy what rollback needs out of ``sweep_dir`` and mirror ``journal`` there from now on.
+
+    Called when the sweep has recorded its retained spec (``retained/spec.json``) and its config.
+    Raises OSError when the copy cannot be written (the caller says so and goes on).
+    """
+    folder = offsite_dir(base if base is not None else lock_dir(), port)
+    spec_text = retained_spec_file(sweep_dir).read_text()
+    fingerprint = str(json.loads(spec_text).get("fingerprint", ""))
+    if folder.exists():
+        shutil.rmtree(folder)  # the previous sweep on this port: its copy is not this one's
+    (folder / OFFSITE_SPECS_DIR).mkdir(parents=True, mode=0o700)
+    offsite = Offsite(folder=folder, sweep_dir=str(sweep_dir.resolve()), fingerprint=fingerprint)
+    offsite.spec.write_text(spec_text)
+    config = sweep_dir / CONFIG_FILE
+    if config.exists():
+        offsite.config.write_text(config.read_text())
+    for event in journal.events():  # the journal so far (a resumed sweep's history too)
+        _append(offsite, event)
+    record = {"sweep_dir": offsite.sweep_dir, "fingerprint": fingerprint, "at": utc_now()}
+    _write_atomic(folder / OFFSITE_FILE, json.dumps(record) + "\n")
+    journal.mirror = JournalMirror(offsite)
+    return offsite
+
+
+def find_offsite(sweep_dir: Path, *, base: Path | None = None) -> Offsite | None:
+    """The copy kept for ``sweep_dir`` on any port (None when there is none, or another sweep replaced it)."""
+    root = base if base is not None else lock_dir()
+    wanted = str(sweep_dir.resolve())
+    if not root.is_dir():
+        return None
+    for record in sorted(root.glob(f"port-*/{OFFSITE_FILE}")):
+        try:
+            data = json.loads(record.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("sweep_dir") == wanted:
+            return Offsite(folder=record.parent, sweep_dir=wanted, fingerprint=str(data.get("fingerprint")))
+    return None
+
+
+def attach(journal: Journal, sweep_dir: Path, *, base: Path | None = None) -> Offsite | None:
+    """Mirror ``journal`` (rollback's, stop's) into the copy kept for ``sweep_dir``, when there is one."""
+    offsite = find_offsite(sweep_dir, base=base)
+    if offsite is not None and journal.mirror is None:
+        journal.mirror = JournalMirror(offsite)
+    return offsite
+
+
+def needs_reinstating(sweep_dir: Path) -> bool:
+    """The sweep directory lost what rollback reads: its journal's retained record or its config."""
+    if not (sweep_dir / CONFIG_FILE).exists():
+        return True
+    journal = journal_file(sweep_dir)
+    return not journal.exists() or journal.stat().st_size == 0
+
+
+def reinstate(offsite: Offsite, sweep_dir: Path) -> list[str]:
+    """Put the copy back into ``sweep_dir`` (made again if gone): config.yaml and the journal, whose spec
+    files point into the copy. Returns what was put back."""
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    done: list[str] = []
+    if offsite.config.exists() and not (sweep_dir / CONFIG_FILE).exists():
+        shutil.copyfile(offsite.config, sweep_dir / CONFIG_FILE)
+        done.append(CONFIG_FILE)
+    journal = journal_file(sweep_dir)
+    if offsite.journal.exists():
+        if journal.exists() and journal.stat().st_size:
+            os.replace(journal, journal.with_name(journal.name + ".partial"))
+        shutil.copyfile(offsite.journal, journal)
+        done.append(JOURNAL_FILE)
+    return done
+
+
+def _append(offsite: Offsite, event: Event) -> None:
+    line = event.to_line()
+    spec_file = line.get("spec_file")
+    if isinstance(spec_file, str) and spec_file:
+        line["spec_file"] = str(_keep_spec(offsite, event, spec_file))
+    text = json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n"
+    fd = os.open(offsite.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _keep_spec(offsite: Offsite, event: Event, spec_file: str) -> Path:
+    """The copy of a launched server's spec (the retained one is ``spec.json`` of the copy)."""
+    source = Path(spec_file)
+    role = getattr(event, "role", None)
+    candidate = getattr(event, "candidate", "server")
+    if role == "retained" or source.resolve() == retained_spec_file(Path(offsite.sweep_dir)).resolve():
+        return offsite.spec
+    target = offsite.folder / OFFSITE_SPECS_DIR / f"{candidate}.json"
+    if source.exists():
+        shutil.copyfile(source, target)
+    return target
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
