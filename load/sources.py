@@ -206,7 +206,9 @@ def too_long(
     the sweep would read that as the candidate failing requests."""
     if not max_model_len:
         return
-    long = [r for r in rows if r.prompt_tokens is not None and r.prompt_tokens + r.output_tokens > max_model_len]
+    long = [
+        r for r in rows if r.prompt_tokens is not None and r.prompt_tokens + r.output_tokens > max_model_len
+    ]
     for r in long[:most]:
         assert r.prompt_tokens is not None
         report(

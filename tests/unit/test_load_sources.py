@@ -268,7 +268,10 @@ def test_broken_workload_data_is_refused_when_the_config_is_validated(
     [
         (  # one line beyond the context: named with its file, line, numbers and the limit
             [(0.0, 100, 16), (0.1, 131000, 100), (0.2, 100, 16)],
-            [":2: prompt_tokens 131000 + output_tokens 100 = 131100", "at most service.max_model_len (131072)"],
+            [
+                ":2: prompt_tokens 131000 + output_tokens 100 = 131100",
+                "at most service.max_model_len (131072)",
+            ],
         ),
         (  # exactly the context is allowed; one token more is not
             [(0.0, 131000, 72), (0.1, 131000, 73)],
@@ -306,7 +309,10 @@ def test_a_trace_line_longer_than_the_context_is_refused(
     ("change", "fragment"),
     [
         (
-            {"prompt_tokens": LengthConfig(kind="fixed", mean=131000), "output_tokens": LengthConfig(mean=100)},
+            {
+                "prompt_tokens": LengthConfig(kind="fixed", mean=131000),
+                "output_tokens": LengthConfig(mean=100),
+            },
             "workloads.short.prompt_tokens = 'longest prompt 131000 + longest output_tokens 100 = 131100'",
         ),
         (
@@ -326,7 +332,9 @@ def test_a_trace_line_longer_than_the_context_is_refused(
         ),
     ],
 )
-def test_generated_requests_longer_than_the_context_are_refused(change: dict[str, object], fragment: str) -> None:
+def test_generated_requests_longer_than_the_context_are_refused(
+    change: dict[str, object], fragment: str
+) -> None:
     cfg, _ = load([])
     cfg.workloads["short"] = replace(cfg.workloads["short"], **change)  # type: ignore[arg-type]
     with pytest.raises(ConfigError) as info:
@@ -339,7 +347,10 @@ def test_a_request_that_fits_the_context_exactly_passes_and_unused_profiles_are_
     cfg, _ = load([])
     fits = {"prompt_tokens": LengthConfig(kind="fixed", mean=131000), "output_tokens": LengthConfig(mean=72)}
     cfg.workloads["short"] = replace(cfg.workloads["short"], **fits)  # type: ignore[arg-type]
-    too_long = {"prompt_tokens": LengthConfig(kind="fixed", mean=200000), "output_tokens": LengthConfig(mean=1)}
+    too_long = {
+        "prompt_tokens": LengthConfig(kind="fixed", mean=200000),
+        "output_tokens": LengthConfig(mean=1),
+    }
     cfg.run = replace(cfg.run, profiles=[p for p in cfg.run.profiles if p != "mixed"])
     assert "mixed" not in cfg.run.recovery_profiles and cfg.capacity.profile != "mixed"  # not run
     cfg.workloads["mixed"] = replace(cfg.workloads["mixed"], **too_long)  # type: ignore[arg-type]
