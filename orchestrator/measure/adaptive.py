@@ -53,11 +53,6 @@ def look(
         why = f" ({verdict.verdicts[0].reason}); no more repeats"
     elif decision == "incomplete":
         why = " (within the load client's lag; another comparison can still settle): one more repeat"
-    elif decision == "inconclusive" and not more:
-        why = (
-            f" (about {verdict.verdicts[0].more_repeats} more repeat(s) would settle it, "
-            f"{plan.max_repeats - repeats} left): no more repeats (futility)"
-        )
     else:
         why = ""
     ctx.say(f"{run.candidate}: after {repeats} repeat(s): {decision}{why}")
