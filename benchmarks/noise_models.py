@@ -19,7 +19,10 @@ timestamp of the run (TTFT, latencies, duration, hence tokens/s), and optionally
 - ``measured``: drawn from the project's own HTTP runs of the simulator (docs/gates.md, Drift): output
   tokens/s within 3.3% over 24 runs (run log-sd 0.03), loaded median TTFT in two clusters from prefill
   waves (decode_heavy 0.25-0.29 s and 0.33-0.42 s around 0.27 s: a loaded run's TTFT alone is 0.93-1.07x
-  or, with probability one half, 1.22-1.56x, uniform within its cluster), an
+  or, with probability one half, 1.22-1.56x, uniform within its cluster) on short and decode_heavy only
+  (prefill_10k's median TTFT read 9.49-10.35 s over 31 HTTP runs of the demos' baseline, a 1% spread:
+  its burst queues behind whole prefills, and a wave moves the median by 1/concurrency; applying the
+  clusters there, as a first version did, was noise the project never measured), an
   AR(1) drift along the sweep's order (coefficient 0.8, innovations 0.02: a slow stretch of the host
   lasts several runs), one run in ten 3x slower (any run), and the load client's p99 dispatch lag per
   loaded run uniform in 2-9 ms, written to the summary: the wall-clock lag the project measured (the
