@@ -19,7 +19,7 @@ import pytest
 from contracts.schema import GatesConfig
 from gates import Comparison, SweepVerdict, Verdict, evaluate_sweep
 from gates.bootstrap import RunSample, bootstrap_ratio, throughput_ratio
-from gates.compare import set_aside
+from gates.compare import set_aside, set_aside_runs
 from gates.judge import exit_code
 from gates.stats import (
     ONE_REPEAT_NOTE,
@@ -628,6 +628,27 @@ def test_an_early_look_survives_one_outlier_run(
 )
 def test_one_outlier_run_per_side_is_set_aside(values: tuple[float, ...], aside: int | None) -> None:
     assert set_aside(values) == aside
+    assert set_aside_runs(values) == ([] if aside is None else [aside])
+
+
+@pytest.mark.parametrize(
+    ("values", "aside"),
+    [
+        # five runs: two slow ones (a minority) are set aside together, the three left agree
+        pytest.param((0.032, 0.105, 0.037, 0.106, 0.036), [1, 3], id="two_slow_runs_of_five"),
+        # four runs: at most one; two slow of four is half the side, not a minority
+        pytest.param((0.40, 1.20, 0.41, 1.25), [], id="two_slow_runs_of_four_stay"),
+        # three slow of five is the majority: nothing is set aside
+        pytest.param((0.40, 1.20, 1.25, 1.22, 0.41), [], id="three_slow_runs_of_five_stay"),
+        # one slow run of five: only that one
+        pytest.param((0.40, 0.41, 0.39, 0.42, 1.3), [4], id="one_slow_run_of_five"),
+        # tokens/s: slow is low
+        pytest.param((9000.0, 3000.0, 9100.0, 2900.0, 8900.0), [1, 3], id="two_slow_throughput_runs"),
+    ],
+)
+def test_a_minority_of_slow_runs_is_set_aside(values: tuple[float, ...], aside: list[int]) -> None:
+    slow = "lower" if values[0] > 100 else "higher"
+    assert set_aside_runs(values, slow) == aside  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
