@@ -22,12 +22,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from orchestrator.capacity_search import SearchResult, SearchSettings, search
-
 from benchmarks.noise_models import wilson_interval
 from contracts.results import CapacityPoint, CapacityResult
 from contracts.schema import CapacityConfig, GatesConfig
 from gates.capacity import capacity_fit, capacity_ratio, fitted_ratio, judge_capacity
+from orchestrator.measure.capacity_search import SearchResult, SearchSettings, search
 
 CAPACITY = 100.0
 
@@ -86,14 +85,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.trials} trials per noise level"
     )
     header = "| margin noise | interval | fails the gate [95% Wilson] | covers 1 [95% Wilson] | required |"
-    print(f"{header} result |")
-    print("|---|---|---|---|---|---|")
+    print(f"{header} result | runs per search (mean) |")
+    print("|---|---|---|---|---|---|---|")
     ok_all = True
     for noise in (0.05, 0.10):
         rng = np.random.default_rng([args.seed, int(noise * 100)])
         counts = {"bracket": [0, 0], "fit": [0, 0]}
+        runs = 0
         for k in range(args.trials):
             cand, base = trial(rng, noise, settings)
+            runs += len(cand.points) + len(base.points)
             bracket = capacity_ratio(cand, base)
             if bracket is None:
                 continue
@@ -113,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"| {noise:.0%} | {name} | {fails}/{n} [{f_low:.0%}, {f_high:.0%}] | "
                 f"{covers}/{n} [{c_low:.0%}, {c_high:.0%}] | "
                 f"{'fails <= 5%, covers >= 90%' if name == 'fit' else '(before)'} | "
-                f"{'PASS' if ok else 'FAIL'} |"
+                f"{'PASS' if ok else 'FAIL'} | {runs / (2 * args.trials):.1f} |"
             )
     return 0 if ok_all else 1
 

@@ -11,7 +11,9 @@ worse beyond ``latency_tolerance`` and noise (the serial/loaded reversal is not 
 
 from __future__ import annotations
 
-from contracts.metrics import e2e_value, ttft_value
+from dataclasses import replace
+
+from contracts.metrics import e2e_value, fmt_ratio, ttft_value
 from contracts.verdicts import Comparison, GateResult, GateStatus
 from gates.compare import Measured, judge_gain, latency, max_more, worse_beyond_noise
 from gates.registry import Gate, GateContext, register
@@ -59,6 +61,46 @@ def _worse(m: Measured, tolerance: float) -> bool:
     return worse_beyond_noise(m.estimate, "lower", tolerance)
 
 
+def lag_bounded(m: Measured, tolerance: float) -> Measured:
+    """A loaded comparison that looks **better** by no more than the client's lag: never a gain, but
+    undecidable (the verdict incomplete) only when the lag could hide a regression beyond ``tolerance``.
+
+    Lateness only lowers the late runs' TTFT, so the candidate's true value is at most its observed one
+    plus its lag resolution, and the baseline's at least its observed one: the worst case is
+    ``(candidate + lag) / baseline``. Within ``1 + tolerance`` nothing material can be hidden, and the
+    comparison is decided: no gain (``fail`` in this gate, which only counts gains), the message says
+    why. Beyond it the comparison stays undecidable.
+
+    >>> from gates.stats import RatioEstimate
+    >>> from contracts.verdicts import Comparison
+    >>> c = Comparison(metric="ttft_p50", profile="short", status="inconclusive", observed=0.030,
+    ...                baseline=0.035, ratio=0.857, undecidable="client_lag", client_lag_s=0.005)
+    >>> est = RatioEstimate(0.857, 0.7, 1.05, 0.99, "t", 3, 3, 3)
+    >>> lag_bounded(Measured(c, est, [], True, 0.005), 0.05).comparison.status
+    'fail'
+    >>> lag_bounded(Measured(c.model_copy(update={"client_lag_s": 0.009}), est, [], True, 0.009),
+    ...             0.05).comparison.undecidable
+    'client_lag'
+    """
+    c = m.comparison
+    if c.undecidable != "client_lag" or c.observed is None or c.baseline is None:
+        return m
+    if not (c.observed < c.baseline) or c.baseline <= 0:
+        return m
+    worst = (c.observed + m.client_lag_s) / c.baseline
+    if worst > 1 + tolerance:
+        return m
+    message = (
+        f"{c.message}; not counted as a gain: even if the client's lateness made all of the difference, "
+        f"the candidate is at most {fmt_ratio(worst)} the baseline (within the {tolerance:.0%} tolerance): "
+        "no regression can be hidden"
+    )
+    comparison = c.model_copy(
+        update={"status": "fail", "undecidable": None, "more_repeats": None, "message": message}
+    )
+    return replace(m, comparison=comparison)
+
+
 @register
 class LatencyGain(Gate):
     """Some latency improves by at least ``min_gain`` beyond noise, and none gets worse beyond noise."""
@@ -73,7 +115,7 @@ class LatencyGain(Gate):
         tolerance = ctx.cfg.latency_tolerance
         # Worse beyond noise, but by no more than the client's lag: undecidable, never dropped.
         measured = [
-            m.undecidable() if m.within_client_lag and _worse(m, tolerance) else m
+            m.undecidable() if m.within_client_lag and _worse(m, tolerance) else lag_bounded(m, tolerance)
             for m in latency_measurements(ctx)
         ]
         comparisons: list[Comparison] = [m.comparison for m in measured]

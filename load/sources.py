@@ -97,6 +97,7 @@ class TraceRow:
     prompt: str | None = None  # the prompt text, or
     prompt_tokens: int | None = None  # its length in tokens (generated text of that length)
     conversation_id: str | None = None
+    line: int = 0  # the line of the file it came from (1-based; 0: unknown)
 
 
 def _field(raw: dict[str, Any], key: str, kind: type, where: str, *, required: bool = True) -> Any:
@@ -114,8 +115,10 @@ def _field(raw: dict[str, Any], key: str, kind: type, where: str, *, required: b
 
 
 def parse_trace(text: str, where: str = "trace") -> list[TraceRow]:
-    """Rows of a JSONL trace, in arrival order; an invalid line is an error naming it."""
-    rows = []
+    """Rows of a JSONL trace, in arrival order; an invalid line is an error naming it, and so is an
+    offset smaller than the line's before (a trace is written in arrival order: a decreasing offset is a
+    broken or concatenated file, not an order to guess)."""
+    rows: list[TraceRow] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -136,13 +139,19 @@ def parse_trace(text: str, where: str = "trace") -> list[TraceRow]:
             prompt=prompt,
             prompt_tokens=tokens,
             conversation_id=_field(raw, "conversation_id", str, at, required=False),
+            line=number,
         )
         if row.arrival_s < 0 or row.output_tokens < 1 or (tokens is not None and tokens < 1):
             raise HarnessError(f"{at}: arrival_s must be >= 0 and token counts >= 1 ({raw})")
+        if rows and row.arrival_s < rows[-1].arrival_s:
+            raise HarnessError(
+                f"{at}: arrival_s = {row.arrival_s:g} is before line {rows[-1].line}'s "
+                f"{rows[-1].arrival_s:g}: offsets must not decrease (a trace is in arrival order)"
+            )
         rows.append(row)
     if not rows:
         raise HarnessError(f"{where}: no requests in the trace")
-    return sorted(rows, key=lambda r: r.arrival_s)
+    return rows
 
 
 def read_trace(path: Path) -> list[TraceRow]:
@@ -182,6 +191,32 @@ def plan_trace(workload: WorkloadConfig, rows: Sequence[TraceRow], *, scale: flo
         generated = plan_requests(replace(workload, data=None, num_requests=measured, warmup_requests=warmup))
         out = [replace(p, arrival_s=g.arrival_s) for p, g in zip(out, generated, strict=True)]
     return out
+
+
+def too_long(
+    rows: Sequence[TraceRow],
+    path: Path,
+    max_model_len: int | None,
+    report: Callable[[str, str], None],
+    *,
+    most: int = 3,
+) -> None:
+    """Report (value, allowed) for the trace lines whose prompt plus output tokens exceed the context
+    (at most ``most`` of them, then how many more): the server would refuse each one with a 400, and
+    the sweep would read that as the candidate failing requests."""
+    if not max_model_len:
+        return
+    long = [
+        r for r in rows if r.prompt_tokens is not None and r.prompt_tokens + r.output_tokens > max_model_len
+    ]
+    for r in long[:most]:
+        assert r.prompt_tokens is not None
+        report(
+            f"{path}:{r.line}: prompt_tokens {r.prompt_tokens} + output_tokens {r.output_tokens} = "
+            f"{r.prompt_tokens + r.output_tokens}",
+            f"at most service.max_model_len ({max_model_len}) tokens per request"
+            + (f" ({len(long) - most} more lines beyond it)" if len(long) > most else ""),
+        )
 
 
 # ------------------------------------------------------------------------------------------ sharegpt
@@ -245,10 +280,17 @@ def plan_sharegpt(workload: WorkloadConfig, turns: Sequence[Turn], *, scale: flo
 
 
 def source_problems(
-    name: str, wl: WorkloadConfig, prompts_dir: Path, where: Callable[[Sequence[str]], str]
+    name: str,
+    wl: WorkloadConfig,
+    prompts_dir: Path,
+    where: Callable[[Sequence[str]], str],
+    *,
+    max_model_len: int | None = None,
 ) -> list[ConfigProblem]:
     """Problems of a profile's shared_prefix and data settings (checked with the rest of the config);
-    ``where(path)`` names the file that set a key."""
+    ``where(path)`` names the file that set a key. With ``max_model_len`` (the service's context), a
+    trace line whose ``prompt_tokens + output_tokens`` exceeds it is a problem too (the first few are
+    named; a text prompt's token count is not known before the server tokenizes it)."""
     out: list[ConfigProblem] = []
 
     def bad(path: Sequence[str], value: object, allowed: str) -> None:
@@ -271,7 +313,10 @@ def source_problems(
         # Read it now: a broken line or an empty data set is refused before anything starts, never
         # found mid-sweep and blamed on a server (issue 21).
         try:
-            read_trace(path) if data.kind == "trace" else read_sharegpt(path, max(data.max_turns, 1))
+            if data.kind == "trace":
+                too_long(read_trace(path), path, max_model_len, lambda v, a: bad(["data", "file"], v, a))
+            else:
+                read_sharegpt(path, max(data.max_turns, 1))
         except HarnessError as exc:
             bad(["data", "file"], data.file, f"a valid {data.kind} file: {exc.message}")
     if not data.speed >= 0:

@@ -200,7 +200,24 @@ def candidate_problems(cand: CandidateConfig, host: HostConfig, where: Any) -> l
     return out
 
 
-def workload_problems(name: str, wl: WorkloadConfig, where: Any) -> list[ConfigProblem]:
+def longest(dist: LengthConfig) -> int:
+    """The longest length a distribution can draw (a lognormal without ``max``: its mean, the only bound
+    it states).
+
+    >>> longest(LengthConfig(kind="uniform", mean=100, min=10, max=300)), longest(LengthConfig(mean=7))
+    (300, 7)
+    """
+    if dist.kind in ("uniform", "lognormal") and dist.max > 0:
+        return dist.max
+    return dist.mean
+
+
+def workload_problems(
+    name: str, wl: WorkloadConfig, where: Any, *, max_model_len: int | None = None
+) -> list[ConfigProblem]:
+    """Problems of one workload profile; with ``max_model_len`` (the service's context) a request whose
+    prompt (with its shared prefix) plus ``max_tokens`` can exceed it is one too: the server refuses it
+    with a 400 and the sweep would blame the candidate (issue 21)."""
     out: list[ConfigProblem] = []
 
     def bad(path: Sequence[str], value: object, allowed: str) -> None:
@@ -236,7 +253,19 @@ def workload_problems(name: str, wl: WorkloadConfig, where: Any) -> list[ConfigP
                 wl.prompts_file,
                 f"an existing file under conf/workload/ ({path} is missing)",
             )
-    out += source_problems(name, wl, CONF_DIR / "workload", where)
+    generated = wl.data is None and wl.prompts_file is None
+    if max_model_len and generated and wl.prompt_tokens.mean >= 1 and wl.output_tokens.mean >= 1:
+        prefix = wl.shared_prefix.prefix_tokens if wl.shared_prefix is not None else 0
+        prompt, output = longest(wl.prompt_tokens), longest(wl.output_tokens)
+        if prefix + prompt + output > max_model_len:
+            with_prefix = f"shared_prefix.prefix_tokens {prefix} + " if prefix else ""
+            bad(
+                ["prompt_tokens"],
+                f"{with_prefix}longest prompt {prompt} + longest output_tokens {output} = "
+                f"{prefix + prompt + output}",
+                f"at most service.max_model_len ({max_model_len}) tokens per request",
+            )
+    out += source_problems(name, wl, CONF_DIR / "workload", where, max_model_len=max_model_len)
     return out
 
 
@@ -321,6 +350,7 @@ def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
             return src.origin("candidate", choice, path, key) if choice else f"<{key}>"
 
         problems.extend(candidate_problems(cand, host, where))
+    runs = {*cfg.run.profiles, *cfg.run.recovery_profiles, cfg.capacity.profile}
     for name, wl in cfg.workloads.items():
         choice = src.choices.get(f"workload@workloads.{name}")
 
@@ -329,7 +359,9 @@ def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
                 src.origin("workload", choice, path, f"workloads.{name}") if choice else f"<workloads.{name}>"
             )
 
-        problems.extend(workload_problems(name, wl, wwhere))
+        # A request longer than the context is checked on the profiles this sweep runs.
+        context = cfg.service.max_model_len if name in runs else None
+        problems.extend(workload_problems(name, wl, wwhere, max_model_len=context))
     known = set(cfg.workloads)
     for section, names in (
         ("run.profiles", cfg.run.profiles),

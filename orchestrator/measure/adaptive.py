@@ -14,7 +14,7 @@ from contracts.errors import GauntletError
 from contracts.layout import RUN_FILE
 from contracts.results import CandidateRun, write_model
 from contracts.verdicts import Decision
-from gates.sequential import SequentialPlan, candidate_plan
+from gates.sequential import SequentialPlan, candidate_plan, loop_decision
 from gates.verdict import evaluate_sweep
 from orchestrator.ledger.events import DiscardingPartial, RepeatLooked, RepeatsSettled, Role
 from orchestrator.servers.context import SweepContext
@@ -27,9 +27,13 @@ def plan_for(ctx: SweepContext, role: Role) -> SequentialPlan:
     return candidate_plan(ctx.cfg.run)
 
 
-def look(ctx: SweepContext, run: CandidateRun, repeats: int, plan: SequentialPlan) -> Decision | None:
-    """Judge ``run``'s candidate on its results so far (at the per-look confidence) and journal it;
-    None when it cannot be judged now (the next repeat runs, and the judge says why at the end)."""
+def look(
+    ctx: SweepContext, run: CandidateRun, repeats: int, plan: SequentialPlan
+) -> tuple[Decision | None, bool]:
+    """Judge ``run``'s candidate on its results so far (at the per-look confidence) and journal it:
+    (the decision the loop acts on, whether to measure another repeat:
+    :func:`gates.sequential.loop_decision`); (None, True) when it cannot be judged now (the next repeat
+    runs, and the judge says why at the end)."""
     write_model(ctx.candidate_dir(run.candidate) / RUN_FILE, run)  # the final one replaces it
     try:
         verdict = evaluate_sweep(
@@ -41,13 +45,18 @@ def look(ctx: SweepContext, run: CandidateRun, repeats: int, plan: SequentialPla
         )
     except GauntletError as exc:
         ctx.say(f"{run.candidate}: after {repeats} repeat(s): cannot judge yet ({exc})")
-        return None
+        return None, True
     decision = verdict.verdicts[0].decision
     ctx.journal.append(RepeatLooked(candidate=run.candidate, repeats=repeats, decision=decision))
-    # incomplete settles the loop (futility: more repeats cannot complete it); say why
-    why = f" ({verdict.verdicts[0].reason}); no more repeats" if decision == "incomplete" else ""
+    acted, more = loop_decision(verdict.verdicts[0], plan.max_repeats - repeats)
+    if decision == "incomplete" and not more:  # futility: more repeats cannot complete it; say why
+        why = f" ({verdict.verdicts[0].reason}); no more repeats"
+    elif decision == "incomplete":
+        why = " (within the load client's lag; another comparison can still settle): one more repeat"
+    else:
+        why = ""
     ctx.say(f"{run.candidate}: after {repeats} repeat(s): {decision}{why}")
-    return decision
+    return acted, more
 
 
 def settle(ctx: SweepContext, name: str, repeats: int, decision: Decision | None) -> None:

@@ -72,8 +72,8 @@ def _run_profiles(ctx: SweepContext, launch: Launch, plan: SequentialPlan) -> No
     """Every profile, repeat by repeat, while the plan asks for another repeat (adaptive: while the
     verdict is unsettled, :mod:`gates.sequential`); stops early once the server is lost."""
     run_cfg, name = ctx.cfg.run, launch.session.candidate
-    repeat, decision = 0, cast("Decision | None", None)
-    while plan.next_repeat(repeat, decision):
+    repeat, decision, more = 0, cast("Decision | None", None), True
+    while more and plan.next_repeat(repeat, decision):
         repeat += 1
         for profile in run_cfg.profiles:
             if repeat > ctx.repeats_of(profile, plan.max_repeats):
@@ -88,7 +88,7 @@ def _run_profiles(ctx: SweepContext, launch: Launch, plan: SequentialPlan) -> No
             ctx.say(f"{name}: the server was lost under load ({kinds}); remaining profiles skipped")
             return
         if plan.adaptive and repeat >= plan.min_repeats and repeat < plan.max_repeats:
-            decision = adaptive.look(
+            decision, more = adaptive.look(
                 ctx, launch.run.model_copy(update={"profiles": launch.profiles}), repeat, plan
             )
     if plan.adaptive:

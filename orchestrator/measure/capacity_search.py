@@ -14,7 +14,14 @@ The method (docs/capacity.md):
    (integers for concurrency), until they are within ``resolution`` of each other (closed loop: or
    adjacent integers), or ``max_points`` levels were measured.
 3. **Noise.** A level whose margin lies within ``noise`` of 1 is measured again, up to ``max_repeats``
-   times; the median margin decides. A level is never measured twice for any other reason.
+   times; the median margin decides.
+4. **The boundary, repeated** (issue 21; when ``noise`` > 0). The two levels of the final bracket (the
+   highest that held, the lowest that failed) are measured until each has ``max_repeats`` runs: they
+   carry most of the capacity fit's weight (:func:`gates.capacity.capacity_fit`, whose bootstrap gives
+   the capacity's interval), and a single lucky or unlucky call there moved the bracket whole. A call
+   the repeats' median reverses re-opens the bracket (the lowest level that failed, the highest that
+   held below it) and the search bisects again, at most ``max_repeats`` times. A level is never
+   measured twice for any other reason.
 
     >>> result = search(lambda level, attempt: 100 / level, SearchSettings(start=8, integer=True))
     >>> (result.low, result.high, result.order)  # 100 is the true capacity; 10% resolution
@@ -65,6 +72,7 @@ class SearchResult:
     margins: dict[float, list[float]] = field(default_factory=dict)  # level -> each run's margin
     order: list[float] = field(default_factory=list)  # levels in the order they were decided
     stopped_by_budget: bool = False  # max_points ran out before the resolution was reached
+    reversed_calls: list[float] = field(default_factory=list)  # boundary levels whose repeats reversed
 
     @property
     def runs(self) -> int:
@@ -151,10 +159,38 @@ class _Searcher:
             else:
                 res.high = mid
 
+    def repeat_boundary(self) -> None:
+        """Step 4: the final bracket's levels up to ``max_repeats`` runs each; re-open on a reversal."""
+        s, res = self.settings, self.result
+        if s.noise <= 0 or s.max_repeats < 2:
+            return
+        for _ in range(s.max_repeats):
+            reversed_any = False
+            for level in (res.low, res.high):
+                if level is None:
+                    continue
+                margins = res.margins[level]
+                while len(margins) < s.max_repeats:
+                    margins.append(self.probe(level, len(margins) + 1))
+                held = median(margins) >= 1.0
+                if held != res.decided[level]:
+                    res.decided[level] = held
+                    res.reversed_calls.append(level)
+                    reversed_any = True
+            if not reversed_any:
+                return
+            failed = [lv for lv, held in res.decided.items() if not held]
+            res.high = min(failed) if failed else None
+            below = [lv for lv, held in res.decided.items() if held and (res.high is None or lv < res.high)]
+            res.low = max(below) if below else None
+            self.bisect()
+
 
 def search(probe: Probe, settings: SearchSettings) -> SearchResult:
-    """Bracket, then bisect; every level measured at most once unless within noise (then repeated)."""
+    """Bracket, bisect, then repeat the boundary's two levels (with ``noise`` > 0); every other level is
+    measured once unless within noise (then repeated)."""
     searcher = _Searcher(probe, settings)
     searcher.bracket()
     searcher.bisect()
+    searcher.repeat_boundary()
     return searcher.result

@@ -51,6 +51,9 @@ def cpu_spec(
         "host=cpu",
         "service=tiny_cpu",
         *SMALL,
+        # tiny_cpu's context is 2048 tokens: the profiles that fit it (issue 21 refuses longer requests)
+        "run.profiles=[serial,short,decode_heavy]",
+        "run.recovery_profiles=[decode_heavy]",
         f"service.port={port if port is not None else free_port()}",
         f"service.model=models/{model}",
         f"service.served_model_name={model}",

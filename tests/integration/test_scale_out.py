@@ -7,6 +7,7 @@ and port), writes its own journal and measures the baseline on its node. No mock
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import threading
@@ -279,3 +280,48 @@ def test_a_preempted_job_is_requeued_and_resumes(tmp_path: Path, cluster_port: i
     assert started and set(started) <= down  # torn down before the requeue
     assert decisions(sweep) == {"tp4_dp2": "reject"}
     assert_one_healthy_retained(sweep, cluster_port)
+
+
+def test_a_nodes_baseline_killed_mid_sweep_leaves_its_candidate_incomplete(
+    tmp_path: Path, cluster_port: int
+) -> None:
+    """Issue 21: a node's baseline server dies under load in a parallel sweep. The candidate paired with
+    that node's baseline is never kept or rejected on it: ``incomplete``, and the report names the death
+    (before: the answer and capacity gates said not_run and the death showed only in submitit's logs)."""
+    sweeps = tmp_path / "sweeps"
+    args = ["-m", "candidate=tp4_dp2,twin", *PARALLEL, "run.simulated_nodes=2", "host.time_scale=2"]
+    proc = start(args, sweeps=sweeps, port=cluster_port)
+    sweep = sweep_dir(sweeps)
+    victim: dict[str, object] = {}
+
+    def a_nodes_baseline_is_under_load() -> bool:
+        for journal in job_journals(sweep):
+            events = Journal(journal).events()
+            loads = [e for e in events if e.name == "load_started" and e.candidate.startswith("baseline@")]  # type: ignore[attr-defined]
+            servers = [e for e in events if e.name == "started" and e.candidate.startswith("baseline@")]  # type: ignore[attr-defined]
+            if loads and servers:
+                victim.update(baseline=servers[-1].candidate, pgid=servers[-1].pgid)  # type: ignore[attr-defined]
+                return True
+        return False
+
+    wait_for(a_nodes_baseline_is_under_load, timeout=180, what="a node's baseline under load")
+    os.killpg(int(victim["pgid"]), signal.SIGKILL)  # type: ignore[call-overload]
+    out, _ = proc.communicate(timeout=400)
+    verdicts = read_verdicts(sweep)
+    paired = {
+        name: read_model(sweep / "candidates" / name / "run.json", CandidateRun).paired_baseline
+        for name in ("tp4_dp2", "twin")
+        if (sweep / "candidates" / name / "run.json").exists()
+    }
+    hit = [name for name, base in paired.items() if base == victim["baseline"]]
+    by_name = {v.candidate: v for v in verdicts.verdicts}
+    said = f"killed {victim}; paired {paired}\n{out[-3000:]}"
+    assert hit, said  # the candidate of the killed node's job was paired with that node's baseline
+    for name in hit:
+        verdict = by_name[name]
+        assert verdict.decision == "incomplete", (verdict.reason, said)
+        assert any(g.kind == "baseline_died" for g in verdict.missing), verdict.missing
+        assert "died" in verdict.reason and str(victim["baseline"]) in verdict.reason, verdict.reason
+    report = (sweep / "report.md").read_text()
+    assert "incomplete" in report.lower() and "died" in report, report[:3000]
+    assert proc.returncode == 8, said  # the sweep says it is incomplete

@@ -7,6 +7,7 @@ and fast: every concurrency from 2 to 200 is measured, and the search must land 
 from __future__ import annotations
 
 from functools import cache
+from statistics import median
 
 import pytest
 
@@ -56,8 +57,46 @@ def test_a_level_within_noise_is_repeated_and_the_median_decides() -> None:
     result = search(probe, settings)
     assert [c for c in calls if c[0] == 91.0] == [(91.0, 1), (91.0, 2), (91.0, 3)]
     assert result.decided[91.0] is False  # median 0.9
-    assert result.margins[64.0] == [100 / 64]  # clear: measured once
+    assert result.margins[128.0] == [100 / 128]  # clear, and not at the boundary: measured once
     assert result.runs == len(calls)
+
+
+def test_the_boundarys_two_levels_are_repeated_for_the_fit_and_nothing_else() -> None:
+    """Step 4 (issue 21): the final bracket's levels get max_repeats runs each, every other level one
+    (a noiseless probe: no level falls in the noise band except the boundary's own)."""
+    calls: list[tuple[float, int]] = []
+
+    def probe(level: float, attempt: int) -> float:
+        calls.append((level, attempt))
+        return 100 / level
+
+    settings = SearchSettings(start=8, integer=True, noise=0.01, max_repeats=3)
+    result = search(probe, settings)
+    assert (result.low, result.high) == (99.0, 108.0)
+    assert len(result.margins[99.0]) == len(result.margins[108.0]) == 3
+    assert all(len(m) == 1 for level, m in result.margins.items() if level not in (99.0, 108.0))
+    assert result.reversed_calls == []
+    assert result.runs == len(calls) == len(result.order) + 4
+    # without noise (noise 0: the probe is declared exact) nothing is repeated
+    exact = search(threshold_probe(100), SearchSettings(start=8, integer=True, noise=0))
+    assert exact.runs == len(exact.order)
+
+
+def test_a_lucky_call_at_the_boundary_is_reversed_by_its_repeats_and_the_bracket_reopens() -> None:
+    """True capacity 100; level 99's first run read 1.15 (outside the noise band: decided held at once),
+    its repeats 0.85: the median fails it, the bracket re-opens below it and the search ends on
+    decisions that agree with every level's median."""
+    lucky = {(99.0, 1): 1.15, (99.0, 2): 0.85, (99.0, 3): 0.85}
+
+    def probe(level: float, attempt: int) -> float:
+        return lucky.get((level, attempt), 100 / level)
+
+    result = search(probe, SearchSettings(start=8, integer=True, noise=0.1, max_repeats=3))
+    assert result.reversed_calls == [99.0]
+    assert result.decided[99.0] is False
+    assert (result.low, result.high) == (91.0, 99.0)
+    assert all((median(m) >= 1) == result.decided[level] for level, m in result.margins.items())
+    assert len(result.margins[91.0]) == 3  # the new boundary's held level has its repeats too
 
 
 def test_a_level_is_never_measured_twice_outside_noise_and_the_budget_holds() -> None:

@@ -8,7 +8,8 @@ import pytest
 
 from contracts.errors import GateError
 from contracts.schema import RunConfig
-from gates.sequential import SequentialPlan, candidate_plan
+from contracts.verdicts import Comparison, Gap, GateResult, Verdict
+from gates.sequential import SequentialPlan, candidate_plan, loop_decision
 from gates.significance import compare_rates, holm
 from gates.stats import RatioEstimate, mean_log_ratio_across, one_sided_p
 
@@ -118,3 +119,92 @@ def test_pooling_the_run_noise_over_profiles_narrows_the_drift_interval() -> Non
     assert "prediction interval for a new run" in pooled.method
     assert mean_log_ratio_across([([math.inf], [1.0, 1.1])], confidence=0.95) is None
     assert mean_log_ratio_across([([0.9], [1.0])], confidence=0.95) is None  # no degree of freedom
+
+
+def _verdict(decision: str, comparisons: list[Comparison], **extra: object) -> Verdict:
+    gate = GateResult(
+        gate="concurrency", role="requirement", status="inconclusive", message="m", comparisons=comparisons
+    )
+    return Verdict(candidate="c", decision=decision, reason="r", gates=[gate], **extra)  # type: ignore[arg-type]
+
+
+def _cmp(status: str, *, n: int = 3, more: int | None = None, lag: bool = False) -> Comparison:
+    return Comparison(
+        metric="ttft_p50",
+        profile="short",
+        status=status,  # type: ignore[arg-type]
+        observed=0.03,
+        baseline=0.03,
+        n_candidate=n,
+        more_repeats=more,
+        undecidable="client_lag" if lag else None,
+        client_lag_s=0.005 if lag else None,
+    )
+
+
+LAG_GAP = Gap(kind="client_lag", side="candidate", message="short ttft_p50: late")
+DATA_GAP = Gap(kind="interrupted", side="candidate", message="r1 interrupted")
+
+
+@pytest.mark.parametrize(
+    ("verdict", "remaining", "expected"),
+    [
+        # settled decisions stop; an unsettled one measures on
+        pytest.param(_verdict("reject", []), 2, ("reject", False), id="reject_stops"),
+        pytest.param(_verdict("keep", []), 2, ("keep", False), id="keep_stops"),
+        pytest.param(
+            _verdict("inconclusive", [_cmp("inconclusive", more=2)], more_repeats=2),
+            2,
+            ("inconclusive", True),
+            id="inconclusive_that_can_settle_measures_on",
+        ),
+        # no futility stop on an inconclusive verdict, even when its estimate needs more than is left
+        pytest.param(
+            _verdict("inconclusive", [_cmp("inconclusive", more=41)], more_repeats=41),
+            2,
+            ("inconclusive", True),
+            id="inconclusive_measures_on_whatever_its_estimate",
+        ),
+        # nothing left: stop whatever
+        pytest.param(
+            _verdict("inconclusive", [_cmp("inconclusive", more=1)], more_repeats=1),
+            0,
+            ("inconclusive", False),
+            id="no_repeat_left",
+        ),
+        # incomplete by the client's lag alone while another comparison can settle: measure on
+        pytest.param(
+            _verdict(
+                "incomplete",
+                [_cmp("inconclusive", lag=True), _cmp("inconclusive", more=1)],
+                missing=[LAG_GAP],
+            ),
+            2,
+            ("inconclusive", True),
+            id="lag_alone_with_a_settleable_comparison_measures_on",
+        ),
+        # incomplete by the lag and nothing else to settle: futility, stop
+        pytest.param(
+            _verdict("incomplete", [_cmp("inconclusive", lag=True), _cmp("pass")], missing=[LAG_GAP]),
+            2,
+            ("incomplete", False),
+            id="lag_alone_nothing_to_settle_stops",
+        ),
+        # missing data (something to resume): stop, more repeats cannot complete it
+        pytest.param(
+            _verdict(
+                "incomplete",
+                [_cmp("inconclusive", more=1)],
+                missing=[DATA_GAP],
+                resume="python -m orchestrator resume x",
+            ),
+            2,
+            ("incomplete", False),
+            id="missing_data_stops",
+        ),
+    ],
+)
+def test_the_loop_acts_on_the_verdict_with_futility_and_lag(
+    verdict: Verdict, remaining: int, expected: tuple[str, bool]
+) -> None:
+    assert loop_decision(verdict, remaining) == expected

@@ -92,17 +92,18 @@ def test_request_body_with_history() -> None:
 
 TRACE = "\n".join(
     [
-        '{"arrival_s": 1.5, "prompt_tokens": 300, "output_tokens": 20}',
         '{"arrival_s": 0.5, "prompt": "hello there", "output_tokens": 10, "conversation_id": "c1"}',
+        '{"arrival_s": 1.5, "prompt_tokens": 300, "output_tokens": 20}',
         "",
         '{"arrival_s": 2.5, "prompt_tokens": 50, "output_tokens": 5}',
     ]
 )
 
 
-def test_a_trace_is_read_in_arrival_order() -> None:
+def test_a_trace_is_read_in_arrival_order_with_its_lines() -> None:
     rows = parse_trace(TRACE)
     assert [r.arrival_s for r in rows] == [0.5, 1.5, 2.5]
+    assert [r.line for r in rows] == [1, 2, 4]
     assert rows[0].prompt == "hello there" and rows[0].conversation_id == "c1"
 
 
@@ -116,6 +117,16 @@ def test_a_trace_is_read_in_arrival_order() -> None:
         ('{"arrival_s": -1, "prompt": "x", "output_tokens": 5}', "arrival_s must be >= 0"),
         ("[1, 2]", "expected a JSON object per line"),
         ("", "no requests in the trace"),
+        (
+            '{"arrival_s": 1.5, "prompt": "x", "output_tokens": 5}\n{"arrival_s": 0.5, "prompt": "y", '
+            '"output_tokens": 5}',
+            "trace:2: arrival_s = 0.5 is before line 1's 1.5: offsets must not decrease",
+        ),
+        (
+            '{"arrival_s": 0, "prompt": "x", "output_tokens": 5}\n{"arrival_s": 0, "prompt": "y", '
+            '"output_tokens": 5}\n\n{"arrival_s": -0.1, "prompt": "z", "output_tokens": 5}',
+            "trace:4: arrival_s must be >= 0",
+        ),
     ],
 )
 def test_a_bad_trace_line_is_named(line: str, fragment: str) -> None:
@@ -226,6 +237,12 @@ def test_bad_source_settings_are_named(change: dict[str, object], fragment: str)
             "broken.data:1: arrival_s must be >= 0",
         ),
         ("trace", "\n\n", "broken.data: no requests in the trace"),
+        (
+            "trace",
+            '{"arrival_s": 2, "prompt": "x", "output_tokens": 5}\n{"arrival_s": 1, "prompt": "y", '
+            '"output_tokens": 5}\n',
+            "broken.data:2: arrival_s = 1 is before line 1's 2",
+        ),
         ("sharegpt", "[]", "broken.data: no complete human/gpt exchange"),
         ("sharegpt", "{not json", "cannot read ShareGPT file"),
     ],
@@ -244,3 +261,100 @@ def test_broken_workload_data_is_refused_when_the_config_is_validated(
     message = str(info.value)
     assert f"workloads.short.data.file = '{broken}': a valid {kind} file: " in message
     assert fragment in message
+
+
+@pytest.mark.parametrize(
+    ("lines", "fragments"),
+    [
+        (  # one line beyond the context: named with its file, line, numbers and the limit
+            [(0.0, 100, 16), (0.1, 131000, 100), (0.2, 100, 16)],
+            [
+                ":2: prompt_tokens 131000 + output_tokens 100 = 131100",
+                "at most service.max_model_len (131072)",
+            ],
+        ),
+        (  # exactly the context is allowed; one token more is not
+            [(0.0, 131000, 72), (0.1, 131000, 73)],
+            [":2: prompt_tokens 131000 + output_tokens 73 = 131073"],
+        ),
+        (  # many lines beyond it: the first three, then a count
+            [(float(i), 200000, 1) for i in range(5)],
+            [":1: prompt_tokens 200000", ":3: prompt_tokens 200000", "(2 more lines beyond it)"],
+        ),
+    ],
+)
+def test_a_trace_line_longer_than_the_context_is_refused(
+    tmp_path: Path, lines: list[tuple[float, int, int]], fragments: list[str]
+) -> None:
+    """Issue 21: prompt + max_tokens beyond the service's max_model_len is refused before anything starts
+    (the server would answer 400 and the sweep would blame the candidate)."""
+    trace = tmp_path / "long.jsonl"
+    trace.write_text(
+        "".join(
+            json.dumps({"arrival_s": t, "prompt_tokens": p, "output_tokens": o}) + "\n" for t, p, o in lines
+        )
+    )
+    cfg, _ = load([])
+    cfg.workloads["short"] = replace(cfg.workloads["short"], data=DataSourceConfig("trace", str(trace)))
+    with pytest.raises(ConfigError) as info:
+        validate(cfg)
+    message = str(info.value)
+    assert f"workloads.short.data.file = '{trace}:" in message
+    for fragment in fragments:
+        assert fragment in message
+    assert message.count("prompt_tokens") == min(len([x for x in lines if x[1] + x[2] > 131072]), 3)
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        (
+            {
+                "prompt_tokens": LengthConfig(kind="fixed", mean=131000),
+                "output_tokens": LengthConfig(mean=100),
+            },
+            "workloads.short.prompt_tokens = 'longest prompt 131000 + longest output_tokens 100 = 131100'",
+        ),
+        (
+            {
+                "prompt_tokens": LengthConfig(kind="uniform", mean=1000, min=10, max=130000),
+                "output_tokens": LengthConfig(kind="lognormal", mean=500, std=100, min=1, max=2000),
+            },
+            "longest prompt 130000 + longest output_tokens 2000 = 132000",
+        ),
+        (
+            {
+                "prompt_tokens": LengthConfig(kind="fixed", mean=130500),
+                "output_tokens": LengthConfig(mean=100),
+                "shared_prefix": SharedPrefixConfig(prefix_tokens=512),
+            },
+            "shared_prefix.prefix_tokens 512 + longest prompt 130500 + longest output_tokens 100 = 131112",
+        ),
+    ],
+)
+def test_generated_requests_longer_than_the_context_are_refused(
+    change: dict[str, object], fragment: str
+) -> None:
+    cfg, _ = load([])
+    cfg.workloads["short"] = replace(cfg.workloads["short"], **change)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError) as info:
+        validate(cfg)
+    assert fragment in str(info.value)
+    assert "at most service.max_model_len (131072) tokens per request" in str(info.value)
+
+
+def test_a_request_that_fits_the_context_exactly_passes_and_unused_profiles_are_not_held_to_it() -> None:
+    cfg, _ = load([])
+    fits = {"prompt_tokens": LengthConfig(kind="fixed", mean=131000), "output_tokens": LengthConfig(mean=72)}
+    cfg.workloads["short"] = replace(cfg.workloads["short"], **fits)  # type: ignore[arg-type]
+    too_long = {
+        "prompt_tokens": LengthConfig(kind="fixed", mean=200000),
+        "output_tokens": LengthConfig(mean=1),
+    }
+    cfg.run = replace(cfg.run, profiles=[p for p in cfg.run.profiles if p != "mixed"])
+    assert "mixed" not in cfg.run.recovery_profiles and cfg.capacity.profile != "mixed"  # not run
+    cfg.workloads["mixed"] = replace(cfg.workloads["mixed"], **too_long)  # type: ignore[arg-type]
+    validate(cfg)  # quiet
+    cfg.workloads["short"] = replace(cfg.workloads["short"], **too_long)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="longest prompt 200000"):
+        validate(cfg)
