@@ -32,7 +32,7 @@ from contracts.errors import (
 )
 from contracts.layout import SERVER_LOG, point_latest, previous_latest
 from contracts.results import RecoveryValidation
-from contracts.schema import GauntletConfig
+from contracts.schema import CandidateConfig, GauntletConfig
 from orchestrator.ledger.events import SweepFinished
 from orchestrator.ledger.lock import SweepLock
 from orchestrator.measure.candidate import run_candidate
@@ -91,11 +91,13 @@ class SweepController:
         *,
         names: Sequence[str] | None = None,
         jobs_elsewhere: bool = False,
+        candidates: Sequence[CandidateConfig] = (),
     ) -> None:
         """Open ``sweep_dir``: begin (leftovers, retained spec), measure the baseline.
 
         With ``jobs_elsewhere`` (zero-downtime) the live service keeps serving and no baseline is measured
-        here: every job measures the baseline on its own node.
+        here: every job measures the baseline on its own node. ``candidates`` (every job's) are checked by
+        the doctor first, before the live service is touched.
         """
         quiet_http_logs()
         self.zero_downtime = jobs_elsewhere
@@ -109,7 +111,7 @@ class SweepController:
         previous = previous_latest(sweeps)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         point_latest(sweeps, sweep_dir)
-        begin(ctx, previous=previous, keep_live=jobs_elsewhere)
+        begin(ctx, previous=previous, keep_live=jobs_elsewhere, candidates=candidates)
         if jobs_elsewhere:
             return
         run = run_candidate(ctx, cfg.baseline, role="baseline")
