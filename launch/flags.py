@@ -1,4 +1,4 @@
-"""The flags a server program accepts, read from its ``--help``, and a rendered command line checked against them.
+"""The flags a server program accepts, read from its ``--help``; a rendered command line checked against them.
 
 Pipeline position: ``doctor`` (:mod:`launch.preflight`), between a launch spec and the installed server.
 vLLM's ``--help`` (0.32: ``python -m vllm.entrypoints.openai.api_server --help`` and ``vllm serve --help``)
@@ -132,10 +132,10 @@ def check_args(args: Sequence[str], table: FlagTable) -> list[FlagProblem]:
         base = name.split(".", 1)[0] if name.startswith("--") else name
         info = table.flags.get(name) or table.flags.get(base)
         value: str | None = inline if eq else None
-        if value is None and i + 1 < len(args) and not args[i + 1].startswith("--"):
-            if info is None or info.takes_value:
-                value = args[i + 1]
-                i += 1
+        takes = info is None or info.takes_value
+        if value is None and takes and i + 1 < len(args) and not args[i + 1].startswith("--"):
+            value = args[i + 1]
+            i += 1
         i += 1
         if info is None:
             problems.append(FlagProblem(flag, "not a flag of the installed server (unrecognized argument)"))

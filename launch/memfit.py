@@ -1,4 +1,4 @@
-"""Will a candidate fit its GPUs? Weights from the model's ``config.json``, KV cache at gpu_memory_utilization.
+"""Will a candidate fit its GPUs? Weights from the model's ``config.json``, KV cache at the utilization.
 
 Pipeline position: ``doctor`` (:mod:`launch.preflight`), before anything is launched. A rough, documented
 estimate, not vLLM's profiler: it names a candidate that cannot fit by a wide margin (a 284B model on too

@@ -61,7 +61,7 @@ class Probes:
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", version.split("+")[0])[:3])
+    return tuple(int(part) for part in re.findall(r"\d+", version.split("+", maxsplit=1)[0])[:3])
 
 
 def _unique(candidates: Sequence[CandidateConfig]) -> list[CandidateConfig]:
@@ -117,12 +117,16 @@ def diagnose(
     return DoctorReport(problems=found.problems, notes=found.notes)
 
 
-def _check_program(found: _Found, cfg: GauntletConfig, specs: Mapping[str, LaunchSpec], probes: Probes) -> None:
+def _check_program(
+    found: _Found, cfg: GauntletConfig, specs: Mapping[str, LaunchSpec], probes: Probes
+) -> None:
     host = cfg.host
     program = [w.replace("{model}", cfg.service.model) for w in program_part(host.entrypoint)]
     if host.kind == "sim":
         text = probes.sim_help()
-        found.notes.append(f"server program: the simulator ({' '.join(program)}); flags checked against its parser")
+        found.notes.append(
+            f"server program: the simulator ({' '.join(program)}); flags checked against its parser"
+        )
     else:
         try:
             resolved = probes.resolve(program)
@@ -132,9 +136,7 @@ def _check_program(found: _Found, cfg: GauntletConfig, specs: Mapping[str, Launc
         version = probes.version(resolved)
         name = f"vLLM {version}" if version else "vLLM (version unknown)"
         found.notes.append(f"server program: {' '.join(resolved)} ({name})")
-        if version is not None and not (
-            VLLM_SUPPORTED[0] <= _version_tuple(version) < VLLM_SUPPORTED[1]
-        ):
+        if version is not None and not (VLLM_SUPPORTED[0] <= _version_tuple(version) < VLLM_SUPPORTED[1]):
             low, high = (".".join(map(str, v)) for v in VLLM_SUPPORTED)
             found.add(
                 None,
@@ -155,7 +157,9 @@ def _check_program(found: _Found, cfg: GauntletConfig, specs: Mapping[str, Launc
     for name, spec in specs.items():
         for problem in check_args(spec.argv[len(program) :], table):
             found.add(name, "flags", f"{problem.flag}: {problem.message} ({who})")
-    found.notes.append(f"flags: {len(specs)} command line(s) checked against {len(table.flags)} option strings")
+    found.notes.append(
+        f"flags: {len(specs)} command line(s) checked against {len(table.flags)} option strings"
+    )
 
 
 def _check_gpus(
@@ -169,12 +173,20 @@ def _check_gpus(
     host = cfg.host
     probe = probes.host()
     if not probe.driver:
-        found.add(None, "gpu", f"{probe.reason or 'no NVIDIA driver'}: host '{host.name}' needs {host.gpu_count} GPUs")
+        found.add(
+            None,
+            "gpu",
+            f"{probe.reason or 'no NVIDIA driver'}: host '{host.name}' needs {host.gpu_count} GPUs",
+        )
         return
     names = sorted({g.name for g in probe.gpus})
     found.notes.append(f"GPUs: {len(probe.gpus)} x {', '.join(names) or '?'} (driver {probe.driver_version})")
     if len(probe.gpus) < host.gpu_count:
-        found.add(None, "gpu", f"NVML sees {len(probe.gpus)} GPU(s), host '{host.name}' is configured with {host.gpu_count}")
+        found.add(
+            None,
+            "gpu",
+            f"NVML sees {len(probe.gpus)} GPU(s), host '{host.name}' is configured with {host.gpu_count}",
+        )
     if host.gpu_name and names and any(n != host.gpu_name for n in names):
         found.add(None, "gpu", f"NVML sees {', '.join(names)}, host.gpu_name is {host.gpu_name!r}")
     caps = sorted(set(probe.compute_capability))
@@ -224,7 +236,11 @@ def _check_weights(found: _Found, cfg: GauntletConfig, probes: Probes) -> None:
         return
     env = probes.environ
     if env.get("HF_HUB_OFFLINE", "") not in ("", "0"):
-        found.add(None, "weights", f"{model} is neither a local directory nor in the Hugging Face cache, and HF_HUB_OFFLINE is set")
+        found.add(
+            None,
+            "weights",
+            f"{model} is neither a local directory nor in the Hugging Face cache, and HF_HUB_OFFLINE is set",
+        )
     elif not env.get("HF_TOKEN"):
         found.add(
             None,
@@ -236,7 +252,9 @@ def _check_weights(found: _Found, cfg: GauntletConfig, probes: Probes) -> None:
         found.notes.append(f"weights: {model} will be downloaded with HF_TOKEN")
 
 
-def _check_memory(found: _Found, cfg: GauntletConfig, cands: Sequence[CandidateConfig], probes: Probes) -> None:
+def _check_memory(
+    found: _Found, cfg: GauntletConfig, cands: Sequence[CandidateConfig], probes: Probes
+) -> None:
     host = cfg.host
     probe = probes.host() if host.kind == "gpu" else None
     totals = [g.total_gib for g in probe.gpus] if probe is not None and probe.driver else []

@@ -1,4 +1,4 @@
-"""Command line of gauntlet: ``python -m orchestrator [plan|doctor|list|judge|report|compare|rollback|stop|status]``.
+"""Command line of gauntlet: ``python -m orchestrator [plan|doctor|list|judge|report|compare|rollback|...]``.
 
 Subcommands are dispatched here; anything else is a Hydra run of the sweep (``-m candidate=glob(*)``).
 Every command takes Hydra's flags, parsed by Hydra's own parser: the sweep is a ``@hydra.main`` app,
