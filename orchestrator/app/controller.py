@@ -225,7 +225,8 @@ class SweepController:
     def _restore_after(self, *, reason: str, code: int) -> int:
         if self.ctx is None or self.finished:
             return code
-        say_stderr(f"{reason}: restoring the retained configuration")
+        what = "after the error above" if reason.startswith("error: ") else reason  # said once, just above
+        say_stderr(f"{what}: restoring the retained configuration")
         try:
             self.finish(reason=reason)
         except KeyboardInterrupt as again:
