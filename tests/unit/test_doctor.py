@@ -336,3 +336,72 @@ def test_a_single_impossible_candidate_is_recorded_incompatible_and_never_launch
     assert (run.startup.ok, run.startup.kind) == (False, "bad-args")
     assert run.startup.matched_line is not None and "--no-such-flag" in run.startup.matched_line
     assert read_model(ctx.candidate_dir("bad") / "run.json", CandidateRun) == run
+
+
+# ---------------------------------------------------------------- env_passthrough
+
+ENVIRON = {
+    "NCCL_IB_DISABLE": "1", "NCCL_DEBUG": "INFO", "VLLM_USE_V1": "1", "VLLM_API_KEY": "k",
+    "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "HF_TOKEN": "hf_x", "HF_HOME": "/hf",
+    "HUGGING_FACE_HUB_TOKEN": "hf_y", "WANDB_API_KEY": "w", "MY_PASSWORD": "p", "nccl_lower": "x",
+    "PATH": "/usr/bin",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("globs", "passed"),
+    [
+        ([], []),
+        (["NCCL_*"], ["NCCL_DEBUG", "NCCL_IB_DISABLE"]),  # case-sensitive: nccl_lower stays out
+        (["VLLM_*"], ["VLLM_USE_V1"]),  # VLLM_API_KEY is a secret: only service.api_key_env sets it
+        (["PYTORCH_*", "HF_*"], ["HF_HOME", "PYTORCH_CUDA_ALLOC_CONF"]),  # HF_TOKEN: only by pass_env
+        (["*"], ["HF_HOME", "NCCL_DEBUG", "NCCL_IB_DISABLE", "PATH", "PYTORCH_CUDA_ALLOC_CONF",
+                 "VLLM_USE_V1", "nccl_lower"]),  # no secret even for "everything"
+    ],
+)  # fmt: skip
+def test_env_passthrough_globs_never_pass_a_secret(globs: list[str], passed: list[str]) -> None:
+    from launch.command import passed_through
+
+    assert sorted(passed_through(globs, ENVIRON)) == passed
+
+
+def test_the_config_wins_over_a_passed_through_value_and_secrets_come_only_by_name() -> None:
+    from launch.command import child_env
+    from launch.spec import render_spec
+
+    cfg, _ = load(["host=h100x8", "+host.env.NCCL_DEBUG=WARN"])
+    spec = render_spec(cfg.service, cfg.candidate, cfg.host)
+    env = child_env(spec, ENVIRON)
+    assert env["NCCL_DEBUG"] == "WARN" and env["NCCL_IB_DISABLE"] == "1"
+    assert env["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True" and env["VLLM_USE_V1"] == "1"
+    assert env["HF_TOKEN"] == "hf_x"  # service.pass_env names it
+    assert "HUGGING_FACE_HUB_TOKEN" not in env and "WANDB_API_KEY" not in env and "VLLM_API_KEY" not in env
+    again, _ = type(spec).parse_json(spec.to_json())
+    assert again.env_passthrough == spec.env_passthrough and spec.env_passthrough[0] == "NCCL_*"
+
+
+def test_passthrough_is_outside_the_fingerprint() -> None:
+    from launch.spec import render_spec
+
+    cfg, _ = load(["host=h100x8"])
+    other, _ = load(["host=h100x8", "host.env_passthrough=[]"])
+    a = render_spec(cfg.service, cfg.candidate, cfg.host)
+    b = render_spec(other.service, other.candidate, other.host)
+    assert a.fingerprint == b.fingerprint and a.env_passthrough != b.env_passthrough
+
+
+def test_make_targets_put_the_venvs_bin_first_on_path() -> None:
+    import shutil
+    import subprocess
+
+    from contracts.paths import PROJECT_ROOT
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    done = subprocess.run(
+        ["make", "-n", "sweep", "doctor", "plan", "demo", "OVERRIDES=host=h100x8"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    runs = [line for line in done.stdout.splitlines() if "-m orchestrator" in line]
+    assert len(runs) == 4, done.stdout
+    assert all(line.startswith(f'PATH="{PROJECT_ROOT}/.venv/bin:$PATH" .venv/bin/python') for line in runs)
