@@ -11,17 +11,19 @@ sweep runs the same checks when it opens, before it stops the live service.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
 from contracts.errors import ConfigError, GauntletError, LaunchError
+from contracts.layout import JOURNAL_FILE, previous_latest
 from contracts.paths import PROJECT_ROOT
 from contracts.results import DoctorProblem, DoctorReport
 from contracts.schema import GauntletConfig
 from launch.preflight import Probes, diagnose, real_probes
 from orchestrator.config.compose import ConfigLocation, load, parse_hydra_args, select, show, wants_show
 from orchestrator.config.validate import check_candidate_names
+from orchestrator.ledger.journal import Journal
 
 #: Exit code when doctor finds a problem: a launch would fail (LaunchError's code).
 EXIT_PROBLEMS = LaunchError.exit_code
@@ -37,12 +39,40 @@ the weights or HF_TOKEN, and the port. One line per problem; exit 4 when there i
 """
 
 
+def gauntlet_live_service(cfg: GauntletConfig, alive: Callable[[int, float], bool]) -> str | None:
+    """The live server a previous sweep left on the service's port (the latest sweep under
+    ``run.sweeps_dir``), described, or None. A sweep stops that one itself, so it holds the port and the
+    GPU memory without being a problem. ``alive(pid, create_time)``: the same process still runs."""
+    latest = previous_latest(Path(cfg.run.sweeps_dir))
+    if latest is None or not (latest / JOURNAL_FILE).is_file():
+        return None
+    try:
+        state = Journal(latest / JOURNAL_FILE).replay()
+    except GauntletError:
+        return None
+    for server in state.live.values():
+        if server.port == cfg.service.port and alive(server.pid, server.create_time):
+            return f"{server.candidate} (pid {server.pid}, {server.role}) of {latest}"
+    return None
+
+
+def _alive(pid: int, create_time: float) -> bool:
+    from launch.process import PsutilProcesses  # noqa: PLC0415  (only when a previous sweep left one)
+
+    info = PsutilProcesses().info(pid)
+    return info is not None and abs(info.create_time - create_time) < 1.0
+
+
 def doctor(
     overrides: Sequence[str] = (),
     location: ConfigLocation | None = None,
     probes: Probes | None = None,
+    alive: Callable[[int, float], bool] = _alive,
 ) -> DoctorReport:
-    """Compose every selected candidate and diagnose them together (config problems count, per candidate)."""
+    """Compose every selected candidate and diagnose them together (config problems count, per candidate).
+
+    When gauntlet's own live service (left by the latest sweep) holds the port, the port and free-memory
+    checks are skipped as in a sweep, which stops that server before it measures."""
     loc = location or ConfigLocation()
     selection = select(loc, overrides)
     check_candidate_names(selection.search_path)
@@ -60,12 +90,19 @@ def doctor(
     if not configs:
         return DoctorReport(problems=problems)
     first = configs[0]
+    live = gauntlet_live_service(first, alive)
     report = diagnose(
         first,
         [first.baseline, *(c.candidate for c in configs)],
         probes if probes is not None else real_probes(Path(PROJECT_ROOT)),
+        live_service=live is None,
     )
-    return DoctorReport(problems=[*problems, *report.problems], notes=report.notes)
+    notes = list(report.notes)
+    if live is not None:
+        notes.append(
+            f"port and free GPU memory: held by gauntlet's live service {live}; a sweep stops it first"
+        )
+    return DoctorReport(problems=[*problems, *report.problems], notes=notes)
 
 
 def format_report(report: DoctorReport) -> str:

@@ -405,3 +405,41 @@ def test_make_targets_put_the_venvs_bin_first_on_path() -> None:
     runs = [line for line in done.stdout.splitlines() if "-m orchestrator" in line]
     assert len(runs) == 4, done.stdout
     assert all(line.startswith(f'PATH="{PROJECT_ROOT}/.venv/bin:$PATH" .venv/bin/python') for line in runs)
+
+
+@pytest.mark.parametrize("alive", [True, False])
+def test_doctor_skips_the_port_and_memory_checks_only_for_gauntlets_own_live_service(
+    tmp_path: Path, alive: bool
+) -> None:
+    from contracts.layout import point_latest
+    from orchestrator.doctor import doctor
+    from orchestrator.ledger.events import Started
+    from orchestrator.ledger.journal import Journal
+
+    sweep = tmp_path / "sweeps" / "20261204-090000"
+    sweep.mkdir(parents=True)
+    Journal(sweep / "journal.jsonl").append(
+        Started(candidate="baseline", role="retained", fingerprint="sha256:x", port=8000, pid=4242,
+                pgid=4242, create_time=12.0)
+    )  # fmt: skip
+    point_latest(tmp_path / "sweeps", sweep)
+    seen: list[tuple[int, float]] = []
+
+    def is_alive(pid: int, create_time: float) -> bool:
+        seen.append((pid, create_time))
+        return alive
+
+    report = doctor(
+        [f"run.sweeps_dir={tmp_path / 'sweeps'}", "candidate=eplb"],
+        probes=probes(port_in_use=lambda h, p: True),
+        alive=is_alive,
+    )
+    assert seen == [(4242, 12.0)]
+    if alive:
+        assert report.problems == []
+        assert any("held by gauntlet's live service baseline (pid 4242, retained)" in n for n in report.notes)
+    else:
+        assert lines(report) == [
+            "host: port: 127.0.0.1:8000 (service.port) is in use: a launch would fail; stop what listens "
+            "there (a sweep stops only gauntlet's own live service) or choose another port"
+        ]
