@@ -106,7 +106,8 @@ def diagnose(
         _check_gpus(found, cfg, cands, probes, live_service=live_service)
     if host.kind != "sim":
         _check_weights(found, cfg, probes)
-    _check_memory(found, cfg, cands, probes)
+    if host.kind == "gpu":  # the simulator models its own memory; vLLM on CPU sizes its KV cache in GiB
+        _check_memory(found, cfg, cands, probes)
     if live_service and probes.port_in_use(service.bind_host, service.port):
         found.add(
             None,
@@ -256,11 +257,11 @@ def _check_memory(
     found: _Found, cfg: GauntletConfig, cands: Sequence[CandidateConfig], probes: Probes
 ) -> None:
     host = cfg.host
-    probe = probes.host() if host.kind == "gpu" else None
-    totals = [g.total_gib for g in probe.gpus] if probe is not None and probe.driver else []
+    probe = probes.host()
+    totals = [g.total_gib for g in probe.gpus] if probe.driver else []
     gpu_gib = min(totals) if totals else host.gpu_memory_gib
     if gpu_gib <= 0:
-        return  # a CPU host: vLLM's KV cache is VLLM_CPU_KVCACHE_SPACE, not a GPU fraction
+        return
     where, text = _model_files(cfg, probes)
     if text is None:
         found.notes.append(f"memory fit: no config.json of {cfg.service.model} here, not estimated")
