@@ -72,7 +72,7 @@ def run_candidate(ctx: SweepContext, candidate: CandidateConfig, *, role: Role =
         write_spec(out, spec)
         run = run_record(spec, refused, labels)
         write_model(out / RUN_FILE, run)
-        ctx.say(f"{name}: not launched ({refused.kind}): {refused.matched_line}")
+        ctx.say(f"{name}: {refused.matched_line} ({refused.kind})")
         return run
     with measured_launch(ctx, spec, out, role=role, labels=labels, discard_as=name) as launch:
         if not launch.ready:
