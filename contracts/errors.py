@@ -13,6 +13,8 @@ class attribute ``exit_code`` (the one table; :func:`exit_code_for` reads it)::
     │   ├── PortInUseError     the port is held by another process (pid, command line)         4
     │   │   └── SweepLockedError  another sweep holds the service port's lock (its directory)  4
     │   ├── StartupFailure     the server never became ready (classified: bad-args, ...)       4
+    │   ├── PreflightError     doctor found a problem that fails every candidate (the sweep     4
+    │   │                      does not start; the live service is untouched)
     │   └── TeardownError      something of the server's tree or its port survived teardown    4
     ├── LoadError              the load runner could not run a profile                         5
     │   └── HarnessError       the load harness failed (bad workload data, a runner bug), not   5
@@ -149,6 +151,10 @@ class SweepLockedError(PortInUseError):
     def __init__(self, message: str, *, holder: str, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.holder = holder
+
+
+class PreflightError(LaunchError):
+    """The pre-flight checks (doctor) found a problem of the host or the baseline: nothing can start."""
 
 
 class StartupFailure(LaunchError):

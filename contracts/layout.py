@@ -10,6 +10,7 @@ the report); it imports only the error tree. No other module spells one of these
         journal.jsonl  journals/<node>-<job>.jsonl    the journal, and one per job of a parallel sweep
         opening.json  host.json  nodes/  .submitit/   the sweep's opening, the host probe, node slots, jobs
         .write-probe-<pid>/                           made and removed at the opening: may the sweep write?
+        doctor.json                                   what `doctor` found before anything was stopped
         verdicts.json  report.md  report.json  summaries.csv  *.png
         retained/spec.json  retained/vllm-config.yaml the retained configuration as recorded at the start
         candidates/<name>/                            one launch (also <baseline>@<node>)
@@ -60,6 +61,8 @@ JOURNALS_DIR = "journals"
 OPENING_FILE = "opening.json"
 #: The probe of the host the sweep ran on.
 HOST_FILE = "host.json"
+#: What the pre-flight checks (``doctor``) found when the sweep opened, before anything was stopped.
+DOCTOR_FILE = "doctor.json"
 #: The simulated cluster's node slots (lock files).
 NODES_DIR = "nodes"
 #: Where the submitit plugin keeps its jobs (its default, ``${hydra.sweep.dir}/.submitit/%j``).

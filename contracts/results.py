@@ -297,6 +297,31 @@ class HostProbe(_Model):
     simulated: bool = False
 
 
+class DoctorProblem(_Model):
+    """One thing ``doctor`` found that would make a launch fail."""
+
+    candidate: str | None  # None: the host (every candidate)
+    check: Literal["program", "flags", "gpu", "memory", "weights", "port", "spec"]
+    message: str
+
+    def line(self) -> str:
+        return f"{self.candidate or 'host'}: {self.check}: {self.message}"
+
+
+class DoctorReport(_Model):
+    """What the pre-flight checks found (``doctor.json``): problems, and what was checked."""
+
+    problems: list[DoctorProblem] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+    def for_candidate(self, name: str) -> list[DoctorProblem]:
+        return [p for p in self.problems if p.candidate == name]
+
+    def blocking(self, baseline: str) -> list[DoctorProblem]:
+        """Problems that fail every candidate: the host's, and the retained baseline's own."""
+        return [p for p in self.problems if p.candidate in (None, baseline)]
+
+
 class StartupRecord(_Model):
     """How the launch went."""
 

@@ -137,8 +137,13 @@ class HostConfig:
     entrypoint: list[str] = field(default_factory=lambda: ["vllm", "serve", "{model}"])
     # Environment variables every server on this host gets.
     env: dict[str, str] = field(default_factory=dict)
-    # Longest wait for a server to become ready, in seconds.
-    startup_timeout_s: float = 900.0
+    # Names (shell globs: NCCL_*, VLLM_*, PYTORCH_*, CUDA_*, HF_*) of variables of gauntlet's own environment
+    # the server inherits (launch/command.py). A secret's name (one containing TOKEN, SECRET, PASSWORD,
+    # PASSWD, API_KEY, APIKEY, CREDENTIAL or PRIVATE_KEY: launch.spec.SECRET_NAME) never matches a glob: list
+    # it in service.pass_env. host.env and the candidate's env win over a passed-through value.
+    env_passthrough: list[str] = field(default_factory=list)
+    # Longest wait for a server to become ready, in seconds (DeepSeek-class checkpoints: 1800 on h100x8).
+    startup_timeout_s: float = 1800.0
     # Wait after SIGTERM before SIGKILL of every remaining process of the server, in seconds.
     shutdown_grace_s: float = 30.0
     # Longest wait for GPU memory to return to its pre-launch level after teardown, in seconds.

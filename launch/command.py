@@ -6,7 +6,8 @@ os.environ)`` and polls the server with :func:`auth_headers`. Reads the file sys
 nothing::
 
     resolve_argv(["python", "-m", "launch.sim"], root)   # [sys.executable, "-m", "launch.sim"]
-    child_env(spec, os.environ)["PATH"]                   # inherited; spec.env and spec.pass_env on top
+    child_env(spec, os.environ)["PATH"]                   # inherited; the host's globs (NCCL_*, ...),
+                                                          # spec.env and spec.pass_env on top
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import os
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 from contracts.errors import LaunchError
-from launch.spec import SERVER_API_KEY_ENV, LaunchSpec
+from launch.spec import SECRET_NAME, SERVER_API_KEY_ENV, LaunchSpec
 
 #: Environment variables a server inherits from the orchestrator's environment (besides spec.env and
 #: spec.pass_env): what a shell, Python, CUDA and the Hugging Face cache need to work on the host.
@@ -59,10 +61,23 @@ def resolve_argv(argv: Sequence[str], project_root: Path) -> list[str]:
     return [found, *rest]
 
 
+def passed_through(globs: Sequence[str], environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables of ``environ`` whose names match one of ``globs`` (case-sensitive shell globs), never a
+    secret: a name :data:`launch.spec.SECRET_NAME` matches (HF_TOKEN, WANDB_API_KEY) is passed only by
+    name, through service.pass_env."""
+    return {
+        name: value
+        for name, value in environ.items()
+        if any(fnmatchcase(name, glob) for glob in globs) and not SECRET_NAME.search(name)
+    }
+
+
 def child_env(spec: LaunchSpec, environ: Mapping[str, str]) -> dict[str, str]:
-    """The server's environment: a small inherited base, then spec.env, then spec.pass_env by name, then
-    the API key (from the variable ``spec.api_key_env`` names) as vLLM's VLLM_API_KEY."""
+    """The server's environment: a small inherited base, the host's passed-through globs, then spec.env,
+    then spec.pass_env by name, then the API key (from the variable ``spec.api_key_env`` names) as vLLM's
+    VLLM_API_KEY."""
     env = {name: environ[name] for name in INHERITED_ENV if name in environ}
+    env.update(passed_through(spec.env_passthrough, environ))
     env.update(spec.env)
     env.update({name: environ[name] for name in spec.pass_env if name in environ})
     key = spec.api_key(environ)

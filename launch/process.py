@@ -216,3 +216,17 @@ class PsutilProcesses:
                 if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
                     pids.add(conn.pid)
         return [info for pid in sorted(pids) if (info := self.info(pid)) is not None]
+
+
+def capture(argv: Sequence[str], *, cwd: Path, timeout_s: float) -> tuple[int | None, str]:
+    """Run a short command (a program's ``--help``) and return its exit code and output (stdout, then
+    stderr); the code is None when it ran past ``timeout_s`` (it is killed)."""
+    try:
+        done = subprocess.run(
+            list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout_s, check=False,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        return None, out
+    return done.returncode, done.stdout + done.stderr

@@ -86,6 +86,10 @@ class LaunchSpec:
     #: Name of gauntlet's environment variable holding the served API's key (None: no key). The value is
     #: read when needed (:meth:`api_key`) and never stored.
     api_key_env: str | None = None
+    #: Globs of gauntlet's environment variables the server inherits (host.env_passthrough; secrets never
+    #: match). Host plumbing (NCCL_*, VLLM_*), not the candidate: outside the fingerprint, as the
+    #: inherited PATH is.
+    env_passthrough: tuple[str, ...] = ()
 
     @property
     def base_url(self) -> str:
@@ -122,6 +126,10 @@ class LaunchSpec:
         data = asdict(self)
         if data["api_key_env"] is None:
             del data["api_key_env"]  # specs without a key are written as before
+        if not data["env_passthrough"]:
+            del data["env_passthrough"]  # so are specs that pass nothing through
+        else:
+            data["env_passthrough"] = list(self.env_passthrough)
         data["spec_version"] = SPEC_VERSION
         data["argv"] = list(self.argv)
         data["pass_env"] = list(self.pass_env)
@@ -140,6 +148,7 @@ class LaunchSpec:
                     "argv": tuple(data["argv"]),
                     "pass_env": tuple(data["pass_env"]),
                     "env": dict(data["env"]),
+                    "env_passthrough": tuple(data.get("env_passthrough", ())),
                 }
             )
         except (ValueError, KeyError, TypeError) as exc:
@@ -304,6 +313,7 @@ def render_spec(service: ServiceConfig, candidate: CandidateConfig, host: HostCo
         gpu_release_timeout_s=float(host.gpu_release_timeout_s),
         time_scale=float(host.time_scale),
         api_key_env=service.api_key_env,
+        env_passthrough=tuple(host.env_passthrough),
     )
     return _with_fingerprint(spec)
 

@@ -1,4 +1,4 @@
-"""Command line of gauntlet: ``python -m orchestrator [plan|list|judge|report|compare|rollback|stop|status]``.
+"""Command line of gauntlet: ``python -m orchestrator [plan|doctor|list|judge|report|compare|rollback|...]``.
 
 Subcommands are dispatched here; anything else is a Hydra run of the sweep (``-m candidate=glob(*)``).
 Every command takes Hydra's flags, parsed by Hydra's own parser: the sweep is a ``@hydra.main`` app,
@@ -18,6 +18,9 @@ USAGE = """usage: python -m orchestrator [COMMAND] [hydra overrides]
   -m candidate=glob(*) [overrides]   run the sweep (a Hydra multirun): baseline, every candidate, then the
                                      verified restore of the retained configuration and the report
   plan [overrides]                   validate every candidate and print the exact command each would run
+  doctor [overrides]                 check that the host can start every candidate (program and version,
+                                     each flag against the installed vLLM, GPUs, memory fit, weights,
+                                     port), starting nothing; one line per problem, exit 4 if any
   list [GROUP]                       the options of each config group (candidate, host, service, workload,
                                      experiment, gates) with each file's description and path
   rollback [SWEEP_DIR]               stop what gauntlet started, restore the retained configuration
@@ -55,6 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from orchestrator import plan  # noqa: PLC0415
 
         return plan.main(rest)
+    if command == "doctor":
+        from orchestrator import doctor  # noqa: PLC0415
+
+        return doctor.main(rest)
     if command == "list":
         from orchestrator import catalog  # noqa: PLC0415
 

@@ -42,7 +42,7 @@ from contracts.errors import (
 )
 from contracts.layout import SERVER_LOG, candidates_dir, point_latest, previous_latest
 from contracts.results import RecoveryValidation, probe_writable
-from contracts.schema import GauntletConfig
+from contracts.schema import CandidateConfig, GauntletConfig
 from orchestrator.ledger.events import SweepFinished
 from orchestrator.ledger.lock import SweepLock
 from orchestrator.ledger.requests import (
@@ -117,11 +117,13 @@ class SweepController:
         *,
         names: Sequence[str] | None = None,
         jobs_elsewhere: bool = False,
+        candidates: Sequence[CandidateConfig] = (),
     ) -> None:
         """Open ``sweep_dir``: begin (leftovers, retained spec), measure the baseline.
 
         With ``jobs_elsewhere`` (zero-downtime) the live service keeps serving and no baseline is measured
-        here: every job measures the baseline on its own node.
+        here: every job measures the baseline on its own node. ``candidates`` (every job's) are checked by
+        the doctor first, before the live service is touched.
         """
         quiet_http_logs()
         self.zero_downtime = jobs_elsewhere
@@ -143,7 +145,7 @@ class SweepController:
                 raise
             raise disk from exc
         point_latest(sweeps, sweep_dir)
-        begin(ctx, previous=previous, keep_live=jobs_elsewhere)
+        begin(ctx, previous=previous, keep_live=jobs_elsewhere, candidates=candidates)
         if jobs_elsewhere:
             return
         run = run_candidate(ctx, cfg.baseline, role="baseline")
@@ -341,7 +343,8 @@ class SweepController:
     def _restore_after(self, *, reason: str, code: int) -> int:
         if self.ctx is None or self.finished:
             return code
-        say_stderr(f"{reason}: restoring the retained configuration")
+        what = "after the error above" if reason.startswith("error: ") else reason  # said once, just above
+        say_stderr(f"{what}: restoring the retained configuration")
         try:
             self.finish(reason=reason)
         except KeyboardInterrupt as again:

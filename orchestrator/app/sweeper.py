@@ -315,8 +315,9 @@ class SweeperCore(BasicSweeper):
             launcher = str(self.config.hydra.launcher.get("_target_", ""))
             elsewhere = jobs_run_elsewhere(launcher, typed)
             save_config(self.config, sweep_dir)
-            names = [self.frozen[tuple(job)].candidate.name for job in jobs]
-            self.controller.open(typed, sweep_dir, names=names, jobs_elsewhere=elsewhere)
+            chosen = [self.frozen[tuple(job)].candidate for job in jobs]
+            names = [c.name for c in chosen]
+            self.controller.open(typed, sweep_dir, names=names, jobs_elsewhere=elsewhere, candidates=chosen)
             write_opening(sweep_dir, "open", node=node)
         except BaseException as exc:
             if not opened:

@@ -11,15 +11,24 @@ from __future__ import annotations
 
 from typing import cast
 
-from contracts.layout import CAPACITY_FILE
-from contracts.results import CandidateRun
+from contracts.layout import CAPACITY_FILE, DOCTOR_FILE, RUN_FILE
+from contracts.results import CandidateRun, DoctorReport, StartupRecord, read_model, write_model
 from contracts.schema import CandidateConfig
 from contracts.verdicts import Decision
 from gates.sequential import SequentialPlan
 from orchestrator.ledger.events import Role
 from orchestrator.measure import adaptive
 from orchestrator.measure.capacity import run_capacity
-from orchestrator.measure.launch import Launch, RunLabels, launch_complete, measured_launch, skip_complete
+from orchestrator.measure.launch import (
+    Launch,
+    RunLabels,
+    fresh_dir,
+    launch_complete,
+    measured_launch,
+    run_record,
+    skip_complete,
+    write_spec,
+)
 from orchestrator.measure.profile import LOST, free_memory, server_lost
 from orchestrator.servers.context import SweepContext
 
@@ -57,6 +66,14 @@ def run_candidate(ctx: SweepContext, candidate: CandidateConfig, *, role: Role =
         paired_baseline=ctx.paired_baseline if role == "candidate" else None,
     )
     spec = ctx.render(candidate)
+    refused = doctor_refusal(ctx, name)
+    if refused is not None:  # doctor found why it cannot start: recorded as a failed start, never launched
+        fresh_dir(ctx, out, discard_as=name)
+        write_spec(out, spec)
+        run = run_record(spec, refused, labels)
+        write_model(out / RUN_FILE, run)
+        ctx.say(f"{name}: {refused.matched_line} ({refused.kind})")
+        return run
     with measured_launch(ctx, spec, out, role=role, labels=labels, discard_as=name) as launch:
         if not launch.ready:
             startup = launch.run.startup
@@ -66,6 +83,26 @@ def run_candidate(ctx: SweepContext, candidate: CandidateConfig, *, role: Role =
             if not launch.lost:
                 launch.watch.extend(run_capacity(ctx, launch.session, candidate))
     return launch.recorded
+
+
+#: The startup-failure class a doctor problem stands for (what the launch would have been refused with).
+DOCTOR_KINDS = {"flags": "bad-args", "spec": "bad-args", "memory": "out-of-memory"}
+
+
+def doctor_refusal(ctx: SweepContext, name: str) -> StartupRecord | None:
+    """The failed start the sweep's ``doctor.json`` predicts for ``name`` (None: none, or no doctor ran)."""
+    path = ctx.dir / DOCTOR_FILE
+    if not path.exists():
+        return None
+    problems = read_model(path, DoctorReport).for_candidate(name)
+    if not problems:
+        return None
+    return StartupRecord(
+        ok=False,
+        kind=DOCTOR_KINDS.get(problems[0].check, "incompatible"),
+        matched_line=f"doctor (not launched): {problems[0].check}: {problems[0].message}",
+        evidence=[p.line() for p in problems],
+    )
 
 
 def _run_profiles(ctx: SweepContext, launch: Launch, plan: SequentialPlan) -> None:

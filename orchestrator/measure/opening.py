@@ -5,8 +5,8 @@ and by ``rollback`` (:mod:`orchestrator.recovery.rollback`). Each step is its ow
 :class:`~orchestrator.servers.context.SweepContext` (typed config, journal, seams) and holding servers through
 :class:`~orchestrator.servers.session.ServerSession`:
 
-    begin(ctx)                          here: record the retained spec, stop leftovers, take over the live
-                                        service, probe the host
+    begin(ctx, candidates)              here: the pre-flight checks (doctor), record the retained spec,
+                                        stop leftovers, take over the live service, probe the host
     measure.run_candidate(ctx, cand)    launch, profiles with repeats under a watcher, teardown
     restore.restore(ctx, reason=...)    relaunch the retained spec byte-for-byte, check it, validate it
 
@@ -15,6 +15,7 @@ Sweep directory::
     config.yaml                 the composed configuration of the sweep
     journal.jsonl               every state change, appended before it happens
     host.json                   the host probe (NVML, or the simulator's record)
+    doctor.json                 what the pre-flight checks found before anything was stopped
     retained/spec.json          the retained spec recorded at the start (restores are checked against it)
     candidates/<name>/          spec.json, vllm-config.yaml, server.log, run.json, <profile>/r<k>/...
     candidates/<baseline>/blocks/after-<candidate>/   the baseline again after a candidate (interleave)
@@ -24,12 +25,15 @@ Sweep directory::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from contracts.errors import SpecError
-from contracts.layout import HOST_FILE, VLLM_CONFIG_FILE
-from contracts.results import write_model
+from contracts.errors import PreflightError, SpecError
+from contracts.layout import DOCTOR_FILE, HOST_FILE, VLLM_CONFIG_FILE
+from contracts.results import DoctorReport, write_model
+from contracts.schema import CandidateConfig
+from launch.preflight import diagnose
 from launch.spec import LaunchSpec, diff_specs
 from orchestrator.ledger.events import RetainedRecorded, SweepStarted
 from orchestrator.ledger.offsite import keep_offsite
@@ -37,13 +41,21 @@ from orchestrator.servers.context import SweepContext
 from orchestrator.servers.leftovers import stop_leftovers, take_over_live_service
 
 
-def begin(ctx: SweepContext, *, previous: Path | None = None, keep_live: bool = False) -> None:
-    """Record the retained spec, stop a live retained server left by an earlier sweep, probe the host.
+def begin(
+    ctx: SweepContext,
+    *,
+    previous: Path | None = None,
+    keep_live: bool = False,
+    candidates: Sequence[CandidateConfig] = (),
+) -> None:
+    """Check the host and ``candidates`` (doctor), record the retained spec, stop a live retained server
+    left by an earlier sweep, probe the host.
 
     With ``keep_live`` (zero-downtime: every candidate runs on another node) the live retained server is
     not stopped: it is recorded and its fingerprint checked, and it keeps serving throughout.
     """
     ctx.dir.mkdir(parents=True, exist_ok=True)
+    preflight(ctx, candidates)
     state = ctx.journal.replay()
     ctx.journal.append(SweepStarted(phase="begin", resumed=state.events > 0))
     if keep_live:
@@ -64,6 +76,29 @@ def begin(ctx: SweepContext, *, previous: Path | None = None, keep_live: bool = 
         take_over_live_service(ctx, previous, spec, keep=keep_live)
     probe = ctx.seams.host_probe(ctx.cfg.host.kind)
     write_model(ctx.dir / HOST_FILE, probe)
+
+
+def preflight(ctx: SweepContext, candidates: Sequence[CandidateConfig]) -> DoctorReport | None:
+    """The doctor's checks before anything is stopped, written to ``doctor.json``.
+
+    A problem of the host or of the retained baseline fails every candidate: :class:`PreflightError`, and
+    the live service is left as it is. A single candidate's problem is said here; the candidate is then
+    recorded INCOMPATIBLE without a launch (:func:`orchestrator.measure.candidate.run_candidate`).
+    """
+    if ctx.seams.doctor_probes is None:
+        return None
+    report = diagnose(ctx.cfg, [ctx.cfg.baseline, *candidates], ctx.seams.doctor_probes(), live_service=False)
+    write_model(ctx.dir / DOCTOR_FILE, report)
+    blocking = report.blocking(ctx.cfg.baseline.name)
+    if blocking:
+        raise PreflightError(
+            f"doctor: {len(blocking)} problem(s) would fail every candidate; nothing was started or stopped",
+            evidence=[p.line() for p in blocking],
+            hint="fix them (python -m orchestrator doctor [the same overrides] checks again), then re-run",
+        )
+    for problem in report.problems:
+        ctx.say(f"{problem.line()}: recorded INCOMPATIBLE, not launched")
+    return report
 
 
 def record_retained(ctx: SweepContext, spec: LaunchSpec) -> None:

@@ -32,7 +32,15 @@ from contracts.results import (
 )
 from contracts.schema import CandidateConfig, ServiceConfig
 from launch.spec import LaunchSpec, diff_specs
-from orchestrator.ledger.events import Restored, Restoring, Validated, ValidationFailed
+from orchestrator.ledger.events import (
+    Event,
+    Restored,
+    Restoring,
+    RollbackRequested,
+    StartupFailed,
+    Validated,
+    ValidationFailed,
+)
 from orchestrator.ledger.journal import Journal, JournalState
 from orchestrator.ledger.offsite import find_offsite
 from orchestrator.measure.launch import (
@@ -78,6 +86,9 @@ def restore(
     live = healthy_retained(ctx.servers, state) if keep_live else None
     if live is not None:
         return _validate_in_place(ctx, live, state, reason=reason, out=out)
+    failed = failed_start(ctx.journal.node_events(), spec.fingerprint)
+    if failed is not None:
+        return _not_relaunched(ctx, spec, state.retained_fingerprint, failed, out=out)
     stop_leftovers(ctx.servers, state, reason=f"before restoring the retained configuration ({reason})")
     ctx.journal.append(Restoring(candidate=spec.candidate, fingerprint=spec.fingerprint, reason=reason))
     ctx.say(f"restoring the retained configuration {spec.candidate} ({reason})")
@@ -108,6 +119,47 @@ def restore(
         session.keep()  # the live service from now on, whatever the validation finds
         ctx.journal.append(Restored(candidate=spec.candidate, pid=session.pid, fingerprint=spec.fingerprint))
         return validate_retained(ctx, launch, state.retained_fingerprint)
+
+
+def failed_start(events: Sequence[Event], fingerprint: str) -> StartupFailed | None:
+    """The failed start of ``fingerprint`` in this sweep since the last explicit rollback (pure), or None.
+
+    A spec that could not start once (a bad flag, no GPU, too little memory) fails again the same way:
+    on a real host that is another startup timeout (1800 s) for nothing. An explicit ``rollback``
+    (its ``RollbackRequested`` line) tries once more: whoever asked for it may have fixed the cause.
+    """
+    found: StartupFailed | None = None
+    for event in events:
+        if isinstance(event, RollbackRequested):
+            found = None
+        elif isinstance(event, StartupFailed) and event.fingerprint == fingerprint:
+            found = event
+    return found
+
+
+def _not_relaunched(
+    ctx: SweepContext, spec: LaunchSpec, recorded: str, failed: StartupFailed, *, out: Path
+) -> RecoveryValidation:
+    """The retained spec already failed to start in this sweep: say so once, relaunch nothing, leave
+    whatever runs (the previous live service, or nothing) as it is."""
+    reason = (
+        f"the retained configuration {spec.candidate} failed to start in this sweep ({failed.kind}: "
+        f"{failed.matched_line or '-'}); not launched again, what runs is left as it is"
+    )
+    out = writable_or_elsewhere(ctx, out)
+    fresh_dir(ctx, out, discard_as=None)
+    result = RecoveryValidation(
+        ok=False,
+        candidate=spec.candidate,
+        fingerprint=spec.fingerprint,
+        recorded_fingerprint=recorded,
+        pid=None,
+        reason=reason,
+    )
+    write_model(out / VALIDATION_FILE, result)
+    ctx.journal.append(ValidationFailed(candidate=spec.candidate, reason=reason))
+    ctx.say(reason)
+    return result
 
 
 #: The record of the restored retained configuration's launch.

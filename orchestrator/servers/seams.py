@@ -22,6 +22,7 @@ from contracts.schema import SloConfig, WorkloadConfig
 from launch.spec import LaunchSpec
 
 if TYPE_CHECKING:
+    from launch.preflight import Probes
     from launch.supervisor import Server  # a frozen record; the supervisor itself is imported lazily
     from orchestrator.ledger.journal import RemoteJob
 
@@ -117,6 +118,9 @@ class Seams:
     #: Cancels a job of this sweep on another node (orchestrator.servers.scheduler.cancel_job); returns what
     #: it did.
     cancel_job: Callable[[RemoteJob, Path], str] = field(default_factory=lambda: _cancel_job)
+    #: The pre-flight checks' probes (launch.preflight.real_probes), run when the sweep opens, before the
+    #: live service is stopped; None: no pre-flight (the unit tests' fakes launch nothing real).
+    doctor_probes: Callable[[], Probes] | None = None
 
 
 def _cancel_job(job: RemoteJob, sweep_dir: Path) -> str:
@@ -148,11 +152,18 @@ def real_seams() -> Seams:
             )
         return probe_host()
 
+    def doctor_probes() -> Probes:
+        from contracts.paths import PROJECT_ROOT  # noqa: PLC0415
+        from launch.preflight import real_probes  # noqa: PLC0415
+
+        return real_probes(PROJECT_ROOT)
+
     return Seams(
         supervisor=Supervisor(gpu=nvml),
         run_profile=run_profile,
         gpu_memory=gpu_memory,
         host_probe=host_probe,
+        doctor_probes=doctor_probes,
     )
 
 

@@ -38,7 +38,7 @@ def test_small_sweep_on_real_vllm_restores_the_baseline(vllm_cpu: Path, tmp_path
             "-m",
             "orchestrator",
             "-m",
-            "candidate=cpu_baseline,cpu_fp8,cpu_seqs",
+            "candidate=cpu_baseline,cpu_fp8,cpu_seqs,cpu_bogus_flag",
             "hydra.searchpath=[file://tests/e2e/conf]",
             "+experiment=cpu_sweep",
             f"service.port={port}",
@@ -57,6 +57,11 @@ def test_small_sweep_on_real_vllm_restores_the_baseline(vllm_cpu: Path, tmp_path
         fp8 = read_model(sweep / "candidates" / "cpu_fp8" / "run.json", CandidateRun)
         assert (fp8.startup.ok, fp8.startup.kind) == (False, "incompatible")
         assert fp8.startup.matched_line and "fp8" in fp8.startup.matched_line.lower()
+        bogus = read_model(sweep / "candidates" / "cpu_bogus_flag" / "run.json", CandidateRun)
+        assert (bogus.startup.ok, bogus.startup.kind) == (False, "bad-args")  # doctor: never launched
+        assert bogus.startup.matched_line and "--no-such-vllm-flag" in bogus.startup.matched_line
+        launched = [e.candidate for e in Journal(sweep / "journal.jsonl").events() if e.name == "launching"]
+        assert "cpu_bogus_flag" not in launched and "cpu_seqs" in launched
         seqs = read_model(sweep / "candidates" / "cpu_seqs" / "run.json", CandidateRun)
         assert seqs.startup.ok and seqs.backend == "vllm"
         assert seqs.profiles == ["serial/r1", "short/r1", "serial/r2", "short/r2"]

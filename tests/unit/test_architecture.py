@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("contracts", "launch", "load", "gates", "report", "orchestrator")
 #: orchestrator/: the command line's modules, then its folders from the top layer down (pyproject.toml).
-ENTRY = ("__main__", "cli", "catalog", "plan")
+ENTRY = ("__main__", "cli", "catalog", "plan", "doctor")
 SWEEP_FOLDERS = ("app", "recovery", "measure", "servers", "ledger", "config")
 
 

@@ -240,3 +240,51 @@ def test_sigint_interrupts_the_sweep_even_when_the_parent_ignored_it(tmp_path: P
     assert code == 130
     assert Journal(sweep / "journal.jsonl").replay().last_event == "sweep_finished"
     assert messages[-1].startswith("retained server live: pid ")
+
+
+def test_a_baseline_that_failed_to_start_is_not_launched_again_by_the_restore(tmp_path: Path) -> None:
+    from contracts.errors import StartupFailure
+    from contracts.results import RecoveryValidation, read_model
+
+    failure = StartupFailure("exited", kind="out-of-memory", exit_code=1, matched_line="CUDA out of memory")
+    sup = FakeSupervisor(failures={"baseline": failure})
+    code, messages, sweep = run_sweep(tmp_path, sup)
+    assert code == GauntletError.exit_code
+    assert sup.started == ["baseline"]  # once: the restore relaunched nothing
+    said = [m for m in messages if "failed to start in this sweep" in m]
+    assert len(said) == 1 and "out-of-memory: CUDA out of memory" in said[0], messages
+    assert not any(m.startswith("restoring the retained configuration") for m in messages)
+    validation = read_model(sweep / "recovery" / "validation.json", RecoveryValidation)
+    assert not validation.ok and validation.pid is None
+    assert messages[-1] == "nothing gauntlet started for this sweep is running"
+
+
+def _failed(fingerprint: str, kind: str = "timeout") -> object:
+    from orchestrator.ledger.events import StartupFailed
+
+    return StartupFailed(candidate="baseline", pid=1, fingerprint=fingerprint, kind=kind)
+
+
+def _rollback() -> object:
+    from orchestrator.ledger.events import RollbackRequested
+
+    return RollbackRequested(live=0)
+
+
+@pytest.mark.parametrize(
+    ("events", "failed"),
+    [
+        ([], None),
+        ([_failed("sha256:a")], "timeout"),
+        ([_failed("sha256:b")], None),  # another spec failed, not the retained one
+        ([_failed("sha256:a"), _rollback()], None),  # an explicit rollback tries once more
+        ([_rollback(), _failed("sha256:a", "bad-args")], "bad-args"),
+    ],
+)
+def test_a_failed_start_of_the_retained_spec_is_found_in_the_journal(
+    events: list[object], failed: str | None
+) -> None:
+    from orchestrator.recovery.restore import failed_start
+
+    found = failed_start(events, "sha256:a")  # type: ignore[arg-type]
+    assert (found.kind if found is not None else None) == failed

@@ -1,0 +1,134 @@
+"""``python -m orchestrator doctor [overrides]``: will this host start these candidates? Nothing is started.
+
+Pipeline position: the command line, beside ``plan``. It composes every selected candidate as the sweep
+would and runs the pre-flight checks of :mod:`launch.preflight` (the server program and its version,
+every rendered flag against the installed vLLM's ``--help``, NVML against the host config and each
+candidate's TP x DP x EP placement, a memory-fit estimate, the weights or HF_TOKEN, the port). It prints
+what it checked, then one line per problem, and exits 4 when there is one (a launch would fail). A
+sweep runs the same checks when it opens, before it stops the live service.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TextIO
+
+from contracts.errors import ConfigError, GauntletError, LaunchError
+from contracts.layout import JOURNAL_FILE, previous_latest
+from contracts.paths import PROJECT_ROOT
+from contracts.results import DoctorProblem, DoctorReport
+from contracts.schema import GauntletConfig
+from launch.preflight import Probes, diagnose, real_probes
+from orchestrator.config.compose import ConfigLocation, load, parse_hydra_args, select, show, wants_show
+from orchestrator.config.validate import check_candidate_names
+from orchestrator.ledger.journal import Journal
+
+#: Exit code when doctor finds a problem: a launch would fail (LaunchError's code).
+EXIT_PROBLEMS = LaunchError.exit_code
+
+DOCTOR_USAGE = """usage: python -m orchestrator doctor [hydra flags] [overrides]
+
+Check, before anything is started or stopped, that the host can start every selected candidate (all of
+the group by default; `candidate=a,b` selects): the server program and its version, every flag and value
+of each rendered command line against the installed vLLM's own --help (the simulator's parser on
+host=sim), GPUs from NVML against the host config and each TP x DP placement, a memory-fit estimate,
+the weights or HF_TOKEN, and the port. One line per problem; exit 4 when there is any.
+
+"""
+
+
+def gauntlet_live_service(cfg: GauntletConfig, alive: Callable[[int, float], bool]) -> str | None:
+    """The live server a previous sweep left on the service's port (the latest sweep under
+    ``run.sweeps_dir``), described, or None. A sweep stops that one itself, so it holds the port and the
+    GPU memory without being a problem. ``alive(pid, create_time)``: the same process still runs."""
+    latest = previous_latest(Path(cfg.run.sweeps_dir))
+    if latest is None or not (latest / JOURNAL_FILE).is_file():
+        return None
+    try:
+        state = Journal(latest / JOURNAL_FILE).replay()
+    except GauntletError:
+        return None
+    for server in state.live.values():
+        if server.port == cfg.service.port and alive(server.pid, server.create_time):
+            return f"{server.candidate} (pid {server.pid}, {server.role}) of {latest}"
+    return None
+
+
+def _alive(pid: int, create_time: float) -> bool:
+    from launch.process import PsutilProcesses  # noqa: PLC0415  (only when a previous sweep left one)
+
+    info = PsutilProcesses().info(pid)
+    return info is not None and abs(info.create_time - create_time) < 1.0
+
+
+def doctor(
+    overrides: Sequence[str] = (),
+    location: ConfigLocation | None = None,
+    probes: Probes | None = None,
+    alive: Callable[[int, float], bool] = _alive,
+) -> DoctorReport:
+    """Compose every selected candidate and diagnose them together (config problems count, per candidate).
+
+    When gauntlet's own live service (left by the latest sweep) holds the port, the port and free-memory
+    checks are skipped as in a sweep, which stops that server before it measures."""
+    loc = location or ConfigLocation()
+    selection = select(loc, overrides)
+    check_candidate_names(selection.search_path)
+    configs: list[GauntletConfig] = []
+    problems: list[DoctorProblem] = []
+    for option in selection.candidates:
+        try:
+            cfg, _ = load([*selection.rest, f"candidate={option}"], location=loc)
+        except ConfigError as exc:
+            for text in dict.fromkeys(str(p) for p in exc.problems):
+                if all(text != known.message for known in problems):  # the baseline's recurs in every load
+                    problems.append(DoctorProblem(candidate=option, check="spec", message=text))
+            continue
+        configs.append(cfg)
+    if not configs:
+        return DoctorReport(problems=problems)
+    first = configs[0]
+    live = gauntlet_live_service(first, alive)
+    report = diagnose(
+        first,
+        [first.baseline, *(c.candidate for c in configs)],
+        probes if probes is not None else real_probes(Path(PROJECT_ROOT)),
+        live_service=live is None,
+    )
+    notes = list(report.notes)
+    if live is not None:
+        notes.append(
+            f"port and free GPU memory: held by gauntlet's live service {live}; a sweep stops it first"
+        )
+    return DoctorReport(problems=[*problems, *report.problems], notes=notes)
+
+
+def format_report(report: DoctorReport) -> str:
+    lines = [f"  ok  {note}" for note in report.notes]
+    lines += [f"  PROBLEM  {p.line()}" for p in report.problems]
+    verdict = (
+        f"gauntlet doctor: {len(report.problems)} problem(s); nothing was started or stopped"
+        if report.problems
+        else "gauntlet doctor: no problem found; nothing was started or stopped"
+    )
+    return "\n".join([*lines, verdict]) + "\n"
+
+
+def main(argv: Sequence[str], out: TextIO | None = None) -> int:
+    """``doctor [hydra flags] [overrides]``; exit 0 when nothing would fail, 4 when something would."""
+    out = out or sys.stdout
+    args = parse_hydra_args(argv)
+    try:
+        if wants_show(args):
+            if args.help:
+                out.write(DOCTOR_USAGE)
+                out.flush()
+            return show(args, command="doctor")
+        report = doctor(args.overrides, ConfigLocation.from_args(args))
+    except GauntletError as exc:
+        print(f"gauntlet doctor: {exc}", file=sys.stderr)
+        return exc.exit_code
+    out.write(format_report(report))
+    return EXIT_PROBLEMS if report.problems else 0
