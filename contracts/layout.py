@@ -10,6 +10,7 @@ the report); it imports only the error tree. No other module spells one of these
         journal.jsonl  journals/<node>-<job>.jsonl    the journal, and one per job of a parallel sweep
         opening.json  host.json  nodes/  .submitit/   the sweep's opening, the host probe, node slots, jobs
         verdicts.json  report.md  report.json  summaries.csv  *.png
+        sim-vs-real.json  sim-vs-real.md              simulation against measurement (launch.sim.versus)
         retained/spec.json  retained/vllm-config.yaml the retained configuration as recorded at the start
         candidates/<name>/                            one launch (also <baseline>@<node>)
             spec.json  vllm-config.yaml  server.log  run.json
@@ -70,6 +71,9 @@ PLOT_PARETO = "pareto.png"
 PLOT_GOODPUT = "goodput.png"
 #: The retained configuration's spec as recorded when the sweep began.
 RETAINED_DIR = "retained"
+#: The simulator's prediction of the sweep's measured candidates, figure by figure (launch/sim/versus.py).
+SIM_VS_REAL_FILE = "sim-vs-real.json"
+SIM_VS_REAL_MD = "sim-vs-real.md"
 
 # ---------------------------------------------------------------- one launch's result directory
 #: Every launch of a candidate (and of the baseline, per node ``<baseline>@<node>``).
