@@ -101,7 +101,7 @@ def test_case_study_candidates_on_real_vllm_and_the_simulator_against_them(
             assert spec.env[CPU_BIND_ENV] == "0|1"
             run = read_model(layout.candidate_dir(sweep, name) / layout.RUN_FILE, CandidateRun)
             assert run.startup.ok and run.backend == "vllm", (name, run.startup)
-            assert run.profiles == ["serial/r1", "short/r1", "serial/r2", "short/r2"]
+            assert run.profiles == [f"{p}/r{k}" for k in range(1, 6) for p in ("serial", "short")]
         # The CPU refuses an FP8 KV cache for head size 80: incompatible, with vLLM's own line.
         fp8 = read_model(layout.candidate_dir(sweep, "cpu_fp8") / layout.RUN_FILE, CandidateRun)
         assert (fp8.startup.ok, fp8.startup.kind) == (False, "incompatible")
