@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from launch.sim.model import StartupError, check_startup
+from launch.sim.model import EngineConfig, StartupError, check_startup
 from launch.sim.profile import load_profile
-from launch.sim.replay import ReplayRequest, replay_closed_loop
+from launch.sim.replay import ReplayRequest, ReplayResult, replay_closed_loop
 from launch.sim.versus import FigureRow, SimVersusReal, StartupRow, engine_config, render
 from launch.spec import render_spec
 from orchestrator.config.compose import load
@@ -26,7 +26,7 @@ NGRAM = [
 BASE = ["candidate.tensor_parallel_size=1", "candidate.data_parallel_size=2", "candidate.speculative=null"]
 
 
-def _engine(overrides: list[str]):  # type: ignore[no-untyped-def]
+def _engine(overrides: list[str]) -> EngineConfig:
     cfg, _ = load([*CPU, *overrides])
     return engine_config(render_spec(cfg.service, cfg.candidate, cfg.host))
 
@@ -71,7 +71,7 @@ def test_the_cpu_profile_predicts_the_regression_and_the_drafts() -> None:
     profile = load_profile("cpu2_tiny_head80")
     requests = [ReplayRequest(prompt_tokens=96, max_tokens=24, min_tokens=24, ignore_eos=True)] * 16
 
-    def run(overrides: list[str]):  # type: ignore[no-untyped-def]
+    def run(overrides: list[str]) -> ReplayResult:
         return replay_closed_loop(profile, _engine(overrides), requests, 8)
 
     base, seqs1 = run(BASE), run([*BASE, "candidate.max_num_seqs=1"])
