@@ -45,6 +45,9 @@ FIGURES = {
     "ttft_p50_s": "median TTFT, s (mean over repeats)",
     "e2e_p50_s": "median end-to-end latency, s (mean over repeats)",
 }
+#: A figure relative to the baseline's (``output_tps/baseline``): what the gates compare, so what a
+#: prediction of a verdict needs the simulator to get right.
+RELATIVE = "/baseline"
 
 
 class _Model(BaseModel):
@@ -56,7 +59,7 @@ class FigureRow(_Model):
 
     candidate: str
     profile: str
-    figure: str  # a key of FIGURES
+    figure: str  # a key of FIGURES, or one with RELATIVE appended (candidate / baseline, both sides)
     simulated: float | None  # None: the simulator predicts no start, or no value
     measured: float | None
     ratio: float | None  # simulated / measured; None when either is missing or measured is 0
@@ -155,6 +158,28 @@ def _ratio(simulated: float | None, measured: float | None) -> float | None:
     return simulated / measured
 
 
+def _relative(rows: list[FigureRow], baseline: str | None) -> list[FigureRow]:
+    """Each candidate's figures divided by the baseline's, simulated and measured alike."""
+    base = {(r.profile, r.figure): r for r in rows if r.candidate == baseline}
+    out: list[FigureRow] = []
+    for row in rows:
+        ref = base.get((row.profile, row.figure))
+        if row.candidate == baseline or ref is None:
+            continue
+        sim, real = _ratio(row.simulated, ref.simulated), _ratio(row.measured, ref.measured)
+        out.append(
+            row.model_copy(
+                update={
+                    "figure": row.figure + RELATIVE,
+                    "simulated": sim,
+                    "measured": real,
+                    "ratio": _ratio(sim, real),
+                }
+            )
+        )
+    return out
+
+
 def _runs(root: Path, run: CandidateRun) -> dict[str, list[tuple[ProfileSummary, list[RequestRecord]]]]:
     """The measured runs of one launch, by profile (``run.profiles`` lists ``<profile>/r<k>``)."""
     out: dict[str, list[tuple[ProfileSummary, list[RequestRecord]]]] = {}
@@ -176,10 +201,13 @@ def compare(sweep: Path, profile: Profile) -> SimVersusReal:
     startups: list[StartupRow] = []
     figures: list[FigureRow] = []
     hosts: set[str] = set()
+    baseline: str | None = None
     for root in sorted(p for p in candidates.iterdir() if (p / layout.RUN_FILE).is_file()):
         if "@" in root.name:
             continue  # a node's own baseline (a parallel sweep): same spec as the baseline
         run = read_model(root / layout.RUN_FILE, CandidateRun)
+        if run.is_baseline:
+            baseline = run.candidate
         spec = LaunchSpec.read(root / layout.SPEC_FILE)
         hosts.add(spec.host)
         cfg = engine_config(spec)
@@ -217,6 +245,7 @@ def compare(sweep: Path, profile: Profile) -> SimVersusReal:
                         repeats=len(runs),
                     )
                 )
+    figures += _relative(figures, baseline)
     return SimVersusReal(
         sweep=str(sweep),
         sim_profile=profile.name,
@@ -234,6 +263,8 @@ def compare(sweep: Path, profile: Profile) -> SimVersusReal:
 def _num(value: float | None, figure: str) -> str:
     if value is None:
         return "-"
+    if figure.endswith(RELATIVE):
+        return f"{value:.2f}x"
     return f"{value:,.1f}" if figure == "output_tps" else f"{value:.3f}"
 
 
@@ -263,7 +294,7 @@ def render(result: SimVersusReal) -> str:
             f"| {_num(r.measured, r.figure)} | {ratio} |"
         )
     lines.append("")
-    for figure in FIGURES:
+    for figure in dict.fromkeys(r.figure for r in result.figures):
         ratios = result.ratios(figure)
         if ratios:
             lines.append(

@@ -10,7 +10,7 @@ import pytest
 from launch.sim.model import EngineConfig, StartupError, check_startup
 from launch.sim.profile import load_profile
 from launch.sim.replay import ReplayRequest, ReplayResult, replay_closed_loop
-from launch.sim.versus import FigureRow, SimVersusReal, StartupRow, engine_config, render
+from launch.sim.versus import FigureRow, SimVersusReal, StartupRow, _relative, engine_config, render
 from launch.spec import render_spec
 from orchestrator.config.compose import load
 
@@ -115,3 +115,15 @@ def test_render_labels_simulation_and_measurement_and_summarises_each_figure() -
     assert "output_tps: simulated / measured from 0.50x to 2.00x (geometric mean 1.00x, 2 rows)" in text
     assert "ttft_p50_s:" not in text.split("\n\n")[-1]
     assert result.ratios("output_tps") == [0.5, 2.0]
+
+
+def test_relative_rows_divide_each_side_by_the_baseline() -> None:
+    def row(candidate: str, simulated: float, measured: float) -> FigureRow:
+        return FigureRow(candidate=candidate, profile="short", figure="output_tps", simulated=simulated,
+                         measured=measured, ratio=simulated / measured, repeats=5)  # fmt: skip
+
+    rows = _relative([row("base", 600.0, 1000.0), row("tp2", 420.0, 720.0)], "base")
+    assert [(r.candidate, r.figure) for r in rows] == [("tp2", "output_tps/baseline")]
+    assert (rows[0].simulated, rows[0].measured) == pytest.approx((0.70, 0.72))
+    assert rows[0].ratio == pytest.approx(0.70 / 0.72)
+    assert _relative([row("tp2", 420.0, 720.0)], None) == []
