@@ -12,6 +12,7 @@ the report); it imports only the error tree. No other module spells one of these
         .write-probe-<pid>/                           made and removed at the opening: may the sweep write?
         doctor.json                                   what `doctor` found before anything was stopped
         verdicts.json  report.md  report.json  summaries.csv  *.png
+        sim-vs-real.json  sim-vs-real.md              simulation against measurement (launch.sim.versus)
         retained/spec.json  retained/vllm-config.yaml the retained configuration as recorded at the start
         candidates/<name>/                            one launch (also <baseline>@<node>)
             spec.json  vllm-config.yaml  server.log  run.json
@@ -84,6 +85,9 @@ PLOT_GOODPUT = "goodput.png"
 RETAINED_DIR = "retained"
 #: A folder the sweep creates and removes at once when it opens, to learn that it may write (issue 22).
 WRITE_PROBE = ".write-probe"
+#: The simulator's prediction of the sweep's measured candidates, figure by figure (launch/sim/versus.py).
+SIM_VS_REAL_FILE = "sim-vs-real.json"
+SIM_VS_REAL_MD = "sim-vs-real.md"
 
 # ---------------------------------------------------------------- one launch's result directory
 #: Every launch of a candidate (and of the baseline, per node ``<baseline>@<node>``).

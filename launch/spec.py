@@ -34,6 +34,9 @@ SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|CREDENTIAL|PRI
 SECRET_FLAGS = frozenset({"api-key"})
 #: The variable vLLM reads its API key from when --api-key is not given (the server gets the key there).
 SERVER_API_KEY_ENV = "VLLM_API_KEY"
+#: vLLM's CPU backend binds each worker's OpenMP threads to the cores listed here, one list per local rank
+#: separated by "|", ranks in [DP, PP, TP] order ("auto" needs a NUMA node per rank; "0|1" works on one).
+CPU_BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
 
 
 def _json(value: Any) -> str:
@@ -279,6 +282,27 @@ def render_config_yaml(flags: list[tuple[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def cpu_binding(tensor_parallel_size: int, data_parallel_size: int) -> str:
+    """The CPU placement of TP x DP ranks: rank r (DP-major, as vLLM numbers them) on core r.
+
+    On a ``kind: cpu`` host a core is what a GPU is on a GPU host: ``host.gpu_count`` is the number of
+    cores handed out, one per rank, as ``CUDA_VISIBLE_DEVICES`` would hand out GPUs::
+
+        cpu_binding(1, 2)  # '0|1'   two replicas, one core each
+        cpu_binding(2, 1)  # '0|1'   one replica, its two TP workers on cores 0 and 1
+        cpu_binding(1, 1)  # '0'
+    """
+    return "|".join(str(rank) for rank in range(tensor_parallel_size * data_parallel_size))
+
+
+def placement_env(candidate: CandidateConfig, host: HostConfig) -> dict[str, str]:
+    """The environment that places ``candidate``'s ranks on ``host`` (empty where vLLM's default placement
+    is right: GPU hosts use the first TP x DP devices, simulated hosts have none)."""
+    if host.kind != "cpu":
+        return {}
+    return {CPU_BIND_ENV: cpu_binding(candidate.tensor_parallel_size, candidate.data_parallel_size)}
+
+
 def render_spec(service: ServiceConfig, candidate: CandidateConfig, host: HostConfig) -> LaunchSpec:
     """Render the exact launch of ``candidate`` on ``host`` for ``service`` (pure and deterministic)."""
     flags = vllm_flags(service, candidate)
@@ -289,7 +313,8 @@ def render_spec(service: ServiceConfig, candidate: CandidateConfig, host: HostCo
     argv: list[str] = list(entry)
     for name, value in flags:
         argv.extend(render_flag(name, value))
-    env = {**host.env, **service.env, **candidate.env}
+    # A binding written in a config (host, service or candidate env) wins over the computed placement.
+    env = {**placement_env(candidate, host), **host.env, **service.env, **candidate.env}
     for name in env:
         if SECRET_NAME.search(name):
             raise SpecError(

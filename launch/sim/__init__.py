@@ -10,6 +10,7 @@ and metrics, with timing from a scheduler model rather than a sleep per request:
 - :mod:`launch.sim.server`   the HTTP layer (asyncio streams), fault injection
 - :mod:`launch.sim.replay`   in-process replay of a workload in virtual time (calibration, what-if)
 - :mod:`launch.sim.client`   helpers for gauntlet's side (``sim_gpu_memory``)
+- :mod:`launch.sim.versus`   a profile's predictions beside a measured sweep (simulated / measured)
 
 The model, its equations, every parameter and what it leaves out are in ``docs/simulator.md``.
 """

@@ -27,7 +27,7 @@ def doctor(*overrides: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_doctor_passes_the_cpu_candidates_and_names_an_unknown_flag(vllm_cpu: Path) -> None:
-    good = doctor("candidate=cpu_baseline,cpu_seqs")
+    good = doctor("candidate=cpu_baseline,cpu_seqs1")
     assert good.returncode == 0, good.stdout + good.stderr
     assert "vLLM 0.32.0" in good.stdout and "no problem found" in good.stdout
     bad = doctor("candidate=cpu_baseline,cpu_bogus_flag")

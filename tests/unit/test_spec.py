@@ -9,7 +9,7 @@ import pytest
 
 from contracts.errors import SpecError, SpecTamperedError
 from contracts.schema import CandidateConfig, HostConfig, ServiceConfig
-from launch.spec import LaunchSpec, diff_specs, render_flag, render_spec
+from launch.spec import CPU_BIND_ENV, LaunchSpec, cpu_binding, diff_specs, render_flag, render_spec
 from orchestrator.config.compose import load
 
 BASE = [
@@ -73,6 +73,45 @@ def test_hosts_choose_their_entrypoint() -> None:
     assert cpu.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
     assert "--enable-expert-parallel" not in cpu.argv
     assert "--sim-profile" not in cpu.argv
+    assert cpu.env[CPU_BIND_ENV] == "0"
+
+
+@pytest.mark.parametrize(
+    ("tp", "dp", "binding"),
+    [(1, 1, "0"), (1, 2, "0|1"), (2, 1, "0|1"), (2, 2, "0|1|2|3"), (4, 1, "0|1|2|3")],
+)
+def test_cpu_binding_puts_rank_r_on_core_r(tp: int, dp: int, binding: str) -> None:
+    assert cpu_binding(tp, dp) == binding
+
+
+CPU_SMALL = [
+    "host=cpu", "service=tiny_cpu", "candidate.speculative=null", "candidate.enable_expert_parallel=false",
+    "baseline.tensor_parallel_size=1", "baseline.data_parallel_size=1", "baseline.speculative=null",
+    "baseline.enable_expert_parallel=false",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("overrides", "binding"),
+    [
+        (["candidate.tensor_parallel_size=1", "candidate.data_parallel_size=2"], "0|1"),
+        (["candidate.tensor_parallel_size=2", "candidate.data_parallel_size=1"], "0|1"),
+        (["candidate.tensor_parallel_size=1", "candidate.data_parallel_size=1"], "0"),
+        # a binding written in the config wins over the computed one
+        (["candidate.tensor_parallel_size=1", "candidate.data_parallel_size=1",
+          "+candidate.env.VLLM_CPU_OMP_THREADS_BIND=nobind"], "nobind"),
+    ],
+)  # fmt: skip
+def test_cpu_host_places_each_rank_on_its_own_core(overrides: list[str], binding: str) -> None:
+    cfg, _ = load([*CPU_SMALL, *overrides])
+    spec = render_spec(cfg.service, cfg.candidate, cfg.host)
+    assert spec.env[CPU_BIND_ENV] == binding
+
+
+def test_only_cpu_hosts_get_a_cpu_binding() -> None:
+    for host in ("sim", "h100x8"):
+        cfg, _ = load([f"host={host}"])
+        assert CPU_BIND_ENV not in render_spec(cfg.service, cfg.candidate, cfg.host).env
 
 
 def test_fingerprint_is_stable_and_changes_with_any_flag() -> None:
