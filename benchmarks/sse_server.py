@@ -8,7 +8,10 @@ CLOCK_MONOTONIC, so its receive lag per chunk is exact.
 Endpoints: ``POST /v1/chat/completions`` (streaming only), ``POST /tokenize`` (one token per word plus a
 fixed template overhead, the same count ``usage.prompt_tokens`` reports), ``GET /v1/models``,
 ``GET /health``, ``GET /metrics`` (vLLM's counter and gauge names), ``GET /stamps`` (send stamps per
-``cache_salt``, then cleared). Faults for tests, chosen by a marker in the prompt: ``FAULT:http500``,
+``cache_salt``, then cleared), ``GET /arrivals`` (with ``--record-arrivals``: the monotonic ns at which each
+chat request's last byte was read, in arrival order, then cleared: a client's send schedule as the server
+saw it). ``--tls-cert``/``--tls-key`` serve https (``--tls-client-ca`` also requires a client certificate
+signed by that CA). Faults for tests, chosen by a marker in the prompt: ``FAULT:http500``,
 ``FAULT:http400``, ``FAULT:stream_error``, ``FAULT:truncate``, ``FAULT:malformed``, ``FAULT:stall``,
 ``FAULT:nodone``; ``REASONING:<n>`` streams n reasoning deltas before the content.
 
@@ -22,6 +25,7 @@ import asyncio
 import json
 import re
 import signal
+import ssl
 import sys
 import time
 from typing import Any
@@ -65,6 +69,7 @@ class Server:
         self.counters = {"prompt": 0, "generation": 0, "preemptions": 0}
         self.success: dict[str, int] = {"length": 0, "stop": 0, "abort": 0}
         self.stamps: dict[str, list[int]] = {}
+        self.arrivals: list[int] = []
         self.ticks = 0
         self.late_ticks = 0
         self.model = args.model
@@ -186,6 +191,7 @@ class Conn(asyncio.Protocol):
         self.buf = b""
         self.closed = False
         self.busy = False
+        self.read_ns = 0
         self.transport: asyncio.Transport
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -195,6 +201,7 @@ class Conn(asyncio.Protocol):
         self.closed = True
 
     def data_received(self, data: bytes) -> None:
+        self.read_ns = time.monotonic_ns()
         self.buf += data
         while True:
             head_end = self.buf.find(b"\r\n\r\n")
@@ -231,11 +238,14 @@ class Conn(asyncio.Protocol):
         elif method == "GET" and path == "/v1/models":
             models = {
                 "object": "list",
-                "data": [{"id": server.model, "object": "model", "max_model_len": 32768}],
+                "data": [{"id": server.model, "object": "model", "max_model_len": args.max_model_len}],
             }
             self.respond(200, json.dumps(models).encode())
         elif method == "GET" and path == "/metrics" and not args.no_metrics:
             self.respond(200, server.metrics_text().encode(), "text/plain; version=0.0.4")
+        elif method == "GET" and path == "/arrivals":
+            arrivals, server.arrivals = server.arrivals, []
+            self.respond(200, json.dumps(arrivals).encode())
         elif method == "GET" and path == "/stamps":
             stamps, server.stamps = server.stamps, {}
             self.respond(200, json.dumps(stamps).encode())
@@ -243,9 +253,14 @@ class Conn(asyncio.Protocol):
             payload = json.loads(body)
             count = count_tokens(payload)
             self.respond(
-                200, json.dumps({"count": count, "max_model_len": 32768, "tokens": [0] * count}).encode()
+                200,
+                json.dumps(
+                    {"count": count, "max_model_len": args.max_model_len, "tokens": [0] * count}
+                ).encode(),
             )
         elif method == "POST" and path == "/v1/chat/completions":
+            if args.record_arrivals:
+                server.arrivals.append(self.read_ns)
             self.chat(json.loads(body))
         else:
             self.respond(404, b'{"detail": "Not Found"}')
@@ -298,7 +313,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--record-stamps", action="store_true", help="keep send stamps per cache_salt")
     parser.add_argument("--no-metrics", action="store_true")
     parser.add_argument("--no-tokenize", action="store_true")
+    parser.add_argument("--max-model-len", type=int, default=32768, help="what /v1/models reports")
+    parser.add_argument("--record-arrivals", action="store_true", help="keep chat request arrival times")
+    parser.add_argument("--tls-cert", help="PEM certificate: serve https")
+    parser.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    parser.add_argument("--tls-client-ca", help="require a client certificate signed by this CA (PEM)")
     args = parser.parse_args(argv)
+    tls = None
+    if args.tls_cert:
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(args.tls_cert, args.tls_key)
+        if args.tls_client_ca:
+            tls.load_verify_locations(args.tls_client_ca)
+            tls.verify_mode = ssl.CERT_REQUIRED
     try:
         import uvloop  # noqa: PLC0415 - optional: more chunks per second per core
     except ImportError:
@@ -307,7 +334,7 @@ def main(argv: list[str] | None = None) -> None:
     async def serve() -> None:
         server = Server(args)
         loop = asyncio.get_running_loop()
-        listener = await loop.create_server(lambda: Conn(server), args.host, args.port, backlog=4096)
+        listener = await loop.create_server(lambda: Conn(server), args.host, args.port, backlog=4096, ssl=tls)
         port = listener.sockets[0].getsockname()[1]
         print(f"listening on {port}", flush=True)
         server.start_ticker()
