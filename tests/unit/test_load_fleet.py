@@ -1,0 +1,227 @@
+"""The pure parts of fleet-scale load: pacing, the lateness flag, splitting over workers, TLS settings."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from contracts.errors import ConfigError, LoadError
+from contracts.results import RequestRecord
+from load.client import RawStreamClient, tls_context
+from load.pacing import SpinPacer, make_pacer
+from load.plan import Request
+from load.summary import client_health
+from load.workers import WorkerResult, merge, rss_per_stream, split
+from orchestrator.config.compose import load as compose
+
+
+def request(i: int) -> Request:
+    return Request(
+        index=i,
+        warmup=False,
+        target_prompt_tokens=1,
+        max_tokens=1,
+        arrival_s=None,
+        cache_salt=f"s-{i}",
+        body=b"{}",
+    )
+
+
+def record(i: int, lag: float = 0.0) -> RequestRecord:
+    return RequestRecord(
+        index=i,
+        warmup=False,
+        target_prompt_tokens=1,
+        target_output_tokens=1,
+        scheduled_s=1.0,
+        sent_s=1.0 + lag,
+        ttft_s=0.01,
+        first_visible_s=0.01,
+        end_s=0.02,
+        finish_reason="length",
+    )
+
+
+@pytest.mark.parametrize(
+    ("requests", "concurrency", "workers", "expected"),
+    [
+        # request i goes to worker i % n; concurrency shared out, the first workers get one more
+        (6, 4, 2, [(2, [0, 2, 4]), (2, [1, 3, 5])]),
+        (7, 5, 2, [(3, [0, 2, 4, 6]), (2, [1, 3, 5])]),
+        (5, 9, 3, [(3, [0, 3]), (3, [1, 4]), (3, [2])]),
+        # never more workers than slots or requests: each has a slot and something to send
+        (6, 2, 4, [(1, [0, 2, 4]), (1, [1, 3, 5])]),
+        (2, 8, 4, [(4, [0]), (4, [1])]),
+        (3, 3, 1, [(3, [0, 1, 2])]),
+    ],
+)
+def test_split_over_workers(
+    requests: int, concurrency: int, workers: int, expected: list[tuple[int, list[int]]]
+) -> None:
+    got = split([request(i) for i in range(requests)], concurrency, workers)
+    assert [(share, [r.index for r in part]) for share, part in got] == expected
+    assert sum(share for share, _ in got) == max(concurrency, len(got))
+
+
+def test_merge_orders_records_as_one_process_writes_them() -> None:
+    results = [
+        WorkerResult(index=0, records=[record(0), record(2)], chunks_per_read=[1, 1], stop_reason=None),
+        WorkerResult(index=1, records=[record(1), record(3)], chunks_per_read=[2], stop_reason="timeout"),
+    ]
+    records, per_read, reason = merge(results)
+    assert [r.index for r in records] == [0, 1, 2, 3]
+    assert per_read == [1, 1, 2] and reason == "timeout"
+
+
+def test_memory_per_stream_is_the_workers_growth_over_the_streams() -> None:
+    results = [
+        WorkerResult(index=0, rss_base_bytes=100, rss_peak_bytes=1100),
+        WorkerResult(index=1, rss_base_bytes=100, rss_peak_bytes=2100),
+    ]
+    assert rss_per_stream(results, 100) == 30.0
+    assert rss_per_stream(results, 0) is None
+
+
+@pytest.mark.parametrize(
+    ("lags", "bound", "late", "note"),
+    [
+        ([0.0, 0.0005], 0.001, False, None),
+        ([0.0, 0.002], 0.001, True, "exceeds the bound of 1.00 ms"),
+        ([0.0, 0.002], None, False, None),  # no bound configured: never late
+        ([0.0, 0.004], 0.005, False, None),
+    ],
+)
+def test_send_lateness_over_the_bound_flags_the_run(
+    lags: list[float], bound: float | None, late: bool, note: str | None
+) -> None:
+    records = [record(i, lag) for i, lag in enumerate(lags)]
+    got = client_health(
+        records,
+        chunks_per_read=[1],
+        cpu_seconds=0.1,
+        wall_seconds=1.0,
+        time_scale=1.0,
+        lateness_bound_s=bound,
+    )
+    assert got.late is late and got.lateness_bound_s == bound and got.saturated is False
+    assert (note is None and not got.notes) or any(note in n for n in got.notes if note)
+    assert got.dispatch_lag_max_s == pytest.approx(max(lags))
+
+
+def test_a_busy_single_process_suggests_workers_and_workers_are_judged_one_by_one() -> None:
+    records = [record(i) for i in range(4)]
+    one = client_health(records, chunks_per_read=[1], cpu_seconds=0.95, wall_seconds=1.0, time_scale=1.0)
+    assert one.saturated and any("load.workers=2" in n for n in one.notes)
+    # Two workers at 60% each: 120% in all, but neither process is saturated, and no hint.
+    two = client_health(
+        records,
+        chunks_per_read=[1],
+        cpu_seconds=1.2,
+        wall_seconds=1.0,
+        time_scale=1.0,
+        worker_cpu_seconds=[0.6, 0.6],
+    )
+    assert two.workers == 2 and two.worker_cpu_percent == [60.0, 60.0]
+    assert two.client_cpu_percent == pytest.approx(120.0) and not two.saturated
+    busy = client_health(
+        records,
+        chunks_per_read=[1],
+        cpu_seconds=1.5,
+        wall_seconds=1.0,
+        time_scale=1.0,
+        worker_cpu_seconds=[0.9, 0.6],
+    )
+    assert busy.saturated and any("busiest of 2" in n for n in busy.notes)
+    assert not any("load.workers=" in n for n in busy.notes)
+
+
+def test_spin_pacer_waits_for_its_clock_and_returns_early_on_interrupt() -> None:
+    now = [0]
+
+    def clock() -> int:
+        now[0] += 100_000  # every read of the clock: 0.1 ms later
+        return now[0]
+
+    async def main() -> tuple[int, bool]:
+        pacer = SpinPacer(clock, spin_ns=10_000_000)  # the whole wait is the yielding spin
+        await pacer.until(5_000_000)
+        reached = now[0]
+        stopper = SpinPacer(lambda: 0, spin_ns=0)  # a clock that never moves: only an interrupt ends it
+        waiting = asyncio.ensure_future(stopper.until(1_000_000_000))
+        await asyncio.sleep(0.01)
+        stopper.interrupt()
+        await asyncio.wait_for(waiting, 5.0)
+        return reached, waiting.done()
+
+    reached, stopped = asyncio.run(main())
+    assert reached >= 5_000_000 and stopped
+
+
+def test_timerfd_pacer_never_fires_early_and_is_interruptible() -> None:
+    async def main() -> list[int]:
+        pacer = make_pacer()
+        assert pacer.name == "timerfd"  # Linux: the precise timer
+        early = []
+        try:
+            for k in range(20):
+                when = time.monotonic_ns() + 200_000 * (k % 3)
+                await pacer.until(when)
+                early.append(when - time.monotonic_ns())
+            waiting = asyncio.ensure_future(pacer.until(time.monotonic_ns() + 60_000_000_000))
+            await asyncio.sleep(0)
+            pacer.interrupt()
+            await asyncio.wait_for(waiting, 5.0)
+        finally:
+            pacer.close()
+        return early
+
+    assert all(e <= 0 for e in asyncio.run(main()))
+    assert make_pacer(lambda: 0).name == "sleep-spin"  # a test's clock: never a real timer
+
+
+def test_tls_settings_name_the_field_of_a_bad_file(tmp_path: Path) -> None:
+    from contracts.schema import LoadConfig
+
+    (tmp_path / "junk.pem").write_text("not a certificate\n")
+    with pytest.raises(LoadError, match=r"load\.ca_bundle = .*junk\.pem"):
+        tls_context(LoadConfig(ca_bundle=str(tmp_path / "junk.pem")))
+    with pytest.raises(LoadError, match=r"load\.client_cert = .*junk\.pem"):
+        tls_context(LoadConfig(client_cert=str(tmp_path / "junk.pem")))
+    assert tls_context(None).check_hostname  # the system trust store, verifying
+
+
+def test_https_urls_default_to_port_443_and_other_schemes_are_refused() -> None:
+    client = RawStreamClient("https://gateway.example/prefix")
+    assert (client.host, client.port, client.prefix, client.tls is not None) == (
+        "gateway.example",
+        443,
+        "/prefix",
+        True,
+    )
+    assert RawStreamClient("http://h:8000").tls is None
+    with pytest.raises(LoadError, match="http://host:port and https://host:port only"):
+        RawStreamClient("ftp://h:21")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragments"),
+    [
+        (["load.workers=0"], ["load.workers = 0", "an integer from 1 to 256"]),
+        (["load.max_send_lateness_s=0"], ["load.max_send_lateness_s = 0", "seconds > 0, or null"]),
+        (["load.ca_bundle=/no/such/ca.pem"], ["load.ca_bundle = '/no/such/ca.pem'", "a readable PEM file"]),
+        (["load.client_key=/etc/hostname"], ["load.client_key = '/etc/hostname'", "unless load.client_cert"]),
+    ],
+)
+def test_bad_load_settings_are_named(overrides: list[str], fragments: list[str]) -> None:
+    with pytest.raises(ConfigError) as info:
+        compose(overrides)
+    for fragment in fragments:
+        assert fragment in str(info.value), str(info.value)
+
+
+def test_load_settings_compose_with_their_defaults() -> None:
+    cfg, _ = compose(["load.workers=4", "load.max_send_lateness_s=0.0005"])
+    assert (cfg.load.workers, cfg.load.max_send_lateness_s, cfg.load.ca_bundle) == (4, 0.0005, None)
