@@ -122,6 +122,9 @@ class ClientHealth(_Model):
     pacer: str | None = None  # how open-loop sends were timed: timerfd | sleep-spin (None: closed loop)
     workers: int = 1  # processes that sent the measured requests
     worker_cpu_percent: list[float] = Field(default_factory=list)  # per worker process (workers > 1)
+    # Resident memory the client grew by over the measured window, per concurrent stream (connections,
+    # buffered reads, records; the garbage collector is paused meanwhile), bytes; None = not measured.
+    rss_per_stream_bytes: float | None = None
 
 
 class SpecDecodeMetrics(_Model):

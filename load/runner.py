@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import httpx
+import psutil
 
 from contracts.paths import CONF_DIR
 from contracts.results import LoadSettings, ProfileSummary, RequestRecord
@@ -40,7 +41,7 @@ from load.plan import Plan, Request
 from load.progress import LiveRate, Progress
 from load.prompts import prepare_plan
 from load.scrape import Scraper
-from load.workers import WorkerJob, WorkerPool, WorkerResult, merge, worker_jobs
+from load.workers import WorkerJob, WorkerPool, WorkerResult, merge, rss_per_stream, worker_jobs
 from load.write import write_results
 
 DEFAULT_PROMPTS_DIR = CONF_DIR / "workload"
@@ -144,6 +145,11 @@ def run_profile(
     return run.finish()
 
 
+def _rss() -> int:
+    """This process's resident memory, bytes."""
+    return int(psutil.Process().memory_info().rss)
+
+
 def new_salt() -> str:
     """A fresh run salt: no request of this run shares prefix-cache blocks with any other run's."""
     return f"gauntlet-{secrets.token_hex(8)}"
@@ -181,6 +187,7 @@ class _Run:
         self.load: LoadConfig | None = None  # workers, lateness bound, TLS
         self.headers: dict[str, str] = {}
         self.worker_results: list[WorkerResult] = []
+        self.rss_per_stream: float | None = None
         self.pool: WorkerPool | None = None
 
     async def main(
@@ -299,6 +306,7 @@ class _Run:
         gc.collect()
         gc.disable()  # a full collection over a large heap would stall every stream at once
         cpu0 = self.cpu_clock()
+        rss0 = _rss()
         start = self.clock()
         try:
             if self.pool is not None:
@@ -308,8 +316,11 @@ class _Run:
         finally:
             end = self.clock()
             self.cpu_s = self.cpu_clock() - cpu0
+            streams = min(max(1, self.workload.concurrency), len(measured))
+            self.rss_per_stream = max(0, _rss() - rss0) / streams if streams else None
             if self.worker_results:
                 self.cpu_s = sum(r.cpu_seconds for r in self.worker_results)
+                self.rss_per_stream = rss_per_stream(self.worker_results, streams)
             if self.pool is not None:
                 self.pool.close()
             self.window_ns = (start, end)
@@ -421,6 +432,7 @@ class _Run:
             lateness_bound_s=self.load.max_send_lateness_s if self.load is not None else None,
             pacer=self._pacer_name(),
             worker_cpu_seconds=[r.cpu_seconds for r in self.worker_results],
+            rss_per_stream_bytes=self.rss_per_stream,
         )
         write_results(self.out_dir, result)
         self._summary = result.summary

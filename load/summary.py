@@ -148,6 +148,7 @@ def client_health(
     lateness_bound_s: float | None = None,
     pacer: str | None = None,
     worker_cpu_seconds: Sequence[float] = (),
+    rss_per_stream_bytes: float | None = None,
 ) -> ClientHealth:
     """Judge whether the client was the bottleneck: late sends, batched reads, a busy core.
 
@@ -210,6 +211,7 @@ def client_health(
         pacer=pacer,
         workers=workers,
         worker_cpu_percent=per_worker,
+        rss_per_stream_bytes=rss_per_stream_bytes,
     )
 
 

@@ -16,6 +16,7 @@ import asyncio
 import gc
 import multiprocessing
 import multiprocessing.connection
+import os
 import signal
 import time
 import traceback
@@ -126,12 +127,9 @@ class WorkerPool:
         """The next message of worker ``k``, without blocking the loop; a worker that died is a harness
         error naming it and its exit code."""
         pipe = self._pipes[k]
-        loop = asyncio.get_running_loop()
-        ready = loop.create_future()
-        loop.add_reader(pipe.fileno(), _resolve, ready)
         try:
             async with asyncio.timeout(timeout_s):
-                await ready
+                await _readable(pipe)
             return pipe.recv()
         except (EOFError, OSError, TimeoutError) as exc:
             proc = self._procs[k]
@@ -141,8 +139,6 @@ class WorkerPool:
                 f"{type(exc).__name__})",
                 hint="the machine may be out of memory or processes; try fewer load.workers",
             ) from exc
-        finally:
-            loop.remove_reader(pipe.fileno())
 
     async def run(self) -> list[WorkerResult]:
         """Wait for every worker to be connected, start them together (one absolute CLOCK_MONOTONIC
@@ -187,6 +183,20 @@ class WorkerPool:
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
+
+
+async def _readable(pipe: multiprocessing.connection.Connection) -> None:
+    """Wait until ``pipe`` has data without blocking the loop; leave it blocking again (the loop's watch
+    makes a descriptor non-blocking, and ``recv`` of a large message must wait for all of it)."""
+    loop = asyncio.get_running_loop()
+    ready = loop.create_future()
+    fd = pipe.fileno()
+    loop.add_reader(fd, _resolve, ready)
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
+        os.set_blocking(fd, True)
 
 
 def merge(results: Sequence[WorkerResult]) -> tuple[list[RequestRecord], list[int], ErrorClass | None]:
@@ -259,13 +269,7 @@ async def _work(job: WorkerJob, pipe: Any, stop: Any, counters: Any, result: Wor
     try:
         await stream.preconnect(min(dispatcher.concurrency, len(job.requests)))
         pipe.send("ready")
-        loop = asyncio.get_running_loop()
-        ready = loop.create_future()
-        loop.add_reader(pipe.fileno(), _resolve, ready)
-        try:
-            await ready
-        finally:
-            loop.remove_reader(pipe.fileno())
+        await _readable(pipe)
         start_ns = pipe.recv()
         gc.collect()
         gc.disable()
