@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 
@@ -225,3 +226,42 @@ def test_bad_load_settings_are_named(overrides: list[str], fragments: list[str])
 def test_load_settings_compose_with_their_defaults() -> None:
     cfg, _ = compose(["load.workers=4", "load.max_send_lateness_s=0.0005"])
     assert (cfg.load.workers, cfg.load.max_send_lateness_s, cfg.load.ca_bundle) == (4, 0.0005, None)
+
+
+def test_a_worker_message_that_arrives_in_pieces_is_read_whole() -> None:
+    """The loop's watch of a pipe leaves it non-blocking (uvloop); ``recv`` must still wait for all of it."""
+    import multiprocessing
+    import struct
+    import threading
+
+    import uvloop
+
+    from load.workers import _readable
+
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    payload = b"x" * 300_000
+    half = threading.Event()
+
+    def write() -> None:
+        fd = writer.fileno()
+        os.write(fd, struct.pack("!i", len(payload)) + payload[:1000])
+        half.wait(5.0)  # the rest comes only once the reader has started on the first piece,
+        time.sleep(0.2)  # and late: a worker still writing (a slow writer, injected; no timing asserted)
+        view = memoryview(payload)[1000:]
+        while view:
+            view = view[os.write(fd, view) :]
+
+    async def main() -> bytes:
+        await _readable(reader)
+        half.set()
+        return reader.recv_bytes()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    try:
+        got = uvloop.run(main())
+    finally:
+        thread.join(10.0)
+        reader.close()
+        writer.close()
+    assert got == payload
