@@ -210,6 +210,9 @@ class WorkloadConfig:
     concurrency: int = 1
     # Mean arrival rate in requests per second (open loop).
     rate: float | None = None
+    # Open loop's arrival process: poisson (exponential gaps, mean 1/rate) or constant (every 1/rate s:
+    # what pacing benchmarks compare, since a late send is then visible against a known schedule).
+    arrivals: str = "poisson"
     # Requests measured.
     num_requests: int = MISSING
     # Repeats of this profile per candidate; None = run.repeats. (A fixed prompt set on a deterministic

@@ -30,6 +30,7 @@ from contracts.schema import (
     placement_problem,
 )
 from load.sources import source_problems
+from load.workload import ARRIVALS
 from orchestrator.config.guard import abuse_problems
 
 #: --moe-backend values vLLM 0.32 accepts (vllm/config/kernel.py, MoEBackend).
@@ -209,6 +210,8 @@ def workload_problems(name: str, wl: WorkloadConfig, where: Any) -> list[ConfigP
 
     if wl.mode not in WORKLOAD_MODES:
         bad(["mode"], wl.mode, f"one of {', '.join(WORKLOAD_MODES)}")
+    if wl.arrivals not in ARRIVALS:
+        bad(["arrivals"], wl.arrivals, f"one of {', '.join(ARRIVALS)}")
     if wl.mode == "open" and (wl.rate is None or wl.rate <= 0):
         bad(["rate"], wl.rate, "a positive arrival rate in requests/s for an open-loop profile")
     if wl.repeats is not None and wl.repeats < 1:

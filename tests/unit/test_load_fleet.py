@@ -265,3 +265,33 @@ def test_a_worker_message_that_arrives_in_pieces_is_read_whole() -> None:
         reader.close()
         writer.close()
     assert got == payload
+
+
+def test_constant_arrivals_are_one_interval_apart_and_poisson_is_unchanged() -> None:
+    from contracts.schema import LengthConfig, WorkloadConfig
+    from load.workload import plan_requests
+
+    def wl(**kw: object) -> WorkloadConfig:
+        base: dict[str, object] = dict(
+            name="w", mode="open", rate=4.0, num_requests=5, warmup_requests=2,
+            prompt_tokens=LengthConfig(mean=8), output_tokens=LengthConfig(mean=4),
+        )  # fmt: skip
+        base.update(kw)
+        return WorkloadConfig(**base)  # type: ignore[arg-type]
+
+    constant = [p.arrival_s for p in plan_requests(wl(arrivals="constant"))]
+    assert constant == pytest.approx([0.25, 0.5, 0.25, 0.5, 0.75, 1.0, 1.25])  # each phase from its own 0
+    poisson = plan_requests(wl())
+    measured = [p.arrival_s or 0.0 for p in poisson if not p.warmup]
+    gaps = [b - a for a, b in zip([0.0, *measured], measured, strict=False)]
+    assert len(set(round(g, 9) for g in gaps)) > 1  # exponential gaps, not one interval
+    with pytest.raises(LoadError, match="arrivals 'uniform'"):
+        plan_requests(wl(arrivals="uniform"))
+
+
+def test_a_bad_arrival_process_is_named() -> None:
+    with pytest.raises(ConfigError) as info:
+        compose(["workloads.short.arrivals=burst"])
+    assert "workloads.short.arrivals = 'burst'" in str(info.value) and "one of poisson, constant" in str(
+        info.value
+    )
