@@ -8,7 +8,7 @@ CLOCK_MONOTONIC, so its receive lag per chunk is exact.
 Endpoints: ``POST /v1/chat/completions`` (streaming only), ``POST /tokenize`` (one token per word plus a
 fixed template overhead, the same count ``usage.prompt_tokens`` reports), ``GET /v1/models``,
 ``GET /health``, ``GET /metrics`` (vLLM's counter and gauge names), ``GET /stamps`` (send stamps per
-``cache_salt``, then cleared), ``GET /arrivals`` (with ``--record-arrivals``: the monotonic ns at which each
+``cache_salt``, or ``#<n>`` for a stream without one, then cleared), ``GET /arrivals`` (with ``--record-arrivals``: the monotonic ns at which each
 chat request's last byte was read, in arrival order, then cleared: a client's send schedule as the server
 saw it). ``--tls-cert``/``--tls-key`` serve https (``--tls-client-ca`` also requires a client certificate
 signed by that CA). Faults for tests, chosen by a marker in the prompt: ``FAULT:http500``,
@@ -70,6 +70,7 @@ class Server:
         self.success: dict[str, int] = {"length": 0, "stop": 0, "abort": 0}
         self.stamps: dict[str, list[int]] = {}
         self.arrivals: list[int] = []
+        self.unsalted = 0
         self.ticks = 0
         self.late_ticks = 0
         self.model = args.model
@@ -160,8 +161,9 @@ class Server:
             conn.send_chunk(b"data: [DONE]\n\n")
         conn.transport.write(b"0\r\n\r\n")
         self.success[stream.finish] += 1
-        if stream.stamps is not None and stream.salt:
-            self.stamps[stream.salt] = stream.stamps
+        if stream.stamps is not None:  # a client that sends no cache_salt gets one key per stream
+            self.unsalted += not stream.salt
+            self.stamps[stream.salt or f"#{self.unsalted}"] = stream.stamps
         conn.busy = False
 
     def metrics_text(self) -> str:
