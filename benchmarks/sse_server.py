@@ -8,12 +8,13 @@ CLOCK_MONOTONIC, so its receive lag per chunk is exact.
 Endpoints: ``POST /v1/chat/completions`` (streaming only), ``POST /tokenize`` (one token per word plus a
 fixed template overhead, the same count ``usage.prompt_tokens`` reports), ``GET /v1/models``,
 ``GET /health``, ``GET /metrics`` (vLLM's counter and gauge names), ``GET /stamps`` (send stamps per
-``cache_salt``, or ``#<n>`` for a stream without one, then cleared), ``GET /arrivals`` (with ``--record-arrivals``: the monotonic ns at which each
-chat request's last byte was read, in arrival order, then cleared: a client's send schedule as the server
-saw it). ``--tls-cert``/``--tls-key`` serve https (``--tls-client-ca`` also requires a client certificate
-signed by that CA). Faults for tests, chosen by a marker in the prompt: ``FAULT:http500``,
-``FAULT:http400``, ``FAULT:stream_error``, ``FAULT:truncate``, ``FAULT:malformed``, ``FAULT:stall``,
-``FAULT:nodone``; ``REASONING:<n>`` streams n reasoning deltas before the content.
+``cache_salt``, or ``#<n>`` for a stream without one, then cleared), ``GET /arrivals`` (with
+``--record-arrivals``: the monotonic ns at which each chat request's last byte was read, in arrival order,
+then cleared: a client's send schedule as the server saw it). ``--tls-cert``/``--tls-key`` serve https
+(``--tls-client-ca`` also requires a client certificate signed by that CA). Faults for tests, chosen by a
+marker in the prompt: ``FAULT:http500``, ``FAULT:http400``, ``FAULT:stream_error``, ``FAULT:truncate``,
+``FAULT:malformed``, ``FAULT:stall``, ``FAULT:nodone``; ``REASONING:<n>`` streams n reasoning deltas before
+the content.
 
     python benchmarks/sse_server.py --port 0 --interval-ms 10      # prints "listening on <port>"
 """
