@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import resource
 import socket
 import ssl
 import time
@@ -190,6 +191,21 @@ def tls_context(load: LoadConfig | None) -> ssl.SSLContext:
     return context
 
 
+#: Descriptors kept free beyond the streams' connections (files, pipes, /metrics, the loop's own).
+FD_HEADROOM = 256
+
+
+def raise_fd_limit(needed: int) -> None:
+    """Raise this process's soft limit on open files toward ``needed`` (up to the hard limit), so thousands
+    of streams do not fail with EMFILE where the default soft limit is 1,024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
 class RawStreamClient:
     """HTTP/1.1 over asyncio protocols, with a keep-alive pool; base_url like ``http://127.0.0.1:8000``
     or ``https://gateway.example:443`` (asyncio's SSL transport; ``tls`` from :func:`tls_context`)."""
@@ -256,6 +272,7 @@ class RawStreamClient:
         missing = count - len(self._idle)
         if missing <= 0:
             return
+        raise_fd_limit(len(self._all) + missing + FD_HEADROOM)
         results = await asyncio.gather(*(self._connect() for _ in range(missing)), return_exceptions=True)
         self._idle.extend(conn for conn in results if isinstance(conn, _Conn))
 

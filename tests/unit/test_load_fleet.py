@@ -295,3 +295,20 @@ def test_a_bad_arrival_process_is_named() -> None:
     assert "workloads.short.arrivals = 'burst'" in str(info.value) and "one of poisson, constant" in str(
         info.value
     )
+
+
+def test_the_open_files_limit_is_raised_for_thousands_of_streams() -> None:
+    import resource
+
+    from load.client import raise_fd_limit
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+        raise_fd_limit(4096 + 256)
+        got = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        assert got == (4096 + 256 if hard == resource.RLIM_INFINITY else min(4096 + 256, hard))
+        raise_fd_limit(10)  # never lowered
+        assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == got
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
