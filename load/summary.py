@@ -24,6 +24,8 @@ CPU_SATURATED_PERCENT = 85.0
 #: Dispatch lag p99 above which the runner calls itself saturated (host-independent wall seconds).
 DISPATCH_SATURATED_S = 0.025
 DISPATCH_NOTE_S = 0.005
+#: Below this CPU share, a client whose sends fell behind was starved of the CPU, not busy.
+STARVED_PERCENT = 50.0
 #: The CPU share of a core each worker process should stay under when the hint sizes load.workers.
 WORKER_TARGET_PERCENT = 60.0
 
@@ -188,6 +190,11 @@ def client_health(
                 if busy
                 else " (server batching)"
             )
+        )
+    if lag_p99_wall > DISPATCH_NOTE_S and busiest < STARVED_PERCENT:
+        notes.append(
+            f"the client used only {busiest:.0f}% of a core while its sends fell behind: it was waiting for "
+            "the CPU (other processes on its core), not doing its own work; give it a core of its own"
         )
     late = lateness_bound_s is not None and lag_p99_wall > lateness_bound_s
     if late:

@@ -312,3 +312,11 @@ def test_the_open_files_limit_is_raised_for_thousands_of_streams() -> None:
         assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == got
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_late_sends_at_a_low_cpu_share_are_blamed_on_the_machine() -> None:
+    records = [record(i, lag) for i, lag in enumerate([0.0, 0.03])]
+    starved = client_health(records, chunks_per_read=[1], cpu_seconds=0.15, wall_seconds=1.0, time_scale=1.0)
+    assert starved.saturated and any("waiting for the CPU" in n for n in starved.notes)
+    busy = client_health(records, chunks_per_read=[1], cpu_seconds=0.7, wall_seconds=1.0, time_scale=1.0)
+    assert not any("waiting for the CPU" in n for n in busy.notes)
