@@ -5,10 +5,10 @@ an engine step emits a token for every running request at once, so chunks arrive
 each chunk's content with its ``time.monotonic_ns()`` at send. A client on the same machine shares
 CLOCK_MONOTONIC, so its receive lag per chunk is exact.
 
-Endpoints: ``POST /v1/chat/completions`` (streaming only), ``POST /tokenize`` (one token per word plus a
-fixed template overhead, the same count ``usage.prompt_tokens`` reports), ``GET /v1/models``,
-``GET /health``, ``GET /metrics`` (vLLM's counter and gauge names), ``GET /stamps`` (send stamps per
-``cache_salt``, or ``#<n>`` for a stream without one, then cleared), ``GET /arrivals`` (with
+Endpoints: ``POST /v1/chat/completions`` and ``POST /v1/completions`` (streaming only), ``POST /tokenize``
+(one token per word plus a fixed template overhead, the same count ``usage.prompt_tokens`` reports),
+``GET /v1/models``, ``GET /health``, ``GET /metrics`` (vLLM's counter and gauge names), ``GET /stamps``
+(send stamps per ``cache_salt``, or ``#<n>`` for a stream without one, then cleared), ``GET /arrivals`` (with
 ``--record-arrivals``: the monotonic ns at which each chat request's last byte was read, in arrival order,
 then cleared: a client's send schedule as the server saw it). ``--tls-cert``/``--tls-key`` serve https
 (``--tls-client-ca`` also requires a client certificate signed by that CA). Faults for tests, chosen by a
@@ -46,7 +46,9 @@ def count_tokens(payload: dict[str, Any]) -> int:
 class Stream:
     """One streaming response in progress."""
 
-    __slots__ = ("conn", "fault", "finish", "left", "prompt_tokens", "reasoning", "salt", "sent", "stamps")
+    __slots__ = (
+        "conn", "fault", "finish", "left", "prompt_tokens", "reasoning", "salt", "sent", "stamps", "text",
+    )  # fmt: skip
 
     def __init__(  # noqa: PLR0917 - one argument per field, called from one place
         self, conn: Conn, total: int, reasoning: int, fault: str | None, prompt_tokens: int, salt: str
@@ -60,6 +62,7 @@ class Stream:
         self.sent = 0
         self.finish = "length"
         self.stamps: list[int] | None = None
+        self.text = False  # /v1/completions: choices[0].text instead of a delta
 
 
 class Server:
@@ -79,6 +82,11 @@ class Server:
             b'data: {"id":"chatcmpl-ref","object":"chat.completion.chunk","created":0,"model":"'
             + self.model.encode()
             + b'","choices":[{"index":0,"delta":{"'
+        )
+        self.text_prefix = (
+            b'data: {"id":"cmpl-ref","object":"text_completion","created":0,"model":"'
+            + self.model.encode()
+            + b'","choices":[{"index":0,'
         )
 
     def start_ticker(self) -> None:
@@ -119,12 +127,11 @@ class Server:
             field = b"reasoning" if stream.sent <= stream.reasoning else b"content"
             stamp = time.monotonic_ns()
             last = stream.left <= 0
-            body = b'%s%s":"%d "},"finish_reason":%s}]}\n\n' % (
-                prefix,
-                field,
-                stamp,
-                b'"length"' if last else b"null",
-            )
+            finish = b'"length"' if last else b"null"
+            if stream.text:
+                body = b'%s"text":"%d ","finish_reason":%s}]}\n\n' % (self.text_prefix, stamp, finish)
+            else:
+                body = b'%s%s":"%d "},"finish_reason":%s}]}\n\n' % (prefix, field, stamp, finish)
             transport.write(b"%x\r\n%s\r\n" % (len(body), body))
             self.counters["generation"] += tokens
             if stream.stamps is not None:
@@ -261,16 +268,17 @@ class Conn(asyncio.Protocol):
                     {"count": count, "max_model_len": args.max_model_len, "tokens": [0] * count}
                 ).encode(),
             )
-        elif method == "POST" and path == "/v1/chat/completions":
+        elif method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
             if args.record_arrivals:
                 server.arrivals.append(self.read_ns)
-            self.chat(json.loads(body))
+            self.chat(json.loads(body), text_api=path == "/v1/completions")
         else:
             self.respond(404, b'{"detail": "Not Found"}')
 
-    def chat(self, payload: dict[str, Any]) -> None:
+    def chat(self, payload: dict[str, Any], *, text_api: bool = False) -> None:
         server = self.server
         text = " ".join(str(m.get("content", "")) for m in payload.get("messages", []))
+        text += str(payload.get("prompt", ""))
         fault_match = _FAULT.search(text)
         fault = fault_match.group(1) if fault_match else None
         if fault == "http500":
@@ -291,11 +299,12 @@ class Conn(asyncio.Protocol):
         self.transport.write(
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
         )
-        if server.args.role_chunk:
+        if server.args.role_chunk and not text_api:
             self.send_chunk(
                 server.prefix + b'role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
             )
         stream = Stream(self, chunks, reasoning, fault, prompt_tokens, str(payload.get("cache_salt", "")))
+        stream.text = text_api
         if server.args.record_stamps:
             stream.stamps = []
         self.busy = True
