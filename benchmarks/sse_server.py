@@ -5,12 +5,16 @@ an engine step emits a token for every running request at once, so chunks arrive
 each chunk's content with its ``time.monotonic_ns()`` at send. A client on the same machine shares
 CLOCK_MONOTONIC, so its receive lag per chunk is exact.
 
-Endpoints: ``POST /v1/chat/completions`` (streaming only), ``POST /tokenize`` (one token per word plus a
-fixed template overhead, the same count ``usage.prompt_tokens`` reports), ``GET /v1/models``,
-``GET /health``, ``GET /metrics`` (vLLM's counter and gauge names), ``GET /stamps`` (send stamps per
-``cache_salt``, then cleared). Faults for tests, chosen by a marker in the prompt: ``FAULT:http500``,
-``FAULT:http400``, ``FAULT:stream_error``, ``FAULT:truncate``, ``FAULT:malformed``, ``FAULT:stall``,
-``FAULT:nodone``; ``REASONING:<n>`` streams n reasoning deltas before the content.
+Endpoints: ``POST /v1/chat/completions`` and ``POST /v1/completions`` (streaming only), ``POST /tokenize``
+(one token per word plus a fixed template overhead, the same count ``usage.prompt_tokens`` reports),
+``GET /v1/models``, ``GET /health``, ``GET /metrics`` (vLLM's counter and gauge names), ``GET /stamps``
+(send stamps per ``cache_salt``, or ``#<n>`` for a stream without one, then cleared), ``GET /arrivals`` (with
+``--record-arrivals``: the monotonic ns at which each chat request's last byte was read, in arrival order,
+then cleared: a client's send schedule as the server saw it). ``--tls-cert``/``--tls-key`` serve https
+(``--tls-client-ca`` also requires a client certificate signed by that CA). Faults for tests, chosen by a
+marker in the prompt: ``FAULT:http500``, ``FAULT:http400``, ``FAULT:stream_error``, ``FAULT:truncate``,
+``FAULT:malformed``, ``FAULT:stall``, ``FAULT:nodone``; ``REASONING:<n>`` streams n reasoning deltas before
+the content.
 
     python benchmarks/sse_server.py --port 0 --interval-ms 10      # prints "listening on <port>"
 """
@@ -22,6 +26,7 @@ import asyncio
 import json
 import re
 import signal
+import ssl
 import sys
 import time
 from typing import Any
@@ -41,7 +46,9 @@ def count_tokens(payload: dict[str, Any]) -> int:
 class Stream:
     """One streaming response in progress."""
 
-    __slots__ = ("conn", "fault", "finish", "left", "prompt_tokens", "reasoning", "salt", "sent", "stamps")
+    __slots__ = (
+        "conn", "fault", "finish", "left", "prompt_tokens", "reasoning", "salt", "sent", "stamps", "text",
+    )  # fmt: skip
 
     def __init__(  # noqa: PLR0917 - one argument per field, called from one place
         self, conn: Conn, total: int, reasoning: int, fault: str | None, prompt_tokens: int, salt: str
@@ -55,6 +62,7 @@ class Stream:
         self.sent = 0
         self.finish = "length"
         self.stamps: list[int] | None = None
+        self.text = False  # /v1/completions: choices[0].text instead of a delta
 
 
 class Server:
@@ -65,6 +73,8 @@ class Server:
         self.counters = {"prompt": 0, "generation": 0, "preemptions": 0}
         self.success: dict[str, int] = {"length": 0, "stop": 0, "abort": 0}
         self.stamps: dict[str, list[int]] = {}
+        self.arrivals: list[int] = []
+        self.unsalted = 0
         self.ticks = 0
         self.late_ticks = 0
         self.model = args.model
@@ -72,6 +82,11 @@ class Server:
             b'data: {"id":"chatcmpl-ref","object":"chat.completion.chunk","created":0,"model":"'
             + self.model.encode()
             + b'","choices":[{"index":0,"delta":{"'
+        )
+        self.text_prefix = (
+            b'data: {"id":"cmpl-ref","object":"text_completion","created":0,"model":"'
+            + self.model.encode()
+            + b'","choices":[{"index":0,'
         )
 
     def start_ticker(self) -> None:
@@ -112,12 +127,11 @@ class Server:
             field = b"reasoning" if stream.sent <= stream.reasoning else b"content"
             stamp = time.monotonic_ns()
             last = stream.left <= 0
-            body = b'%s%s":"%d "},"finish_reason":%s}]}\n\n' % (
-                prefix,
-                field,
-                stamp,
-                b'"length"' if last else b"null",
-            )
+            finish = b'"length"' if last else b"null"
+            if stream.text:
+                body = b'%s"text":"%d ","finish_reason":%s}]}\n\n' % (self.text_prefix, stamp, finish)
+            else:
+                body = b'%s%s":"%d "},"finish_reason":%s}]}\n\n' % (prefix, field, stamp, finish)
             transport.write(b"%x\r\n%s\r\n" % (len(body), body))
             self.counters["generation"] += tokens
             if stream.stamps is not None:
@@ -155,8 +169,9 @@ class Server:
             conn.send_chunk(b"data: [DONE]\n\n")
         conn.transport.write(b"0\r\n\r\n")
         self.success[stream.finish] += 1
-        if stream.stamps is not None and stream.salt:
-            self.stamps[stream.salt] = stream.stamps
+        if stream.stamps is not None:  # a client that sends no cache_salt gets one key per stream
+            self.unsalted += not stream.salt
+            self.stamps[stream.salt or f"#{self.unsalted}"] = stream.stamps
         conn.busy = False
 
     def metrics_text(self) -> str:
@@ -186,6 +201,7 @@ class Conn(asyncio.Protocol):
         self.buf = b""
         self.closed = False
         self.busy = False
+        self.read_ns = 0
         self.transport: asyncio.Transport
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -195,6 +211,7 @@ class Conn(asyncio.Protocol):
         self.closed = True
 
     def data_received(self, data: bytes) -> None:
+        self.read_ns = time.monotonic_ns()
         self.buf += data
         while True:
             head_end = self.buf.find(b"\r\n\r\n")
@@ -231,11 +248,14 @@ class Conn(asyncio.Protocol):
         elif method == "GET" and path == "/v1/models":
             models = {
                 "object": "list",
-                "data": [{"id": server.model, "object": "model", "max_model_len": 32768}],
+                "data": [{"id": server.model, "object": "model", "max_model_len": args.max_model_len}],
             }
             self.respond(200, json.dumps(models).encode())
         elif method == "GET" and path == "/metrics" and not args.no_metrics:
             self.respond(200, server.metrics_text().encode(), "text/plain; version=0.0.4")
+        elif method == "GET" and path == "/arrivals":
+            arrivals, server.arrivals = server.arrivals, []
+            self.respond(200, json.dumps(arrivals).encode())
         elif method == "GET" and path == "/stamps":
             stamps, server.stamps = server.stamps, {}
             self.respond(200, json.dumps(stamps).encode())
@@ -243,16 +263,22 @@ class Conn(asyncio.Protocol):
             payload = json.loads(body)
             count = count_tokens(payload)
             self.respond(
-                200, json.dumps({"count": count, "max_model_len": 32768, "tokens": [0] * count}).encode()
+                200,
+                json.dumps(
+                    {"count": count, "max_model_len": args.max_model_len, "tokens": [0] * count}
+                ).encode(),
             )
-        elif method == "POST" and path == "/v1/chat/completions":
-            self.chat(json.loads(body))
+        elif method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
+            if args.record_arrivals:
+                server.arrivals.append(self.read_ns)
+            self.chat(json.loads(body), text_api=path == "/v1/completions")
         else:
             self.respond(404, b'{"detail": "Not Found"}')
 
-    def chat(self, payload: dict[str, Any]) -> None:
+    def chat(self, payload: dict[str, Any], *, text_api: bool = False) -> None:
         server = self.server
         text = " ".join(str(m.get("content", "")) for m in payload.get("messages", []))
+        text += str(payload.get("prompt", ""))
         fault_match = _FAULT.search(text)
         fault = fault_match.group(1) if fault_match else None
         if fault == "http500":
@@ -273,11 +299,12 @@ class Conn(asyncio.Protocol):
         self.transport.write(
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
         )
-        if server.args.role_chunk:
+        if server.args.role_chunk and not text_api:
             self.send_chunk(
                 server.prefix + b'role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
             )
         stream = Stream(self, chunks, reasoning, fault, prompt_tokens, str(payload.get("cache_salt", "")))
+        stream.text = text_api
         if server.args.record_stamps:
             stream.stamps = []
         self.busy = True
@@ -298,7 +325,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--record-stamps", action="store_true", help="keep send stamps per cache_salt")
     parser.add_argument("--no-metrics", action="store_true")
     parser.add_argument("--no-tokenize", action="store_true")
+    parser.add_argument("--max-model-len", type=int, default=32768, help="what /v1/models reports")
+    parser.add_argument("--record-arrivals", action="store_true", help="keep chat request arrival times")
+    parser.add_argument("--tls-cert", help="PEM certificate: serve https")
+    parser.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    parser.add_argument("--tls-client-ca", help="require a client certificate signed by this CA (PEM)")
     args = parser.parse_args(argv)
+    tls = None
+    if args.tls_cert:
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(args.tls_cert, args.tls_key)
+        if args.tls_client_ca:
+            tls.load_verify_locations(args.tls_client_ca)
+            tls.verify_mode = ssl.CERT_REQUIRED
     try:
         import uvloop  # noqa: PLC0415 - optional: more chunks per second per core
     except ImportError:
@@ -307,7 +346,7 @@ def main(argv: list[str] | None = None) -> None:
     async def serve() -> None:
         server = Server(args)
         loop = asyncio.get_running_loop()
-        listener = await loop.create_server(lambda: Conn(server), args.host, args.port, backlog=4096)
+        listener = await loop.create_server(lambda: Conn(server), args.host, args.port, backlog=4096, ssl=tls)
         port = listener.sockets[0].getsockname()[1]
         print(f"listening on {port}", flush=True)
         server.start_ticker()

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from contracts.errors import ResultFileError
 from contracts.layout import RECORDS_FILE, WRITE_PROBE
-from contracts.schema import WorkloadConfig
+from contracts.schema import LoadConfig, WorkloadConfig
 
 SCHEMA_VERSION = 1
 
@@ -109,13 +109,24 @@ class CensoredMedian(_Model):
 class ClientHealth(_Model):
     """Whether the load client kept up: a saturated client under-reports gaps and over-reports TTFT."""
 
-    dispatch_lag_p50_s: float  # sent_s - scheduled_s
+    # Send lateness: sent_s - scheduled_s over the measured requests (host seconds). Open loop: how late
+    # each arrival left against its absolute schedule; closed loop: a slot's turnaround after its last end.
+    dispatch_lag_p50_s: float
     dispatch_lag_p99_s: float
     dispatch_lag_max_s: float
     chunks_per_read_p99: float  # >1 means several chunks arrived in one socket read
-    client_cpu_percent: float  # CPU of the client process during the measured window
+    client_cpu_percent: float  # CPU of the client (all its worker processes) over the window, % of a core
     saturated: bool  # the runner judged itself the bottleneck
     notes: list[str] = Field(default_factory=list)
+    # Added with open-loop pacing and workers (older summaries read the defaults):
+    late: bool = False  # the lateness p99 (wall) exceeded load.max_send_lateness_s
+    lateness_bound_s: float | None = None  # that bound, wall seconds; None = none configured
+    pacer: str | None = None  # how open-loop sends were timed: timerfd | sleep-spin (None: closed loop)
+    workers: int = 1  # processes that sent the measured requests
+    worker_cpu_percent: list[float] = Field(default_factory=list)  # per worker process (workers > 1)
+    # Resident memory the client grew by over the measured window, per concurrent stream (connections,
+    # buffered reads, records; the garbage collector is paused meanwhile), bytes; None = not measured.
+    rss_per_stream_bytes: float | None = None
 
 
 class SpecDecodeMetrics(_Model):
@@ -185,6 +196,7 @@ class LoadSettings(_Model):
     time_scale: float  # host seconds per wall second (1.0 on real hosts)
     prompts_dir: str  # where ``workload.prompts_file`` was read
     workload: WorkloadConfig  # the profile as run (every field: lengths, seed, concurrency, sampling)
+    load: LoadConfig | None = None  # how the client ran (workers, lateness bound, TLS files); None: older
 
     def rerun_command(self, summary_file: str, *, base_url: str | None = None) -> str:
         """The command line that runs this profile again by hand against ``base_url`` (default: the

@@ -215,6 +215,9 @@ class WorkloadConfig:
     concurrency: int = 1
     # Mean arrival rate in requests per second (open loop).
     rate: float | None = None
+    # Open loop's arrival process: poisson (exponential gaps, mean 1/rate) or constant (every 1/rate s:
+    # what pacing benchmarks compare, since a late send is then visible against a known schedule).
+    arrivals: str = "poisson"
     # Requests measured.
     num_requests: int = MISSING
     # Repeats of this profile per candidate; None = run.repeats. (A fixed prompt set on a deterministic
@@ -390,6 +393,24 @@ class RunConfig:
 
 
 @dataclass
+class LoadConfig:
+    """How the load client runs (what it sends is the workload's): processes, pacing bound, TLS."""
+
+    # Worker processes that share a profile's streams and requests (each its own event loop, one clock
+    # origin); 1 = the runner's own process. More than one core of client: a fleet, a trace at speed.
+    workers: int = 1
+    # Send lateness bound in wall seconds: a run whose p99 of (sent - scheduled) exceeds it is flagged
+    # `client.late` in its summary (the schedule was not kept as tightly as asked). None = no bound.
+    max_send_lateness_s: float | None = 0.001
+    # CA bundle (PEM file) that verifies an https:// server's certificate; None = the system trust store.
+    ca_bundle: str | None = None
+    # Client certificate (PEM file) for a server that asks for one (mutual TLS); None = send none.
+    client_cert: str | None = None
+    # Private key (PEM file) of client_cert; None = the key is in client_cert's file.
+    client_key: str | None = None
+
+
+@dataclass
 class GauntletConfig:
     """The composed configuration of one job."""
 
@@ -407,6 +428,8 @@ class GauntletConfig:
     slo: SloConfig = field(default_factory=SloConfig)
     # The capacity search (off unless `capacity.profile` names a workload).
     capacity: CapacityConfig = field(default_factory=CapacityConfig)
+    # How the load client runs: worker processes, the send-lateness bound, TLS files.
+    load: LoadConfig = field(default_factory=LoadConfig)
 
 
 def placement_problem(

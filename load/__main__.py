@@ -95,6 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             salt=salt,
             progress=not args.no_progress,
             prompts_dir=Path(settings.prompts_dir),
+            load=settings.load,  # the same workers, lateness bound and TLS files (None: older summaries)
         )
     except GauntletError as exc:
         print(f"load: {exc}", file=sys.stderr)

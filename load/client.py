@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import resource
 import socket
+import ssl
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -27,6 +29,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from contracts.errors import LoadError
+from contracts.schema import LoadConfig
 from load.sse import Read, ResponseDecoder
 
 Ending = Literal["complete", "closed", "timeout", "connect", "cancelled"]
@@ -162,20 +165,69 @@ class _Conn(asyncio.Protocol):
             self.waiter.set_result(None)
 
 
+def tls_context(load: LoadConfig | None) -> ssl.SSLContext:
+    """The TLS settings of an ``https://`` base URL: ``load.ca_bundle`` (else the system trust store) and
+    ``load.client_cert``/``client_key`` for mutual TLS; a file that cannot be used is a LoadError naming
+    the field."""
+    ca = load.ca_bundle if load is not None else None
+    try:
+        context = ssl.create_default_context(cafile=ca)
+    except (OSError, ssl.SSLError) as exc:
+        raise LoadError(
+            f"load.ca_bundle = {ca!r}: not a readable PEM CA bundle ({exc})",
+            hint="point load.ca_bundle at the PEM file of the CA that signed the server's certificate",
+        ) from exc
+    if load is not None and load.client_cert:
+        try:
+            context.load_cert_chain(load.client_cert, load.client_key)
+        except (OSError, ssl.SSLError) as exc:
+            raise LoadError(
+                f"load.client_cert = {load.client_cert!r}, load.client_key = {load.client_key!r}: "
+                f"not a usable PEM certificate and key ({exc})",
+                hint="load.client_cert is the certificate (PEM); load.client_key its private key, unless the "
+                "key is in the same file",
+            ) from exc
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
+#: Descriptors kept free beyond the streams' connections (files, pipes, /metrics, the loop's own).
+FD_HEADROOM = 256
+
+
+def raise_fd_limit(needed: int) -> None:
+    """Raise this process's soft limit on open files toward ``needed`` (up to the hard limit), so thousands
+    of streams do not fail with EMFILE where the default soft limit is 1,024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
 class RawStreamClient:
-    """HTTP/1.1 over asyncio protocols, with a keep-alive pool; base_url like ``http://127.0.0.1:8000``."""
+    """HTTP/1.1 over asyncio protocols, with a keep-alive pool; base_url like ``http://127.0.0.1:8000``
+    or ``https://gateway.example:443`` (asyncio's SSL transport; ``tls`` from :func:`tls_context`)."""
 
     def __init__(
-        self, base_url: str, *, clock: Clock = time.monotonic_ns, headers: Mapping[str, str] | None = None
+        self,
+        base_url: str,
+        *,
+        clock: Clock = time.monotonic_ns,
+        headers: Mapping[str, str] | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         parts = urlsplit(base_url)
-        if parts.scheme != "http" or not parts.hostname:
+        if parts.scheme not in ("http", "https") or not parts.hostname:
             raise LoadError(
-                f"cannot stream from {base_url!r}: the load client speaks plain http://host:port only",
-                hint="point the runner at the server's http address (TLS terminators add their own latency)",
+                f"cannot stream from {base_url!r}: the load client speaks http://host:port and "
+                "https://host:port only",
+                hint="point the runner at the server's http or https address",
             )
         self.host = parts.hostname
-        self.port = parts.port or 80
+        self.tls = (tls or tls_context(None)) if parts.scheme == "https" else None
+        self.port = parts.port or (443 if self.tls is not None else 80)
         self.prefix = parts.path.rstrip("/")
         self.clock = clock
         for name, value in (headers or {}).items():
@@ -203,7 +255,12 @@ class RawStreamClient:
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             await loop.sock_connect(sock, address)
-            _, conn = await loop.create_connection(lambda: _Conn(self.clock), sock=sock)
+            if self.tls is None:
+                _, conn = await loop.create_connection(lambda: _Conn(self.clock), sock=sock)
+            else:  # the handshake happens here, before the request is timed
+                _, conn = await loop.create_connection(
+                    lambda: _Conn(self.clock), sock=sock, ssl=self.tls, server_hostname=self.host
+                )
         except BaseException:
             sock.close()
             raise
@@ -215,6 +272,7 @@ class RawStreamClient:
         missing = count - len(self._idle)
         if missing <= 0:
             return
+        raise_fd_limit(len(self._all) + missing + FD_HEADROOM)
         results = await asyncio.gather(*(self._connect() for _ in range(missing)), return_exceptions=True)
         self._idle.extend(conn for conn in results if isinstance(conn, _Conn))
 

@@ -157,13 +157,19 @@ def summarize_run(
     settings: LoadSettings | None = None,
     slo: SloConfig | None = None,
     load_level: float | None = None,
+    lateness_bound_s: float | None = None,
+    pacer: str | None = None,
+    worker_cpu_seconds: Sequence[float] = (),
+    rss_per_stream_bytes: float | None = None,
 ) -> RunResult:
     """Records sorted by index; the summary's figures, client health and server deltas; the scrape log.
 
     ``t0_ns`` is the profile's t = 0 (CLOCK_MONOTONIC) that scrape times count from. ``planned`` is the
     number of measured requests the plan held (0: unknown, count the records). ``notes`` are the run's
     own (plan, stop), ahead of the ``/metrics`` note and those of the figures. ``slo`` (the service's
-    SLO) adds attainment and goodput; ``load_level`` marks a capacity search's run.
+    SLO) adds attainment and goodput; ``load_level`` marks a capacity search's run. ``lateness_bound_s``,
+    ``pacer``, ``worker_cpu_seconds`` and ``rss_per_stream_bytes`` go to the client's health
+    (:func:`load.summary.client_health`).
     """
     ordered = sorted(records, key=lambda r: r.index)
     measured = [r for r in ordered if not r.warmup]
@@ -175,6 +181,10 @@ def summarize_run(
         cpu_seconds=cpu_seconds,
         wall_seconds=(end - start) / 1e9,
         time_scale=info.time_scale,
+        lateness_bound_s=lateness_bound_s,
+        pacer=pacer,
+        worker_cpu_seconds=worker_cpu_seconds,
+        rss_per_stream_bytes=rss_per_stream_bytes,
     )
     parsed = [
         parse_scrape(text, t_s=(ns - t0_ns) / 1e9 * info.time_scale, phase=phase)

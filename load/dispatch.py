@@ -14,15 +14,14 @@ Nothing here parses, records or writes; per request it does a clock read, a task
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from contracts.results import ErrorClass
 from contracts.schema import WorkloadConfig
 from load.client import Exchange, StreamClient
+from load.pacing import Pacer, make_pacer
 from load.plan import Request
 from load.sources import replays_offsets
 
@@ -35,6 +34,12 @@ Finished = Callable[[Request, int, Exchange], None]
 Stopped = Callable[[Request, int, int, ErrorClass], None]
 
 _DONE = object()
+
+
+class StopFlag(Protocol):
+    """The orchestrator's stop event: a ``threading.Event``, or a ``multiprocessing`` one in a worker."""
+
+    def is_set(self) -> bool: ...
 
 
 class Dispatcher:
@@ -50,6 +55,7 @@ class Dispatcher:
         deadline_ns: int,
         on_finished: Finished,
         on_stopped: Stopped,
+        pacer: Pacer | None = None,
     ) -> None:
         self.stream = stream
         self.open_loop = workload.mode == "open" or replays_offsets(workload)
@@ -66,10 +72,19 @@ class Dispatcher:
         self.cancelled = asyncio.Event()
         self.stop_reason: ErrorClass | None = None  # set by the first stop
         self.inflight: set[asyncio.Task[Any]] = set()
+        #: Open loop: waits for each arrival's absolute time (timerfd on Linux, else sleep-then-spin).
+        self.pacer = pacer if pacer is not None else make_pacer(clock)
 
-    async def run_phase(self, requests: Sequence[Request]) -> None:
-        """Send ``requests`` (closed or open loop) and wait for all of them, or for a stop."""
-        start_ns = self.clock()
+    async def run_phase(self, requests: Sequence[Request], *, start_ns: int | None = None) -> None:
+        """Send ``requests`` (closed or open loop) and wait for all of them, or for a stop.
+
+        ``start_ns``: the phase's t = 0 (monotonic ns; default now). Worker processes share one, so their
+        arrivals keep one schedule; the phase waits for it when it lies ahead.
+        """
+        if start_ns is None:
+            start_ns = self.clock()
+        elif start_ns > self.clock():
+            await self.pacer.until(start_ns)
         if self.open_loop:
             await self._open_loop(requests, start_ns)
             return
@@ -115,10 +130,8 @@ class Dispatcher:
         for request in requests:
             # Arrivals are in host seconds (rate is per host second); wall time runs time_scale x faster.
             scheduled = start_ns + round((request.arrival_s or 0.0) / self.time_scale * 1e9)
-            delay = (scheduled - self.clock()) / 1e9
-            if delay > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.stopping.wait(), delay)
+            if scheduled > self.clock():
+                await self.pacer.until(scheduled)  # absolute: lateness never accumulates
             if self.stopping.is_set() or self.check_deadline():
                 break
             await slots.acquire()
@@ -153,10 +166,11 @@ class Dispatcher:
         self.stopping.set()
         if reason == "cancelled":
             self.cancelled.set()
+        self.pacer.interrupt()
         for task in list(self.inflight):
             task.cancel()
 
-    async def watch(self, stop: threading.Event) -> None:
+    async def watch(self, stop: StopFlag) -> None:
         """Poll the orchestrator's stop event and the time bound; stop everything in flight."""
         while not self.stopping.is_set():
             if stop.is_set():

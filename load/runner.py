@@ -26,20 +26,22 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import httpx
+import psutil
 
 from contracts.paths import CONF_DIR
-from contracts.results import LoadSettings, ProfileSummary
-from contracts.schema import SloConfig, WorkloadConfig
-from load.client import Exchange, HttpxStreamClient, RawStreamClient, StreamClient
+from contracts.results import LoadSettings, ProfileSummary, RequestRecord
+from contracts.schema import LoadConfig, SloConfig, WorkloadConfig
+from load.client import Exchange, HttpxStreamClient, RawStreamClient, StreamClient, tls_context
 from load.collect import Collector, RunInfo, summarize_run
-from load.dispatch import DeferredWork, Dispatcher
+from load.dispatch import DeferredWork, Dispatcher, StopFlag
 from load.plan import Plan, Request
 from load.progress import LiveRate, Progress
 from load.prompts import prepare_plan
 from load.scrape import Scraper
+from load.workers import WorkerJob, WorkerPool, WorkerResult, merge, rss_per_stream, worker_jobs
 from load.write import write_results
 
 DEFAULT_PROMPTS_DIR = CONF_DIR / "workload"
@@ -83,6 +85,7 @@ def run_profile(
     cpu_clock: Callable[[], float] = time.process_time,
     loop_factory: LoopFactory | None = None,
     api_key: str | None = None,
+    load: LoadConfig | None = None,
 ) -> ProfileSummary:
     """Run ``workload`` against the server at ``base_url``; write and return its summary.
 
@@ -91,7 +94,9 @@ def run_profile(
     (default: fresh random). ``api_key`` is sent as a Bearer token on every request (a server started
     with ``--api-key``); it is held in memory only, never written. ``slo`` adds attainment and goodput to
     the summary (:mod:`load.goodput`); ``load_level`` records the rate or concurrency a capacity search ran
-    at. Raises
+    at. ``load`` (``cfg.load``) says how the client runs: ``workers`` processes for the measured
+    requests, the send-lateness bound that flags a run ``late``, and the TLS files of an ``https://``
+    base URL. Raises
     :class:`~contracts.errors.LoadError` when the profile cannot run at all; request failures are
     recorded, never raised.
     """
@@ -109,6 +114,7 @@ def run_profile(
     )
     run_salt = salt if salt is not None else new_salt()
     run = _Run(info, workload, out_dir, progress=progress, clock=clock, cpu_clock=cpu_clock)
+    run.load = load
     run.settings = LoadSettings(
         base_url=base_url,
         served_model=served_model,
@@ -117,6 +123,7 @@ def run_profile(
         time_scale=time_scale,
         prompts_dir=str(prompts_dir),
         workload=workload,
+        load=load,
     )
     run.slo, run.load_level = slo, load_level
     main = run.main(
@@ -141,6 +148,11 @@ def run_profile(
 
 class _Stopped(Exception):
     """The stop event came while the run waited on a step other than requests: the run ends here."""
+
+
+def _rss() -> int:
+    """This process's resident memory, bytes."""
+    return int(psutil.Process().memory_info().rss)
 
 
 def new_salt() -> str:
@@ -177,6 +189,11 @@ class _Run:
         self.settings: LoadSettings | None = None
         self.slo: SloConfig | None = None
         self.load_level: float | None = None
+        self.load: LoadConfig | None = None  # workers, lateness bound, TLS
+        self.headers: dict[str, str] = {}
+        self.worker_results: list[WorkerResult] = []
+        self.rss_per_stream: float | None = None
+        self.pool: WorkerPool | None = None
 
     async def main(
         self,
@@ -191,16 +208,26 @@ class _Run:
     ) -> None:
         """Plan, warm up, measure; ``stop`` (the orchestrator's) and the time bound end it early."""
         self.t0_ns = self.collector.t0_ns = self.clock()
+        self.headers = headers
         base_url = self.info.base_url
+        tls = tls_context(self.load) if base_url.startswith("https:") and transport is None else None
         aux = httpx.AsyncClient(
-            base_url=base_url, transport=transport, timeout=AUX_TIMEOUT_S, headers=headers
+            base_url=base_url,
+            transport=transport,
+            timeout=AUX_TIMEOUT_S,
+            headers=headers,
+            verify=tls if tls is not None else True,
         )
         stream: StreamClient = (
             HttpxStreamClient(base_url, transport=transport, clock=self.clock, headers=headers)
             if transport is not None
-            else RawStreamClient(base_url, clock=self.clock, headers=headers)
+            else RawStreamClient(base_url, clock=self.clock, headers=headers, tls=tls)
         )
-        raw = RawStreamClient(base_url, clock=self.clock, headers=headers) if transport is None else None
+        raw = (
+            None
+            if transport is not None
+            else RawStreamClient(base_url, clock=self.clock, headers=headers, tls=tls)
+        )
         scraper = self.scraper = Scraper(aux, raw, self.clock)
         dispatcher = self.dispatcher = Dispatcher(
             stream,
@@ -234,9 +261,12 @@ class _Run:
                 return
             await unless(scraper.scrape("before"))
             measured = self.plan.measured
-            if isinstance(stream, RawStreamClient):
-                await unless(stream.preconnect(min(dispatcher.concurrency, len(measured))))
-            await self._measure(stream, measured)
+            if self._workers(measured) > 1:
+                await self._measure(stream, measured, stop)
+            else:
+                if isinstance(stream, RawStreamClient):
+                    await unless(stream.preconnect(min(dispatcher.concurrency, len(measured))))
+                await self._measure(stream, measured, None)
             if not stop.is_set():
                 await unless(scraper.scrape("after"))
         except _Stopped:
@@ -246,6 +276,7 @@ class _Run:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
             self.deferred.flush()
+            dispatcher.pacer.close()
             await stream.aclose()
             if raw is not None:
                 await raw.aclose()
@@ -279,24 +310,48 @@ class _Run:
         await self.dispatcher.run_phase(requests)
         self.deferred.flush()
 
-    async def _measure(self, stream: StreamClient, measured: Sequence[Request]) -> None:
+    def _workers(self, measured: Sequence[Request]) -> int:
+        """Worker processes for the measured phase: load.workers, over real sockets only."""
+        if self.load is None or self.load.workers <= 1 or not measured:
+            return 1
+        assert self.dispatcher is not None
+        return self.load.workers if isinstance(self.dispatcher.stream, RawStreamClient) else 1
+
+    async def _measure(
+        self, stream: StreamClient, measured: Sequence[Request], stop: StopFlag | None
+    ) -> None:
+        """The measured window: in this process, or (``stop`` given) over worker processes."""
         assert self.scraper is not None
         label = f"{self.info.candidate}/{self.workload.name}"
         progress = Progress(label, len(measured), enabled=self.progress)
         progress.start()
         background = [asyncio.create_task(self.scraper.every_second(self.workload.time_limit_s))]
+        if stop is not None:
+            self.pool = WorkerPool(self._jobs(measured))
+            background.append(asyncio.create_task(self._forward_stop(stop)))
         if self.progress:
             background.append(asyncio.create_task(self._progress_loop(progress, stream)))
         gc_was_enabled = gc.isenabled()
         gc.collect()
         gc.disable()  # a full collection over a large heap would stall every stream at once
         cpu0 = self.cpu_clock()
+        rss0 = _rss()
         start = self.clock()
         try:
-            await self._phase(measured)
+            if self.pool is not None:
+                start = await self._phase_workers(self.pool)
+            else:
+                await self._phase(measured)
         finally:
             end = self.clock()
             self.cpu_s = self.cpu_clock() - cpu0
+            streams = min(max(1, self.workload.concurrency), len(measured))
+            self.rss_per_stream = max(0, _rss() - rss0) / streams if streams else None
+            if self.worker_results:
+                self.cpu_s = sum(r.cpu_seconds for r in self.worker_results)
+                self.rss_per_stream = rss_per_stream(self.worker_results, streams)
+            if self.pool is not None:
+                self.pool.close()
             self.window_ns = (start, end)
             if gc_was_enabled:
                 gc.enable()
@@ -305,15 +360,62 @@ class _Run:
             await asyncio.gather(*background, return_exceptions=True)
             progress.stop(self._final_line(progress))
 
+    def _jobs(self, measured: Sequence[Request]) -> list[WorkerJob]:
+        assert self.dispatcher is not None and self.load is not None
+        return worker_jobs(
+            measured,
+            self.workload,
+            workers=self.load.workers,
+            base_url=self.info.base_url,
+            headers=self.headers,
+            load=self.load,
+            time_scale=self.info.time_scale,
+            t0_ns=self.t0_ns,
+            deadline_ns=self.dispatcher.deadline_ns,
+        )
+
+    async def _phase_workers(self, pool: WorkerPool) -> int:
+        """Run the measured phase in the workers; their records join this run's. Returns the start."""
+        results = await pool.run()
+        self.worker_results = results
+        records, per_read, reason = merge(results)
+        self.collector.records.extend(records)
+        self.collector.chunks_per_read.extend(per_read)
+        self.collector.completed += sum(1 for r in records if r.ok)
+        self.collector.errors += sum(1 for r in records if not r.ok)
+        self.collector.output_tokens += sum(r.completion_tokens or 0 for r in records if r.ok)
+        assert self.dispatcher is not None
+        if reason is not None and self.dispatcher.stop_reason is None:
+            self.dispatcher.stop_reason = reason
+        return self._first_sent_ns(records)
+
+    def _first_sent_ns(self, records: Sequence[RequestRecord]) -> int:
+        if not records:
+            return self.clock()
+        first = min(r.sent_s for r in records)
+        return self.t0_ns + round(first / self.info.time_scale * 1e9)
+
+    async def _forward_stop(self, stop: StopFlag) -> None:
+        """The orchestrator's stop and the time bound reach the workers through their shared event."""
+        assert self.dispatcher is not None and self.pool is not None
+        while not (stop.is_set() or self.dispatcher.stopping.is_set()):
+            await asyncio.sleep(0.05)
+        self.pool.stop()
+
     async def _progress_loop(self, progress: Progress, stream: StreamClient) -> None:
         """Twice a second: counts, and output tokens/s from the reads so far (no parsing on the way)."""
         assert self.dispatcher is not None
+        pool = self.pool
+        counts: Any = pool if pool is not None else stream
         rate = LiveRate(time_scale=self.info.time_scale)
-        rate.update(self.clock() / 1e9, stream.reads_received(), None)
+        rate.update(self.clock() / 1e9, counts.reads_received(), None)
         collector = self.collector
         for _ in range(int(self.workload.time_limit_s / PROGRESS_EVERY_S) + 2):
             await asyncio.sleep(PROGRESS_EVERY_S)
-            tok_s = rate.update(self.clock() / 1e9, stream.reads_received(), collector.tokens_per_read)
+            tok_s = rate.update(self.clock() / 1e9, counts.reads_received(), collector.tokens_per_read)
+            if pool is not None:
+                progress.update(pool.completed, pool.errors, pool.inflight, tok_s, "measure")
+                continue
             progress.update(
                 collector.completed, collector.errors, len(self.dispatcher.inflight), tok_s, "measure"
             )
@@ -325,6 +427,12 @@ class _Run:
         seconds = (end - start) / 1e9 * self.info.time_scale
         tok_s = self.collector.output_tokens / seconds if seconds > 0 else None
         return progress.line(self.collector.completed, self.collector.errors, 0, tok_s, "done")
+
+    def _pacer_name(self) -> str | None:
+        if self.dispatcher is None or not self.dispatcher.open_loop:
+            return None
+        named = {r.pacer for r in self.worker_results if r.pacer}
+        return named.pop() if len(named) == 1 else self.dispatcher.pacer.name
 
     def finish(self) -> ProfileSummary:
         """Summarize what was collected and write it (once; also after an interrupt)."""
@@ -350,6 +458,10 @@ class _Run:
             settings=self.settings,
             slo=self.slo,
             load_level=self.load_level,
+            lateness_bound_s=self.load.max_send_lateness_s if self.load is not None else None,
+            pacer=self._pacer_name(),
+            worker_cpu_seconds=[r.cpu_seconds for r in self.worker_results],
+            rss_per_stream_bytes=self.rss_per_stream,
         )
         write_results(self.out_dir, result)
         self._summary = result.summary

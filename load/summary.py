@@ -8,6 +8,7 @@ whether the client itself kept up. All durations are host seconds (wall seconds 
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,6 +24,10 @@ CPU_SATURATED_PERCENT = 85.0
 #: Dispatch lag p99 above which the runner calls itself saturated (host-independent wall seconds).
 DISPATCH_SATURATED_S = 0.025
 DISPATCH_NOTE_S = 0.005
+#: Below this CPU share, a client whose sends fell behind was starved of the CPU, not busy.
+STARVED_PERCENT = 50.0
+#: The CPU share of a core each worker process should stay under when the hint sizes load.workers.
+WORKER_TARGET_PERCENT = 60.0
 
 
 def make_record(
@@ -142,8 +147,17 @@ def client_health(
     cpu_seconds: float,
     wall_seconds: float,
     time_scale: float,
+    lateness_bound_s: float | None = None,
+    pacer: str | None = None,
+    worker_cpu_seconds: Sequence[float] = (),
+    rss_per_stream_bytes: float | None = None,
 ) -> ClientHealth:
-    """Judge whether the client was the bottleneck: late sends, batched reads, a busy core."""
+    """Judge whether the client was the bottleneck: late sends, batched reads, a busy core.
+
+    ``lateness_bound_s`` (wall seconds, ``load.max_send_lateness_s``) flags the run ``late`` when the send
+    lateness p99 exceeds it. ``worker_cpu_seconds``: each worker process's CPU over the window when
+    several sent the requests (``cpu_seconds`` is then their sum); a busy core is judged per process.
+    """
     measured = [r for r in records if not r.warmup]
     lags = [max(0.0, r.sent_s - r.scheduled_s) for r in measured]
     lag_p50 = percentile(lags, 50) or 0.0
@@ -151,12 +165,16 @@ def client_health(
     lag_max = max(lags, default=0.0)
     per_read = float(percentile([float(c) for c in chunks_per_read], 99) or 0.0)
     cpu = 100.0 * cpu_seconds / wall_seconds if wall_seconds > 0 else 0.0
+    workers = max(1, len(worker_cpu_seconds))
+    per_worker = [100.0 * c / wall_seconds if wall_seconds > 0 else 0.0 for c in worker_cpu_seconds]
+    busiest = max(per_worker, default=cpu)
     notes: list[str] = []
     saturated = False
     lag_p99_wall = lag_p99 / time_scale if time_scale > 0 else lag_p99
-    if cpu >= CPU_SATURATED_PERCENT:
+    if busiest >= CPU_SATURATED_PERCENT:
         saturated = True
-        notes.append(f"client used {cpu:.0f}% of a core: it cannot keep up, timings are inflated")
+        who = "client" if workers == 1 else f"the busiest of {workers} client processes"
+        notes.append(f"{who} used {busiest:.0f}% of a core: it cannot keep up, timings are inflated")
     if lag_p99_wall > DISPATCH_SATURATED_S:
         saturated = True
         notes.append(f"requests left {lag_p99_wall * 1e3:.1f} ms late (p99 wall): the schedule was not kept")
@@ -173,6 +191,20 @@ def client_health(
                 else " (server batching)"
             )
         )
+    if lag_p99_wall > DISPATCH_NOTE_S and busiest < STARVED_PERCENT:
+        notes.append(
+            f"the client used only {busiest:.0f}% of a core while its sends fell behind: it was waiting for "
+            "the CPU (other processes on its core), not doing its own work; give it a core of its own"
+        )
+    late = lateness_bound_s is not None and lag_p99_wall > lateness_bound_s
+    if late:
+        assert lateness_bound_s is not None
+        notes.append(
+            f"send lateness p99 {lag_p99_wall * 1e3:.2f} ms (wall) exceeds the bound of "
+            f"{lateness_bound_s * 1e3:.2f} ms (load.max_send_lateness_s)"
+        )
+    if saturated and workers == 1 and len(measured) > 0:
+        notes.append(workers_hint(cpu))
     return ClientHealth(
         dispatch_lag_p50_s=lag_p50,
         dispatch_lag_p99_s=lag_p99,
@@ -181,4 +213,19 @@ def client_health(
         client_cpu_percent=cpu,
         saturated=saturated,
         notes=notes,
+        late=late,
+        lateness_bound_s=lateness_bound_s,
+        pacer=pacer,
+        workers=workers,
+        worker_cpu_percent=per_worker,
+        rss_per_stream_bytes=rss_per_stream_bytes,
+    )
+
+
+def workers_hint(cpu_percent: float) -> str:
+    """What to do when one process could not sustain the run's streams or request rate."""
+    suggest = max(2, math.ceil(cpu_percent / WORKER_TARGET_PERCENT))
+    return (
+        f"one client process did not sustain this run's streams or request rate: set load.workers={suggest} "
+        f"(worker processes, each its own event loop and core) and give the client that many free cores"
     )

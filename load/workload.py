@@ -99,6 +99,10 @@ def sample_lengths(config: LengthConfig, count: int, rng: random.Random) -> list
     raise LoadError(f"unknown length distribution {config.kind!r}", hint="use fixed, uniform or lognormal")
 
 
+#: Open-loop arrival processes (``workload.arrivals``).
+ARRIVALS = ("poisson", "constant")
+
+
 def plan_requests(
     workload: WorkloadConfig, *, scale: float = 1.0, prompts: list[str] | None = None
 ) -> list[PlannedRequest]:
@@ -112,10 +116,16 @@ def plan_requests(
     if workload.mode == "open":
         if not workload.rate or workload.rate <= 0:
             raise LoadError(f"profile {workload.name}: open loop needs rate > 0, got {workload.rate}")
+        if workload.arrivals not in ARRIVALS:
+            raise LoadError(
+                f"profile {workload.name}: arrivals {workload.arrivals!r}",
+                hint=f"use one of {', '.join(ARRIVALS)}",
+            )
+        constant = workload.arrivals == "constant"
         for phase_start, phase_len in ((0, warmup), (warmup, measured)):
             t = 0.0
             for i in range(phase_start, phase_start + phase_len):
-                t += rng.expovariate(workload.rate)
+                t += 1.0 / workload.rate if constant else rng.expovariate(workload.rate)
                 arrivals[i] = t
     elif workload.mode != "closed":
         raise LoadError(f"profile {workload.name}: mode {workload.mode!r}", hint="use closed or open")

@@ -24,11 +24,13 @@ from contracts.schema import (
     GauntletConfig,
     HostConfig,
     LengthConfig,
+    LoadConfig,
     RunConfig,
     WorkloadConfig,
     placement_problem,
 )
 from load.sources import source_problems
+from load.workload import ARRIVALS
 from orchestrator.config.guard import abuse_problems
 
 #: --moe-backend values vLLM 0.32 accepts (vllm/config/kernel.py, MoEBackend).
@@ -225,6 +227,8 @@ def workload_problems(
 
     if wl.mode not in WORKLOAD_MODES:
         bad(["mode"], wl.mode, f"one of {', '.join(WORKLOAD_MODES)}")
+    if wl.arrivals not in ARRIVALS:
+        bad(["arrivals"], wl.arrivals, f"one of {', '.join(ARRIVALS)}")
     if wl.mode == "open" and (wl.rate is None or wl.rate <= 0):
         bad(["rate"], wl.rate, "a positive arrival rate in requests/s for an open-loop profile")
     if wl.repeats is not None and wl.repeats < 1:
@@ -315,6 +319,31 @@ def run_problems(run: RunConfig, sources: Sources | None = None) -> list[ConfigP
 
 #: The highest TCP port.
 MAX_PORT = 65535
+#: More worker processes than this is a typo, not a fleet (each is a process with its own event loop).
+MAX_LOAD_WORKERS = 256
+
+
+def load_problems(load: LoadConfig, sources: Sources | None = None) -> list[ConfigProblem]:
+    """Problems of the ``load`` section: worker count, lateness bound, TLS files that are not there."""
+    where = (sources or Sources()).top_origin
+    out: list[ConfigProblem] = []
+    if not 1 <= load.workers <= MAX_LOAD_WORKERS:
+        allowed = f"an integer from 1 to {MAX_LOAD_WORKERS} (1: the runner's own process)"
+        out.append(ConfigProblem(where("load.workers"), "load.workers", load.workers, allowed))
+    if load.max_send_lateness_s is not None and load.max_send_lateness_s <= 0:
+        key = "load.max_send_lateness_s"
+        out.append(ConfigProblem(where(key), key, load.max_send_lateness_s, "seconds > 0, or null"))
+    for key, value in (
+        ("load.ca_bundle", load.ca_bundle),
+        ("load.client_cert", load.client_cert),
+        ("load.client_key", load.client_key),
+    ):
+        if value is not None and not Path(value).is_file():
+            out.append(ConfigProblem(where(key), key, value, "a readable PEM file, or null"))
+    if load.client_key is not None and load.client_cert is None:
+        key = "load.client_key"
+        out.append(ConfigProblem(where(key), key, load.client_key, "null unless load.client_cert is set"))
+    return out
 
 
 def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
@@ -377,6 +406,7 @@ def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
                     )
                 )
     problems.extend(run_problems(cfg.run, src))
+    problems.extend(load_problems(cfg.load, src))
     problems.extend(capacity_problems(cfg, src.describe("slo"), "conf/config.yaml"))
     from gates import REGISTRY  # noqa: PLC0415  (gates register themselves on import)
 

@@ -76,6 +76,7 @@ def measure_profile(
                 load_level=load_level,
                 stop=watch.stop,
                 api_key=spec.api_key(os.environ),
+                load=ctx.cfg.load,
             )
         except HarnessError as exc:
             harness = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 import httpx
 
 from contracts.results import GpuMemory, HostProbe, ProfileSummary, TeardownRecord, WatchEvent
-from contracts.schema import SloConfig, WorkloadConfig
+from contracts.schema import LoadConfig, SloConfig, WorkloadConfig
 from launch.spec import LaunchSpec
 
 if TYPE_CHECKING:
@@ -61,6 +61,7 @@ class RunProfile(Protocol):
         load_level: float | None = None,
         stop: threading.Event | None = None,
         api_key: str | None = None,
+        load: LoadConfig | None = None,
     ) -> ProfileSummary: ...
 
 

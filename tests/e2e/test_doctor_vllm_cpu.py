@@ -45,7 +45,7 @@ def test_the_sweep_never_launches_a_candidate_the_installed_vllm_would_refuse(
     search = f"hydra.searchpath=[file://{ROOT / 'tests/e2e/conf'}]"
     base, _ = load([search, "+experiment=cpu_sweep", "candidate=cpu_baseline"])
     bogus, _ = load([search, "+experiment=cpu_sweep", "candidate=cpu_bogus_flag"])
-    sup, messages = FakeSupervisor(), []
+    sup, messages = FakeSupervisor(), list[str]()
     seams = fake_seams(sup, FakeLoad(), messages)
     seams.doctor_probes = lambda: real_probes(ROOT)
     ctx = SweepContext.open(base, tmp_path / "sweep", seams)

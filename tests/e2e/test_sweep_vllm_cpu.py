@@ -115,7 +115,9 @@ def test_case_study_candidates_on_real_vllm_and_the_simulator_against_them(
         bogus = read_model(layout.candidate_dir(sweep, "cpu_bogus_flag") / layout.RUN_FILE, CandidateRun)
         assert (bogus.startup.ok, bogus.startup.kind) == (False, "bad-args")
         assert bogus.startup.matched_line and "--no-such-vllm-flag" in bogus.startup.matched_line
-        launched = [e.candidate for e in Journal(layout.journal_file(sweep)).events() if e.name == "launching"]
+        launched = [
+            e.candidate for e in Journal(layout.journal_file(sweep)).events() if e.name == "launching"
+        ]
         assert "cpu_bogus_flag" not in launched and "cpu_seqs1" in launched
         # Speculative decoding as vLLM itself counted it (/metrics, vllm:spec_decode_*), per run.
         for summary in _summaries(sweep, "cpu_ngram", "short"):
