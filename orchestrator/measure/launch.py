@@ -36,6 +36,7 @@ from contracts.layout import (
     SPEC_FILE,
     SUMMARY_FILE,
     VLLM_CONFIG_FILE,
+    journal_file,
     repeat_dir,
     repeat_name,
 )
@@ -172,14 +173,17 @@ def writable_or_elsewhere(ctx: SweepContext, out: Path) -> Path:
     """``out`` when its folder takes writes, else a fresh folder outside the sweep directory (under the
     lock folder), said once: the restore of the live service must not fail because the sweep directory
     refuses its evidence (EACCES, read-only, full); its records then live there."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    elsewhere = lock_dir() / "evidence" / f"{ctx.dir.name}-{out.name}-{stamp}-{os.getpid()}"
+    if not journal_file(ctx.dir).exists():  # deleted: evidence there would belong to no journal
+        ctx.say(f"the sweep directory {ctx.dir} is gone: {out.name} is written to {elsewhere} instead")
+        return elsewhere
     try:
         probe_writable(out.parent)
     except OSError as exc:
         disk = sweep_dir_error(exc, ctx.dir)
         if disk is None:
             raise
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-        elsewhere = lock_dir() / "evidence" / f"{ctx.dir.name}-{out.name}-{stamp}-{os.getpid()}"
         ctx.say(f"{disk.message.split('; ')[0]}: {out.name} is written to {elsewhere} instead")
         return elsewhere
     return out

@@ -74,7 +74,10 @@ def restore(
     if state.retained_spec_file is None and (kept := find_offsite(ctx.dir)) is not None:
         # the sweep directory lost its journal: the copy kept beside the port's lock has the live set
         ctx.say(f"{ctx.journal.path} has no retained record: restoring from the copy in {kept.folder}")
-        state = Journal(kept.journal).replay()
+        offsite = Journal(kept.journal)
+        state = offsite.replay()
+        if not ctx.journal.path.exists():  # the sweep directory went: the restore journals beside the lock
+            ctx = replace(ctx, servers=replace(ctx.servers, journal=offsite))
     if state.retained_spec_file is None or state.retained_fingerprint is None:
         raise RollbackError(
             f"{ctx.journal.path}: no retained configuration was recorded",

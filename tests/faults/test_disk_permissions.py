@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from contracts.errors import SweepDirError
@@ -90,13 +91,14 @@ def test_eacces_at_the_opening_touches_nothing_and_the_live_service_keeps_servin
     assert_one_healthy_retained(first, port)  # never stopped: the second sweep refused before touching it
 
 
-def test_a_sweep_directory_deleted_mid_sweep_stops_with_exit_6_and_leaves_nothing_unrecorded_running(
+def test_a_sweep_directory_deleted_mid_sweep_stops_with_exit_6_and_restores_from_the_copy_beside_the_lock(
     tmp_path: Path, port: int
 ) -> None:
     """Deleted between candidates: the next journal append sees its file gone (the writers' mkdir would
     otherwise recreate the folder and measure on into an empty journal); a server spawned meanwhile is torn
-    down rather than left running unrecorded. Restoring the live service needs the retained spec kept
-    outside the sweep directory (not here yet: docs/reliability.md, "Not covered yet")."""
+    down rather than left running unrecorded; the restore reads the retained spec and the live set from the
+    copy kept beside the port's lock (orchestrator/ledger/offsite.py), journals there, writes its evidence
+    under the lock folder, and leaves exactly one healthy retained server: the live service is not down."""
     sweeps, sweep = tmp_path / "sweeps", tmp_path / "sweeps" / "s1"
     args = ["-m", "candidate=twin,tp4_dp2", f"hydra.sweep.dir={sweep}", *QUICK]
     proc = start_cmd(orchestrator_cmd(args, sweeps=sweeps, port=port))
@@ -111,7 +113,10 @@ def test_a_sweep_directory_deleted_mid_sweep_stops_with_exit_6_and_leaves_nothin
     assert proc.returncode == SweepDirError.exit_code, out[-3000:]
     assert f"cannot write the sweep directory {sweep}: it was deleted" in out, out[-3000:]
     assert "Traceback" not in out
-    wait_for(lambda: sim_servers(port) == [], timeout=30, what="no server of the sweep running")
+    assert "restoring from the copy in" in out and "recovery validation passed" in out, out[-3000:]
+    servers = sim_servers(port)
+    assert len(servers) == 1, f"simulator processes on port {port}: {[p.pid for p in servers]}"
+    assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
 
 
 def test_a_sweeps_folder_that_refuses_the_new_sweep_directory_is_exit_6_and_writes_nothing(

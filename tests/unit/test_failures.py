@@ -190,7 +190,11 @@ def _sim_refusals() -> list[tuple[str, list[str]]]:
     out = []
     for path in sorted((ROOT / "launch" / "sim" / "profiles").glob("*.json")):
         for refusal in json.loads(path.read_text()).get("refusals", []):
-            kind = "incompatible" if refusal.get("unless_min_compute_capability") else "init-failed"
+            # a hardware limit (a compute capability, or the CPU platform itself) is incompatible
+            hardware = refusal.get("unless_min_compute_capability") or any(
+                "on CPU" in line for line in refusal["log"]
+            )
+            kind = "incompatible" if hardware else "init-failed"
             out.append((kind, list(refusal["log"])))
     return out
 
