@@ -143,7 +143,8 @@ def test_case_study_candidates_on_real_vllm_and_the_simulator_against_them(
             assert concurrency.status in ("fail", "inconclusive") and concurrency.evidence, seqs1.gates
         assert verdicts["cpu_fp8"].decision == "incompatible"
         for name in ("cpu_tp2", "cpu_ngram"):  # judged, whatever this CPU makes of them
-            assert verdicts[name].decision in ("keep", "neutral", "reject", "inconclusive", "incomplete"), verdicts[name]
+            judged = ("keep", "neutral", "reject", "inconclusive", "incomplete")
+            assert verdicts[name].decision in judged, verdicts[name]
         # The baseline is restored and validated, and left running.
         validation = read_model(layout.recovery_dir(sweep) / layout.VALIDATION_FILE, RecoveryValidation)
         assert validation.ok, validation
