@@ -2,7 +2,7 @@
 against that measurement.
 
 One sweep: the baseline TP1 x DP2 (one core per replica), the re-layout TP2 x DP1, ngram speculative
-decoding, a deliberate regression (max_num_seqs 1 under 8-way concurrency) and an FP8 KV cache the CPU
+decoding, a deliberate regression (max_num_seqs 1 under 16-way concurrency) and an FP8 KV cache the CPU
 refuses; then the baseline restored and validated. These are CPU measurements of a 2-layer model on a
 shared 2-core machine: they test that gauntlet launches, measures and judges real vLLM, not how any
 layout performs on GPUs. The verdicts of the layout and speculative candidates are whatever this CPU
@@ -127,7 +127,7 @@ def test_case_study_candidates_on_real_vllm_and_the_simulator_against_them(
             assert spec_decode.acceptance_rate is not None and 0.0 <= spec_decode.acceptance_rate <= 1.0
         for summary in _summaries(sweep, "cpu_baseline", "short"):
             assert summary.server is not None and summary.server.speculative is None
-            assert summary.completed == summary.num_requests == 16
+            assert summary.completed == summary.num_requests == 48
         # The regression is rejected, with the failed requirement's evidence (measured files).
         verdicts = {v.candidate: v for v in read_verdicts(sweep).verdicts}
         seqs1 = verdicts["cpu_seqs1"]
