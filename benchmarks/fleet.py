@@ -27,25 +27,18 @@ import json
 import math
 import os
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from contracts import metrics  # noqa: E402 - after the path: the script runs from anywhere
-
-SERVER = ROOT / "benchmarks" / "sse_server.py"
-
-
-def pinned(cores: str | None, argv: list[str]) -> list[str]:
-    return ["taskset", "-c", cores, *argv] if cores and shutil.which("taskset") else argv
+from benchmarks.ref_server import RefServer, pinned  # noqa: E402 - after the path: the script runs from anywhere
+from contracts import metrics  # noqa: E402
 
 
 def loadavg() -> str:
@@ -55,26 +48,6 @@ def loadavg() -> str:
 def pct(values: list[float], q: float) -> float:
     value = metrics.percentile(values, q)
     return math.nan if value is None else value
-
-
-class RefServer:
-    """The reference server in its own pinned process."""
-
-    def __init__(self, cores: str | None, *flags: str) -> None:
-        argv = [sys.executable, str(SERVER), "--port", "0", *flags]
-        self.proc = subprocess.Popen(
-            pinned(cores, argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        assert self.proc.stdout is not None
-        self.url = f"http://127.0.0.1:{int(self.proc.stdout.readline().split()[-1])}"
-
-    def get(self, path: str) -> Any:
-        with urllib.request.urlopen(f"{self.url}{path}", timeout=60) as response:
-            return json.loads(response.read())
-
-    def close(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
 
 
 def child_cpu() -> float:
@@ -138,7 +111,7 @@ def open_mode(args: argparse.Namespace, work: Path) -> None:
           f"{'max ms':>7} {'errors':>6} {'CPU %':>6} {'flags':<16} load before -> after")  # fmt: skip
     for rate in args.rates:
         server = RefServer(args.server_cores, "--interval-ms", str(args.interval_ms), "--record-arrivals",
-                           "--no-role-chunk", "--no-metrics")  # fmt: skip
+                           "--no-role-chunk", "--no-metrics", stderr=subprocess.PIPE)  # fmt: skip
         before = loadavg()
         out = work / f"open-{int(rate)}"
         try:
@@ -171,7 +144,7 @@ def streams_mode(args: argparse.Namespace, work: Path) -> None:
           f"workers {args.workers}; server cores {args.server_cores}, "
           f"client cores {args.client_cores}")  # fmt: skip
     server = RefServer(args.server_cores, "--interval-ms", str(args.interval_ms), "--record-stamps",
-                       "--no-role-chunk")  # fmt: skip
+                       "--no-role-chunk", stderr=subprocess.PIPE)  # fmt: skip
     before = loadavg()
     out = work / "streams"
     cpu0 = child_cpu()

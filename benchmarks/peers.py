@@ -34,7 +34,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,9 +42,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from contracts import metrics  # noqa: E402 - after the path: the script runs from anywhere
+from benchmarks.ref_server import RefServer, pinned  # noqa: E402 - after the path: the script runs from anywhere
+from contracts import metrics  # noqa: E402
 
-SERVER = ROOT / "benchmarks" / "sse_server.py"
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gauntlet" / "peers"
 #: Registry package, and the interpreters to build its venv with (the first that installs wins).
 PEERS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -77,10 +76,6 @@ class Row:
     cpu_us_per_chunk: float = math.nan
     note: str = ""
     errors: list[str] = field(default_factory=list)
-
-
-def pinned(cores: str | None, argv: list[str]) -> list[str]:
-    return ["taskset", "-c", cores, *argv] if cores and shutil.which("taskset") else argv
 
 
 def pct(values: list[float], q: float) -> float:
@@ -145,24 +140,8 @@ def install(peer: str, cache: Path) -> tuple[Path | None, str]:
 
 # ---- the server ---------------------------------------------------------------------------------------
 
-
-class RefServer:
-    def __init__(self, cores: str | None, interval_ms: float) -> None:
-        argv = [sys.executable, str(SERVER), "--port", "0", "--interval-ms", str(interval_ms)]
-        argv += ["--no-role-chunk", "--record-arrivals", "--record-stamps", "--no-metrics"]
-        self.proc = subprocess.Popen(
-            pinned(cores, argv), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-        )
-        assert self.proc.stdout is not None
-        self.url = f"http://127.0.0.1:{int(self.proc.stdout.readline().split()[-1])}"
-
-    def get(self, path: str) -> Any:
-        with urllib.request.urlopen(f"{self.url}{path}", timeout=60) as response:
-            return json.loads(response.read())
-
-    def close(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
+#: The reference server's flags (after ``--interval-ms``): every arrival and chunk stamped, no role chunk.
+SERVER_FLAGS = ("--no-role-chunk", "--record-arrivals", "--record-stamps", "--no-metrics")
 
 
 def children_cpu() -> float:
@@ -384,7 +363,9 @@ CLIENTS: dict[str, Callable[[Point], Lags]] = {
 
 def measure(client: str, point: Point, args: argparse.Namespace) -> Row:
     row = Row(client=client, target=point.rate)
-    server = RefServer(args.server_cores, args.interval_ms)
+    server = RefServer(
+        args.server_cores, "--interval-ms", str(args.interval_ms), *SERVER_FLAGS, stderr=subprocess.DEVNULL
+    )
     point.url = server.url
     cpu0 = children_cpu()
     lags: list[float] = []

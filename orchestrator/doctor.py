@@ -10,7 +10,6 @@ sweep runs the same checks when it opens, before it stops the live service.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
@@ -21,7 +20,8 @@ from contracts.paths import PROJECT_ROOT
 from contracts.results import DoctorProblem, DoctorReport
 from contracts.schema import GauntletConfig
 from launch.preflight import Probes, diagnose, real_probes
-from orchestrator.config.compose import ConfigLocation, load, parse_hydra_args, select, show, wants_show
+from orchestrator.config.command import run_composing_command
+from orchestrator.config.compose import ConfigLocation, load, select
 from orchestrator.config.validate import check_candidate_names
 from orchestrator.ledger.journal import Journal
 
@@ -118,17 +118,10 @@ def format_report(report: DoctorReport) -> str:
 
 def main(argv: Sequence[str], out: TextIO | None = None) -> int:
     """``doctor [hydra flags] [overrides]``; exit 0 when nothing would fail, 4 when something would."""
-    out = out or sys.stdout
-    args = parse_hydra_args(argv)
-    try:
-        if wants_show(args):
-            if args.help:
-                out.write(DOCTOR_USAGE)
-                out.flush()
-            return show(args, command="doctor")
-        report = doctor(args.overrides, ConfigLocation.from_args(args))
-    except GauntletError as exc:
-        print(f"gauntlet doctor: {exc}", file=sys.stderr)
-        return exc.exit_code
-    out.write(format_report(report))
-    return EXIT_PROBLEMS if report.problems else 0
+    return run_composing_command(
+        argv, command="doctor", usage=DOCTOR_USAGE, act=doctor, render=_rendered, out=out
+    )
+
+
+def _rendered(report: DoctorReport) -> tuple[str, int]:
+    return format_report(report), EXIT_PROBLEMS if report.problems else 0

@@ -7,14 +7,14 @@ sweep would start before anything starts.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
-from contracts.errors import ConfigError, ConfigProblem, GauntletError, SpecError
+from contracts.errors import ConfigError, ConfigProblem, SpecError
 from launch.spec import LaunchSpec, render_spec
-from orchestrator.config.compose import ConfigLocation, load, parse_hydra_args, select, show, wants_show
+from orchestrator.config.command import run_composing_command
+from orchestrator.config.compose import ConfigLocation, load, select
 from orchestrator.config.validate import Sources, check_candidate_names, display_path
 
 
@@ -96,17 +96,11 @@ work as on the sweep: -cd/--config-dir adds your own config dir (its candidates 
 
 def main(argv: Sequence[str], out: TextIO | None = None) -> int:
     """``plan [hydra flags] [overrides]``: Hydra's own parser; ``--cfg/--info/--help`` show, not plan."""
-    out = out or sys.stdout
-    args = parse_hydra_args(argv)
-    try:
-        if wants_show(args):
-            if args.help:
-                out.write(PLAN_USAGE)
-                out.flush()
-            return show(args, command="plan")
-        planned = plan(args.overrides, ConfigLocation.from_args(args))
-    except GauntletError as exc:
-        print(f"gauntlet plan: {exc}", file=sys.stderr)
-        return exc.exit_code
-    out.write(format_plan(planned))
-    return 0
+    return run_composing_command(
+        argv,
+        command="plan",
+        usage=PLAN_USAGE,
+        act=plan,
+        render=lambda planned: (format_plan(planned), 0),
+        out=out,
+    )

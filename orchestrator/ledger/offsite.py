@@ -120,6 +120,13 @@ def attach(journal: Journal, sweep_dir: Path, *, base: Path | None = None) -> Of
     return offsite
 
 
+def sweep_dir_gone(sweep_dir: Path) -> bool:
+    """The sweep directory went under a running sweep (its journal is gone): what is still to be written
+    (the restore's journal lines, its evidence) would belong to no journal there; it goes beside the lock.
+    One predicate for :func:`orchestrator.measure.launch.writable_or_elsewhere` and the restore."""
+    return not journal_file(sweep_dir).exists()
+
+
 def needs_reinstating(sweep_dir: Path) -> bool:
     """The sweep directory lost what rollback reads: its journal's retained record or its config."""
     if not (sweep_dir / CONFIG_FILE).exists():

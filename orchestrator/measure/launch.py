@@ -36,7 +36,6 @@ from contracts.layout import (
     SPEC_FILE,
     SUMMARY_FILE,
     VLLM_CONFIG_FILE,
-    journal_file,
     repeat_dir,
     repeat_name,
 )
@@ -53,6 +52,7 @@ from contracts.results import (
 from launch.spec import LaunchSpec
 from orchestrator.ledger.events import DiscardingPartial, Role, SkippedComplete
 from orchestrator.ledger.lock import lock_dir
+from orchestrator.ledger.offsite import sweep_dir_gone
 from orchestrator.measure.profile import measure_profile, server_lost
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.seams import backend_of
@@ -175,7 +175,7 @@ def writable_or_elsewhere(ctx: SweepContext, out: Path) -> Path:
     refuses its evidence (EACCES, read-only, full); its records then live there."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     elsewhere = lock_dir() / "evidence" / f"{ctx.dir.name}-{out.name}-{stamp}-{os.getpid()}"
-    if not journal_file(ctx.dir).exists():  # deleted: evidence there would belong to no journal
+    if sweep_dir_gone(ctx.dir):
         ctx.say(f"the sweep directory {ctx.dir} is gone: {out.name} is written to {elsewhere} instead")
         return elsewhere
     try:

@@ -42,7 +42,7 @@ from orchestrator.ledger.events import (
     ValidationFailed,
 )
 from orchestrator.ledger.journal import Journal, JournalState
-from orchestrator.ledger.offsite import find_offsite
+from orchestrator.ledger.offsite import find_offsite, sweep_dir_gone
 from orchestrator.measure.launch import (
     Launch,
     RunLabels,
@@ -76,7 +76,7 @@ def restore(
         ctx.say(f"{ctx.journal.path} has no retained record: restoring from the copy in {kept.folder}")
         offsite = Journal(kept.journal)
         state = offsite.replay()
-        if not ctx.journal.path.exists():  # the sweep directory went: the restore journals beside the lock
+        if sweep_dir_gone(ctx.dir):  # the restore journals beside the lock
             ctx = replace(ctx, servers=replace(ctx.servers, journal=offsite))
     if state.retained_spec_file is None or state.retained_fingerprint is None:
         raise RollbackError(

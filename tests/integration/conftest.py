@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from tests.integration.ref_load import Server
 from tests.integration.sweep_helpers import kill_servers
 from tests.markers import mark_folder
 from tests.ports import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -17,6 +23,30 @@ def port() -> Iterator[int]:
     value = free_port()
     yield value
     kill_servers(value)
+
+
+@pytest.fixture
+def ref_server() -> Iterator[Server]:
+    """Start the reference server (benchmarks/sse_server.py) with extra flags; returns its base URL (https
+    with --tls-cert). Every one started is stopped after the test."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(*flags: str) -> str:
+        argv = [sys.executable, str(ROOT / "benchmarks" / "sse_server.py"), "--port", "0", *flags]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        procs.append(proc)
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # the server prints its port once it listens
+        assert line.startswith("listening on"), line
+        scheme = "https" if "--tls-cert" in flags else "http"
+        return f"{scheme}://127.0.0.1:{int(line.split()[-1])}"
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

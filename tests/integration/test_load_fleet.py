@@ -10,43 +10,15 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from contracts.errors import LoadError
-from contracts.results import ProfileSummary, RequestRecord, read_jsonl
+from contracts.results import RequestRecord, read_jsonl
 from contracts.schema import LengthConfig, LoadConfig, WorkloadConfig
-from load import run_profile
-
-ROOT = Path(__file__).resolve().parents[2]
-Server = Callable[..., str]
-
-
-@pytest.fixture
-def ref_server() -> Iterator[Server]:
-    """Start the reference server with extra flags; returns its base URL (https with --tls-cert)."""
-    procs: list[subprocess.Popen[str]] = []
-
-    def start(*flags: str) -> str:
-        argv = [sys.executable, str(ROOT / "benchmarks" / "sse_server.py"), "--port", "0", *flags]
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        procs.append(proc)
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # the server prints its port once it listens
-        assert line.startswith("listening on"), line
-        scheme = "https" if "--tls-cert" in flags else "http"
-        return f"{scheme}://127.0.0.1:{int(line.split()[-1])}"
-
-    yield start
-    for proc in procs:
-        proc.terminate()
-        proc.wait(timeout=10)
-        if proc.stdout is not None:
-            proc.stdout.close()
+from tests.integration.ref_load import Server, run
 
 
 def workload(**kw: Any) -> WorkloadConfig:
@@ -63,22 +35,6 @@ def workload(**kw: Any) -> WorkloadConfig:
     )
     base.update(kw)
     return WorkloadConfig(**base)
-
-
-def run(url: str, out: Path, wl: WorkloadConfig, **kw: Any) -> ProfileSummary:
-    return run_profile(
-        url,
-        "ref-model",
-        wl,
-        candidate="c",
-        fingerprint="f",
-        repeat=0,
-        out_dir=out,
-        backend="sim",
-        host="loopback",
-        progress=False,
-        **kw,
-    )
 
 
 def records(out: Path) -> list[RequestRecord]:

@@ -175,9 +175,12 @@ def test_the_copy_beside_the_lock_mirrors_the_journal_and_puts_a_lost_sweep_back
     journal.append(_started("tp4_dp2", str(cand)))
     assert offsite.find_offsite(sweep, base=base) == kept
     assert offsite.find_offsite(tmp_path / "elsewhere", base=base) is None
+    assert not offsite.sweep_dir_gone(sweep)
     shutil.rmtree(sweep)
+    assert offsite.sweep_dir_gone(sweep)
     assert offsite.needs_reinstating(sweep)
     assert offsite.reinstate(kept, sweep) == ["config.yaml", "journal.jsonl"]
+    assert not offsite.sweep_dir_gone(sweep)
     state = Journal(sweep / "journal.jsonl").replay()
     (live,) = state.live.values()
     assert Path(live.spec_file).read_text() == "{}"  # the server's spec survives in the copy
