@@ -7,13 +7,23 @@ interval; a loaded difference within the load client's dispatch lag counts neith
 worse). Their intervals are Bonferroni-adjusted so that the family "some latency improved" keeps the
 configured confidence; a gain must reach ``min_gain`` and exclude "no change", and no latency may be
 worse beyond ``latency_tolerance`` and noise (the serial/loaded reversal is not a gain).
+
+**The serial gain is one test** (:func:`serial_combined`): serial median TTFT and serial median request
+latency move together (a run's host slowness scales both), so two Bonferroni slots for them test nearly
+the same hypothesis twice. The serial claim is made by one test of their per-request geometric mean,
+which keeps the error share the two slots had (``2 / m`` of ``1 - confidence``, m the metrics); the
+family of gain claims (that test and one per loaded profile) still spends ``1 - confidence`` in all
+(weighted Bonferroni, valid under any dependence). The two serial metrics are still compared, each at
+``1 / m`` as before, for the report and for "worse" (which cancels a gain): protection is unchanged.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from contracts.metrics import e2e_value, fmt_ratio, ttft_value
+from contracts.results import RequestRecord
 from contracts.verdicts import Comparison, GateResult, GateStatus
 from gates.compare import Measured, judge_gain, latency, max_more, worse_beyond_noise
 from gates.registry import Gate, GateContext, register
@@ -55,6 +65,65 @@ def latency_measurements(ctx: GateContext) -> list[Measured]:
         if measured is not None:
             out.append(measured)
     return out
+
+
+#: The combined serial metric's name: ``serial_`` like the two it combines (a serial gain, gates.verdict).
+SERIAL_COMBINED = "serial_combined_p50"
+
+
+def serial_value(record: RequestRecord) -> float:
+    """One serial request's TTFT and latency together: their geometric mean (+inf when either is
+    censored). Its median per repeat is the combined serial statistic.
+
+    >>> r = RequestRecord(index=0, warmup=False, target_prompt_tokens=1, target_output_tokens=1,
+    ...                   scheduled_s=0.0, sent_s=0.0, ttft_s=0.04, first_visible_s=0.04, end_s=0.64,
+    ...                   finish_reason="stop")
+    >>> round(serial_value(r), 3), serial_value(r.model_copy(update={"ttft_s": None}))
+    (0.16, inf)
+    """
+    ttft, e2e = ttft_value(record), e2e_value(record)
+    if math.isinf(ttft) or math.isinf(e2e):
+        return math.inf
+    return math.sqrt(max(ttft, 0.0) * max(e2e, 0.0))
+
+
+def serial_combined(ctx: GateContext, metrics: int, serial: list[Measured]) -> Measured | None:
+    """The serial gain claim: one test of the serial requests' median geometric mean of TTFT and latency,
+    at the error share of the two serial slots (``2 / metrics`` of ``1 - confidence``).
+
+    A gain there counts only when neither serial metric is worse than ``latency_tolerance`` on its own
+    point estimate (a TTFT gain bought with a slower request is not a serial gain; the message says so),
+    as a serial metric's own gain never counted with the other worse beyond the tolerance. ``serial``: the two
+    serial comparisons at their own (one-slot) level."""
+    cfg = ctx.cfg
+    cand, base = ctx.candidate.repeats(cfg.serial_profile), ctx.baseline.repeats(cfg.serial_profile)
+    if not cand or not base or metrics < 2:
+        return None
+    alpha = (1 - cfg.confidence) * 2 / metrics
+    measured = latency(
+        SERIAL_COMBINED,
+        cfg.serial_profile,
+        cand,
+        base,
+        serial_value,
+        confidence=1 - alpha,
+        judge=lambda e: judge_gain(e, "lower", cfg.min_gain),
+        label="serial median TTFT and latency together (per-request geometric mean; one test for both, "
+        f"at the error share of two of the {metrics} gain metrics)",
+    )
+    if measured is None or measured.comparison.status != "pass":
+        return measured
+    against = [m for m in serial if m.estimate.ratio > 1 + cfg.latency_tolerance]
+    if not against:
+        return measured
+    message = (
+        f"{measured.comparison.message}; not counted as a gain: "
+        + "; ".join(f"{m.comparison.message.split(' (')[0]} {fmt_ratio(m.estimate.ratio)}" for m in against)
+        + " got worse on its own"
+    )
+    return replace(
+        measured, comparison=measured.comparison.model_copy(update={"status": "fail", "message": message})
+    )
 
 
 def _worse(m: Measured, tolerance: float) -> bool:
@@ -114,11 +183,17 @@ class LatencyGain(Gate):
     def evaluate(self, ctx: GateContext) -> GateResult:
         tolerance = ctx.cfg.latency_tolerance
         # Worse beyond noise, but by no more than the client's lag: undecidable, never dropped.
+        each = latency_measurements(ctx)
         measured = [
             m.undecidable() if m.within_client_lag and _worse(m, tolerance) else lag_bounded(m, tolerance)
-            for m in latency_measurements(ctx)
+            for m in each
         ]
+        # The serial claim is one test (serial_combined); the two serial metrics stay for "worse".
+        serial = [m for m in measured if m.comparison.metric != "ttft_p50"]
+        combined = serial_combined(ctx, len(measured), serial) if len(serial) == 2 else None
+        claims = [m for m in measured if m not in serial] + ([combined] if combined else serial)
         comparisons: list[Comparison] = [m.comparison for m in measured]
+        comparisons += [combined.comparison] if combined else []
         if not measured:
             return GateResult(
                 gate=self.name,
@@ -126,11 +201,11 @@ class LatencyGain(Gate):
                 status="not_run",
                 message="no serial or loaded profile measured for both the candidate and the baseline",
             )
-        gains = [m for m in measured if m.comparison.status == "pass"]
+        gains = [m for m in claims if m.comparison.status == "pass"]
         # Within the load client's lag a difference is undecidable, worse or better: it is never
         # dropped, and it never counts towards a keep (the verdict is incomplete: gates.verdict).
         undecided = [m for m in measured if m.comparison.undecidable is not None]
-        maybe = [m for m in measured if m.comparison.status == "inconclusive" and m not in undecided]
+        maybe = [m for m in claims if m.comparison.status == "inconclusive" and m not in undecided]
         worse = [
             m for m in measured if worse_beyond_noise(m.estimate, "lower", tolerance) and m not in undecided
         ]

@@ -196,6 +196,7 @@ def short_comparison(c: Comparison) -> str:
         "ttft_p50": "TTFT p50",
         "serial_e2e_p50": "serial latency p50",
         "serial_ttft_p50": "serial TTFT p50",
+        "serial_combined_p50": "serial TTFT and latency p50 (one test)",
     }
     if c.metric in names and c.ratio is not None:
         where = "" if c.metric.startswith("serial_") else f"{c.profile} "

@@ -677,3 +677,82 @@ def test_an_interval_beyond_the_float_range_saturates_instead_of_crashing_the_ju
     est = run_level_ratio([0.5], [1e-9, 1.0], confidence=0.9984)
     assert (est.low, est.high) == (0.0, math.inf)
     assert not est.excludes_one
+
+
+# ------------------------------------------------------------------- the serial gain: one combined test
+
+GAIN_CFG = GatesConfig(
+    accepted_profiles=["decode_heavy"],
+    loaded_profiles=["short", "decode_heavy", "prefill_10k"],
+    bootstrap_resamples=200,
+)
+
+
+def _serial_runs(
+    b: SweepBuilder,
+    name: str,
+    *,
+    ratio: float,
+    factors: Sequence[float],
+    ttft_factors: Sequence[float] | None = None,
+) -> None:
+    """Serial repeats of 8 requests: TTFT 0.2 s and latency 5 s times ``ratio``, each repeat shifted by
+    its factor (a run-level shift of both), or TTFT by ``ttft_factors`` alone."""
+    for k, factor in enumerate(factors):
+        ttft = 0.2 * ratio * (ttft_factors[k] if ttft_factors else factor)
+        itl = (5.0 * ratio * factor - ttft) / 256
+        ttfts = lognormal_quantiles(ttft, 0.03, 8, shift=k)
+        records = make_records(list(ttfts), output_tokens=256, prompt_tokens=512, itl_s=itl)
+        write_repeat(b.root, name, "serial", k, records, output_tps=256 / 5.0, prompt_tps=512 / 5.0)
+
+
+SPREAD_BASE, SPREAD_CAND = (1.0, 1.05, 0.96), (1.0, 0.95, 1.04)
+
+SERIAL_GAIN_CASES = [
+    # candidate serial ratio, its TTFT-only factors, (decision, combined status, serial e2e status)
+    # 14% faster, runs spread +-5%: each serial metric's interval at 99% (1 of 5 slots) reaches 1.012x;
+    # the one combined test at 98% (the 2 slots it replaces) excludes 1: a keep (before: inconclusive)
+    pytest.param(0.86, None, ("keep", "pass", "inconclusive"), id="serial_gain_one_test_for_both_is_kept"),
+    # the same runs, no effect: never a gain
+    pytest.param(1.0, None, ("neutral", "fail", "fail"), id="identical_serial_is_not_a_gain"),
+    # wider spread (+-7%): neither way beyond noise, inconclusive as before
+    pytest.param(0.86, "wide", ("inconclusive", "inconclusive", "inconclusive"), id="within_noise"),
+    # TTFT 0.68x bought with a 14% slower request: the combined 0.88x is not counted as a gain
+    pytest.param(1.14, (0.6, 0.6, 0.6), ("neutral", "fail", "fail"), id="ttft_gain_with_slower_requests"),
+]
+
+
+@pytest.mark.parametrize(("ratio", "ttft", "expected"), SERIAL_GAIN_CASES)
+def test_the_serial_gain_is_one_test_of_ttft_and_latency_together(
+    tmp_path: Path, ratio: float, ttft: object, expected: tuple[str, str, str]
+) -> None:
+    b = SweepBuilder(tmp_path)
+    b.run("baseline", is_baseline=True)
+    b.run("cand")
+    wide = ttft == "wide"
+    _serial_runs(b, "baseline", ratio=1.0, factors=(1.0, 1.07, 0.94) if wide else SPREAD_BASE)
+    _serial_runs(
+        b,
+        "cand",
+        ratio=ratio,
+        factors=(1.0, 0.93, 1.06) if wide else SPREAD_CAND,
+        ttft_factors=ttft if isinstance(ttft, tuple) else None,
+    )
+    for profile, m in (("short", 0.3), ("decode_heavy", 0.4), ("prefill_10k", 9.0)):
+        _profile(b, "baseline", profile, (m, m * 1.3, m * 0.8))
+        _profile(b, "cand", profile, (m * 1.3, m, m * 0.8))
+    verdict = evaluate_sweep(tmp_path, GAIN_CFG, baseline="baseline").verdicts[0]
+    gain = next(g for g in verdict.gates if g.gate == "latency_gain")
+    by = {c.metric: c for c in gain.comparisons}
+    decision, combined, e2e = expected
+    assert (verdict.decision, by["serial_combined_p50"].status, by["serial_e2e_p50"].status) == (
+        decision,
+        combined,
+        e2e,
+    ), gain.message
+    assert by["serial_combined_p50"].interval is not None and by["serial_e2e_p50"].interval is not None
+    # one test at the share of two slots: narrower than either serial metric's own interval
+    assert by["serial_combined_p50"].interval[1] < by["serial_e2e_p50"].interval[1] or ratio > 1
+    assert "98% CI" in by["serial_combined_p50"].message and "99% CI" in by["serial_e2e_p50"].message
+    if ratio > 1:
+        assert "not counted as a gain" in by["serial_combined_p50"].message

@@ -512,6 +512,10 @@ def _cmp(metric: str, profile: str, **fields: object) -> Comparison:
             "serial latency p50 0.820x [0.810x-0.830x]",
         ),
         (
+            _cmp("serial_combined_p50", "serial", ratio=0.85, interval=(0.78, 0.93)),
+            "serial TTFT and latency p50 (one test) 0.850x [0.780x-0.930x]",
+        ),
+        (
             _cmp("ttft_p50", "decode_heavy", ratio=64.7, interval=(58.4, 71.7)),
             "decode_heavy TTFT p50 64.7x [58.4x-71.7x]",
         ),
