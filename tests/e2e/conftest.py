@@ -114,6 +114,44 @@ def started_vllm(spec: LaunchSpec, log_path: Path) -> Iterator[tuple[Supervisor,
             sup.teardown(server)
 
 
+# Two servers shared by the modules that only send requests to them: each vLLM startup costs 25-40 s of
+# CI's 2 cores. test_vllm_cpu.py's last test tears the chain server down (and checks nothing is left).
+@pytest.fixture(scope="session")
+def chain_vllm(
+    vllm_cpu: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Supervisor, Server, float]]:
+    """One healthy tiny-chain server (deepseek_r1 reasoning parser) for the whole session."""
+    spec = cpu_spec(model=TINY_CHAIN, reasoning_parser="deepseek_r1")
+    with started_vllm(spec, tmp_path_factory.mktemp("chain") / "server.log") as started:
+        print(f"\ntiny-chain on vLLM CPU ready in {started[2]:.1f} s")
+        yield started
+
+
+@pytest.fixture(scope="session")
+def random_vllm(
+    vllm_cpu: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Supervisor, Server, float]]:
+    """One healthy tiny-random server for the whole session."""
+    with started_vllm(
+        cpu_spec(model=TINY_RANDOM), tmp_path_factory.mktemp("random") / "server.log"
+    ) as started:
+        yield started
+
+
+#: Modules that start and measure their own servers: they run first, before a shared server is up and
+#: idles beside their measurements on the same 2 cores.
+OWN_SERVERS_FIRST = ("test_sweep_vllm_cpu.py", "test_doctor_vllm_cpu.py")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test in this folder is marked ``e2e`` (real vLLM on CPU)."""
+    """Every test in this folder is marked ``e2e`` (real vLLM on CPU); the sweeps run first among them."""
     mark_folder(items, __file__, pytest.mark.e2e)
+    here = Path(__file__).parent
+    ours = [i for i, item in enumerate(items) if item.path.parent == here]
+    if not ours:
+        return
+    block = [items[i] for i in ours]
+    first = [item for name in OWN_SERVERS_FIRST for item in block if item.path.name == name]
+    rest = [item for item in block if item not in first]
+    for i, item in zip(ours, [*first, *rest], strict=True):
+        items[i] = item

