@@ -20,19 +20,19 @@ import json
 import math
 import os
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from contracts import metrics
-
 ROOT = Path(__file__).resolve().parents[1]
-SERVER = ROOT / "benchmarks" / "sse_server.py"
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.ref_server import RefServer, pinned  # noqa: E402 - after the path: the script runs from anywhere
+from contracts import metrics  # noqa: E402
+
 VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
 TOKENIZER = ROOT / "models" / "tiny-random"
 LAG_OK_S = 0.001
@@ -64,31 +64,6 @@ def percentile(values: list[float], q: float) -> float:
     return math.nan if value is None else value
 
 
-def pinned(core: int | None, argv: list[str]) -> list[str]:
-    return ["taskset", "-c", str(core), *argv] if core is not None and shutil.which("taskset") else argv
-
-
-class RefServer:
-    def __init__(self, interval_ms: float, core: int | None) -> None:
-        argv = [sys.executable, str(SERVER), "--port", "0", "--interval-ms", f"{interval_ms}"]
-        argv += ["--no-role-chunk", "--record-stamps"]
-        self.proc = subprocess.Popen(
-            pinned(core, argv), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-        )
-        assert self.proc.stdout is not None
-        self.port = int(self.proc.stdout.readline().split()[-1])
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def stamps(self) -> dict[str, list[int]]:
-        with urllib.request.urlopen(f"{self.url}/stamps", timeout=30) as response:
-            data: dict[str, list[int]] = json.loads(response.read())
-            return data
-
-    def close(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
-
-
 def child_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -106,7 +81,7 @@ def run_gauntlet(server: RefServer, streams: int, chunks: int, core: int | None,
         print(f"  (gauntlet client was preempted {preempted} times by other processes on its core)")
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
     t0 = json.loads((out / "metrics.json").read_text())["t0_monotonic_ns"]
-    stamps = server.stamps()
+    stamps: dict[str, list[int]] = server.get("/stamps")
     lags = []
     seen = []
     for record in records:
@@ -211,7 +186,7 @@ def run_vllm(server: RefServer, streams: int, chunks: int, core: int | None, wor
         stamps = [int(s) for s in text.split()]
         lags.extend(a - s / 1e9 for a, s in zip(arrivals, stamps, strict=False))
         seen.extend(stamps)
-    _ = server.stamps()  # clear
+    _ = server.get("/stamps")  # clear
     return lags, seen
 
 
@@ -259,14 +234,18 @@ def run_guidellm(  # noqa: PLR0917 - same shape as the other runners plus the ve
         lags.append(timings["first_token_iteration"] - offset - stamps[0] / 1e9)
         lags.append(timings["last_token_iteration"] - offset - stamps[-1] / 1e9)
         seen.extend(stamps)
-    _ = server.stamps()
+    _ = server.get("/stamps")
     return lags, seen
 
 
 def measure(args: argparse.Namespace, client: str, streams: int, rate: float, work: Path) -> Point:
     interval_ms = streams / rate * 1e3
     chunks = max(16, min(1024, round(args.seconds * rate / streams)))
-    server = RefServer(interval_ms, args.server_core)
+    server = RefServer(
+        args.server_core,
+        *("--interval-ms", f"{interval_ms}", "--no-role-chunk", "--record-stamps"),
+        stderr=subprocess.DEVNULL,
+    )
     cpu0 = child_cpu()
     start = time.monotonic()
     note = ""

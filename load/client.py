@@ -165,6 +165,19 @@ class _Conn(asyncio.Protocol):
             self.waiter.set_result(None)
 
 
+#: Makes the event loop a run's streams are read on.
+LoopFactory = Callable[[], asyncio.AbstractEventLoop]
+
+
+def default_loop_factory() -> LoopFactory | None:
+    """uvloop when it is installed (less work per socket read), else asyncio's own loop (None)."""
+    try:
+        import uvloop  # noqa: PLC0415 - optional accelerator
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
 def tls_context(load: LoadConfig | None) -> ssl.SSLContext:
     """The TLS settings of an ``https://`` base URL: ``load.ca_bundle`` (else the system trust store) and
     ``load.client_cert``/``client_key`` for mutual TLS; a file that cannot be used is a LoadError naming

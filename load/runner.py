@@ -35,7 +35,15 @@ import psutil
 from contracts.paths import CONF_DIR
 from contracts.results import LoadSettings, ProfileSummary, RequestRecord
 from contracts.schema import LoadConfig, SloConfig, WorkloadConfig
-from load.client import Exchange, HttpxStreamClient, RawStreamClient, StreamClient, tls_context
+from load.client import (
+    Exchange,
+    HttpxStreamClient,
+    LoopFactory,
+    RawStreamClient,
+    StreamClient,
+    default_loop_factory,
+    tls_context,
+)
 from load.collect import Collector, RunInfo, summarize_run
 from load.dispatch import DeferredWork, Dispatcher, StopFlag
 from load.plan import Plan, Request
@@ -49,17 +57,7 @@ DEFAULT_PROMPTS_DIR = CONF_DIR / "workload"
 PROGRESS_EVERY_S = 0.5
 AUX_TIMEOUT_S = 30.0  # /tokenize, /v1/models
 
-LoopFactory = Callable[[], asyncio.AbstractEventLoop]
 T = TypeVar("T")
-
-
-def _default_loop_factory() -> LoopFactory | None:
-    """uvloop when it is installed (less work per socket read), else asyncio's own loop."""
-    try:
-        import uvloop  # noqa: PLC0415 - optional accelerator
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
 
 
 def run_profile(
@@ -136,7 +134,7 @@ def run_profile(
         prompts_dir=prompts_dir,
         headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
     )
-    factory = loop_factory if loop_factory is not None else (None if transport else _default_loop_factory())
+    factory = loop_factory if loop_factory is not None else (None if transport else default_loop_factory())
     try:
         with asyncio.Runner(loop_factory=factory) as runner:
             run_cancelling_on_sigterm(runner, main)

@@ -29,7 +29,7 @@ import psutil
 from contracts.errors import HarnessError
 from contracts.results import ErrorClass, RequestRecord
 from contracts.schema import LoadConfig, WorkloadConfig
-from load.client import RawStreamClient, tls_context
+from load.client import RawStreamClient, default_loop_factory, tls_context
 from load.collect import Collector
 from load.dispatch import DeferredWork, Dispatcher
 from load.plan import Request
@@ -225,14 +225,7 @@ def worker_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     result = WorkerResult(index=job.index, rss_base_bytes=psutil.Process().memory_info().rss)
     try:
-        loop_factory = None
-        try:
-            import uvloop  # noqa: PLC0415 - optional accelerator, as in the runner
-
-            loop_factory = uvloop.new_event_loop
-        except ImportError:
-            pass
-        with asyncio.Runner(loop_factory=loop_factory) as runner:
+        with asyncio.Runner(loop_factory=default_loop_factory()) as runner:
             runner.run(_work(job, pipe, stop, counters, result))
     except BaseException:  # everything goes back to the parent, which raises it
         result.error = traceback.format_exc()

@@ -132,3 +132,41 @@ def test_server_without_metrics(ref_server: Server, tmp_path: Path) -> None:
     url = ref_server("--interval-ms", "1", "--no-metrics")
     summary = run(url, tmp_path, workload(num_requests=4, warmup_requests=0))
     assert summary.server is None and summary.completed == 4
+
+
+def test_sigterm_inside_a_transport_callback_interrupts_the_run(
+    ref_server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep turns SIGTERM into KeyboardInterrupt. Delivered while uvloop runs a stream's
+    ``data_received`` (here: sent from inside the first one, so the handler runs there), a raise in that
+    callback is taken by uvloop as a transport error and the run would go on to the end; the runner
+    cancels the run instead and raises once the loop has unwound (load.runner.run_cancelling_on_sigterm)."""
+    import os
+    import signal
+
+    from load.client import _Conn
+
+    def raising(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    original = _Conn.data_received
+    sent: list[int] = []
+
+    def data_received(self: _Conn, data: bytes) -> None:
+        if not sent and self.mode == "chunked":  # a stream's body, inside uvloop's read callback
+            sent.append(os.getpid())
+            os.kill(os.getpid(), signal.SIGTERM)
+        original(self, data)
+
+    monkeypatch.setattr(_Conn, "data_received", data_received)
+    url = ref_server("--interval-ms", "20")
+    previous = signal.signal(signal.SIGTERM, raising)
+    try:
+        with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+            run(url, tmp_path, workload(num_requests=40, concurrency=4))
+        assert signal.getsignal(signal.SIGTERM) is raising
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert sent
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["interrupted"] and summary["completed"] < 40
