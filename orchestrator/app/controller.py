@@ -91,6 +91,8 @@ class SweepController:
         self.requested: Request | None = None
         #: The sweep is restoring or closing: a request waits until that ended (never races the restore).
         self.closing = False
+        #: A request has raised :class:`SweepRequested`: later ones are said, not raised again.
+        self.unwinding = False
         self._sweep_dir: Path | None = None
         self._previous_handler: Any = None
 
@@ -189,6 +191,10 @@ class SweepController:
         if self.closing:
             say(f"{request.describe()}: honoured once the restore in progress has ended")
             return
+        if self.unwinding:  # a second raise would cut the teardown the first one started
+            say(f"{request.describe()}: already unwinding; the teardown goes on")
+            return
+        self.unwinding = True
         say(f"{request.describe()}: unwinding now")
         raise SweepRequested(request)
 
@@ -316,6 +322,8 @@ class SweepController:
         self.closing = True  # a request from now on waits until the restore ended
         if isinstance(exc, OSError) and (disk := sweep_dir_error(exc, self._dir_or_empty())) is not None:
             exc = disk
+        if isinstance(exc, SweepRequested) and self.requested is not None:
+            exc = SweepRequested(self.requested)  # a `stop` said during the unwinding is the last word
         if isinstance(exc, SweepRequested) and exc.request.action == "stop":
             if self.ctx is None or self.finished:
                 return exit_code_for(exc)

@@ -32,7 +32,7 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -50,26 +50,65 @@ from orchestrator.ledger.opening import JobInterrupted, stop_checkpoint, why_not
 from orchestrator.measure.candidate import is_complete, run_candidate
 from orchestrator.measure.interleave import measure_block
 from orchestrator.servers.context import SweepContext
-from orchestrator.servers.seams import Seams
+from orchestrator.servers.seams import Seams, say_stderr
+
+
+class Unwinding:
+    """Whether the job is already unwinding: one interrupt starts the teardown, later ones must not stop it.
+
+    ``stop`` writes the marker and then signals, so a job can see the marker at a checkpoint and get the
+    forwarded SIGTERM a moment later, inside its server's teardown: a second raise there skipped the
+    teardown's end (its ``torn_down`` line, in a CI run) and could leave the server up.
+    """
+
+    def __init__(self) -> None:
+        self.started: str | None = None
+
+    def interrupt(self, why: str) -> None:
+        """Raise :class:`JobInterrupted` once; after that, say it and let the teardown finish."""
+        if self.started is not None:
+            say_stderr(f"{why}: already stopping ({self.started}); the teardown goes on")
+            return
+        self.started = why
+        raise JobInterrupted(why)
+
+    def guard(self, check: Callable[[], None]) -> Callable[[], None]:
+        """``check`` (a stop checkpoint) that counts its raise as the start of the unwinding.
+
+        A checkpoint reached after an interrupt means that raise was swallowed where it landed (a
+        finalizer, an event-loop callback): the job unwinds here.
+        """
+
+        def guarded() -> None:
+            if self.started is not None:
+                raise JobInterrupted(f"{self.started}, seen at a checkpoint")
+            try:
+                check()
+            except KeyboardInterrupt as exc:
+                self.started = str(exc) or "interrupted"
+                raise
+
+        return guarded
 
 
 @contextmanager
-def scheduler_signals() -> Iterator[None]:
-    """SIGTERM raises :class:`JobInterrupted` while the job runs (submitit lets SIGUSR2 requeue it)."""
+def scheduler_signals() -> Iterator[Unwinding]:
+    """SIGTERM raises :class:`JobInterrupted` while the job runs, once (submitit lets SIGUSR2 requeue it)."""
+    unwinding = Unwinding()
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise JobInterrupted(f"signal {signal.Signals(signum).name} from the scheduler")
+        unwinding.interrupt(f"signal {signal.Signals(signum).name} from the scheduler")
 
     previous = signal.signal(signal.SIGTERM, interrupt)
     try:
-        yield
+        yield unwinding
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
 def run_job(cfg: GauntletConfig, sweep_dir: Path, place: Place, seams: Seams, *, job_num: int = 0) -> str:
     """Measure the job's candidate on its node, paired with the baseline measured there; says the outcome."""
-    with scheduler_signals():  # first: a cancel from now on interrupts, and the marker says the rest
+    with scheduler_signals() as unwinding:  # first: a cancel from now on interrupts, the marker the rest
         reason = why_not_open(sweep_dir)
         if reason is not None:
             seams.say(f"{cfg.candidate.name}: not run: {reason}")
@@ -87,17 +126,19 @@ def run_job(cfg: GauntletConfig, sweep_dir: Path, place: Place, seams: Seams, *,
             place = replace(place, node=slot.name)
             cfg = replace(cfg, service=replace(cfg.service, port=cfg.service.port + 1 + slot.index))
         try:
-            return _run_on_node(cfg, sweep_dir, place, seams)
+            return _run_on_node(cfg, sweep_dir, place, seams, unwinding)
         finally:
             if slot is not None:
                 slot.release()
 
 
-def _run_on_node(cfg: GauntletConfig, sweep_dir: Path, place: Place, seams: Seams) -> str:
+def _run_on_node(
+    cfg: GauntletConfig, sweep_dir: Path, place: Place, seams: Seams, unwinding: Unwinding
+) -> str:
     ctx = replace(
         SweepContext.open(cfg, sweep_dir, seams, place=place),
         node=place.node,
-        checkpoint=stop_checkpoint(sweep_dir),
+        checkpoint=unwinding.guard(stop_checkpoint(sweep_dir)),
     )
     name = cfg.candidate.name
     ctx.journal.append(JobStarted(candidate=name, executor=place.executor, port=cfg.service.port))

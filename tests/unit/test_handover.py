@@ -7,8 +7,10 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -24,6 +26,7 @@ from orchestrator.ledger.events import (
     StopFinished,
     StopRequested,
     SweepFinished,
+    TornDown,
     Validated,
     ValidationFailed,
 )
@@ -80,6 +83,40 @@ def test_rollback_unwinds_the_sweep_which_restores_and_validates(tmp_path: Path)
     (live,) = state.live.values()
     assert live.role == "retained" and list(sup.alive) == [live.pid]
     assert any(isinstance(e, Validated) for e in Journal(sweep / "journal.jsonl").events())
+
+
+def test_a_second_request_during_the_unwinding_is_said_and_does_not_cut_the_teardown(tmp_path: Path) -> None:
+    """`rollback` unwinds the sweep; `stop` arrives inside the candidate's teardown. A second raise there
+    would skip the teardown's end; instead it is said, the server is torn down and journaled, and the
+    stop (asked last) decides how the sweep ends."""
+    sweep_dir = (tmp_path / "latest").resolve
+
+    @dataclass
+    class StopInTeardown(FakeSupervisor):
+        asked: int = 0
+
+        def teardown(self, server: Any) -> Any:
+            if server.spec.candidate == "tp4_dp2" and not self.asked:
+                self.asked += 1
+                _ask("stop", sweep_dir())
+            return super().teardown(server)
+
+    def rollback_under_load(name: str, profile: str, repeat: int) -> None:
+        if name == "tp4_dp2":
+            _ask("rollback", sweep_dir())
+
+    sup = StopInTeardown()
+    code, messages, sweep = run_sweep(
+        tmp_path, sup, load=FakeLoad(before=rollback_under_load), candidates="tp4_dp2,eplb"
+    )
+    assert code == 130 and sup.asked == 1
+    assert any("already unwinding; the teardown goes on" in m for m in messages), messages
+    events = Journal(sweep / "journal.jsonl").events()
+    started = {e.pid for e in events if isinstance(e, Started)}  # type: ignore[attr-defined]
+    assert started == {e.pid for e in events if isinstance(e, TornDown)}  # type: ignore[attr-defined]
+    assert sup.started == ["baseline", "tp4_dp2"] and sup.alive == {}  # stopped: nothing restored
+    finished = [e for e in events if isinstance(e, SweepFinished)]
+    assert [(e.reason, e.retained) for e in finished] == [(STOPPED_BY_USER, "stopped")]
 
 
 def test_a_stop_during_the_restore_waits_for_it_then_stops_the_restored_server(tmp_path: Path) -> None:

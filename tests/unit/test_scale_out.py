@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -406,6 +407,56 @@ def test_a_job_whose_signal_was_lost_stops_at_its_next_checkpoint(
         for e in events
         if isinstance(e, TornDown)  # type: ignore[attr-defined]
     ]
+
+
+@dataclass
+class _SignalledTeardown(FakeSupervisor):
+    """A teardown that the scheduler's SIGTERM reaches halfway (``stop``: marker first, signal after)."""
+
+    sweep_dir: Path = Path()
+    signalled: int = 0
+
+    def teardown(self, server: Any) -> Any:
+        if (opening := read_opening(self.sweep_dir)) is not None and opening.state == "stopped":
+            self.signalled += 1
+            os.kill(os.getpid(), signal.SIGTERM)  # Python runs the handler before the next line
+        return super().teardown(server)
+
+
+def test_the_signal_after_a_checkpoint_stop_does_not_cut_the_teardown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The job sees the marker at a checkpoint and unwinds; the forwarded SIGTERM lands in each
+    teardown. Each server is still torn down and journaled (a CI run lost the ``torn_down`` line)."""
+    chosen, _ = load(["candidate=tp4_dp2", *OVERRIDES])
+    write_opening(tmp_path, "open", node="head")
+    sup, load_fn = _SignalledTeardown(sweep_dir=tmp_path), _SpeedLoad()
+
+    def stop_then(name: str, profile: str, repeat: int) -> None:
+        if (name, profile, repeat) == ("tp4_dp2", "serial", 1):
+            write_opening(tmp_path, "stopped", node="head", reason="gauntlet stop")
+
+    load_fn.before = stop_then
+    with pytest.raises(JobInterrupted, match="seen at a checkpoint"):
+        run_job(chosen, tmp_path, Place(node="n1", job="7"), fake_seams(sup, load_fn, []))
+    assert sup.signalled == 1 and sup.started == ["baseline@n1", "tp4_dp2"] and not sup.alive
+    (journal,) = (tmp_path / "journals").glob("*.jsonl")
+    events = Journal(journal).events()
+    started = [e.pid for e in events if isinstance(e, Started)]  # type: ignore[attr-defined]
+    assert started == [e.pid for e in events if isinstance(e, TornDown)]  # type: ignore[attr-defined]
+    assert isinstance(events[-1], JobFinished) and "the sweep was stopped" in events[-1].outcome
+    assert "signal SIGTERM from the scheduler: already stopping" in capsys.readouterr().err
+
+
+def test_a_second_sigterm_is_said_not_raised_and_a_checkpoint_after_a_swallowed_one_raises() -> None:
+    with pytest.raises(JobInterrupted) as first, scheduler_signals() as unwinding:
+        check = unwinding.guard(lambda: None)
+        check()  # the sweep is open: nothing to stop
+        with contextlib.suppress(JobInterrupted):  # swallowed where it landed (a finalizer, a callback)
+            os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)  # again: said, not raised
+        check()  # the next checkpoint unwinds
+    assert str(first.value) == "signal SIGTERM from the scheduler, seen at a checkpoint"
 
 
 def test_the_stop_checkpoint_reads_the_marker(tmp_path: Path) -> None:
