@@ -352,7 +352,9 @@ def diff_specs(recorded: LaunchSpec, current: LaunchSpec) -> list[str]:
             x = a[i] if i < len(a) else "<absent>"
             y = b[i] if i < len(b) else "<absent>"
             if x != y:
-                out.append(f"argv[{i}]: recorded {x!r}, now {y!r}")
+                flag = a[i - 1] if 0 < i < len(a) and i <= len(b) and a[i - 1] == b[i - 1] else ""
+                named = f" ({flag})" if flag.startswith("--") else ""
+                out.append(f"argv[{i}]{named}: recorded {x!r}, now {y!r}")
     for key in sorted(set(recorded.env) | set(current.env)):
         x2, y2 = recorded.env.get(key), current.env.get(key)
         if x2 != y2:

@@ -11,19 +11,23 @@ sweep runs the same checks when it opens, before it stops the live service.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from contracts.errors import ConfigError, GauntletError, LaunchError
-from contracts.layout import JOURNAL_FILE, previous_latest
+from contracts.errors import ConfigError, GauntletError, LaunchError, SpecError
+from contracts.layout import journal_file, previous_latest
 from contracts.paths import PROJECT_ROOT
 from contracts.results import DoctorProblem, DoctorReport
 from contracts.schema import GauntletConfig
 from launch.preflight import Probes, diagnose, real_probes
+from launch.spec import LaunchSpec, diff_specs, render_spec
 from orchestrator.config.command import run_composing_command
 from orchestrator.config.compose import ConfigLocation, load, select
 from orchestrator.config.validate import check_candidate_names
+from orchestrator.ledger.events import LiveServer
 from orchestrator.ledger.journal import Journal
+from orchestrator.ledger.nodes import launching_place
 
 #: Exit code when doctor finds a problem: a launch would fail (LaunchError's code).
 EXIT_PROBLEMS = LaunchError.exit_code
@@ -39,21 +43,60 @@ the weights or HF_TOKEN, and the port. One line per problem; exit 4 when there i
 """
 
 
-def gauntlet_live_service(cfg: GauntletConfig, alive: Callable[[int, float], bool]) -> str | None:
-    """The live server a previous sweep left on the service's port (the latest sweep under
-    ``run.sweeps_dir``), described, or None. A sweep stops that one itself, so it holds the port and the
-    GPU memory without being a problem. ``alive(pid, create_time)``: the same process still runs."""
+@dataclass(frozen=True)
+class LiveService:
+    """The retained server the latest sweep (or rollback) left serving: what a sweep takes over."""
+
+    server: LiveServer
+    sweep: Path
+
+    def describe(self) -> str:
+        return f"{self.server.candidate} (pid {self.server.pid}, {self.server.role}) of {self.sweep}"
+
+
+def gauntlet_live_service(cfg: GauntletConfig, alive: Callable[[int, float], bool]) -> LiveService | None:
+    """The live retained server the latest sweep under ``run.sweeps_dir`` left on the service's port, or
+    None: what a sweep's opening takes over (records, checks against the baseline, stops), read the same
+    way (:func:`orchestrator.servers.leftovers.take_over_live_service`). A candidate's server left by a
+    crashed sweep is not it: a sweep does not stop that one, so its port stays a problem.
+    ``alive(pid, create_time)``: the same process still runs."""
     latest = previous_latest(Path(cfg.run.sweeps_dir))
-    if latest is None or not (latest / JOURNAL_FILE).is_file():
+    if latest is None or not journal_file(latest).is_file():
         return None
     try:
-        state = Journal(latest / JOURNAL_FILE).replay()
+        state = Journal.of_sweep(latest, launching_place()).replay()
     except GauntletError:
         return None
-    for server in state.live.values():
+    for server in state.retained_live:
         if server.port == cfg.service.port and alive(server.pid, server.create_time):
-            return f"{server.candidate} (pid {server.pid}, {server.role}) of {latest}"
+            return LiveService(server, latest)
     return None
+
+
+def live_service_problem(cfg: GauntletConfig, live: LiveService) -> DoctorProblem | None:
+    """The sweep's opening refuses a live service whose spec is not the configured baseline's: said now."""
+    try:
+        spec = render_spec(cfg.service, cfg.baseline, cfg.host)
+    except SpecError:
+        return None  # the baseline's own spec problem is reported by the checks
+    if live.server.fingerprint == spec.fingerprint:
+        return None
+    differences = ""
+    try:
+        found = diff_specs(LaunchSpec.read(Path(live.server.spec_file)), spec)
+        differences = f" ({'; '.join(found[:3])}{'; ...' if len(found) > 3 else ''})" if found else ""
+    except (OSError, SpecError):
+        pass
+    return DoctorProblem(
+        candidate=cfg.baseline.name,
+        check="live service",
+        message=(
+            f"the live service {live.describe()} runs {live.server.fingerprint}, but the configured "
+            f"baseline renders {spec.fingerprint}{differences}: a sweep would refuse before stopping it; "
+            "make the baseline's candidate file describe the live service, or stop it first with "
+            "`python -m orchestrator stop`"
+        ),
+    )
 
 
 def _alive(pid: int, create_time: float) -> bool:
@@ -100,8 +143,11 @@ def doctor(
     notes = list(report.notes)
     if live is not None:
         notes.append(
-            f"port and free GPU memory: held by gauntlet's live service {live}; a sweep stops it first"
+            f"port and free GPU memory: held by gauntlet's live service {live.describe()}; "
+            "a sweep stops it first"
         )
+        if (mismatch := live_service_problem(first, live)) is not None:
+            problems.append(mismatch)
     return DoctorReport(problems=[*problems, *report.problems], notes=notes)
 
 

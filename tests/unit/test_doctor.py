@@ -407,22 +407,44 @@ def test_make_targets_put_the_venvs_bin_first_on_path() -> None:
     assert all(line.startswith(f'PATH="{PROJECT_ROOT}/.venv/bin:$PATH" .venv/bin/python') for line in runs)
 
 
-@pytest.mark.parametrize("alive", [True, False])
-def test_doctor_skips_the_port_and_memory_checks_only_for_gauntlets_own_live_service(
-    tmp_path: Path, alive: bool
-) -> None:
+PORT_BUSY = (
+    "host: port: 127.0.0.1:8000 (service.port) is in use: a launch would fail; stop what listens "
+    "there (a sweep stops only gauntlet's own live service) or choose another port"
+)
+
+
+def _left_running(tmp_path: Path, role: str, fingerprint: str, spec_file: str = "") -> Path:
+    """The latest sweep under tmp_path/sweeps left one server (``role``) running on port 8000."""
     from contracts.layout import point_latest
-    from orchestrator.doctor import doctor
     from orchestrator.ledger.events import Started
     from orchestrator.ledger.journal import Journal
 
     sweep = tmp_path / "sweeps" / "20261204-090000"
     sweep.mkdir(parents=True)
     Journal(sweep / "journal.jsonl").append(
-        Started(candidate="baseline", role="retained", fingerprint="sha256:x", port=8000, pid=4242,
-                pgid=4242, create_time=12.0)
+        Started(candidate="baseline" if role == "retained" else "tp4_dp2", role=role,  # type: ignore[arg-type]
+                fingerprint=fingerprint, port=8000, pid=4242, pgid=4242, create_time=12.0,
+                spec_file=spec_file)
     )  # fmt: skip
     point_latest(tmp_path / "sweeps", sweep)
+    return sweep
+
+
+def _baseline_fingerprint(tmp_path: Path) -> str:
+    from launch.spec import render_spec
+    from orchestrator.config.compose import load
+
+    cfg, _ = load([f"run.sweeps_dir={tmp_path / 'sweeps'}", "candidate=eplb"])
+    return render_spec(cfg.service, cfg.baseline, cfg.host).fingerprint
+
+
+@pytest.mark.parametrize("alive", [True, False])
+def test_doctor_skips_the_port_and_memory_checks_only_for_gauntlets_own_live_service(
+    tmp_path: Path, alive: bool
+) -> None:
+    from orchestrator.doctor import doctor
+
+    _left_running(tmp_path, "retained", _baseline_fingerprint(tmp_path))
     seen: list[tuple[int, float]] = []
 
     def is_alive(pid: int, create_time: float) -> bool:
@@ -439,7 +461,44 @@ def test_doctor_skips_the_port_and_memory_checks_only_for_gauntlets_own_live_ser
         assert report.problems == []
         assert any("held by gauntlet's live service baseline (pid 4242, retained)" in n for n in report.notes)
     else:
-        assert lines(report) == [
-            "host: port: 127.0.0.1:8000 (service.port) is in use: a launch would fail; stop what listens "
-            "there (a sweep stops only gauntlet's own live service) or choose another port"
-        ]
+        assert lines(report) == [PORT_BUSY]
+
+
+def test_doctor_names_a_live_service_the_baseline_does_not_describe(tmp_path: Path) -> None:
+    """The sweep's opening would refuse it (the take-over checks the fingerprint): doctor says so first."""
+    from launch.spec import render_spec
+    from orchestrator.config.compose import load
+    from orchestrator.doctor import doctor
+
+    cfg, _ = load(["candidate=tp4_dp2"])
+    other = render_spec(cfg.service, cfg.candidate, cfg.host)  # the live service runs TP4 x DP2
+    (tmp_path / "spec.json").write_text(other.to_json())
+    _left_running(tmp_path, "retained", other.fingerprint, str(tmp_path / "spec.json"))
+    report = doctor(
+        [f"run.sweeps_dir={tmp_path / 'sweeps'}", "candidate=eplb"],
+        probes=probes(port_in_use=lambda h, p: True),
+        alive=lambda pid, t: True,
+    )
+    (problem,) = report.problems
+    assert (problem.candidate, problem.check) == ("baseline", "live service")
+    assert problem.message.startswith(
+        f"the live service baseline (pid 4242, retained) of {tmp_path / 'sweeps' / '20261204-090000'} runs "
+        f"{other.fingerprint}, but the configured baseline renders {_baseline_fingerprint(tmp_path)} "
+        "(argv[12] (--tensor-parallel-size): recorded '4', now '2'; "
+        "argv[14] (--data-parallel-size): recorded '2', now '4'; "
+        "config: recorded 'tensor-parallel-size: 4'; ...)"
+    )
+    assert problem.message.endswith("or stop it first with `python -m orchestrator stop`")
+
+
+def test_a_candidates_server_left_by_a_crashed_sweep_is_not_the_live_service(tmp_path: Path) -> None:
+    """A sweep takes over only a retained server; a candidate's left on the port fails its launches."""
+    from orchestrator.doctor import doctor
+
+    _left_running(tmp_path, "candidate", "sha256:tp4")
+    report = doctor(
+        [f"run.sweeps_dir={tmp_path / 'sweeps'}", "candidate=eplb"],
+        probes=probes(port_in_use=lambda h, p: True),
+        alive=lambda pid, t: True,
+    )
+    assert lines(report) == [PORT_BUSY]
