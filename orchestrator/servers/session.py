@@ -40,6 +40,7 @@ from orchestrator.ledger.events import (
 )
 from orchestrator.ledger.journal import Journal
 from orchestrator.servers.seams import Seams
+from orchestrator.servers.shield import interrupts_held
 
 if TYPE_CHECKING:
     from launch.supervisor import Server
@@ -250,6 +251,7 @@ class ServerSession:
         """Stop the server and prove it is gone (journaled before and after); again: the same record.
 
         A teardown that raises (something survived) is not retried: the error carries the evidence.
+        Ctrl-C, SIGTERM and a ``stop`` request wait until it ended (:mod:`orchestrator.servers.shield`).
         """
         if self.teardown_record is not None:
             return self.teardown_record
@@ -258,20 +260,21 @@ class ServerSession:
         journal, server = self.servers.journal, self.running
         self._stopping = True
         self.servers.touched = True
-        try:
-            journal.append(TearingDown(candidate=self.candidate, pid=self.pid, role=self.role))
-        except BaseException:  # the journal cannot be written: the server is stopped all the same
-            self.teardown_record = self.servers.seams.supervisor.teardown(server)
-            raise
-        record = self.servers.seams.supervisor.teardown(server)
-        self.teardown_record = record
-        journal.append(
-            TornDown(
-                candidate=self.candidate,
-                pid=self.pid,
-                fingerprint=self.fingerprint,
-                survivors=record.survivors,
-                port_free=record.port_free,
+        with interrupts_held(self.servers.seams.say, f"stopping {self.candidate} (pid {self.pid})"):
+            try:
+                journal.append(TearingDown(candidate=self.candidate, pid=self.pid, role=self.role))
+            except BaseException:  # the journal cannot be written: the server is stopped all the same
+                self.teardown_record = self.servers.seams.supervisor.teardown(server)
+                raise
+            record = self.servers.seams.supervisor.teardown(server)
+            self.teardown_record = record
+            journal.append(
+                TornDown(
+                    candidate=self.candidate,
+                    pid=self.pid,
+                    fingerprint=self.fingerprint,
+                    survivors=record.survivors,
+                    port_free=record.port_free,
+                )
             )
-        )
         return record

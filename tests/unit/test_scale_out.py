@@ -448,6 +448,32 @@ def test_the_signal_after_a_checkpoint_stop_does_not_cut_the_teardown(
     assert "signal SIGTERM from the scheduler: already stopping" in capsys.readouterr().err
 
 
+@dataclass
+class _SigtermInFirstTeardown(FakeSupervisor):
+    """``scancel`` lands while the job tears its node's baseline down, before anything asked it to stop."""
+
+    signalled: int = 0
+
+    def teardown(self, server: Any) -> Any:
+        if not self.signalled:
+            self.signalled += 1
+            os.kill(os.getpid(), signal.SIGTERM)  # without a shield the handler raises right here
+        return super().teardown(server)
+
+
+def test_a_sigterm_during_a_teardown_waits_for_it_then_unwinds_the_job(tmp_path: Path) -> None:
+    chosen, _ = load(["candidate=tp4_dp2", *OVERRIDES])
+    write_opening(tmp_path, "open", node="head")
+    sup, messages = _SigtermInFirstTeardown(), list[str]()
+    with pytest.raises(JobInterrupted, match="signal SIGTERM from the scheduler"):
+        run_job(chosen, tmp_path, Place(node="n1", job="7"), fake_seams(sup, _SpeedLoad(), messages))
+    assert sup.started == ["baseline@n1"] and not sup.alive  # torn down whole; the candidate never ran
+    (journal,) = (tmp_path / "journals").glob("*.jsonl")
+    kinds = [e.name for e in Journal(journal).events()]
+    assert kinds[-3:] == ["tearing_down", "torn_down", "job_finished"], kinds
+    assert any(m.startswith("SIGTERM: stopping baseline@n1 (pid ") for m in messages), messages
+
+
 def test_a_second_sigterm_is_said_not_raised_and_a_checkpoint_after_a_swallowed_one_raises() -> None:
     with pytest.raises(JobInterrupted) as first, scheduler_signals() as unwinding:
         check = unwinding.guard(lambda: None)
