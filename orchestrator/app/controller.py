@@ -91,8 +91,6 @@ class SweepController:
         self.requested: Request | None = None
         #: The sweep is restoring or closing: a request waits until that ended (never races the restore).
         self.closing = False
-        #: A request has raised :class:`SweepRequested`: later ones are said, not raised again.
-        self.unwinding = False
         self._sweep_dir: Path | None = None
         self._previous_handler: Any = None
 
@@ -185,16 +183,17 @@ class SweepController:
             request = Request(action="rollback", sweep_dir=str(self._sweep_dir or ""), pid=0)
         else:
             request = read_request(self.lock.path, self._sweep_dir)
+        # An earlier request outside the restore has raised already (one during it left `closing` set).
+        unwinding = self.requested is not None
         if self.requested is None or request.action == "stop":
             self.requested = request
         say = self.ctx.say if self.ctx is not None else say_stderr
         if self.closing:
             say(f"{request.describe()}: honoured once the restore in progress has ended")
             return
-        if self.unwinding:  # a second raise would cut the teardown the first one started
+        if unwinding:  # a second raise would cut the teardown the first one started
             say(f"{request.describe()}: already unwinding; the teardown goes on")
             return
-        self.unwinding = True
         say(f"{request.describe()}: unwinding now")
         raise SweepRequested(request)
 
