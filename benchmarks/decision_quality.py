@@ -77,7 +77,9 @@ from contracts.schema import (  # noqa: E402
     ServiceConfig,
     WorkloadConfig,
 )
+from contracts.sweepdir import load_results  # noqa: E402
 from gates import evaluate_sweep  # noqa: E402
+from gates.confirm import to_confirm  # noqa: E402
 from gates.sequential import SequentialPlan, loop_decision  # noqa: E402
 from launch.sim.model import EngineConfig, StartupError, chat_text, check_startup  # noqa: E402
 from launch.sim.profile import load_profile  # noqa: E402
@@ -525,10 +527,12 @@ def judge_sweep_once(
     interleave_repeats: int = 0,
     answers: bool = False,
     effects: dict[str, tuple[float, float]] | None = None,
+    confirm_runs: int = 0,
 ) -> Outcome:
     """Measure baseline, then the candidate repeat by repeat (looks per ``plan``), then (``interleave``)
     the baseline block after it, then recovery; judge. ``answers``: both sides also run the answer gate
-    once (in their first repeat)."""
+    once (in their first repeat). ``confirm_runs``: after a side's fixed repeats, the profiles whose runs
+    disagree get up to that many more runs (:mod:`gates.confirm`, as the sweep does)."""
     shutil.rmtree(sweep, ignore_errors=True)
     blocks = len(recovery_profiles) * interleave_repeats
     planned = (baseline_repeats + plan.max_repeats) * len(PROFILES) + blocks + len(recovery_profiles)
@@ -543,6 +547,9 @@ def judge_sweep_once(
             runner.run(Run("baseline", ANSWER_PROFILE, 0), base, side_runs=baseline_repeats * len(PROFILES))
             written.append(f"{ANSWER_PROFILE}/r0")
     write_run_json(sweep, "baseline", written)
+    if confirm_runs:
+        written += confirm(runner, "baseline", base, baseline_repeats, confirm_runs)
+        write_run_json(sweep, "baseline", written)
     if not pool.starts(engine[0]):
         write_run_json(sweep, "candidate", [], started=False)
         verdict = evaluate_sweep(sweep, gates, baseline="baseline")
@@ -565,6 +572,9 @@ def judge_sweep_once(
         if repeats >= plan.min_repeats and plan.adaptive:
             look = evaluate_sweep(sweep, gates, baseline="baseline", plan=plan)
             decision, more = loop_decision(look.verdicts[0], plan.max_repeats - repeats)
+    if confirm_runs and not plan.adaptive:
+        cand += confirm(runner, "candidate", engine, repeats, confirm_runs)
+        write_run_json(sweep, "candidate", cand)
     block: list[str] = []
     for k in range(1, interleave_repeats + 1):
         for profile in recovery_profiles:
@@ -578,6 +588,21 @@ def judge_sweep_once(
     verdict = evaluate_sweep(sweep, gates, baseline="baseline", plan=plan)
     only = verdict.verdicts[0]
     return Outcome(only.decision, only.reason, repeats, runner.time_s.get("candidate", 0.0), runner.masked())
+
+
+def confirm(runner: SweepRunner, side: str, engine: tuple[str, float], repeats: int, extra: int) -> list[str]:
+    """The sweep's confirmation runs of one side (:func:`gates.confirm.to_confirm`): one more run of each
+    profile whose runs disagree, again until none does or ``extra`` more ran; the runs written."""
+    written: list[str] = []
+    name = "baseline" if side != "candidate" else "candidate"
+    while todo := to_confirm(
+        load_results(runner.sweep, _root(side), name), PROFILES, repeats=repeats, extra=extra
+    ):
+        for found in todo:
+            k = len(load_results(runner.sweep, _root(side), name).repeats(found.profile))
+            runner.run(Run(side, found.profile, k), engine, side_runs=repeats * len(PROFILES))
+            written.append(f"{found.profile}/r{k}")
+    return written
 
 
 # --------------------------------------------------------------------------------------------- driver
@@ -595,6 +620,7 @@ class Task:
     args: tuple[int, float, int, int, int, int, int]  # base seed, scale, pool, repeats, min, max, resamples
     #: ``--client-lag-ms``: the loaded runs' p99 dispatch lag range (s) of the models that draw one
     client_lag_s: tuple[float, float] | None = None
+    confirm_runs: int | None = None  # ``--confirm-runs``; None: the config's run.confirm_runs
 
 
 _POOLS: dict[tuple[float, int, int], ReplayPool] = {}
@@ -629,6 +655,7 @@ def run_task(task: Task) -> list[tuple[str, str, str, Outcome]]:
             "gates": gates,
             "recovery_profiles": cfg.run.recovery_profiles,
             "interleave_repeats": cfg.run.interleave_repeats if cfg.run.interleave else 0,
+            "confirm_runs": cfg.run.confirm_runs if task.confirm_runs is None else task.confirm_runs,
         }
         for name in task.scenarios:
             scenario = next(s for s in SCENARIOS if s.name == name)
@@ -830,6 +857,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "2-core machine running the simulator, the client and the sweep; the load runner alone on a "
         "quiet machine: 0.1 0.7)",
     )
+    parser.add_argument(
+        "--confirm-runs",
+        type=int,
+        default=None,
+        help="run.confirm_runs (default: the shipped config's, 2): after fixed repeats, up to N more runs "
+        "of a profile whose runs disagree beyond 2x or lost a slow run set aside (gates.confirm); 0: none",
+    )
     args = parser.parse_args(argv)
     models = args.model or list(NOISE_MODELS)
     mix_models = args.mix_model or ["lognormal", "student_t"]
@@ -845,7 +879,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.seeds} seeds per scenario and noise model; baseline {args.repeats} repeats; candidates "
         f"{mode} "
         f"repeats; scale {args.scale}; profiles {', '.join(PROFILES)}; seed {args.seed}; "
-        f"bootstrap resamples {args.resamples}; demo mix under {', '.join(mix_models)}"
+        f"bootstrap resamples {args.resamples}; confirmation runs "
+        f"{'as configured' if args.confirm_runs is None else args.confirm_runs}; "
+        f"demo mix under {', '.join(mix_models)}"
     )
     for model in models:
         print(f"  noise {model}: {NOISE_MODELS[model].description}")
@@ -870,6 +906,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             client_lag_s=(
                 (args.client_lag_ms[0] / 1000, args.client_lag_ms[1] / 1000) if args.client_lag_ms else None
             ),
+            confirm_runs=args.confirm_runs,
         )
         for k in range(args.seeds)
         for model in models

@@ -40,6 +40,9 @@ class Expected:
     #: the least repeats of a candidate (``run.min_repeats`` with adaptive repeats, else ``run.repeats``)
     candidate_repeats: int = 1
     capacity: bool = False  # ``capacity.profile`` is set: every started launch needs its capacity.json
+    #: candidates' repeats are adaptive (a candidate needs as many repeats of every profile as it ran of
+    #: any); fixed: ``candidate_repeats`` of each, confirmation runs (:mod:`gates.confirm`) on top
+    adaptive: bool = False
 
     @classmethod
     def from_config(cls, cfg: GauntletConfig) -> Expected:
@@ -48,13 +51,15 @@ class Expected:
         }
         base = {p: own.get(p, cfg.run.repeats) for p in cfg.run.profiles}
         plan = candidate_plan(cfg.run)
-        return cls(base, own, plan.min_repeats, cfg.capacity.profile is not None)
+        return cls(base, own, plan.min_repeats, cfg.capacity.profile is not None, plan.adaptive)
 
     def candidate(self, counts: Mapping[str, int]) -> dict[str, int]:
         """profile -> the repeats a candidate needs, given what it has: one repeat runs every profile
         (a profile with its own ``repeats`` k runs in the first k), so every profile without its own
-        needs as many as the most of them, and at least ``candidate_repeats``."""
-        ran = max([self.candidate_repeats] + [n for p, n in counts.items() if p not in self.own])
+        needs as many as the most of them, and at least ``candidate_repeats``. With fixed repeats a profile
+        needs ``candidate_repeats``: its confirmation runs are on top, not a repeat the others lack."""
+        own = [n for p, n in counts.items() if p not in self.own] if self.adaptive else []
+        ran = max([self.candidate_repeats, *own])
         return {p: min(self.own[p], ran) if p in self.own else ran for p in self.baseline}
 
 

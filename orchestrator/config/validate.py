@@ -291,6 +291,11 @@ def run_problems(run: RunConfig, sources: Sources | None = None) -> list[ConfigP
     if run.max_repeats is not None and run.max_repeats < low:
         allowed = f"an integer >= run.min_repeats ({low}), or null for fixed repeats"
         out.append(ConfigProblem(where("run.max_repeats"), "run.max_repeats", run.max_repeats, allowed))
+    if run.confirm_runs < 0:
+        key = "run.confirm_runs"
+        out.append(
+            ConfigProblem(where(key), key, run.confirm_runs, "an integer >= 0 (0: no confirmation runs)")
+        )
     if run.retained_after_sweep not in RETAINED_AFTER_SWEEP:
         allowed = f"one of {', '.join(RETAINED_AFTER_SWEEP)}"
         key = "run.retained_after_sweep"
