@@ -400,6 +400,7 @@ class SweepRunner:
     key: str  # seed of the noise draws (the same in fixed and adaptive mode: paired)
     planned: int  # runs in the longest plan (for the drift position)
     picks: dict[tuple[str, float, str], list[int]] = field(default_factory=dict)
+    rounds: dict[tuple[str, float, str], int] = field(default_factory=dict)
     position: int = 0
     outliers: dict[str, int | None] = field(default_factory=dict)
     counts: Counter[str] = field(default_factory=Counter)
@@ -421,10 +422,13 @@ class SweepRunner:
         )
 
     def pick(self, engine: tuple[str, float], profile: str) -> int:
-        """A pool index not used by this sweep for this engine and profile yet."""
+        """A pool index not used by this sweep for this engine and profile yet (once the pool is used up,
+        by confirmation runs at 5 repeats per side, a new permutation of it: replays come round again)."""
         key = (engine[0], engine[1], profile)
-        if key not in self.picks:
-            order = np.random.default_rng(_seed(self.key, *key, "picks")).permutation(self.pool.size)
+        if not self.picks.get(key):
+            rounds = self.rounds[key] = self.rounds.get(key, -1) + 1
+            tag = ("picks",) if rounds == 0 else ("picks", rounds)
+            order = np.random.default_rng(_seed(self.key, *key, *tag)).permutation(self.pool.size)
             self.picks[key] = [int(i) for i in order]
         return self.picks[key].pop()
 
@@ -773,7 +777,8 @@ def scenario_time(results: Sequence[Row]) -> str:
     saving = 1 - totals["adaptive"] / totals["fixed"]
     return (
         f"measurement time over the scenarios ({names}; {models}): fixed {totals['fixed']:,.0f} s, "
-        f"adaptive {totals['adaptive']:,.0f} s: {saving:.0%} less (required >= 30%)"
+        f"adaptive {totals['adaptive']:,.0f} s: {abs(saving):.0%} {'less' if saving >= 0 else 'more'} "
+        "(required: >= 30% less)"
     )
 
 
