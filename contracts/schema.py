@@ -395,6 +395,13 @@ class RunConfig:
     interleave: bool = True
     interleave_repeats: int = 1
 
+    @property
+    def candidate_repeats(self) -> tuple[int, int]:
+        """A candidate's least and most repeats: ``min_repeats`` (else ``repeats``) to ``max_repeats`` (else
+        ``repeats``, or the least if that is more); adaptive when they differ (gates/sequential.py)."""
+        low = self.min_repeats if self.min_repeats is not None else self.repeats
+        return low, self.max_repeats if self.max_repeats is not None else max(low, self.repeats)
+
 
 @dataclass
 class LoadConfig:

@@ -124,6 +124,4 @@ def loop_decision(verdict: Verdict, remaining: int) -> tuple[Decision, bool]:
 
 def candidate_plan(run: RunConfig) -> SequentialPlan:
     """The candidates' plan of a sweep: ``run.min_repeats``..``run.max_repeats``, else ``run.repeats``."""
-    low = run.min_repeats if run.min_repeats is not None else run.repeats
-    high = run.max_repeats if run.max_repeats is not None else max(low, run.repeats)
-    return SequentialPlan(low, high)
+    return SequentialPlan(*run.candidate_repeats)

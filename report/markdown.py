@@ -378,8 +378,16 @@ def _repeats_section(report: ReportModel) -> list[str]:
         )
     else:
         plan = f"Candidates: fixed {report.repeats} repeat(s). "
+    if report.confirm_runs:
+        plan += (
+            f"Fixed repeats get up to {report.confirm_runs} confirmation run(s) of a profile whose runs "
+            "disagree beyond 2x or lost a slow run set aside (docs/gates.md, Confirmation runs). "
+        )
+    confirmed = any(r.confirmation_runs for r in report.rows)
     rows = [
-        [r.candidate, str(r.repeats_used), f"{r.measurement_s:,.1f}"]
+        [r.candidate, str(r.repeats_used)]
+        + ([str(r.confirmation_runs)] if confirmed else [])
+        + [f"{r.measurement_s:,.1f}"]
         for r in report.rows
         if r.decision != "incompatible"
     ]
@@ -394,7 +402,13 @@ def _repeats_section(report: ReportModel) -> list[str]:
     ran = base.repeats_used if base is not None else report.repeats
     measured = f"{report.repeats}" if ran >= report.repeats else f"{ran} of the configured {report.repeats}"
     out = [f"{plan}The baseline: {measured} repeat(s){blocks}.", ""]
-    out += table(["candidate", "repeats used", f"measurement time ({unit})"], rows)
+    head = [
+        "candidate",
+        "repeats used",
+        *(["confirmation runs"] if confirmed else []),
+        f"measurement time ({unit})",
+    ]
+    out += table(head, rows)
     out += ["", f"Measurement time of the sweep (every profile of every launch): {total:,.1f} {unit}."]
     return out
 

@@ -82,7 +82,8 @@ class CandidateRow(_Model):
     more_repeats: int | None = None
     reversal: str | None = None  # the gates' own reversal note
     figures: list[KeyFigure] = Field(default_factory=list)
-    repeats_used: int = 0  # the most repeats of any profile (adaptive repeats: where the loop stopped)
+    repeats_used: int = 0  # whole repeats (adaptive repeats: where the loop stopped)
+    confirmation_runs: int = 0  # runs on top of them (gates/confirm.py: runs that disagreed)
     measurement_s: float = 0.0  # sum of its profiles' durations (host seconds; simulated on the simulator)
     # An incomplete verdict: what is missing, the decision the partial evidence gave (never acted on),
     # and the command that completes it.
@@ -140,6 +141,7 @@ class ReportModel(_Model):
     rows: list[CandidateRow]
     min_repeats: int | None = None  # adaptive repeats of the candidates (None: fixed run.repeats)
     max_repeats: int | None = None
+    confirm_runs: int = 0  # run.confirm_runs: the most runs on top of fixed repeats per profile
     rankings: list[Ranking]
     reversals: list[ReversalParagraph]
     gates_reversal: str | None
@@ -344,15 +346,20 @@ def _row(name: str, verdict: Verdict | None, startup: StartupInfo) -> CandidateR
     )
 
 
-def _measured(row: CandidateRow, results: Results | None) -> CandidateRow:
-    """The row with its repeats used and measurement time (read from its summaries)."""
+def _measured(row: CandidateRow, results: Results | None, fixed: int | None) -> CandidateRow:
+    """The row with its repeats used, its confirmation runs and its measurement time (read from its
+    summaries). ``fixed``: the repeats the launch was measured with (None: adaptive, where the loop
+    stopped is the most of any profile); runs beyond them are confirmation runs."""
     if results is None:
         return row
     reps = list(results.profiles.values())
+    most = max((len(r) for r in reps), default=0)
+    whole = most if fixed is None else min(most, fixed)
     return row.model_copy(
         update={
             # The opening repeats; a baseline's interleaved blocks are counted apart (ReportModel.blocks).
-            "repeats_used": max((len(r) for r in reps), default=0),
+            "repeats_used": whole,
+            "confirmation_runs": sum(max(0, len(r) - whole) for r in reps),
             "measurement_s": sum(float(rep.summary.duration_s) for r in reps for rep in r)
             + sum(float(r.summary.duration_s) for p in results.profiles for r in results.block_repeats(p)),
         }
@@ -376,7 +383,16 @@ def build_model(
         else _row(name, by_name.get(name), _startup(data.results[name]))
         for name in names
     ]
-    rows = [_measured(row, data.results.get(row.candidate)) for row in rows]
+    low, high = cfg.run.candidate_repeats
+    adaptive = high > low
+    rows = [
+        _measured(
+            row,
+            data.results.get(row.candidate),
+            None if adaptive and row.decision != "baseline" else cfg.run.repeats,
+        )
+        for row in rows
+    ]
     reversals = [
         ReversalParagraph(
             **rev.model_dump(exclude={"direction"}),
@@ -427,6 +443,7 @@ def build_model(
         rows=rows,
         min_repeats=cfg.run.min_repeats if cfg.run.max_repeats is not None else None,
         max_repeats=cfg.run.max_repeats,
+        confirm_runs=cfg.run.confirm_runs,
         rankings=verdicts.rankings,
         reversals=reversals,
         gates_reversal=verdicts.reversal,

@@ -284,6 +284,39 @@ def test_a_keep_replaces_the_baseline(tmp_path: Path, base_cfg: GauntletConfig) 
     assert figure.value == math.inf and figure.count is None
 
 
+def test_confirmation_runs_are_counted_apart_from_the_repeats(
+    tmp_path: Path, base_cfg: GauntletConfig
+) -> None:
+    b = with_faster(tmp_path)
+    fig = BASELINE["decode_heavy"]  # two more decode_heavy runs of "faster", as confirmation runs leave them
+    extra = SweepBuilder(tmp_path, repeats=5)
+    extra.loaded(
+        "faster",
+        "decode_heavy",
+        output_tps=fig["output_tps"],
+        prompt_tps=fig["prompt_tps"],
+        ttft=0.8 * fig["ttft"],
+    )
+    text = judged_report(finish_sweep(tmp_path, base_cfg), base_cfg)
+    repeats = section(text, "Repeats and measurement time")
+    assert "up to 2 confirmation run(s)" in repeats
+    rows = {
+        cells[0]: cells[1:]
+        for cells in (
+            [c.strip() for c in line.strip("|").split("|")]
+            for line in repeats.splitlines()
+            if line.startswith("| ")
+        )
+    }
+    assert rows["candidate"][:2] == ["repeats used", "confirmation runs"]
+    assert rows["faster"][:2] == ["3", "2"] and rows["baseline"][:2] == ["3", "0"]
+    report = read_model(tmp_path / "report.json", ReportModel)
+    assert [(r.candidate, r.repeats_used, r.confirmation_runs) for r in report.rows] == [
+        ("baseline", 3, 0),
+        ("faster", 3, 2),
+    ]
+
+
 def test_missing_profiles_and_unmeasured_candidates_still_report(
     tmp_path: Path, base_cfg: GauntletConfig
 ) -> None:
