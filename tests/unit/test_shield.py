@@ -5,11 +5,22 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import Iterator
 from types import FrameType
 
 import pytest
 
 from orchestrator.servers.shield import SHIELDED, interrupts_held
+
+
+@pytest.fixture(autouse=True)
+def python_ctrl_c() -> Iterator[None]:
+    """SIGINT as Python sets it up in a terminal (``KeyboardInterrupt``), whatever the test process
+    inherited: a shell starting it in the background (``make test &``) makes it ignore SIGINT, which the
+    shield then rightly keeps ignoring."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
 
 
 def test_ctrl_c_inside_the_block_is_raised_after_it_once_and_said_once() -> None:
