@@ -106,7 +106,14 @@ def test_case_study_candidates_on_real_vllm_and_the_simulator_against_them(
             assert spec.env[CPU_BIND_ENV] == "0|1"
             run = read_model(layout.candidate_dir(sweep, name) / layout.RUN_FILE, CandidateRun)
             assert run.startup.ok and run.backend == "vllm", (name, run.startup)
-            assert run.profiles == [f"{p}/r{k}" for k in range(1, 6) for p in ("serial", "short")]
+            fixed = [f"{p}/r{k}" for k in range(1, 6) for p in ("serial", "short")]
+            assert run.profiles[: len(fixed)] == fixed
+            # Confirmation runs (run.confirm_runs: 2): on two shared cores a profile's runs often disagree
+            # beyond 2x (serial output tokens/s 266/343/42.5/337/384 in one run), so up to two more each.
+            extra = run.profiles[len(fixed) :]
+            assert set(extra) <= {f"{p}/r{k}" for k in (6, 7) for p in ("serial", "short")}, extra
+            if extra:
+                assert f"{name}: " in done.stderr and "confirmation run 1 of at most 2" in done.stderr
         # The CPU refuses an FP8 KV cache for head size 80: incompatible, with vLLM's own line.
         fp8 = read_model(layout.candidate_dir(sweep, "cpu_fp8") / layout.RUN_FILE, CandidateRun)
         assert (fp8.startup.ok, fp8.startup.kind) == (False, "incompatible")
