@@ -287,7 +287,7 @@ def test_a_keep_replaces_the_baseline(tmp_path: Path, base_cfg: GauntletConfig) 
 def test_confirmation_runs_are_counted_apart_from_the_repeats(
     tmp_path: Path, base_cfg: GauntletConfig
 ) -> None:
-    b = with_faster(tmp_path)
+    with_faster(tmp_path)
     fig = BASELINE["decode_heavy"]  # two more decode_heavy runs of "faster", as confirmation runs leave them
     extra = SweepBuilder(tmp_path, repeats=5)
     extra.loaded(
