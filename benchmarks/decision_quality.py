@@ -603,9 +603,8 @@ def confirm(runner: SweepRunner, side: str, engine: tuple[str, float], repeats: 
         load_results(runner.sweep, _root(side), name), PROFILES, repeats=repeats, extra=extra
     ):
         for found in todo:
-            k = len(load_results(runner.sweep, _root(side), name).repeats(found.profile))
-            runner.run(Run(side, found.profile, k), engine, side_runs=repeats * len(PROFILES))
-            written.append(f"{found.profile}/r{k}")
+            runner.run(Run(side, found.profile, found.next_repeat), engine, side_runs=repeats * len(PROFILES))
+            written.append(f"{found.profile}/r{found.next_repeat}")
     return written
 
 

@@ -101,6 +101,12 @@ def per_repeat(repeats: Sequence[Repeat], extract: Callable[[RequestRecord], flo
     return [vals for rep in repeats if (vals := [extract(r) for r in rep.records])]
 
 
+def run_medians(repeats: Sequence[Repeat], extract: Callable[[RequestRecord], float]) -> list[float]:
+    """Each repeat's right-censored median (+inf when censored); repeats with no measured request are left
+    out (:func:`per_repeat`)."""
+    return [math.inf if m is None else m for m in (median(run) for run in per_repeat(repeats, extract))]
+
+
 def throughput_sample(repeat: Repeat, metric: str) -> RunSample:
     """``output_tps`` or ``prompt_tps`` of one repeat with its per-request parts (the bootstrap's input)."""
     value = float(getattr(repeat.summary, metric))
@@ -381,9 +387,7 @@ def latency(
     sides: list[list[Repeat]] = []
     for side, repeats in (("candidate", candidate), ("baseline", baseline)):
         present = [r for r in repeats if r.records]
-        medians = [median([extract(x) for x in r.records]) for r in present]
-        values = [math.inf if m is None else m for m in medians]
-        kept, note = _without_outlier(present, values, side, "s")
+        kept, note = _without_outlier(present, run_medians(present, extract), side, "s")
         sides.append(kept)
         notes += [note] if note else []
     candidate, baseline = sides

@@ -24,16 +24,15 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from contracts.metrics import Better, e2e_value, fmt_value, median, ttft_value
-from contracts.results import RequestRecord
+from contracts.metrics import Better, e2e_value, fmt_value, ttft_value
 from contracts.sweepdir import Repeat, Results
-from gates.compare import SET_ASIDE_FACTOR, set_aside_runs
+from gates.compare import SET_ASIDE_FACTOR, run_medians, set_aside_runs
 
-#: The run-level figures the gates compare, and which way a slow run moves each.
-FIGURES: tuple[tuple[str, Better, str], ...] = (
-    ("output tokens/s", "lower", "tok/s"),
-    ("median TTFT", "higher", "s"),
-    ("median request latency", "higher", "s"),
+#: The run-level figures the gates compare: name, which way a slow run moves it, unit, each run's value.
+FIGURES: tuple[tuple[str, Better, str, Callable[[Sequence[Repeat]], list[float]]], ...] = (
+    ("output tokens/s", "lower", "tok/s", lambda reps: [float(r.summary.output_tps) for r in reps]),
+    ("median TTFT", "higher", "s", lambda reps: run_medians(reps, ttft_value)),
+    ("median request latency", "higher", "s", lambda reps: run_medians(reps, e2e_value)),
 )
 
 
@@ -54,20 +53,6 @@ def disagree(values: Sequence[float], slow: Better, factor: float = SET_ASIDE_FA
     return not set_aside_runs(values, slow, factor)
 
 
-def _median_of(extract: Callable[[RequestRecord], float]) -> Callable[[Repeat], float]:
-    def value(rep: Repeat) -> float:
-        m = median([extract(r) for r in rep.records]) if rep.records else None
-        return math.inf if m is None else m
-
-    return value
-
-
-def _figure(rep: Repeat, name: str) -> float:
-    if name == "output tokens/s":
-        return float(rep.summary.output_tps)
-    return _median_of(ttft_value if name == "median TTFT" else e2e_value)(rep)
-
-
 @dataclass(frozen=True)
 class Disagreement:
     """A profile whose runs disagree: the figure that shows it and the runs' values."""
@@ -76,6 +61,7 @@ class Disagreement:
     figure: str
     values: tuple[float, ...]
     unit: str
+    next_repeat: int  # the number of the run that confirms it (one past the highest on disk)
     set_aside: bool = False  # the runs agree once slow outliers are set aside, but too few are left
 
     def message(self) -> str:
@@ -95,14 +81,17 @@ def disagreement(profile: str, repeats: Sequence[Repeat], wanted: int = 0) -> Di
     """The first figure whose runs of ``profile`` disagree (:func:`disagree`), or whose slow outlier runs,
     once set aside (:func:`gates.compare.set_aside_runs`), leave fewer than ``wanted`` runs to compare;
     None if neither. Interrupted runs are left to the evidence check (``incomplete``), not confirmed."""
-    if any(rep.summary.interrupted for rep in repeats):
+    if not repeats or any(rep.summary.interrupted for rep in repeats):
         return None
-    for name, slow, unit in FIGURES:
-        values = [_figure(rep, name) for rep in repeats]
+    following = max(rep.summary.repeat for rep in repeats) + 1
+    for name, slow, unit, of in FIGURES:
+        values = of(repeats)
+        if len(values) < len(repeats):  # a run with no measured request: evidence, not noise
+            continue
         if disagree(values, slow):
-            return Disagreement(profile, name, tuple(values), unit)
+            return Disagreement(profile, name, tuple(values), unit, following)
         if len(values) - len(set_aside_runs(values, slow)) < wanted:
-            return Disagreement(profile, name, tuple(values), unit, set_aside=True)
+            return Disagreement(profile, name, tuple(values), unit, following, set_aside=True)
     return None
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from contracts.layout import RECOVERY_ROOT
-from contracts.metrics import fmt_ratio, fmt_repeats, fmt_value, geometric_mean, median, ttft_value
+from contracts.metrics import fmt_ratio, fmt_repeats, fmt_value, geometric_mean, ttft_value
 from contracts.schema import GatesConfig
 from contracts.sweepdir import Repeat, Results, load_results
 from contracts.verdicts import Comparison, DriftResult, Evidence, GateStatus
@@ -36,8 +36,8 @@ from gates.compare import (
     fmt_interval,
     latency,
     overall_status,
-    per_repeat,
     records_evidence,
+    run_medians,
     summary_evidence,
     throughput,
 )
@@ -113,8 +113,7 @@ def _one_repeat(measured: Measured) -> Measured:
 
 
 def _ttft_medians(repeats: Sequence[Repeat]) -> list[float]:
-    medians = [median(run) for run in per_repeat(repeats, ttft_value)]
-    return [math.inf if m is None else m for m in medians]
+    return run_medians(repeats, ttft_value)
 
 
 def _run_level_series(

@@ -15,9 +15,9 @@ from typing import cast
 from contracts.layout import CAPACITY_FILE, DOCTOR_FILE, RUN_FILE
 from contracts.results import CandidateRun, DoctorReport, StartupRecord, read_model, write_model
 from contracts.schema import CandidateConfig
-from contracts.sweepdir import Results, load_results
+from contracts.sweepdir import load_results
 from contracts.verdicts import Decision
-from gates.confirm import to_confirm
+from gates.confirm import Disagreement, to_confirm
 from gates.sequential import SequentialPlan
 from orchestrator.ledger.events import Role
 from orchestrator.measure import adaptive
@@ -46,7 +46,7 @@ def is_complete(ctx: SweepContext, name: str) -> bool:
             return None  # the adaptive loop never finished: interrupted
         if ctx.cfg.capacity.profile is not None and not (ctx.candidate_dir(name) / CAPACITY_FILE).exists():
             return None
-        if not plan.adaptive and _pending_confirmation(ctx, _results(ctx, name), done):
+        if not plan.adaptive and _to_confirm(ctx, ctx.candidate_dir(name), name, done):
             return None  # interrupted before its confirmation runs: measured again
         return [
             (profile, repeat)
@@ -139,41 +139,28 @@ def _run_profiles(ctx: SweepContext, launch: Launch, plan: SequentialPlan) -> No
         _confirm(ctx, launch, repeat)
 
 
-def _results(ctx: SweepContext, name: str) -> Results:
-    return _results_in(ctx, ctx.candidate_dir(name), name)
-
-
-def _results_in(ctx: SweepContext, out: Path, name: str) -> Results:
-    return load_results(ctx.dir, out.relative_to(ctx.dir).as_posix(), name)
-
-
-def _confirmable(ctx: SweepContext) -> list[str]:
-    """The profiles confirmation runs apply to: not those with their own ``repeats`` (the answer gate's
-    fixed prompt set is deterministic, and its one run is the design)."""
-    return [p for p in ctx.cfg.run.profiles if ctx.cfg.workloads[p].repeats is None]
-
-
-def _pending_confirmation(ctx: SweepContext, results: Results, repeats: int) -> bool:
+def _to_confirm(ctx: SweepContext, out: Path, name: str, repeats: int) -> list[Disagreement]:
+    """The launch's profiles in ``out`` that want a confirmation run (:func:`gates.confirm.to_confirm`);
+    not those with their own ``repeats`` (the answer gate's fixed prompt set: its one run is the design)."""
     extra = ctx.cfg.run.confirm_runs
-    return bool(extra) and bool(to_confirm(results, _confirmable(ctx), repeats=repeats, extra=extra))
+    if not extra:
+        return []  # off: the runs' records are not read
+    profiles = [p for p in ctx.cfg.run.profiles if ctx.cfg.workloads[p].repeats is None]
+    results = load_results(ctx.dir, out.relative_to(ctx.dir).as_posix(), name)
+    return to_confirm(results, profiles, repeats=repeats, extra=extra)
 
 
 def _confirm(ctx: SweepContext, launch: Launch, repeats: int) -> None:
     """Confirmation runs after a launch's ``repeats`` fixed repeats (:mod:`gates.confirm`): one more run
     of each profile whose runs disagree beyond 2x, or whose slow outlier run set aside leaves fewer than
     ``repeats``; again, up to ``run.confirm_runs`` more runs per profile. The gates read them all."""
-    extra, name = ctx.cfg.run.confirm_runs, launch.session.candidate
-    while extra and not launch.lost:
-        results = _results_in(ctx, launch.out, name)
-        todo = to_confirm(results, _confirmable(ctx), repeats=repeats, extra=extra)
-        if not todo:
-            return
+    name = launch.session.candidate
+    while not launch.lost and (todo := _to_confirm(ctx, launch.out, name, repeats)):
         for found in todo:
-            reps = results.repeats(found.profile)
-            k = max(r.summary.repeat for r in reps) + 1
             ctx.say(
-                f"{name}: {found.message()}: confirmation run {len(reps) - repeats + 1} of at most {extra}"
+                f"{name}: {found.message()}: confirmation run {len(found.values) - repeats + 1} of at most "
+                f"{ctx.cfg.run.confirm_runs}"
             )
-            if server_lost(launch.measure(found.profile, k)):
+            if server_lost(launch.measure(found.profile, found.next_repeat)):
                 ctx.say(f"{name}: the server was lost under load during a confirmation run")
                 return
