@@ -458,7 +458,7 @@ class SweepRunner:
             self.slow.setdefault((group, run.profile), []).append(side_outlier or run_outlier)
         loaded = run.profile in PROFILES and run.profile != "serial"
         ttft = self.model.ttft_factor(rng, loaded=loaded, profile=run.profile)
-        lag = self.model.lag_p99(rng, loaded=loaded)
+        lag = self.model.lag_p99(rng, loaded=loaded, profile=run.profile)
         if run.side == "candidate":
             effect_clock, effect_ttft = self.effects.get(run.profile, (1.0, 1.0))
             clock, ttft = clock * effect_clock, ttft * effect_ttft
@@ -648,7 +648,7 @@ def run_task(task: Task) -> list[tuple[str, str, str, Outcome]]:
     )
     model = NOISE_MODELS[task.model]
     if task.client_lag_s is not None and model.lag_p99_s[1] > 0:
-        model = replace(model, lag_p99_s=task.client_lag_s)
+        model = replace(model, lag_p99_s=task.client_lag_s, lag_by_profile=())
     fixed = SequentialPlan(repeats, repeats)
     adaptive = SequentialPlan(min_r, max_r)
     out: list[tuple[str, str, str, Outcome]] = []
@@ -857,9 +857,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=float,
         nargs=2,
         metavar=("LOW", "HIGH"),
-        help="the measured model's client p99 dispatch lag per loaded run, uniform (default 2 9: a loaded "
-        "2-core machine running the simulator, the client and the sweep; the load runner alone on a "
-        "quiet machine: 0.1 0.7)",
+        help="the measured model's client p99 dispatch lag per loaded run, uniform, on every loaded profile "
+        "(default: as measured over HTTP at time scale 1 on the shared 2-core machine, per profile: short "
+        "1-5 ms, decode_heavy and prefill_10k 15-30 ms; the load runner alone on a quiet machine: 0.1 0.7; "
+        "the model's earlier single range: 2 9)",
     )
     parser.add_argument(
         "--confirm-runs",

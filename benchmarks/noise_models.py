@@ -16,18 +16,21 @@ timestamp of the run (TTFT, latencies, duration, hence tokens/s), and optionally
   a closed loop the slot is held that much longer, so the run lasts ``sum(extra) / concurrency`` longer;
 - ``outlier_runs``: log-normal, and every run (the candidate's first repeat included) is, with
   probability ``run_outlier_rate`` (one in ten), ``outlier_factor`` (3x) slower (issue 21);
-- ``measured``: drawn from the project's own HTTP runs of the simulator (docs/gates.md, Drift): output
-  tokens/s within 3.3% over 24 runs (run log-sd 0.03), loaded median TTFT in two clusters from prefill
-  waves (decode_heavy 0.25-0.29 s and 0.33-0.42 s around 0.27 s: a loaded run's TTFT alone is 0.93-1.07x
-  or, with probability one half, 1.22-1.56x, uniform within its cluster) on short and decode_heavy only
-  (prefill_10k's median TTFT read 9.49-10.35 s over 31 HTTP runs of the demos' baseline, a 1% spread:
-  its burst queues behind whole prefills, and a wave moves the median by 1/concurrency; applying the
-  clusters there, as a first version did, was noise the project never measured), an
-  AR(1) drift along the sweep's order (coefficient 0.8, innovations 0.02: a slow stretch of the host
-  lasts several runs), one run in ten 3x slower (any run), and the load client's p99 dispatch lag per
-  loaded run uniform in 2-9 ms, written to the summary: the wall-clock lag the project measured (the
-  scale-out test's 0.016-0.081 s in records at 10x time scale, the demo's at most 0.45 s at 50x), here
-  at the benchmark's time scale 1.
+- ``measured``: drawn from the project's own HTTP runs of the simulator (docs/gates.md, Drift and
+  "The measured model at the benchmark's time scale"): output tokens/s within 3.3% over 24 runs (run
+  log-sd 0.03); decode_heavy's median TTFT in two clusters from prefill waves (0.25-0.29 s and
+  0.33-0.42 s around 0.27 s: a run's TTFT alone is 0.93-1.07x or, with probability one half,
+  1.22-1.56x, uniform within its cluster). Not short's: a 32-way closed loop whose requests end at
+  different times has no waves, and its median TTFT read 0.0587-0.0606 s over 8 HTTP runs at time scale
+  1 (a 1% spread, within the run factor; a first version gave it the clusters). Not prefill_10k's
+  (9.49-10.35 s over 31 runs: its burst queues behind whole prefills). An AR(1) drift along the sweep's
+  order (coefficient 0.8, innovations 0.02: a slow stretch of the host lasts several runs), one run in
+  ten 3x slower (any run), and the load client's p99 dispatch lag per loaded run, written to the
+  summary, as measured over HTTP at time scale 1 on the shared 2-core machine (simulator, client and
+  sweep together): short 1.0-4.2 ms (model 1-5 ms), decode_heavy 15.8-27.0 ms (model 15-30 ms: 128
+  streams sent at once), prefill_10k not measured (decode_heavy's range). A first version drew 2-9 ms for
+  every loaded profile: short's lag in simulated seconds at time scale 5 (5.2-8.8 ms; the client's wall
+  lag is what stays, and simulated lag is wall lag times the scale).
 
     >>> model = NOISE_MODELS["drift"]
     >>> round(model.run_factor(np.random.default_rng(0), position=1.0, outlier=False) / 1.0, 2) > 0
@@ -68,6 +71,8 @@ class NoiseModel:
     ar1: float = 0.0  # AR(1) coefficient of a log slowdown carried along the sweep's measuring order
     ar_sigma: float = 0.0  # its innovations' sd
     lag_p99_s: tuple[float, float] = (0.0, 0.0)  # loaded runs: the client's p99 dispatch lag, uniform (s)
+    #: per loaded profile, its own p99 dispatch lag range (s), where it differs from ``lag_p99_s``
+    lag_by_profile: tuple[tuple[str, tuple[float, float]], ...] = ()
     #: the loaded profiles whose TTFT falls in the two clusters (None: every loaded profile)
     ttft_profiles: tuple[str, ...] | None = None
 
@@ -101,9 +106,10 @@ class NoiseModel:
         factor = float(rng.uniform(low, high))
         return factor if self.ttft_profiles is None or profile in self.ttft_profiles else 1.0
 
-    def lag_p99(self, rng: np.random.Generator, *, loaded: bool) -> float:
-        """A loaded run's p99 dispatch lag of the load client (s)."""
-        low, high = self.lag_p99_s
+    def lag_p99(self, rng: np.random.Generator, *, loaded: bool, profile: str = "") -> float:
+        """A loaded run's p99 dispatch lag of the load client (s): the profile's own range, else
+        ``lag_p99_s``."""
+        low, high = dict(self.lag_by_profile).get(profile, self.lag_p99_s)
         return float(rng.uniform(low, high)) if loaded and high > 0 else 0.0
 
     def request_factors(self, rng: np.random.Generator, n: int) -> list[float]:
@@ -145,10 +151,10 @@ NOISE_MODELS: dict[str, NoiseModel] = {
         ),
         NoiseModel(
             "measured",
-            "log-normal 0.03; loaded TTFT in two clusters, 0.93-1.07x or (half the runs) 1.22-1.56x "
-            "(prefill waves) on short and decode_heavy (prefill_10k's measured 1% spread: the run factor); "
-            "AR(1) drift 0.8/0.02; "
-            "one run in ten 3x slower; client lag p99 2-9 ms on loaded runs",
+            "log-normal 0.03; decode_heavy's TTFT in two clusters, 0.93-1.07x or (half the runs) "
+            "1.22-1.56x (prefill waves; short's and prefill_10k's measured spreads, 1%, are within the run "
+            "factor); AR(1) drift 0.8/0.02; one run in ten 3x slower; client lag p99 per loaded run "
+            "1-5 ms on short, 15-30 ms on decode_heavy and prefill_10k",
             run_outlier_rate=0.1,
             outlier_factor=3.0,
             ttft_slow_rate=0.5,
@@ -156,8 +162,9 @@ NOISE_MODELS: dict[str, NoiseModel] = {
             ttft_slow=(0.33 / 0.27, 0.42 / 0.27),
             ar1=0.8,
             ar_sigma=0.02,
-            lag_p99_s=(0.002, 0.009),
-            ttft_profiles=("short", "decode_heavy"),
+            lag_p99_s=(0.001, 0.005),
+            lag_by_profile=(("decode_heavy", (0.015, 0.030)), ("prefill_10k", (0.015, 0.030))),
+            ttft_profiles=("decode_heavy",),
         ),
     )
 }
