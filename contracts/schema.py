@@ -362,7 +362,7 @@ class RunConfig:
     # Confirmation runs (gates/confirm.py): after fixed repeats (the baseline's; a candidate's unless
     # adaptive), a profile whose runs disagree beyond 2x, or whose slow outlier run set aside leaves fewer
     # than `repeats`, gets one more run, again, up to this many more. 0: never.
-    confirm_runs: int = 2
+    confirm_runs: int = 4
     # Profiles of the recovery validation after the restore; they also measure the baseline again at the
     # end of the sweep, which is how drift is detected.
     recovery_profiles: list[str] = field(default_factory=list)

@@ -299,7 +299,7 @@ def test_confirmation_runs_are_counted_apart_from_the_repeats(
     )
     text = judged_report(finish_sweep(tmp_path, base_cfg), base_cfg)
     repeats = section(text, "Repeats and measurement time")
-    assert "up to 2 confirmation run(s)" in repeats
+    assert "up to 4 confirmation run(s)" in repeats
     rows = {
         cells[0]: cells[1:]
         for cells in (
