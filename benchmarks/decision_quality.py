@@ -576,7 +576,7 @@ def judge_sweep_once(
         if repeats >= plan.min_repeats and plan.adaptive:
             look = evaluate_sweep(sweep, gates, baseline="baseline", plan=plan)
             decision, more = loop_decision(look.verdicts[0], plan.max_repeats - repeats)
-    if confirm_runs and not plan.adaptive:
+    if confirm_runs and repeats >= plan.max_repeats:  # fixed, or an adaptive loop run to its last look
         cand += confirm(runner, "candidate", engine, repeats, confirm_runs)
         write_run_json(sweep, "candidate", cand)
     block: list[str] = []

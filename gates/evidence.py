@@ -41,8 +41,11 @@ class Expected:
     candidate_repeats: int = 1
     capacity: bool = False  # ``capacity.profile`` is set: every started launch needs its capacity.json
     #: candidates' repeats are adaptive (a candidate needs as many repeats of every profile as it ran of
-    #: any); fixed: ``candidate_repeats`` of each, confirmation runs (:mod:`gates.confirm`) on top
+    #: any, up to ``max_repeats``); fixed: ``candidate_repeats`` of each, confirmation runs
+    #: (:mod:`gates.confirm`) on top
     adaptive: bool = False
+    #: adaptive: the most repeats (``run.max_repeats``); runs beyond them are a loop's confirmation runs
+    max_repeats: int | None = None
 
     @classmethod
     def from_config(cls, cfg: GauntletConfig) -> Expected:
@@ -51,15 +54,20 @@ class Expected:
         }
         base = {p: own.get(p, cfg.run.repeats) for p in cfg.run.profiles}
         plan = candidate_plan(cfg.run)
-        return cls(base, own, plan.min_repeats, cfg.capacity.profile is not None, plan.adaptive)
+        return cls(
+            base, own, plan.min_repeats, cfg.capacity.profile is not None, plan.adaptive, plan.max_repeats
+        )
 
     def candidate(self, counts: Mapping[str, int]) -> dict[str, int]:
         """profile -> the repeats a candidate needs, given what it has: one repeat runs every profile
         (a profile with its own ``repeats`` k runs in the first k), so every profile without its own
         needs as many as the most of them, and at least ``candidate_repeats``. With fixed repeats a profile
-        needs ``candidate_repeats``: its confirmation runs are on top, not a repeat the others lack."""
+        needs ``candidate_repeats``: its confirmation runs are on top, not a repeat the others lack, as
+        are those of an adaptive loop that ran to ``max_repeats``."""
         own = [n for p, n in counts.items() if p not in self.own] if self.adaptive else []
         ran = max([self.candidate_repeats, *own])
+        if self.max_repeats is not None:
+            ran = min(ran, max(self.max_repeats, self.candidate_repeats))
         return {p: min(self.own[p], ran) if p in self.own else ran for p in self.baseline}
 
 

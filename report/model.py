@@ -346,15 +346,16 @@ def _row(name: str, verdict: Verdict | None, startup: StartupInfo) -> CandidateR
     )
 
 
-def _measured(row: CandidateRow, results: Results | None, fixed: int | None) -> CandidateRow:
+def _measured(row: CandidateRow, results: Results | None, repeats: int) -> CandidateRow:
     """The row with its repeats used, its confirmation runs and its measurement time (read from its
-    summaries). ``fixed``: the repeats the launch was measured with (None: adaptive, where the loop
-    stopped is the most of any profile); runs beyond them are confirmation runs."""
+    summaries). ``repeats``: the most repeats the launch could be measured with (fixed: ``run.repeats``;
+    adaptive: ``run.max_repeats``, where a loop that stopped earlier has the most of any profile); runs
+    beyond them are confirmation runs."""
     if results is None:
         return row
     reps = list(results.profiles.values())
     most = max((len(r) for r in reps), default=0)
-    whole = most if fixed is None else min(most, fixed)
+    whole = min(most, repeats)
     return row.model_copy(
         update={
             # The opening repeats; a baseline's interleaved blocks are counted apart (ReportModel.blocks).
@@ -389,7 +390,7 @@ def build_model(
         _measured(
             row,
             data.results.get(row.candidate),
-            None if adaptive and row.decision != "baseline" else cfg.run.repeats,
+            high if adaptive and row.decision != "baseline" else cfg.run.repeats,
         )
         for row in rows
     ]

@@ -133,10 +133,12 @@ def _run_profiles(ctx: SweepContext, launch: Launch, plan: SequentialPlan) -> No
             decision, more = adaptive.look(
                 ctx, launch.run.model_copy(update={"profiles": launch.profiles}), repeat, plan
             )
-    if plan.adaptive:
-        adaptive.settle(ctx, name, repeat, decision)
-    else:
+    if not plan.adaptive or repeat >= plan.max_repeats:
+        # Fixed repeats, or an adaptive loop that ran to its last look: the profiles whose runs disagree
+        # get confirmation runs (a loop that stopped earlier was settled by its runs).
         _confirm(ctx, launch, repeat)
+    if plan.adaptive and not launch.lost:
+        adaptive.settle(ctx, name, repeat, decision)
 
 
 def _to_confirm(ctx: SweepContext, out: Path, name: str, repeats: int) -> list[Disagreement]:

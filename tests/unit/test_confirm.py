@@ -182,13 +182,39 @@ def test_a_set_aside_run_is_replaced_once_and_confirm_runs_0_turns_it_off(tmp_pa
     assert _repeats(off, "tp4_dp2") == [1, 2, 3]
 
 
-def test_adaptive_candidates_get_no_confirmation_runs(tmp_path: Path) -> None:
+def test_an_adaptive_loop_that_settles_before_its_last_look_gets_no_confirmation_runs(tmp_path: Path) -> None:
     load_fn = ScriptedLoad({1: 1000.0, 2: 330.0})  # adaptive 2..4: more repeats settle it, not confirmations
     ctx = _sweep(tmp_path, load_fn)
     run_candidate(ctx, _candidate("tp4_dp2"))
     repeats = _repeats(load_fn, "tp4_dp2")
     serial = sorted({r for c, p, r in load_fn.calls if c == "tp4_dp2" and p == "serial"})
-    assert repeats == serial  # whole repeats only
+    assert repeats == serial and max(repeats) < 4  # whole repeats only, settled before the last look
+
+
+def test_an_adaptive_loop_run_to_its_last_look_confirms_what_still_disagrees(tmp_path: Path) -> None:
+    """Adaptive 2..4: decode_heavy's runs 1000/330/330/1000 tok/s still disagree after the last repeat
+    (two slow of four: which are the outliers?), so it gets confirmation runs as a fixed candidate would;
+    serial does not. The loop is settled after them (an interrupted confirmation re-measures the loop);
+    the evidence check and the report count them on top of the 4 repeats, not as repeats serial lacks."""
+    from contracts.sweepdir import load_results as load_sweep
+    from orchestrator.ledger.events import LoadFinished, RepeatsSettled
+
+    load_fn = ScriptedLoad({1: 1000.0, 2: 330.0, 3: 330.0, 4: 1000.0})
+    ctx = _sweep(tmp_path, load_fn)
+    run = run_candidate(ctx, _candidate("tp4_dp2"))
+    assert _repeats(load_fn, "tp4_dp2") == [1, 2, 3, 4, 5, 6]  # two slow of six: set aside, 4 left
+    assert sorted({r for c, p, r in load_fn.calls if c == "tp4_dp2" and p == "serial"}) == [1, 2, 3, 4]
+    assert run.profiles[-2:] == ["decode_heavy/r5", "decode_heavy/r6"]
+    events = [e for e in ctx.journal.events() if getattr(e, "candidate", None) == "tp4_dp2"]
+    settled = [i for i, e in enumerate(events) if isinstance(e, RepeatsSettled)]
+    assert [events[i].repeats for i in settled] == [4]  # type: ignore[attr-defined]
+    last_run = max(i for i, e in enumerate(events) if isinstance(e, LoadFinished))
+    assert settled[0] > last_run  # settled after its confirmation runs
+    assert is_complete(ctx, "tp4_dp2")
+    cfg = load(OVERRIDES)[0]
+    counts = {p: len(r) for p, r in load_sweep(ctx.dir, "candidates/tp4_dp2", "tp4_dp2").profiles.items()}
+    assert counts == {"serial": 4, "decode_heavy": 6}
+    assert Expected.from_config(cfg).candidate(counts) == {"serial": 4, "decode_heavy": 4}
 
 
 def test_a_negative_confirm_runs_is_refused_with_the_key() -> None:

@@ -3,6 +3,7 @@ drift, recovery, plots; and the report stage on its own, from disk, without the 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import subprocess
 import sys
@@ -284,9 +285,16 @@ def test_a_keep_replaces_the_baseline(tmp_path: Path, base_cfg: GauntletConfig) 
     assert figure.value == math.inf and figure.count is None
 
 
+@pytest.mark.parametrize("adaptive", [False, True])
 def test_confirmation_runs_are_counted_apart_from_the_repeats(
-    tmp_path: Path, base_cfg: GauntletConfig
+    tmp_path: Path, base_cfg: GauntletConfig, adaptive: bool
 ) -> None:
+    """Fixed 3 repeats, or an adaptive 1..3 loop that ran to its last look: decode_heavy's two runs on top
+    are confirmation runs, not repeats (the adaptive row read "5 repeats used" before)."""
+    if adaptive:
+        base_cfg = dataclasses.replace(
+            base_cfg, run=dataclasses.replace(base_cfg.run, min_repeats=1, max_repeats=3)
+        )
     with_faster(tmp_path)
     fig = BASELINE["decode_heavy"]  # two more decode_heavy runs of "faster", as confirmation runs leave them
     extra = SweepBuilder(tmp_path, repeats=5)
