@@ -67,7 +67,7 @@ class Expected:
         own = [n for p, n in counts.items() if p not in self.own] if self.adaptive else []
         ran = max([self.candidate_repeats, *own])
         if self.max_repeats is not None:
-            ran = min(ran, max(self.max_repeats, self.candidate_repeats))
+            ran = min(ran, self.max_repeats)
         return {p: min(self.own[p], ran) if p in self.own else ran for p in self.baseline}
 
 

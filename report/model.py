@@ -348,9 +348,9 @@ def _row(name: str, verdict: Verdict | None, startup: StartupInfo) -> CandidateR
 
 def _measured(row: CandidateRow, results: Results | None, repeats: int) -> CandidateRow:
     """The row with its repeats used, its confirmation runs and its measurement time (read from its
-    summaries). ``repeats``: the most repeats the launch could be measured with (fixed: ``run.repeats``;
-    adaptive: ``run.max_repeats``, where a loop that stopped earlier has the most of any profile); runs
-    beyond them are confirmation runs."""
+    summaries). ``repeats``: the most repeats the launch could be measured with (the baseline's
+    ``run.repeats``; a candidate's most, ``RunConfig.candidate_repeats``, where an adaptive loop that
+    stopped earlier has the most of any profile); runs beyond them are confirmation runs."""
     if results is None:
         return row
     reps = list(results.profiles.values())
@@ -384,13 +384,12 @@ def build_model(
         else _row(name, by_name.get(name), _startup(data.results[name]))
         for name in names
     ]
-    low, high = cfg.run.candidate_repeats
-    adaptive = high > low
+    most = cfg.run.candidate_repeats[1]
     rows = [
         _measured(
             row,
             data.results.get(row.candidate),
-            high if adaptive and row.decision != "baseline" else cfg.run.repeats,
+            most if row.decision != "baseline" else cfg.run.repeats,
         )
         for row in rows
     ]

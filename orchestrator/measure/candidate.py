@@ -133,9 +133,9 @@ def _run_profiles(ctx: SweepContext, launch: Launch, plan: SequentialPlan) -> No
             decision, more = adaptive.look(
                 ctx, launch.run.model_copy(update={"profiles": launch.profiles}), repeat, plan
             )
-    if not plan.adaptive or repeat >= plan.max_repeats:
-        # Fixed repeats, or an adaptive loop that ran to its last look: the profiles whose runs disagree
-        # get confirmation runs (a loop that stopped earlier was settled by its runs).
+    if repeat >= plan.max_repeats:
+        # Every repeat ran (fixed repeats, or an adaptive loop to its last look): the profiles whose runs
+        # disagree get confirmation runs (a loop that stopped earlier was settled by its runs).
         _confirm(ctx, launch, repeat)
     if plan.adaptive and not launch.lost:
         adaptive.settle(ctx, name, repeat, decision)
