@@ -141,7 +141,17 @@ def test_case_study_candidates_on_real_vllm_and_the_simulator_against_them(
         # Rejected on the concurrency gate, with the measured evidence. 16-way over runs of seconds makes the
         # effect far beyond the shared cores' noise: 0.215x output, TTFT 7.42x, one-sided p 1e-07 on
         # 2026-12-04 (with 8-way runs of 0.3-2.7 s it had read 0.757x, p 0.054 on a loaded machine).
-        assert seqs1.decision == "reject", seqs1
+        # Unless the host itself moved under the sweep: CI's two cores are shared, and once the restored
+        # baseline's short runs read 667/884 tok/s against the opening's 1,620-2,254 (0.407x, CI
+        # [0.298x, 0.556x]). Then every measured verdict is inconclusive, as it must be, and the regression
+        # shows as the decision the drift voided; the gates below are asserted either way.
+        drift = read_verdicts(sweep).drift
+        if seqs1.decision == "inconclusive" and drift.status == "fail":
+            assert "BASELINE DRIFT" in seqs1.reason and seqs1.decision_before_drift == "reject", seqs1
+            with capsys.disabled():
+                print(f"\n[the host drifted under the sweep; cpu_seqs1 would be rejected]: {drift.message}")
+        else:
+            assert seqs1.decision == "reject", seqs1
         concurrency = next(g for g in seqs1.gates if g.gate == "concurrency")
         assert "concurrency" in seqs1.failed and concurrency.status == "fail" and concurrency.evidence
         assert verdicts["cpu_fp8"].decision == "incompatible"

@@ -11,7 +11,10 @@ import pytest
 from contracts.results import ProfileSummary, RequestRecord, read_jsonl
 from contracts.schema import LengthConfig, WorkloadConfig
 from load import run_profile
-from tests.integration.conftest import port  # noqa: F401  (the fixture: a free port, cleaned after)
+from tests.integration.conftest import (
+    port,  # noqa: F401  (the fixture: a free port, cleaned after)
+    reap_sweeps,  # noqa: F401  (autouse: a sweep left running is killed)
+)
 from tests.integration.test_sim_server import Server, candidate_argv, start
 from tests.markers import mark_folder
 

@@ -10,11 +10,18 @@ from pathlib import Path
 import pytest
 
 from tests.integration.ref_load import Server
-from tests.integration.sweep_helpers import kill_servers
+from tests.integration.sweep_helpers import kill_servers, reap_started
 from tests.markers import mark_folder
 from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def reap_sweeps() -> Iterator[None]:
+    """After each test, kill any sweep it started and left running (it failed before the sweep ended)."""
+    yield
+    reap_started()
 
 
 @pytest.fixture

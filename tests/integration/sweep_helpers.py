@@ -33,16 +33,52 @@ def orchestrator_cmd(
     ]
 
 
+_STARTED: list[subprocess.Popen[str]] = []
+
+
 def start(
     args: Sequence[str], *, sweeps: Path, port: int, experiment: str = "sim_small"
 ) -> subprocess.Popen[str]:
-    return subprocess.Popen(
+    """Start a sweep as a user would; ``reap_started`` kills it after the test if it still runs."""
+    proc = subprocess.Popen(
         orchestrator_cmd(args, sweeps=sweeps, port=port, experiment=experiment),
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
+    _STARTED.append(proc)
+    return proc
+
+
+def reap_started() -> list[int]:
+    """Kill every sweep ``start`` began that still runs, with its whole process tree (submitit jobs,
+    servers in their own sessions), and close its pipe; returns the pids it killed.
+
+    A test that fails before its sweep ends must not leave it running: the next test on the worker would
+    meet its processes, its servers' ports and, at interpreter exit, an unclosed pipe's ResourceWarning.
+    """
+    killed = []
+    while _STARTED:
+        proc = _STARTED.pop()
+        if proc.poll() is None:
+            try:
+                tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+            except psutil.NoSuchProcess:
+                tree = []
+            for member in tree:
+                try:
+                    member.kill()
+                    killed.append(member.pid)
+                except psutil.NoSuchProcess:
+                    continue
+            psutil.wait_procs(tree, timeout=10)
+        try:
+            proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+    return killed
 
 
 def run_sweep(args: Sequence[str], *, sweeps: Path, port: int, timeout: float = 300) -> tuple[int, str, Path]:

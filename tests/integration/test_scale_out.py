@@ -247,13 +247,17 @@ def test_per_node_pairing_judges_a_candidate_against_its_own_nodes_baseline(
 
 
 def _job_processes(sweep: Path) -> list[psutil.Process]:
-    """The task processes submitit runs the sweep's jobs in (``python -m submitit.core._submit DIR``)."""
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
+    """The task processes submitit runs the sweep's jobs in (``python -m submitit.core._submit DIR``).
+
+    A child the task forks shows the task's command line until it execs (CI saw two), so a match whose
+    parent is itself a match is not a task.
+    """
+    found = {}
+    for proc in psutil.process_iter(["cmdline", "ppid"]):
         cmd = proc.info["cmdline"] or []
         if "submitit.core._submit" in cmd and any(str(sweep) in part for part in cmd):
-            found.append(proc)
-    return found
+            found[proc.pid] = proc
+    return [proc for proc in found.values() if proc.info["ppid"] not in found]
 
 
 def test_a_preempted_job_is_requeued_and_resumes(tmp_path: Path, cluster_port: int) -> None:
