@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import sys
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
@@ -59,6 +60,54 @@ def resolve_argv(argv: Sequence[str], project_root: Path) -> list[str]:
             hint="install it, activate its environment, or give host.entrypoint a path",
         )
     return [found, *rest]
+
+
+#: vLLM's engine processes talk over ZMQ IPC sockets it names ``$VLLM_RPC_BASE_PATH/<uuid4>`` (default: the
+#: temp dir) and never removes: a day of this project's tests left 3,500 of them in /tmp. The supervisor
+#: points each server at a directory of its own (:func:`rpc_dir`) and empties it at teardown.
+RPC_BASE_ENV = "VLLM_RPC_BASE_PATH"
+
+
+def rpc_dir(root: Path, port: int) -> Path:
+    """The IPC socket directory of the server on ``port``: one per user and port, so that a later process
+    that adopts the server (rollback, ``stop``) finds it again; at most one server holds a port at a time.
+    Short (``/tmp/gauntlet-rpc-0-8000/<36-character uuid>``): a Unix socket's path is at most 107 bytes."""
+    return root / f"gauntlet-rpc-{os.getuid()}-{port}"
+
+
+def sets_rpc_dir(spec: LaunchSpec, environ: Mapping[str, str]) -> bool:
+    """The spec, or the host's passed-through variables, already choose vLLM's IPC directory (the user's
+    choice is kept, and never emptied)."""
+    return (
+        RPC_BASE_ENV in spec.env
+        or RPC_BASE_ENV in spec.pass_env
+        or RPC_BASE_ENV in passed_through(spec.env_passthrough, environ)
+    )
+
+
+def clear_rpc_dir(path: Path) -> tuple[int, str | None]:
+    """Remove the sockets a stopped server left in ``path``, then the directory if it is empty: (sockets
+    removed, what was left and why, or None). Never raises: a socket file left behind is untidy, not a
+    reason to fail a teardown whose processes are gone."""
+    removed = 0
+    if not path.is_dir():
+        return 0, None
+    try:
+        entries = list(path.iterdir())
+    except OSError as exc:
+        return 0, f"could not read {path}: {exc}"
+    for entry in entries:
+        try:
+            if stat.S_ISSOCK(entry.lstat().st_mode):
+                entry.unlink()
+                removed += 1
+        except OSError as exc:
+            return removed, f"could not remove {entry}: {exc}"
+    try:
+        path.rmdir()
+    except OSError as exc:
+        return removed, f"{path} kept: {exc.strerror or exc}"
+    return removed, None
 
 
 def passed_through(globs: Sequence[str], environ: Mapping[str, str]) -> dict[str, str]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -40,7 +41,15 @@ from tenacity import RetryError, Retrying, retry_if_exception_type, wait_fixed
 from contracts.errors import LaunchError, PortInUseError, StartupFailure, TeardownError
 from contracts.paths import PROJECT_ROOT
 from contracts.results import GpuMemory, StartupRecord, TeardownRecord, WatchEvent
-from launch.command import auth_headers, child_env, resolve_argv
+from launch.command import (
+    RPC_BASE_ENV,
+    auth_headers,
+    child_env,
+    clear_rpc_dir,
+    resolve_argv,
+    rpc_dir,
+    sets_rpc_dir,
+)
 from launch.failures import (
     DEFAULT_PATTERNS,
     FailurePattern,
@@ -67,6 +76,8 @@ KILL_WAIT_S = 10.0  # after SIGKILL, how long to wait for the tree to disappear
 HUNG_AFTER_S = 10.0
 PORT_WAIT_S = 5.0  # after the tree is gone, how long to wait for the port to be released
 HTTP_TIMEOUT_S = 5.0
+#: The temp dir each server's IPC socket directory goes under (launch.command.rpc_dir).
+DEFAULT_RPC_ROOT = Path(tempfile.gettempdir())
 
 
 @dataclass(frozen=True)
@@ -142,6 +153,7 @@ class Supervisor:
         poll_interval_s: float = POLL_INTERVAL_S,
         gpu_tolerance_gib: float = GPU_TOLERANCE_GIB,
         hung_after_s: float = HUNG_AFTER_S,
+        rpc_root: Path | None = DEFAULT_RPC_ROOT,
     ) -> None:
         self._spawn = spawner if spawner is not None else PopenSpawner()
         self._clock = clock
@@ -155,6 +167,8 @@ class Supervisor:
         self._environ = environ
         self._poll_s = poll_interval_s
         self._hung_after_s = hung_after_s
+        #: Where each server's IPC socket directory goes (launch.command.rpc_dir); None: vLLM's default.
+        self._rpc_root = rpc_root
         self._tracked: dict[tuple[int, float], _Tracked] = {}
         self._lock = threading.Lock()
         #: Things said once per supervisor (e.g. "no NVIDIA driver (...)"), for the run record.
@@ -176,11 +190,17 @@ class Supervisor:
         """Spawn the server in its own session; refuses when the port is taken (naming the holder)."""
         self._refuse_taken_port(spec)
         argv = resolve_argv(spec.argv, self._root)
-        env = child_env(spec, self._environ if self._environ is not None else os.environ)
+        environ = self._environ if self._environ is not None else os.environ
+        env = child_env(spec, environ)
+        rpc = self._rpc_dir(spec, environ)
+        if rpc is not None:
+            env[RPC_BASE_ENV] = str(rpc)
         gpu_before = self._gpu.snapshot()
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("a") as log:
             log.write(f"# gauntlet: {_utc(self._now())} starting {spec.candidate}: {spec.command_line()}\n")
+            if rpc is not None:
+                log.write(f"# gauntlet: {RPC_BASE_ENV}={rpc} (vLLM's IPC sockets; emptied at teardown)\n")
         started_at = self._wall()
         started_mono = self._clock()
         try:
@@ -201,6 +221,21 @@ class Supervisor:
         )
         self._tracked[(server.pid, server.create_time)] = _Tracked(child, started_mono, gpu_before)
         return server
+
+    def _rpc_dir(self, spec: LaunchSpec, environ: Mapping[str, str]) -> Path | None:
+        """The server's own IPC socket directory, created (mode 0700); None where the user chose one, where
+        the supervisor manages none, or where it cannot be created (vLLM's default then, said once)."""
+        if self._rpc_root is None or sets_rpc_dir(spec, environ):
+            return None
+        path = rpc_dir(self._rpc_root, spec.port)
+        try:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            note = f"{RPC_BASE_ENV} left to vLLM: could not create {path} ({exc.strerror or exc})"
+            if note not in self.notes:
+                self.notes.append(note)
+            return None
+        return path
 
     def _refuse_taken_port(self, spec: LaunchSpec) -> None:
         if not self._procs.port_in_use(spec.bind_host, spec.port):
@@ -468,6 +503,8 @@ class Supervisor:
             signals.append("SIGKILL")
             alive = self._wait_gone(server, tracked, KILL_WAIT_S)
         self._exit_code(server)  # reap our own child if it died between two looks (a zombie counts as gone)
+        if not alive:
+            self._clear_rpc(server, notes)
         port_free = self._wait_port_free(server.spec, PORT_WAIT_S)
         gpu_released, gpu_after = self._gpu.wait_released(
             tracked.gpu_before, server.spec.gpu_release_timeout_s, notes
@@ -500,6 +537,19 @@ class Supervisor:
                 hint="stop them by hand (kill -9 PID) and check the host before the next launch",
             )
         return record
+
+    def _clear_rpc(self, server: Server, notes: list[str]) -> None:
+        """Empty the server's IPC socket directory once its processes are gone (one it chose, never the
+        user's); what was removed or left goes into the teardown's notes."""
+        environ = self._environ if self._environ is not None else os.environ
+        if self._rpc_root is None or sets_rpc_dir(server.spec, environ):
+            return
+        path = rpc_dir(self._rpc_root, server.spec.port)
+        removed, left = clear_rpc_dir(path)
+        if removed:
+            notes.append(f"removed {removed} IPC socket(s) the server left in {path}")
+        if left:
+            notes.append(left)
 
     def _wait_port_free(self, spec: LaunchSpec, budget_s: float) -> bool:
         deadline = self._clock() + budget_s

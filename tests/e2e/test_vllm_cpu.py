@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import stat
 import time
 from pathlib import Path
 
@@ -14,8 +15,9 @@ import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from launch.command import rpc_dir
 from launch.process import started_since_boot
-from launch.supervisor import Server, Supervisor
+from launch.supervisor import DEFAULT_RPC_ROOT, Server, Supervisor
 from launch.testmodels import (
     TINY_CHAIN,
     TINY_HEAD80,
@@ -148,12 +150,19 @@ def test_teardown_leaves_no_process_and_frees_the_port(
     tree = snapshot_tree(server)
     commands = [command for _, _, command in tree]
     assert "VLLM::EngineCore" in commands and "VLLM::Worker" in commands
+    # vLLM's ZMQ IPC sockets went to the server's own directory, not /tmp, and teardown removes them.
+    rpc = rpc_dir(DEFAULT_RPC_ROOT, server.spec.port)
+    sockets = [p for p in rpc.iterdir() if stat.S_ISSOCK(p.lstat().st_mode)]
+    assert sockets, f"no IPC socket in {rpc}: {list(rpc.iterdir())}"
     record = sup.teardown(server)
     print(f"\nteardown: {record.signal_sequence} in {record.duration_s:.1f} s, {len(tree)} processes")
     assert record.signal_sequence == ["SIGTERM"]  # vLLM stops its own tree on SIGTERM within the grace
     assert record.survivors == [] and record.port_free and record.gpu_released is None
     assert still_alive(tree) == []
     assert port_is_free(server.spec.port)
+    assert not rpc.exists() and any(n.startswith("removed ") and str(rpc) in n for n in record.notes), (
+        record.notes
+    )
 
 
 def test_killed_server_is_reported_dead_and_its_orphans_removed(vllm_cpu: Path, tmp_path: Path) -> None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import socket
+import stat
 import sys
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -256,6 +260,7 @@ def make(
     environ: dict[str, str] | None = None,
     system: FakeSystem | None = None,
     spawner: Spawner | None = None,
+    rpc_root: Path | None = None,
 ) -> tuple[Supervisor, FakeSystem, FakeClock]:
     system = system or FakeSystem(scenario or Scenario())
     clock = FakeClock(system)
@@ -273,6 +278,7 @@ def make(
         environ=environ
         if environ is not None
         else {"PATH": "/usr/bin", "HOME": "/root", "HF_TOKEN": "s3cret"},
+        rpc_root=rpc_root,  # None: no IPC socket directory (the tests below that set one use tmp_path)
     )
     return sup, system, clock
 
@@ -532,6 +538,73 @@ def test_teardown_cooperative_server_needs_only_sigterm(tmp_path: Path) -> None:
     assert record.duration_s < 1.0
     assert not any(p.alive for p in system.procs.values())
     assert sup.notes == ["GPU checks skipped: no NVIDIA driver (test)"]
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A temp dir with a short path: a Unix socket's path is at most 107 bytes, and pytest-xdist's
+    tmp_path with the IPC directory's name below it is longer."""
+    with tempfile.TemporaryDirectory(prefix="g") as tmp:
+        yield Path(tmp)
+
+
+def _sockets(directory: Path, count: int) -> list[socket.socket]:
+    """Bind ``count`` Unix sockets in ``directory``, as vLLM's ZMQ IPC does (the files stay after close)."""
+    bound = []
+    for k in range(count):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(str(directory / f"s{k}"))
+        bound.append(sock)
+    return bound
+
+
+def test_each_server_gets_its_own_ipc_directory_emptied_at_teardown(tmp_path: Path, short_tmp: Path) -> None:
+    """vLLM leaves its ZMQ IPC sockets ($VLLM_RPC_BASE_PATH/<uuid>) behind: a day of tests left 3,500 in
+    /tmp. The server gets a directory of its own; teardown removes the sockets and the directory."""
+    sup, system, _ = make(Scenario(ready_after=0.0), rpc_root=short_tmp / "tmp")
+    server = sup.start(make_spec(), tmp_path / "server.log")
+    rpc = short_tmp / "tmp" / f"gauntlet-rpc-{os.getuid()}-8123"
+    assert system.spawned[0]["env"]["VLLM_RPC_BASE_PATH"] == str(rpc)
+    assert rpc.is_dir() and stat.S_IMODE(rpc.stat().st_mode) == 0o700
+    assert f"VLLM_RPC_BASE_PATH={rpc}" in (tmp_path / "server.log").read_text()
+    for sock in _sockets(rpc, 2):
+        sock.close()
+    record = sup.teardown(server)
+    assert record.survivors == [] and not rpc.exists()
+    assert f"removed 2 IPC socket(s) the server left in {rpc}" in record.notes
+
+
+def test_an_ipc_directory_with_other_files_is_kept_and_said(tmp_path: Path, short_tmp: Path) -> None:
+    sup, _, _ = make(Scenario(ready_after=0.0), rpc_root=short_tmp)
+    server = sup.start(make_spec(), tmp_path / "server.log")
+    rpc = short_tmp / f"gauntlet-rpc-{os.getuid()}-8123"
+    (rpc / "notes.txt").write_text("not a socket")
+    _sockets(rpc, 1)[0].close()
+    record = sup.teardown(server)
+    assert [p.name for p in rpc.iterdir()] == ["notes.txt"]  # only the socket went
+    assert record.notes[-1].startswith(f"{rpc} kept:") and record.survivors == []
+
+
+@pytest.mark.parametrize(
+    "where", [{"env": {"VLLM_RPC_BASE_PATH": "/srv/ipc"}}, {"pass_env": ("VLLM_RPC_BASE_PATH",)}]
+)
+def test_a_users_own_ipc_directory_is_neither_replaced_nor_emptied(
+    tmp_path: Path, where: dict[str, object]
+) -> None:
+    environ = {"PATH": "/usr/bin", "VLLM_RPC_BASE_PATH": "/srv/ipc"}
+    sup, system, _ = make(Scenario(ready_after=0.0), rpc_root=tmp_path, environ=environ)
+    server = sup.start(make_spec(**where), tmp_path / "server.log")
+    assert system.spawned[0]["env"]["VLLM_RPC_BASE_PATH"] == "/srv/ipc"
+    assert list(tmp_path.glob("gauntlet-rpc-*")) == []
+    assert not any("IPC" in n for n in sup.teardown(server).notes)
+
+
+def test_an_ipc_directory_that_cannot_be_created_leaves_vllms_default_and_says_so(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    sup, system, _ = make(Scenario(ready_after=0.0), rpc_root=tmp_path / "file")  # not a directory
+    record = sup.teardown(sup.start(make_spec(), tmp_path / "server.log"))
+    assert "VLLM_RPC_BASE_PATH" not in system.spawned[0]["env"] and record.notes == []
+    assert any(n.startswith("VLLM_RPC_BASE_PATH left to vLLM: could not create") for n in sup.notes)
 
 
 @pytest.mark.parametrize(
