@@ -224,10 +224,19 @@ class Supervisor:
 
     def _rpc_dir(self, spec: LaunchSpec, environ: Mapping[str, str]) -> Path | None:
         """The server's own IPC socket directory, created (mode 0700); None where the user chose one, where
-        the supervisor manages none, or where it cannot be created (vLLM's default then, said once)."""
+        the supervisor manages none, or where it cannot be created (vLLM's default then, said once).
+
+        Sockets already there were left by an earlier server on this port that something else stopped (a
+        ``kill``, a reboot): the port is free, so that server no longer serves; they are removed first, so
+        a port's directory never holds more than its live server's sockets."""
         if self._rpc_root is None or sets_rpc_dir(spec, environ):
             return None
         path = rpc_dir(self._rpc_root, spec.port)
+        stale, _ = clear_rpc_dir(path)
+        if stale:
+            self.notes.append(
+                f"removed {stale} IPC socket(s) an earlier server on port {spec.port} left in {path}"
+            )
         try:
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:

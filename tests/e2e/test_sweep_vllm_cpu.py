@@ -24,9 +24,11 @@ import pytest
 from contracts import layout
 from contracts.results import CandidateRun, ProfileSummary, RecoveryValidation, read_model
 from contracts.verdicts import read_verdicts
+from launch.command import clear_rpc_dir, rpc_dir
 from launch.sim.profile import load_profile
 from launch.sim.versus import compare, render, write
 from launch.spec import CPU_BIND_ENV, LaunchSpec
+from launch.supervisor import DEFAULT_RPC_ROOT
 from orchestrator.ledger.journal import Journal
 from tests.e2e.conftest import ROOT
 from tests.ports import free_port
@@ -181,3 +183,4 @@ def test_case_study_candidates_on_real_vllm_and_the_simulator_against_them(
     finally:
         for server in state.live.values():
             _stop(server.pid)
+        clear_rpc_dir(rpc_dir(DEFAULT_RPC_ROOT, port))  # stopped from outside: gauntlet's teardown did not

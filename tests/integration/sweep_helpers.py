@@ -13,6 +13,8 @@ from pathlib import Path
 import httpx
 import psutil
 
+from launch.command import clear_rpc_dir, rpc_dir
+from launch.supervisor import DEFAULT_RPC_ROOT
 from orchestrator.ledger.journal import Journal
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -168,8 +170,11 @@ def assert_one_healthy_retained(sweep: Path, port: int) -> None:
 
 
 def kill_servers(port: int) -> None:
+    """SIGKILL the simulator servers on ``port`` and remove the IPC directory the supervisor gave them
+    (gauntlet's teardown would have; a kill from outside leaves it)."""
     for proc in sim_servers(port):
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             continue
+    clear_rpc_dir(rpc_dir(DEFAULT_RPC_ROOT, port))

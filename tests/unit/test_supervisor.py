@@ -574,6 +574,21 @@ def test_each_server_gets_its_own_ipc_directory_emptied_at_teardown(tmp_path: Pa
     assert f"removed 2 IPC socket(s) the server left in {rpc}" in record.notes
 
 
+def test_sockets_an_earlier_server_left_on_the_port_are_removed_before_the_start(
+    tmp_path: Path, short_tmp: Path
+) -> None:
+    """A server on this port that something else stopped (kill, reboot) left its sockets: the port is free,
+    so they are stale; the new server starts with an empty directory and the run record says so."""
+    rpc = short_tmp / f"gauntlet-rpc-{os.getuid()}-8123"
+    rpc.mkdir()
+    for sock in _sockets(rpc, 3):
+        sock.close()
+    sup, _, _ = make(Scenario(ready_after=0.0), rpc_root=short_tmp)
+    sup.start(make_spec(), tmp_path / "server.log")
+    assert rpc.is_dir() and list(rpc.iterdir()) == []
+    assert f"removed 3 IPC socket(s) an earlier server on port 8123 left in {rpc}" in sup.notes
+
+
 def test_an_ipc_directory_with_other_files_is_kept_and_said(tmp_path: Path, short_tmp: Path) -> None:
     sup, _, _ = make(Scenario(ready_after=0.0), rpc_root=short_tmp)
     server = sup.start(make_spec(), tmp_path / "server.log")
