@@ -63,7 +63,7 @@ def resolve_argv(argv: Sequence[str], project_root: Path) -> list[str]:
 
 
 #: vLLM's engine processes talk over ZMQ IPC sockets it names ``$VLLM_RPC_BASE_PATH/<uuid4>`` (default: the
-#: temp dir) and never removes: a day of this project's tests left 3,500 of them in /tmp. The supervisor
+#: temp dir) and never removes: 2,950 were left in this machine's /tmp after 18 hours of tests. The supervisor
 #: points each server at a directory of its own (:func:`rpc_dir`) and empties it at teardown.
 RPC_BASE_ENV = "VLLM_RPC_BASE_PATH"
 

@@ -190,9 +190,8 @@ class Supervisor:
         """Spawn the server in its own session; refuses when the port is taken (naming the holder)."""
         self._refuse_taken_port(spec)
         argv = resolve_argv(spec.argv, self._root)
-        environ = self._environ if self._environ is not None else os.environ
-        env = child_env(spec, environ)
-        rpc = self._rpc_dir(spec, environ)
+        env = child_env(spec, self._env)
+        rpc = self._prepare_rpc_dir(spec)
         if rpc is not None:
             env[RPC_BASE_ENV] = str(rpc)
         gpu_before = self._gpu.snapshot()
@@ -222,16 +221,28 @@ class Supervisor:
         self._tracked[(server.pid, server.create_time)] = _Tracked(child, started_mono, gpu_before)
         return server
 
-    def _rpc_dir(self, spec: LaunchSpec, environ: Mapping[str, str]) -> Path | None:
-        """The server's own IPC socket directory, created (mode 0700); None where the user chose one, where
-        the supervisor manages none, or where it cannot be created (vLLM's default then, said once).
+    @property
+    def _env(self) -> Mapping[str, str]:
+        """gauntlet's environment the servers' environments are made from (injected in tests)."""
+        return self._environ if self._environ is not None else os.environ
+
+    def _own_rpc_dir(self, spec: LaunchSpec) -> Path | None:
+        """The IPC socket directory the supervisor manages for a server of ``spec``; None where it manages
+        none or the spec or host chose one (the user's, never emptied)."""
+        if self._rpc_root is None or sets_rpc_dir(spec, self._env):
+            return None
+        return rpc_dir(self._rpc_root, spec.port)
+
+    def _prepare_rpc_dir(self, spec: LaunchSpec) -> Path | None:
+        """The server's own IPC socket directory, created (mode 0700); None as :meth:`_own_rpc_dir`, or
+        where it cannot be created (vLLM's default then, said once).
 
         Sockets already there were left by an earlier server on this port that something else stopped (a
         ``kill``, a reboot): the port is free, so that server no longer serves; they are removed first, so
         a port's directory never holds more than its live server's sockets."""
-        if self._rpc_root is None or sets_rpc_dir(spec, environ):
+        path = self._own_rpc_dir(spec)
+        if path is None:
             return None
-        path = rpc_dir(self._rpc_root, spec.port)
         stale, _ = clear_rpc_dir(path)
         if stale:
             self.notes.append(
@@ -389,13 +400,12 @@ class Supervisor:
 
     def _client(self, server: Server, timeout_s: float) -> httpx.Client:
         """A client of the server's API: the injected transport, its API key, no proxy from the env."""
-        environ = self._environ if self._environ is not None else os.environ
         return httpx.Client(
             base_url=server.base_url,
             transport=self._transport,
             timeout=timeout_s,
             trust_env=False,
-            headers=auth_headers(server.spec, environ),
+            headers=auth_headers(server.spec, self._env),
         )
 
     def health(self, server: Server, timeout_s: float = HTTP_TIMEOUT_S) -> int | str:
@@ -550,10 +560,9 @@ class Supervisor:
     def _clear_rpc(self, server: Server, notes: list[str]) -> None:
         """Empty the server's IPC socket directory once its processes are gone (one it chose, never the
         user's); what was removed or left goes into the teardown's notes."""
-        environ = self._environ if self._environ is not None else os.environ
-        if self._rpc_root is None or sets_rpc_dir(server.spec, environ):
+        path = self._own_rpc_dir(server.spec)
+        if path is None:
             return
-        path = rpc_dir(self._rpc_root, server.spec.port)
         removed, left = clear_rpc_dir(path)
         if removed:
             notes.append(f"removed {removed} IPC socket(s) the server left in {path}")

@@ -65,7 +65,8 @@ def reap_started() -> list[int]:
         proc = _STARTED.pop()
         if proc.poll() is None:
             try:
-                tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+                root = psutil.Process(proc.pid)
+                tree = [root, *root.children(recursive=True)]
             except psutil.NoSuchProcess:
                 tree = []
             for member in tree:

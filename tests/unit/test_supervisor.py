@@ -559,7 +559,7 @@ def _sockets(directory: Path, count: int) -> list[socket.socket]:
 
 
 def test_each_server_gets_its_own_ipc_directory_emptied_at_teardown(tmp_path: Path, short_tmp: Path) -> None:
-    """vLLM leaves its ZMQ IPC sockets ($VLLM_RPC_BASE_PATH/<uuid>) behind: a day of tests left 3,500 in
+    """vLLM leaves its ZMQ IPC sockets ($VLLM_RPC_BASE_PATH/<uuid>) behind: 18 hours of tests left 2,950 in
     /tmp. The server gets a directory of its own; teardown removes the sockets and the directory."""
     sup, system, _ = make(Scenario(ready_after=0.0), rpc_root=short_tmp / "tmp")
     server = sup.start(make_spec(), tmp_path / "server.log")
