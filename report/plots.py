@@ -8,6 +8,7 @@ profile nobody measured leaves a labelled gap, never an empty axis without a wor
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +26,12 @@ if TYPE_CHECKING:
 
 
 def _pyplot() -> Any:
+    # matplotlib's first run on a machine builds its font cache and logs "generated new fontManager" at
+    # INFO, which the sweep's root handler (Hydra's) printed in the middle of the decision table's output.
+    # Only its warnings reach the console, unless the user chose matplotlib's level themselves.
+    quiet = logging.getLogger("matplotlib")
+    if quiet.level == logging.NOTSET:
+        quiet.setLevel(logging.WARNING)
     import matplotlib  # noqa: PLC0415  (plots are the only user; set the backend before pyplot loads)
 
     matplotlib.use("Agg")

@@ -4,6 +4,7 @@ drift, recovery, plots; and the report stage on its own, from disk, without the 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from contracts.results import (
 from contracts.schema import GauntletConfig
 from contracts.verdicts import Comparison
 from gates.judge import judge_sweep
-from report import ReportModel, build_report, main
+from report import ReportModel, build_report, main, plots
 from report.markdown import table
 from report.model import short_comparison
 from tests.unit.gates_fixtures import (
@@ -229,6 +230,19 @@ def test_plots_are_non_empty_png_images(case: tuple[Path, str]) -> None:
         pixels = mpimg.imread(path)
         assert pixels.shape[0] > 200 and pixels.shape[1] > 400
         assert pixels.std() > 0.05  # something was drawn
+
+
+@pytest.mark.parametrize(
+    ("chosen", "after"), [(logging.NOTSET, logging.WARNING), (logging.DEBUG, logging.DEBUG)]
+)
+def test_matplotlib_info_stays_off_the_console_unless_the_user_chose_its_level(
+    chosen: int, after: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its font cache's "generated new fontManager" (INFO, first run on a machine) printed mid-sweep."""
+    logger = logging.getLogger("matplotlib")
+    monkeypatch.setattr(logger, "level", chosen)
+    plots._pyplot()
+    assert logger.level == after
 
 
 def test_rebuilding_gives_the_same_markdown_and_json(case: tuple[Path, str]) -> None:
