@@ -205,6 +205,8 @@ class Supervisor:
         try:
             child = self._spawn(argv, env=env, cwd=self._root, log_path=log_path)
         except OSError as exc:
+            if rpc is not None:  # no server, so no socket: the directory made for it goes too
+                clear_rpc_dir(rpc)
             raise LaunchError(
                 f"could not start {argv[0]}: {exc}", hint="check host.entrypoint and the file's permissions"
             ) from exc
@@ -243,11 +245,15 @@ class Supervisor:
         path = self._own_rpc_dir(spec)
         if path is None:
             return None
-        stale, _ = clear_rpc_dir(path)
+        stale, left = clear_rpc_dir(path)
         if stale:
             self.notes.append(
                 f"removed {stale} IPC socket(s) an earlier server on port {spec.port} left in {path}"
             )
+        if left is not None:  # a socket that could not go, or files that are not sockets: said once
+            note = f"before starting on port {spec.port}: {left}"
+            if note not in self.notes:
+                self.notes.append(note)
         try:
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:

@@ -600,6 +600,30 @@ def test_an_ipc_directory_with_other_files_is_kept_and_said(tmp_path: Path, shor
     assert record.notes[-1].startswith(f"{rpc} kept:") and record.survivors == []
 
 
+def test_what_the_start_could_not_clear_from_the_ipc_directory_is_said_once(
+    tmp_path: Path, short_tmp: Path
+) -> None:
+    rpc = short_tmp / f"gauntlet-rpc-{os.getuid()}-8123"
+    rpc.mkdir()
+    (rpc / "notes.txt").write_text("not a socket")
+    sup, system, _ = make(Scenario(ready_after=0.0), rpc_root=short_tmp)
+    for _ in range(2):
+        sup.teardown(sup.start(make_spec(), tmp_path / "server.log"))
+    assert system.spawned[1]["env"]["VLLM_RPC_BASE_PATH"] == str(rpc)  # used all the same
+    said = [n for n in sup.notes if n.startswith("before starting on port 8123:")]
+    assert said == [f"before starting on port 8123: {rpc} kept: Directory not empty"]
+
+
+def test_a_server_that_cannot_be_spawned_leaves_no_ipc_directory(tmp_path: Path, short_tmp: Path) -> None:
+    def spawner(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log_path: Path) -> FakeChild:
+        raise PermissionError(13, "Permission denied")
+
+    sup, _, _ = make(Scenario(ready_after=0.0), spawner=spawner, rpc_root=short_tmp)
+    with pytest.raises(LaunchError, match="could not start .*Permission denied"):
+        sup.start(make_spec(), tmp_path / "server.log")
+    assert list(short_tmp.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     "where", [{"env": {"VLLM_RPC_BASE_PATH": "/srv/ipc"}}, {"pass_env": ("VLLM_RPC_BASE_PATH",)}]
 )
