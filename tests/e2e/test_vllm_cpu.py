@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import stat
+import subprocess
 import time
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from launch.testmodels import (
     chain_prompt,
     expected_chain_output,
 )
-from tests.e2e.conftest import ROOT, cpu_spec, started_vllm
+from tests.e2e.conftest import ROOT, VLLM_PYTHON, cpu_spec, started_vllm
 from tests.ports import port_is_free
 
 pytestmark = pytest.mark.slow
@@ -222,3 +223,43 @@ def test_fp8_kv_cache_is_incompatible_with_the_root_cause_quoted(vllm_cpu: Path,
     assert record.exit_code == 1
     assert record.matched_line is not None and root_cause in record.matched_line
     assert port_is_free(spec.port)
+
+
+_AMX_PROBE = """
+import multiprocessing as mp
+from launch.cpu_amx import amx_state  # reads only; importing the installed copy would ask itself
+
+def child(queue):
+    queue.put(amx_state())
+
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")  # as vLLM starts its CPU workers: a fresh interpreter, permission cleared
+    queue = ctx.Queue()
+    proc = ctx.Process(target=child, args=(queue,))
+    proc.start()
+    print(amx_state(), queue.get(timeout=60))
+    proc.join()
+"""
+
+
+def test_every_interpreter_of_the_vllm_environment_holds_amx_where_the_os_offers_it(
+    vllm_cpu: Path, tmp_path: Path
+) -> None:
+    """launch/cpu_amx.py, installed by `make vllm-cpu`: without it an AMX machine's worker dies with SIGILL
+    on a short first prompt (8 tests here failed on one). Where the OS offers no AMX, both read False."""
+    script = tmp_path / "amx_probe.py"
+    script.write_text(_AMX_PROBE)
+    out = subprocess.run(
+        [str(VLLM_PYTHON), str(script)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    states = re.findall(r"\((True|False), (True|False)\)", out)
+    assert len(states) == 2, out  # the parent's and the spawned child's
+    for supported, held in states:
+        assert held == supported, (
+            "no AMX permission in .venv-vllm: run `make vllm-cpu` (installs launch/cpu_amx.py)"
+        )
