@@ -619,7 +619,7 @@ def test_a_server_that_cannot_be_spawned_leaves_no_ipc_directory(tmp_path: Path,
         raise PermissionError(13, "Permission denied")
 
     sup, _, _ = make(Scenario(ready_after=0.0), spawner=spawner, rpc_root=short_tmp)
-    with pytest.raises(LaunchError, match="could not start .*Permission denied"):
+    with pytest.raises(LaunchError, match=r"could not start .*Permission denied"):
         sup.start(make_spec(), tmp_path / "server.log")
     assert list(short_tmp.iterdir()) == []
 
