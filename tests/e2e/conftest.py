@@ -103,14 +103,16 @@ def running_vllm(
 
 @contextmanager
 def started_vllm(spec: LaunchSpec, log_path: Path) -> Iterator[tuple[Supervisor, Server, float]]:
-    """Start and wait for a real vLLM server; tear it down on exit unless the test already did."""
+    """Start and wait for a real vLLM server; tear it down on exit unless the test already did. A server
+    that died on its own is torn down too: that removes its IPC sockets (a crashed tiny-chain server left
+    7 in /tmp, 2026-12-05)."""
     sup = Supervisor(project_root=ROOT)
     server = sup.start(spec, log_path)
     try:
         ready_s = sup.wait_ready(server)
         yield sup, server, ready_s
     finally:
-        if sup.is_alive(server) or sup.pids_of(server):
+        if sup.last_teardown is None or sup.is_alive(server) or sup.pids_of(server):
             sup.teardown(server)
 
 
