@@ -17,6 +17,7 @@ became ready; decided by the launcher, not by a pattern) and ``crashed`` (anythi
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -297,6 +298,50 @@ def startup_record(outcome: float | StartupFailure) -> StartupRecord:
             time_to_ready_s=None,
         )
     return StartupRecord(ok=True, time_to_ready_s=round(outcome, 3))
+
+
+#: What a process killed by a signal most likely met (a death under load names it; vLLM's own line gives
+#: only the negative exit code).
+SIGNAL_MEANINGS: Final[Mapping[int, str]] = {
+    signal.SIGILL: "an instruction this CPU or OS refused; on an AMX CPU see docs/launcher.md",
+    signal.SIGSEGV: "a crash in native code",
+    signal.SIGBUS: "a bad memory access in native code",
+    signal.SIGABRT: "an abort in native code",
+    signal.SIGKILL: "killed from outside: the kernel's OOM killer, or a kill -9",
+    signal.SIGFPE: "an arithmetic fault in native code",
+}
+
+_CHILD_DIED = re.compile(r"(?P<who>[\w.-]+) died unexpectedly \(exit code: (?P<code>-?\d+)\)")
+
+
+def signal_name(exit_code: int) -> str | None:
+    """``-4`` -> ``"SIGILL (an instruction this CPU or OS refused; ...)"``; None for a normal exit code."""
+    if exit_code >= 0:
+        return None
+    try:
+        sig = signal.Signals(-exit_code)
+    except ValueError:
+        return f"signal {-exit_code}"
+    meaning = SIGNAL_MEANINGS.get(sig)
+    return f"{sig.name} ({meaning})" if meaning else sig.name
+
+
+def death_cause(exit_code: int | None, lines: Sequence[str]) -> str | None:
+    """Why a server that was serving died, as far as its exit code and log say (pure); None when they say
+    nothing more than the exit code. vLLM's API server often exits 0 after its engine died: the line
+    ``Worker proc VllmWorker-0 died unexpectedly (exit code: -4)`` is then the cause (SIGILL)."""
+    said = []
+    if exit_code is not None and (name := signal_name(exit_code)) is not None:
+        said.append(f"the server was killed by {name}")
+    for line in reversed(lines):
+        if (found := _CHILD_DIED.search(line)) is not None:
+            code = int(found.group("code"))
+            how = signal_name(code) or f"exit code {code}"
+            said.append(
+                f"its log: {found.group('who')} died by {how}" if code < 0 else f"its log: {found.group(0)}"
+            )
+            break
+    return "; ".join(said) or None
 
 
 def read_log_tail(path: Path, max_bytes: int = 512 * 1024) -> list[str]:

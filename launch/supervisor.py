@@ -54,6 +54,7 @@ from launch.failures import (
     DEFAULT_PATTERNS,
     FailurePattern,
     classify,
+    death_cause,
     read_log_tail,
     startup_failure,
     startup_record,
@@ -348,6 +349,9 @@ class Supervisor:
         if self._gone(server):
             code = self._exit_code(server)
             detail = f"server pid {server.pid} exited" + (f" with code {code}" if code is not None else "")
+            cause = death_cause(code, read_log_tail(server.log_path))
+            if cause is not None:
+                detail += f"; {cause}"
             events = [self._event("died", detail)]
             status = self.health(server, timeout_s)
             if status == 200:

@@ -14,6 +14,7 @@ from launch.failures import (
     KINDS,
     FailurePattern,
     classify,
+    death_cause,
     parse_patterns,
     read_log_tail,
     significant,
@@ -212,3 +213,41 @@ def test_read_log_tail_strips_colour_and_the_cut_first_line(tmp_path: Path) -> N
     assert read_log_tail(log, max_bytes=60)[0] != "first line that will be cut"
     assert read_log_tail(log)[0] == "first line that will be cut"
     assert read_log_tail(tmp_path / "missing.log") == []
+
+
+WORKER_SIGILL = (
+    "(EngineCore pid=10141) ERROR 12-05 02:03:37 [multiproc_executor.py:315] Worker proc VllmWorker-0 died "
+    "unexpectedly (exit code: -4), shutting down executor."
+)
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "lines", "cause"),
+    [
+        # vLLM's API server exits 0 after its engine died: the worker's line is the cause (seen, an AMX CPU)
+        (
+            0,
+            ["INFO starting", WORKER_SIGILL, "INFO [shutdown] MPClient: complete"],
+            "its log: VllmWorker-0 died by SIGILL (an instruction this CPU or OS refused; on an AMX CPU "
+            "see docs/launcher.md)",
+        ),
+        (
+            -9,
+            [],
+            "the server was killed by SIGKILL (killed from outside: the kernel's OOM killer, or a kill -9)",
+        ),
+        (-11, ["x"], "the server was killed by SIGSEGV (a crash in native code)"),
+        (-10, [], "the server was killed by SIGUSR1"),  # a signal with no usual meaning: its name only
+        (
+            0,
+            ["Worker proc VllmWorker-1 died unexpectedly (exit code: 1), shutting down executor."],
+            "its log: VllmWorker-1 died unexpectedly (exit code: 1)",
+        ),
+        (1, ["RuntimeError: something"], None),  # nothing beyond the exit code
+        (None, [], None),
+    ],
+)
+def test_death_cause_names_the_signal_of_the_server_or_of_the_worker_its_log_names(
+    exit_code: int | None, lines: list[str], cause: str | None
+) -> None:
+    assert death_cause(exit_code, lines) == cause

@@ -456,6 +456,20 @@ def test_check_reports_transitions_once_with_utc_times(tmp_path: Path) -> None:
     assert sup.check(server) == []
 
 
+def test_a_death_under_load_names_the_workers_signal_from_the_log(tmp_path: Path) -> None:
+    """vLLM's API server exited 0 after its worker died with SIGILL: "exited with code 0" alone misleads."""
+    line = "ERROR [multiproc_executor.py:315] Worker proc VllmWorker-0 died unexpectedly (exit code: -4), x"
+    sup, system, clock = make(Scenario(ready_after=0.0, exit_code=0, log=[line]))
+    server = sup.start(make_spec(), tmp_path / "server.log")
+    assert sup.check(server) == []
+    system.procs[ROOT_PID].dies_at = clock.t
+    clock.sleep(0.1)
+    (died,) = sup.check(server)
+    assert died.detail.startswith(
+        f"server pid {ROOT_PID} exited with code 0; its log: VllmWorker-0 died by SIGILL"
+    )
+
+
 def test_a_live_server_whose_health_goes_unanswered_for_hung_after_s_is_hung_and_killed_without_grace(
     tmp_path: Path,
 ) -> None:
