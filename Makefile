@@ -166,8 +166,8 @@ $(VLLM_STAMP):
 # Every interpreter of the vLLM environment asks Linux for AMX at start (launch/cpu_amx.py says why: on an
 # AMX CPU, vLLM 0.32.0's attention kernel otherwise kills its worker with SIGILL on a short first prompt).
 $(VLLM_AMX): launch/cpu_amx.py $(VLLM_STAMP)
-	cp launch/cpu_amx.py "$$($(VLLM_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/gauntlet_cpu_amx.py"
-	echo "import gauntlet_cpu_amx" > "$$($(VLLM_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/gauntlet_cpu_amx.pth"
+	site="$$($(VLLM_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" && \
+	cp launch/cpu_amx.py "$$site/gauntlet_cpu_amx.py" && echo "import gauntlet_cpu_amx" > "$$site/gauntlet_cpu_amx.pth"
 	@touch $@
 
 $(MODELS_STAMP): launch/testmodels.py $(VLLM_STAMP)

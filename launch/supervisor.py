@@ -251,18 +251,18 @@ class Supervisor:
             self.notes.append(
                 f"removed {stale} IPC socket(s) an earlier server on port {spec.port} left in {path}"
             )
-        if left is not None:  # a socket that could not go, or files that are not sockets: said once
-            note = f"before starting on port {spec.port}: {left}"
-            if note not in self.notes:
-                self.notes.append(note)
+        if left is not None:  # a socket that could not go, or files that are not sockets
+            self._say_once(f"before starting on port {spec.port}: {left}")
         try:
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
-            note = f"{RPC_BASE_ENV} left to vLLM: could not create {path} ({exc.strerror or exc})"
-            if note not in self.notes:
-                self.notes.append(note)
+            self._say_once(f"{RPC_BASE_ENV} left to vLLM: could not create {path} ({exc.strerror or exc})")
             return None
         return path
+
+    def _say_once(self, note: str) -> None:
+        if note not in self.notes:
+            self.notes.append(note)
 
     def _refuse_taken_port(self, spec: LaunchSpec) -> None:
         if not self._procs.port_in_use(spec.bind_host, spec.port):

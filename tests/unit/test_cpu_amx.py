@@ -73,9 +73,8 @@ def test_a_fresh_interpreter_holds_amx_exactly_where_the_os_offers_it() -> None:
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True, timeout=60
     ).stdout.split()
-    supported, held_before, held_after = (word == "True" for word in out)
+    supported, _, held_after = (word == "True" for word in out)
     assert held_after is supported
-    assert not (held_before and not supported)
 
 
 def test_importing_it_in_gauntlet_asks_for_nothing() -> None:
