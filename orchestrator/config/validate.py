@@ -31,7 +31,7 @@ from contracts.schema import (
 )
 from load.sources import source_problems
 from load.workload import ARRIVALS
-from orchestrator.config.guard import abuse_problems
+from orchestrator.config.guard import abuse_problems, yaml_file_problems
 
 #: --moe-backend values vLLM 0.32 accepts (vllm/config/kernel.py, MoEBackend).
 MOE_BACKENDS = (
@@ -483,8 +483,15 @@ def candidate_files(search_path: Iterable[Path] = (CONF_DIR,)) -> list[Candidate
 
 
 def check_candidate_names(search_path: Iterable[Path] = (CONF_DIR,)) -> None:
-    """Every candidate must resolve to a name no other candidate has (names key result directories)."""
-    files = candidate_files(search_path)
+    """Every candidate must resolve to a name no other candidate has (names key result directories).
+
+    A file the YAML parser refuses is reported as the parser says (file:line:column), not as a
+    candidate without a name: nothing of it could be read."""
+    roots = list(search_path)
+    unreadable = yaml_file_problems(roots)
+    if unreadable:
+        raise ConfigError(unreadable)
+    files = candidate_files(roots)
     by_name: dict[str | None, list[CandidateFile]] = {}
     for f in files:
         by_name.setdefault(f.name, []).append(f)

@@ -11,14 +11,18 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from contracts.errors import ConfigError
 from contracts.paths import CONF_DIR, PROJECT_ROOT
-from orchestrator.config.compose import load
+from orchestrator.config.compose import ConfigLocation, load
 from orchestrator.config.guard import MAX_YAML_BYTES, config_roots, expanded_nodes, flag_problem
+from orchestrator.config.validate import check_candidate_names
+from orchestrator.doctor import doctor
+from orchestrator.plan import plan
 
 BOMB = """\
 defaults:
@@ -172,6 +176,23 @@ def test_a_yaml_syntax_error_names_file_line_and_column(
     text = refusal(tmp_path, body)
     assert f"candidate/evil.yaml{where}: <syntax> = " in text, text
     assert said in text, text
+    assert "every candidate needs a name" not in text
+
+
+@pytest.mark.parametrize("command", ["plan", "doctor", "check_candidate_names"])
+def test_plan_and_doctor_report_a_yaml_syntax_error_as_the_parser_does(tmp_path: Path, command: str) -> None:
+    """They check the candidates' names before composing; a file the parser refuses has no name to read."""
+    conf = conf_with(tmp_path, "evil", candidate("name: evil\nmax_num_seqs: [64"))
+    run: dict[str, Callable[[], object]] = {
+        "plan": lambda: plan(["candidate=evil"], ConfigLocation(config_path=str(conf))),
+        "doctor": lambda: doctor(["candidate=evil"], ConfigLocation(config_path=str(conf))),
+        "check_candidate_names": lambda: check_candidate_names([conf]),
+    }
+    with pytest.raises(ConfigError) as info:
+        run[command]()
+    text = str(info.value)
+    assert "candidate/evil.yaml:6:1: <syntax> = " in text, text
+    assert "expected ',' or ']', but got '<stream end>'" in text, text
     assert "every candidate needs a name" not in text
 
 
