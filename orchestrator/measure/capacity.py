@@ -40,6 +40,11 @@ class _ServerLost(Exception):
     """The server died or a level could not run: the search stops with what it has."""
 
 
+class _HarnessFault(Exception):
+    """The load harness failed at a level (not the server): the search stops and writes no answer, so
+    the candidate is incomplete and measured again on resume."""
+
+
 def level_label(level: float, *, integer: bool) -> str:
     """A load level as a directory name: ``c16`` (concurrency) or ``r2.5`` (requests/s)."""
     return f"c{int(level)}" if integer else f"r{level:g}"
@@ -105,7 +110,8 @@ def sweep_run(
 def run_capacity(ctx: SweepContext, session: ServerSession, candidate: CandidateConfig) -> list[WatchEvent]:
     """Search the candidate's capacity at the SLO (when ``capacity.profile`` is set); write capacity.json.
 
-    Returns what the watcher saw; a lost server ends the search early (the result says so).
+    Returns what the watcher saw; a lost server ends the search early (the result says so); a fault of
+    the load harness ends it without an answer (the candidate is incomplete, never the sweep's end).
     """
     cap = ctx.cfg.capacity
     if cap.profile is None:
@@ -135,6 +141,8 @@ def run_capacity(ctx: SweepContext, session: ServerSession, candidate: Candidate
             events.extend(seen)
             if server_lost(seen):
                 raise _ServerLost(f"the server was lost at {label}")
+            if any(e.kind == "harness" for e in seen):
+                raise _HarnessFault(f"the load harness failed at {label}")
             summary, file = read_model(out / rel / SUMMARY_FILE, ProfileSummary), f"{rel}/{SUMMARY_FILE}"
         point = _point(summary, level, attempt, file)
         points.append(point)
@@ -152,6 +160,11 @@ def run_capacity(ctx: SweepContext, session: ServerSession, candidate: Candidate
     except _ServerLost as exc:
         notes.append(f"search stopped: {exc}")
         found = _partial(points)
+    except _HarnessFault as exc:
+        # Not evidence about the server: no capacity.json (the run.json's harness event and the missing
+        # answer make the candidate incomplete; a resume measures it again), and the sweep goes on.
+        ctx.say(f"{candidate.name}: capacity search stopped: {exc}; measured again on resume")
+        return events
     result = capacity_result(ctx, candidate=candidate, wl=wl, found=found, points=points, notes=notes)
     write_model(out / CAPACITY_FILE, result)
     ctx.say(capacity_line(result))

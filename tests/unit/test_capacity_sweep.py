@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from contracts.errors import HarnessError
 from contracts.layout import CAPACITY_FILE
 from contracts.results import (
     CapacityPoint,
@@ -24,6 +25,7 @@ from contracts.results import (
 from contracts.schema import GatesConfig, WorkloadConfig
 from contracts.sweepdir import Repeat, Results, load_results
 from gates.capacity import Capacity, capacity_ratio, judge_capacity
+from gates.evidence import Expected, evidence_gaps
 from gates.registry import GateContext
 from orchestrator.config.compose import load
 from orchestrator.measure.candidate import is_complete, run_candidate
@@ -313,3 +315,29 @@ def test_server_figures_average_spec_decode_and_prefix_cache_over_repeats() -> N
     (row,) = server_figure_rows({"spec": res}, ["decode_heavy", "serial"])
     assert row.acceptance_rate == pytest.approx(0.6) and row.mean_accepted_length == pytest.approx(5.2)
     assert row.prefix_cache_hit_rate is None and row.repeats == 2
+
+
+def test_a_harness_fault_inside_the_search_makes_the_candidate_incomplete_not_the_sweep_end(
+    tmp_path: Path,
+) -> None:
+    # The third capacity level's run fails in the load harness (bad data, a runner bug) before it writes a
+    # summary: the search stops there, the launch records the harness fault, and nothing is raised.
+    ctx, fake = make(tmp_path)
+    levels: list[int] = []
+
+    def broken_third_level(candidate: str, profile: str, repeat: int) -> None:
+        if profile == "decode_heavy":  # run.profiles=[serial]: every decode_heavy run is a level
+            levels.append(repeat)
+            if len(levels) == 3:
+                raise HarnessError("load harness fault at the third level")
+
+    fake.before = broken_third_level
+    run = run_candidate(ctx, ctx.cfg.baseline, role="baseline")
+    assert len(levels) == 3  # the search stopped at the fault
+    harness = [e for e in run.watch if e.kind == "harness"]
+    assert len(harness) == 1 and "third level" in harness[0].detail
+    assert not (ctx.candidate_dir("baseline") / CAPACITY_FILE).exists()  # the search did not finish
+    assert not is_complete(ctx, "baseline")  # measured again on resume
+    res = load_results(ctx.dir, "candidates/baseline", "baseline")
+    gaps = evidence_gaps(res, res, Expected.from_config(ctx.cfg))
+    assert {g.kind for g in gaps} >= {"harness", "missing_measurement"}
