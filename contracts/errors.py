@@ -297,9 +297,9 @@ class RollbackError(GauntletError):
 
 
 class IncompleteSweep(GauntletError):
-    """The sweep was judged, but some verdict rests on partial evidence that resuming it measures (an
-    interrupted run, missing repeats, a lost baseline, a harness fault): its exit code tells a script that
-    the sweep is not finished. A verdict left incomplete only by the client's lag does not set it."""
+    """The sweep was judged, but some verdict rests on partial evidence (an interrupted run, missing
+    repeats, a lost baseline, a harness fault, a gate that could not run, a comparison within the load
+    client's lag): its exit code tells a script that the sweep is not finished."""
 
     exit_code = 8
 

@@ -73,14 +73,16 @@ def summary_lines(verdicts: SweepVerdict) -> list[str]:
         lines.append(f"INCOMPLETE: {names}: verdict(s) read from partial evidence, none acted on")
         if verdicts.resume:
             lines.append(f"resume: {verdicts.resume}")
+        else:
+            lines.append("resume: resuming would measure nothing missing; each reason says what to change")
     return lines
 
 
 def exit_code(verdicts: SweepVerdict) -> int:
-    """``EXIT_INCOMPLETE`` (8, :mod:`contracts.errors`) when some evidence is missing that resuming the
-    sweep measures (``verdicts.resume``), else 0. A verdict left incomplete only by the load client's lag
-    is written and reported as such, but the sweep is finished: there is nothing to resume."""
-    return EXIT_INCOMPLETE if verdicts.resume is not None else 0
+    """``EXIT_INCOMPLETE`` (8, :mod:`contracts.errors`) when some verdict is ``incomplete``, else 0: a
+    script never reads partial evidence as a finished sweep, whether resuming completes it
+    (``verdicts.resume``) or each gap says what to change instead (the load client's lag)."""
+    return EXIT_INCOMPLETE if verdicts.incomplete else 0
 
 
 def main(args: list[str]) -> int:

@@ -259,17 +259,19 @@ class SweepController:
         """Judge the stored results and render the report; the exit code, made worse by what went wrong."""
         say = self.sweep.say
         try:
-            from gates.judge import judge_sweep  # noqa: PLC0415  (the stages load only when a sweep closes)
+            from gates.judge import exit_code, judge_sweep  # noqa: PLC0415  (stages load when a sweep closes)
             from report import write_report  # noqa: PLC0415
 
             verdicts = judge_sweep(self.dir, self.cfg)  # verdicts.json, then the report renders it
             text = write_report(self.dir, self.cfg).terminal  # the decision table and a summary
             print(text, flush=True)
-            if verdicts.resume is not None:  # partial evidence: the exit code says the sweep is not finished
-                say(
-                    f"INCOMPLETE: {len(verdicts.incomplete)} verdict(s) rest on partial evidence; "
-                    f"to complete the sweep: {verdicts.resume or 'see report.md'}"
+            if exit_code(verdicts) == EXIT_INCOMPLETE:  # partial evidence: the sweep is not finished
+                then = (
+                    f"to complete the sweep: {verdicts.resume}"
+                    if verdicts.resume
+                    else "resuming would measure nothing missing: each verdict's reason says what to change"
                 )
+                say(f"INCOMPLETE: {len(verdicts.incomplete)} verdict(s) rest on partial evidence; {then}")
                 code = code or EXIT_INCOMPLETE
         except GauntletError as exc:
             say(f"report: {exc}")
