@@ -76,8 +76,6 @@ class SweepController:
         self.ctx: SweepContext | None = None
         self.finished = False
         self.validation: RecoveryValidation | None = None
-        #: The retained server was stopped at the end (``run.retained_after_sweep: stop``).
-        self.retained_stopped = False
         #: Every job runs on another node (a launcher's worker processes): the live service is never
         #: stopped, each job measures the baseline on its own node (orchestrator.app.jobs).
         self.zero_downtime = False
@@ -290,12 +288,10 @@ class SweepController:
         ctx = self.sweep
         if self.requested is not None and self.requested.action == "stop":
             stop_leftovers(ctx.servers, ctx.journal.replay(), reason=f"{self.requested.describe()}")
-            self.retained_stopped = True
             return "stopped"
         if self.cfg.run.retained_after_sweep != "stop":
             return "kept"
         stop_leftovers(ctx.servers, ctx.journal.replay(), reason="run.retained_after_sweep=stop")
-        self.retained_stopped = True
         return "stopped"
 
     def _stop_for_user(self, request: Request) -> int:
@@ -306,7 +302,6 @@ class SweepController:
         stop_leftovers(ctx.servers, ctx.journal.replay(), reason="stopped by the user (nothing is restored)")
         code = self._judge(exit_code_for(KeyboardInterrupt()))
         ctx.journal.append(SweepFinished(reason=STOPPED_BY_USER, validated=False, retained="stopped"))
-        self.retained_stopped = True
         ctx.say(f"sweep directory: {self.dir}")
         return code
 
@@ -382,7 +377,7 @@ class SweepController:
             return
         for line in job_lines(self.ctx.dir, wait_s=30.0):  # a SLURM sweep: each job's id and final state
             self.ctx.say(line)
-        for line in what_runs(self.ctx.dir, stopped_by_setting=self.retained_stopped):
+        for line in what_runs(self.ctx.dir, self.ctx.servers.seams):  # the process table's word
             self.ctx.say(line)
 
 

@@ -141,6 +141,36 @@ class SweepLock:
             self.release()
 
 
+def running_sweep(
+    sweep_dir: Path, port: int, *, role: str = "status", directory: Path | None = None
+) -> Holder | None:
+    """The sweep of ``sweep_dir`` that runs now: it holds the port's lock as a sweep and its pid is alive
+    (None: none runs, or the port is another's). ``status``, ``judge``, ``report`` and ``compare`` ask this
+    before they read a sweep as finished.
+
+    Asking takes the lock for an instant when it is free (``flock`` has no query); a sweep that starts in
+    that instant is refused naming ``role``, and can simply be started again.
+    """
+    lock = SweepLock.for_port(port, directory)
+    holder = lock.try_acquire(sweep_dir, role=role)
+    if holder is None:
+        lock.release()
+        return None
+    if not holder.owns(sweep_dir) or holder.role != "sweep" or holder.pid is None:
+        return None
+    return holder if _alive(holder.pid) else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: it exists
+    return True
+
+
 def _read_holder(fd: int) -> Holder:
     try:
         data = json.loads(os.pread(fd, 4096, 0) or b"{}")

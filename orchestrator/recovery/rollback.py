@@ -62,7 +62,7 @@ from orchestrator.ledger.events import (
     ValidationFailed,
 )
 from orchestrator.ledger.journal import Journal, JournalState, RemoteJob
-from orchestrator.ledger.lock import Holder, SweepLock
+from orchestrator.ledger.lock import Holder, SweepLock, running_sweep
 from orchestrator.ledger.nodes import launching_place
 from orchestrator.ledger.requests import STOPPED_BY_USER, Action, clear_request, signal_holder, write_request
 from orchestrator.measure.launch import Launch, fresh_dir, run_record
@@ -220,12 +220,13 @@ def cancel_remote_jobs(journal: Journal, sweep_dir: Path, seams: Seams) -> int:
 
 
 def sweep_port(sweep_dir: Path) -> int | None:
-    """The sweep's service port: its config, else its recorded servers' (None when nothing says)."""
+    """The sweep's service port: its config, else its recorded servers' (None when nothing says); a
+    deleted sweep directory's from the copy beside the lock."""
     try:
         return read_sweep_config(sweep_dir).service.port
     except (GauntletError, OSError, ValueError):
         pass
-    state = Journal.of_sweep(sweep_dir, launching_place()).replay()
+    state = readable_journal(sweep_dir).replay()
     ports = [live.port for live in state.live.values()] + [p.port for p in state.pending]
     return ports[0] if ports else None
 
@@ -353,24 +354,65 @@ def acting_on(
         lock.release()
 
 
-def what_runs(sweep_dir: Path, *, stopped_by_setting: bool = False) -> list[str]:
-    """What the journal says is running, as the sweep's last lines (where, and how to stop it)."""
-    state = Journal.of_sweep(sweep_dir, launching_place()).replay()
-    if not state.live:
-        if stopped_by_setting:
-            return ["retained server stopped (run.retained_after_sweep=stop): nothing left running"]
-        return ["nothing gauntlet started for this sweep is running"]
+def readable_journal(sweep_dir: Path) -> Journal:
+    """The sweep's journal, or the mirror kept beside the port's lock when the sweep directory lost it
+    (deleted mid-sweep: the restore then journals there, :mod:`orchestrator.ledger.offsite`)."""
+    journal = Journal.of_sweep(sweep_dir, launching_place())
+    if journal.path.exists():
+        return journal
+    kept = offsite.find_offsite(sweep_dir)
+    return journal if kept is None else Journal(kept.journal, place=launching_place())
+
+
+def what_runs(sweep_dir: Path, seams: Seams) -> list[str]:
+    """What runs now of the servers gauntlet started for this sweep, as the sweep's last lines (where, and
+    how to stop it): each server the journal (or its copy beside the lock) names is looked up in the
+    process table (same pid and start time) and asked ``/health``; a recorded server that is gone is said
+    to be gone, never "live". When nothing runs, the journal's last act says why (a user's ``stop``, or
+    ``run.retained_after_sweep=stop``)."""
+    journal = readable_journal(sweep_dir)
+    servers = Servers(journal, seams)
+    state = journal.replay()
     how = f"stop it with `make stop SWEEP={sweep_dir}` or `python -m orchestrator stop {sweep_dir}`"
-    return [f"{_describe(live)}; {how}" for live in state.live.values()]
+    running: list[str] = []
+    gone: list[LiveServer] = []
+    for live in state.live.values():
+        try:
+            spec = read_for_stopping(live.spec_file)
+        except (OSError, SpecError):
+            gone.append(live)  # nothing says how to find it: not claimed to run
+            continue
+        session = servers.adopt(live, spec)
+        if session is None:
+            gone.append(live)
+            continue
+        healthy = seams.supervisor.health(session.running) == 200
+        running.append(f"{_describe(live, spec.base_url, healthy=healthy)}; {how}")
+    lines = [*running, *(_gone(live, sweep_dir) for live in gone)]
+    if running:
+        return lines
+    last = _last_act(journal.node_events())
+    if isinstance(last, SweepFinished) and last.retained == "stopped" and last.reason != STOPPED_BY_USER:
+        why = "retained server stopped (run.retained_after_sweep=stop): nothing left running"
+    elif isinstance(last, StopFinished | StopRequested) or (
+        isinstance(last, SweepFinished) and last.reason == STOPPED_BY_USER
+    ):
+        why = "stopped by the user: nothing gauntlet started for this sweep is running"
+    else:
+        why = "nothing gauntlet started for this sweep is running"
+    return [*lines, why]
 
 
-def _describe(live: LiveServer) -> str:
+def _describe(live: LiveServer, where: str, *, healthy: bool) -> str:
     who = "retained server" if live.role == "retained" else f"{live.role} server {live.candidate}"
-    try:
-        where = read_for_stopping(live.spec_file).base_url
-    except (OSError, SpecError):
-        where = f"port {live.port}"
-    return f"{who} live: pid {live.pid} at {where} (fingerprint {live.fingerprint})"
+    state = "live" if healthy else "alive but NOT answering /health"
+    return f"{who} {state}: pid {live.pid} at {where} (fingerprint {live.fingerprint})"
+
+
+def _gone(live: LiveServer, sweep_dir: Path) -> str:
+    who = "retained server" if live.role == "retained" else f"{live.role} server {live.candidate}"
+    fix = f"; `python -m orchestrator rollback {sweep_dir}` restores it" if live.role == "retained" else ""
+    return f"{who} (pid {live.pid}) is gone: no such process runs{fix}"
 
 
 @dataclass(frozen=True)
@@ -453,7 +495,7 @@ def status(sweep_dir: Path, seams: Seams, *, out: TextIO | None = None, as_json:
     """Print what gauntlet has running and the sweep's state (:data:`STATES`); 0 when settled (validated)
     or stopped on purpose. ``as_json``: the same facts as one JSON object (:func:`status_facts`)."""
     out = out if out is not None else sys.stdout
-    journal = Journal.of_sweep(sweep_dir, launching_place())
+    journal = readable_journal(sweep_dir)  # a deleted sweep directory: the copy beside the lock
     servers = Servers(journal, seams)
     events = journal.node_events()
     state = journal.replay()
@@ -497,21 +539,9 @@ def status(sweep_dir: Path, seams: Seams, *, out: TextIO | None = None, as_json:
 
 
 def _running_sweep(sweep_dir: Path) -> Holder | None:
-    """The sweep of ``sweep_dir`` that holds its port's lock now (None: none runs, or it is unknown).
-
-    Asking takes the lock for an instant when it is free (``flock`` has no query); a sweep that starts in
-    that instant is refused naming ``status``, and can simply be started again.
-    """
-    try:
-        port = read_sweep_config(sweep_dir).service.port
-    except (GauntletError, OSError, ValueError):
-        return None
-    lock = SweepLock.for_port(port)
-    holder = lock.try_acquire(sweep_dir, role="status")
-    if holder is None:
-        lock.release()
-        return None
-    return holder if holder.owns(sweep_dir) and holder.role == "sweep" else None
+    """The sweep of ``sweep_dir`` that holds its port's lock now (None: none runs, or it is unknown)."""
+    port = sweep_port(sweep_dir)
+    return None if port is None else running_sweep(sweep_dir, port)
 
 
 def status_facts(

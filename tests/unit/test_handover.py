@@ -64,7 +64,8 @@ def test_stop_unwinds_the_sweep_at_once_and_restores_nothing(tmp_path: Path) -> 
     assert not any(isinstance(e, Restoring) for e in events)
     finished = [e for e in events if isinstance(e, SweepFinished)]
     assert [(e.reason, e.validated, e.retained) for e in finished] == [(STOPPED_BY_USER, False, "stopped")]
-    assert messages[-1] == "retained server stopped (run.retained_after_sweep=stop): nothing left running"
+    # run.retained_after_sweep is `keep` here: the last line names the user's stop, not the setting
+    assert messages[-1] == "stopped by the user: nothing gauntlet started for this sweep is running"
 
 
 def test_rollback_unwinds_the_sweep_which_restores_and_validates(tmp_path: Path) -> None:

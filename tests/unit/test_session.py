@@ -164,18 +164,61 @@ def test_the_last_lines_say_what_runs_where_and_how_to_stop_it(tmp_path: Path) -
     sup = FakeSupervisor()
     ctx, _ = sweep(tmp_path, sup)
     begin(ctx)
-    assert what_runs(ctx.dir) == ["nothing gauntlet started for this sweep is running"]
+    assert what_runs(ctx.dir, ctx.seams) == ["nothing gauntlet started for this sweep is running"]
     run_candidate(ctx, ctx.cfg.baseline, role="baseline")
     restore(ctx, reason="sweep completed")
     (retained,) = ctx.journal.replay().live.values()
-    (line,) = what_runs(ctx.dir)
+    (line,) = what_runs(ctx.dir, ctx.seams)
     assert line.startswith(f"retained server live: pid {retained.pid} at http://127.0.0.1:8000 ")
     assert f"(fingerprint {retained.fingerprint})" in line
     assert f"`make stop SWEEP={ctx.dir}` or `python -m orchestrator stop {ctx.dir}`" in line
     stop(ctx.dir, ctx.seams, out=io.StringIO())
-    assert what_runs(ctx.dir, stopped_by_setting=True) == [
-        "retained server stopped (run.retained_after_sweep=stop): nothing left running"
+    assert what_runs(ctx.dir, ctx.seams) == [
+        "stopped by the user: nothing gauntlet started for this sweep is running"
     ]
+
+
+def test_the_last_line_never_calls_a_server_live_that_the_process_table_lacks(tmp_path: Path) -> None:
+    sup = FakeSupervisor()
+    ctx = restored_sweep(tmp_path, sup)
+    (retained,) = ctx.journal.replay().live.values()
+    sup.alive.pop(retained.pid)  # gone without a word in the journal (an error while it was stopped)
+    lines = what_runs(ctx.dir, ctx.seams)
+    assert not any(" live: " in line for line in lines), lines
+    assert lines == [
+        f"retained server (pid {retained.pid}) is gone: no such process runs; "
+        f"`python -m orchestrator rollback {ctx.dir}` restores it",
+        "nothing gauntlet started for this sweep is running",
+    ]
+
+
+def test_a_server_that_runs_but_does_not_answer_is_not_called_live(tmp_path: Path) -> None:
+    sup = FakeSupervisor()
+    ctx = restored_sweep(tmp_path, sup)
+    (retained,) = ctx.journal.replay().live.values()
+    sup.dead.add(retained.pid)  # in the process table, /health unanswered
+    (line,) = what_runs(ctx.dir, ctx.seams)
+    assert line.startswith(f"retained server alive but NOT answering /health: pid {retained.pid} at ")
+
+
+def test_a_deleted_sweep_directory_is_read_from_the_copy_beside_the_lock(tmp_path: Path) -> None:
+    import shutil
+
+    from orchestrator.recovery.rollback import status
+
+    sup = FakeSupervisor()
+    ctx = restored_sweep(tmp_path, sup)
+    state = ctx.journal.replay()
+    (retained,) = state.live.values()
+    shutil.rmtree(ctx.dir)  # the restored server still serves
+    (line,) = what_runs(ctx.dir, ctx.seams)
+    assert line.startswith(f"retained server live: pid {retained.pid} at http://127.0.0.1:8000 ")
+    out = io.StringIO()
+    code = status(ctx.dir, ctx.seams, out=out)
+    text = out.getvalue()
+    assert f"retained configuration: {state.retained_fingerprint}" in text, text
+    assert f"pid {retained.pid}" in text and "healthy" in text
+    assert code == 0, text
 
 
 @pytest.mark.parametrize(
