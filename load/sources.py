@@ -16,6 +16,7 @@ formats (docs/capacity.md, "Workloads from data")::
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -141,6 +142,8 @@ def parse_trace(text: str, where: str = "trace") -> list[TraceRow]:
             conversation_id=_field(raw, "conversation_id", str, at, required=False),
             line=number,
         )
+        if not math.isfinite(row.arrival_s):  # json reads NaN and Infinity: no schedule can hold them
+            raise HarnessError(f"{at}: arrival_s = {row.arrival_s}: expected a finite number of seconds >= 0")
         if row.arrival_s < 0 or row.output_tokens < 1 or (tokens is not None and tokens < 1):
             raise HarnessError(f"{at}: arrival_s must be >= 0 and token counts >= 1 ({raw})")
         if rows and row.arrival_s < rows[-1].arrival_s:
@@ -319,7 +322,7 @@ def source_problems(
                 read_sharegpt(path, max(data.max_turns, 1))
         except HarnessError as exc:
             bad(["data", "file"], data.file, f"a valid {data.kind} file: {exc.message}")
-    if not data.speed >= 0:
+    if not (math.isfinite(data.speed) and data.speed >= 0):
         bad(["data", "speed"], data.speed, ">= 0 (0 = the profile's own mode and rate)")
     if data.max_turns < 1:
         bad(["data", "max_turns"], data.max_turns, "an integer >= 1")

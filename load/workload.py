@@ -114,7 +114,7 @@ def plan_requests(
     output_lengths = sample_lengths(workload.output_tokens, total, rng)
     arrivals: list[float | None] = [None] * total
     if workload.mode == "open":
-        if not workload.rate or workload.rate <= 0:
+        if not workload.rate or not (math.isfinite(workload.rate) and workload.rate > 0):
             raise LoadError(f"profile {workload.name}: open loop needs rate > 0, got {workload.rate}")
         if workload.arrivals not in ARRIVALS:
             raise LoadError(

@@ -9,6 +9,7 @@ disk do not load them. All problems are reported together and nothing starts.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -229,7 +230,7 @@ def workload_problems(
         bad(["mode"], wl.mode, f"one of {', '.join(WORKLOAD_MODES)}")
     if wl.arrivals not in ARRIVALS:
         bad(["arrivals"], wl.arrivals, f"one of {', '.join(ARRIVALS)}")
-    if wl.mode == "open" and (wl.rate is None or wl.rate <= 0):
+    if wl.mode == "open" and (wl.rate is None or not (math.isfinite(wl.rate) and wl.rate > 0)):
         bad(["rate"], wl.rate, "a positive arrival rate in requests/s for an open-loop profile")
     if wl.repeats is not None and wl.repeats < 1:
         bad(["repeats"], wl.repeats, "an integer >= 1, or null for run.repeats")

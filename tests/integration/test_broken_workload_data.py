@@ -5,6 +5,7 @@ found under load and blamed on the candidate's server."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -34,6 +35,8 @@ def row(arrival: float, prompt_tokens: int = 100, output_tokens: int = 16) -> st
     [
         ([row(0.0), '{"arrival_s": 0.5, "prompt_tokens": 100', row(1.0)], ":2: not JSON"),
         ([row(0.0), row(-0.5)], ":2: arrival_s must be >= 0"),
+        ([row(0.0), row(math.nan)], ":2: arrival_s = nan: expected a finite number of seconds >= 0"),
+        ([row(0.0), row(math.inf)], ":2: arrival_s = inf: expected a finite number of seconds >= 0"),
         ([row(0.0), row(2.0), row(1.0)], ":3: arrival_s = 1 is before line 2's 2: offsets must not decrease"),
         (["", "  "], ": no requests in the trace"),
         (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -115,6 +116,13 @@ def test_a_trace_is_read_in_arrival_order_with_its_lines() -> None:
         ('{"arrival_s": 0, "prompt": "x", "prompt_tokens": 3, "output_tokens": 5}', "exactly one of prompt"),
         ('{"arrival_s": "soon", "prompt": "x", "output_tokens": 5}', "arrival_s = 'soon': expected a number"),
         ('{"arrival_s": -1, "prompt": "x", "output_tokens": 5}', "arrival_s must be >= 0"),
+        ('{"arrival_s": NaN, "prompt": "x", "output_tokens": 5}', "trace:1: arrival_s = nan: expected"),
+        ('{"arrival_s": Infinity, "prompt": "x", "output_tokens": 5}', "arrival_s = inf: expected a finite"),
+        (
+            '{"arrival_s": 0, "prompt": "x", "output_tokens": 5}\n{"arrival_s": -Infinity, "prompt": "y", '
+            '"output_tokens": 5}',
+            "trace:2: arrival_s = -inf: expected a finite",
+        ),
         ("[1, 2]", "expected a JSON object per line"),
         ("", "no requests in the trace"),
         (
@@ -206,6 +214,9 @@ def test_a_bad_sharegpt_file_is_named(data: object, fragment: str) -> None:
             "workloads.short.data.file = 'data/nope.jsonl'",
         ),
         ({"data": DataSourceConfig("trace", "data/trace_example.jsonl", speed=-1)}, "data.speed = -1"),
+        ({"data": DataSourceConfig("trace", "data/trace_example.jsonl", speed=math.inf)}, "data.speed = inf"),
+        ({"mode": "open", "rate": math.nan}, "workloads.short.rate = nan: a positive arrival rate"),
+        ({"mode": "open", "rate": math.inf}, "workloads.short.rate = inf: a positive arrival rate"),
         (
             {
                 "data": DataSourceConfig("trace", "data/trace_example.jsonl"),
@@ -237,6 +248,12 @@ def test_bad_source_settings_are_named(change: dict[str, object], fragment: str)
             "broken.data:1: arrival_s must be >= 0",
         ),
         ("trace", "\n\n", "broken.data: no requests in the trace"),
+        (
+            "trace",
+            '{"arrival_s": 0, "prompt": "x", "output_tokens": 5}\n{"arrival_s": NaN, "prompt": "y", '
+            '"output_tokens": 5}\n',
+            "broken.data:2: arrival_s = nan: expected a finite number of seconds >= 0",
+        ),
         (
             "trace",
             '{"arrival_s": 2, "prompt": "x", "output_tokens": 5}\n{"arrival_s": 1, "prompt": "y", '
