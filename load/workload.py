@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from contracts.errors import LoadError
+from contracts.errors import HarnessError, LoadError
 from contracts.schema import LengthConfig, WorkloadConfig
 
 #: Allowed relative error between a prompt's token target and the server's count.
@@ -143,17 +143,88 @@ def plan_requests(
 
 
 def load_prompts(workload: WorkloadConfig, prompts_dir: Path) -> list[str] | None:
-    """The profile's fixed prompts (a JSON list of strings), or None when it generates them."""
+    """The profile's fixed prompts (a JSON list of strings), or None when it generates them.
+
+    A file that cannot be read or is not such a list is a :class:`~contracts.errors.HarnessError` (the
+    workload's data, not the server: the candidate is incomplete, never unhealthy); validation refuses
+    it before anything starts, so this is a file changed or removed since."""
     if not workload.prompts_file:
         return None
     path = prompts_dir / workload.prompts_file
     try:
-        data = json.loads(path.read_text())
+        text = path.read_text()
     except (OSError, ValueError) as exc:
-        raise LoadError(f"profile {workload.name}: cannot read prompts file {path}: {exc}") from exc
-    if not isinstance(data, list) or not data or not all(isinstance(p, str) and p for p in data):
-        raise LoadError(f"{path}: expected a non-empty JSON list of non-empty strings")
+        raise HarnessError(f"profile {workload.name}: cannot read prompts file {path}: {exc}") from exc
+    return parse_prompts(text, str(path))
+
+
+_JSON_KINDS = {dict: "a JSON object", list: "a JSON list", str: "a JSON string", bool: "a JSON boolean"}
+
+
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    return _JSON_KINDS.get(type(value), "a JSON number")
+
+
+def parse_prompts(text: str, where: str) -> list[str]:
+    """A prompts file's prompts (pure): a JSON list of non-empty strings. Anything else is a
+    :class:`~contracts.errors.HarnessError` naming ``where:line`` and what is there (not JSON, an empty
+    list, another JSON type, a prompt that is empty or not a string).
+
+    >>> parse_prompts('["What is 2 + 2?"]', "p.json")
+    ['What is 2 + 2?']
+    """
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        line = exc.lineno if isinstance(exc, json.JSONDecodeError) else 1
+        raise HarnessError(f"{where}:{line}: not JSON ({exc})", hint=_PROMPTS_HINT) from exc
+    starts = _element_lines(text)
+    if not isinstance(data, list):
+        raise HarnessError(
+            f"{where}:{starts[0]}: {_json_kind(data)}: expected a JSON list of non-empty strings",
+            hint=_PROMPTS_HINT,
+        )
+    if not data:
+        raise HarnessError(f"{where}:{starts[0]}: an empty list: no prompt to send", hint=_PROMPTS_HINT)
+    for n, prompt in enumerate(data):
+        if not (isinstance(prompt, str) and prompt):
+            what = '""' if prompt == "" else _json_kind(prompt)
+            raise HarnessError(
+                f"{where}:{starts[n + 1]}: prompt {n + 1} is {what}: expected a non-empty string",
+                hint=_PROMPTS_HINT,
+            )
     return data
+
+
+_PROMPTS_HINT = 'a prompts file is a JSON list of non-empty strings: ["first prompt", "second prompt"]'
+
+
+def _element_lines(text: str) -> list[int]:
+    """The 1-based line where valid JSON ``text`` starts, then where each element of its top-level list
+    starts (only the first when it is not a list)."""
+    decoder = json.JSONDecoder()
+
+    def skip(i: int) -> int:
+        while i < len(text) and text[i] in " \t\r\n":
+            i += 1
+        return i
+
+    def line(i: int) -> int:
+        return text.count("\n", 0, i) + 1
+
+    i = skip(0)
+    lines = [line(i)]
+    if text[i : i + 1] != "[":
+        return lines
+    i = skip(i + 1)
+    while i < len(text) and text[i] != "]":
+        lines.append(line(i))
+        _, i = decoder.raw_decode(text, i)
+        i = skip(i)
+        i = skip(i + 1) if text[i : i + 1] == "," else i
+    return lines
 
 
 def make_salt(run_salt: str, index: int) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from contracts.errors import ConfigError, ConfigProblem
+from contracts.errors import ConfigError, ConfigProblem, HarnessError
 from contracts.paths import CONF_DIR, PROJECT_ROOT
 from contracts.schema import (
     CandidateConfig,
@@ -31,7 +31,7 @@ from contracts.schema import (
     placement_problem,
 )
 from load.sources import source_problems
-from load.workload import ARRIVALS
+from load.workload import ARRIVALS, parse_prompts
 from orchestrator.config.guard import abuse_problems, yaml_file_problems
 
 #: --moe-backend values vLLM 0.32 accepts (vllm/config/kernel.py, MoEBackend).
@@ -258,6 +258,12 @@ def workload_problems(
                 wl.prompts_file,
                 f"an existing file under conf/workload/ ({path} is missing)",
             )
+        else:  # read it now: an empty or misshapen set is refused here, never blamed on a server
+            try:
+                parse_prompts(path.read_text(), str(path))
+            except (HarnessError, OSError, ValueError) as exc:
+                why = exc.message if isinstance(exc, HarnessError) else f"cannot read {path}: {exc}"
+                bad(["prompts_file"], wl.prompts_file, f"a JSON list of non-empty strings: {why}")
     generated = wl.data is None and wl.prompts_file is None
     if max_model_len and generated and wl.prompt_tokens.mean >= 1 and wl.output_tokens.mean >= 1:
         prefix = wl.shared_prefix.prefix_tokens if wl.shared_prefix is not None else 0

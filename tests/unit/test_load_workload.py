@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from contracts.errors import LoadError
+from contracts.errors import ConfigError, HarnessError, LoadError
 from contracts.schema import LengthConfig
 from load.workload import (
     PROMPT_TOLERANCE,
     PromptBuilder,
     load_prompts,
     make_salt,
+    parse_prompts,
     plan_requests,
     sample_lengths,
     scaled_counts,
 )
+from orchestrator.config.compose import load
+from orchestrator.config.validate import validate
 from tests.unit.load_fixtures import workload
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "workload"
@@ -103,8 +107,60 @@ def test_answer_gate_prompts_ship_with_the_project() -> None:
 
 def test_bad_prompts_file(tmp_path: Path) -> None:
     (tmp_path / "p.json").write_text('{"not": "a list"}')
-    with pytest.raises(LoadError, match="non-empty JSON list"):
+    with pytest.raises(HarnessError, match="a JSON object: expected a JSON list of non-empty strings"):
         load_prompts(workload(prompts_file="p.json"), tmp_path)
+
+
+BAD_PROMPTS = [
+    ("[]", "p.json:1: an empty list: no prompt to send"),
+    ("\n\n  [\n  ]\n", "p.json:3: an empty list: no prompt to send"),
+    ('{"prompts": ["a"]}', "p.json:1: a JSON object: expected a JSON list of non-empty strings"),
+    ('"just one prompt"', "p.json:1: a JSON string: expected a JSON list"),
+    ('[\n  "first",\n  "",\n  "third"\n]', 'p.json:3: prompt 2 is "": expected a non-empty string'),
+    ('[\n  "first",\n  {"text": "x"}\n]', "p.json:3: prompt 2 is a JSON object: expected a non-empty string"),
+    ('[\n  "a",\n  ["b"]]', "p.json:3: prompt 2 is a JSON list: expected a non-empty string"),
+    ('[\n  "a",\n  null\n]', "p.json:3: prompt 2 is null: expected a non-empty string"),
+    ('[\n  "a",\n  "b"\n', "p.json:4: not JSON"),
+    ("", "p.json:1: not JSON"),
+]
+
+
+@pytest.mark.parametrize(("text", "fragment"), BAD_PROMPTS)
+def test_a_bad_prompts_file_is_named_with_its_line(text: str, fragment: str) -> None:
+    with pytest.raises(HarnessError) as info:
+        parse_prompts(text, "p.json")
+    assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize(("text", "fragment"), BAD_PROMPTS[:3])
+def test_a_bad_prompts_file_under_load_is_the_harness_not_the_server(
+    tmp_path: Path, text: str, fragment: str
+) -> None:
+    """Read at run time (a file edited after compose): a harness fault (the candidate INCOMPLETE), never a
+    load error the sweep records as the server being unhealthy."""
+    (tmp_path / "p.json").write_text(text)
+    with pytest.raises(HarnessError) as info:
+        load_prompts(workload(prompts_file="p.json"), tmp_path)
+    assert f"{tmp_path / 'p.json'}{fragment.removeprefix('p.json')}" in str(info.value)
+
+
+def test_prompts_files_parse_with_their_texts() -> None:
+    assert parse_prompts('[\n  "a",\n  "b c"\n]\n', "p.json") == ["a", "b c"]
+
+
+@pytest.mark.parametrize(("text", "fragment"), BAD_PROMPTS)
+def test_a_bad_prompts_file_is_refused_when_the_config_is_validated(
+    tmp_path: Path, text: str, fragment: str
+) -> None:
+    path = tmp_path / "p.json"
+    path.write_text(text)
+    cfg, _ = load([])
+    cfg.workloads["short"] = replace(cfg.workloads["short"], prompts_file=str(path))
+    with pytest.raises(ConfigError) as info:
+        validate(cfg)
+    message = str(info.value)
+    assert f"workloads.short.prompts_file = '{path}': a JSON list of non-empty strings: " in message
+    assert f"{path}{fragment.removeprefix('p.json')}" in message
 
 
 @pytest.mark.parametrize(
