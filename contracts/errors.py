@@ -231,7 +231,14 @@ _DISK_REMEDY = {
 
 class SweepDirError(ResultFileError):
     """The sweep directory cannot be written (disk full, read-only, no permission, deleted): the sweep
-    stops."""
+    stops. ``cause`` is what failed without what the sweep does about it, for a ``rollback`` to say its
+    own."""
+
+    def __init__(
+        self, message: str, *, cause: str | None = None, hint: str | None = None, evidence: Sequence[str] = ()
+    ) -> None:
+        super().__init__(message, hint=hint, evidence=evidence)
+        self.cause = cause if cause is not None else message.partition("; the sweep stops here")[0]
 
 
 def sweep_dir_error(exc: BaseException, sweep_dir: object) -> SweepDirError | None:
@@ -254,8 +261,10 @@ def sweep_dir_error(exc: BaseException, sweep_dir: object) -> SweepDirError | No
     deleted = gone and exc.errno in (errno.ENOENT, errno.ENOTDIR)
     what = "it was deleted" if deleted else exc.strerror or errno.errorcode.get(exc.errno, str(exc.errno))
     remedy = _DISK_REMEDY.get(exc.errno, "free space or make it writable")
+    cause = f"cannot write the sweep directory {sweep_dir}: {what}{where}"
     return SweepDirError(
-        f"cannot write the sweep directory {sweep_dir}: {what}{where}; the sweep stops here",
+        f"{cause}; the sweep stops here",
+        cause=cause,
         hint=f"{remedy}, then `python -m orchestrator rollback {sweep_dir}` "
         "(the journal and the finished records are intact)",
     )

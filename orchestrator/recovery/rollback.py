@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from contracts.errors import GauntletError, RollbackError, SpecError, SweepLockedError
+from contracts.errors import GauntletError, RollbackError, SpecError, SweepDirError, SweepLockedError
 from contracts.layout import (
     DEFAULT_SWEEPS_DIR,
     JOURNAL_FILE,
@@ -121,7 +121,15 @@ def rollback(
                 )
                 return done
             seams.say("the sweep ended without a validated retained server: restoring it here")
-        result = _rollback_here(sweep_dir, cfg, seams)
+        try:
+            result = _rollback_here(sweep_dir, cfg, seams)
+        except SweepDirError as exc:  # the rollback's own evidence did not fit: no sweep is stopping here
+            raise SweepDirError(
+                f"{exc.cause}; the rollback stops here, its validation unfinished "
+                f"(`python -m orchestrator status {sweep_dir}` says what runs)",
+                cause=exc.cause,
+                hint=exc.hint,
+            ) from exc
     verdict = "OK" if result.ok else "FAILED"
     out.write(
         f"rollback {verdict}: {result.candidate} {result.fingerprint} pid {result.pid}\n  {result.reason}\n"
@@ -322,14 +330,7 @@ def acting_on(
     act = Acting(sweep_dir, lock, holder)
     if holder is not None:
         if not holder.owns(sweep_dir) or holder.role != "sweep":
-            who = "sweep" if holder.role == "sweep" else f"`{holder.role}`"
-            raise SweepLockedError(
-                f"service port {port} is held by the {who} of {holder.sweep_dir or '?'} "
-                f"(pid {holder.pid or '?'}), not by {sweep_dir}",
-                holder=holder.sweep_dir,
-                hint=f"`{action}` acts on the sweep that owns the port; wait for it, or run `python -m "
-                f"orchestrator {action} {holder.sweep_dir}`",
-            )
+            raise port_refusal(port, holder, sweep_dir, action)
         journal = Journal.of_sweep(sweep_dir, launching_place())
         offsite.attach(journal, sweep_dir)
         act.mark = len(journal.events())
@@ -352,6 +353,26 @@ def acting_on(
         yield act
     finally:
         lock.release()
+
+
+def port_refusal(port: int, holder: Holder, sweep_dir: Path, action: Action) -> SweepLockedError:
+    """Why ``action`` on ``sweep_dir`` cannot take the port's lock from ``holder`` (pure): another
+    ``stop``/``rollback`` of the same sweep is waited for; another sweep's holder is named."""
+    pid = holder.pid or "?"
+    if holder.owns(sweep_dir):
+        return SweepLockedError(
+            f"another {holder.role} (pid {pid}) of this sweep is running; wait for it",
+            holder=holder.sweep_dir,
+            hint=f"run `python -m orchestrator {action} {sweep_dir}` again once it has finished "
+            f"(it holds service port {port})",
+        )
+    who = "the sweep" if holder.role == "sweep" else f"a `{holder.role}`"
+    return SweepLockedError(
+        f"service port {port} is held by {who} of {holder.sweep_dir or '?'} (pid {pid}), not by {sweep_dir}",
+        holder=holder.sweep_dir,
+        hint=f"`{action}` acts on the sweep that owns the port; wait for it, or run `python -m "
+        f"orchestrator {action} {holder.sweep_dir}`",
+    )
 
 
 def readable_journal(sweep_dir: Path) -> Journal:

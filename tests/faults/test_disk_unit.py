@@ -12,7 +12,7 @@ import pytest
 from contracts.errors import SweepDirError, sweep_dir_error
 from orchestrator.measure.candidate import run_candidate
 from orchestrator.measure.opening import begin
-from tests.unit.fakes import FakeLoad, FakeSupervisor
+from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
 from tests.unit.test_lifecycle import candidate, make
 
 
@@ -113,3 +113,25 @@ def test_a_disk_error_in_a_candidates_job_ends_the_sweep_with_its_cause_and_rest
     assert sup.started == ["baseline", "tp4_dp2", "baseline"]  # measured up to the fault, then restored
     (live,) = Journal(sweep / "journal.jsonl").replay().live.values()
     assert live.role == "retained" and list(sup.alive) == [live.pid]
+
+
+def test_a_rollback_on_a_full_disk_says_the_rollback_stops_not_the_sweep(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from orchestrator.recovery.rollback import main_rollback
+    from tests.unit.test_session import _config_yaml, restored_sweep
+
+    sup = FakeSupervisor()
+    ctx = restored_sweep(tmp_path, sup)  # a finished sweep, its retained server running
+    (ctx.dir / "config.yaml").write_text(_config_yaml(ctx))
+    sup.alive.clear()  # then the server went: the rollback restores and validates into rollbacks/
+
+    def full(name: str, profile: str, repeat: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(ctx.dir / "rollbacks" / "records.jsonl"))
+
+    seams = fake_seams(sup, FakeLoad(before=full), [])
+    assert main_rollback([str(ctx.dir)], lambda: seams) == SweepDirError.exit_code
+    err = capsys.readouterr().err
+    assert f"cannot write the sweep directory {ctx.dir}: No space left on device" in err
+    assert "the rollback stops here, its validation unfinished" in err, err
+    assert "the sweep stops here" not in err, err

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from contracts.errors import SweepLockedError
 from contracts.layout import retained_spec_file
 from orchestrator.ledger import offsite
 from orchestrator.ledger.events import (
@@ -31,10 +32,17 @@ from orchestrator.ledger.events import (
     ValidationFailed,
 )
 from orchestrator.ledger.journal import Journal, JournalState
-from orchestrator.ledger.lock import SweepLock
+from orchestrator.ledger.lock import Holder, SweepLock
 from orchestrator.ledger.requests import STOPPED_BY_USER, read_request, request_file, write_request
 from orchestrator.recovery.restore import UNAUTHORIZED, refused
-from orchestrator.recovery.rollback import StatusLine, new_rollback_dir, sweep_state, validated_since_start
+from orchestrator.recovery.rollback import (
+    StatusLine,
+    acting_on,
+    new_rollback_dir,
+    port_refusal,
+    sweep_state,
+    validated_since_start,
+)
 from tests.unit.fakes import FakeLoad, FakeSupervisor
 from tests.unit.test_controller import run_sweep
 
@@ -326,3 +334,40 @@ def test_a_rollback_reports_the_sweeps_validation_only_for_the_running_server(
     events: list[Event], found: bool
 ) -> None:
     assert (validated_since_start(events, 10) is not None) == found
+
+
+@pytest.mark.parametrize(
+    ("holder", "said"),
+    [
+        (Holder("SWEEP", 42, "rollback"), "another rollback (pid 42) of this sweep is running; wait for it"),
+        (Holder("SWEEP", 42, "stop"), "another stop (pid 42) of this sweep is running; wait for it"),
+        (Holder("OTHER", 7, "sweep"), "service port 8000 is held by the sweep of OTHER (pid 7), "
+                                      "not by SWEEP"),
+        (Holder("OTHER", 7, "rollback"), "service port 8000 is held by a `rollback` of OTHER (pid 7), "
+                                         "not by SWEEP"),
+    ],
+)  # fmt: skip
+def test_a_port_held_by_another_stop_or_rollback_is_named_for_what_it_is(
+    tmp_path: Path, holder: Holder, said: str
+) -> None:
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    resolved = Holder(
+        str(sweep.resolve()) if holder.sweep_dir == "SWEEP" else holder.sweep_dir, holder.pid, holder.role
+    )
+    error = port_refusal(8000, resolved, sweep, "rollback")
+    assert error.message == said.replace("SWEEP", str(sweep)).replace("OTHER", resolved.sweep_dir)
+    assert error.exit_code == 4
+
+
+def test_a_second_rollback_of_a_sweep_is_told_to_wait_for_the_first(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    first = SweepLock.for_port(8000)
+    assert first.try_acquire(sweep, role="rollback") is None  # a rollback of this sweep holds the port
+    try:
+        with pytest.raises(SweepLockedError) as info, acting_on(sweep, 8000, "rollback", None, wait_s=0):  # type: ignore[arg-type]
+            pass
+    finally:
+        first.release()
+    assert info.value.message == f"another rollback (pid {os.getpid()}) of this sweep is running; wait for it"
