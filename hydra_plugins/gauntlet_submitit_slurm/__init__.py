@@ -2,8 +2,10 @@
 on a cluster without accounting storage (``hydra/launcher=gauntlet_slurm``).
 
 Hydra accepts launchers only from the ``hydra_plugins`` namespace package and imports every module in it at
-start-up, so this module stays a thin shell: what it adds is :mod:`orchestrator.servers.submitit_slurm`,
-imported when a launch begins.
+start-up, with or without the ``.[slurm]`` extra, so this module imports nothing optional: the plugin's
+launcher is built when Hydra instantiates this one (``hydra/launcher=gauntlet_slurm``), and without the extra
+that is one error naming ``pip install 'gauntlet[slurm]'``. What it adds is
+:mod:`orchestrator.servers.submitit_slurm`, imported when a launch begins.
 """
 
 from __future__ import annotations
@@ -11,15 +13,34 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
+from hydra.core.utils import JobReturn
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig
+
+from contracts.errors import ConfigError
+from orchestrator.config.extras import SLURM, missing_extra
 
 
-class SubmititSlurmLauncher(SlurmLauncher):  # type: ignore[misc]  # the plugin ships no type information
+class SubmititSlurmLauncher(Launcher):
     """Hydra's submitit SLURM launcher; without accounting storage (no ``sacct``), job ends are read from
     ``squeue`` and the job completion log, so a job cancelled by ``stop`` does not leave the sweep waiting."""
 
-    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[Any]:
+    def __init__(self, **params: Any) -> None:
+        try:
+            from hydra_plugins.hydra_submitit_launcher.submitit_launcher import (  # noqa: PLC0415  (the extra)
+                SlurmLauncher,
+            )
+        except ImportError as exc:
+            raise ConfigError([missing_extra(SLURM, "gauntlet_slurm", "hydra/launcher")]) from exc
+        #: The plugin's launcher: submitit pickles it for the jobs, so they run without this class.
+        self.slurm: Launcher = SlurmLauncher(**params)
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.slurm.setup(hydra_context=hydra_context, task_function=task_function, config=config)
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from orchestrator.servers.submitit_slurm import watching_the_queue  # noqa: PLC0415  (the `.[slurm]` extra)
 
         with watching_the_queue():
-            return super().launch(job_overrides, initial_job_idx)  # type: ignore[no-any-return]
+            return self.slurm.launch(job_overrides, initial_job_idx)

@@ -26,6 +26,7 @@ from contracts.paths import CONF_DIR
 from orchestrator.app.controller import explain
 from orchestrator.app.sweeper import SweepEnded, register_sweeper
 from orchestrator.config.compose import register_configs
+from orchestrator.config.extras import check_extras
 from orchestrator.config.guard import check_yaml_files, config_roots
 from orchestrator.servers.seams import say_stderr
 
@@ -49,6 +50,7 @@ def job(config: DictConfig) -> str:
 
 def _hydra_entry() -> None:
     check_yaml_files(config_roots(sys.argv[1:]))  # before Hydra parses a file (an anchor bomb never returns)
+    check_extras(sys.argv[1:])  # a launcher of a missing extra: the pip command, not "Could not load"
     register_configs()
     register_sweeper()
     decorated = hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(job)

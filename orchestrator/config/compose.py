@@ -39,6 +39,7 @@ from contracts.schema import (
     WorkloadConfig,
 )
 from orchestrator.config.compose_errors import translate_compose_error, unknown_keys
+from orchestrator.config.extras import check_extras
 from orchestrator.config.guard import check_yaml_files, config_roots
 from orchestrator.config.validate import Sources, validate
 
@@ -192,6 +193,7 @@ def compose_config(
     loc = location or ConfigLocation(config_path=str(config_dir), config_name=config_name)
     extra = ["--config-dir", loc.config_dir] if loc.config_dir is not None else []
     check_yaml_files(config_roots([*overrides, *extra], Path(loc.config_path or CONF_DIR)))
+    check_extras(overrides)
     try:
         hydra = create_hydra(loc)
         sources = Sources(
