@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from contracts.errors import RollbackError, SpecError
+from contracts.errors import PreflightError, SpecError
 from contracts.layout import SERVER_LOG
 from launch.spec import LaunchSpec, diff_specs
 from orchestrator.ledger.events import Launching, LiveServer, TornDown, Vanished
@@ -118,8 +118,9 @@ def take_over_live_service(
         session = ctx.servers.adopt(live, live_spec)
         if session is None:
             continue
-        if live_spec.fingerprint != spec.fingerprint:
-            raise RollbackError(
+        if live_spec.fingerprint != spec.fingerprint:  # a configuration problem found before anything is
+            # touched, as the doctor finds it (exit 4); exit 7 is the journal's and rollback's
+            raise PreflightError(
                 f"the live service (pid {live.pid}, recorded in {previous}) runs {live_spec.fingerprint}, "
                 f"but the configured baseline renders {spec.fingerprint}",
                 evidence=diff_specs(live_spec, spec),

@@ -272,3 +272,26 @@ def test_a_harness_fault_is_recorded_as_such_and_measured_again_on_resume(
     assert not any("the server died under load" in m for m in messages)
     assert not is_complete(life, "tp4_dp2")
     assert sup.alive == {}
+
+
+def test_a_live_service_that_is_not_the_configured_baseline_is_a_preflight_refusal_exit_4(
+    tmp_path: Path,
+) -> None:
+    """Exit 7 is for the journal and rollback; a live service the configuration does not describe is found
+    before anything is touched, as the doctor finds it (PreflightError, exit 4)."""
+    from contracts.errors import PreflightError
+    from orchestrator.servers.context import SweepContext
+    from tests.unit.fakes import fake_seams
+
+    sup = FakeSupervisor()
+    first, _ = make(tmp_path / "a", sup, FakeLoad())
+    begin(first)
+    assert restore(first, reason="sweep completed").ok  # the live service: this baseline
+    (live_pid,) = sup.alive
+    cfg, _ = load([*OVERRIDES, "candidate@baseline=tp4_dp2"])  # a baseline that renders another spec
+    second = SweepContext.open(cfg, tmp_path / "b" / "sweep", fake_seams(sup, FakeLoad(), []))
+    with pytest.raises(PreflightError) as info:
+        begin(second, previous=first.dir)
+    assert info.value.exit_code == 4
+    assert "but the configured baseline renders" in info.value.message
+    assert list(sup.alive) == [live_pid]  # the live service keeps serving
