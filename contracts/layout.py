@@ -11,6 +11,7 @@ the report); it imports only the error tree. No other module spells one of these
         opening.json  host.json  nodes/  .submitit/   the sweep's opening, the host probe, node slots, jobs
         .write-probe-<pid>/                           made and removed at the opening: may the sweep write?
         doctor.json                                   what `doctor` found before anything was stopped
+        planned.json                                  the candidates the sweep was asked to measure
         verdicts.json  report.md  report.json  summaries.csv  *.png
         sim-vs-real.json  sim-vs-real.md              simulation against measurement (launch.sim.versus)
         retained/spec.json  retained/vllm-config.yaml the retained configuration as recorded at the start
@@ -64,6 +65,9 @@ OPENING_FILE = "opening.json"
 HOST_FILE = "host.json"
 #: What the pre-flight checks (``doctor``) found when the sweep opened, before anything was stopped.
 DOCTOR_FILE = "doctor.json"
+#: The candidates the sweep was asked to measure (every opening's, resumes included): the judge names
+#: those it never reached.
+PLANNED_FILE = "planned.json"
 #: The simulated cluster's node slots (lock files).
 NODES_DIR = "nodes"
 #: Where the submitit plugin keeps its jobs (its default, ``${hydra.sweep.dir}/.submitit/%j``).

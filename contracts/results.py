@@ -320,6 +320,13 @@ class DoctorProblem(_Model):
         return f"{self.candidate or 'host'}: {self.check}: {self.message}"
 
 
+class SweepPlan(_Model):
+    """The candidates a sweep was asked to measure (``planned.json``), in the order asked, every
+    opening's (a resume adds its own to the earlier ones)."""
+
+    candidates: list[str] = Field(default_factory=list)
+
+
 class DoctorReport(_Model):
     """What the pre-flight checks found (``doctor.json``): problems, and what was checked."""
 

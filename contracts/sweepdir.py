@@ -19,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from contracts.errors import ResultFileError
 from contracts.layout import (
     BLOCK_PREFIX,
     BLOCKS_DIR,
@@ -26,6 +27,7 @@ from contracts.layout import (
     HOST_FILE,
     MULTIRUN_FILE,
     OVERRIDES_FILE,
+    PLANNED_FILE,
     RECOVERY_ROOT,
     RUN_FILE,
     SUMMARY_FILE,
@@ -40,8 +42,10 @@ from contracts.results import (
     ProfileSummary,
     RecoveryValidation,
     RequestRecord,
+    SweepPlan,
     read_jsonl,
     read_model,
+    write_model,
 )
 
 
@@ -154,6 +158,26 @@ NODE_SEPARATOR = "@"
 def candidate_names(sweep_dir: Path) -> list[str]:
     """Every candidate directory under ``<sweep>/candidates/``, sorted (node baselines left out)."""
     return [n for n in _result_dirs(sweep_dir) if NODE_SEPARATOR not in n]
+
+
+def planned_names(sweep_dir: Path) -> list[str]:
+    """The candidates the sweep was asked to measure (``planned.json``), in the order asked; [] when the
+    sweep recorded none."""
+    path = sweep_dir / PLANNED_FILE
+    return read_model(path, SweepPlan).candidates if path.exists() else []
+
+
+def record_planned(sweep_dir: Path, names: Sequence[str]) -> Path:
+    """Add ``names`` to ``planned.json`` (a resume keeps what the earlier openings asked for); its path."""
+    try:
+        earlier = planned_names(sweep_dir)
+    except ResultFileError:  # unreadable: this opening's plan replaces it
+        earlier = []
+    path = sweep_dir / PLANNED_FILE
+    write_model(
+        path, SweepPlan(candidates=[*earlier, *(n for n in dict.fromkeys(names) if n not in earlier)])
+    )
+    return path
 
 
 def node_baseline_names(sweep_dir: Path) -> list[str]:

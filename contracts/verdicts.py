@@ -82,6 +82,7 @@ class Gap(_Model):
         "harness",  # the load runner itself failed (bad workload data, a bug): not the server's fault
         "missing_measurement",  # a configured measurement is absent (capacity.json)
         "client_lag",  # a comparison the load client's dispatch lag leaves undecidable
+        "not_measured",  # the candidate was stopped during its launch (no run.json) or never reached
     ]
     side: Literal["candidate", "baseline"]
     message: str  # what is missing, with the file and the numbers

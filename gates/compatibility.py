@@ -27,7 +27,9 @@ class Compatibility(Gate):
                 gate=self.name,
                 role=self.role,
                 status="inconclusive",
-                message=f"no {ctx.candidate.run_file}: the candidate was never launched (interrupted sweep?)",
+                # The verdict is incomplete (gates.evidence.not_measured): resuming the sweep launches it.
+                message=f"no {ctx.candidate.run_file}: not measured (stopped during its launch, or never "
+                "reached)",
             )
         startup = run.startup
         if startup.ok:

@@ -1,10 +1,12 @@
 """Is the evidence complete? What a verdict needed and did not get (the ``incomplete`` decision).
 
 Pipeline position: the judge asks :func:`evidence_gaps` for every started candidate before it lets the
-gates' results decide (:func:`gates.verdict.decide`). A verdict is never read from partial evidence: a run
-stopped early (``interrupted``, cancelled requests), fewer repeats than the sweep asked for, a baseline
-whose server died or became unhealthy under load, a load-harness fault (bad workload data, an exception
-in the runner: a ``harness`` watch event), a configured capacity search without its ``capacity.json``.
+gates' results decide (:func:`gates.verdict.decide`), and :func:`not_measured` for a candidate without
+``run.json``. A verdict is never read from partial evidence: a candidate stopped during its launch or
+never reached, a run stopped early (``interrupted``, cancelled requests), fewer repeats than the sweep
+asked for, a baseline whose server died or became unhealthy under load, a load-harness fault (bad
+workload data, an exception in the runner: a ``harness`` watch event), a configured capacity search
+without its ``capacity.json``.
 A candidate's own server death or hang (and the runs it cut short) is not a gap: it is the stability
 gate's evidence (a hung server is the candidate's fault: REJECT on stability, the evidence says "hung").
 Pure: it reads the :class:`contracts.sweepdir.Results` already loaded and the expectations the sweep's
@@ -69,6 +71,19 @@ class Expected:
         if self.max_repeats is not None:
             ran = min(ran, self.max_repeats)
         return {p: min(self.own[p], ran) if p in self.own else ran for p in self.baseline}
+
+
+def not_measured(candidate: Results, *, begun: bool) -> Gap:
+    """The gap of a candidate without ``run.json``: its launch was stopped before it finished (``begun``:
+    its directory exists; Ctrl-C or ``stop`` during the startup), or the sweep never reached it."""
+    why = (
+        f"no {candidate.run_file}: stopped or interrupted during its launch"
+        if begun
+        else f"no {candidate.root}/: the sweep stopped before reaching it"
+    )
+    return Gap(
+        kind="not_measured", side="candidate", message=f"not measured ({why})", file=candidate.run_file
+    )
 
 
 def _events(results: Results, kinds: tuple[str, ...]) -> list[WatchEvent]:

@@ -32,6 +32,7 @@ from contracts.sweepdir import (
     load_baseline,
     load_results,
     node_baseline_names,
+    planned_names,
     resume_command,
 )
 from contracts.verdicts import (
@@ -46,7 +47,7 @@ from contracts.verdicts import (
 )
 from gates.compare import brief
 from gates.drift import evaluate_drift, evaluate_node_drift
-from gates.evidence import Expected, evidence_gaps
+from gates.evidence import Expected, evidence_gaps, not_measured
 from gates.figures import (
     FigureSpec,
     baseline_figures,
@@ -137,6 +138,17 @@ def _incomplete(verdict: Verdict, gaps: Sequence[Gap], resume: str | None) -> Ve
     command = resume if data else None
     missing = "; ".join(g.message for g in gaps)
     then = f"; to complete it: {command}" if command else ""
+    if all(g.kind == "not_measured" for g in gaps):  # no evidence at all: nothing to read a decision from
+        return verdict.model_copy(
+            update={
+                "decision": "incomplete",
+                "decision_on_partial": None,
+                "reason": f"incomplete: {missing}{then}",
+                "missing": list(gaps),
+                "resume": command,
+                "more_repeats": None,
+            }
+        )
     return verdict.model_copy(
         update={
             "decision": "incomplete",
@@ -307,12 +319,17 @@ def _judge_candidate(
     specs: Sequence[FigureSpec],
     expected: Expected | None,
     resume: str,
+    *,
+    begun: bool = True,
 ) -> tuple[Verdict, Reversal | None]:
-    """Every gate on one candidate, the decision, its key figures and its reversal (if any)."""
+    """Every gate on one candidate, the decision, its key figures and its reversal (if any). ``begun``:
+    its directory exists (without it, and without ``run.json``, the sweep never reached it)."""
     cfg, baseline, candidate, name = ctx.cfg, ctx.baseline, ctx.candidate, ctx.candidate.name
     compat = _evaluated(next(g for g in gates if g.name == "compatibility"), ctx, None)
     results = [compat] + [_evaluated(g, ctx, compat) for g in gates if g.name != "compatibility"]
     gaps = evidence_gaps(candidate, baseline, expected) if candidate.started else []
+    if candidate.run is None:  # stopped during its launch, or never reached: measuring it completes it
+        gaps = [not_measured(candidate, begun=begun)]
     verdict = decide(name, baseline.name, results, cfg, gaps=gaps, resume=resume)
     if not candidate.started:
         return verdict, None
@@ -341,7 +358,13 @@ def evaluate_sweep(
     """
     gates = selected_gates(cfg.enabled)
     specs = figure_specs(cfg)
-    every = candidates if candidates is not None else candidate_names(sweep_dir)
+    found = candidate_names(sweep_dir)
+    # The candidates measured or begun, then those the sweep was asked for and never reached.
+    every = (
+        candidates
+        if candidates is not None
+        else [*found, *(n for n in planned_names(sweep_dir) if n not in found)]
+    )
     node_baselines = [n for n in node_baseline_names(sweep_dir) if is_node_baseline(n, baseline)]
     # The sweep's own baseline, or (every candidate measured on other nodes) the first node's.
     reference = baseline if candidate_dir(sweep_dir, baseline).is_dir() or not node_baselines else None
@@ -358,9 +381,10 @@ def evaluate_sweep(
         ctx = GateContext(
             cfg=_at_look(cfg, plan, results[name]), baseline=paired.get(name, base), candidate=results[name]
         )
-        verdict, found = _judge_candidate(ctx, gates, specs, expected, resume_command(sweep_dir))
+        begun = candidate_dir(sweep_dir, name).is_dir()
+        verdict, rev = _judge_candidate(ctx, gates, specs, expected, resume_command(sweep_dir), begun=begun)
         verdicts.append(verdict)
-        reversals += [found] if found else []
+        reversals += [rev] if rev else []
     if reference is None:  # the serving host measured no baseline: comparing it would mix two nodes
         drift = DriftResult(
             status="not_run",

@@ -85,6 +85,7 @@ def write_report(sweep_dir: Path, cfg: GauntletConfig | None = None) -> Built:
         cfg = read_sweep_config(sweep_dir)
     verdicts = read_judgement(sweep_dir)
     names = [verdicts.baseline, *(n for n in candidate_names(sweep_dir) if n != verdicts.baseline)]
+    names += [v.candidate for v in verdicts.verdicts if v.candidate not in names]  # never reached
     data = read_sweep(sweep_dir, [*names, *node_baseline_names(sweep_dir)])
     report = build_model(sweep_dir, cfg, verdicts, data, names)
     text = render_markdown(report) + rerun_section(sweep_dir, cfg, verdicts.baseline)

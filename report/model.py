@@ -245,6 +245,8 @@ def row_summary(verdict: Verdict | None) -> str:
         return f"gain: {_gains_short(verdict)}; no requirement failed"
     if verdict.decision == "neutral":
         return "fails no requirement, no clear gain: not worth a production change"
+    if verdict.decision == "incomplete" and all(g.kind == "not_measured" for g in verdict.missing):
+        return "not measured: resuming the sweep measures it (the command below)"
     if verdict.decision == "incomplete":
         said = verdict.decision_on_partial
         partial = f" (the partial evidence said {said}; not acted on)" if said else ""

@@ -43,6 +43,7 @@ from contracts.errors import (
 from contracts.layout import SERVER_LOG, candidates_dir, point_latest, previous_latest
 from contracts.results import RecoveryValidation, probe_writable
 from contracts.schema import CandidateConfig, GauntletConfig
+from contracts.sweepdir import record_planned
 from orchestrator.ledger.events import SweepFinished
 from orchestrator.ledger.lock import SweepLock
 from orchestrator.ledger.requests import (
@@ -142,6 +143,8 @@ class SweepController:
             if (disk := sweep_dir_error(exc, sweep_dir)) is None:
                 raise
             raise disk from exc
+        if names is not None:  # the judge names the candidates the sweep never reached
+            record_planned(sweep_dir, names)
         point_latest(sweeps, sweep_dir)
         begin(ctx, previous=previous, keep_live=jobs_elsewhere, candidates=candidates)
         if jobs_elsewhere:

@@ -3,6 +3,8 @@ missing, and the command that completes it; the judge's exit code."""
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,12 +14,16 @@ from contracts.errors import EXIT_INCOMPLETE
 from contracts.results import ProfileSummary, RequestRecord, WatchEvent, read_jsonl, read_model, write_jsonl
 from contracts.results import write_model as write_summary
 from contracts.schema import GatesConfig
-from contracts.sweepdir import resume_command
+from contracts.sweepdir import planned_names, resume_command
 from contracts.verdicts import Verdict
 from gates import evaluate_sweep
 from gates.evidence import Expected
 from gates.judge import exit_code, judge_sweep, main
+from orchestrator.ledger.lock import SweepLock
+from orchestrator.ledger.requests import write_request
+from tests.unit.fakes import FakeLoad, FakeSupervisor
 from tests.unit.gates_fixtures import BASELINE, SweepBuilder, baseline_like, sweep_config, write_config
+from tests.unit.test_controller import run_sweep
 
 CFG = GatesConfig(
     accepted_profiles=["prefill_10k", "decode_heavy"],
@@ -259,3 +265,24 @@ def test_a_baseline_that_hung_leaves_the_candidate_incomplete(tmp_path: Path) ->
     verdict = evaluate_sweep(tmp_path, CFG, baseline="baseline", expected=EXPECTED).verdicts[0]
     assert verdict.decision == "incomplete"
     assert "baseline_died" in [g.kind for g in verdict.missing]
+
+
+def test_a_sweep_stopped_before_its_last_candidate_names_it_not_measured(tmp_path: Path) -> None:
+    """`stop` during tp4_dp2's load: eplb is never launched, and the judge still names it (planned.json),
+    with the command that measures it, instead of leaving it out of verdicts.json."""
+    sup = FakeSupervisor()
+
+    def stop_under_load(name: str, profile: str, repeat: int) -> None:
+        if name == "tp4_dp2":
+            write_request(SweepLock.for_port(8000).path, "stop", (tmp_path / "latest").resolve())
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+    code, _, sweep = run_sweep(
+        tmp_path, sup, load=FakeLoad(before=stop_under_load), candidates="tp4_dp2,eplb"
+    )
+    assert code == 130 and sup.started == ["baseline", "tp4_dp2"]
+    assert planned_names(sweep) == ["tp4_dp2", "eplb"]
+    verdicts = judge_sweep(sweep)
+    eplb = next(v for v in verdicts.verdicts if v.candidate == "eplb")
+    assert eplb.decision == "incomplete" and [g.kind for g in eplb.missing] == ["not_measured"]
+    assert eplb.resume == resume_command(sweep) and exit_code(verdicts) == EXIT_INCOMPLETE

@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from contracts.errors import GateError, ResultFileError
+from contracts.errors import EXIT_INCOMPLETE, GateError, ResultFileError
 from contracts.results import WatchEvent
 from contracts.schema import GatesConfig
+from contracts.sweepdir import record_planned, resume_command
 from gates import GateResult, SweepVerdict, Verdict, evaluate_sweep, read_verdicts, write_verdicts
+from gates.judge import exit_code
 from tests.unit.gates_fixtures import BASELINE, SweepBuilder, baseline_like, case_study
 
 CFG = GatesConfig(
@@ -401,14 +403,30 @@ def test_a_missing_baseline_is_a_gate_error(tmp_path: Path) -> None:
         evaluate_sweep(tmp_path, CFG, baseline="baseline")
 
 
-def test_a_candidate_never_launched_is_inconclusive(tmp_path: Path) -> None:
+def test_a_candidate_stopped_during_its_launch_or_never_reached_is_incomplete(tmp_path: Path) -> None:
+    """A stop or Ctrl-C inside the launch leaves a directory without run.json; a candidate the sweep
+    never reached has no directory, only its name in planned.json: both are measured by resuming."""
     b = SweepBuilder(tmp_path)
     b.run("baseline", is_baseline=True)
     baseline_like(b, "baseline")
-    sweep = evaluate_sweep(tmp_path, CFG, baseline="baseline", candidates=["ghost"])
-    ghost = _verdict(sweep, "ghost")
-    assert ghost.decision == "inconclusive"
-    assert "never launched" in ghost.reason
+    (tmp_path / "candidates/starting").mkdir()
+    (tmp_path / "candidates/starting/spec.json").write_text("{}")
+    record_planned(tmp_path, ["baseline", "starting", "late"])
+    sweep = evaluate_sweep(tmp_path, CFG, baseline="baseline")
+    assert [v.candidate for v in sweep.verdicts] == ["starting", "late"]
+    words = {
+        "starting": "not measured (no candidates/starting/run.json: stopped or interrupted during its "
+        "launch)",
+        "late": "not measured (no candidates/late/: the sweep stopped before reaching it)",
+    }
+    for name, said in words.items():
+        verdict = _verdict(sweep, name)
+        assert verdict.decision == "incomplete", verdict.reason
+        assert [g.kind for g in verdict.missing] == ["not_measured"]
+        assert verdict.reason == f"incomplete: {said}; to complete it: {resume_command(tmp_path)}"
+        assert verdict.resume == resume_command(tmp_path) and verdict.decision_on_partial is None
+    assert sweep.resume == resume_command(tmp_path) and sweep.retained == "baseline"
+    assert exit_code(sweep) == EXIT_INCOMPLETE
 
 
 def test_candidates_default_to_every_directory_but_the_baseline(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from contracts.results import (
     write_model,
 )
 from contracts.schema import GauntletConfig
+from contracts.sweepdir import record_planned, resume_command
 from contracts.verdicts import Comparison
 from gates.judge import judge_sweep
 from report import ReportModel, build_report, main, plots
@@ -373,6 +374,25 @@ def test_missing_profiles_and_unmeasured_candidates_still_report(
     assert figures["prefill_10k output tok/s"].startswith("222 tok/s  1.00")
     for name in (PLOT_TTFT, PLOT_THROUGHPUT, PLOT_RANKING):
         assert (tmp_path / name).read_bytes()[:8] == PNG_MAGIC
+
+
+def test_candidates_stopped_in_their_launch_or_never_reached_are_named_not_measured(
+    tmp_path: Path, base_cfg: GauntletConfig
+) -> None:
+    """A stop during ``starting``'s launch (no run.json) before ``late`` was reached: both rows say "not
+    measured", and the command that measures them follows the table."""
+    b = SweepBuilder(tmp_path)
+    b.run("baseline", is_baseline=True, free_gib=[1.0] * 8)
+    baseline_like(b, "baseline")
+    (tmp_path / "candidates/starting").mkdir()
+    record_planned(tmp_path, ["starting", "late"])
+    text = judged_report(finish_sweep(tmp_path, base_cfg), base_cfg)
+    assert decisions(text) == {"baseline": "baseline", "starting": "INCOMPLETE", "late": "INCOMPLETE"}
+    for name in ("starting", "late"):
+        row = next(line for line in text.splitlines() if line.startswith(f"| {name} "))
+        assert "not measured: resuming the sweep measures it (the command below)" in row
+    assert "- late: not measured (no candidates/late/: the sweep stopped before reaching it)" in text
+    assert f"```\n{resume_command(tmp_path)}\n```" in text
 
 
 def test_only_the_baseline_started(tmp_path: Path, base_cfg: GauntletConfig) -> None:
