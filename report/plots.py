@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from contracts.layout import PLOT_RANKING, PLOT_THROUGHPUT, PLOT_TTFT
 from contracts.metrics import mean
 from contracts.schema import GauntletConfig
+from contracts.verdicts import Ranking
 from report.model import ReportModel, SweepData
 from report.slo_plots import write_slo_plots
 
@@ -141,7 +142,7 @@ def _plot_ttft(c: _Canvas) -> tuple[Any, str]:
             res = c.data.results[name]
             values = [
                 r.ttft_s
-                for rep in res.repeats(profile)
+                for rep in res.samples(profile)  # a run cut short is no sample
                 for r in rep.records
                 if r.ttft_s is not None and r.ttft_s > 0
             ]
@@ -189,7 +190,7 @@ def _plot_throughput(c: _Canvas) -> tuple[Any, str]:
             ax = axes[row * len(profiles) + col]
             for x, name in enumerate(c.names):
                 res = c.data.results[name]
-                values = [float(getattr(rep.summary, metric)) for rep in res.repeats(profile)]
+                values = [float(getattr(rep.summary, metric)) for rep in res.samples(profile)]
                 if not values:
                     _gap(ax, x, "did not start" if not res.started else "not measured")
                     continue
@@ -217,9 +218,39 @@ def _plot_throughput(c: _Canvas) -> tuple[Any, str]:
     return fig, PLOT_THROUGHPUT
 
 
+#: The ranking plot draws at most this many candidates (a search makes many; 101 lines are unreadable):
+#: those with the best ranks, plus the baseline and every reversal. The report's tables list them all.
+RANKING_TOP = 12
+
+
+def ranking_shown(
+    rankings: Sequence[Ranking], order: Sequence[str], *, keep: Collection[str], top: int = RANKING_TOP
+) -> list[str]:
+    """The candidates the ranking plot draws, in ``order`` (the report's rows): every one when there are
+    at most ``top``, else the ``top`` best by their best rank in any ranking (ties in ``order``), and
+    ``keep`` (the baseline, the reversals) besides (pure).
+
+    >>> from contracts.verdicts import Ranking
+    >>> r = Ranking(metric="m", profile="p", label="l", order=["c", "a", "b", "d"], values=[1, 2, 3, 4])
+    >>> ranking_shown([r], ["a", "b", "c", "d"], keep={"d"}, top=2)
+    ['a', 'c', 'd']
+    """
+    names = [n for n in order if any(n in r.order for r in rankings)]
+    if len(names) <= top:
+        return names
+    best = {n: min(r.order.index(n) for r in rankings if n in r.order) + 1 for n in names}
+    chosen = set(sorted(names, key=lambda n: (best[n], names.index(n)))[:top]) | set(keep)
+    return [n for n in names if n in chosen]
+
+
 def _plot_ranking(plt: Any, report: ReportModel, colors: dict[str, str], title: str) -> tuple[Any, str]:
     ranked = report.rankings
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.5 * len(ranked) + 3), 4.2))
+    reversed_names = {rev.candidate for rev in report.reversals}
+    order = [row.candidate for row in report.rows]
+    names = ranking_shown(ranked, order, keep={report.baseline, *reversed_names})
+    everyone = len({n for r in ranked for n in r.order})
+    height = max(4.2, 0.28 * len(names) + 2.0)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.5 * len(ranked) + 3), height))
     if not ranked:
         ax.text(
             0.5,
@@ -232,8 +263,6 @@ def _plot_ranking(plt: Any, report: ReportModel, colors: dict[str, str], title: 
         ax.set_axis_off()
         fig.suptitle(f"Serial versus loaded ranking: {title}")
         return fig, PLOT_RANKING
-    names = sorted({n for r in ranked for n in r.order}, key=[row.candidate for row in report.rows].index)
-    reversed_names = {rev.candidate for rev in report.reversals}
     for name in names:
         xs = [i for i, r in enumerate(ranked) if name in r.order]
         ys = [ranked[i].order.index(name) + 1 for i in xs]
@@ -267,11 +296,13 @@ def _plot_ranking(plt: Any, report: ReportModel, colors: dict[str, str], title: 
             color=colors[name],
             fontsize=8,
         )
+    ranks = sorted({r.order.index(n) + 1 for r in ranked for n in names if n in r.order})
+    lowest = ranks[-1] if ranks else 1
     if len(ranked) > 1:
         ax.axvspan(0.5, len(ranked) - 0.5, color="#f2f2f2", zorder=0)
         ax.text(
             len(ranked) / 2,
-            len(names) + 0.45,
+            lowest + 0.45,
             "under load",
             ha="center",
             va="center",
@@ -279,12 +310,18 @@ def _plot_ranking(plt: Any, report: ReportModel, colors: dict[str, str], title: 
             color="#666666",
         )
     ax.set_xticks(range(len(ranked)), [r.label.replace(" ", "\n", 1) for r in ranked], fontsize=8)
-    ax.set_yticks(range(1, len(names) + 1))
-    ax.set_ylim(len(names) + 0.7, 0.5)
+    ax.set_yticks(ranks if len(names) < everyone else range(1, lowest + 1))
+    ax.set_ylim(lowest + 0.7, 0.5)
     ax.set_xlim(-1.2, len(ranked) - 1 + 1.2)
     ax.set_ylabel("rank (1 = best)")
     note = f"reversal: {', '.join(sorted(reversed_names))}" if reversed_names else "no reversal"
-    ax.set_title(f"Rank by serial latency (left) and under load ({note})")
+    shown = (
+        f"\n{len(names)} of {everyone} candidates shown: the {RANKING_TOP} best ranked, the baseline and "
+        "every reversal (report.md lists all)"
+        if len(names) < everyone
+        else ""
+    )
+    ax.set_title(f"Rank by serial latency (left) and under load ({note}){shown}")
     fig.suptitle(f"Serial versus loaded ranking: {title}")
     fig.tight_layout()
     return fig, PLOT_RANKING
