@@ -233,6 +233,9 @@ class ProfileSummary(_Model):
     client: ClientHealth
     server: ServerMetrics | None  # None when /metrics could not be read
     interrupted: bool = False  # Ctrl-C or the time bound stopped it early
+    #: The profile's time bound (``time_limit_s``) stopped it (``interrupted`` is True too); False in
+    #: summaries written before it was recorded (their interrupted runs read as stopped)
+    time_bound: bool = False
     records_file: str = RECORDS_FILE  # relative to the summary
     prompt_mismatches: int = 0  # measured requests whose usage.prompt_tokens missed the target by > 2%
     notes: list[str] = Field(default_factory=list)  # what the runner noticed (clipped max_tokens, ...)

@@ -88,6 +88,11 @@ class Results:
     def repeats(self, profile: str) -> list[Repeat]:
         return self.profiles.get(profile, [])
 
+    def samples(self, profile: str) -> list[Repeat]:
+        """The repeats of ``profile`` that ran to their end: its throughput and latency samples. A run cut
+        short (a stop, a lost server, the time bound) is evidence of what cut it, never a sample."""
+        return [r for r in self.repeats(profile) if not r.summary.interrupted]
+
     def block_repeats(self, profile: str) -> list[Repeat]:
         """A baseline's repeats of ``profile`` in its interleaved blocks, in measuring order."""
         return [r for block in self.blocks for r in block.repeats(profile)]

@@ -82,6 +82,9 @@ class Gap(_Model):
         "harness",  # the load runner itself failed (bad workload data, a bug): not the server's fault
         "missing_measurement",  # a configured measurement is absent (capacity.json)
         "client_lag",  # a comparison the load client's dispatch lag leaves undecidable
+        # the time bound stopped a run of a profile the baseline did not finish in time either (or the
+        # baseline's own): measuring again gives the same; a longer workloads.<profile>.time_limit_s decides
+        "time_bound",
         "not_measured",  # the candidate was stopped during its launch (no run.json) or never reached
     ]
     side: Literal["candidate", "baseline"]

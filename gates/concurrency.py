@@ -28,21 +28,25 @@ from gates.compare import (
     requirement_family,
     throughput,
 )
+from gates.evidence import finished_in_time, lost_how, unfinished
 from gates.registry import Gate, GateContext, register
 
 
 def loaded_plans(ctx: GateContext) -> tuple[list[Planned], list[Comparison]]:
-    """Every loaded comparison that can be measured (at any confidence), and the ones that cannot."""
+    """Every loaded comparison that can be measured (at any confidence), and the ones that cannot (or
+    that need no statistics: a run the time bound stopped, :func:`time_bound_findings`). Only runs that
+    ran to their end are samples: a run cut short (a lost server, the time bound) is not."""
     cfg = ctx.cfg
     planned: list[Planned] = []
-    unmeasured: list[Comparison] = []
+    unmeasured: list[Comparison] = time_bound_findings(ctx)
     for profile in cfg.loaded_profiles:
-        base = ctx.baseline.repeats(profile)
-        cand = ctx.candidate.repeats(profile)
+        base = ctx.baseline.samples(profile)
+        cand = ctx.candidate.samples(profile)
         if not base:
             continue
         if not cand:
-            unmeasured.append(missing("loaded", profile, "candidate"))
+            if not any(c.profile == profile for c in unmeasured):  # the time bound's finding says it
+                unmeasured.append(_no_sample(ctx, profile))
             continue
         for metric in ("output_tps", "prompt_tps"):
             planned.append(
@@ -53,6 +57,55 @@ def loaded_plans(ctx: GateContext) -> tuple[list[Planned], list[Comparison]]:
             )
         planned.append(Planned("lower", partial(_ttft, profile, cand, base, ctx.cfg)))
     return planned, unmeasured
+
+
+def time_bound_findings(ctx: GateContext) -> list[Comparison]:
+    """A candidate's runs the time bound stopped, on any profile the baseline finished in time: each is a
+    failed comparison ("did not finish N of M requests within T s"), no sample; measuring again gives the
+    same. Where the baseline did not finish in time either, the evidence check names it (``time_bound``)."""
+    out: list[Comparison] = []
+    for profile, reps in ctx.candidate.profiles.items():
+        if not finished_in_time(ctx.baseline, profile):
+            continue
+        base = ctx.baseline.repeats(profile)
+        longest = max(rep.summary.duration_s for rep in base)
+        for rep in reps:
+            if not rep.summary.time_bound:
+                continue
+            s = rep.summary
+            out.append(
+                Comparison(
+                    metric="finished_requests",
+                    profile=profile,
+                    status="fail",
+                    observed=float(s.completed),
+                    baseline=float(s.num_requests),  # the baseline finished them all
+                    ratio=s.completed / s.num_requests if s.num_requests else 0.0,
+                    threshold=1.0,
+                    unit="requests",
+                    n_candidate=1,
+                    n_baseline=len(base),
+                    message=f"{profile} r{s.repeat} {unfinished(s)}; the baseline finished each of its "
+                    f"{len(base)} run(s) in time (the longest in {longest:.3g} s)",
+                )
+            )
+    return out
+
+
+def _no_sample(ctx: GateContext, profile: str) -> Comparison:
+    """A profile whose candidate runs were all cut short (or never ran): no throughput sample."""
+    cut = ctx.candidate.repeats(profile)
+    if not cut:
+        return missing("loaded", profile, "candidate")
+    runs = ", ".join(f"r{rep.summary.repeat}" for rep in cut)
+    lost = lost_how(ctx.candidate)
+    why = f"the server {lost} during {runs}" if lost else f"{runs} cut short"
+    return missing(
+        "loaded",
+        profile,
+        "candidate",
+        f"{profile}: no throughput sample ({why}; a run cut short is not a sample)",
+    )
 
 
 def _throughput(  # noqa: PLR0917 (bound with functools.partial; the last argument is the level)

@@ -9,6 +9,9 @@ workload data, an exception in the runner: a ``harness`` watch event), a configu
 without its ``capacity.json``.
 A candidate's own server death or hang (and the runs it cut short) is not a gap: it is the stability
 gate's evidence (a hung server is the candidate's fault: REJECT on stability, the evidence says "hung").
+Nor is a candidate's run stopped by its time bound on a profile the baseline finished in time: that is
+the concurrency gate's finding. The time bound stopping the baseline's run (or both) is a ``time_bound``
+gap, which measuring again does not fill.
 Pure: it reads the :class:`contracts.sweepdir.Results` already loaded and the expectations the sweep's
 config gives.
 
@@ -21,9 +24,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from contracts.results import WatchEvent
+from contracts.results import ProfileSummary, WatchEvent
 from contracts.schema import GauntletConfig
-from contracts.sweepdir import Results
+from contracts.sweepdir import Repeat, Results
 from contracts.verdicts import Gap
 from gates.sequential import candidate_plan
 
@@ -95,11 +98,60 @@ def server_lost(results: Results) -> bool:
     return bool(_events(results, LOST))
 
 
-def _interrupted(results: Results, side: Literal["candidate", "baseline"]) -> list[Gap]:
+def lost_how(results: Results) -> str | None:
+    """How the launch's server was lost under load, in words ("hung", "died", "became unhealthy": a hang
+    or a death first, since an unanswered /health is ``unhealthy`` before it is ``hung``); None if not."""
+    kinds = {e.kind for e in _events(results, LOST)}
+    found = next((k for k in ("hung", "died", "unhealthy") if k in kinds), None)
+    return "became unhealthy" if found == "unhealthy" else found
+
+
+def finished_in_time(results: Results, profile: str) -> bool:
+    """Every run of ``profile`` on disk ran to its end (none cut short, the time bound included)."""
+    return bool(results.repeats(profile)) and results.samples(profile) == results.repeats(profile)
+
+
+def unfinished(summary: ProfileSummary) -> str:
+    """A run the time bound stopped, in words: how many requests it did not finish, within what."""
+    limit = summary.settings.workload.time_limit_s if summary.settings is not None else None
+    within = f"its time bound ({limit:g} s)" if limit is not None else "its time bound"
+    return (
+        f"did not finish {summary.num_requests - summary.completed} of {summary.num_requests} request(s) "
+        f"within {within}"
+    )
+
+
+def _time_bound(rep: Repeat, side: Literal["candidate", "baseline"]) -> Gap:
+    """A run the time bound stopped where no comparison can use it: the baseline's own, or a candidate's
+    on a profile the baseline did not finish in time either. Resuming measures nothing new."""
+    profile = rep.summary.profile
+    what = (
+        f"the baseline's {profile} run {unfinished(rep.summary)}"
+        if side == "baseline"
+        else f"the {profile} run {unfinished(rep.summary)}, and the baseline's did not finish in time either"
+    )
+    return Gap(
+        kind="time_bound",
+        side=side,
+        message=f"{rep.summary_file}: {what}: nothing to compare; measuring again gives the same: raise "
+        f"workloads.{profile}.time_limit_s and run the sweep again",
+        file=rep.summary_file,
+    )
+
+
+def _interrupted(
+    results: Results, side: Literal["candidate", "baseline"], baseline: Results | None = None
+) -> list[Gap]:
+    """Runs cut short. A candidate's run the time bound stopped on a profile the baseline finished in time
+    is no gap: the concurrency gate judges it (:func:`finished_in_time`)."""
     out: list[Gap] = []
-    for reps in results.profiles.values():
+    for profile, reps in results.profiles.items():
         for rep in reps:
             cancelled = rep.summary.errors.get("cancelled", 0)
+            if rep.summary.time_bound:
+                if side == "baseline" or baseline is None or not finished_in_time(baseline, profile):
+                    out.append(_time_bound(rep, side))
+                continue
             if rep.summary.interrupted or cancelled:
                 what = "interrupted" if rep.summary.interrupted else "not interrupted"
                 out.append(
@@ -176,7 +228,7 @@ def evidence_gaps(candidate: Results, baseline: Results, expected: Expected | No
     for side, results in sides:
         lost = server_lost(results)
         if not (side == "candidate" and lost):  # a candidate's lost server cut its runs short: stability
-            gaps += _interrupted(results, side)
+            gaps += _interrupted(results, side, baseline)
         gaps += [
             Gap(
                 kind="harness",

@@ -62,8 +62,9 @@ def figure_specs(cfg: GatesConfig) -> list[FigureSpec]:
 
 
 def raw_value(spec: FigureSpec, results: Results) -> tuple[float | None, tuple[int, int] | None]:
-    """The figure from the stored results alone, pooled over repeats (and the count of answers)."""
-    repeats = results.repeats(spec.profile)
+    """The figure from the stored results alone, pooled over the runs that ran to their end (a run cut
+    short is no sample) (and the count of answers)."""
+    repeats = results.samples(spec.profile)
     if not repeats:
         return None, None
     records = [r for rep in repeats for r in rep.records]

@@ -34,13 +34,13 @@ def latency_measurements(ctx: GateContext) -> list[Measured]:
     """Serial TTFT and latency, and loaded median TTFT, each with a family-adjusted interval."""
     cfg = ctx.cfg
     plan: list[tuple[str, str, str]] = []
-    if ctx.baseline.repeats(cfg.serial_profile) and ctx.candidate.repeats(cfg.serial_profile):
+    if ctx.baseline.samples(cfg.serial_profile) and ctx.candidate.samples(cfg.serial_profile):
         plan += [
             (cfg.serial_profile, "serial_ttft_p50", "ttft"),
             (cfg.serial_profile, "serial_e2e_p50", "e2e"),
         ]
     for profile in cfg.loaded_profiles:
-        if ctx.baseline.repeats(profile) and ctx.candidate.repeats(profile):
+        if ctx.baseline.samples(profile) and ctx.candidate.samples(profile):
             plan.append((profile, "ttft_p50", "ttft"))
     confidence = bonferroni(cfg.confidence, len(plan))
     out: list[Measured] = []
@@ -49,7 +49,7 @@ def latency_measurements(ctx: GateContext) -> list[Measured]:
             "serial_ttft_p50": "serial median TTFT",
             "serial_e2e_p50": "serial median latency",
         }.get(metric, f"{profile} median TTFT")
-        cand, base = ctx.candidate.repeats(profile), ctx.baseline.repeats(profile)
+        cand, base = ctx.candidate.samples(profile), ctx.baseline.samples(profile)  # runs to their end
         measured = latency(
             metric,
             profile,
@@ -96,7 +96,7 @@ def serial_combined(ctx: GateContext, metrics: int, serial: list[Measured]) -> M
     as a serial metric's own gain never counted with the other worse beyond the tolerance. ``serial``: the two
     serial comparisons at their own (one-slot) level."""
     cfg = ctx.cfg
-    cand, base = ctx.candidate.repeats(cfg.serial_profile), ctx.baseline.repeats(cfg.serial_profile)
+    cand, base = ctx.candidate.samples(cfg.serial_profile), ctx.baseline.samples(cfg.serial_profile)
     if not cand or not base or metrics < 2:
         return None
     alpha = (1 - cfg.confidence) * 2 / metrics

@@ -7,11 +7,13 @@ the baseline's values are shown for context, not compared against.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from contracts.results import RequestRecord
 from contracts.sweepdir import Repeat
 from contracts.verdicts import Comparison, Evidence, GateResult, GateStatus
 from gates.compare import missing, overall_status, records_evidence
+from gates.evidence import lost_how
 from gates.registry import Gate, GateContext, register
 
 
@@ -39,7 +41,7 @@ class Stability(Gate):
                 comparisons.append(missing("stability", profile, "candidate"))
                 continue
             comparison, found, shown = _profile_stability(profile, repeats, ctx.baseline.repeats(profile))
-            comparisons.append(comparison)
+            comparisons.append(_cut_by_loss(comparison, repeats, lost_how(ctx.candidate)))
             problems += found
             evidence += shown
         statuses = [c.status for c in comparisons]
@@ -62,13 +64,40 @@ class Stability(Gate):
         )
 
 
+def _cut_by_loss(comparison: Comparison, repeats: Sequence[Repeat], lost: str | None) -> Comparison:
+    """A profile whose run the lost server cut short fails for that reason, said as such (its counts cover
+    only what the cut-short run had finished, which is no evidence of stability)."""
+    cut = [rep.summary for rep in repeats if rep.summary.interrupted and not rep.summary.time_bound]
+    if lost is None or not cut:
+        return comparison
+    runs = ", ".join(
+        f"r{s.repeat} ({s.completed} of {s.num_requests} request(s) completed)"
+        if s.num_requests
+        else f"r{s.repeat} (before its measured requests)"
+        for s in cut
+    )
+    return comparison.model_copy(
+        update={
+            "status": "fail",
+            "message": f"{comparison.profile}: server {lost}, which cut short {runs}",
+        }
+    )
+
+
+def _failed_in(rep: Repeat) -> Callable[[RequestRecord], bool]:
+    """A failed request of ``rep``; not one its time bound stopped (``timeout`` in a time-bound run)."""
+    return lambda r: not r.ok and not (rep.summary.time_bound and r.error == "timeout")
+
+
 def _profile_stability(
     profile: str, repeats: Sequence[Repeat], base: Sequence[Repeat]
 ) -> tuple[Comparison, list[str], list[Evidence]]:
     """One accepted profile: failed requests, preemptions, restarts; its problems and their evidence."""
     problems: list[str] = []
     evidence: list[Evidence] = []
-    failed = sum(rep.summary.failed for rep in repeats)
+    # Requests the profile's time bound stopped did not fail: they are the concurrency gate's finding.
+    unfinished = sum(rep.summary.errors.get("timeout", 0) for rep in repeats if rep.summary.time_bound)
+    failed = sum(rep.summary.failed for rep in repeats) - unfinished
     total = sum(rep.summary.num_requests for rep in repeats)
     servers = [rep.summary.server for rep in repeats]
     preemptions = sum(s.preemptions for s in servers if s is not None)
@@ -78,15 +107,19 @@ def _profile_stability(
     unknown = sum(s is None for s in servers)
     status: GateStatus = "pass"
     parts = [f"{failed}/{total} failed", f"{preemptions:g} preemptions"]
+    if unfinished:
+        parts.append(f"{unfinished} unfinished at the time bound (concurrency)")
     if failed:
         status = "fail"
         errors: dict[str, int] = {}
         for rep in repeats:
             for kind, count in rep.summary.errors.items():
-                errors[kind] = errors.get(kind, 0) + count
+                if not (kind == "timeout" and rep.summary.time_bound):
+                    errors[kind] = errors.get(kind, 0) + count
         detail = ", ".join(f"{k} {v}" for k, v in sorted(errors.items()))
         problems.append(f"{profile}: {failed}/{total} requests failed ({detail or 'no class'})")
-        evidence.extend(records_evidence(repeats, lambda r: not r.ok))
+        for rep in repeats:
+            evidence.extend(records_evidence([rep], _failed_in(rep)))
     if preemptions > 0:
         status = "fail"
         problems.append(f"{profile}: {preemptions:g} preemptions")

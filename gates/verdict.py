@@ -134,7 +134,7 @@ def lag_gaps(results: Sequence[GateResult]) -> list[Gap]:
 
 def _incomplete(verdict: Verdict, gaps: Sequence[Gap], resume: str | None) -> Verdict:
     """``verdict`` read from partial evidence: incomplete, saying what is missing and how to complete it."""
-    data = [g for g in gaps if g.kind != "client_lag"]
+    data = [g for g in gaps if g.kind not in ("client_lag", "time_bound")]  # resuming fills neither
     command = resume if data else None
     missing = "; ".join(g.message for g in gaps)
     then = f"; to complete it: {command}" if command else ""

@@ -154,6 +154,7 @@ def summarize_run(
     scrape_errors: Sequence[str],
     notes: Sequence[str],
     interrupted: bool,
+    time_bound: bool = False,
     settings: LoadSettings | None = None,
     slo: SloConfig | None = None,
     load_level: float | None = None,
@@ -166,7 +167,8 @@ def summarize_run(
 
     ``t0_ns`` is the profile's t = 0 (CLOCK_MONOTONIC) that scrape times count from. ``planned`` is the
     number of measured requests the plan held (0: unknown, count the records). ``notes`` are the run's
-    own (plan, stop), ahead of the ``/metrics`` note and those of the figures. ``slo`` (the service's
+    own (plan, stop), ahead of the ``/metrics`` note and those of the figures; ``time_bound``: the profile's
+    time bound stopped the run (not a stop from outside). ``slo`` (the service's
     SLO) adds attainment and goodput; ``load_level`` marks a capacity search's run. ``lateness_bound_s``,
     ``pacer``, ``worker_cpu_seconds`` and ``rss_per_stream_bytes`` go to the client's health
     (:func:`load.summary.client_health`).
@@ -205,6 +207,7 @@ def summarize_run(
         client=health,
         server=server,
         interrupted=interrupted,
+        time_bound=time_bound,
         notes=run_notes + figures.notes,
         settings=settings,
         tpot=tpot_stats(measured),

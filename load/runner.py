@@ -499,6 +499,7 @@ class _Run:
             scrape_errors=self.scraper.errors if self.scraper is not None else [],
             notes=notes,
             interrupted=self.interrupted or stop_reason is not None,
+            time_bound=stop_reason == "timeout" and not self.interrupted,
             settings=self.settings,
             slo=self.slo,
             load_level=self.load_level,

@@ -164,7 +164,7 @@ def goodput_rows(
     out: list[GoodputRow] = []
     for name, res in results.items():
         for profile in profiles:
-            slos = [rep.summary.slo for rep in res.repeats(profile) if rep.summary.slo is not None]
+            slos = [rep.summary.slo for rep in res.samples(profile) if rep.summary.slo is not None]
             if not slos:
                 continue
             out.append(

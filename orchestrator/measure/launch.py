@@ -14,8 +14,8 @@ interleaved blocks (:mod:`.interleave`) and the restored retained configuration
     return launch.recorded
 
 A launch's directory is complete when its run.json records its own end (a failed start, a server lost under
-load) or every run it should have has a summary that was not interrupted (:func:`launch_complete`); resume
-skips it (:func:`skip_complete`).
+load) or every run it should have has a summary that was not interrupted, or was stopped by its time bound
+(:func:`launch_complete`); resume skips it (:func:`skip_complete`).
 """
 
 from __future__ import annotations
@@ -228,7 +228,8 @@ def measured_launch(
 def launch_complete(out: Path, expected: ExpectedRuns) -> bool:
     """The launch recorded in ``out`` is complete: its run.json is valid and records its own end (a failed
     start, a server lost under load: that is its evidence), or every run ``expected`` names has a summary
-    that was not interrupted."""
+    that was not interrupted, or was stopped by its profile's time bound (measured again, it would be
+    again: the gates judge it against the baseline, :mod:`gates.evidence`)."""
     try:
         run = read_model(out / RUN_FILE, CandidateRun)
         if any(e.kind == "harness" for e in run.watch):
@@ -242,7 +243,8 @@ def launch_complete(out: Path, expected: ExpectedRuns) -> bool:
         if runs is None:
             return False
         for profile, repeat in runs:
-            if read_model(repeat_dir(out, profile, repeat) / SUMMARY_FILE, ProfileSummary).interrupted:
+            summary = read_model(repeat_dir(out, profile, repeat) / SUMMARY_FILE, ProfileSummary)
+            if summary.interrupted and not summary.time_bound:  # the time bound's stop is the run's result
                 return False
     except (GauntletError, OSError):
         return False

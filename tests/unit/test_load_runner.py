@@ -209,13 +209,14 @@ def test_a_stop_while_planning_abandons_the_hung_call_at_once_not_at_its_timeout
         timer.cancel()
     assert time.monotonic() - started < AUX_TIMEOUT_S / 3
     assert summary.interrupted and summary.completed == 0 and server.bodies == []
+    assert not summary.time_bound  # stopped from outside (the watcher), not by the profile's time bound
     assert (tmp_path / "summary.json").exists()
 
 
 def test_time_bound_stops_stalled_streams(tmp_path: Path) -> None:
     server = FakeServer({i: "stall" for i in range(2, 14)})
     summary = run(tmp_path, server, workload=profile(time_limit_s=1.0))
-    assert summary.interrupted
+    assert summary.interrupted and summary.time_bound  # a finding about the server, not a stop
     assert summary.completed == 0 and summary.errors.get("timeout", 0) >= 1
     assert any("time bound" in note for note in summary.notes)
 
@@ -226,7 +227,8 @@ def test_keyboard_interrupt_keeps_finished_records(tmp_path: Path) -> None:
         run(tmp_path, server, workload=profile(concurrency=1))
     records = read_jsonl(tmp_path / "records.jsonl", RequestRecord)
     assert [r.index for r in records if r.ok] == list(range(9))
-    assert read_model(tmp_path / "summary.json", ProfileSummary).interrupted
+    summary = read_model(tmp_path / "summary.json", ProfileSummary)
+    assert summary.interrupted and not summary.time_bound
 
 
 def test_sigterm_cancels_the_run_and_raises_after_the_loop(tmp_path: Path) -> None:
