@@ -94,13 +94,35 @@ def capacity_fit(points: list[CapacityPoint], *, seed: int, resamples: int = BOO
 def fitted_ratio(
     cand: CapacityFit, base: CapacityFit, confidence: float
 ) -> tuple[float, tuple[float, float]]:
-    """Candidate / baseline capacity and its percentile interval over both sides' bootstrap replicates
-    (a replicate whose margin stopped falling with load counts as unbounded on its side)."""
-    logs = cand.replicates - base.replicates
-    logs = np.where(np.isnan(logs), 0.0, logs)
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(logs, [tail, 100 - tail])
-    return cand.capacity / base.capacity, (float(np.exp(low)), float(np.exp(high)))
+    """Candidate / baseline capacity and its percentile interval over both sides' bootstrap replicates.
+
+    A replicate whose margin stopped falling with load counts as unbounded on its side (ratio infinite,
+    or 0 on the baseline's). Where both sides' fits failed the ratio is unknown, not 1: such a replicate
+    counts as 0 for the lower end and as unbounded for the upper, so it can only widen the interval."""
+    with np.errstate(invalid="ignore"):  # inf - inf: both fits failed
+        logs = cand.replicates - base.replicates
+    unknown = np.isnan(logs)
+    tail = (1 - confidence) / 2
+    low = _quantile(np.where(unknown, -np.inf, logs), tail)
+    high = _quantile(np.where(unknown, np.inf, logs), 1 - tail)
+    return cand.capacity / base.capacity, (math.exp(low), math.exp(high))
+
+
+def _quantile(values: np.ndarray, q: float) -> float:
+    """numpy's default (linear) quantile, where an infinite neighbour gives an infinite quantile instead
+    of NaN (numpy interpolates ``-inf + inf``).
+
+    >>> _quantile(np.array([-np.inf, 1.0, 2.0, 3.0]), 0.5), _quantile(np.array([1.0, np.inf]), 0.5)
+    (1.5, inf)
+    """
+    ordered = np.sort(values)
+    at = q * (len(ordered) - 1)
+    below, above = float(ordered[math.floor(at)]), float(ordered[math.ceil(at)])
+    if below in (above, -math.inf):
+        return below
+    if above == math.inf:
+        return above
+    return below + (above - below) * (at - math.floor(at))
 
 
 def judge_capacity(ratio: float, interval: tuple[float, float], tolerance: float) -> GateStatus:

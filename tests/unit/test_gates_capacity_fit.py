@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pytest
 
 from contracts.results import CapacityPoint
-from gates.capacity import capacity_fit, fitted_ratio
+from gates.capacity import CapacityFit, capacity_fit, fitted_ratio
 
 
-def points(capacity: float, levels: list[float], noise: list[float] | None = None) -> list[CapacityPoint]:
+def points(capacity: float, levels: Sequence[float], noise: list[float] | None = None) -> list[CapacityPoint]:
     shifts = noise or [0.0] * len(levels)
     return [
         CapacityPoint(
@@ -64,3 +66,43 @@ def test_the_fit_finds_where_the_margin_crosses_one(
 )
 def test_too_little_near_the_boundary_leaves_the_bracket(pts: list[CapacityPoint]) -> None:
     assert capacity_fit(pts, seed=0) is None
+
+
+def fit(log_capacities: np.ndarray) -> CapacityFit:
+    """A side's fit with the given bootstrap replicates (log capacities; inf where a replicate failed)."""
+    finite = log_capacities[np.isfinite(log_capacities)]
+    return CapacityFit(float(np.exp(np.median(finite))), log_capacities, levels=4, runs=6)
+
+
+def replicates(log_capacity: float, *, failed: int, seed: int, n: int = 1000) -> np.ndarray:
+    """``n`` replicates spread 1% around ``log_capacity``, the first ``failed`` without a fit (inf)."""
+    values = log_capacity + np.random.default_rng(seed).normal(0.0, 0.01, n)
+    values[:failed] = np.inf
+    return values
+
+
+@pytest.mark.parametrize(
+    ("cand_failed", "base_failed", "low", "high"),
+    [
+        pytest.param(0, 0, (0.45, 0.499), (0.501, 0.55), id="every_replicate_fitted"),
+        pytest.param(10, 10, (0.45, 0.499), (0.501, 0.55), id="1pct_unknown_within_the_tails"),
+        pytest.param(100, 100, (0.0, 0.0), (np.inf, np.inf), id="10pct_unknown_is_not_a_ratio_of_one"),
+        pytest.param(100, 0, (0.45, 0.499), (np.inf, np.inf), id="10pct_candidate_unbounded"),
+        pytest.param(0, 100, (0.0, 0.0), (0.501, 0.55), id="10pct_baseline_unbounded"),
+    ],
+)
+def test_a_replicate_without_a_fit_widens_the_interval_and_never_reads_as_one(
+    cand_failed: int,
+    base_failed: int,
+    low: tuple[float, float],
+    high: tuple[float, float],
+) -> None:
+    """The true ratio is 0.5; replicates where a side's margin stopped falling are unbounded on that side,
+    and where both failed the ratio is unknown: counted at both ends, never as 1 (which would cap the
+    upper end at 1 and make a 0.5x loss look decided)."""
+    cand = fit(replicates(np.log(50.0), failed=cand_failed, seed=1))
+    base = fit(replicates(np.log(100.0), failed=base_failed, seed=2))
+    ratio, (got_low, got_high) = fitted_ratio(cand, base, 0.95)
+    assert ratio == pytest.approx(0.5, rel=0.01)
+    assert low[0] <= got_low <= low[1]
+    assert high[0] <= got_high <= high[1]
