@@ -134,7 +134,7 @@ def _terminal_why(row: CandidateRow, retained: str, width: int) -> str:
 
 def render_terminal(report: ReportModel) -> str:
     """What the sweep prints at its end: the decision table (cells cut to the terminal's width) and a
-    short summary (retained configuration, recovery, drift, capacity, reversals); report.md and
+    short summary (retained configuration, recovery, drift, capacity, goodput, reversals); report.md and
     report.html have the rest."""
     sim = f" (SIMULATED, time scale {report.time_scale:g}x)" if report.simulated else " (real vLLM)"
     out = [f"gauntlet sweep {report.sweep}{sim}: baseline {report.baseline}, model {report.model}", ""]
@@ -171,9 +171,33 @@ def render_terminal(report: ReportModel) -> str:
         out += textwrap.wrap(
             f"capacity at the SLO ({first.profile}, {first.unit}): {', '.join(parts)}", TERMINAL_WIDTH
         )
+    out += _terminal_goodput(report)
     for rev in report.reversals:
         out += textwrap.wrap("reversal: " + rev.text.replace("**", ""), TERMINAL_WIDTH)
     return "\n".join(out) + "\n"
+
+
+def _terminal_goodput(report: ReportModel) -> list[str]:
+    """Goodput at the SLO, a line per profile measured with it: each candidate's mean [interval] over
+    repeats and how many repeats held the SLO (the report's table, a line per row)."""
+    if not report.goodput:
+        return []
+    interval = f"mean [{report.confidence:.0%} interval] over repeats"
+    out = [f"goodput at the SLO (output tok/s, {interval}; repeats held):"]
+    for profile in dict.fromkeys(r.profile for r in report.goodput):
+        parts = [
+            f"{r.candidate} {fmt_interval(r.goodput_tps)} ({r.held}/{r.repeats})"
+            for r in report.goodput
+            if r.profile == profile
+        ]
+        out += textwrap.wrap(
+            f"{profile}: {', '.join(parts)}",
+            TERMINAL_WIDTH,
+            initial_indent="  ",
+            subsequent_indent="    ",
+            break_on_hyphens=False,
+        )
+    return out
 
 
 def _incomplete_section(report: ReportModel) -> list[str]:

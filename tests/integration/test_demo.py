@@ -92,6 +92,9 @@ def test_demo_sweep_reproduces_the_case_study(tmp_path: Path, port: int) -> None
     # The terminal gets the decision table and a short summary; report.html (one page) and report.md
     # have the rest.
     assert "capacity at the SLO (decode_heavy, concurrent): baseline " in done.stdout
+    assert "goodput at the SLO (output tok/s, mean [95% interval] over repeats; repeats held):" in done.stdout
+    goodput = [line for line in done.stdout.splitlines() if line.startswith("  decode_heavy: ")]
+    assert len(goodput) == 1 and "baseline " in goodput[0] and "tp4_dp2 " in goodput[0], done.stdout
     assert "## Key figures" not in done.stdout
     assert (sweep / "report.html").stat().st_size > 100_000
     # Results other tools read: bench_serve.json beside every summary, a CSV row per candidate.

@@ -8,13 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from contracts.layout import PLOT_PARETO
 from contracts.schema import GauntletConfig
 from gates.judge import judge_sweep
 from report import main, write_report
 from report.build import Built
 from report.html import HTML_FILE, png_data_uri, render_html
+from report.markdown import render_terminal
 from report.model import ReportModel
-from report.slo_plots import PLOT_PARETO
+from report.slo import GoodputRow, Interval
 from tests.unit.gates_fixtures import case_study, sweep_config, write_config
 
 CANDIDATES = ("baseline", "tp4_dp2", "spec_probabilistic", "mega_moe", "eplb")
@@ -83,6 +85,34 @@ def test_the_terminal_gets_the_decision_table_and_a_short_summary(built: tuple[P
     )  # the error, not the log prefix
     assert f"full report: {sweep / HTML_FILE}" in terminal
     assert "## Key figures" not in terminal
+
+
+def test_the_terminal_gets_goodput_per_profile_measured_with_the_slo(built: tuple[Path, Built]) -> None:
+    report = ReportModel.model_validate_json((built[0] / "report.json").read_text())
+    rows = [
+        GoodputRow(
+            candidate=name,
+            profile=profile,
+            goodput_tps=Interval(mean=tps, low=tps * 0.9, high=tps * 1.1, n=3),
+            goodput_rps=Interval(mean=1.0),
+            attainment=Interval(mean=0.9),
+            held=held,
+            repeats=3,
+        )
+        for profile, name, tps, held in [
+            ("decode_heavy", "baseline", 2217.0, 3),
+            ("decode_heavy", "tp4_dp2", 0.0, 0),
+            ("serial", "baseline", 139.0, 3),
+        ]
+    ]
+    lines = render_terminal(report.model_copy(update={"goodput": rows})).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("goodput at the SLO"))
+    assert lines[at] == ("goodput at the SLO (output tok/s, mean [95% interval] over repeats; repeats held):")
+    assert lines[at + 1 : at + 3] == [
+        "  decode_heavy: baseline 2,217 [1,995-2,439] (3/3), tp4_dp2 0 [0-0] (0/3)",
+        "  serial: baseline 139 [125-153] (3/3)",
+    ]
+    assert not any(line.startswith("goodput") for line in render_terminal(report).splitlines())
 
 
 def test_the_report_command_prints_the_summary(
