@@ -18,7 +18,9 @@ class attribute ``exit_code`` (the one table; :func:`exit_code_for` reads it)::
     │   └── TeardownError      something of the server's tree or its port survived teardown    4
     ├── LoadError              the load runner could not run a profile                         5
     │   └── HarnessError       the load harness failed (bad workload data, a runner bug), not   5
-    │                          the server: the candidate is INCOMPLETE, never blamed
+    │       │                  the server: the candidate is INCOMPLETE, never blamed
+    │       └── ClientPaused   the load client stood still mid-run (SIGSTOP, a VM pause): the   5
+    │                          run is discarded and measured again
     ├── ResultFileError        a result file on disk fails validation                          6
     │   └── SweepDirError      the sweep directory cannot be written (full, read-only, EACCES,  6
     │                          EPERM, deleted): the sweep stops, the retained server restored
@@ -204,6 +206,11 @@ class HarnessError(LoadError):
 
     The sweep records it as a ``harness`` watch event; the candidate's verdict is ``incomplete`` with
     this message, never a stability failure of the candidate."""
+
+
+class ClientPaused(HarnessError):
+    """The load client stood still while streams were in flight (SIGSTOP, a VM pause, swap): the run says
+    nothing about the server; the sweep discards it and measures it again (:mod:`load.harness`)."""
 
 
 class ResultFileError(GauntletError):

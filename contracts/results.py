@@ -41,6 +41,7 @@ ErrorClass = Literal[
     "http_4xx",  # the server refused the request
     "http_5xx",  # the server failed the request
     "connect",  # connection refused or reset before a response
+    "client",  # the load client could not open a connection itself (EMFILE, EADDRNOTAVAIL): a harness fault
     "timeout",  # no end of stream within the request timeout or the profile's time bound
     "truncated",  # the stream ended without [DONE] or without a finish reason
     "malformed",  # a chunk was not valid JSON / SSE

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import resource
 import socket
 import ssl
@@ -32,8 +33,31 @@ from contracts.errors import LoadError
 from contracts.schema import LoadConfig
 from load.sse import Read, ResponseDecoder
 
-Ending = Literal["complete", "closed", "timeout", "connect", "cancelled"]
+Ending = Literal["complete", "closed", "timeout", "connect", "client", "cancelled"]
 Clock = Callable[[], int]
+
+#: errno values of a connect that failed on the client's own host: no descriptor (EMFILE, ENFILE), no
+#: local port or address (EADDRNOTAVAIL, EADDRINUSE), no buffer or memory. Not the server's doing.
+CLIENT_ERRNOS = frozenset(
+    {errno.EMFILE, errno.ENFILE, errno.EADDRNOTAVAIL, errno.EADDRINUSE, errno.ENOBUFS, errno.ENOMEM}
+)
+
+
+def failed_ending(exc: BaseException) -> Literal["connect", "client"]:
+    """How a request that failed before a response ended: ``client`` when the error (or one it was raised
+    from) is the client host's own (:data:`CLIENT_ERRNOS`), else ``connect`` (refused, reset, unreachable).
+
+    >>> failed_ending(OSError(errno.EMFILE, "Too many open files")), failed_ending(ConnectionRefusedError())
+    ('client', 'connect')
+    """
+    seen: BaseException | None = exc
+    for _ in range(8):  # the chain of causes, as far as httpx and httpcore wrap it
+        if seen is None:
+            break
+        if isinstance(seen, OSError) and seen.errno in CLIENT_ERRNOS:
+            return "client"
+        seen = seen.__cause__ or seen.__context__
+    return "connect"
 
 
 @dataclass
@@ -345,7 +369,9 @@ class RawStreamClient:
                 self._discard(conn)
                 if reused and attempt == 0:
                     continue  # the server closed an idle connection: try once on a fresh one
-                return Exchange(sent_ns=sent_ns, ending="connect", detail=f"{type(exc).__name__}: {exc}")
+                return Exchange(
+                    sent_ns=sent_ns, ending=failed_ending(exc), detail=f"{type(exc).__name__}: {exc}"
+                )
             assert conn is not None
             if conn.finished:
                 if conn.response.keep_alive and not conn.closed:
@@ -444,7 +470,7 @@ class HttpxStreamClient:
         except TimeoutError:
             out.ending, out.detail = "timeout", f"no end of stream within {timeout_s:g} s"
         except httpx.ConnectError as exc:
-            out.ending, out.detail = "connect", f"ConnectError: {exc}"
+            out.ending, out.detail = failed_ending(exc), f"ConnectError: {exc}"
         except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
             out.ending, out.detail = ("closed" if out.status else "connect"), f"{type(exc).__name__}: {exc}"
         finally:

@@ -31,7 +31,7 @@ def outcome_steps(exchange: Exchange) -> Generator[None, None, StreamOutcome]:
     """Decode and parse one exchange in bounded steps; the outcome is the generator's return value."""
     yield from exchange.decode_steps()
     transport_error: ErrorClass | None = None
-    if exchange.ending in ("timeout", "connect", "cancelled"):
+    if exchange.ending in ("timeout", "connect", "client", "cancelled"):
         transport_error = exchange.ending
     if exchange.status is None and transport_error is None:
         return StreamOutcome(

@@ -32,6 +32,7 @@ from typing import Any, Literal, TypeVar
 import httpx
 import psutil
 
+from contracts.errors import HarnessError
 from contracts.paths import CONF_DIR
 from contracts.results import LoadSettings, ProfileSummary, RequestRecord
 from contracts.schema import LoadConfig, SloConfig, WorkloadConfig
@@ -46,6 +47,7 @@ from load.client import (
 )
 from load.collect import Collector, RunInfo, summarize_run
 from load.dispatch import DeferredWork, Dispatcher, StopFlag
+from load.harness import LoopWatch, harness_fault
 from load.plan import Plan, Request
 from load.progress import LiveRate, Progress
 from load.prompts import prepare_plan
@@ -142,7 +144,10 @@ def run_profile(
         run.interrupted = True
         run.finish()
         raise
-    return run.finish()
+    summary = run.finish()
+    if run.fault is not None:  # written, and said in its notes; the sweep records a harness fault
+        raise run.fault
+    return summary
 
 
 def run_cancelling_on_sigterm(runner: asyncio.Runner, main: Coroutine[Any, Any, T]) -> T:
@@ -238,6 +243,10 @@ class _Run:
         self.worker_results: list[WorkerResult] = []
         self.rss_per_stream: float | None = None
         self.pool: WorkerPool | None = None
+        #: The loop's heartbeat over the measured window (a pause of this process: load.harness).
+        self.loop_watch = LoopWatch(clock)
+        #: What makes the finished run a harness fault (a paused client, requests it could not send).
+        self.fault: HarnessError | None = None
 
     async def main(
         self,
@@ -370,6 +379,8 @@ class _Run:
         progress = Progress(label, len(measured), enabled=self.progress)
         progress.start()
         background = [asyncio.create_task(self.scraper.every_second(self.workload.time_limit_s))]
+        if stop is None:
+            background.append(asyncio.create_task(self.loop_watch.run()))
         if stop is not None:
             self.pool = WorkerPool(self._jobs(measured))
             background.append(asyncio.create_task(self._forward_stop(stop)))
@@ -472,6 +483,19 @@ class _Run:
         tok_s = self.collector.output_tokens / seconds if seconds > 0 else None
         return progress.line(self.collector.completed, self.collector.errors, 0, tok_s, "done")
 
+    def _harness_fault(self) -> HarnessError | None:
+        """A pause of a process that sent the measured requests, or requests the client could not send."""
+        if self.worker_results:
+            return harness_fault(
+                self.collector.records,
+                [r.stalls for r in self.worker_results],
+                t0_ns=self.t0_ns,
+                time_scale=self.info.time_scale,
+                split=[r.records for r in self.worker_results],
+            )
+        stalls, scale = [self.loop_watch.stalls], self.info.time_scale
+        return harness_fault(self.collector.records, stalls, t0_ns=self.t0_ns, time_scale=scale)
+
     def _pacer_name(self) -> str | None:
         if self.dispatcher is None or not self.dispatcher.open_loop:
             return None
@@ -484,6 +508,9 @@ class _Run:
             return self._summary
         self.deferred.flush()
         notes = list(self.plan.notes)
+        self.fault = self._harness_fault()
+        if self.fault is not None:
+            notes.append(f"harness fault, not the server: {self.fault.message}")
         stop_reason = self.dispatcher.stop_reason if self.dispatcher is not None else None
         if stop_reason == "timeout":
             notes.append(f"stopped by the profile's time bound ({self.workload.time_limit_s:g} s)")

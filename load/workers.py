@@ -32,6 +32,7 @@ from contracts.schema import LoadConfig, WorkloadConfig
 from load.client import RawStreamClient, default_loop_factory, tls_context
 from load.collect import Collector
 from load.dispatch import DeferredWork, Dispatcher
+from load.harness import LoopWatch, Stall
 from load.plan import Request
 
 #: The parent picks the common start this far ahead of the moment every worker reported ready.
@@ -71,6 +72,7 @@ class WorkerResult:
     rss_base_bytes: int = 0  # after imports, before any connection
     rss_peak_bytes: int = 0  # at the end: connections, streams and records held
     error: str | None = None  # an exception inside the worker (its traceback)
+    stalls: list[Stall] = field(default_factory=list)  # its loop stood still (load.harness.LoopWatch)
 
 
 def split(requests: Sequence[Request], concurrency: int, workers: int) -> list[tuple[int, list[Request]]]:
@@ -254,6 +256,7 @@ async def _work(job: WorkerJob, pipe: Any, stop: Any, counters: Any, result: Wor
         on_stopped=collector.stopped,
     )
     result.pacer = dispatcher.pacer.name if dispatcher.open_loop else None
+    watch = LoopWatch(clock, stalls=result.stalls)
     background = [
         asyncio.create_task(dispatcher.watch(stop)),
         asyncio.create_task(deferred.run()),
@@ -267,6 +270,7 @@ async def _work(job: WorkerJob, pipe: Any, stop: Any, counters: Any, result: Wor
         gc.collect()
         gc.disable()
         cpu0 = time.process_time()
+        background.append(asyncio.create_task(watch.run()))  # over the measured window only
         try:
             await dispatcher.run_phase(job.requests, start_ns=start_ns)
         finally:

@@ -9,12 +9,14 @@ turns a load error into evidence (an ``unhealthy`` event), never a crash of the 
 from __future__ import annotations
 
 import os
+import shutil
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
 
-from contracts.errors import GauntletError, HarnessError, sweep_dir_error
+from contracts.errors import ClientPaused, GauntletError, HarnessError, sweep_dir_error
 from contracts.results import WatchEvent
 from contracts.schema import WorkloadConfig
 from launch.spec import LaunchSpec
@@ -32,6 +34,9 @@ def server_lost(events: Sequence[WatchEvent]) -> bool:
 
 #: Watch events after which a server is lost: the remaining profiles of its launch are skipped.
 LOST = ("died", "hung", "unhealthy")
+#: Runs of one profile's repeat while the load client is found paused (load.harness): the first is
+#: discarded and measured again at once; a second pause is a harness fault (incomplete, resume measures it).
+PAUSED_ATTEMPTS = 2
 
 
 def measure_profile(
@@ -59,34 +64,42 @@ def measure_profile(
     failure: str | None = None
     harness: str | None = None
     with session.watching() as watch:
-        try:
-            ctx.seams.run_profile(
-                spec.base_url,
-                spec.served_model_name,
-                workload or ctx.cfg.workloads[profile],
-                candidate=name,
-                fingerprint=spec.fingerprint,
-                repeat=repeat,
-                out_dir=out,
-                backend=backend_of(spec),
-                host=spec.host,
-                time_scale=spec.time_scale,
-                scale=ctx.cfg.run.scale if workload is None else 1.0,
-                slo=ctx.cfg.slo,
-                load_level=load_level,
-                stop=watch.stop,
-                api_key=spec.api_key(os.environ),
-                load=ctx.cfg.load,
-            )
-        except HarnessError as exc:
-            harness = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        except (GauntletError, httpx.HTTPError, OSError) as exc:
-            if (disk := sweep_dir_error(exc, ctx.dir)) is not None:
-                raise disk from exc  # the disk failed, not the candidate: stop, do not measure on
-            failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            ctx.say(f"{name}: {profile} r{repeat} could not complete: {failure}")
-        except Exception as exc:  # a bug in the load runner is the harness's, never "the server died"
-            harness = f"{type(exc).__name__}: {exc}"
+        for attempt in range(1, PAUSED_ATTEMPTS + 1):
+            try:
+                _run(
+                    ctx,
+                    session,
+                    profile=profile,
+                    repeat=repeat,
+                    out=out,
+                    workload=workload,
+                    load_level=load_level,
+                    stop=watch.stop,
+                )
+            except ClientPaused as exc:
+                harness = str(exc).splitlines()[0]
+                if attempt == PAUSED_ATTEMPTS or watch.stop.is_set():
+                    break
+                # The client stood still, not the server: this run is no evidence; discard it and run again.
+                ctx.say(f"{name}: {profile} r{repeat}: {harness}; measuring it again")
+                ctx.journal.append(
+                    LoadFinished(candidate=name, profile=profile, repeat=repeat, events=0, error=harness)
+                )
+                shutil.rmtree(out, ignore_errors=True)
+                harness = None
+                ctx.check_stop()
+                ctx.journal.append(LoadStarted(candidate=name, profile=profile, repeat=repeat))
+                continue
+            except HarnessError as exc:
+                harness = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            except (GauntletError, httpx.HTTPError, OSError) as exc:
+                if (disk := sweep_dir_error(exc, ctx.dir)) is not None:
+                    raise disk from exc  # the disk failed, not the candidate: stop, do not measure on
+                failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                ctx.say(f"{name}: {profile} r{repeat} could not complete: {failure}")
+            except Exception as exc:  # a bug in the load runner is the harness's, never "the server died"
+                harness = f"{type(exc).__name__}: {exc}"
+            break
     events = watch.events
     for event in events:  # say what the watcher saw: a sweep never waits on a lost server in silence
         if event.kind in ("died", "hung"):
@@ -101,6 +114,39 @@ def measure_profile(
         LoadFinished(candidate=name, profile=profile, repeat=repeat, events=len(events), error=failure)
     )
     return events
+
+
+def _run(
+    ctx: SweepContext,
+    session: ServerSession,
+    *,
+    profile: str,
+    repeat: int,
+    out: Path,
+    workload: WorkloadConfig | None,
+    load_level: float | None,
+    stop: threading.Event,
+) -> None:
+    """One run of the profile through the sweep's load runner (its summary and records into ``out``)."""
+    spec = session.spec
+    ctx.seams.run_profile(
+        spec.base_url,
+        spec.served_model_name,
+        workload or ctx.cfg.workloads[profile],
+        candidate=spec.candidate,
+        fingerprint=spec.fingerprint,
+        repeat=repeat,
+        out_dir=out,
+        backend=backend_of(spec),
+        host=spec.host,
+        time_scale=spec.time_scale,
+        scale=ctx.cfg.run.scale if workload is None else 1.0,
+        slo=ctx.cfg.slo,
+        load_level=load_level,
+        stop=stop,
+        api_key=spec.api_key(os.environ),
+        load=ctx.cfg.load,
+    )
 
 
 def free_memory(ctx: SweepContext, spec: LaunchSpec) -> list[float] | None:
