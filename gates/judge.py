@@ -11,6 +11,7 @@ which the report renders without judging again. The sweep calls it when it close
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from contracts.errors import EXIT_INCOMPLETE, GauntletError, ResultFileError
@@ -83,6 +84,32 @@ def exit_code(verdicts: SweepVerdict) -> int:
     script never reads partial evidence as a finished sweep, whether resuming completes it
     (``verdicts.resume``) or each gap says what to change instead (the load client's lag)."""
     return EXIT_INCOMPLETE if verdicts.incomplete else 0
+
+
+def partial(sweep_dir: Path, running: str, *, measuring: Sequence[str] = ()) -> int:
+    """``judge --force`` on a sweep that is still running (``running`` says so): what has landed, judged
+    and printed under a PARTIAL line; nothing is written into the sweep (it judges itself when it ends).
+    A candidate being measured reads as such, not as never launched; no resume command is given (the
+    sweep is not over). Exit 8: every verdict here rests on partial evidence."""
+    try:
+        verdicts = judge(sweep_dir, read_sweep_config(sweep_dir))
+    except GauntletError as exc:
+        print(f"gauntlet: judge: {exc}", file=sys.stderr)
+        return exc.exit_code
+    now = "being measured now: judged on what has landed so far"
+    shown = verdicts.model_copy(
+        update={
+            "verdicts": [
+                v.model_copy(update={"reason": now}) if v.candidate in measuring else v
+                for v in verdicts.verdicts
+            ]
+        }
+    )
+    lines = [line for line in summary_lines(shown) if not line.startswith("resume: ")]
+    print(f"PARTIAL: {running}: what has landed so far, judged; nothing is written into it", flush=True)
+    print("\n".join(lines), flush=True)
+    print(f"gauntlet: judge: {VERDICTS_FILE} not written (the sweep writes it when it ends)", file=sys.stderr)
+    return EXIT_INCOMPLETE
 
 
 def main(args: list[str]) -> int:

@@ -10,8 +10,16 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
-from orchestrator.cli import SWEEP_DIR_COMMANDS, run_sweep_dir_command
+from orchestrator.cli import (
+    READERS,
+    SWEEP_DIR_COMMANDS,
+    RunningSweep,
+    run_sweep_dir_command,
+    running_refusal,
+    running_sweep_of,
+)
 
 USAGE = """usage: python -m orchestrator [COMMAND] [hydra overrides]
 
@@ -28,11 +36,15 @@ USAGE = """usage: python -m orchestrator [COMMAND] [hydra overrides]
   stop [SWEEP_DIR]                   stop every server gauntlet started for the sweep, the retained one
                                      included, restoring nothing (default: the latest sweep; `make stop`)
   status [SWEEP_DIR] [--json]        what gauntlet has running, its fingerprint, and whether it is healthy
-  judge SWEEP_DIR                    judge the stored results again and write verdicts.json
+  judge SWEEP_DIR [--force]          judge the stored results again and write verdicts.json (a sweep that
+                                     is still running: refused, exit 4; --force prints what has landed,
+                                     marked PARTIAL, and writes nothing)
   report SWEEP_DIR                   render the decision table and plots from verdicts.json and the files
-  compare OLD NEW [--candidate NAME] [--json]
+                                     (refused on a sweep that is still running)
+  compare OLD NEW [--candidate NAME] [--json] [--force]
                                      the same candidates (or NAME against OLD's retained configuration)
-                                     across two sweeps: what changed beyond noise (exit 1 if anything)
+                                     across two sweeps: what changed beyond noise (exit 1 if anything;
+                                     a sweep still running: refused, or --force: marked PARTIAL)
 
 Every command takes Hydra's flags: -cd/--config-dir DIR (your own configs), -cp/--config-path,
 -cn/--config-name, --cfg job|hydra|all [--resolve] [-p PKG], --info [WHAT], --help (per command), and the
@@ -69,10 +81,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "compare":
         from gates import across  # noqa: PLC0415
 
-        return across.main(rest)
+        rest, force = _without(rest, "--force")
+        refused = _compare_on_running(_compare_dirs(rest), force=force)
+        return refused if refused is not None else across.main(rest)
     if command == "status" and "--json" in rest:
         rest = [a for a in rest if a != "--json"]
         return run_sweep_dir_command(command, rest, _handler(command, as_json=True))
+    if command == "judge" and "--force" in rest:
+        rest, _ = _without(rest, "--force")
+        return run_sweep_dir_command(command, rest, _handler(command, force=True))
     if command in SWEEP_DIR_COMMANDS:
         return run_sweep_dir_command(command, rest, _handler(command))
     if command.startswith("-") or "=" in command:
@@ -83,10 +100,52 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 2
 
 
-def _handler(command: str, *, as_json: bool = False) -> Callable[[list[str]], int]:
+def _without(args: list[str], flag: str) -> tuple[list[str], bool]:
+    return [a for a in args if a != flag], flag in args
+
+
+def _compare_dirs(args: Sequence[str]) -> list[Path]:
+    """The sweep directories of ``compare OLD NEW [--candidate NAME] [--json]``."""
+    out: list[Path] = []
+    skip = False
+    for arg in args:
+        if skip or arg.startswith("-"):
+            skip = arg == "--candidate"
+            continue
+        out.append(Path(arg))
+    return out
+
+
+def _refuse(command: str, running: RunningSweep) -> int:
+    error = running_refusal(command, running)
+    print(f"gauntlet {command}: {error}", file=sys.stderr)
+    return error.exit_code
+
+
+def _compare_on_running(dirs: Sequence[Path], *, force: bool) -> int | None:
+    """``compare`` with a sweep that is still running: refused (exit 4) without ``--force``; with it, a
+    PARTIAL line first for each, and the comparison goes on (None, as when none runs)."""
+    running = [r for d in dirs if (r := running_sweep_of(d, role="compare")) is not None]
+    if running and not force:
+        return _refuse("compare", running[0])
+    for r in running:
+        print(f"PARTIAL: {r.describe()}: what has landed so far is compared; nothing is written", flush=True)
+    return None
+
+
+def _handler(command: str, *, as_json: bool = False, force: bool = False) -> Callable[[list[str]], int]:
     """The command that acts on a sweep directory (imported only when it runs)."""
 
     def run(args: list[str]) -> int:
+        running = None
+        if command in READERS and len(args) == 1 and not args[0].startswith("-"):
+            running = running_sweep_of(Path(args[0]), role=command)  # said first, nothing written
+        if running is not None:
+            if not (force and command == "judge"):
+                return _refuse(command, running)
+            from gates import judge  # noqa: PLC0415
+
+            return judge.partial(running.sweep_dir, running.describe(), measuring=running.measuring)
         if command in ("rollback", "stop", "status"):
             from orchestrator.recovery import rollback  # noqa: PLC0415
             from orchestrator.servers.seams import real_seams  # noqa: PLC0415

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from contracts.errors import GauntletError
+from contracts.errors import GauntletError, SweepLockedError
 from contracts.layout import DEFAULT_SWEEPS_DIR, latest_sweep
 
 
@@ -45,9 +46,11 @@ SWEEP_DIR_COMMANDS = {
     "status": "say what gauntlet has running, its fingerprint, whether it is healthy, and the sweep's state ("
     "settled, restored but not yet validated, stopped by the user, running; --json: the same facts as "
     "one JSON object)",
-    "judge": "judge the stored results again and write verdicts.json",
+    "judge": "judge the stored results again and write verdicts.json (on a sweep that is still running: "
+    "refused, exit 4; `judge --force SWEEP_DIR` prints what has landed, marked PARTIAL, exit 8, and writes "
+    "nothing)",
     "report": "render the decision table, report.md, report.html, report.json and the plots from "
-    "verdicts.json and the files",
+    "verdicts.json and the files (refused on a sweep that is still running, exit 4)",
 }
 #: judge and report need the directory (or config flags/overrides that locate the latest sweep); the
 #: others default to the latest sweep.
@@ -162,6 +165,71 @@ def _dispatch(
         print(config.recorded_info(sweep_dir, args["info"]), end="")
         return 0
     return run([str(sweep_dir)])
+
+
+# ------------------------------------------------------------------ a sweep that is still running
+
+#: Commands that read a sweep's results as finished: on a sweep that is still running they say so first
+#: and write nothing into it (``judge --force`` and ``compare --force`` read what has landed, marked
+#: partial).
+READERS = ("judge", "report", "compare")
+
+
+@dataclass(frozen=True)
+class RunningSweep:
+    """A sweep that runs now: its port's lock held by its live pid
+    (:func:`orchestrator.ledger.lock.running_sweep`)."""
+
+    sweep_dir: Path
+    pid: int | None
+    #: What it is measuring now: the journal's servers other than the retained one, and launches announced.
+    measuring: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        now = f", measuring {', '.join(self.measuring)}" if self.measuring else ""
+        return f"the sweep of {self.sweep_dir} is still running (pid {self.pid or '?'}){now}"
+
+
+def running_sweep_of(sweep_dir: Path, *, role: str) -> RunningSweep | None:
+    """The sweep of ``sweep_dir`` when it runs now (None: it does not, or nothing says its port)."""
+    from contracts.schema import read_sweep_config  # noqa: PLC0415  (only the commands that read a sweep)
+    from orchestrator.ledger.journal import Journal  # noqa: PLC0415
+    from orchestrator.ledger.lock import running_sweep  # noqa: PLC0415
+
+    try:
+        port = read_sweep_config(sweep_dir).service.port
+    except (GauntletError, OSError, ValueError):
+        return None  # no config yet: the sweep writes it before its first launch, after taking the lock
+    holder = running_sweep(sweep_dir, port, role=role)
+    if holder is None:
+        return None
+    try:
+        state = Journal.of_sweep(sweep_dir).replay()
+        measuring = tuple(
+            [live.candidate for live in state.live.values() if live.role != "retained"]
+            + [pending.candidate for pending in state.pending]
+        )
+    except (GauntletError, OSError, ValueError):
+        measuring = ()
+    return RunningSweep(sweep_dir, holder.pid, tuple(dict.fromkeys(measuring)))
+
+
+def running_refusal(command: str, running: RunningSweep) -> SweepLockedError:
+    """``command`` refused on a sweep that still runs: said first, nothing written into it."""
+    forced = (
+        f"`python -m orchestrator {command} --force ...` reads what has landed, marked partial, and "
+        "writes nothing"
+        if command in ("judge", "compare")
+        else f"`python -m orchestrator judge --force {running.sweep_dir}` prints what has landed, judged and "
+        "marked partial, writing nothing"
+    )
+    return SweepLockedError(
+        f"{running.describe()}: `{command}` writes nothing into a running sweep and reads nothing of it as "
+        "finished",
+        holder=str(running.sweep_dir),
+        hint=f"wait for it: it judges and reports itself when it ends (`python -m orchestrator stop "
+        f"{running.sweep_dir}` ends it now); {forced}",
+    )
 
 
 def _latest(sweeps: Path) -> Path:
