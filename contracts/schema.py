@@ -264,7 +264,8 @@ class GatesConfig:
     bootstrap_resamples: int = 2000
     # Seed of the bootstrap.
     seed: int = 0
-    # Profiles whose requests must all succeed with zero preemptions and no restart.
+    # Profiles whose requests must all succeed with zero preemptions and no restart (those run.profiles
+    # runs: the stability gate judges the ones the sweep measured).
     accepted_profiles: list[str] = field(default_factory=list)
     # Profiles that count as "under load" for throughput and loaded TTFT.
     loaded_profiles: list[str] = field(default_factory=list)

@@ -35,7 +35,12 @@ class Stability(Gate):
             if event.kind in ("died", "hung", "restarted", "unhealthy"):
                 problems.append(f"watcher: server {event.kind} at {event.at} ({event.detail})")
                 evidence.append(Evidence(file=ctx.candidate.run_file))
-        for profile in ctx.cfg.accepted_profiles:
+        # The accepted profiles the sweep ran (run.profiles): those either side measured. The baseline ran
+        # every profile of run.profiles before any candidate; one lost before it is a gap of its own
+        # (gates.evidence), and the candidate's own runs are judged all the same (an absolute requirement).
+        ran = [p for p in ctx.cfg.accepted_profiles if ctx.baseline.repeats(p) or ctx.candidate.repeats(p)]
+        not_ran = [p for p in ctx.cfg.accepted_profiles if p not in ran]
+        for profile in ran:
             repeats = ctx.candidate.repeats(profile)
             if not repeats:
                 comparisons.append(missing("stability", profile, "candidate"))
@@ -47,11 +52,18 @@ class Stability(Gate):
         statuses = [c.status for c in comparisons]
         status = "fail" if problems else overall_status(statuses)
         if not comparisons and not problems:
-            message = "no accepted profiles configured (gates.accepted_profiles)"
+            message = (
+                f"none of the accepted profiles ({', '.join(not_ran)}) was measured in this sweep "
+                "(run.profiles)"
+                if not_ran
+                else "no accepted profiles configured (gates.accepted_profiles)"
+            )
         elif problems:
             message = "; ".join(problems)
         else:
             message = "; ".join(c.message for c in comparisons)
+            if not_ran:
+                message += f" ({', '.join(not_ran)}: not measured in this sweep, run.profiles)"
         return GateResult(
             gate=self.name,
             role=self.role,
