@@ -13,6 +13,7 @@ nothing::
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import sys
@@ -21,7 +22,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from contracts.errors import LaunchError
-from launch.spec import SECRET_NAME, SERVER_API_KEY_ENV, LaunchSpec
+from launch.spec import ENV_REFERENCE, SECRET_NAME, SERVER_API_KEY_ENV, LaunchSpec
 
 #: Environment variables a server inherits from the orchestrator's environment (besides spec.env and
 #: spec.pass_env): what a shell, Python, CUDA and the Hugging Face cache need to work on the host.
@@ -121,13 +122,30 @@ def passed_through(globs: Sequence[str], environ: Mapping[str, str]) -> dict[str
     }
 
 
+def env_value(name: str, value: str, environ: Mapping[str, str]) -> str:
+    """A value of spec.env as the server gets it: each ``<from $VAR>`` replaced by ``environ[VAR]`` (a
+    secret read through ``${oc.env:VAR}``, written nowhere); refuses a variable that is not set."""
+
+    def value_of(match: re.Match[str]) -> str:
+        variable = match.group(1)
+        if variable not in environ:
+            raise LaunchError(
+                f"the server's {name} takes its value from ${variable}, which is not set in gauntlet's "
+                "environment",
+                hint=f"export {variable} before the sweep, rollback or stop (its value is never written)",
+            )
+        return environ[variable]
+
+    return ENV_REFERENCE.sub(value_of, value)
+
+
 def child_env(spec: LaunchSpec, environ: Mapping[str, str]) -> dict[str, str]:
-    """The server's environment: a small inherited base, the host's passed-through globs, then spec.env,
-    then spec.pass_env by name, then the API key (from the variable ``spec.api_key_env`` names) as vLLM's
-    VLLM_API_KEY."""
+    """The server's environment: a small inherited base, the host's passed-through globs, then spec.env
+    (``<from $VAR>`` read from ``environ``), then spec.pass_env by name, then the API key (from the
+    variable ``spec.api_key_env`` names) as vLLM's VLLM_API_KEY."""
     env = {name: environ[name] for name in INHERITED_ENV if name in environ}
     env.update(passed_through(spec.env_passthrough, environ))
-    env.update(spec.env)
+    env.update({name: env_value(name, value, environ) for name, value in spec.env.items()})
     env.update({name: environ[name] for name in spec.pass_env if name in environ})
     key = spec.api_key(environ)
     if key is not None:

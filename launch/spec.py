@@ -29,7 +29,11 @@ from contracts.schema import CandidateConfig, HostConfig, ServiceConfig
 SPEC_VERSION = 1
 
 #: Environment variable names whose values are secrets: they may only be passed through by name.
-SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|CREDENTIAL|PRIVATE_KEY)", re.IGNORECASE)
+SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL)", re.IGNORECASE)
+#: A value taken from gauntlet's environment at launch, as every file and message shows it: composition
+#: writes ``${oc.env:HF_TOKEN}`` of a secret as ``<from $HF_TOKEN>`` (orchestrator.config.compose), and
+#: only the server's environment gets the value (:func:`launch.command.child_env`).
+ENV_REFERENCE = re.compile(r"<from \$([A-Za-z_][A-Za-z0-9_]*)>")
 #: vLLM flags whose values are secrets.
 SECRET_FLAGS = frozenset({"api-key"})
 #: The variable vLLM reads its API key from when --api-key is not given (the server gets the key there).
@@ -37,6 +41,16 @@ SERVER_API_KEY_ENV = "VLLM_API_KEY"
 #: vLLM's CPU backend binds each worker's OpenMP threads to the cores listed here, one list per local rank
 #: separated by "|", ranks in [DP, PP, TP] order ("auto" needs a NUMA node per rank; "0|1" works on one).
 CPU_BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
+
+
+def env_reference(name: str) -> str:
+    """How a value of the environment variable ``name`` is written: ``<from $HF_TOKEN>``."""
+    return f"<from ${name}>"
+
+
+def referenced(value: str) -> list[str]:
+    """The environment variables ``value`` takes values from (``<from $NAME>``), in order."""
+    return ENV_REFERENCE.findall(value)
 
 
 def _json(value: Any) -> str:
@@ -315,11 +329,19 @@ def render_spec(service: ServiceConfig, candidate: CandidateConfig, host: HostCo
         argv.extend(render_flag(name, value))
     # A binding written in a config (host, service or candidate env) wins over the computed placement.
     env = {**placement_env(candidate, host), **host.env, **service.env, **candidate.env}
-    for name in env:
-        if SECRET_NAME.search(name):
+    for name, value in env.items():
+        if SECRET_NAME.search(name) and ENV_REFERENCE.fullmatch(value) is None:
             raise SpecError(
                 f"environment variable {name} looks like a secret and has a literal value in the config",
                 hint=f"remove the value and list {name} in service.pass_env; gauntlet copies it at launch",
+            )
+    for item in argv:
+        for variable in referenced(item):
+            raise SpecError(
+                f"the server's command line would carry the value of ${variable}, a secret from gauntlet's "
+                f"environment ({item!r}); a command line is visible to every user of the host (ps)",
+                hint=f"hand it to the server through its environment: list {variable} in service.pass_env, "
+                f"or write ${{oc.env:{variable}}} as a value of env",
             )
     spec = LaunchSpec(
         candidate=candidate.name,

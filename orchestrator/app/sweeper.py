@@ -303,7 +303,7 @@ class SweeperCore(BasicSweeper):
         node = launching_place().node
         # A sweep refused by another's lock (or by its config) writes nothing: the lock and every check
         # come before the first file.
-        typed = to_typed(without_hydra(self.config))
+        typed = to_typed(without_hydra(self.config), sources_from_hydra(self.config.hydra))
         self.controller.lock_port(typed.service.port, sweep_dir)
         opened = False
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.resources
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +30,9 @@ from hydra.errors import HydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+from omegaconf.resolvers import oc
 
-from contracts.errors import ConfigError, ConfigProblem
+from contracts.errors import COMMAND_LINE, ConfigError, ConfigProblem
 from contracts.layout import CONFIG_FILE, OVERRIDES_FILE, RECORDED_HYDRA
 from contracts.paths import CONF_DIR
 from contracts.schema import (
@@ -38,6 +40,7 @@ from contracts.schema import (
     GauntletConfig,
     WorkloadConfig,
 )
+from launch.spec import SECRET_NAME, env_reference, referenced
 from orchestrator.config.compose_errors import translate_compose_error, unknown_keys
 from orchestrator.config.extras import check_extras
 from orchestrator.config.guard import check_yaml_files, config_roots
@@ -57,6 +60,90 @@ def register_configs() -> None:
     cs.store(group="schema", name="workload", node=WorkloadConfig)
     # ${gauntlet.job_minutes:} in conf/hydra/launcher/*: a job's time limit from the host and profiles.
     OmegaConf.register_new_resolver("gauntlet.job_minutes", _job_minutes, replace=True)
+    # ${oc.env:HF_TOKEN}: a secret's value never enters the composed config (see secret_env).
+    OmegaConf.register_new_resolver("oc.env", secret_env, replace=True)
+
+
+def secret_variables(root: Any) -> set[str]:
+    """The variables of a composed config whose values are secrets beyond their names' look
+    (:data:`launch.spec.SECRET_NAME`): every ``service.pass_env`` name and ``service.api_key_env``, as
+    written (read unresolved: a resolver must not resolve the node it may be resolving)."""
+    service = OmegaConf.select(root, "service", default=None, throw_on_resolution_failure=False)
+    if not isinstance(service, DictConfig):
+        return set()
+    raw = OmegaConf.to_container(service, resolve=False)
+    assert isinstance(raw, dict)
+    named = [*(raw.get("pass_env") or []), raw.get("api_key_env")]
+    return {str(name) for name in named if isinstance(name, str) and "${" not in name}
+
+
+def secret_env(key: str, *default: Any, _root_: Any) -> str | None:
+    """``${oc.env:KEY[,default]}`` as gauntlet resolves it: OmegaConf's own, except that a set variable
+    whose value is a secret (its name has TOKEN, KEY, SECRET, PASSWORD ...; a pass_env or api_key_env
+    name) resolves to ``<from $KEY>``. The value itself reaches only the server's environment, at launch
+    (:func:`launch.command.child_env`); the config, every file, message and fingerprint has the name."""
+    if key in os.environ and (SECRET_NAME.search(key) or key in secret_variables(_root_)):
+        return env_reference(key)
+    value: str | None = oc.env(key, *default)
+    return value
+
+
+#: Where a value from a secret variable may go: a value of an ``env`` mapping (the server's environment).
+_ENV_SECTIONS = ("host", "service", "candidate", "baseline")
+
+
+def secret_problems(cfg: DictConfig, sources: Sources | None = None) -> list[ConfigProblem]:
+    """Every value of ``cfg`` outside an ``env`` mapping that carries a secret variable's value
+    (``<from $HF_TOKEN>``): a name becomes directory names and reports, a flag the server's command
+    line, which every user of the host can read (ps)."""
+    try:
+        container = OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException:
+        return []  # typing the config reports the interpolation that does not resolve
+    problems = []
+    for path, value in _strings(container, ()):
+        if len(path) == 3 and path[0] in _ENV_SECTIONS and path[1] == "env":
+            continue
+        for variable in referenced(value):
+            problems.append(
+                ConfigProblem(
+                    _field_origin(sources or Sources(), path),
+                    ".".join(path),
+                    value,
+                    f"no value of ${variable}, a secret (names and command-line flags are written and "
+                    f"shown everywhere); pass it through the server's environment (service.pass_env / "
+                    f"env: {{NAME: ${{oc.env:{variable}}}}})",
+                )
+            )
+    return problems
+
+
+def _strings(node: Any, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], str]]:
+    if isinstance(node, dict):
+        items = [(k, v) for k, v in node.items() if path or k != "hydra"]  # Hydra's node: not the job's
+        return [s for k, v in items for s in _strings(v, (*path, str(k)))]
+    if isinstance(node, list):
+        return [s for i, v in enumerate(node) for s in _strings(v, (*path, str(i)))]
+    return [(path, node)] if isinstance(node, str) else []
+
+
+def _field_origin(sources: Sources, path: Sequence[str]) -> str:
+    """The file (or command-line override) that set the field at ``path``, as far as sources tell."""
+    for end in range(len(path), 1, -1):  # an override of a mapping or list sets the values inside it
+        item = sources.override_of(".".join(path[:end]))
+        if item is not None:
+            return f"{COMMAND_LINE} {item!r}"
+    head, rest = path[0], list(path[1:])
+    if head == "baseline":
+        package, group = "candidate@baseline", "candidate"
+    elif head == "workloads" and rest:
+        package, group, rest = f"workload@workloads.{rest[0]}", "workload", rest[1:]
+    else:
+        package = group = head
+    choice = sources.choices.get(package)
+    if choice is None:
+        return sources.top_origin(".".join(path))
+    return sources.origin(group, choice, rest, package.rpartition("@")[2])
 
 
 def _job_minutes(*, _root_: DictConfig) -> int:
@@ -192,7 +279,8 @@ def compose_config(
     """
     loc = location or ConfigLocation(config_path=str(config_dir), config_name=config_name)
     extra = ["--config-dir", loc.config_dir] if loc.config_dir is not None else []
-    check_yaml_files(config_roots([*overrides, *extra], Path(loc.config_path or CONF_DIR)))
+    argv = [*overrides, *extra]  # only the files this composition may read (one bad candidate blocks its own)
+    check_yaml_files(config_roots(argv, Path(loc.config_path or CONF_DIR)), argv, config_name=loc.name)
     check_extras(overrides)
     try:
         hydra = create_hydra(loc)
@@ -457,12 +545,16 @@ class _open:
 
 def to_typed(cfg: DictConfig, sources: Sources | None = None) -> GauntletConfig:
     """Convert the composed DictConfig into plain dataclasses, once, at the entry point; with ``sources``,
-    first refuse keys no schema field names (``+service.api_key=...`` would be dropped in silence)."""
+    first refuse keys no schema field names (``+service.api_key=...`` would be dropped in silence). A
+    secret read through ``${oc.env:...}`` is refused anywhere but in an ``env`` value (:func:`secret_env`)."""
     if sources is not None:
         container = OmegaConf.to_container(cfg, resolve=False)
         problems = unknown_keys(container, sources)
         if problems:
             raise ConfigError(problems)
+    problems = secret_problems(cfg, sources)
+    if problems:
+        raise ConfigError(problems)
     obj = OmegaConf.to_object(cfg)
     if not isinstance(obj, GauntletConfig):
         raise TypeError(f"composed config is {type(obj).__name__}, expected GauntletConfig")
