@@ -6,7 +6,6 @@ import asyncio
 import json
 import re
 import threading
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -184,30 +183,47 @@ def test_stop_event_interrupts_and_keeps_files(tmp_path: Path) -> None:
 class HangingTokenize(FakeServer):
     """A server that stopped answering (SIGSTOP) while the run calibrates its prompts on /tokenize."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.calling = threading.Event()  # the run is inside its /tokenize call
+        self.abandoned = threading.Event()  # ... and the call was cancelled, not answered
+
     async def hang(self, request: httpx.Request) -> httpx.Response:
         if request.url.path == "/tokenize":
-            await self.never.wait()
+            self.calling.set()
+            try:
+                await self.never.wait()
+            except asyncio.CancelledError:
+                self.abandoned.set()
+                raise
         return FakeServer.__call__(self, request)
 
 
 def test_a_stop_while_planning_abandons_the_hung_call_at_once_not_at_its_timeout(tmp_path: Path) -> None:
-    """The watcher found the server hung: the run ends now, not after /tokenize's 30 s timeout."""
-    from load.runner import AUX_TIMEOUT_S
+    """The watcher found the server hung: the run ends now, not after /tokenize's 30 s timeout.
 
+    The mock transport has no timeout at all: the run can end only by abandoning the call at the stop,
+    which is set once the call is in flight (no timer, no bound on elapsed time)."""
     stop = threading.Event()
-    timer = threading.Timer(0.2, stop.set)
     server = HangingTokenize()
-    started = time.monotonic()
-    timer.start()
-    try:
+    out: list[ProfileSummary] = []
+
+    def measure() -> None:
         summary = run_profile(
             "http://fake", "m", profile(), candidate="base", fingerprint="f" * 8, repeat=0, out_dir=tmp_path,
             backend="sim", host="unit", progress=False, transport=httpx.MockTransport(server.hang),
             salt="run1", stop=stop,
         )  # fmt: skip
-    finally:
-        timer.cancel()
-    assert time.monotonic() - started < AUX_TIMEOUT_S / 3
+        out.append(summary)
+
+    worker = threading.Thread(target=measure, daemon=True)
+    worker.start()
+    assert server.calling.wait(60), "the run never called /tokenize"
+    stop.set()
+    worker.join(60)
+    assert not worker.is_alive(), "the run did not end at the stop: the hung call was not abandoned"
+    assert server.abandoned.is_set(), "the hung /tokenize call was not cancelled"
+    (summary,) = out
     assert summary.interrupted and summary.completed == 0 and server.bodies == []
     assert not summary.time_bound  # stopped from outside (the watcher), not by the profile's time bound
     assert (tmp_path / "summary.json").exists()
