@@ -49,7 +49,8 @@ def job(config: DictConfig) -> str:
 
 
 def _hydra_entry() -> None:
-    check_yaml_files(config_roots(sys.argv[1:]))  # before Hydra parses a file (an anchor bomb never returns)
+    argv = sys.argv[1:]  # before Hydra parses a file it will read (an anchor bomb never returns)
+    check_yaml_files(config_roots(argv), argv)
     check_extras(sys.argv[1:])  # a launcher of a missing extra: the pip command, not "Could not load"
     register_configs()
     register_sweeper()

@@ -62,11 +62,122 @@ def yaml_file_problems(roots: Iterable[Path]) -> list[ConfigProblem]:
     return out
 
 
-def check_yaml_files(roots: Iterable[Path]) -> None:
-    """Raise ConfigError before composition when a config file is hostile."""
-    problems = yaml_file_problems(roots)
+def check_yaml_files(
+    roots: Iterable[Path], argv: Sequence[str] | None = None, *, config_name: str = "config"
+) -> None:
+    """Raise ConfigError before composition when a config file it may read is hostile: with ``argv`` (the
+    command's overrides and flags) only the files a composition of them may read
+    (:func:`used_yaml_files`), so one oversized candidate in a ``--config-dir`` blocks the commands that
+    select it, not every command; without, every file under ``roots``."""
+    roots = list(roots)
+    if argv is None:
+        problems = yaml_file_problems(roots)
+    else:
+        used = used_yaml_files(roots, argv, config_name=config_name)
+        problems = [p for path in sorted(used) if (p := _yaml_problem(path)) is not None]
     if problems:
         raise ConfigError(problems)
+
+
+_OPTIONS = re.compile(r"^[\w.\-/]+(,[\w.\-/]+)*$")
+
+
+def used_yaml_files(roots: Sequence[Path], argv: Sequence[str], *, config_name: str = "config") -> set[Path]:
+    """The config files a composition of ``argv`` may read (Hydra reads a file whole when its defaults
+    tree names it): the primary config, each group option a read file's ``defaults`` names (recursively),
+    and each option the command line selects (``group=a,b``, ``group@pkg=a``, ``+group=a``). Where the
+    selection is not a plain option (an interpolation, ``glob(...)``, ``choice(...)``), every option of
+    that group counts: this errs towards reading, never towards a hostile file composed unchecked. A file
+    with a problem is kept in the set but not read further."""
+    chosen, overridden = _argv_choices(argv, roots)
+    used: set[Path] = set()
+    queue: list[tuple[Path, str]] = [(root / f"{_name_of(argv, config_name)}.yaml", "") for root in roots]
+    for group, options in chosen:
+        queue += [(path, group) for path in _option_files(roots, group, options)]
+    while queue:
+        path, group = queue.pop()
+        if path in used or not path.is_file():
+            continue
+        used.add(path)
+        if _yaml_problem(path) is not None:
+            continue  # refused as it is; its defaults are not read
+        try:
+            raw = yaml.safe_load(path.read_text(errors="replace"))
+        except yaml.YAMLError:
+            continue
+        defaults = raw.get("defaults") if isinstance(raw, dict) else None
+        for entry in defaults if isinstance(defaults, list) else []:
+            for target, options in _default_choices(entry, group, primary=not group, overridden=overridden):
+                queue += [(p, target) for p in _option_files(roots, target, options)]
+    return used
+
+
+def _name_of(argv: Sequence[str], default: str) -> str:
+    for index, arg in enumerate(argv):
+        if arg in ("-cn", "--config-name") and index + 1 < len(argv):
+            return argv[index + 1]
+        if arg.startswith("--config-name="):
+            return arg.split("=", 1)[1]
+    return default
+
+
+def _argv_choices(
+    argv: Sequence[str], roots: Sequence[Path]
+) -> tuple[list[tuple[str, list[str] | None]], set[str]]:
+    """The groups the command line selects, with their options (None: any), and the ``group@pkg`` keys it
+    sets (their defaults in the primary config are replaced)."""
+    chosen: list[tuple[str, list[str] | None]] = []
+    overridden: set[str] = set()
+    for arg in argv:
+        if arg.startswith("-") or "=" not in arg:
+            continue  # a flag, or a flag's value (a path, a name): an override has '=' (a path with one
+            # is read as an override of no group, and ignored)
+        key, value = arg.split("=", 1)
+        if key.startswith("~"):
+            continue
+        key = key.lstrip("+")
+        group = key.split("@", 1)[0]
+        if not any((root / group).is_dir() for root in roots):
+            continue  # a value, not a group (run.repeats=1)
+        overridden.add(key)
+        chosen.append((group, value.split(",") if _OPTIONS.match(value) else None))
+    return chosen, overridden
+
+
+def _default_choices(
+    entry: object, group: str, *, primary: bool, overridden: set[str]
+) -> list[tuple[str, list[str] | None]]:
+    """What one ``defaults`` entry of a file in ``group`` selects: (group, options; None: any)."""
+    if isinstance(entry, str):
+        if entry == "_self_":
+            return []
+        name = entry.removeprefix("optional ").split("@", 1)[0]
+        where = name.lstrip("/") if name.startswith("/") else f"{group}/{name}".lstrip("/")
+        target, _, option = where.rpartition("/")
+        return [(target, None if "${" in option else [option])]
+    if not isinstance(entry, dict) or len(entry) != 1:
+        return []
+    ((raw_key, value),) = entry.items()
+    key = str(raw_key)
+    overriding = key.startswith("override ")
+    key = key.removeprefix("override ").removeprefix("optional ").strip()
+    if primary and not overriding and key in overridden:
+        return []  # the command line chose this package's option instead
+    name = key.split("@", 1)[0]
+    target = name.lstrip("/") if name.startswith("/") or not group else f"{group}/{name}"
+    if value is None:
+        return []
+    values = value if isinstance(value, list) else [value]
+    if any(not isinstance(v, str) or "${" in v for v in values):
+        return [(target, None)]
+    return [(target, [str(v) for v in values])]
+
+
+def _option_files(roots: Sequence[Path], group: str, options: list[str] | None) -> list[Path]:
+    folders = [root / group for root in roots if (root / group).is_dir()] if group else list(roots)
+    if options is None:
+        return [path for folder in folders for path in sorted(folder.glob("*.yaml"))]
+    return [folder / f"{option}.yaml" for folder in folders for option in options]
 
 
 def _yaml_problem(path: Path) -> ConfigProblem | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -467,12 +467,16 @@ class CandidateFile:
     name: str | None
 
 
-def candidate_files(search_path: Iterable[Path] = (CONF_DIR,)) -> list[CandidateFile]:
-    """Every candidate file of the group with the ``name`` it resolves to through its defaults chain."""
+def candidate_files(
+    search_path: Iterable[Path] = (CONF_DIR,), *, unread: Collection[Path] = ()
+) -> list[CandidateFile]:
+    """Every candidate file of the group with the ``name`` it resolves to through its defaults chain;
+    the files in ``unread`` (too large, an alias bomb) are left out, never read."""
     files: dict[str, Path] = {}
     for root in search_path:
         for path in sorted((root / "candidate").glob("*.yaml")):
             files.setdefault(path.stem, path)
+    files = {option: path for option, path in files.items() if path not in unread}
     out: list[CandidateFile] = []
     for option, path in sorted(files.items()):
         name: str | None = None
@@ -493,12 +497,15 @@ def check_candidate_names(search_path: Iterable[Path] = (CONF_DIR,)) -> None:
     """Every candidate must resolve to a name no other candidate has (names key result directories).
 
     A file the YAML parser refuses is reported as the parser says (file:line:column), not as a
-    candidate without a name: nothing of it could be read."""
+    candidate without a name: nothing of it could be read. A file too large or an alias bomb is left out
+    here: the composition of a command that selects it refuses it (:func:`guard.check_yaml_files`), and
+    one that does not select it is not blocked by it."""
     roots = list(search_path)
     unreadable = yaml_file_problems(roots)
-    if unreadable:
-        raise ConfigError(unreadable)
-    files = candidate_files(roots)
+    syntax = [problem for problem in unreadable if problem.field == "<syntax>"]
+    if syntax:
+        raise ConfigError(syntax)
+    files = candidate_files(roots, unread={Path(problem.file) for problem in unreadable})
     by_name: dict[str | None, list[CandidateFile]] = {}
     for f in files:
         by_name.setdefault(f.name, []).append(f)

@@ -19,7 +19,13 @@ import pytest
 from contracts.errors import ConfigError
 from contracts.paths import CONF_DIR, PROJECT_ROOT
 from orchestrator.config.compose import ConfigLocation, load
-from orchestrator.config.guard import MAX_YAML_BYTES, config_roots, expanded_nodes, flag_problem
+from orchestrator.config.guard import (
+    MAX_YAML_BYTES,
+    config_roots,
+    expanded_nodes,
+    flag_problem,
+    used_yaml_files,
+)
 from orchestrator.config.validate import check_candidate_names
 from orchestrator.doctor import doctor
 from orchestrator.plan import plan
@@ -121,10 +127,48 @@ def test_an_anchor_bomb_is_refused_before_hydra_reads_it(tmp_path: Path) -> None
     assert "candidate/bomb.yaml: <anchors>" in text and "aliases expand to more than" in text
 
 
-def test_a_huge_config_file_is_refused(tmp_path: Path) -> None:
-    conf = conf_with(tmp_path, "huge", candidate("name: huge\n# " + "x" * MAX_YAML_BYTES))
+HUGE = candidate("name: huge\n# " + "x" * MAX_YAML_BYTES)
+
+
+def test_a_huge_config_file_is_refused_by_the_commands_that_select_it_only(tmp_path: Path) -> None:
+    conf = conf_with(tmp_path, "huge", HUGE)
     with pytest.raises(ConfigError, match=r"huge\.yaml: <file> = '\d+ bytes': a config file of at most"):
-        load([], config_dir=conf)
+        load(["candidate=huge"], config_dir=conf)
+    cfg, _ = load(["candidate=tp4_dp2"], config_dir=conf)  # the huge file is not read: nothing blocks
+    assert cfg.candidate.name == "tp4_dp2"
+
+
+def test_one_huge_candidate_in_a_config_dir_blocks_only_the_plans_that_select_it(tmp_path: Path) -> None:
+    extra = tmp_path / "mine"
+    (extra / "candidate").mkdir(parents=True)
+    (extra / "candidate" / "huge.yaml").write_text(HUGE)
+    (extra / "candidate" / "mine.yaml").write_text(candidate("name: mine\nmax_num_seqs: 64"))
+    where = ConfigLocation(config_dir=str(extra))
+    assert [p.option for p in plan(["candidate=mine"], where)] == ["mine"]
+    assert [p.option for p in plan(["candidate=tp4_dp2"], where)] == ["tp4_dp2"]
+    for selecting in (["candidate=huge"], ["candidate=glob(*)"]):
+        with pytest.raises(ConfigError, match=r"mine/candidate/huge\.yaml: <file> = '\d+ bytes'"):
+            plan(selecting, where)
+
+
+@pytest.mark.parametrize(
+    ("argv", "read", "not_read"),
+    [
+        ([], ["config", "candidate/baseline", "host/sim", "workload/serial", "gates/default"],
+         ["candidate/tp4_dp2", "host/cpu", "experiment/demo", "slo/interactive"]),
+        (["candidate=tp4_dp2"], ["candidate/tp4_dp2", "candidate/baseline"], ["candidate/eplb"]),
+        (["candidate=tp4_dp2,eplb"], ["candidate/tp4_dp2", "candidate/eplb"], ["candidate/mega_moe"]),
+        (["-m", "candidate=glob(tp*)"], ["candidate/tp4_dp2", "candidate/mega_moe"], []),  # any: all read
+        (["host=cpu"], ["host/cpu"], ["host/sim"]),
+        (["+experiment=demo"], ["experiment/demo", "slo/interactive"], ["host/cpu"]),
+        (["candidate@baseline=tp4_dp2", "run.repeats=1"], ["candidate/tp4_dp2", "candidate/baseline"],
+         ["candidate/eplb"]),
+    ],
+)  # fmt: skip
+def test_the_files_a_composition_may_read(argv: list[str], read: list[str], not_read: list[str]) -> None:
+    used = {str(p.relative_to(CONF_DIR).with_suffix("")) for p in used_yaml_files([CONF_DIR], argv)}
+    assert set(read) <= used, sorted(used)
+    assert not set(not_read) & used, sorted(used)
 
 
 def test_alias_expansion_is_counted_without_expanding() -> None:
