@@ -3,17 +3,23 @@ of candidate get the verdict it deserves, and how much measurement do adaptive r
 
 Scenarios (candidate against the baseline, same engine, ``sim-speed`` scales every step):
 
-- ``identical`` (``sim-speed 1.0``): kept at most 1/20 AND rejected at most 1/20;
-- ``regression_10`` / ``regression_20`` (0.9 / 0.8): rejected at least 17/20 (log-normal and Student-t
-  noise) / 19/20 (every noise model);
+- ``identical`` (``sim-speed 1.0``): kept at most 2.5% AND rejected at most 5%;
+- ``regression_10`` / ``regression_20`` (0.9 / 0.8): rejected at least 85% (log-normal and Student-t
+  noise) / 90% (every noise model);
 - ``gain_10`` / ``gain_15`` (1/0.9 / 1/0.85: TTFT 10% / 15% lower, no regression): kept (reported) /
-  kept at least 34/40;
+  kept at least 85%;
 - non-uniform effects on the candidate's runs (issue 21): ``loaded_ttft_30`` (only loaded TTFT 30%
-  worse), ``high_concurrency_20`` (only decode_heavy, the highest concurrency, 20% slower),
-  ``serial_gain_loaded_loss`` (serial 15% faster, loaded TTFT 30% worse: never kept);
+  worse) and ``high_concurrency_20`` (only decode_heavy, the highest concurrency, 20% slower): rejected
+  at least 90% and kept at most 2.5%, as a uniform 20% regression and the identical candidate;
+  ``serial_gain_loaded_loss`` (serial 15% faster, loaded TTFT 30% worse): kept at most 2.5% ("never"
+  cannot be shown by sampling: the identical candidate's bar);
 
 each under every noise model of :mod:`benchmarks.noise_models` (log-normal, Student-t, outlier run,
 drift, per-request tails), over ``--seeds`` seeds (40 by default), with the Wilson interval of each rate.
+A bar is judged on that interval, not on the count (:func:`benchmarks.noise_models.judge_rate`): PASS
+when the interval lies wholly on the allowed side, FAIL when wholly beyond, UNDECIDED when it straddles
+the bar (the table says how many seeds would decide it at the observed rate). Exit status: 0 when every
+bar passes (and the demo mix meets its own), 1 when one fails, 2 when none fails but one is undecided.
 Then the demo's candidate mix (``spec_probabilistic``, ``tp4_dp2``: their own engine configurations;
 ``eplb`` and ``mega_moe`` do not start and cost no measurement in either mode) is measured with fixed
 repeats and with adaptive repeats (:mod:`gates.sequential`) on the same noise draws: the measurement time
@@ -55,7 +61,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.noise_models import NOISE_MODELS, OUTLIER_SIDES, NoiseModel, wilson_interval  # noqa: E402
+from benchmarks.noise_models import (  # noqa: E402
+    NOISE_MODELS,
+    OUTLIER_SIDES,
+    NoiseModel,
+    RateBar,
+    judge_rate,
+    seeds_to_decide,
+    wilson_interval,
+)
 from contracts.layout import block_root, candidate_root  # noqa: E402
 from contracts.metrics import censored_median, stats  # noqa: E402
 from contracts.results import (  # noqa: E402
@@ -101,8 +115,10 @@ class Scenario:
     name: str
     speed: float  # --sim-speed of the candidate (the baseline's engine otherwise)
     expected: str  # the verdict it deserves
-    required: dict[str, float] = field(default_factory=dict)  # noise model ("*" = every) -> min count /20
-    at_most: dict[str, dict[str, float]] = field(default_factory=dict)  # decision -> model -> max /20
+    #: noise model ("*" = every) -> the least share of sweeps with the expected verdict
+    required: dict[str, float] = field(default_factory=dict)
+    #: decision -> noise model -> the largest share of sweeps with that verdict
+    at_most: dict[str, dict[str, float]] = field(default_factory=dict)
     #: profile -> (clock factor, TTFT-only factor) on the candidate's runs: effects that do not move
     #: every profile together
     effects: dict[str, tuple[float, float]] = field(default_factory=dict)
@@ -110,21 +126,34 @@ class Scenario:
 
 ALL = "*"
 LOADED_TTFT_30 = {p: (1.0, 1.3) for p in ("short", "prefill_10k", "decode_heavy")}
-#: Issue 21's acceptance, per 20 sweeps (0.5/20 = 1/40): identical rejected <= 2/40 and kept <= 1/40,
-#: 20% regression rejected >= 36/40, 15% gain kept >= 34/40, a serial gain with a loaded loss never kept.
+#: Issue 21's acceptance as shares of the sweeps: identical rejected <= 5% (2/40) and kept <= 2.5%
+#: (1/40), 20% regression rejected >= 90% (36/40), 15% gain kept >= 85% (34/40); a serial gain with a
+#: loaded loss never kept, judged as kept <= 2.5% (no number of seeds shows "never"). The non-uniform
+#: regressions (30% loaded TTFT, 20% at the highest concurrency: several times the 5% tolerances) are held
+#: to the uniform 20% regression's bar, and kept no more often than the identical candidate.
+NEVER_KEPT = {"keep": {ALL: 0.025}}
 SCENARIOS = (
-    Scenario("identical", 1.0, "neutral", at_most={"keep": {ALL: 0.5}, "reject": {ALL: 1}}),
-    Scenario("regression_10", 0.9, "reject", required={"lognormal": 17, "student_t": 17}),
-    Scenario("regression_20", 0.8, "reject", required={ALL: 18}),
+    Scenario("identical", 1.0, "neutral", at_most={"keep": {ALL: 0.025}, "reject": {ALL: 0.05}}),
+    Scenario("regression_10", 0.9, "reject", required={"lognormal": 0.85, "student_t": 0.85}),
+    Scenario("regression_20", 0.8, "reject", required={ALL: 0.9}),
     Scenario("gain_10", 1 / 0.9, "keep"),
-    Scenario("gain_15", 1 / 0.85, "keep", required={ALL: 17}),
-    Scenario("loaded_ttft_30", 1.0, "reject", effects=LOADED_TTFT_30),
-    Scenario("high_concurrency_20", 1.0, "reject", effects={"decode_heavy": (1.25, 1.0)}),
+    Scenario("gain_15", 1 / 0.85, "keep", required={ALL: 0.85}),
+    Scenario(
+        "loaded_ttft_30", 1.0, "reject", required={ALL: 0.9}, at_most=NEVER_KEPT, effects=LOADED_TTFT_30
+    ),
+    Scenario(
+        "high_concurrency_20",
+        1.0,
+        "reject",
+        required={ALL: 0.9},
+        at_most=NEVER_KEPT,
+        effects={"decode_heavy": (1.25, 1.0)},
+    ),
     Scenario(
         "serial_gain_loaded_loss",
         1.0,
         "reject",
-        at_most={"keep": {ALL: 0}},
+        at_most=NEVER_KEPT,
         effects={"serial": (0.85, 1.0), **LOADED_TTFT_30},
     ),
 )
@@ -707,24 +736,44 @@ def _rate(count: int, n: int) -> str:
     return f"{count}/{n} [{low:.0%}, {high:.0%}]"
 
 
-def _required(scenario: Scenario, model: str) -> tuple[str, float] | None:
-    """(decision, least count per 20) the issue requires of this scenario under this model."""
+def bars(scenario: Scenario, model: str) -> list[RateBar]:
+    """The bars the issue sets this scenario under this noise model (none: its rates are reported)."""
+    out: list[RateBar] = []
     need = scenario.required.get(model, scenario.required.get(ALL))
-    return (scenario.expected, need) if need is not None else None
+    if need is not None:
+        out.append(RateBar(scenario.expected, need, at_least=True))
+    for decision, limits in scenario.at_most.items():
+        most = limits.get(model, limits.get(ALL))
+        if most is not None:
+            out.append(RateBar(decision, most, at_least=False))
+    return out
 
 
-def _per40(per20: float) -> str:
-    return f"{per20 * 2:g}/40"
+def judge_row(row_bars: Sequence[RateBar], decisions: Counter[str], n: int) -> tuple[str, list[str]]:
+    """A row's result over its bars (FAIL over UNDECIDED over PASS; ``-`` without a bar) and, per bar, what
+    it asks with its result (and, undecided, how many seeds would decide it at the observed rate)."""
+    checks: list[str] = []
+    results: list[str] = []
+    for bar in row_bars:
+        result = judge_rate(bar, decisions[bar.decision], n)
+        results.append(result)
+        more = seeds_to_decide(bar, decisions[bar.decision], n) if result == "UNDECIDED" else None
+        checks.append(f"{bar}: {result}" + (f" (~{more} seeds would decide)" if more else ""))
+    if not results:
+        return "-", ["(reported)"]
+    overall = "FAIL" if "FAIL" in results else "UNDECIDED" if "UNDECIDED" in results else "PASS"
+    return overall, checks
 
 
-def scenario_table(results: Sequence[Row], models: Sequence[str]) -> tuple[list[str], int]:
-    """Markdown rows: per scenario, model and mode, the rates with Wilson intervals and the verdict."""
+def scenario_table(results: Sequence[Row], models: Sequence[str]) -> tuple[list[str], Counter[str]]:
+    """Markdown rows: per scenario, model and mode, the rates with Wilson intervals, each bar's result and
+    the row's; with the count of rows per result."""
     lines = [
         "| scenario | noise | mode | seeds | kept | rejected | other | mostly-slow runs (cand/later/base) "
-        "| repeats (mean) | required | result |",
+        "| repeats (mean) | required [95% Wilson] | result |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    failures = 0
+    tally: Counter[str] = Counter()
     for scenario, model, mode in (
         (s, m, d) for s in SCENARIOS for m in models for d in ("fixed", "adaptive")
     ):
@@ -737,19 +786,8 @@ def scenario_table(results: Sequence[Row], models: Sequence[str]) -> tuple[list[
             continue
         n = len(got)
         decisions = Counter(o.outcome.decision for o in got)
-        checks: list[str] = []
-        ok = True
-        need = _required(scenario, model)
-        if need is not None:
-            least = math.ceil(need[1] * n / 20 - 1e-9)
-            ok &= decisions[need[0]] >= least
-            checks.append(f"{need[0]} >= {_per40(need[1])}")
-        for decision, limits in scenario.at_most.items():
-            most = limits.get(model, limits.get(ALL))
-            if most is not None:
-                ok &= decisions[decision] <= math.floor(most * n / 20 + 1e-9)
-                checks.append(f"{decision} <= {_per40(most)}")
-        failures += not ok
+        result, checks = judge_row(bars(scenario, model), decisions, n)
+        tally[result] += 1
         other = ", ".join(f"{d} {c}" for d, c in decisions.most_common() if d not in ("keep", "reject"))
         mean_repeats = sum(o.outcome.repeats for o in got) / n
         masked = "/".join(
@@ -759,9 +797,9 @@ def scenario_table(results: Sequence[Row], models: Sequence[str]) -> tuple[list[
         lines.append(
             f"| {scenario.name} | {model} | {mode} | {n} | {_rate(decisions['keep'], n)} | "
             f"{_rate(decisions['reject'], n)} | {other or '-'} | {masked} | {mean_repeats:.2f} | "
-            f"{'; '.join(checks) or '(reported)'} | {'PASS' if ok or not checks else 'FAIL'} |"
+            f"{'; '.join(checks)} | {result} |"
         )
-    return lines, failures
+    return lines, tally
 
 
 def scenario_time(results: Sequence[Row]) -> str:
@@ -940,8 +978,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 slow = f" [mostly slow: {', '.join(o.masked)}]" if o.masked else ""
                 head = f"  {task.model} seed {task.seed} {g} {c} {m}: {o.repeats} repeats{slow}"
                 print(f"{head}: {o.reason[:300]}")
-    lines, failures = scenario_table(rows, models)
+    lines, tally = scenario_table(rows, models)
     print("\n".join(lines))
+    print(
+        f"rows: {tally['PASS']} PASS, {tally['FAIL']} FAIL, {tally['UNDECIDED']} UNDECIDED (the Wilson "
+        f"interval straddles the bar: more seeds decide it), {tally['-']} reported without a bar"
+    )
     for scenario in SCENARIOS:
         wrong = [r for r in rows if r.group == "scenario" and r.candidate == scenario.name]
         wrong = [r for r in wrong if r.outcome.decision != scenario.expected]
@@ -955,7 +997,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         mix, mix_ok = mix_table(rows)
         print("\n".join(mix))
     print(f"[{time.monotonic() - started:.0f} s]")
-    return 1 if failures or not mix_ok else 0
+    if tally["FAIL"] or not mix_ok:
+        return 1
+    return 2 if tally["UNDECIDED"] else 0
 
 
 if __name__ == "__main__":

@@ -185,3 +185,51 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass(frozen=True)
+class RateBar:
+    """A requirement on a rate: at least (or at most) ``bound`` of the sweeps get ``decision``."""
+
+    decision: str
+    bound: float  # a fraction of the sweeps
+    at_least: bool
+
+    def __str__(self) -> str:
+        return f"{self.decision} {'>=' if self.at_least else '<='} {self.bound:.1%}".replace(".0%", "%")
+
+
+def judge_rate(bar: RateBar, count: int, n: int, confidence: float = 0.95) -> str:
+    """``PASS`` when the rate's Wilson interval lies wholly on the allowed side of the bar, ``FAIL`` when
+    it lies wholly on the other side, ``UNDECIDED`` when it straddles the bar (the seeds cannot tell: a
+    point count such as 36/40 against "at least 90%" is not evidence that the rate is 90%).
+
+    >>> at_least_90 = RateBar("reject", 0.9, at_least=True)
+    >>> [judge_rate(at_least_90, k, 40) for k in (40, 36, 30)]
+    ['PASS', 'UNDECIDED', 'FAIL']
+    """
+    low, high = wilson_interval(count, n, confidence)
+    allowed, beyond = (
+        (low >= bar.bound, high < bar.bound) if bar.at_least else (high <= bar.bound, low > bar.bound)
+    )
+    return "PASS" if allowed else "FAIL" if beyond else "UNDECIDED"
+
+
+def seeds_to_decide(
+    bar: RateBar, count: int, n: int, confidence: float = 0.95, limit: int = 100_000
+) -> int | None:
+    """How many sweeps would decide the bar if the observed rate held (None: never, at the bar itself,
+    or past ``limit``).
+
+    >>> seeds_to_decide(RateBar("keep", 0.025, at_least=False), 0, 40)
+    150
+    """
+    rate = count / n if n else 0.0
+    if rate == bar.bound:
+        return None
+    size = max(n, 1)
+    while size <= limit:
+        if judge_rate(bar, round(rate * size), size, confidence) != "UNDECIDED":
+            return size
+        size = size + 1 if size < 1000 else int(size * 1.01) + 1
+    return None
