@@ -13,7 +13,15 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from gates.stats import ONE_REPEAT_NOTE, TINY, FloatArray, RatioEstimate, run_level_ratio, single_run_guard
+from gates.stats import (
+    ONE_REPEAT_NOTE,
+    TINY,
+    FloatArray,
+    RatioEstimate,
+    one_run_each_guard,
+    run_level_ratio,
+    single_run_guard,
+)
 
 
 @dataclass(frozen=True)
@@ -122,7 +130,9 @@ def throughput_ratio(
     two repeats or more, the interval is therefore the union of the bootstrap interval and the Welch
     t-interval on the log per-repeat values (:func:`run_level_ratio`): the t quantile pays for the few
     repeats, the inner stage keeps within-run noise a single repeat shows. One repeat per side: the
-    bootstrap alone, noted as such. One repeat on one side only: :func:`gates.stats.single_run_guard`.
+    bootstrap alone, noted as such and guarded (:func:`gates.stats.one_run_each_guard`: one run against
+    one run decides only an effect beyond what one outlier run can produce). One repeat on one side
+    only: :func:`gates.stats.single_run_guard`.
 
     >>> c = [RunSample(95.0), RunSample(99.0), RunSample(91.0)]
     >>> b = [RunSample(100.0), RunSample(104.0), RunSample(96.0)]
@@ -134,7 +144,7 @@ def throughput_ratio(
     c_vals, b_vals = [s.value for s in candidate], [s.value for s in baseline]
     measurable = len(c_vals) >= 2 or len(b_vals) >= 2
     if not measurable:
-        return replace(boot, note=ONE_REPEAT_NOTE)
+        return one_run_each_guard(replace(boot, note=ONE_REPEAT_NOTE))
     if min(c_vals + b_vals) <= 0:
         return boot
     runs = run_level_ratio(c_vals, b_vals, confidence=confidence, statistic="value")

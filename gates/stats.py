@@ -16,9 +16,11 @@ Methods (why these: docs/gates.md):
   run-to-run variance; :func:`prediction_ratio` for drift: is a new run of the same configuration
   outside the prediction interval its earlier repeats give;
 - :func:`hodges_lehmann_ratio`, one value per request: the Hodges-Lehmann shift of the log latencies
-  with the distribution-free interval that inverts the Mann-Whitney test, only where a side has a single
-  repeat and run-to-run noise cannot be measured (:func:`latency_ratio` chooses). Missing values are
-  right-censored (+inf) and rank above every observed value (medians: :func:`contracts.metrics.median`).
+  with the distribution-free interval that inverts the Mann-Whitney test, only where both sides have a
+  single repeat and run-to-run noise cannot be measured (:func:`latency_ratio` chooses; one run against
+  one run decides only an effect beyond what one outlier run can produce: :func:`one_run_each_guard`).
+  Missing values are right-censored (+inf) and rank above every observed value (medians:
+  :func:`contracts.metrics.median`).
 
 :func:`one_sided_p` turns an estimate into the p-value of "the candidate is worse"; what a family of
 them decides (Bonferroni, Holm), and rates compared by Fisher's exact test, is :mod:`gates.significance`.
@@ -328,8 +330,8 @@ def single_run_guard(est: RatioEstimate, factor: float = OUTLIER_FACTOR) -> Rati
     The borrowed variance says how the other side's runs spread, not whether the lone run is one of the
     rare slow ones. So the interval is widened to at least ``ratio / factor .. ratio * factor`` (it
     excludes 1 only when the effect is beyond ``factor``) and the p-value is 1 within it (Holm rejects
-    nothing there). Unchanged with two repeats or more on both sides, or one on both (the request-level
-    fallback says run-to-run noise was not measured).
+    nothing there). Unchanged with two repeats or more on both sides; one run on both sides is
+    :func:`one_run_each_guard`'s.
 
     >>> est = single_run_guard(run_level_ratio([0.5], [0.25, 0.26, 0.24], confidence=0.95))
     >>> round(est.ratio, 2), est.excludes_one, est.p_value   # 2x slower: could be one slow run
@@ -338,7 +340,32 @@ def single_run_guard(est: RatioEstimate, factor: float = OUTLIER_FACTOR) -> Rati
     True
     """
     single = min(est.n_candidate, est.n_baseline) == 1 and max(est.n_candidate, est.n_baseline) >= 2
-    if not single or est.df is None or not 0 < est.ratio < math.inf:
+    if not single or est.df is None:
+        return est
+    return _beyond_one_outlier_run(est, factor)
+
+
+def one_run_each_guard(est: RatioEstimate, factor: float = OUTLIER_FACTOR) -> RatioEstimate:
+    """An estimate of one run against one run (``run.repeats: 1``, an adaptive first look against a
+    one-run baseline) decides only an effect beyond what one outlier run can produce, as
+    :func:`single_run_guard` does for one run against several.
+
+    The request-level interval of one run each (Hodges-Lehmann over requests, the bootstrap's inner
+    stage for tokens/s) treats every request as an independent draw: it measures the two runs, not the
+    configurations, and a single 2.5x-slow run gives p ~ 3e-10. The caller knows the estimate is one run
+    against one run (its ``n_candidate`` counts requests there).
+
+    >>> slow = hodges_lehmann_ratio([1.0, 1.02, 0.98, 1.01], [0.40, 0.41, 0.39, 0.40], confidence=0.95)
+    >>> slow.excludes_one, one_run_each_guard(slow).excludes_one   # one 2.5x-slow run: nothing decided
+    (True, False)
+    """
+    return _beyond_one_outlier_run(est, factor)
+
+
+def _beyond_one_outlier_run(est: RatioEstimate, factor: float) -> RatioEstimate:
+    """``est`` with its interval widened to at least ``ratio / factor .. ratio * factor`` and its p-value
+    1 within ``factor`` (a ratio of 0 or +inf, a failure rather than a slow run, is left as it is)."""
+    if not 0 < est.ratio < math.inf:
         return est
     low, high = min(est.low, est.ratio / factor), max(est.high, est.ratio * factor)
     beyond = abs(math.log(est.ratio)) > math.log(factor)
@@ -364,7 +391,8 @@ def latency_ratio(
     The run-level ratio of per-repeat right-censored medians (:func:`run_level_ratio`) when a side has
     two repeats or more (guarded by :func:`single_run_guard` when the other has one); the request-level
     Hodges-Lehmann ratio only as a fallback when both sides have a single repeat, with the note that
-    run-to-run noise was not measured.
+    run-to-run noise was not measured, guarded by :func:`one_run_each_guard` (one run against one run
+    decides only an effect beyond what one outlier run can produce).
     """
     c_runs = [list(r) for r in candidate if len(r)]
     b_runs = [list(r) for r in baseline if len(r)]
@@ -375,7 +403,7 @@ def latency_ratio(
         b_med = [_finite_or_inf(median(r)) for r in b_runs]
         return single_run_guard(run_level_ratio(c_med, b_med, confidence=confidence))
     est = hodges_lehmann_ratio(c_runs[0], b_runs[0], confidence=confidence, repeats=1)
-    return replace(est, note=ONE_REPEAT_NOTE)
+    return one_run_each_guard(replace(est, note=ONE_REPEAT_NOTE))
 
 
 def _finite_or_inf(value: float | None) -> float:

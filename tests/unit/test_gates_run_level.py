@@ -22,6 +22,7 @@ from gates import Comparison, SweepVerdict, Verdict, evaluate_sweep
 from gates.bootstrap import RunSample, bootstrap_ratio, throughput_ratio
 from gates.compare import set_aside, set_aside_runs
 from gates.judge import exit_code
+from gates.sequential import SequentialPlan
 from gates.stats import (
     ONE_REPEAT_NOTE,
     OUTLIER_FACTOR,
@@ -127,6 +128,38 @@ def test_a_single_run_decides_only_beyond_what_one_outlier_run_can_produce(
     assert tput.excludes_one is excludes
 
 
+ONE_EACH_CASES = [
+    # candidate's one run, baseline's one run (median s; tokens/s as 1000 / median), decided after the guard
+    pytest.param(1.00, 0.40, False, id="one_run_2.5x_slower_against_one_run_decides_nothing"),
+    pytest.param(1.20, 0.40, False, id="one_run_3x_slower_against_one_run_decides_nothing"),
+    pytest.param(0.16, 0.40, False, id="one_run_2.5x_faster_against_one_run_decides_nothing"),
+    pytest.param(2.00, 0.40, True, id="one_run_5x_slower_is_beyond_one_outlier_run"),
+    pytest.param(0.08, 0.40, True, id="one_run_5x_faster_is_beyond_one_outlier_run"),
+]
+
+
+@pytest.mark.parametrize(("cand", "base", "decided"), ONE_EACH_CASES)
+def test_one_run_against_one_run_decides_only_beyond_what_one_outlier_run_can_produce(
+    cand: float, base: float, decided: bool
+) -> None:
+    """Issue 32: with one run per side the request-level interval treats every request as a draw of the
+    configuration, and one 2.5x-slow run read p ~ 3e-10; latencies and tokens/s now take the single-run
+    rule too."""
+    c, b = _requests((cand,)), _requests((base,))
+    raw = hodges_lehmann_ratio(c[0], b[0], confidence=0.95)
+    assert raw.excludes_one and raw.p_value is not None and raw.p_value < 1e-6  # what decided alone
+    est = latency_ratio(c, b, confidence=0.95)
+    assert est.excludes_one is decided
+    assert (est.p_value == 1.0) is not decided
+    assert est.note.startswith(ONE_REPEAT_NOTE)
+    assert "a decision needs an effect beyond 4x, what one outlier run can produce" in est.note
+    assert est.low <= est.ratio / OUTLIER_FACTOR and est.high >= est.ratio * OUTLIER_FACTOR
+    samples = [[RunSample(1000.0 / v, np.full(32, 256.0), np.full(32, v * 8))] for v in (cand, base)]
+    tput = throughput_ratio(samples[0], samples[1], confidence=0.95, resamples=200, seed=1)
+    assert tput.excludes_one is decided, tput
+    assert "what one outlier run can produce" in tput.note
+
+
 def test_equal_spreads_pool_and_unequal_ones_keep_welch() -> None:
     """One host, one noise: sides whose spreads agree (F-test) pool them, df = n + m - 2; when one side
     is far noisier (an outlier run), Welch-Satterthwaite's df follows the noisier side."""
@@ -191,7 +224,7 @@ def test_censored_repeats_leave_no_t_interval(
 
 def test_one_repeat_per_side_falls_back_to_requests_and_says_so() -> None:
     est = latency_ratio(_requests((0.5,)), _requests((0.4,)), confidence=0.95)
-    assert est.note == ONE_REPEAT_NOTE
+    assert est.note.startswith(ONE_REPEAT_NOTE)
     assert "Hodges-Lehmann" in est.method
     assert est.n_candidate == 32
 
@@ -254,6 +287,7 @@ def _sweep(
     *,
     answers: bool = False,
     lag: dict[str, float | tuple[float, ...]] | None = None,
+    plan: SequentialPlan | None = None,
 ) -> SweepVerdict:
     """``lag``: the client's p99 dispatch lag per side ("cand", "baseline"), one for every repeat or one
     per repeat, 0 where absent."""
@@ -272,7 +306,7 @@ def _sweep(
         b.run("baseline", root="recovery", is_baseline=True)
         for profile, medians in recovery.items():
             _profile(b, "baseline", profile, medians, root="recovery")
-    return evaluate_sweep(root, CFG, baseline="baseline")
+    return evaluate_sweep(root, CFG, baseline="baseline", plan=plan)
 
 
 def _ttft(verdict: Verdict, gate: str, profile: str) -> Comparison:
@@ -586,32 +620,49 @@ def test_throughput_widening_matters_with_three_repeats() -> None:
 
 def test_throughput_with_one_repeat_per_side_is_the_bootstrap_noted() -> None:
     est = throughput_ratio(_samples((90.0,)), _samples((100.0,)), confidence=0.95, resamples=200, seed=1)
-    assert est.note == ONE_REPEAT_NOTE and est.df is None
+    assert est.note.startswith(ONE_REPEAT_NOTE) and est.df is None
 
 
-@pytest.mark.parametrize(
-    ("short", "decision"),
-    [
-        pytest.param((1.0,), "inconclusive", id="one_run_2.5x_slower_is_not_rejected_at_the_first_look"),
-        pytest.param((1.2,), "inconclusive", id="one_run_3x_slower_is_not_rejected_at_the_first_look"),
-        pytest.param((2.0,), "reject", id="one_run_5x_slower_is_rejected"),
-        pytest.param((1.0, 1.01), "reject", id="two_runs_2.5x_slower_are_rejected"),
-    ],
-)
+#: Adaptive repeats 1..5: the looks after 1 and 2 candidate repeats and their confidence (gates.sequential).
+EARLY_PLAN = SequentialPlan(min_repeats=1, max_repeats=5)
+
+EARLY_LOOK_CASES = [
+    # candidate's short runs, baseline's short runs (decode_heavy alike, TIGHT's first ones), decision
+    pytest.param((1.0,), TIGHT, "inconclusive", id="one_run_2.5x_slower_is_not_rejected_at_the_first_look"),
+    pytest.param((1.2,), TIGHT, "inconclusive", id="one_run_3x_slower_is_not_rejected_at_the_first_look"),
+    pytest.param((2.0,), TIGHT, "reject", id="one_run_5x_slower_is_rejected"),
+    pytest.param((1.0, 1.01), TIGHT, "reject", id="two_runs_2.5x_slower_are_rejected_at_the_second_look"),
+    # issue 32: a one-run baseline (run.repeats=1): the request-level interval decided alone
+    pytest.param((1.0,), (0.40,), "inconclusive", id="one_run_2.5x_slower_against_one_baseline_run"),
+    pytest.param((1.2,), (0.40,), "inconclusive", id="one_run_3x_slower_against_one_baseline_run"),
+    pytest.param((2.0,), (0.40,), "reject", id="one_run_5x_slower_against_one_baseline_run_is_rejected"),
+]
+
+
+@pytest.mark.parametrize(("short", "base", "decision"), EARLY_LOOK_CASES)
 def test_an_early_look_survives_one_outlier_run(
-    tmp_path: Path, short: tuple[float, ...], decision: str
+    tmp_path: Path, short: tuple[float, ...], base: tuple[float, ...], decision: str
 ) -> None:
     """Adaptive repeats' first look has one candidate repeat: an identical candidate whose only run was
-    2.5x slower (a cold burst) was rejected there 9-16% of the time under the outlier model (issue 21)."""
+    2.5x slower (a cold burst) was rejected there 9-16% of the time under the outlier model (issue 21).
+    Judged as the sweep's loop judges a look: with the plan, at the look's confidence."""
     sweep = _sweep(
         tmp_path,
         {"short": short, "decode_heavy": TIGHT[: len(short)]},
-        {"short": TIGHT, "decode_heavy": TIGHT},
+        {"short": base, "decode_heavy": TIGHT[: len(base)]},
+        plan=EARLY_PLAN,
     )
     verdict = sweep.verdicts[0]
     assert verdict.decision == decision, verdict.reason
+    ttft = _ttft(verdict, "concurrency", "short")
+    look = EARLY_PLAN.look_confidence(CFG.confidence, len(short))
+    level = f"{look * 100:.2f}".rstrip("0").rstrip(".") + "%"
+    assert f"family-wise {level}" in ttft.message, ttft.message  # the look's own confidence
+    assert level != "95%"
     if decision == "inconclusive":
         assert "a decision needs an effect beyond 4x, what one outlier run can produce" in verdict.reason
+        assert ttft.status == "inconclusive" and ttft.interval is not None
+        assert ttft.interval[0] < 1 < ttft.interval[1]
 
 
 @pytest.mark.parametrize(
