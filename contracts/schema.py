@@ -48,7 +48,8 @@ class ServiceConfig:
     # Further vLLM flags fixed for the whole sweep: flag name without "--" -> value
     # (true -> --flag, false -> --no-flag, mapping/list -> JSON).
     extra_args: dict[str, Any] = field(default_factory=dict)
-    # Environment variables for the server process (non-secret values only).
+    # Environment variables for the server process: literal values are not secrets; a secret comes as
+    # ${oc.env:NAME}, written <from $NAME> everywhere and read from gauntlet's environment at launch.
     env: dict[str, str] = field(default_factory=dict)
     # Names of secret environment variables (tokens, API keys) copied from gauntlet's own environment at
     # launch; their values are never written, printed or fingerprinted.
@@ -139,7 +140,7 @@ class HostConfig:
     env: dict[str, str] = field(default_factory=dict)
     # Names (shell globs: NCCL_*, VLLM_*, PYTORCH_*, CUDA_*, HF_*) of variables of gauntlet's own environment
     # the server inherits (launch/command.py). A secret's name (one containing TOKEN, SECRET, PASSWORD,
-    # PASSWD, API_KEY, APIKEY, CREDENTIAL or PRIVATE_KEY: launch.spec.SECRET_NAME) never matches a glob: list
+    # PASSWD, KEY or CREDENTIAL: launch.spec.SECRET_NAME) never matches a glob: list
     # it in service.pass_env. host.env and the candidate's env win over a passed-through value.
     env_passthrough: list[str] = field(default_factory=list)
     # Longest wait for a server to become ready, in seconds (DeepSeek-class checkpoints: 1800 on h100x8).
