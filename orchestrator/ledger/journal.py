@@ -145,8 +145,9 @@ class Journal:
             raise SweepDirError(
                 f"cannot write the sweep directory {sweep}: it was deleted ({self.path} is gone); "
                 "the sweep stops here",
-                hint="the journal and the retained spec went with it: check the service port by hand, and "
-                "keep run.sweeps_dir where nothing cleans it up",
+                hint="the copy beside the port's lock keeps what rollback needs: `python -m orchestrator "
+                f"status {sweep}` says what runs, `rollback {sweep}` puts the directory back; keep "
+                "run.sweeps_dir where nothing cleans it up",
             )
 
     def events(self) -> list[Event]:

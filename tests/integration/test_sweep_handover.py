@@ -108,7 +108,13 @@ def test_a_deleted_sweep_directory_does_not_strand_the_service(tmp_path: Path, p
         SWEEP, sweeps=tmp_path / "sweeps", port=port, event="load_started", candidate="twin", timeout=300
     )
     shutil.rmtree(sweep)
-    proc.communicate(timeout=300)  # whatever it says: it can no longer write its records
+    out, _ = proc.communicate(timeout=300)  # it can no longer write its records; it restores from the copy
+    # The last line and status come from the process table and the copy beside the lock: the restored
+    # server serves (it said "nothing gauntlet started for this sweep is running", status "(none recorded)")
+    assert out.strip().splitlines()[-1].startswith("gauntlet: retained server live: pid "), out[-3000:]
+    status = h.run_cli(["status", str(sweep)], timeout=120)
+    assert "(none recorded)" not in status.stdout, status.stdout + status.stderr
+    assert " retained  pid " in status.stdout and " healthy " in status.stdout, status.stdout
     rolled = h.run_cli(["rollback", str(sweep)], timeout=600)
     assert rolled.returncode == 0, rolled.stdout + rolled.stderr
     assert "rollback OK" in rolled.stdout
