@@ -86,6 +86,7 @@ class Gap(_Model):
         # baseline's own): measuring again gives the same; a longer workloads.<profile>.time_limit_s decides
         "time_bound",
         "not_measured",  # the candidate was stopped during its launch (no run.json) or never reached
+        "not_run",  # an enabled gate could not run (its measurement is missing), not by design
     ]
     side: Literal["candidate", "baseline"]
     message: str  # what is missing, with the file and the numbers
@@ -108,6 +109,10 @@ class GateResult(_Model):
     evidence: list[Evidence] = Field(default_factory=list)
     comparisons: list[Comparison] = Field(default_factory=list)
     more_repeats: int | None = None
+    # A ``not_run`` by design, in words: the host has no such figure (no NVML: a CPU host, the simulator)
+    # or the configuration asks for none (no capacity search). Empty on a ``not_run``: the gate could not
+    # run (its measurement is missing), and the candidate's verdict is ``incomplete``.
+    not_applicable: str = ""
 
 
 class KeyFigure(_Model):

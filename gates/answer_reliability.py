@@ -163,6 +163,7 @@ class AnswerReliability(Gate):
                 role=self.role,
                 status="not_run" if not base else "inconclusive",
                 message=f"answer profile {profile!r} not measured for the {side}",
+                not_applicable=ctx.not_asked([profile]) if not base else "",
             )
         c_vals, b_vals = pooled(cand, visible_value), pooled(base, visible_value)
         counts, _ = _rates(profile, c_vals, b_vals, policy=policy, confidence=ctx.cfg.confidence)

@@ -154,15 +154,19 @@ class Capacity(Gate):
         tolerance = ctx.cfg.capacity_tolerance
         if base is None or cand is None:
             missing = "the baseline" if base is None else "the candidate"
+            # Neither side searched: capacity.profile is not set, by design (a configured search without
+            # its capacity.json makes the verdict incomplete: gates.evidence, naming the file). One side
+            # searched: the other's search did not finish, and the gate could not run.
             return GateResult(
                 gate=self.name,
                 failure=self.failure,
                 role=self.role,
                 status="not_run",
-                # Whether one was configured is the sweep's config: a configured search without its
-                # capacity.json makes the verdict incomplete (gates.evidence), naming the file.
                 message=f"no capacity search recorded for {missing} (capacity.json): capacity.profile is "
                 "not set, or the search did not finish",
+                not_applicable="no capacity search (capacity.profile is not set)"
+                if base is None and cand is None
+                else "",
             )
         evidence = [Evidence(file=ctx.candidate.capacity_file), Evidence(file=ctx.baseline.capacity_file)]
         estimate = capacity_ratio(cand, base)

@@ -201,4 +201,5 @@ class Concurrency(Gate):
             evidence=evidence,
             comparisons=comparisons,
             more_repeats=max_more(comparisons) if status == "inconclusive" else None,
+            not_applicable=ctx.not_asked(ctx.cfg.loaded_profiles) if status == "not_run" else "",
         )

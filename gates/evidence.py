@@ -51,6 +51,8 @@ class Expected:
     adaptive: bool = False
     #: adaptive: the most repeats (``run.max_repeats``); runs beyond them are a loop's confirmation runs
     max_repeats: int | None = None
+    #: ``host.kind`` (``sim``, ``cpu``, ``gpu``): on a GPU host every launch has its GPU memory reading
+    host_kind: str | None = None
 
     @classmethod
     def from_config(cls, cfg: GauntletConfig) -> Expected:
@@ -60,7 +62,13 @@ class Expected:
         base = {p: own.get(p, cfg.run.repeats) for p in cfg.run.profiles}
         plan = candidate_plan(cfg.run)
         return cls(
-            base, own, plan.min_repeats, cfg.capacity.profile is not None, plan.adaptive, plan.max_repeats
+            base,
+            own,
+            plan.min_repeats,
+            cfg.capacity.profile is not None,
+            plan.adaptive,
+            plan.max_repeats,
+            cfg.host.kind,
         )
 
     def candidate(self, counts: Mapping[str, int]) -> dict[str, int]:

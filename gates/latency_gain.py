@@ -200,6 +200,7 @@ class LatencyGain(Gate):
                 role=self.role,
                 status="not_run",
                 message="no serial or loaded profile measured for both the candidate and the baseline",
+                not_applicable=ctx.not_asked([ctx.cfg.serial_profile, *ctx.cfg.loaded_profiles]),
             )
         gains = [m for m in claims if m.comparison.status == "pass"]
         # Within the load client's lag a difference is undecidable, worse or better: it is never

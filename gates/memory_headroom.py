@@ -1,13 +1,31 @@
 """Memory headroom: free GPU memory per GPU after warmup at or above the configured minimum.
 
 Pipeline position: reads ``free_gpu_gib_after_warmup`` from the candidate's ``run.json`` (the NVML probe
-the launcher ran after warmup). Without NVML (CPU or simulated host) the gate is not run, with the reason.
+the launcher ran after warmup). Without a reading the gate is not run, with the reason: by design where the
+host says the figure does not exist (the simulator, a CPU host: ``host.kind``, else the host probe has no
+NVIDIA driver), else as missing evidence (a GPU host without the reading: the verdict is incomplete).
 """
 
 from __future__ import annotations
 
 from contracts.verdicts import Evidence, GateResult
 from gates.registry import Gate, GateContext, register
+
+
+def no_such_figure(ctx: GateContext) -> str:
+    """Why this host has no GPU memory to judge, in words; "" when it should have (a GPU host, or a host
+    whose NVML answered). The configured ``host.kind`` decides first: a GPU host whose NVML fails is
+    missing evidence, not a host without GPUs. Without the config, the probe's word (run.json's, else the
+    sweep's ``host.json``): simulated, or no NVIDIA driver."""
+    run = ctx.candidate.run
+    if ctx.host_kind is not None:
+        return "" if ctx.host_kind == "gpu" else f"host.kind is {ctx.host_kind}: no GPU memory to judge"
+    if run is not None and run.backend == "sim":
+        return "simulated host: no GPU memory to judge"
+    probe = (run.probe if run is not None else None) or ctx.host
+    if probe is not None and (probe.simulated or not probe.driver):
+        return f"no NVML on this host ({probe.reason or 'no NVIDIA driver'})"
+    return ""
 
 
 @register
@@ -27,16 +45,20 @@ class MemoryHeadroom(Gate):
         base_min = min(base_free) if base_free else None
         if not free:
             reason = "no per-GPU free memory recorded"
-            if run and run.probe and run.probe.reason:
-                reason += f" ({run.probe.reason})"
+            probe = (run.probe if run else None) or ctx.host
+            if probe and probe.reason:
+                reason += f" ({probe.reason})"
+            absent = no_such_figure(ctx)
             return GateResult(
                 gate=self.name,
                 role=self.role,
                 status="not_run",
                 threshold=minimum,
                 unit="GiB",
-                message=f"{reason}: headroom not judged",
+                message=f"{reason}: headroom not judged"
+                + ("" if absent else " (a GPU host: the reading after warmup is missing)"),
                 evidence=[Evidence(file=ctx.candidate.run_file)],
+                not_applicable=absent,
             )
         lowest = min(free)
         short = [i for i, gib in enumerate(free) if gib < minimum]

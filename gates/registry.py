@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
 from contracts.errors import GateError
+from contracts.results import HostProbe
 from contracts.schema import GatesConfig
 from contracts.sweepdir import Results
 from contracts.verdicts import GateResult, GateRole
@@ -33,6 +34,19 @@ class GateContext:
     cfg: GatesConfig
     baseline: Results
     candidate: Results
+    #: The sweep's host probe (``host.json``); None when the sweep wrote none.
+    host: HostProbe | None = None
+    #: The configured ``host.kind`` (``sim``, ``cpu``, ``gpu``); None without the sweep's config.
+    host_kind: str | None = None
+
+    def not_asked(self, profiles: Sequence[str]) -> str:
+        """Why a gate that needs one of ``profiles`` has nothing to judge by design, in words: the
+        baseline (measured with every profile the sweep runs before any candidate) has none of them, so
+        the sweep was not asked for them (``run.profiles``); "" when it has one. A baseline lost before
+        them is a gap of its own (:mod:`gates.evidence`)."""
+        if any(self.baseline.repeats(p) for p in profiles):
+            return ""
+        return f"the sweep measured none of {', '.join(dict.fromkeys(profiles))} (run.profiles)"
 
     def seed(self, *parts: str) -> int:
         """A bootstrap seed that depends on the configured seed and on what is compared, nothing else."""

@@ -73,6 +73,8 @@ class Stability(Gate):
             message=message,
             evidence=evidence,
             comparisons=comparisons,
+            # None of its profiles ran on either side: the sweep was not asked for them, by design.
+            not_applicable=message if status == "not_run" else "",
         )
 
 

@@ -6,11 +6,12 @@ baseline drift, adds the key figures, rankings and reversals the report shows (:
 and returns a :class:`SweepVerdict`; :mod:`gates.judge` writes it as ``verdicts.json``.
 
 Rules, in order: startup failed -> ``incompatible``; partial evidence (:mod:`gates.evidence`: an
-interrupted run, missing repeats, a baseline lost under load, a harness fault) -> ``incomplete``; a
-requirement failed -> ``reject`` (naming every failed one); a comparison the load client's lag leaves
-undecidable -> ``incomplete``; a requirement inconclusive -> ``inconclusive``; a latency gain beyond noise
--> ``keep``; a gain within noise -> ``inconclusive``; otherwise ``neutral``. Drift beyond noise turns every
-measured decision (not an incomplete one) into ``inconclusive``.
+interrupted run, missing repeats, a baseline lost under load, a harness fault, a candidate not measured)
+-> ``incomplete``; a requirement failed -> ``reject`` (naming every failed one); a comparison the load
+client's lag leaves undecidable, or an enabled gate that could not run (``not_run`` not by design:
+:func:`not_run_gaps`) -> ``incomplete``; a requirement inconclusive -> ``inconclusive``; a latency gain
+beyond noise -> ``keep``; a gain within noise -> ``inconclusive``; otherwise ``neutral``. Drift beyond
+noise turns every measured decision (not an incomplete one) into ``inconclusive``.
 
     >>> evaluate_sweep(Path("sweeps/2025-01-01"), GatesConfig(), baseline="baseline")  # doctest: +SKIP
 """
@@ -33,6 +34,7 @@ from contracts.sweepdir import (
     load_results,
     node_baseline_names,
     planned_names,
+    read_host_probe,
     resume_command,
 )
 from contracts.verdicts import (
@@ -132,9 +134,29 @@ def lag_gaps(results: Sequence[GateResult]) -> list[Gap]:
     return out
 
 
+def not_run_gaps(results: Sequence[GateResult]) -> list[Gap]:
+    """Every enabled gate that could not run on a started candidate, as a gap: a ``not_run`` that is not by
+    design (``GateResult.not_applicable``: the host has no such figure, no search was configured). None
+    for a candidate that did not start: no gate runs on it, and the verdict says why."""
+    compat = _gate(results, "compatibility")
+    if compat is not None and compat.status != "pass":
+        return []
+    return [
+        Gap(
+            kind="not_run",
+            side="candidate",
+            message=f"{g.gate}: could not run ({g.message}); measure what it needs, or leave it out of "
+            "gates.enabled",
+            file=g.evidence[0].file if g.evidence else None,
+        )
+        for g in results
+        if g.status == "not_run" and not g.not_applicable
+    ]
+
+
 def _incomplete(verdict: Verdict, gaps: Sequence[Gap], resume: str | None) -> Verdict:
     """``verdict`` read from partial evidence: incomplete, saying what is missing and how to complete it."""
-    data = [g for g in gaps if g.kind not in ("client_lag", "time_bound")]  # resuming fills neither
+    data = [g for g in gaps if g.kind not in ("client_lag", "time_bound", "not_run")]  # resuming fills none
     command = resume if data else None
     missing = "; ".join(g.message for g in gaps)
     then = f"; to complete it: {command}" if command else ""
@@ -176,13 +198,15 @@ def decide(
     verdict = _decide(candidate, results, cfg)
     if verdict.decision == "incompatible":
         return verdict
+    # What resuming cannot fill: comparisons within the client's lag, gates that could not run.
+    unsettled = [*lag_gaps(results), *not_run_gaps(results)]
     if gaps:  # never keep or reject on partial evidence
-        return _incomplete(verdict, [*gaps, *lag_gaps(results)], resume)
-    lagged = lag_gaps(results)
-    # A failed requirement beyond the client's lag decides; an undecidable comparison never counts
-    # towards a keep, a neutral or an inconclusive verdict (more repeats will not settle it).
-    if lagged and verdict.decision != "reject":
-        return _incomplete(verdict, lagged, None)
+        return _incomplete(verdict, [*gaps, *unsettled], resume)
+    # A failed requirement decides (what is unsettled could only add a failure); an undecidable
+    # comparison or a gate that never ran never counts towards a keep, a neutral or an inconclusive
+    # verdict (more repeats will not settle it).
+    if unsettled and verdict.decision != "reject":
+        return _incomplete(verdict, unsettled, None)
     return verdict
 
 
@@ -372,6 +396,7 @@ def evaluate_sweep(
     base = load_baseline(sweep_dir, candidate_root(base_name), base_name)
     _check_baseline(base)
     names = [n for n in every if n != baseline]
+    host = read_host_probe(sweep_dir)
     # Keyed by the baseline's configured name even when measured on a node (the report's rows are).
     results = {baseline: base} | {n: load_results(sweep_dir, candidate_root(n), n) for n in names}
     paired = _paired_baselines(sweep_dir, results, names)
@@ -379,7 +404,11 @@ def evaluate_sweep(
     reversals: list[Reversal] = []
     for name in names:
         ctx = GateContext(
-            cfg=_at_look(cfg, plan, results[name]), baseline=paired.get(name, base), candidate=results[name]
+            cfg=_at_look(cfg, plan, results[name]),
+            baseline=paired.get(name, base),
+            candidate=results[name],
+            host=host,
+            host_kind=expected.host_kind if expected is not None else None,
         )
         begun = candidate_dir(sweep_dir, name).is_dir()
         verdict, rev = _judge_candidate(ctx, gates, specs, expected, resume_command(sweep_dir), begun=begun)

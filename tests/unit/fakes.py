@@ -17,10 +17,12 @@ from contracts.results import (
     ClientHealth,
     HostProbe,
     ProfileSummary,
+    RequestRecord,
     ServerMetrics,
     Stats,
     TeardownRecord,
     WatchEvent,
+    write_jsonl,
     write_model,
 )
 from contracts.schema import WorkloadConfig
@@ -135,6 +137,28 @@ def summary(
     )
 
 
+def records(n: int, *, ttft_s: float = 0.5) -> list[RequestRecord]:
+    """``n`` measured requests that each took ``ttft_s`` to the first (visible) token and 1 s in all."""
+    return [
+        RequestRecord(
+            index=i,
+            warmup=False,
+            target_prompt_tokens=100,
+            target_output_tokens=250,
+            scheduled_s=0.0,
+            sent_s=0.0,
+            ttft_s=ttft_s,
+            first_visible_s=ttft_s,
+            end_s=1.0,
+            prompt_tokens=100,
+            completion_tokens=250,
+            finish_reason="length",
+            http_status=200,
+        )
+        for i in range(n)
+    ]
+
+
 @dataclass
 class FakeLoad:
     """Writes a summary for every call; optional hooks run before writing (to kill or interrupt)."""
@@ -160,7 +184,8 @@ class FakeLoad:
             self.before(*key)
         result = summary(candidate, workload.name, repeat, fingerprint)
         write_model(out_dir / SUMMARY_FILE, result)
-        (out_dir / RECORDS_FILE).write_text("")
+        # The summary's requests, each as its median says (the gates' latency comparisons read them).
+        write_jsonl(out_dir / RECORDS_FILE, records(result.num_requests))
         return result
 
 

@@ -10,6 +10,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 from omegaconf import OmegaConf
 from scipy.stats import norm
@@ -156,6 +157,10 @@ def write_repeat(
     return directory
 
 
+#: What the simulator's launches record about the host (run.json's probe).
+SIM_PROBE = HostProbe(driver=False, reason="simulated host", simulated=True)
+
+
 def write_run(
     sweep: Path,
     candidate: str,
@@ -169,6 +174,8 @@ def write_run(
     watch: Sequence[WatchEvent] = (),
     follows: str | None = None,
     paired_baseline: str | None = None,
+    backend: Literal["vllm", "sim"] = "sim",
+    probe: HostProbe | None = SIM_PROBE,
 ) -> Path:
     path = sweep / (root or f"candidates/{candidate}") / "run.json"
     write_model(
@@ -176,8 +183,8 @@ def write_run(
         CandidateRun(
             candidate=candidate,
             fingerprint="sha256:" + "0" * 64,
-            backend="sim",
-            host="sim",
+            backend=backend,
+            host=backend,
             is_baseline=is_baseline,
             phase="recovery" if root == "recovery" else ("baseline" if is_baseline else "candidate"),
             startup=StartupRecord(
@@ -188,7 +195,7 @@ def write_run(
                 evidence=[] if ok else ["...", matched_line or "boom"],
                 time_to_ready_s=12.0 if ok else None,
             ),
-            probe=HostProbe(driver=False, reason="simulated host", simulated=True),
+            probe=probe,
             free_gpu_gib_after_warmup=free_gib,
             watch=list(watch),
             follows=follows,

@@ -6,14 +6,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contracts.results import write_model
+from contracts.results import write_jsonl, write_model
 from contracts.schema import WorkloadConfig
 from orchestrator.config.compose import load
 from orchestrator.ledger.events import RepeatLooked, RepeatsSettled
 from orchestrator.measure.candidate import is_complete, run_candidate
 from orchestrator.measure.opening import begin
 from orchestrator.servers.context import SweepContext
-from tests.unit.fakes import FakeSupervisor, fake_seams, summary
+from tests.unit.fakes import FakeSupervisor, fake_seams, records, summary
 
 OVERRIDES = [
     "run.repeats=3",
@@ -43,7 +43,7 @@ class ScriptedLoad:
             tps = 1000.0 + 5 * kw["repeat"]  # run-to-run spread like the candidate's
         result = summary(kw["candidate"], workload.name, kw["repeat"], kw["fingerprint"], output_tps=tps)
         write_model(kw["out_dir"] / "summary.json", result)
-        (kw["out_dir"] / "records.jsonl").write_text("")
+        write_jsonl(kw["out_dir"] / "records.jsonl", records(result.num_requests))
         return result
 
 

@@ -5,17 +5,21 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
 from contracts.errors import EXIT_INCOMPLETE, GateError, ResultFileError
-from contracts.results import WatchEvent
+from contracts.results import CapacityResult, GpuMemory, HostProbe, WatchEvent, write_model
 from contracts.schema import GatesConfig
 from contracts.sweepdir import record_planned, resume_command
 from gates import GateResult, SweepVerdict, Verdict, evaluate_sweep, read_verdicts, write_verdicts
+from gates.evidence import Expected
 from gates.judge import exit_code
-from tests.unit.gates_fixtures import BASELINE, SweepBuilder, baseline_like, case_study
+from gates.registry import REGISTRY
+from tests.unit.gates_fixtures import BASELINE, SIM_PROBE, SweepBuilder, baseline_like, case_study
 
 CFG = GatesConfig(
     accepted_profiles=["prefill_10k", "decode_heavy"],
@@ -244,6 +248,122 @@ def test_decision_table(
     assert verdict.decision == decision, verdict.reason
     assert verdict.failed == failed
     assert verdict.reason.startswith(decision)
+
+
+GPU = HostProbe(
+    driver=True,
+    driver_version="550.54",
+    gpus=[GpuMemory(index=0, name="H100", total_gib=80.0, used_gib=1.0, free_gib=79.0)],
+)
+NO_DRIVER = HostProbe(driver=False, reason="no NVIDIA driver (NVML Shared Library Not Found)")
+
+
+@pytest.mark.parametrize(
+    ("backend", "run_probe", "host_json", "host_kind", "decision"),
+    [
+        # The host says the figure does not exist: the simulator, a CPU host (no driver), host.kind.
+        pytest.param("sim", SIM_PROBE, None, None, "keep", id="simulator_run_probe"),
+        pytest.param("vllm", None, NO_DRIVER, None, "keep", id="cpu_host_no_driver_in_host_json"),
+        pytest.param("vllm", None, None, "cpu", "keep", id="host_kind_cpu"),
+        pytest.param("sim", None, None, "sim", "keep", id="host_kind_sim"),
+        # A GPU host without the reading after warmup: the gate could not run.
+        pytest.param("vllm", None, GPU, None, "incomplete", id="gpu_host_json_no_reading"),
+        pytest.param("vllm", GPU, None, None, "incomplete", id="gpu_run_probe_no_reading"),
+        pytest.param("vllm", None, None, None, "incomplete", id="nothing_says_there_is_no_gpu"),
+        pytest.param("vllm", None, NO_DRIVER, "gpu", "incomplete", id="gpu_host_whose_nvml_failed"),
+    ],
+)
+def test_memory_headroom_not_run_is_missing_evidence_unless_the_host_has_no_such_figure(
+    tmp_path: Path,
+    *,
+    backend: Literal["vllm", "sim"],
+    run_probe: HostProbe | None,
+    host_json: HostProbe | None,
+    host_kind: str | None,
+    decision: str,
+) -> None:
+    """A clear keep on every other gate (TTFT 15% better) with no free-memory reading after warmup."""
+    b = SweepBuilder(tmp_path)
+    b.run("baseline", is_baseline=True, backend=backend, probe=run_probe)
+    baseline_like(b, "baseline")
+    b.run("cand", backend=backend, probe=run_probe)
+    _faster_ttft(b, "cand")
+    if host_json is not None:
+        write_model(tmp_path / "host.json", host_json)
+    expected = Expected(host_kind=host_kind) if host_kind is not None else None
+    sweep = evaluate_sweep(tmp_path, CFG, baseline="baseline", expected=expected)
+    verdict = _verdict(sweep, "cand")
+    gate = _gate(verdict, "memory_headroom")
+    assert (gate.status, verdict.decision) == ("not_run", decision), verdict.reason
+    if decision == "keep":
+        assert gate.not_applicable and verdict.missing == [] and exit_code(sweep) == 0
+    else:
+        assert not gate.not_applicable and verdict.decision_on_partial == "keep"
+        assert [(g.kind, g.file) for g in verdict.missing] == [("not_run", "candidates/cand/run.json")]
+        assert "memory_headroom: could not run (no per-GPU free memory recorded" in verdict.reason
+        assert sweep.retained == "baseline" and exit_code(sweep) == EXIT_INCOMPLETE
+        # Resuming skips a complete launch: no command that would not measure it, the message says what.
+        assert verdict.resume is None and "leave it out of gates.enabled" in verdict.reason
+
+
+def test_a_failed_requirement_rejects_though_another_gate_could_not_run(tmp_path: Path) -> None:
+    """The gate that never ran could only add a failure: a 20% throughput loss is rejected all the same."""
+    b = SweepBuilder(tmp_path)
+    b.run("baseline", is_baseline=True, backend="vllm", probe=GPU)
+    baseline_like(b, "baseline")
+    b.run("cand", backend="vllm", probe=GPU)
+    _slower_throughput(b, "cand")
+    verdict = _verdict(evaluate_sweep(tmp_path, CFG, baseline="baseline"), "cand")
+    assert _gate(verdict, "memory_headroom").status == "not_run"
+    assert (verdict.decision, verdict.failed, verdict.missing) == ("reject", ["concurrency"], [])
+
+
+def test_memory_headroom_disabled_is_not_missing(tmp_path: Path) -> None:
+    b = SweepBuilder(tmp_path)
+    b.run("baseline", is_baseline=True, backend="vllm", probe=GPU)
+    baseline_like(b, "baseline")
+    b.run("cand", backend="vllm", probe=GPU)
+    _faster_ttft(b, "cand")
+    enabled = [g for g in REGISTRY if g != "memory_headroom"]
+    verdict = _verdict(evaluate_sweep(tmp_path, replace(CFG, enabled=enabled), baseline="baseline"), "cand")
+    assert verdict.decision == "keep" and verdict.missing == []
+
+
+@pytest.mark.parametrize(
+    ("searched", "decision"),
+    [
+        pytest.param((), "keep", id="no_search_configured"),
+        pytest.param(("baseline",), "incomplete", id="the_candidates_search_missing"),
+    ],
+)
+def test_capacity_not_run_is_missing_only_when_a_search_ran(
+    tmp_path: Path, searched: tuple[str, ...], decision: str
+) -> None:
+    b = SweepBuilder(tmp_path)
+    b.run("baseline", is_baseline=True, free_gib=[1.0] * 8)
+    baseline_like(b, "baseline")
+    b.run("cand", free_gib=[1.0] * 8)
+    _faster_ttft(b, "cand")
+    for name in searched:
+        write_model(
+            tmp_path / f"candidates/{name}/capacity.json",
+            CapacityResult(
+                candidate=name,
+                profile="decode_heavy",
+                mode="concurrency",
+                unit="concurrent",
+                slo="interactive",
+                slo_text="TTFT p99 <= 2 s",
+                capacity=64.0,
+                low=64.0,
+                high=128.0,
+                resolution=0.25,
+                gpus=8,
+            ),
+        )
+    verdict = _verdict(evaluate_sweep(tmp_path, CFG, baseline="baseline"), "cand")
+    assert (_gate(verdict, "capacity").status, verdict.decision) == ("not_run", decision), verdict.reason
+    assert [g.kind for g in verdict.missing] == ([] if decision == "keep" else ["not_run"])
 
 
 def test_keep_is_retained_and_names_its_gain(tmp_path: Path) -> None:
