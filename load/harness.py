@@ -96,29 +96,31 @@ def paused(
 ) -> Pause | None:
     """The first pause of one dispatching process, from its records and its loop's stalls (pure).
 
-    A stall counts when it lasted at least ``min_s`` wall seconds and, within it, the measured streams in
-    flight (sent before it, something seen after it, or stopped while waiting) saw nothing at all for at
-    least ``min_s``: a common silence of every stream, inside a window the loop provably did not run.
+    A stall counts when it lasted at least ``min_s`` wall seconds and, within it, this process saw nothing
+    of any measured stream (no send, chunk or end) for at least ``min_s`` while one or more were in flight
+    (sent before that silence, something seen after it, or stopped while waiting): a common silence of
+    every stream, inside a window in which the loop provably did not run.
     """
-    measured = [r for r in records if not r.warmup]
+    measured = [(r, _events(r)) for r in records if not r.warmup]
     need = min_s * time_scale  # host seconds
     for start_ns, end_ns in stalls:
         a = (start_ns - t0_ns) / 1e9 * time_scale
         b = (end_ns - t0_ns) / 1e9 * time_scale
         if b - a < need:
             continue
-        inflight = []
-        for r in measured:
-            seen = _events(r)
-            waiting = r.end_s is None and r.error in ("timeout", "cancelled")  # stopped with nothing more
-            if r.sent_s <= a and (max(seen) >= b or waiting):
-                inflight.append(seen)
-        if not inflight:
+        # The stall runs from the loop's last wake before it, so sends and chunks of its first beat may lie
+        # inside it: the silence is the longest gap between anything this process saw within the stall.
+        inside = sorted({a, b, *(t for _, seen in measured for t in seen if a < t < b)})
+        length, x, y = max((y - x, x, y) for x, y in itertools.pairwise(inside))
+        if length < need:
             continue
-        inside = sorted({a, b, *(t for seen in inflight for t in seen if a < t < b)})
-        longest = max((y - x, x, y) for x, y in itertools.pairwise(inside))
-        if longest[0] >= need:
-            return Pause(start_s=longest[1], end_s=longest[2], streams=len(inflight))
+        inflight = sum(
+            1
+            for r, seen in measured
+            if r.sent_s <= x and (max(seen) >= y or (r.end_s is None and r.error in ("timeout", "cancelled")))
+        )
+        if inflight:
+            return Pause(start_s=x, end_s=y, streams=inflight)
     return None
 
 

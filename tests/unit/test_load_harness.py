@@ -85,6 +85,13 @@ STALLED_SERVER = [
     [
         # the client stood still 7 s with two streams in flight, both silent: paused
         (PAUSED_STREAMS, [stall(4.98, 12.0)], 1.0, Pause(start_s=5.0, end_s=12.0, streams=2)),
+        # a stream sent in the last beat before the stop (after the loop's last wake) is in flight across it
+        (
+            [stream(5.01, [5.03, *[12.0] * 40, *every(12.05, 15.0)])],
+            [stall(4.98, 12.0)],
+            1.0,
+            Pause(start_s=5.03, end_s=12.0, streams=1),
+        ),
         # a server that stalls every stream for 7 s is the server's: the client's loop never stopped
         (STALLED_SERVER, [], 1.0, None),
         # a stall below the threshold (a busy 2-core machine, a slow step): not a pause
