@@ -397,11 +397,12 @@ def what_runs(sweep_dir: Path, seams: Seams) -> list[str]:
     how = f"stop it with `make stop SWEEP={sweep_dir}` or `python -m orchestrator stop {sweep_dir}`"
     running: list[str] = []
     gone: list[LiveServer] = []
+    unknown: list[str] = []
     for live in state.live.values():
         try:
             spec = read_for_stopping(live.spec_file)
-        except (OSError, SpecError):
-            gone.append(live)  # nothing says how to find it: not claimed to run
+        except (OSError, SpecError) as exc:  # nothing says which process it would be: neither claimed
+            unknown.append(f"{_who(live)} (pid {live.pid}): whether it runs is unknown ({exc})")
             continue
         session = servers.adopt(live, spec)
         if session is None:
@@ -409,8 +410,8 @@ def what_runs(sweep_dir: Path, seams: Seams) -> list[str]:
             continue
         healthy = seams.supervisor.health(session.running) == 200
         running.append(f"{_describe(live, spec.base_url, healthy=healthy)}; {how}")
-    lines = [*running, *(_gone(live, sweep_dir) for live in gone)]
-    if running:
+    lines = [*running, *unknown, *(_gone(live, sweep_dir) for live in gone)]
+    if running or unknown:
         return lines
     last = _last_act(journal.node_events())
     if isinstance(last, SweepFinished) and last.retained == "stopped" and last.reason != STOPPED_BY_USER:
@@ -424,16 +425,18 @@ def what_runs(sweep_dir: Path, seams: Seams) -> list[str]:
     return [*lines, why]
 
 
+def _who(live: LiveServer) -> str:
+    return "retained server" if live.role == "retained" else f"{live.role} server {live.candidate}"
+
+
 def _describe(live: LiveServer, where: str, *, healthy: bool) -> str:
-    who = "retained server" if live.role == "retained" else f"{live.role} server {live.candidate}"
     state = "live" if healthy else "alive but NOT answering /health"
-    return f"{who} {state}: pid {live.pid} at {where} (fingerprint {live.fingerprint})"
+    return f"{_who(live)} {state}: pid {live.pid} at {where} (fingerprint {live.fingerprint})"
 
 
 def _gone(live: LiveServer, sweep_dir: Path) -> str:
-    who = "retained server" if live.role == "retained" else f"{live.role} server {live.candidate}"
     fix = f"; `python -m orchestrator rollback {sweep_dir}` restores it" if live.role == "retained" else ""
-    return f"{who} (pid {live.pid}) is gone: no such process runs{fix}"
+    return f"{_who(live)} (pid {live.pid}) is gone: no such process runs{fix}"
 
 
 @dataclass(frozen=True)

@@ -201,6 +201,15 @@ def test_a_server_that_runs_but_does_not_answer_is_not_called_live(tmp_path: Pat
     assert line.startswith(f"retained server alive but NOT answering /health: pid {retained.pid} at ")
 
 
+def test_a_server_whose_spec_cannot_be_read_is_neither_live_nor_gone(tmp_path: Path) -> None:
+    sup = FakeSupervisor()
+    ctx = restored_sweep(tmp_path, sup)
+    (retained,) = ctx.journal.replay().live.values()
+    Path(retained.spec_file).unlink()  # nothing says which process it would be
+    (line,) = what_runs(ctx.dir, ctx.seams)
+    assert line.startswith(f"retained server (pid {retained.pid}): whether it runs is unknown ("), line
+
+
 def test_a_deleted_sweep_directory_is_read_from_the_copy_beside_the_lock(tmp_path: Path) -> None:
     import shutil
 
