@@ -159,6 +159,7 @@ def _measure(
         judge=_judge(gates.latency_tolerance),
         label=label,
         client_lag=not serial,
+        lag_limits=(1 - gates.latency_tolerance, 1 + gates.latency_tolerance),
     )
 
 

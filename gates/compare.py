@@ -220,18 +220,22 @@ class Measured:
     comparison: Comparison
     estimate: RatioEstimate
     evidence: list[Evidence]
-    #: the difference is within the load client's dispatch lag: it can never decide (see :func:`latency`)
+    #: the raw difference is within the load client's dispatch lag (:func:`lag_bounds` hold "no change")
     within_client_lag: bool = False
-    client_lag_s: float = 0.0  # the lag resolution that comparison was held to (s; 0: none)
+    client_lag_s: float = 0.0  # the larger side's lag resolution of that comparison (s; 0: none)
+    #: where the ratio lies once the client's lateness is undone (:func:`lag_bounds`), None without lag
+    lag_bounds: tuple[float, float] | None = None
 
-    def undecidable(self) -> Measured:
-        """This comparison marked as left undecidable by the client's lag (status inconclusive)."""
+    def undecidable(self, why: str = "") -> Measured:
+        """This comparison marked as left undecidable by the client's lag (status inconclusive); ``why``
+        is appended to its message (a default one when it does not say so yet)."""
         message = self.comparison.message
-        if "dispatch lag" not in message:
+        if why:
+            message += why
+        elif "dispatch lag" not in message:
             message += (
-                f"; worse by no more than the load client's dispatch lag (p99 "
-                f"{fmt_value(self.client_lag_s, 's')}): more repeats will not settle it, a less loaded "
-                "client will"
+                f"; within the load client's dispatch lag (p99 {fmt_value(self.client_lag_s, 's')}): "
+                "more repeats will not settle it, a less loaded client will"
             )
         comparison = self.comparison.model_copy(
             update={
@@ -349,10 +353,32 @@ def lag_resolution(runs: Sequence[Repeat]) -> float:
     return float(np.mean(lags)) if lags else 0.0
 
 
-def _moved(est: RatioEstimate, judge: Judge) -> bool:
-    """The judge says something else of ``est`` than of no change at all (ratio 1, no spread)."""
-    still = replace(est, ratio=1.0, low=1.0, high=1.0)
-    return judge(est)[0] != judge(still)[0]
+def lag_bounds(candidate: float, baseline: float, lag: tuple[float, float]) -> tuple[float, float]:
+    """Where the ratio ``candidate / baseline`` can lie once the load client's lateness is undone, both
+    ways. Lateness only lowers the TTFT of the runs it was in, each side's compared value by at most its
+    lag resolution (:func:`lag_resolution`; ``lag``: candidate's, baseline's): the candidate's true value
+    is in ``[c, c + lag_c]`` and the baseline's in ``[b, b + lag_b]``, so the ratio is in
+    ``[c / (b + lag_b), (c + lag_c) / b]``.
+
+    >>> lo, hi = lag_bounds(0.40, 0.40, (0.24, 0.0))   # looks the same, but could be 1.6x
+    >>> round(lo, 3), round(hi, 3)
+    (1.0, 1.6)
+    """
+    c_lag, b_lag = lag
+    return candidate / (baseline + b_lag), (candidate + c_lag) / baseline
+
+
+def straddled(bounds: tuple[float, float] | None, limits: Sequence[float]) -> float | None:
+    """The first of ``limits`` (ratios a change is material beyond, e.g. ``1 + latency_tolerance``) that
+    ``bounds`` straddle: the client's lag alone may decide which side of it the ratio is on. None when
+    every limit lies outside the bounds (the lag cannot move the comparison across one).
+
+    >>> straddled((1.0, 1.6), [1.05]), straddled((0.95, 1.04), [1.05]), straddled((1.1, 1.3), [1.05])
+    (1.05, None, None)
+    """
+    if bounds is None or not bounds[0] < bounds[1]:
+        return None
+    return next((t for t in limits if bounds[0] <= t <= bounds[1]), None)
 
 
 def latency(
@@ -366,6 +392,7 @@ def latency(
     judge: Judge,
     label: str,
     client_lag: bool = False,
+    lag_limits: Sequence[float] = (),
 ) -> Measured | None:
     """Median latency, candidate against baseline, with the repeat as the unit.
 
@@ -375,13 +402,17 @@ def latency(
     is the fallback, and the message says that run-to-run noise was not measured.
 
     ``client_lag`` (loaded profiles): requests that leave late meet a shorter queue, so under load the
-    client's own lateness lowers the TTFT of the runs it was late in (TTFT counts from the send). Only
-    the side that looks better can have been flattered by it, so the resolution is that side's
-    :func:`lag_resolution` (the runs this comparison reads, not every run of the sweep). When the compared
-    values differ by no more than it, and the judge says something else than of no change, the
-    comparison is undecidable: ``inconclusive``, marked ``undecidable="client_lag"`` with the lag (the
-    verdict is then ``incomplete``; more repeats do not help, a less loaded client does). A difference
-    beyond the resolution decides as any other.
+    client's own lateness lowers the TTFT of the runs it was late in (TTFT counts from the send), each
+    side's compared value by at most its :func:`lag_resolution` (the runs this comparison reads, not
+    every run of the sweep). The ratio without the lateness lies within :func:`lag_bounds`, both ways
+    (the candidate's lag added to it, the baseline's to the baseline). When those bounds straddle one of
+    ``lag_limits`` (the ratios a change is material beyond: ``1 + latency_tolerance`` for a
+    regression), the client alone may have made or hidden the difference, and the comparison is
+    undecidable: ``inconclusive``, marked ``undecidable="client_lag"`` with the lag (the verdict is then
+    ``incomplete``; more repeats do not help, a less loaded client does). Bounds that lie wholly beyond
+    a limit or wholly inside it decide as any other comparison: a regression beyond the tolerance even
+    against the flattered baseline is judged on its interval, a difference within it even with the
+    candidate's lag added is not a regression.
     """
     notes: list[str] = []
     sides: list[list[Repeat]] = []
@@ -413,19 +444,12 @@ def latency(
     if est.note and not fmt_interval(est).endswith(est.note):
         detail += f"; {est.note}"
     detail += "".join(f"; {n}" for n in notes)
-    gap = abs(c_val - b_val) if c_val is not None and b_val is not None else math.inf
-    flattered = candidate if (c_val is not None and b_val is not None and c_val < b_val) else baseline
-    resolution = lag_resolution(flattered) if client_lag else 0.0
-    within_lag = resolution > 0 and math.isfinite(gap) and gap <= resolution
-    unresolved = within_lag and _moved(est, judge)
-    if unresolved:
-        detail += (
-            f"; the difference ({fmt_value(gap, 's')}) is within the load client's dispatch "
-            f"lag (p99 {fmt_value(resolution, 's')}, mean over the "
-            f"{'candidate' if flattered is candidate else 'baseline'}'s runs, the side that looks better): "
-            "requests sent late meet a shorter queue, so the client may have made it; more repeats will "
-            "not settle it, a less loaded client will"
-        )
+    lags = (lag_resolution(candidate), lag_resolution(baseline)) if client_lag else (0.0, 0.0)
+    bounds: tuple[float, float] | None = None
+    if max(lags) > 0 and c_val is not None and b_val is not None and 0 < b_val < math.inf > c_val:
+        bounds = lag_bounds(c_val, b_val, lags)
+    within_lag = bounds is not None and bounds[0] <= 1 <= bounds[1]
+    limit = straddled(bounds, lag_limits)
     comparison = estimated(
         est,
         judge,
@@ -437,8 +461,17 @@ def latency(
         message=f"{label} {fmt_value(c_val, 's')} vs {fmt_value(b_val, 's')} ({detail})",
     )
     evidence = records_evidence(candidate) + records_evidence(baseline)
-    measured = Measured(comparison, est, evidence, within_lag, resolution if within_lag else 0.0)
-    return measured.undecidable() if unresolved else measured
+    measured = Measured(comparison, est, evidence, within_lag, max(lags) if bounds else 0.0, bounds)
+    if bounds is None or limit is None:
+        return measured
+    why = (
+        f"; with the load client's dispatch lag (p99, mean over each side's runs: candidate "
+        f"{fmt_value(lags[0], 's')}, baseline {fmt_value(lags[1], 's')}) undone, the ratio lies anywhere in "
+        f"[{fmt_ratio(bounds[0])}, {fmt_ratio(bounds[1])}], across {fmt_ratio(limit)}: requests sent late "
+        "meet a shorter queue, so the client may have made or hidden the difference; more repeats will "
+        "not settle it, a less loaded client will"
+    )
+    return measured.undecidable(why)
 
 
 @dataclass(frozen=True)
@@ -473,9 +506,9 @@ def requirement_family(planned: Sequence[Planned], confidence: float) -> list[Me
             out.append(measured)
             continue
         again = plan.measure(1 - 2 * level) or measured
-        if again.within_client_lag:  # material, but by no more than the client's lag: undecidable
-            again = again.undecidable()
-        status: GateStatus = "fail" if rejected and not again.within_client_lag else "inconclusive"
+        # the client's lag may have made or hidden it (gates.compare.latency): undecidable, never a fail
+        undecided = again.comparison.undecidable == "client_lag"
+        status: GateStatus = "fail" if rejected and not undecided else "inconclusive"
         level_text = f"{confidence * 100:.2f}".rstrip("0").rstrip(".") + "%"
         note = (
             f"Holm step {ranks[i] + 1} of {len(first)}, family-wise {level_text}: "

@@ -3,10 +3,11 @@
 Pipeline position: for every loaded profile the baseline measured, compares output and prompt tokens/s
 (two-stage bootstrap over repeats and requests) within ``throughput_tolerance``, and median TTFT
 within ``latency_tolerance`` (each repeat's right-censored median, Welch's t on their logs: the interval
-carries run-to-run variance; a difference within the load client's dispatch lag never decides; see
-:func:`gates.compare.latency`). A regression counts only when it is
-beyond the tolerance and Holm's procedure over all the gate's comparisons rejects "no change" for it
-(:func:`gates.compare.requirement_family`: family-wise error control across profiles and metrics).
+carries run-to-run variance; where the load client's dispatch lag, undone on either side, could put the
+ratio on both sides of the tolerance it never decides; see :func:`gates.compare.latency`). A regression
+counts only when it is beyond the tolerance and Holm's procedure over all the gate's comparisons
+rejects "no change" for it (:func:`gates.compare.requirement_family`: family-wise error control across
+profiles and metrics).
 """
 
 from __future__ import annotations
@@ -142,6 +143,7 @@ def _ttft(
         judge=lambda e: judge_requirement(e, "lower", cfg.latency_tolerance),
         label=f"{profile} median TTFT",
         client_lag=True,
+        lag_limits=(1 + cfg.latency_tolerance,),
     )
 
 

@@ -3,8 +3,9 @@
 Pipeline position: the gain gate (role ``gain``): it decides ``keep`` against ``neutral``, never
 ``reject``. Metrics: serial median TTFT and median request latency, and median TTFT of every loaded
 profile, each judged on its repeats' medians (Welch's t on their logs, so run-to-run variance is in the
-interval; a loaded difference within the load client's dispatch lag counts neither as a gain nor as
-worse). Their intervals are Bonferroni-adjusted so that the family "some latency improved" keeps the
+interval; a loaded gain within the load client's dispatch lag is no gain, and a comparison the lag
+could move across ``latency_tolerance`` counts neither as a gain nor as worse: it is undecidable).
+Their intervals are Bonferroni-adjusted so that the family "some latency improved" keeps the
 configured confidence; a gain must reach ``min_gain`` and exclude "no change", and no latency may be
 worse beyond ``latency_tolerance`` and noise (the serial/loaded reversal is not a gain).
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from contracts.metrics import e2e_value, fmt_ratio, ttft_value
+from contracts.metrics import e2e_value, fmt_ratio, fmt_value, ttft_value
 from contracts.results import RequestRecord
 from contracts.verdicts import Comparison, GateResult, GateStatus
 from gates.compare import Measured, judge_gain, latency, max_more, worse_beyond_noise
@@ -61,6 +62,7 @@ def latency_measurements(ctx: GateContext) -> list[Measured]:
             label=label,
             # One request at a time meets no queue: sending it late does not change its latency.
             client_lag=profile != cfg.serial_profile,
+            lag_limits=(1 + cfg.latency_tolerance,),
         )
         if measured is not None:
             out.append(measured)
@@ -126,47 +128,37 @@ def serial_combined(ctx: GateContext, metrics: int, serial: list[Measured]) -> M
     )
 
 
-def _worse(m: Measured, tolerance: float) -> bool:
-    return worse_beyond_noise(m.estimate, "lower", tolerance)
-
-
 def lag_bounded(m: Measured, tolerance: float) -> Measured:
-    """A loaded comparison that looks **better** by no more than the client's lag: never a gain, but
-    undecidable (the verdict incomplete) only when the lag could hide a regression beyond ``tolerance``.
+    """A loaded comparison that looks **better** by no more than the client's lag is never a gain.
 
-    Lateness only lowers the late runs' TTFT, so the candidate's true value is at most its observed one
-    plus its lag resolution, and the baseline's at least its observed one: the worst case is
-    ``(candidate + lag) / baseline``. Within ``1 + tolerance`` nothing material can be hidden, and the
-    comparison is decided: no gain (``fail`` in this gate, which only counts gains), the message says
-    why. Beyond it the comparison stays undecidable.
+    Lateness only lowers the late runs' TTFT, so without it the ratio could be as high as
+    ``(candidate + lag) / baseline`` (:func:`gates.compare.lag_bounds`), at least 1 here. Where that
+    worst case crosses ``1 + tolerance`` the comparison is already undecidable
+    (:func:`gates.compare.latency`); within it nothing material can be hidden and the comparison is
+    decided: no gain (``fail`` in this gate, which only counts gains), the message says why.
 
     >>> from gates.stats import RatioEstimate
     >>> from contracts.verdicts import Comparison
-    >>> c = Comparison(metric="ttft_p50", profile="short", status="inconclusive", observed=0.030,
-    ...                baseline=0.035, ratio=0.857, undecidable="client_lag", client_lag_s=0.005)
-    >>> est = RatioEstimate(0.857, 0.7, 1.05, 0.99, "t", 3, 3, 3)
-    >>> lag_bounded(Measured(c, est, [], True, 0.005), 0.05).comparison.status
+    >>> c = Comparison(metric="ttft_p50", profile="short", status="pass", observed=0.030,
+    ...                baseline=0.035, ratio=0.857, message="short median TTFT")
+    >>> est = RatioEstimate(0.857, 0.7, 0.95, 0.99, "t", 3, 3, 3)
+    >>> lag_bounded(Measured(c, est, [], True, 0.005, (0.857, 1.0)), 0.05).comparison.status
     'fail'
-    >>> lag_bounded(Measured(c.model_copy(update={"client_lag_s": 0.009}), est, [], True, 0.009),
-    ...             0.05).comparison.undecidable
-    'client_lag'
+    >>> lag_bounded(Measured(c, est, [], False, 0.004, (0.857, 0.971)), 0.05).comparison.status
+    'pass'
     """
     c = m.comparison
-    if c.undecidable != "client_lag" or c.observed is None or c.baseline is None:
+    if not m.within_client_lag or m.lag_bounds is None or c.undecidable is not None:
         return m
-    if not (c.observed < c.baseline) or c.baseline <= 0:
-        return m
-    worst = (c.observed + m.client_lag_s) / c.baseline
-    if worst > 1 + tolerance:
+    if c.status == "fail" or c.observed is None or c.baseline is None or not c.observed < c.baseline:
         return m
     message = (
-        f"{c.message}; not counted as a gain: even if the client's lateness made all of the difference, "
-        f"the candidate is at most {fmt_ratio(worst)} the baseline (within the {tolerance:.0%} tolerance): "
-        "no regression can be hidden"
+        f"{c.message}; not counted as a gain: within the load client's dispatch lag (p99 "
+        f"{fmt_value(m.client_lag_s, 's')}), and even if the client's lateness made all of the difference, "
+        f"the candidate is at most {fmt_ratio(m.lag_bounds[1])} the baseline (within the {tolerance:.0%} "
+        "tolerance): no regression can be hidden"
     )
-    comparison = c.model_copy(
-        update={"status": "fail", "undecidable": None, "more_repeats": None, "message": message}
-    )
+    comparison = c.model_copy(update={"status": "fail", "more_repeats": None, "message": message})
     return replace(m, comparison=comparison)
 
 
@@ -182,12 +174,9 @@ class LatencyGain(Gate):
 
     def evaluate(self, ctx: GateContext) -> GateResult:
         tolerance = ctx.cfg.latency_tolerance
-        # Worse beyond noise, but by no more than the client's lag: undecidable, never dropped.
-        each = latency_measurements(ctx)
-        measured = [
-            m.undecidable() if m.within_client_lag and _worse(m, tolerance) else lag_bounded(m, tolerance)
-            for m in each
-        ]
+        # A comparison the client's lag leaves undecidable (gates.compare.latency) is never dropped; a
+        # gain within the lag is no gain.
+        measured = [lag_bounded(m, tolerance) for m in latency_measurements(ctx)]
         # The serial claim is one test (serial_combined); the two serial metrics stay for "worse".
         serial = [m for m in measured if m.comparison.metric != "ttft_p50"]
         combined = serial_combined(ctx, len(measured), serial) if len(serial) == 2 else None
