@@ -99,8 +99,11 @@ def _cut_by_loss(comparison: Comparison, repeats: Sequence[Repeat], lost: str | 
 
 
 def _failed_in(rep: Repeat) -> Callable[[RequestRecord], bool]:
-    """A failed request of ``rep``; not one its time bound stopped (``timeout`` in a time-bound run)."""
-    return lambda r: not r.ok and not (rep.summary.time_bound and r.error == "timeout")
+    """A failed request of ``rep``; not one its time bound stopped (``timeout`` in a time-bound run), nor
+    one the load client could not send (``client``: a harness fault, never the server's)."""
+    return lambda r: (
+        not r.ok and r.error != "client" and not (rep.summary.time_bound and r.error == "timeout")
+    )
 
 
 def _profile_stability(
@@ -111,7 +114,9 @@ def _profile_stability(
     evidence: list[Evidence] = []
     # Requests the profile's time bound stopped did not fail: they are the concurrency gate's finding.
     unfinished = sum(rep.summary.errors.get("timeout", 0) for rep in repeats if rep.summary.time_bound)
-    failed = sum(rep.summary.failed for rep in repeats) - unfinished
+    # Requests the load client could not send (EMFILE, no local port) are its own fault (a harness gap).
+    unsent = sum(rep.summary.errors.get("client", 0) for rep in repeats)
+    failed = sum(rep.summary.failed for rep in repeats) - unfinished - unsent
     total = sum(rep.summary.num_requests for rep in repeats)
     servers = [rep.summary.server for rep in repeats]
     preemptions = sum(s.preemptions for s in servers if s is not None)
@@ -123,12 +128,14 @@ def _profile_stability(
     parts = [f"{failed}/{total} failed", f"{preemptions:g} preemptions"]
     if unfinished:
         parts.append(f"{unfinished} unfinished at the time bound (concurrency)")
+    if unsent:
+        parts.append(f"{unsent} the load client could not send (a harness fault, not counted)")
     if failed:
         status = "fail"
         errors: dict[str, int] = {}
         for rep in repeats:
             for kind, count in rep.summary.errors.items():
-                if not (kind == "timeout" and rep.summary.time_bound):
+                if kind != "client" and not (kind == "timeout" and rep.summary.time_bound):
                     errors[kind] = errors.get(kind, 0) + count
         detail = ", ".join(f"{k} {v}" for k, v in sorted(errors.items()))
         problems.append(f"{profile}: {failed}/{total} requests failed ({detail or 'no class'})")

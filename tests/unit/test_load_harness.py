@@ -14,15 +14,16 @@ import pytest
 
 from contracts.errors import ClientPaused, HarnessError
 from contracts.results import CandidateRun, ProfileSummary, RequestRecord, read_jsonl, read_model
-from contracts.sweepdir import load_results
+from contracts.sweepdir import Repeat, load_results
 from gates.evidence import Expected, evidence_gaps
+from gates.stability import _profile_stability
 from load.client import Exchange, RawStreamClient, failed_ending
 from load.collect import outcome_steps
 from load.harness import PAUSE_MIN_S, LoopWatch, Pause, harness_fault, paused
 from orchestrator.config.compose import load
 from orchestrator.measure.candidate import is_complete, run_candidate
 from orchestrator.servers.context import SweepContext
-from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
+from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams, summary
 from tests.unit.test_load_runner import FakeServer, run
 
 S = 1_000_000_000  # ns per second
@@ -299,3 +300,28 @@ def test_a_run_paused_twice_is_a_harness_fault_measured_again_on_resume(tmp_path
     res = load_results(ctx.dir, "candidates/baseline", "baseline")
     gaps = evidence_gaps(res, res, Expected.from_config(ctx.cfg))
     assert [g.side for g in gaps if g.kind == "harness"] == ["candidate", "baseline"]  # judged against itself
+
+
+@pytest.mark.parametrize(
+    ("errors", "status", "fragment"),
+    [
+        ({"client": 3}, "pass", "0/8 failed"),  # the client could not send them: not the server's failures
+        ({"client": 2, "http_5xx": 1}, "fail", "1/8 requests failed (http_5xx 1)"),
+        ({"connect": 1}, "fail", "1/8 requests failed (connect 1)"),  # refused by the server's host: counted
+    ],
+)
+def test_stability_never_counts_requests_the_client_could_not_send(
+    errors: dict[str, int], status: str, fragment: str
+) -> None:
+    failed = sum(errors.values())
+    lost = [
+        stream(0.0, [], None, error=kind).model_copy(update={"index": i, "end_s": None})
+        for i, kind in enumerate(k for k, n in errors.items() for _ in range(n))
+    ]
+    ran = summary("c", "serial", 1, "f", n=8).model_copy(
+        update={"completed": 8 - failed, "failed": failed, "errors": errors}
+    )
+    rep = Repeat(summary=ran, records=lost, summary_file="s.json", records_file="r.jsonl")
+    comparison, problems, _ = _profile_stability("serial", [rep], [])
+    assert comparison.status == status
+    assert fragment in "; ".join([comparison.message, *problems])
