@@ -28,6 +28,7 @@ from contracts.results import ProfileSummary, WatchEvent
 from contracts.schema import GauntletConfig
 from contracts.sweepdir import Repeat, Results
 from contracts.verdicts import Gap
+from gates.confirm import to_confirm
 from gates.sequential import candidate_plan
 
 #: Watch events that say a server was lost under load (``harness`` is the load runner's own fault).
@@ -53,6 +54,9 @@ class Expected:
     max_repeats: int | None = None
     #: ``host.kind`` (``sim``, ``cpu``, ``gpu``): on a GPU host every launch has its GPU memory reading
     host_kind: str | None = None
+    #: ``run.confirm_runs``: the most runs on top of fixed repeats a profile whose runs disagree is owed
+    #: (:mod:`gates.confirm`; a launch with fixed repeats: the baseline, a fixed candidate)
+    confirm_runs: int = 0
 
     @classmethod
     def from_config(cls, cfg: GauntletConfig) -> Expected:
@@ -69,7 +73,15 @@ class Expected:
             plan.adaptive,
             plan.max_repeats,
             cfg.host.kind,
+            cfg.run.confirm_runs,
         )
+
+    def fixed(self, side: Literal["candidate", "baseline"]) -> int:
+        """A launch's fixed repeats: the baseline's ``run.repeats`` (a profile without its own), a fixed
+        candidate's ``run.repeats``."""
+        if side == "candidate":
+            return self.candidate_repeats
+        return next((n for p, n in self.baseline.items() if p not in self.own), 0)
 
     def candidate(self, counts: Mapping[str, int]) -> dict[str, int]:
         """profile -> the repeats a candidate needs, given what it has: one repeat runs every profile
@@ -193,6 +205,27 @@ def _repeats(
     return out
 
 
+def _owed(
+    results: Results, side: Literal["candidate", "baseline"], expected: Expected, repeats: int
+) -> list[Gap]:
+    """Confirmation runs a launch with ``repeats`` fixed repeats still owes (:func:`gates.confirm.to_confirm`,
+    what resume measures again): a profile whose runs disagree and that has fewer than ``repeats +
+    confirm_runs`` runs. Not a profile with its own ``repeats`` (the answer gate's one run is the design)."""
+    if not expected.confirm_runs:
+        return []
+    profiles = [p for p in expected.baseline if p not in expected.own]
+    return [
+        Gap(
+            kind="missing_repeats",
+            side=side,
+            message=f"{results.root}/{found.profile}: a confirmation run is owed ({found.message()}); "
+            f"{len(found.values)} of at most {repeats + expected.confirm_runs} run(s) on disk",
+            file=f"{results.root}/{found.profile}",
+        )
+        for found in to_confirm(results, profiles, repeats=repeats, extra=expected.confirm_runs)
+    ]
+
+
 def evidence_gaps(candidate: Results, baseline: Results, expected: Expected | None = None) -> list[Gap]:
     """Every gap in the evidence a started candidate's verdict rests on.
 
@@ -262,6 +295,8 @@ def evidence_gaps(candidate: Results, baseline: Results, expected: Expected | No
         counts = {p: len(results.repeats(p)) for p in expected.baseline}
         wanted = expected.candidate(counts) if side == "candidate" else expected.baseline
         gaps += _repeats(results, side, wanted)
+        if side == "baseline" or not expected.adaptive:  # an adaptive loop settles its own (resume re-runs)
+            gaps += _owed(results, side, expected, expected.fixed(side))
         if expected.capacity and results.capacity is None:
             gaps.append(
                 Gap(

@@ -141,6 +141,54 @@ def test_confirmation_runs_are_no_gap_of_a_fixed_candidate(tmp_path: Path) -> No
     }
 
 
+@pytest.mark.parametrize(
+    ("side", "runs", "confirm_runs", "owed"),
+    [
+        pytest.param("cand", 3, 2, True, id="candidate_two_slow_of_three"),
+        pytest.param("cand", 4, 2, True, id="candidate_one_confirmation_of_two"),
+        pytest.param("cand", 5, 2, False, id="candidate_confirmed_to_the_most"),
+        pytest.param("cand", 3, 0, False, id="confirmation_runs_off"),
+        pytest.param("baseline", 3, 2, True, id="baseline_two_slow_of_three"),
+    ],
+)
+def test_confirmation_runs_still_owed_are_a_gap_as_resume_treats_them(
+    tmp_path: Path, side: str, runs: int, confirm_runs: int, owed: bool
+) -> None:
+    """Runs 1 and 2 of decode_heavy 3x slow, ``runs`` on disk: with fewer than ``repeats + confirm_runs``
+    the sweep owes a confirmation run (resume measures the launch again: orchestrator.measure.candidate
+    .is_complete), so the verdict is incomplete with the resume command, never read from the 3 runs."""
+    b = SweepBuilder(tmp_path)
+    for name in ("baseline", "cand"):
+        b.run(name, is_baseline=name == "baseline", free_gib=[1.0] * 8)
+        baseline_like(b, name)
+    shutil.rmtree(tmp_path / "candidates" / side / "decode_heavy")
+    (tmp_path / "candidates" / side / "decode_heavy").mkdir()
+    _slow_runs(tmp_path, side, {1: 3.0, 2: 3.0}, repeats=runs)
+    profiles = {"serial": 3, "prefill_10k": 3, "decode_heavy": 3, "answer_gate": 1}
+    expected = Expected(profiles, {"answer_gate": 1}, 3, confirm_runs=confirm_runs)
+    cand = load_results(tmp_path, "candidates/cand", "cand")
+    base = load_results(tmp_path, "candidates/baseline", "baseline")
+    gaps = evidence_gaps(cand, base, expected)
+    assert [(g.kind, g.side, g.file) for g in gaps] == (
+        [
+            (
+                "missing_repeats",
+                "candidate" if side == "cand" else "baseline",
+                f"candidates/{side}/decode_heavy",
+            )
+        ]
+        if owed
+        else []
+    )
+    if owed:
+        assert (
+            f"a confirmation run is owed (decode_heavy: output tokens/s of its {runs} runs" in gaps[0].message
+        )
+        assert f"{runs} of at most {3 + confirm_runs} run(s) on disk" in gaps[0].message
+        verdict = evaluate_sweep(tmp_path, CFG, baseline="baseline", expected=expected).verdicts[0]
+        assert verdict.decision == "incomplete" and verdict.resume is not None, verdict.reason
+
+
 FIXED = [o for o in OVERRIDES if "min_repeats" not in o and "max_repeats" not in o]
 
 
