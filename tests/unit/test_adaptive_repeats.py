@@ -1,4 +1,8 @@
-"""Adaptive repeats in the sweep's measuring loop (fake seams): looks, the stop, the journal, resume."""
+"""Adaptive repeats in the sweep's measuring loop (fake seams): looks, the stop, the journal, resume.
+
+The fake load writes what the load runner writes (records with their TTFT, the client's dispatch lag in
+the summary), so every gate the loop's looks ask reads what it would read in a sweep.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contracts.layout import RECORDS_FILE, SUMMARY_FILE
 from contracts.results import write_jsonl, write_model
 from contracts.schema import WorkloadConfig
 from orchestrator.config.compose import load
@@ -13,7 +18,8 @@ from orchestrator.ledger.events import RepeatLooked, RepeatsSettled
 from orchestrator.measure.candidate import is_complete, run_candidate
 from orchestrator.measure.opening import begin
 from orchestrator.servers.context import SweepContext
-from tests.unit.fakes import FakeSupervisor, fake_seams, records, summary
+from tests.unit.fakes import FakeSupervisor, fake_seams, summary
+from tests.unit.gates_fixtures import lognormal_quantiles, make_records
 
 OVERRIDES = [
     "run.repeats=3",
@@ -26,25 +32,48 @@ OVERRIDES = [
 ]
 
 
+#: Per-repeat factors of a run's median TTFT and tokens/s (run-to-run spread, both sides alike).
+SPREAD = {1: 1.0, 2: 1.02, 3: 0.98, 4: 1.01, 5: 0.99}
+
+
 @dataclass
 class ScriptedLoad:
-    """Writes a summary per call; the candidate's decode_heavy output tok/s per repeat from a script."""
+    """Writes what the load runner writes, per call: a summary with the client's p99 dispatch lag and
+    records whose TTFT the gates read. The candidate's decode_heavy output tok/s per repeat from
+    ``script``; its loaded median TTFT ``ttft`` times the baseline's (0.30 s), its lag ``lag`` (s); the
+    baseline's lag ``baseline_lag``."""
 
     script: dict[int, float]
+    ttft: float = 1.0
+    lag: float = 0.0
+    baseline_lag: float = 0.0
     calls: list[tuple[str, str, int]] = field(default_factory=list)
 
     def __call__(self, base_url: str, served_model: str, workload: WorkloadConfig, **kw: Any) -> object:
-        key = (kw["candidate"], workload.name, kw["repeat"])
-        self.calls.append(key)
+        name, profile, repeat = kw["candidate"], workload.name, kw["repeat"]
+        self.calls.append((name, profile, repeat))
+        spread = SPREAD.get(repeat, 1.0)
+        baseline = name == "baseline"
         tps = 1000.0
-        if kw["candidate"] != "baseline" and workload.name == "decode_heavy":
-            tps = self.script.get(kw["repeat"], 1000.0)
-        elif workload.name == "decode_heavy":
-            tps = 1000.0 + 5 * kw["repeat"]  # run-to-run spread like the candidate's
-        result = summary(kw["candidate"], workload.name, kw["repeat"], kw["fingerprint"], output_tps=tps)
-        write_model(kw["out_dir"] / "summary.json", result)
-        write_jsonl(kw["out_dir"] / "records.jsonl", records(result.num_requests))
+        if not baseline and profile == "decode_heavy":
+            tps = self.script.get(repeat, 1000.0)
+        elif profile == "decode_heavy":
+            tps = 1000.0 + 5 * repeat  # run-to-run spread like the candidate's
+        loaded = profile != "serial"
+        median = (0.30 if loaded else 0.05) * spread * (1.0 if baseline or not loaded else self.ttft)
+        measured = make_records(lognormal_quantiles(median, 0.2, RECORDS, shift=repeat), output_tokens=64)
+        lag = (self.baseline_lag if baseline else self.lag) if loaded else 0.0
+        result = summary(name, profile, repeat, kw["fingerprint"], n=RECORDS, output_tps=tps)
+        client = result.client.model_copy(
+            update={"dispatch_lag_p50_s": lag / 2, "dispatch_lag_p99_s": lag, "dispatch_lag_max_s": lag}
+        )
+        result = result.model_copy(update={"client": client})
+        write_model(kw["out_dir"] / SUMMARY_FILE, result)
+        write_jsonl(kw["out_dir"] / RECORDS_FILE, measured)
         return result
+
+
+RECORDS = 16
 
 
 def _sweep(tmp_path: Path, load_fn: ScriptedLoad) -> SweepContext:
@@ -101,3 +130,49 @@ def test_resume_reuses_a_candidate_that_stopped_early_and_reruns_an_unfinished_o
         "".join(line + "\n" for line in journal.read_text().splitlines() if "repeats_settled" not in line)
     )
     assert not is_complete(ctx, "tp4_dp2")
+
+
+def _looks(ctx: SweepContext) -> list[tuple[int, str | None]]:
+    return [(e.repeats, e.decision) for e in ctx.journal.events() if isinstance(e, RepeatLooked)]
+
+
+def _settled(ctx: SweepContext) -> list[tuple[int, str | None]]:
+    return [(e.repeats, e.decision) for e in ctx.journal.events() if isinstance(e, RepeatsSettled)]
+
+
+def test_a_loaded_ttft_regression_in_the_records_stops_at_the_first_look(tmp_path: Path) -> None:
+    """Tokens/s unchanged; the records' loaded median TTFT twice the baseline's: rejected at the first look
+    on the concurrency gate's TTFT, which only the records carry."""
+    load_fn = ScriptedLoad({}, ttft=2.0)
+    ctx = _sweep(tmp_path, load_fn)
+    run_candidate(ctx, _candidate("tp4_dp2"))
+    assert _repeats(load_fn, "tp4_dp2") == [1, 2]
+    assert _looks(ctx) == [(2, "reject")] and _settled(ctx) == [(2, "reject")]
+
+
+def test_the_same_records_without_an_effect_settle_neutral(tmp_path: Path) -> None:
+    """The contrast: the same records at the baseline's TTFT and no lag are nothing to reject or keep."""
+    load_fn = ScriptedLoad({})
+    ctx = _sweep(tmp_path, load_fn)
+    run_candidate(ctx, _candidate("tp4_dp2"))
+    assert _looks(ctx) == [(2, "neutral")] and _settled(ctx) == [(2, "neutral")]
+
+
+def test_a_ttft_the_clients_lag_could_hide_stops_the_loop_incomplete(tmp_path: Path) -> None:
+    """The records' loaded TTFT equals the baseline's, but the candidate's runs were sent 0.12 s late at
+    p99: undone, its TTFT could be 1.4x the baseline's (issue 32: the lag rule both ways). More repeats
+    cannot settle what the client did, so the first look stops the loop (futility) as incomplete."""
+    load_fn = ScriptedLoad({}, lag=0.12)
+    ctx = _sweep(tmp_path, load_fn)
+    run_candidate(ctx, _candidate("tp4_dp2"))
+    assert _repeats(load_fn, "tp4_dp2") == [1, 2]
+    assert _looks(ctx) == [(2, "incomplete")] and _settled(ctx) == [(2, "incomplete")]
+
+
+def test_a_regression_beyond_the_baselines_lag_is_still_rejected(tmp_path: Path) -> None:
+    """The baseline's runs sent 0.05 s late: against 0.30 + 0.05 s a 2x TTFT is still 1.7x, a regression
+    whatever the lag: rejected at the first look, as without it."""
+    load_fn = ScriptedLoad({}, ttft=2.0, baseline_lag=0.05)
+    ctx = _sweep(tmp_path, load_fn)
+    run_candidate(ctx, _candidate("tp4_dp2"))
+    assert _looks(ctx) == [(2, "reject")]
