@@ -98,8 +98,8 @@ def paused(
 
     A stall counts when it lasted at least ``min_s`` wall seconds and, within it, this process saw nothing
     of any measured stream (no send, chunk or end) for at least ``min_s`` while one or more were in flight
-    (sent before that silence, something seen after it, or stopped while waiting): a common silence of
-    every stream, inside a window in which the loop provably did not run.
+    (sent before that silence, and something seen after it or ended by a timeout or a stop): a common
+    silence of every stream, inside a window in which the loop provably did not run.
     """
     measured = [(r, _events(r)) for r in records if not r.warmup]
     need = min_s * time_scale  # host seconds
@@ -114,10 +114,12 @@ def paused(
         length, x, y = max((y - x, x, y) for x, y in itertools.pairwise(inside))
         if length < need:
             continue
+        # In flight: something of it seen after the silence, or it ended by a timeout or a stop, which may
+        # have fired only when the loop ran again (its last read before the pause).
         inflight = sum(
             1
             for r, seen in measured
-            if r.sent_s <= x and (max(seen) >= y or (r.end_s is None and r.error in ("timeout", "cancelled")))
+            if r.sent_s <= x and (max(seen) >= y or r.error in ("timeout", "cancelled"))
         )
         if inflight:
             return Pause(start_s=x, end_s=y, streams=inflight)

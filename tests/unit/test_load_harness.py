@@ -116,6 +116,14 @@ STALLED_SERVER = [
             1.0,
             Pause(start_s=4.98, end_s=12.0, streams=1),
         ),
+        # a pause longer than the request timeout: the stream's last read came before it, and the timeout
+        # fired when the loop ran again
+        (
+            [stream(1.0, every(1.5, 5.0), 5.0, error="timeout")],
+            [stall(4.98, 12.0)],
+            1.0,
+            Pause(start_s=5.0, end_s=12.0, streams=1),
+        ),
         # the simulator counts host seconds (50 per wall second): 7 s of wall time is 350 host seconds
         (
             [stream(0.0, [*every(5.0, 250.0, 2.5), *[600.0] * 5, *every(602.5, 700.0, 2.5)])],
