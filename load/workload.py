@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from contracts.errors import HarnessError, LoadError
+from contracts.errors import HarnessError
 from contracts.schema import LengthConfig, WorkloadConfig
 
 #: Allowed relative error between a prompt's token target and the server's count.
@@ -72,7 +72,7 @@ def scaled_counts(workload: WorkloadConfig, scale: float) -> tuple[int, int]:
     compares visible answers on those prompts needs all of them.
     """
     if scale <= 0:
-        raise LoadError(f"scale must be > 0, got {scale}", hint="run.scale multiplies request counts")
+        raise HarnessError(f"scale must be > 0, got {scale}", hint="run.scale multiplies request counts")
     if workload.prompts_file is not None:
         return workload.num_requests, workload.warmup_requests
     measured = max(1, round(workload.num_requests * scale))
@@ -91,12 +91,12 @@ def sample_lengths(config: LengthConfig, count: int, rng: random.Random) -> list
         return [rng.randint(low, top) for _ in range(count)]
     if config.kind == "lognormal":
         if config.mean <= 0 or config.std < 0:
-            raise LoadError(f"lognormal lengths need mean > 0 and std >= 0, got {config}")
+            raise HarnessError(f"lognormal lengths need mean > 0 and std >= 0, got {config}")
         sigma2 = math.log(1 + (config.std / config.mean) ** 2)
         mu = math.log(config.mean) - sigma2 / 2
         values = (round(rng.lognormvariate(mu, math.sqrt(sigma2))) for _ in range(count))
         return [min(max(low, v), high) if high is not None else max(low, v) for v in values]
-    raise LoadError(f"unknown length distribution {config.kind!r}", hint="use fixed, uniform or lognormal")
+    raise HarnessError(f"unknown length distribution {config.kind!r}", hint="use fixed, uniform or lognormal")
 
 
 #: Open-loop arrival processes (``workload.arrivals``).
@@ -115,9 +115,9 @@ def plan_requests(
     arrivals: list[float | None] = [None] * total
     if workload.mode == "open":
         if not workload.rate or not (math.isfinite(workload.rate) and workload.rate > 0):
-            raise LoadError(f"profile {workload.name}: open loop needs rate > 0, got {workload.rate}")
+            raise HarnessError(f"profile {workload.name}: open loop needs rate > 0, got {workload.rate}")
         if workload.arrivals not in ARRIVALS:
-            raise LoadError(
+            raise HarnessError(
                 f"profile {workload.name}: arrivals {workload.arrivals!r}",
                 hint=f"use one of {', '.join(ARRIVALS)}",
             )
@@ -128,7 +128,7 @@ def plan_requests(
                 t += 1.0 / workload.rate if constant else rng.expovariate(workload.rate)
                 arrivals[i] = t
     elif workload.mode != "closed":
-        raise LoadError(f"profile {workload.name}: mode {workload.mode!r}", hint="use closed or open")
+        raise HarnessError(f"profile {workload.name}: mode {workload.mode!r}", hint="use closed or open")
     return [
         PlannedRequest(
             index=i,
@@ -231,7 +231,7 @@ def make_salt(run_salt: str, index: int) -> str:
     """A cache_salt unique to the run and the request: no two requests share prefix-cache blocks."""
     salt = f"{run_salt}-{index}"
     if not 1 <= len(salt) <= 128 or _FORBIDDEN_SALT & set(salt):
-        raise LoadError(
+        raise HarnessError(
             f"cache_salt {salt!r} is not accepted by vLLM",
             hint="a salt is 1-128 characters without '@', '/', '\\' or NUL",
         )

@@ -248,6 +248,8 @@ def workload_problems(
             bad([key, "mean"], dist.mean, "a token count >= 1")
         if dist.kind in ("uniform", "lognormal") and not (1 <= dist.min <= dist.mean <= dist.max):
             bad([key], f"min={dist.min} mean={dist.mean} max={dist.max}", "1 <= min <= mean <= max")
+        if dist.kind == "lognormal" and dist.std < 0:
+            bad([key, "std"], dist.std, "a standard deviation in tokens >= 0")
     if wl.time_limit_s <= 0 or wl.request_timeout_s <= 0:
         bad(["time_limit_s"], wl.time_limit_s, "positive seconds")
     if wl.prompts_file is not None:

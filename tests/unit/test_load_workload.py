@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -208,3 +210,36 @@ def test_without_tokenize_prompts_are_estimates_with_a_note() -> None:
     built = asyncio.run(builder.build(0, 130))
     assert built.counted is None and len(built.text.split()) == 92  # (130 - 10) / 1.3
     assert "no usable /tokenize" in builder.notes[0]
+
+
+@pytest.mark.parametrize(
+    ("call", "fragment"),
+    [
+        (
+            lambda: sample_lengths(LengthConfig(kind="lognormal", mean=10, std=-1), 3, random.Random(0)),
+            "std >= 0",
+        ),
+        (lambda: sample_lengths(LengthConfig(kind="zipf", mean=10), 3, random.Random(0)), "unknown length"),
+        (lambda: plan_requests(workload(mode="open", rate=0.0)), "open loop needs rate > 0"),
+        (lambda: plan_requests(workload(mode="open", rate=2.0, arrivals="bursty")), "arrivals 'bursty'"),
+        (lambda: plan_requests(workload(mode="bursty")), "mode 'bursty'"),
+        (lambda: scaled_counts(workload(), 0.0), "scale must be > 0"),
+        (lambda: make_salt("a/b", 1), "not accepted by vLLM"),
+    ],
+)
+def test_a_workload_the_runner_cannot_plan_is_a_harness_fault_not_the_server(
+    call: Callable[[], object], fragment: str
+) -> None:
+    """Validation refuses these before anything starts; one that reaches the runner (a profile edited in a
+    recorded summary, ``python -m load``) is the harness's fault: never recorded as the server unhealthy."""
+    with pytest.raises(HarnessError, match=re.escape(fragment)):
+        call()
+
+
+def test_a_lognormal_length_with_a_negative_std_is_refused_when_the_config_is_validated() -> None:
+    cfg, _ = load([])
+    lengths = LengthConfig(kind="lognormal", mean=10, std=-1, min=1, max=20)
+    cfg.workloads["short"] = replace(cfg.workloads["short"], output_tokens=lengths)
+    with pytest.raises(ConfigError) as info:
+        validate(cfg)
+    assert "workloads.short.output_tokens.std = -1: a standard deviation in tokens >= 0" in str(info.value)
