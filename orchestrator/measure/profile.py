@@ -53,8 +53,11 @@ def measure_profile(
 
     A load error (the server vanished mid-profile, /tokenize or /metrics unreachable) is evidence, not a
     crash of the sweep: it is journalled and returned as an ``unhealthy`` event next to whatever the
-    watcher saw (``died`` when the process is gone), and the caller moves on. ``workload`` replaces the
-    configured profile (the capacity search's load levels: its request counts are final, not scaled).
+    watcher saw (``died`` when the process is gone), and the caller moves on. A fault of the load harness
+    (:class:`~contracts.errors.HarnessError`) is a ``harness`` event instead, never the server's; a run
+    during which the load client stood still (:class:`~contracts.errors.ClientPaused`) is discarded and
+    measured again once. ``workload`` replaces the configured profile (the capacity search's load levels:
+    its request counts are final, not scaled).
     """
     spec = session.spec
     name = spec.candidate
