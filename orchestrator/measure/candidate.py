@@ -130,9 +130,10 @@ def _run_profiles(ctx: SweepContext, launch: Launch, plan: SequentialPlan) -> No
             ctx.say(f"{name}: the server was lost under load ({kinds}); remaining profiles skipped")
             return
         if plan.adaptive and repeat >= plan.min_repeats and repeat < plan.max_repeats:
-            decision, more = adaptive.look(
-                ctx, launch.run.model_copy(update={"profiles": launch.profiles}), repeat, plan
-            )
+            # The look judges what the launch measured so far, its memory reading after warmup included
+            # (without it, on a GPU host, the memory gate could not run and the look would be incomplete).
+            update = {"profiles": launch.profiles, "free_gpu_gib_after_warmup": launch.free_gpu_gib}
+            decision, more = adaptive.look(ctx, launch.run.model_copy(update=update), repeat, plan)
     if repeat >= plan.max_repeats:
         # Every repeat ran (fixed repeats, or an adaptive loop to its last look): the profiles whose runs
         # disagree get confirmation runs (a loop that stopped earlier was settled by its runs).
