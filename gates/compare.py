@@ -226,20 +226,12 @@ class Measured:
     #: where the ratio lies once the client's lateness is undone (:func:`lag_bounds`), None without lag
     lag_bounds: tuple[float, float] | None = None
 
-    def undecidable(self, why: str = "") -> Measured:
-        """This comparison marked as left undecidable by the client's lag (status inconclusive); ``why``
-        is appended to its message (a default one when it does not say so yet)."""
-        message = self.comparison.message
-        if why:
-            message += why
-        elif "dispatch lag" not in message:
-            message += (
-                f"; within the load client's dispatch lag (p99 {fmt_value(self.client_lag_s, 's')}): "
-                "more repeats will not settle it, a less loaded client will"
-            )
+    def undecidable(self, why: str) -> Measured:
+        """This comparison marked as left undecidable by the client's lag (status inconclusive), ``why``
+        appended to its message."""
         comparison = self.comparison.model_copy(
             update={
-                "message": message,
+                "message": self.comparison.message + why,
                 "status": "inconclusive",
                 "more_repeats": None,
                 "undecidable": "client_lag",
