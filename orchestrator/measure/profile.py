@@ -20,6 +20,7 @@ from contracts.errors import ClientPaused, GauntletError, HarnessError, sweep_di
 from contracts.results import WatchEvent
 from contracts.schema import WorkloadConfig
 from launch.spec import LaunchSpec
+from load.client import failed_ending
 from orchestrator.ledger.events import LoadFinished, LoadStarted
 from orchestrator.ledger.journal import utc_now
 from orchestrator.servers.context import SweepContext
@@ -98,8 +99,12 @@ def measure_profile(
             except (GauntletError, httpx.HTTPError, OSError) as exc:
                 if (disk := sweep_dir_error(exc, ctx.dir)) is not None:
                     raise disk from exc  # the disk failed, not the candidate: stop, do not measure on
-                failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                ctx.say(f"{name}: {profile} r{repeat} could not complete: {failure}")
+                said = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                if failed_ending(exc) == "client":  # the client's own host: no descriptor, no local port
+                    harness = said
+                else:
+                    failure = said
+                    ctx.say(f"{name}: {profile} r{repeat} could not complete: {failure}")
             except Exception as exc:  # a bug in the load runner is the harness's, never "the server died"
                 harness = f"{type(exc).__name__}: {exc}"
             break

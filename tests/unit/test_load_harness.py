@@ -333,3 +333,26 @@ def test_stability_never_counts_requests_the_client_could_not_send(
     comparison, problems, _ = _profile_stability("serial", [rep], [])
     assert comparison.status == status
     assert fragment in "; ".join([comparison.message, *problems])
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (OSError(errno.EMFILE, "Too many open files"), "harness"),  # the client's process ran out
+        (_chained(httpx.ConnectError("connect failed"), OSError(errno.EADDRNOTAVAIL, "x")), "harness"),
+        (ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"), "unhealthy"),  # the server's
+    ],
+)
+def test_a_runner_that_fails_on_its_own_hosts_limits_is_a_harness_fault_not_an_unhealthy_server(
+    tmp_path: Path, error: BaseException, kind: str
+) -> None:
+    cfg, _ = load(["run.repeats=1", "run.profiles=[serial]", "run.recovery_profiles=[serial]"])
+    fake = FakeLoad()
+
+    def fail(candidate: str, profile: str, repeat: int) -> None:
+        raise error
+
+    fake.before = fail
+    ctx = SweepContext.open(cfg, tmp_path / "sweep", fake_seams(FakeSupervisor(), fake, []))
+    run = run_candidate(ctx, ctx.cfg.baseline, role="baseline")
+    assert [e.kind for e in run.watch] == [kind]
