@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -89,6 +90,17 @@ def run_sweep(args: Sequence[str], *, sweeps: Path, port: int, timeout: float = 
     proc = start(args, sweeps=sweeps, port=port)
     out, _ = proc.communicate(timeout=timeout)
     return proc.returncode, out, sweep_dir(sweeps)
+
+
+def assert_finished(code: int, out: str, sweep: Path) -> None:
+    """The sweep ran to its end with nothing that resuming measures: exit 0, or 8 where its only
+    incomplete verdicts are comparisons within the load client's lag (a loaded machine's: every
+    INCOMPLETE exits 8, issue 32 item 9)."""
+    verdicts = json.loads((sweep / "verdicts.json").read_text())
+    incomplete = [v for v in verdicts["verdicts"] if v["decision"] == "incomplete"]
+    gaps = {g["kind"] for v in incomplete for g in v["missing"]}
+    assert gaps <= {"client_lag"} and verdicts.get("resume") is None, (gaps, out[-3000:])
+    assert code == (8 if incomplete else 0), out[-3000:]
 
 
 def run_cli(args: Sequence[str], timeout: float = 300) -> subprocess.CompletedProcess[str]:

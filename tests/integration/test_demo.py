@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.ledger.journal import Journal
-from tests.integration.sweep_helpers import ROOT, sim_servers
+from tests.integration.sweep_helpers import ROOT, assert_finished, sim_servers
 
 pytestmark = pytest.mark.slow
 
@@ -37,8 +37,8 @@ def test_demo_sweep_reproduces_the_case_study(tmp_path: Path, port: int) -> None
         check=False,
     )
     elapsed = time.monotonic() - started
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     sweep = (sweeps / "latest").resolve()
+    assert_finished(done.returncode, done.stdout[-4000:] + done.stderr[-4000:], sweep)
     verdicts = json.loads((sweep / "verdicts.json").read_text())
     by_name = {v["candidate"]: v for v in verdicts["verdicts"]}
     # TP4 x DP2 wins the empty road and loses the shared one.

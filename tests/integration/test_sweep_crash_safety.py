@@ -12,6 +12,7 @@ from contracts.errors import RollbackError
 from contracts.results import CandidateRun, read_model
 from orchestrator.ledger.journal import Journal
 from tests.integration.sweep_helpers import (
+    assert_finished,
     assert_one_healthy_retained,
     journal_has,
     run_cli,
@@ -85,7 +86,7 @@ def test_a_server_killed_mid_profile_is_recorded_and_the_sweep_goes_on(tmp_path:
     by_name = {v["candidate"]: v for v in verdicts["verdicts"]}
     assert by_name["crashy"]["decision"] == "reject", out
     assert "stability" in by_name["crashy"]["failed"]
-    assert code == 0, out
+    assert_finished(code, out, sweep)
     assert_one_healthy_retained(sweep, port)
 
 
@@ -136,7 +137,7 @@ def test_resume_reuses_the_completed_candidates(tmp_path: Path, port: int) -> No
         port=port,
         timeout=600,
     )
-    assert code == 0, out
+    assert_finished(code, out, sweep)  # resumed: nothing left that resuming measures
     assert journal_has(sweep, "skipped_complete", candidate="baseline")
     assert journal_has(sweep, "skipped_complete", candidate="tp4_dp2")
     assert (sweep / "candidates" / "tp4_dp2" / "run.json").read_text() == tp4_before
