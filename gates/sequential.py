@@ -91,13 +91,16 @@ def loop_decision(verdict: Verdict, remaining: int) -> tuple[Decision, bool]:
 
     The verdict's decision, measured on only while it is unsettled (:data:`SETTLED`), with one
     refinement, **lag alone**: an ``incomplete`` verdict made so only by the load client's lag (no
-    missing data: nothing to resume) while another comparison is inconclusive and can still settle (its
-    ``more_repeats`` fits in what is left, or it rests on a single candidate repeat, whose widened
-    interval says nothing yet) measures on as ``inconclusive``. More repeats cannot settle the lagged
-    comparison, but they can settle that one, and a requirement that fails beyond the lag rejects
-    whatever the lag hides (stopping there cost the benchmark's 20% regressions their reject under
-    measured noise: futility stopping is for what repeats cannot settle). The verdict itself is never
-    changed.
+    missing data: nothing to resume) while another comparison is inconclusive and can still settle (a
+    requirement's, whatever its ``more_repeats``: estimated at an early look's few degrees of freedom it
+    says little, see below; another gate's when its ``more_repeats`` fits in what is left, or it rests
+    on a single candidate repeat, whose widened interval says nothing yet) measures on as
+    ``inconclusive``. More repeats cannot settle the lagged comparison, but they can settle that one,
+    and a requirement that fails beyond the lag rejects whatever the lag hides (stopping there cost the
+    benchmark's 20% regressions their reject under measured noise: futility stopping is for what repeats
+    cannot settle; with the lag rule both ways, issue 32, 2 of 20 stopped at their second look on a
+    decode_heavy TTFT the lag straddled while their tokens/s, 0.8x, asked for 4-5 more repeats or had
+    no bounded interval yet). The verdict itself is never changed.
 
     No futility stop on an ``inconclusive`` verdict: the gates' ``more_repeats`` is estimated at the
     look's confidence and degrees of freedom (at 2 repeats t's quantile is 2-3x the last look's), and a
@@ -117,7 +120,11 @@ def loop_decision(verdict: Verdict, remaining: int) -> tuple[Decision, bool]:
         for c in g.comparisons
         if c.status == "inconclusive"
         and c.undecidable is None
-        and ((c.more_repeats is not None and c.more_repeats <= remaining) or (c.n_candidate or 0) < 2)
+        and (
+            g.role == "requirement"  # a fail there rejects whatever the lag hides: no futility
+            or (c.more_repeats is not None and c.more_repeats <= remaining)
+            or (c.n_candidate or 0) < 2
+        )
     ]
     return ("inconclusive", True) if settles else (decision, False)
 

@@ -121,9 +121,15 @@ def test_pooling_the_run_noise_over_profiles_narrows_the_drift_interval() -> Non
     assert mean_log_ratio_across([([0.9], [1.0])], confidence=0.95) is None  # no degree of freedom
 
 
-def _verdict(decision: str, comparisons: list[Comparison], **extra: object) -> Verdict:
+def _verdict(
+    decision: str, comparisons: list[Comparison], role: str = "requirement", **extra: object
+) -> Verdict:
     gate = GateResult(
-        gate="concurrency", role="requirement", status="inconclusive", message="m", comparisons=comparisons
+        gate="concurrency" if role == "requirement" else "latency_gain",
+        role=role,  # type: ignore[arg-type]
+        status="inconclusive",
+        message="m",
+        comparisons=comparisons,
     )
     return Verdict(candidate="c", decision=decision, reason="r", gates=[gate], **extra)  # type: ignore[arg-type]
 
@@ -182,6 +188,40 @@ DATA_GAP = Gap(kind="interrupted", side="candidate", message="r1 interrupted")
             2,
             ("inconclusive", True),
             id="lag_alone_with_a_settleable_comparison_measures_on",
+        ),
+        # issue 32: a requirement's comparison can still fail (a reject, whatever the lag hides) though an
+        # early look's estimate asks for more repeats than are left, or has no bounded interval yet
+        pytest.param(
+            _verdict(
+                "incomplete",
+                [_cmp("inconclusive", lag=True), _cmp("inconclusive", n=2, more=5)],
+                missing=[LAG_GAP],
+            ),
+            3,
+            ("inconclusive", True),
+            id="lag_alone_with_a_requirement_beyond_its_estimate_measures_on",
+        ),
+        pytest.param(
+            _verdict(
+                "incomplete",
+                [_cmp("inconclusive", lag=True), _cmp("inconclusive", n=2, more=None)],
+                missing=[LAG_GAP],
+            ),
+            3,
+            ("inconclusive", True),
+            id="lag_alone_with_an_unbounded_requirement_measures_on",
+        ),
+        # a possible gain cannot end a lagged verdict in a keep: only its own estimate keeps the loop going
+        pytest.param(
+            _verdict(
+                "incomplete",
+                [_cmp("inconclusive", lag=True), _cmp("inconclusive", n=2, more=41)],
+                role="gain",
+                missing=[LAG_GAP],
+            ),
+            3,
+            ("incomplete", False),
+            id="lag_alone_with_a_gain_beyond_its_estimate_stops",
         ),
         # incomplete by the lag and nothing else to settle: futility, stop
         pytest.param(
