@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from benchmarks.decision_quality import SCENARIOS, bars, judge_row
+from benchmarks.decision.scenarios import SCENARIOS, bars, judge_row
 from benchmarks.noise_models import NOISE_MODELS, RateBar, judge_rate, seeds_to_decide
 
 BY_NAME = {s.name: s for s in SCENARIOS}
