@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("contracts", "launch", "load", "gates", "report", "orchestrator")
+PACKAGES = ("benchmarks", "contracts", "launch", "load", "gates", "report", "orchestrator")
 #: orchestrator/: the command line's modules, then its folders from the top layer down (pyproject.toml).
 ENTRY = ("__main__", "cli", "catalog", "plan", "doctor")
 SWEEP_FOLDERS = ("app", "recovery", "measure", "servers", "ledger", "config")
@@ -74,6 +74,28 @@ def test_an_upward_import_breaks_the_build(tmp_path: Path) -> None:
     assert done.returncode != 0
     assert "launch.spec -> orchestrator" in done.stdout
     assert "contracts.x -> gates" in done.stdout
+
+
+def test_a_benchmark_may_import_every_package(tmp_path: Path) -> None:
+    house = _toy_house(
+        tmp_path,
+        {
+            "benchmarks.decision_quality": "import orchestrator.config\nimport launch\nimport load\n"
+            "import gates\nimport report\nimport contracts\n"
+        },
+    )
+    done = lint_imports(house, pythonpath=house)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("importer", ["orchestrator.measure.opening", "gates.stats", "contracts.layout"])
+def test_no_package_may_import_a_benchmark(tmp_path: Path, importer: str) -> None:
+    house = _toy_house(
+        tmp_path, {"benchmarks.noise_models": "", importer: "import benchmarks.noise_models\n"}
+    )
+    done = lint_imports(house, pythonpath=house)
+    assert done.returncode != 0
+    assert f"{importer} -> benchmarks.noise_models" in done.stdout
 
 
 def test_one_stage_may_not_reach_into_another(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""One owner of the sweep directory's layout: no product module but :mod:`contracts.layout` spells a name.
+"""One owner of the sweep directory's layout: no product module or benchmark but :mod:`contracts.layout`
+spells a name.
 
 A name is spelled when a string (not a docstring) is a path with one of the layout's file names as a part
 (``"run.json"``, ``f"{rel}/summary.json"``, ``.with_name("server.log")``), a path with one of its folder
@@ -18,6 +19,8 @@ from contracts import layout
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("contracts", "launch", "load", "gates", "report", "orchestrator")
+#: The benchmarks write and read sweep directories and load-run folders too (docs/architecture.md).
+BENCHMARKS = ("benchmarks",)
 #: The owner itself; the simulator's own files (a server program of its own, not a sweep's writer).
 EXEMPT = {"contracts/layout.py"}
 EXEMPT_DIRS = ("launch/sim/",)
@@ -67,10 +70,10 @@ def spelled(source: str, allowed: frozenset[str] = frozenset()) -> list[str]:
 
 
 def _product_modules() -> list[Path]:
-    return sorted(path for package in PACKAGES for path in (ROOT / package).rglob("*.py"))
+    return sorted(path for package in (*PACKAGES, *BENCHMARKS) for path in (ROOT / package).rglob("*.py"))
 
 
-def test_no_product_module_spells_a_name_of_the_sweep_directory() -> None:
+def test_no_product_module_or_benchmark_spells_a_name_of_the_sweep_directory() -> None:
     found = {}
     for path in _product_modules():
         rel = path.relative_to(ROOT).as_posix()
