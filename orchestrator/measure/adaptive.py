@@ -11,12 +11,11 @@ sweep tells a candidate that stopped early from one that was interrupted.
 from __future__ import annotations
 
 from contracts.errors import GauntletError
-from contracts.layout import RUN_FILE
-from contracts.results import CandidateRun, write_model
 from contracts.verdicts import Decision
 from gates.sequential import SequentialPlan, candidate_plan, loop_decision
 from gates.verdict import evaluate_sweep
 from orchestrator.ledger.events import DiscardingPartial, RepeatLooked, RepeatsSettled, Role
+from orchestrator.measure.launch import Launch
 from orchestrator.servers.context import SweepContext
 
 
@@ -28,13 +27,13 @@ def plan_for(ctx: SweepContext, role: Role) -> SequentialPlan:
 
 
 def look(
-    ctx: SweepContext, run: CandidateRun, repeats: int, plan: SequentialPlan
+    ctx: SweepContext, launch: Launch, repeats: int, plan: SequentialPlan
 ) -> tuple[Decision | None, bool]:
-    """Judge ``run``'s candidate on its results so far (at the per-look confidence) and journal it:
-    (the decision the loop acts on, whether to measure another repeat:
-    :func:`gates.sequential.loop_decision`); (None, True) when it cannot be judged now (the next repeat
-    runs, and the judge says why at the end)."""
-    write_model(ctx.candidate_dir(run.candidate) / RUN_FILE, run)  # the final one replaces it
+    """Judge the ``launch``'s candidate on its results so far (at the per-look confidence; its record so
+    far written first, :meth:`Launch.write_so_far`) and journal it: (the decision the loop acts on, whether
+    to measure another repeat: :func:`gates.sequential.loop_decision`); (None, True) when it cannot be
+    judged now (the next repeat runs, and the judge says why at the end)."""
+    run = launch.write_so_far()  # the launch's end writes its full record over it
     try:
         verdict = evaluate_sweep(
             ctx.dir,

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import cast
 
-from contracts.layout import CAPACITY_FILE, DOCTOR_FILE, RUN_FILE
-from contracts.results import CandidateRun, DoctorReport, StartupRecord, read_model, write_model
+from contracts.layout import CAPACITY_FILE, DOCTOR_FILE
+from contracts.results import CandidateRun, DoctorReport, StartupRecord, read_model
 from contracts.schema import CandidateConfig
 from contracts.sweepdir import load_results
 from contracts.verdicts import Decision
@@ -25,12 +25,10 @@ from orchestrator.measure.capacity import run_capacity
 from orchestrator.measure.launch import (
     Launch,
     RunLabels,
-    fresh_dir,
     launch_complete,
     measured_launch,
-    run_record,
+    refused_launch,
     skip_complete,
-    write_spec,
 )
 from orchestrator.measure.profile import LOST, free_memory, server_lost
 from orchestrator.servers.context import SweepContext
@@ -73,10 +71,7 @@ def run_candidate(ctx: SweepContext, candidate: CandidateConfig, *, role: Role =
     spec = ctx.render(candidate)
     refused = doctor_refusal(ctx, name)
     if refused is not None:  # doctor found why it cannot start: recorded as a failed start, never launched
-        fresh_dir(ctx, out, discard_as=name)
-        write_spec(out, spec)
-        run = run_record(spec, refused, labels)
-        write_model(out / RUN_FILE, run)
+        run = refused_launch(ctx, spec, out, labels=labels, startup=refused, discard_as=name)
         ctx.say(f"{name}: {refused.matched_line} ({refused.kind})")
         return run
     with measured_launch(ctx, spec, out, role=role, labels=labels, discard_as=name) as launch:
@@ -130,10 +125,7 @@ def _run_profiles(ctx: SweepContext, launch: Launch, plan: SequentialPlan) -> No
             ctx.say(f"{name}: the server was lost under load ({kinds}); remaining profiles skipped")
             return
         if plan.adaptive and repeat >= plan.min_repeats and repeat < plan.max_repeats:
-            # The look judges what the launch measured so far, its memory reading after warmup included
-            # (without it, on a GPU host, the memory gate could not run and the look would be incomplete).
-            update = {"profiles": launch.profiles, "free_gpu_gib_after_warmup": launch.free_gpu_gib}
-            decision, more = adaptive.look(ctx, launch.run.model_copy(update=update), repeat, plan)
+            decision, more = adaptive.look(ctx, launch, repeat, plan)
     if repeat >= plan.max_repeats:
         # Every repeat ran (fixed repeats, or an adaptive loop to its last look): the profiles whose runs
         # disagree get confirmation runs (a loop that stopped earlier was settled by its runs).

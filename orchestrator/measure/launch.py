@@ -13,6 +13,10 @@ interleaved blocks (:mod:`.interleave`) and the restored retained configuration
     # torn down, then out/run.json written: also on an exception or Ctrl-C (not for a kept session)
     return launch.recorded
 
+This module is the one place a :class:`Launch` is built (:func:`measured_launch`, also for a server already
+running: ``running=``) and the one writer of a launch's run.json (:func:`_write_run`, through a
+:class:`Launch` or :func:`refused_launch`).
+
 A launch's directory is complete when its run.json records its own end (a failed start, a server lost under
 load) or every run it should have has a summary that was not interrupted, or was stopped by its time bound
 (:func:`launch_complete`); resume skips it (:func:`skip_complete`).
@@ -71,6 +75,13 @@ class RunLabels:
     node: str | None = None
     paired_baseline: str | None = None
     follows: str | None = None
+
+
+def _write_run(out: Path, run: CandidateRun) -> CandidateRun:
+    """The one writer of a launch's ``run.json`` (``out/run.json``): a :class:`Launch` writes its record
+    through it, and :func:`refused_launch` the record of a launch refused before it started; ``run``."""
+    write_model(out / RUN_FILE, run)
+    return run
 
 
 def run_record(spec: LaunchSpec, startup: StartupRecord, labels: RunLabels) -> CandidateRun:
@@ -144,8 +155,15 @@ class Launch:
 
     def write(self) -> CandidateRun:
         """Write run.json now (the launch's end writes it again only when it changed since)."""
-        self.written = self.record()
-        write_model(self.out / RUN_FILE, self.written)
+        self.written = _write_run(self.out, self.record())
+        return self.written
+
+    def write_so_far(self) -> CandidateRun:
+        """Write what an adaptive look judges to run.json: the record before measuring with the runs so far
+        and the memory reading after warmup (without it, on a GPU host, the memory gate could not run and
+        the look would be incomplete). The launch's end writes its full record over it."""
+        update = {"profiles": list(self.profiles), "free_gpu_gib_after_warmup": self.free_gpu_gib}
+        self.written = _write_run(self.out, self.run.model_copy(update=update))
         return self.written
 
     def close(self) -> None:
@@ -207,22 +225,47 @@ def measured_launch(
     labels: RunLabels,
     discard_as: str | None,
     spec_file: Path | None = None,
+    running: ServerSession | None = None,
 ) -> Iterator[Launch]:
     """Launch ``spec`` into a fresh ``out`` and hand over the :class:`Launch` to measure with; on leaving
     (also on an exception or Ctrl-C) tear it down unless the session keeps it, then write run.json.
 
     ``spec_file``: a recorded spec to launch from (the retained one); by default the spec is written into
     ``out``. A launch that did not start is handed over too (``launch.ready`` is False): its record is the
-    evidence.
+    evidence. ``running``: a server already running (the live retained server, validated where it runs):
+    nothing is launched, the session is kept (never torn down here) and its record is a start; whoever
+    validates it writes that record. This is the one place a :class:`Launch` is built.
     """
     fresh_dir(ctx, out, discard_as=discard_as)
-    launched_from = spec_file if spec_file is not None else write_spec(out, spec)
-    with ctx.servers.launch(spec, launched_from, out / SERVER_LOG, role=role) as session:
-        launch = Launch(ctx, session, out, run_record(spec, session.startup, labels))
+    if running is None:
+        launched_from = spec_file if spec_file is not None else write_spec(out, spec)
+        serving = ctx.servers.launch(spec, launched_from, out / SERVER_LOG, role=role)
+    else:
+        running.keep()
+        serving = running  # entering a session that has its server launches nothing
+    with serving as session:
+        startup = session.startup if session.launched else StartupRecord(ok=True)
+        launch = Launch(ctx, session, out, run_record(spec, startup, labels))
         try:
             yield launch
         finally:
             launch.close()
+
+
+def refused_launch(
+    ctx: SweepContext,
+    spec: LaunchSpec,
+    out: Path,
+    *,
+    labels: RunLabels,
+    startup: StartupRecord,
+    discard_as: str | None,
+) -> CandidateRun:
+    """A launch refused before it started (doctor found why it cannot start): a fresh ``out`` with the spec
+    and run.json recording ``startup``, the failed start it stands for; nothing is launched. Its record."""
+    fresh_dir(ctx, out, discard_as=discard_as)
+    write_spec(out, spec)
+    return _write_run(out, run_record(spec, startup, labels))
 
 
 def launch_complete(out: Path, expected: ExpectedRuns) -> bool:

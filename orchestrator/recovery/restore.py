@@ -26,7 +26,6 @@ from contracts.results import (
     ProfileSummary,
     RecoveryCheck,
     RecoveryValidation,
-    StartupRecord,
     WatchEvent,
     write_model,
 )
@@ -48,7 +47,6 @@ from orchestrator.measure.launch import (
     RunLabels,
     fresh_dir,
     measured_launch,
-    run_record,
     writable_or_elsewhere,
 )
 from orchestrator.measure.profile import free_memory
@@ -192,15 +190,22 @@ def _validate_in_place(
     """Zero-downtime: the live retained server was never stopped; stop the rest, validate it under load."""
     others = replace(state, live={pid: s for pid, s in state.live.items() if pid != session.pid})
     stop_leftovers(ctx.servers, others, reason=f"the sweep ends ({reason}); the live service stays")
-    fresh_dir(ctx, out, discard_as=None)
     ctx.say(
         f"the live retained server {session.spec.candidate} (pid {session.pid}) was never stopped "
         "(zero-downtime): validating it where it runs"
     )
-    session.keep()
     assert state.retained_fingerprint is not None
-    launch = Launch(ctx, session, out, run_record(session.spec, StartupRecord(ok=True), RECOVERY))
-    return validate_retained(ctx, launch, state.retained_fingerprint)
+    return validate_running(ctx, session, out, state.retained_fingerprint)
+
+
+def validate_running(
+    ctx: SweepContext, session: ServerSession, out: Path, recorded: str
+) -> RecoveryValidation:
+    """Validate the running retained server where it runs (kept: the live service), into a fresh ``out``."""
+    with measured_launch(
+        ctx, session.spec, out, role="retained", labels=RECOVERY, discard_as=None, running=session
+    ) as launch:
+        return validate_retained(ctx, launch, recorded)
 
 
 def validate_retained(ctx: SweepContext, launch: Launch, recorded: str) -> RecoveryValidation:

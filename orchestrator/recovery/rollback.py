@@ -42,7 +42,7 @@ from contracts.layout import (
     latest_sweep,
     rollback_dir,
 )
-from contracts.results import RecoveryValidation, StartupRecord
+from contracts.results import RecoveryValidation
 from contracts.schema import GauntletConfig, read_sweep_config
 from launch.spec import LaunchSpec
 from orchestrator.config.validate import Sources, validate
@@ -65,8 +65,7 @@ from orchestrator.ledger.journal import Journal, JournalState, RemoteJob
 from orchestrator.ledger.lock import Holder, SweepLock, running_sweep
 from orchestrator.ledger.nodes import launching_place
 from orchestrator.ledger.requests import STOPPED_BY_USER, Action, clear_request, signal_holder, write_request
-from orchestrator.measure.launch import Launch, fresh_dir, run_record
-from orchestrator.recovery.restore import RECOVERY, healthy_retained, restore, validate_retained
+from orchestrator.recovery.restore import healthy_retained, restore, validate_running
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.leftovers import read_for_stopping, stop_leftovers
 from orchestrator.servers.seams import Seams
@@ -152,10 +151,7 @@ def _rollback_here(sweep_dir: Path, cfg: GauntletConfig, seams: Seams) -> Recove
         seams.say(
             f"the retained configuration is already the one healthy server (pid {keep.pid}); validating it"
         )
-        fresh_dir(ctx, target, discard_as=None)
-        keep.keep()
-        launch = Launch(ctx, keep, target, run_record(keep.spec, StartupRecord(ok=True), RECOVERY))
-        return validate_retained(ctx, launch, state.retained_fingerprint or "")
+        return validate_running(ctx, keep, target, state.retained_fingerprint or "")
     return restore(ctx, reason="rollback", out=target)
 
 
