@@ -1,0 +1,74 @@
+"""The server's API as the supervisor asks it: ready (``/health`` 200 and the model listed) and ``/health``.
+
+Pipeline position: under :mod:`launch.supervisor` (the readiness wait) and :mod:`launch.watch` (the
+watcher's probe). Every request goes through the injected httpx transport with the spec's API key and no
+proxy from the environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import httpx
+
+from launch.command import auth_headers
+from launch.tracking import Server, Tracker
+
+HTTP_TIMEOUT_S = 5.0
+
+
+class NotReady(Exception):
+    """Readiness poll: not yet (retried until the deadline)."""
+
+
+class Exited(Exception):
+    """Readiness poll: the process is gone (not retried)."""
+
+    def __init__(self, exit_code: int | None) -> None:
+        super().__init__(exit_code)
+        self.exit_code = exit_code
+
+
+class ServerApi:
+    """Clients of a server's API: the injected transport, the spec's API key from ``environ``."""
+
+    def __init__(self, transport: httpx.BaseTransport | None, environ: Mapping[str, str]) -> None:
+        self._transport = transport
+        self._environ = environ
+
+    def client(self, server: Server, timeout_s: float) -> httpx.Client:
+        """A client of the server's API: the injected transport, its API key, no proxy from the env."""
+        return httpx.Client(
+            base_url=server.base_url,
+            transport=self._transport,
+            timeout=timeout_s,
+            trust_env=False,
+            headers=auth_headers(server.spec, self._environ),
+        )
+
+    def health(self, server: Server, timeout_s: float = HTTP_TIMEOUT_S) -> int | str:
+        """``GET /health``: its status code, or why it could not be asked (the one /health probe)."""
+        try:
+            with self.client(server, timeout_s) as client:
+                return client.get("/health").status_code
+        except httpx.TransportError as exc:
+            return f"{type(exc).__name__}: {exc}"
+
+
+def ready_once(server: Server, client: httpx.Client, tracker: Tracker) -> None:
+    """One readiness poll: returns when the process is alive, ``/health`` is 200 and ``/v1/models`` lists
+    the served model; raises :class:`Exited` (the process is gone) or :class:`NotReady` (not yet)."""
+    if tracker.gone(server):
+        raise Exited(tracker.exit_code(server))
+    try:
+        health = client.get("/health")
+        if health.status_code != 200:
+            raise NotReady(f"/health {health.status_code}")
+        models = client.get("/v1/models")
+        if models.status_code != 200:
+            raise NotReady(f"/v1/models {models.status_code}")
+        ids = [item.get("id") for item in models.json().get("data", [])]
+    except (httpx.TransportError, ValueError, AttributeError) as exc:
+        raise NotReady(str(exc)) from exc
+    if server.spec.served_model_name not in ids:
+        raise NotReady(f"/v1/models lists {ids}, not {server.spec.served_model_name!r}")
