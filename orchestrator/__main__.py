@@ -147,12 +147,12 @@ def _handler(command: str, *, as_json: bool = False, force: bool = False) -> Cal
 
             return judge.partial(running.sweep_dir, running.describe(), measuring=running.measuring)
         if command in ("rollback", "stop", "status"):
-            from orchestrator.recovery import rollback  # noqa: PLC0415
+            from orchestrator.recovery import rollback, status, stop  # noqa: PLC0415
             from orchestrator.servers.seams import real_seams  # noqa: PLC0415
 
             if command == "status":
-                return rollback.main_status(args, real_seams, as_json=as_json)
-            handlers = {"rollback": rollback.main_rollback, "stop": rollback.main_stop}
+                return status.main_status(args, real_seams, as_json=as_json)
+            handlers = {"rollback": rollback.main_rollback, "stop": stop.main_stop}
             return handlers[command](args, real_seams)
         if command == "judge":
             from gates import judge  # noqa: PLC0415

@@ -58,7 +58,7 @@ from orchestrator.measure.candidate import run_candidate
 from orchestrator.measure.interleave import measure_block
 from orchestrator.measure.opening import begin
 from orchestrator.recovery.restore import restore
-from orchestrator.recovery.rollback import what_runs
+from orchestrator.recovery.status import what_runs
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.leftovers import stop_leftovers
 from orchestrator.servers.scheduler import job_lines

@@ -1,6 +1,6 @@
 """Cancelling a sweep's jobs on other nodes through their scheduler, never by signalling a remote pid.
 
-Pipeline position: used by ``rollback`` and ``stop`` (:mod:`orchestrator.recovery.rollback`) for the jobs that
+Pipeline position: used by ``rollback`` and ``stop`` (:mod:`orchestrator.recovery.handover`) for the jobs that
 :meth:`orchestrator.ledger.journal.Journal.remote_jobs` lists. A job run by ``hydra/launcher=submitit_slurm``
 is
 cancelled with submitit's ``SlurmJob.cancel`` (``scancel``); SLURM then signals the job, whose own handler

@@ -193,7 +193,8 @@ def test_commands_that_rebuild_from_disk_do_not_load_hydra() -> None:
     """judge, report, rollback, stop and status read config.yaml typed, without Hydra or OmegaConf."""
     code = (
         "import sys\n"
-        "import gates.judge, report, orchestrator.recovery.rollback, orchestrator.__main__\n"
+        "import gates.judge, report, orchestrator.__main__\n"
+        "import orchestrator.recovery.rollback, orchestrator.recovery.stop, orchestrator.recovery.status\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('hydra', 'omegaconf')))\n"
     )
     done = subprocess.run(

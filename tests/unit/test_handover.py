@@ -34,15 +34,10 @@ from orchestrator.ledger.events import (
 from orchestrator.ledger.journal import Journal, JournalState
 from orchestrator.ledger.lock import Holder, SweepLock
 from orchestrator.ledger.requests import STOPPED_BY_USER, read_request, request_file, write_request
+from orchestrator.recovery.handover import acting_on, port_refusal, validated_since_start
 from orchestrator.recovery.restore import UNAUTHORIZED, refused
-from orchestrator.recovery.rollback import (
-    StatusLine,
-    acting_on,
-    new_rollback_dir,
-    port_refusal,
-    sweep_state,
-    validated_since_start,
-)
+from orchestrator.recovery.rollback import new_rollback_dir
+from orchestrator.recovery.status import StatusLine, sweep_state
 from tests.unit.fakes import FakeLoad, FakeSupervisor
 from tests.unit.test_controller import run_sweep
 

@@ -14,7 +14,9 @@ from orchestrator.ledger.journal import Journal
 from orchestrator.measure.candidate import run_candidate
 from orchestrator.measure.opening import begin
 from orchestrator.recovery.restore import effective_config_checks, expected_cache_config, restore
-from orchestrator.recovery.rollback import rollback, stop, what_runs
+from orchestrator.recovery.rollback import rollback
+from orchestrator.recovery.status import what_runs
+from orchestrator.recovery.stop import stop
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.session import Servers
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams, server_transport
@@ -213,7 +215,7 @@ def test_a_server_whose_spec_cannot_be_read_is_neither_live_nor_gone(tmp_path: P
 def test_a_deleted_sweep_directory_is_read_from_the_copy_beside_the_lock(tmp_path: Path) -> None:
     import shutil
 
-    from orchestrator.recovery.rollback import status
+    from orchestrator.recovery.status import status
 
     sup = FakeSupervisor()
     ctx = restored_sweep(tmp_path, sup)
