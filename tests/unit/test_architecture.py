@@ -51,6 +51,11 @@ def _toy_house(tmp_path: Path, imports: dict[str, str]) -> Path:
     (tmp_path / "orchestrator" / "config" / "compose.py").write_text("import hydra\nimport omegaconf\n")
     (tmp_path / "orchestrator" / "app" / "sweeper.py").write_text("import hydra\nimport omegaconf\n")
     (tmp_path / "orchestrator" / "app" / "entry.py").write_text("import hydra\nimport omegaconf\n")
+    # The simulator and the only modules that may import it (the "protected" contract names them).
+    (tmp_path / "launch" / "sim").mkdir()
+    (tmp_path / "launch" / "sim" / "__init__.py").write_text("")
+    (tmp_path / "launch" / "preflight.py").write_text("")
+    (tmp_path / "orchestrator" / "servers" / "seams.py").write_text("")
     for module, source in imports.items():
         (tmp_path / module.replace(".", "/")).with_suffix(".py").write_text(source)
     return tmp_path
@@ -178,8 +183,6 @@ def test_a_circle_inside_a_folder_breaks_the_build(tmp_path: Path) -> None:
 def test_a_circle_inside_the_launcher_breaks_the_build(tmp_path: Path) -> None:
     """The simulator's stream holding the whole server (a circle with server.py) cannot come back."""
     house = _toy_house(tmp_path, {})
-    (house / "launch" / "sim").mkdir()
-    (house / "launch" / "sim" / "__init__.py").write_text("")
     (house / "launch" / "sim" / "server.py").write_text("import launch.sim.stream\n")
     (house / "launch" / "sim" / "stream.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import launch.sim.server\n"
