@@ -10,9 +10,16 @@ builds to a writer. The scan is by function, so a path held in a variable before
 from __future__ import annotations
 
 import ast
+import io
 from pathlib import Path
 
 import pytest
+
+from contracts.layout import RUN_FILE, SPEC_FILE, VALIDATION_FILE
+from contracts.results import CandidateRun, RecoveryValidation, read_model
+from orchestrator.recovery.rollback import rollback
+from tests.unit.fakes import FakeSupervisor
+from tests.unit.test_session import _config_yaml, restored_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("contracts", "launch", "load", "gates", "report", "orchestrator")
@@ -174,3 +181,30 @@ def test_what_counts_as_writing_run_json(source: str, writers: list[str]) -> Non
 )
 def test_what_counts_as_building_a_launch(source: str, builders: list[str]) -> None:
     assert launch_builders(source) == builders
+
+
+def test_a_healthy_retained_server_is_validated_where_it_runs_through_the_measured_launch(
+    tmp_path: Path,
+) -> None:
+    """A rollback that finds the retained server healthy validates it in place (``running=``): nothing is
+    launched or torn down, and its directory gets the launch's record (a start, the recovery runs) and the
+    validation, as before the in-place launch went through :func:`measured_launch`."""
+    sup = FakeSupervisor()
+    ctx = restored_sweep(tmp_path, sup)
+    (ctx.dir / "config.yaml").write_text(_config_yaml(ctx))
+    (retained,) = ctx.journal.replay().live.values()
+    launches = list(sup.started)
+    out = io.StringIO()
+    result = rollback(ctx.dir, ctx.seams, out=out)
+    assert result.ok and result.pid == retained.pid, result.reason
+    assert sup.started == launches and list(sup.alive) == [retained.pid]  # nothing launched, nothing stopped
+    after = [e.name for e in ctx.journal.events()]
+    after = after[after.index("rollback_requested") :]
+    assert "restoring" not in after and after[-1] == "validated", after
+    (target,) = (ctx.dir / "rollbacks").iterdir()
+    run = read_model(target / RUN_FILE, CandidateRun)
+    assert run.startup.ok and run.is_baseline and run.phase == "recovery" and run.teardown is None
+    assert run.profiles == [f"{p}/r{k}" for k in range(1, ctx.cfg.run.recovery_repeats + 1)
+                            for p in ctx.cfg.run.recovery_profiles]  # fmt: skip
+    assert read_model(target / VALIDATION_FILE, RecoveryValidation).ok
+    assert not (target / SPEC_FILE).exists()  # launched from nothing: the recorded spec is the journal's
