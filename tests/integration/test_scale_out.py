@@ -25,6 +25,7 @@ from contracts.verdicts import read_verdicts
 from gates.verdict import evaluate_sweep
 from orchestrator.ledger.journal import Journal
 from tests.integration.sweep_helpers import (
+    assert_finished,
     assert_one_healthy_retained,
     journal_has,
     kill_servers,
@@ -78,7 +79,7 @@ def test_a_parallel_sweep_gives_the_serial_sweeps_verdicts(tmp_path: Path, clust
         sweeps=tmp_path / "parallel",
         port=cluster_port,
     )
-    assert code == 0, out
+    assert_finished(code, out, parallel)
     assert decisions(parallel) == decisions(serial) == {"tp4_dp2": "reject", "eplb": "incompatible"}
     # One journal per job, every line naming its node and job; no two jobs wrote the same file.
     journals = job_journals(parallel)
@@ -149,7 +150,7 @@ def test_cancelled_jobs_tear_their_servers_down_and_a_rerun_resumes(
     assert all(not sim_servers(cluster_port + k) for k in (1, 2))
     # Resubmitted (here: the same sweep run again), the jobs resume and the sweep completes.
     code, out, _ = run_sweep([*args, f"hydra.sweep.dir={sweep}"], sweeps=sweeps, port=cluster_port)
-    assert code == 0, out
+    assert_finished(code, out, sweep)  # 0, or 8 where the twin's only gap is the client's lag
     found = decisions(sweep)
     assert set(found) == {"tp4_dp2", "twin"}
     # Resumed to the end: no verdict rests on partial evidence (the exit code above says the same), and
@@ -214,7 +215,7 @@ def test_per_node_pairing_judges_a_candidate_against_its_own_nodes_baseline(
         sweeps=tmp_path / "sweeps",
         port=cluster_port,
     )
-    assert code == 0, out
+    assert_finished(code, out, sweep)
     twin = read_model(sweep / "candidates" / "twin" / "run.json", CandidateRun)
     assert (twin.node, twin.paired_baseline) == ("sim-node-1", "baseline@sim-node-1")
     paired = decisions(sweep)["twin"]
