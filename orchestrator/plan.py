@@ -13,8 +13,9 @@ from typing import TextIO
 
 from contracts.errors import ConfigError, ConfigProblem, SpecError
 from launch.spec import LaunchSpec, render_spec
+from orchestrator.config.candidates import CandidateComposer
 from orchestrator.config.command import run_composing_command
-from orchestrator.config.compose import ConfigLocation, load, select
+from orchestrator.config.compose import ConfigLocation, select
 from orchestrator.config.validate import Sources, check_candidate_names, display_path
 
 
@@ -40,20 +41,27 @@ def plan(overrides: Sequence[str] = (), location: ConfigLocation | None = None) 
     planned: list[PlannedCandidate] = []
     problems: list[ConfigProblem] = []
     baseline_name: str | None = None
-    for option in selection.candidates:
-        try:
-            cfg, _ = load([*selection.rest, f"candidate={option}"], location=loc)
-            spec = render_spec(cfg.service, cfg.candidate, cfg.host)
-        except ConfigError as exc:
-            problems.extend(p for p in exc.problems if str(p) not in {str(q) for q in problems})
-            continue
-        except SpecError as exc:
-            path = sources.group_file("candidate", option)
-            where = display_path(path) if path else f"candidate/{option}.yaml"
-            problems.append(ConfigProblem(where, "(rendering)", option, str(exc)))
-            continue
-        baseline_name = cfg.baseline.name
-        planned.append(PlannedCandidate(option, spec, cfg.candidate.name == cfg.baseline.name))
+    seen: set[str] = set()
+    with CandidateComposer(loc, selection.rest) as composer:  # the part candidates share, composed once
+        for option in selection.candidates:
+            try:
+                cfg, _ = composer.load(option)
+                spec = render_spec(cfg.service, cfg.candidate, cfg.host)
+            except ConfigError as exc:
+                for problem in exc.problems:  # each once, as the candidates share files
+                    if str(problem) not in seen:
+                        seen.add(str(problem))
+                        problems.append(problem)
+                continue
+            except SpecError as exc:
+                path = sources.group_file("candidate", option)
+                where = display_path(path) if path else f"candidate/{option}.yaml"
+                problem = ConfigProblem(where, "(rendering)", option, str(exc))
+                seen.add(str(problem))
+                problems.append(problem)
+                continue
+            baseline_name = cfg.baseline.name
+            planned.append(PlannedCandidate(option, spec, cfg.candidate.name == cfg.baseline.name))
     if problems:
         raise ConfigError(problems)
     if baseline_name is not None:

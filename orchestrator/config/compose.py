@@ -43,7 +43,7 @@ from contracts.schema import (
 from launch.spec import SECRET_NAME, env_reference, referenced
 from orchestrator.config.compose_errors import translate_compose_error, unknown_keys
 from orchestrator.config.extras import check_extras
-from orchestrator.config.guard import check_yaml_files, config_roots
+from orchestrator.config.guard import YamlReads, check_yaml_files, config_roots
 from orchestrator.config.validate import Sources, validate
 
 #: The module whose ``@hydra.main`` runs the sweep: a relative ``--config-path`` resolves against its
@@ -278,25 +278,40 @@ def compose_config(
     primary config directory (a test's copy of ``conf/``).
     """
     loc = location or ConfigLocation(config_path=str(config_dir), config_name=config_name)
-    extra = ["--config-dir", loc.config_dir] if loc.config_dir is not None else []
-    argv = [*overrides, *extra]  # only the files this composition may read (one bad candidate blocks its own)
-    check_yaml_files(config_roots(argv, Path(loc.config_path or CONF_DIR)), argv, config_name=loc.name)
-    check_extras(overrides)
+    check_before_composing(loc, overrides)
     try:
         hydra = create_hydra(loc)
-        sources = Sources(
-            search_path=search_dirs(hydra, loc, overrides), overrides=list(overrides), config_name=loc.name
-        )
-        try:
-            cfg = hydra.compose_config(
-                loc.name, list(overrides), run_mode=RunMode.RUN, with_log_configuration=False
-            )
-        except (HydraException, OmegaConfBaseException) as exc:
-            raise translate_compose_error(exc, sources) from exc
+        return compose_with(hydra, loc, overrides, search_dirs(hydra, loc, overrides))
     except (HydraException, OmegaConfBaseException) as exc:  # the search path itself (a bad -cp)
         raise translate_compose_error(exc, Sources(search_path=[], overrides=list(overrides))) from exc
     finally:
         GlobalHydra.instance().clear()
+
+
+def check_before_composing(
+    location: ConfigLocation, overrides: Sequence[str], reads: YamlReads | None = None
+) -> None:
+    """The guards before Hydra reads anything: hostile YAML among the files a composition of
+    ``overrides`` may read (one bad candidate blocks its own), a launcher whose extra is missing."""
+    extra = ["--config-dir", location.config_dir] if location.config_dir is not None else []
+    argv = [*overrides, *extra]
+    roots = config_roots(argv, Path(location.config_path or CONF_DIR))
+    check_yaml_files(roots, argv, config_name=location.name, reads=reads)
+    check_extras(overrides)
+
+
+def compose_with(
+    hydra: Hydra, location: ConfigLocation, overrides: Sequence[str], search_path: list[Path]
+) -> tuple[DictConfig, Sources]:
+    """One composition by a Hydra made with :func:`create_hydra` (the caller clears ``GlobalHydra``):
+    the config without its ``hydra`` node, and its sources; ``search_path`` names files in errors."""
+    sources = Sources(search_path=search_path, overrides=list(overrides), config_name=location.name)
+    try:
+        cfg = hydra.compose_config(
+            location.name, list(overrides), run_mode=RunMode.RUN, with_log_configuration=False
+        )
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise translate_compose_error(exc, sources) from exc
     sources = sources_from_hydra(cfg.hydra)
     sources.overrides = list(overrides)
     with _open(cfg):

@@ -62,19 +62,56 @@ def yaml_file_problems(roots: Iterable[Path]) -> list[ConfigProblem]:
     return out
 
 
+class YamlReads:
+    """Each config file checked and read once: a command that composes many candidates (``plan``) checks
+    the files they share once, not once per candidate. What a file said when first read is what counts."""
+
+    def __init__(self) -> None:
+        self._problems: dict[Path, ConfigProblem | None] = {}
+        self._text: dict[Path, str] = {}
+        self._raw: dict[Path, Any] = {}
+
+    def problem(self, path: Path) -> ConfigProblem | None:
+        """Why ``path`` may not be read (:func:`_yaml_problem`), or None."""
+        if path not in self._problems:
+            self._problems[path] = _yaml_problem(path)
+        return self._problems[path]
+
+    def text(self, path: Path) -> str:
+        """The text of ``path``."""
+        if path not in self._text:
+            self._text[path] = path.read_text(errors="replace")
+        return self._text[path]
+
+    def raw(self, path: Path) -> Any:
+        """``path`` as ``yaml.safe_load`` reads it (None where it does not parse)."""
+        if path not in self._raw:
+            try:
+                self._raw[path] = yaml.safe_load(self.text(path))
+            except yaml.YAMLError:
+                self._raw[path] = None
+        return self._raw[path]
+
+
 def check_yaml_files(
-    roots: Iterable[Path], argv: Sequence[str] | None = None, *, config_name: str = "config"
+    roots: Iterable[Path],
+    argv: Sequence[str] | None = None,
+    *,
+    config_name: str = "config",
+    reads: YamlReads | None = None,
 ) -> None:
     """Raise ConfigError before composition when a config file it may read is hostile: with ``argv`` (the
     command's overrides and flags) only the files a composition of them may read
     (:func:`used_yaml_files`), so one oversized candidate in a ``--config-dir`` blocks the commands that
-    select it, not every command; without, every file under ``roots``."""
+    select it, not every command; without, every file under ``roots``. ``reads`` keeps what was read for
+    the next call (one per candidate of a plan)."""
     roots = list(roots)
     if argv is None:
         problems = yaml_file_problems(roots)
     else:
-        used = used_yaml_files(roots, argv, config_name=config_name)
-        problems = [p for path in sorted(used) if (p := _yaml_problem(path)) is not None]
+        reads = reads or YamlReads()
+        used = used_yaml_files(roots, argv, config_name=config_name, reads=reads)
+        problems = [p for path in sorted(used) if (p := reads.problem(path)) is not None]
     if problems:
         raise ConfigError(problems)
 
@@ -82,13 +119,16 @@ def check_yaml_files(
 _OPTIONS = re.compile(r"^[\w.\-/]+(,[\w.\-/]+)*$")
 
 
-def used_yaml_files(roots: Sequence[Path], argv: Sequence[str], *, config_name: str = "config") -> set[Path]:
+def used_yaml_files(
+    roots: Sequence[Path], argv: Sequence[str], *, config_name: str = "config", reads: YamlReads | None = None
+) -> set[Path]:
     """The config files a composition of ``argv`` may read (Hydra reads a file whole when its defaults
     tree names it): the primary config, each group option a read file's ``defaults`` names (recursively),
     and each option the command line selects (``group=a,b``, ``group@pkg=a``, ``+group=a``). Where the
     selection is not a plain option (an interpolation, ``glob(...)``, ``choice(...)``), every option of
     that group counts: this errs towards reading, never towards a hostile file composed unchecked. A file
     with a problem is kept in the set but not read further."""
+    reads = reads or YamlReads()
     chosen, overridden = _argv_choices(argv, roots)
     used: set[Path] = set()
     queue: list[tuple[Path, str]] = [(root / f"{_name_of(argv, config_name)}.yaml", "") for root in roots]
@@ -99,12 +139,9 @@ def used_yaml_files(roots: Sequence[Path], argv: Sequence[str], *, config_name: 
         if path in used or not path.is_file():
             continue
         used.add(path)
-        if _yaml_problem(path) is not None:
+        if reads.problem(path) is not None:
             continue  # refused as it is; its defaults are not read
-        try:
-            raw = yaml.safe_load(path.read_text(errors="replace"))
-        except yaml.YAMLError:
-            continue
+        raw = reads.raw(path)
         defaults = raw.get("defaults") if isinstance(raw, dict) else None
         for entry in defaults if isinstance(defaults, list) else []:
             for target, options in _default_choices(entry, group, primary=not group, overridden=overridden):

@@ -49,6 +49,7 @@ def _toy_house(tmp_path: Path, imports: dict[str, str]) -> Path:
         (tmp_path / "orchestrator" / folder).mkdir()
         (tmp_path / "orchestrator" / folder / "__init__.py").write_text("")
     (tmp_path / "orchestrator" / "config" / "compose.py").write_text("import hydra\nimport omegaconf\n")
+    (tmp_path / "orchestrator" / "config" / "candidates.py").write_text("import hydra\nimport omegaconf\n")
     (tmp_path / "orchestrator" / "app" / "sweeper.py").write_text("import hydra\nimport omegaconf\n")
     (tmp_path / "orchestrator" / "app" / "entry.py").write_text("import hydra\nimport omegaconf\n")
     # The simulator and the only modules that may import it (the "protected" contract names them).
