@@ -9,7 +9,7 @@ RUN := PATH="$(abspath $(VENV))/bin:$$PATH" $(PY)
 VLLM_VENV := .venv-vllm
 OVERRIDES ?=
 
-.PHONY: help setup test test-fast check format lint types imports plan doctor list vllm-cpu demo demo-parallel demo-slurm slurm-local slurm-local-stop sweep rollback stop status judge report test-unit compare clean
+.PHONY: help setup test test-fast check format lint types imports docs-check plan doctor list vllm-cpu demo demo-parallel demo-slurm slurm-local slurm-local-stop sweep rollback stop status judge report test-unit compare clean
 
 help:
 	@echo "make demo      run the case-study sweep on the simulator (sets up first)"
@@ -20,6 +20,7 @@ help:
 	@echo "make test      run the whole test suite (sets up first; real-vLLM tests need make vllm-cpu)"
 	@echo "make test-unit only the pure unit tests (pytest -m unit)"
 	@echo "make check     format check, lint, import directions, types and tests"
+	@echo "make docs-check  reference page sizes, no dates outside example output, the docs index, links"
 	@echo "make plan      print the exact command of every candidate, starting nothing"
 	@echo "make doctor    check the host and every candidate before a sweep, starting nothing (OVERRIDES='host=h100x8')"
 	@echo "make list      the choices of every config group, with descriptions and files (OVERRIDES='-cd DIR')"
@@ -61,12 +62,12 @@ test-fast: setup
 	$(RUN) -m pytest -m "not e2e and not slow"
 
 format: setup
-	$(RUN) -m ruff format contracts launch load gates report orchestrator hydra_plugins tests benchmarks
-	$(RUN) -m ruff check --fix contracts launch load gates report orchestrator hydra_plugins tests benchmarks
+	$(RUN) -m ruff format contracts launch load gates report orchestrator hydra_plugins tests benchmarks scripts
+	$(RUN) -m ruff check --fix contracts launch load gates report orchestrator hydra_plugins tests benchmarks scripts
 
 lint: setup
-	$(RUN) -m ruff format --check contracts launch load gates report orchestrator hydra_plugins tests benchmarks
-	$(RUN) -m ruff check contracts launch load gates report orchestrator hydra_plugins tests benchmarks
+	$(RUN) -m ruff format --check contracts launch load gates report orchestrator hydra_plugins tests benchmarks scripts
+	$(RUN) -m ruff check contracts launch load gates report orchestrator hydra_plugins tests benchmarks scripts
 
 types: setup
 	$(RUN) -m mypy
@@ -74,6 +75,10 @@ types: setup
 # The import-direction contracts in pyproject.toml (docs/architecture.md): fails on an upward import.
 imports: setup
 	PATH="$(abspath $(VENV))/bin:$$PATH" lint-imports
+
+# The docs' house rules (scripts/docs_check.py; tests/unit/test_docs_check.py runs the same in make test).
+docs-check:
+	$(PYTHON) scripts/docs_check.py
 
 check: lint imports types test
 
