@@ -72,13 +72,18 @@ def outcome(call: Callable[[], tuple[Any, Any]]) -> tuple[str, Any, Any]:
         pytest.param(["ag_override", "ah_header", "ai_missing"], [], {"eplb", "mega_moe",
                      "spec_probabilistic", "tp4_dp2"}, id="not-plain"),
         pytest.param(["aa_plain"], ["candidate.max_num_seqs=5"], set(), id="a-candidate-override"),
+        # the user's directory on hydra.searchpath instead of --config-dir
+        pytest.param(["aa_plain", "ab_deep"], ["searchpath"], {"aa_plain", "ab_deep", "eplb", "mega_moe",
+                     "spec_probabilistic", "tp4_dp2"}, id="on-the-searchpath"),
     ],
 )  # fmt: skip
 def test_each_candidate_composes_as_hydra_composes_it_alone(
     names: list[str], rest: list[str], quick: set[str], tmp_path: Path
 ) -> None:
     location = user_dir(tmp_path / "my-conf", names)
-    options = select(location, ["candidate=glob(*)"]).candidates
+    if rest == ["searchpath"]:
+        rest, location = [f"hydra.searchpath=[file://{location.config_dir}]"], ConfigLocation()
+    options = select(location, [*rest, "candidate=glob(*)"]).candidates
     assert set(names) <= set(options)
     alone = {o: outcome(partial(load, [*rest, f"candidate={o}"], location=location)) for o in options}
     shared: dict[str, tuple[str, Any, Any]] = {}
