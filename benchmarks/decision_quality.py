@@ -32,7 +32,7 @@ Replays are drawn from a pool (``--pool`` distinct replays per engine configurat
 with its own server seed and prompts, computed once) so that thousands of sweeps stay affordable; a
 sweep never uses one replay twice, and the noise model's draws are fresh for every run of every sweep.
 The replay's own sampling noise is therefore shared between seeds; the run-level noise, which dominates,
-is not (docs/gates.md says what that leaves out).
+is not (docs/measurements/decision-quality.md says what that leaves out).
 
     .venv/bin/python benchmarks/decision_quality.py                     # 40 seeds, every model (~15 min)
     .venv/bin/python benchmarks/decision_quality.py --seeds 10 --model lognormal --scenario identical

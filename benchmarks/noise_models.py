@@ -16,21 +16,21 @@ timestamp of the run (TTFT, latencies, duration, hence tokens/s), and optionally
   a closed loop the slot is held that much longer, so the run lasts ``sum(extra) / concurrency`` longer;
 - ``outlier_runs``: log-normal, and every run (the candidate's first repeat included) is, with
   probability ``run_outlier_rate`` (one in ten), ``outlier_factor`` (3x) slower (issue 21);
-- ``measured``: drawn from the project's own HTTP runs of the simulator (docs/gates.md, Drift and
-  "The measured model at the benchmark's time scale"): output tokens/s within 3.3% over 24 runs (run
-  log-sd 0.03); decode_heavy's median TTFT in two clusters from prefill waves (0.25-0.29 s and
-  0.33-0.42 s around 0.27 s: a run's TTFT alone is 0.93-1.07x or, with probability one half,
-  1.22-1.56x, uniform within its cluster). Not short's: a 32-way closed loop whose requests end at
-  different times has no waves, and its median TTFT read 0.0587-0.0606 s over 8 HTTP runs at time scale
-  1 (a 1% spread, within the run factor; a first version gave it the clusters). Not prefill_10k's
-  (9.49-10.35 s over 31 runs: its burst queues behind whole prefills). An AR(1) drift along the sweep's
-  order (coefficient 0.8, innovations 0.02: a slow stretch of the host lasts several runs), one run in
-  ten 3x slower (any run), and the load client's p99 dispatch lag per loaded run, written to the
-  summary, as measured over HTTP at time scale 1 on the shared 2-core machine (simulator, client and
-  sweep together): short 1.0-4.2 ms (model 1-5 ms), decode_heavy 15.8-27.0 ms (model 15-30 ms: 128
-  streams sent at once), prefill_10k not measured (decode_heavy's range). A first version drew 2-9 ms for
-  every loaded profile: short's lag in simulated seconds at time scale 5 (5.2-8.8 ms; the client's wall
-  lag is what stays, and simulated lag is wall lag times the scale).
+- ``measured``: drawn from the project's own HTTP runs of the simulator (docs/measurements/sim-ttft-spread.md;
+  docs/measurements/decision-quality.md, "The measured model at the benchmark's time scale"): output tokens/s
+  within 3.3% over 24 runs (run log-sd 0.03); decode_heavy's median TTFT in two clusters from prefill waves
+  (0.25-0.29 s and 0.33-0.42 s around 0.27 s: a run's TTFT alone is 0.93-1.07x or, with probability one half,
+  1.22-1.56x, uniform within its cluster). Not short's: a 32-way closed loop whose requests end at different
+  times has no waves, and its median TTFT read 0.0587-0.0606 s over 8 HTTP runs at time scale 1 (a 1% spread,
+  within the run factor; a first version gave it the clusters). Not prefill_10k's (9.49-10.35 s over 31 runs:
+  its burst queues behind whole prefills). An AR(1) drift along the sweep's order (coefficient 0.8,
+  innovations 0.02: a slow stretch of the host lasts several runs), one run in ten 3x slower (any run), and
+  the load client's p99 dispatch lag per loaded run, written to the summary, as measured over HTTP at time
+  scale 1 on the shared 2-core machine (simulator, client and sweep together): short 1.0-4.2 ms (model 1-5
+  ms), decode_heavy 15.8-27.0 ms (model 15-30 ms: 128 streams sent at once), prefill_10k not measured
+  (decode_heavy's range). A first version drew 2-9 ms for every loaded profile: short's lag in simulated
+  seconds at time scale 5 (5.2-8.8 ms; the client's wall lag is what stays, and simulated lag is wall lag
+  times the scale).
 
     >>> model = NOISE_MODELS["drift"]
     >>> round(model.run_factor(np.random.default_rng(0), position=1.0, outlier=False) / 1.0, 2) > 0
@@ -47,7 +47,8 @@ from scipy.stats import norm
 
 TAIL_CAP = 20.0  # a per-request slowdown is at most this factor (a request is timed out eventually)
 #: The sides whose runs can be outliers: the baseline's opening repeats, the candidate, and the baseline's
-#: block after the candidate (ABA). The recovery run is left out (docs/gates.md says why).
+#: block after the candidate (ABA). The recovery run is left out (docs/measurements/decision-quality.md
+#: says why).
 OUTLIER_SIDES = ("baseline", "candidate", "block")
 
 
