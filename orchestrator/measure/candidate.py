@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import cast
 
-from contracts.layout import CAPACITY_FILE, DOCTOR_FILE
+from contracts.layout import DOCTOR_FILE
 from contracts.results import CandidateRun, DoctorReport, StartupRecord, read_model
 from contracts.schema import CandidateConfig
-from contracts.sweepdir import load_results
+from contracts.sweepdir import Results, load_results
 from contracts.verdicts import Decision
 from gates.confirm import Disagreement, to_confirm
 from gates.sequential import SequentialPlan
@@ -26,6 +26,7 @@ from orchestrator.measure.launch import (
     Launch,
     RunLabels,
     launch_complete,
+    launch_state,
     measured_launch,
     refused_launch,
     skip_complete,
@@ -36,15 +37,20 @@ from orchestrator.servers.context import SweepContext
 
 def is_complete(ctx: SweepContext, name: str) -> bool:
     """Results of ``name`` are complete and valid (resume skips it)."""
+    return _complete(ctx, name, launch_state(ctx, ctx.candidate_dir(name), name))
 
-    def expected(run: CandidateRun) -> list[tuple[str, int]] | None:
+
+def _complete(ctx: SweepContext, name: str, state: Results | None) -> bool:
+    """The candidate ``name`` whose directory held ``state`` (read once, :func:`launch_state`) is complete."""
+
+    def expected(run: CandidateRun, state: Results) -> list[tuple[str, int]] | None:
         plan = adaptive.plan_for(ctx, "baseline" if run.is_baseline else "candidate")
         done = adaptive.settled_repeats(ctx, name) if plan.adaptive else plan.max_repeats
         if done is None:
             return None  # the adaptive loop never finished: interrupted
-        if ctx.cfg.capacity.profile is not None and not (ctx.candidate_dir(name) / CAPACITY_FILE).exists():
+        if ctx.cfg.capacity.profile is not None and state.capacity is None:
             return None
-        if not plan.adaptive and _to_confirm(ctx, ctx.candidate_dir(name), name, done):
+        if not plan.adaptive and _to_confirm(ctx, state, done):
             return None  # interrupted before its confirmation runs: measured again
         return [
             (profile, repeat)
@@ -52,15 +58,16 @@ def is_complete(ctx: SweepContext, name: str) -> bool:
             for repeat in range(1, min(ctx.repeats_of(profile, done), done) + 1)
         ]
 
-    return launch_complete(ctx.candidate_dir(name), expected)
+    return launch_complete(state, expected)
 
 
 def run_candidate(ctx: SweepContext, candidate: CandidateConfig, *, role: Role = "candidate") -> CandidateRun:
     """Launch, measure every profile with repeats, tear down; results into candidates/<name>/."""
     name = candidate.name
     out = ctx.candidate_dir(name)
-    if is_complete(ctx, name):
-        return skip_complete(ctx, out, label=name, journal_as=name)
+    state = launch_state(ctx, out, name)  # what resume judges: read once
+    if state is not None and _complete(ctx, name, state):
+        return skip_complete(ctx, state, label=name, journal_as=name)
     ctx.check_stop()
     labels = RunLabels(
         is_baseline=name == ctx.cfg.baseline.name or role == "baseline",
@@ -134,14 +141,13 @@ def _run_profiles(ctx: SweepContext, launch: Launch, plan: SequentialPlan) -> No
         adaptive.settle(ctx, name, repeat, decision)
 
 
-def _to_confirm(ctx: SweepContext, out: Path, name: str, repeats: int) -> list[Disagreement]:
-    """The launch's profiles in ``out`` that want a confirmation run (:func:`gates.confirm.to_confirm`);
+def _to_confirm(ctx: SweepContext, results: Results, repeats: int) -> list[Disagreement]:
+    """The launch's profiles in ``results`` that want a confirmation run (:func:`gates.confirm.to_confirm`);
     not those with their own ``repeats`` (the answer gate's fixed prompt set: its one run is the design)."""
     extra = ctx.cfg.run.confirm_runs
     if not extra:
-        return []  # off: the runs' records are not read
+        return []
     profiles = [p for p in ctx.cfg.run.profiles if ctx.cfg.workloads[p].repeats is None]
-    results = load_results(ctx.dir, out.relative_to(ctx.dir).as_posix(), name)
     return to_confirm(results, profiles, repeats=repeats, extra=extra)
 
 
@@ -150,7 +156,7 @@ def _confirm(ctx: SweepContext, launch: Launch, repeats: int) -> None:
     of each profile whose runs disagree beyond 2x, or whose slow outlier run set aside leaves fewer than
     ``repeats``; again, up to ``run.confirm_runs`` more runs per profile. The gates read them all."""
     name = launch.session.candidate
-    while not launch.lost and (todo := _to_confirm(ctx, launch.out, name, repeats)):
+    while not launch.lost and (todo := _to_confirm(ctx, _measured(ctx, launch.out, name), repeats)):
         for found in todo:
             ctx.say(
                 f"{name}: {found.message()}: confirmation run {len(found.values) - repeats + 1} of at most "
@@ -159,3 +165,8 @@ def _confirm(ctx: SweepContext, launch: Launch, repeats: int) -> None:
             if server_lost(launch.measure(found.profile, found.next_repeat)):
                 ctx.say(f"{name}: the server was lost under load during a confirmation run")
                 return
+
+
+def _measured(ctx: SweepContext, out: Path, name: str) -> Results:
+    """The runs measured so far into ``out`` (read again after each round of confirmation runs)."""
+    return load_results(ctx.dir, out.relative_to(ctx.dir).as_posix(), name)

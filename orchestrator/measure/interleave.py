@@ -20,7 +20,13 @@ from __future__ import annotations
 from contracts.layout import block_dir, block_name
 from contracts.results import CandidateRun
 from contracts.schema import CandidateConfig
-from orchestrator.measure.launch import RunLabels, launch_complete, measured_launch, skip_complete
+from orchestrator.measure.launch import (
+    RunLabels,
+    launch_complete,
+    launch_state,
+    measured_launch,
+    skip_complete,
+)
 from orchestrator.measure.profile import server_lost
 from orchestrator.servers.context import SweepContext
 
@@ -36,8 +42,9 @@ def measure_block(ctx: SweepContext, baseline: CandidateConfig, *, after: str) -
         for repeat in range(1, ctx.cfg.run.interleave_repeats + 1)
         for profile in ctx.cfg.run.recovery_profiles
     ]
-    if launch_complete(out, lambda _: runs):
-        return skip_complete(ctx, out, label=label, journal_as=journal_as)
+    state = launch_state(ctx, out, name)  # what resume judges: read once
+    if state is not None and launch_complete(state, lambda _run, _state: runs):
+        return skip_complete(ctx, state, label=label, journal_as=journal_as)
     ctx.check_stop()
     labels = RunLabels(is_baseline=True, phase="baseline", node=ctx.node, follows=after)
     spec = ctx.render(baseline)

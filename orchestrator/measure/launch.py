@@ -19,7 +19,8 @@ running: ``running=``) and the one writer of a launch's run.json (:func:`_write_
 
 A launch's directory is complete when its run.json records its own end (a failed start, a server lost under
 load) or every run it should have has a summary that was not interrupted, or was stopped by its time bound
-(:func:`launch_complete`); resume skips it (:func:`skip_complete`).
+(:func:`launch_complete`); resume skips it (:func:`skip_complete`). The resume checks judge what
+:func:`launch_state` read from the directory, once per launch.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from contracts.results import (
     read_model,
     write_model,
 )
+from contracts.sweepdir import Results, load_results
 from launch.spec import LaunchSpec
 from orchestrator.ledger.events import DiscardingPartial, Role, SkippedComplete
 from orchestrator.ledger.lock import lock_dir
@@ -62,8 +64,9 @@ from orchestrator.servers.context import SweepContext
 from orchestrator.servers.seams import backend_of
 from orchestrator.servers.session import ServerSession
 
-#: The (profile, repeat) runs a complete launch has, given its record; None: it cannot be complete.
-ExpectedRuns = Callable[[CandidateRun], Iterable[tuple[str, int]] | None]
+#: The (profile, repeat) runs a complete launch has, given its record and what it left; None: it cannot be
+#: complete.
+ExpectedRuns = Callable[[CandidateRun, Results], Iterable[tuple[str, int]] | None]
 
 
 @dataclass(frozen=True)
@@ -268,34 +271,46 @@ def refused_launch(
     return _write_run(out, run_record(spec, startup, labels))
 
 
-def launch_complete(out: Path, expected: ExpectedRuns) -> bool:
-    """The launch recorded in ``out`` is complete: its run.json is valid and records its own end (a failed
-    start, a server lost under load: that is its evidence), or every run ``expected`` names has a summary
-    that was not interrupted, or was stopped by its profile's time bound (measured again, it would be
-    again: the gates judge it against the baseline, :mod:`gates.evidence`)."""
+def launch_state(ctx: SweepContext, out: Path, name: str) -> Results | None:
+    """What the launch in ``out`` left, read once (run.json, each run's summary and records, capacity.json):
+    what the resume checks judge and a skipped launch returns. None: a file there cannot be read (the launch
+    is measured again)."""
     try:
-        run = read_model(out / RUN_FILE, CandidateRun)
-        if any(e.kind == "harness" for e in run.watch):
-            return False  # the load harness failed, not the server: measure again (once the data is fixed)
-        opening_baseline = run.is_baseline and run.phase == "baseline" and run.follows is None
-        if not run.startup.ok or (server_lost(run.watch) and not opening_baseline):
-            # A failed start or a server lost under load is this launch's result; the opening baseline lost
-            # under load leaves its candidates' evidence partial (incomplete): measure it again.
-            return True
-        runs = expected(run)
-        if runs is None:
-            return False
-        for profile, repeat in runs:
-            summary = read_model(repeat_dir(out, profile, repeat) / SUMMARY_FILE, ProfileSummary)
-            if summary.interrupted and not summary.time_bound:  # the time bound's stop is the run's result
-                return False
+        return load_results(ctx.dir, out.relative_to(ctx.dir).as_posix(), name)
     except (GauntletError, OSError):
+        return None
+
+
+def launch_complete(state: Results | None, expected: ExpectedRuns) -> bool:
+    """The launch whose directory held ``state`` (:func:`launch_state`) is complete: its run.json is valid
+    and records its own end (a failed start, a server lost under load: that is its evidence), or every run
+    ``expected`` names has a summary that was not interrupted, or was stopped by its profile's time bound
+    (measured again, it would be again: the gates judge it against the baseline, :mod:`gates.evidence`)."""
+    if state is None or state.run is None:
         return False
+    run = state.run
+    if any(e.kind == "harness" for e in run.watch):
+        return False  # the load harness failed, not the server: measure again (once the data is fixed)
+    opening_baseline = run.is_baseline and run.phase == "baseline" and run.follows is None
+    if not run.startup.ok or (server_lost(run.watch) and not opening_baseline):
+        # A failed start or a server lost under load is this launch's result; the opening baseline lost
+        # under load leaves its candidates' evidence partial (incomplete): measure it again.
+        return True
+    runs = expected(run, state)
+    if runs is None:
+        return False
+    summaries = {r.summary_file: r.summary for reps in state.profiles.values() for r in reps}
+    for profile, repeat in runs:
+        summary = summaries.get(f"{state.root}/{repeat_name(profile, repeat)}/{SUMMARY_FILE}")
+        if summary is None or (summary.interrupted and not summary.time_bound):
+            return False  # missing, or interrupted: the time bound's stop is the run's result
     return True
 
 
-def skip_complete(ctx: SweepContext, out: Path, *, label: str, journal_as: str) -> CandidateRun:
-    """Resume: say and journal that the complete launch in ``out`` is skipped; its record."""
+def skip_complete(ctx: SweepContext, state: Results, *, label: str, journal_as: str) -> CandidateRun:
+    """Resume: say and journal that the complete launch that left ``state`` is skipped; its record."""
+    if state.run is None:
+        raise RuntimeError(f"{state.root}: a complete launch without its {RUN_FILE}")
     ctx.say(f"{label}: complete results found, skipping (resume)")
     ctx.journal.append(SkippedComplete(candidate=journal_as))
-    return read_model(out / RUN_FILE, CandidateRun)
+    return state.run
