@@ -35,6 +35,7 @@ Outside the sweep directory, beside the port's lock (``<lock dir>``: orchestrato
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from contracts.errors import GauntletError
@@ -212,6 +213,214 @@ def journals_dir(sweep: Path) -> Path:
 def submitit_folder(sweep: Path) -> Path:
     """submitit's folder pattern of this sweep's jobs (``%j``: the job id)."""
     return sweep / SUBMITIT_DIR / "%j"
+
+
+# ---------------------------------------------------------------- typed paths
+# The layout above as attribute reads: ``SweepPaths(sweep).candidate(name).repeat(profile, k).summary``
+# instead of joining a directory and a name. Each object is a directory; its properties are the files
+# and folders the layout puts in it.
+
+
+@dataclass(frozen=True)
+class RepeatPaths:
+    """One profile run's folder (``<profile>/r<k>/``, or a capacity attempt's ``capacity/<level>/a<k>/``)."""
+
+    root: Path
+
+    @property
+    def summary(self) -> Path:
+        return self.root / SUMMARY_FILE
+
+    @property
+    def records(self) -> Path:
+        return self.root / RECORDS_FILE
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / METRICS_FILE
+
+    @property
+    def bench_serve(self) -> Path:
+        return self.root / BENCH_SERVE_FILE
+
+
+@dataclass(frozen=True)
+class LaunchPaths:
+    """One launch's result directory: ``candidates/<name>/``, a block, ``recovery/``, ``rollbacks/<stamp>/``
+    (each is one launch)."""
+
+    root: Path
+
+    @property
+    def spec(self) -> Path:
+        return self.root / SPEC_FILE
+
+    @property
+    def vllm_config(self) -> Path:
+        return self.root / VLLM_CONFIG_FILE
+
+    @property
+    def server_log(self) -> Path:
+        return self.root / SERVER_LOG
+
+    @property
+    def run(self) -> Path:
+        return self.root / RUN_FILE
+
+    @property
+    def capacity(self) -> Path:
+        """The capacity search's result (``capacity.json``)."""
+        return self.root / CAPACITY_FILE
+
+    @property
+    def validation(self) -> Path:
+        """A restore's or a rollback's validation of the retained server (``validation.json``)."""
+        return self.root / VALIDATION_FILE
+
+    @property
+    def blocks(self) -> Path:
+        """A baseline's interleaved blocks' folder (``blocks/``)."""
+        return self.root / BLOCKS_DIR
+
+    def repeat(self, profile: str, repeat: int) -> RepeatPaths:
+        return RepeatPaths(repeat_dir(self.root, profile, repeat))
+
+    def capacity_run(self, level: str, attempt: int) -> RepeatPaths:
+        return RepeatPaths(self.root / capacity_run_root(level, attempt))
+
+    def block(self, after: str) -> LaunchPaths:
+        """The block of this baseline measured after candidate ``after``: a launch of its own."""
+        return LaunchPaths(self.blocks / block_name(after))
+
+
+@dataclass(frozen=True)
+class SweepPaths:
+    """A sweep directory: its records, and each launch's directory (:class:`LaunchPaths`)."""
+
+    root: Path
+
+    @property
+    def config(self) -> Path:
+        return self.root / CONFIG_FILE
+
+    @property
+    def overrides(self) -> Path:
+        return self.root / OVERRIDES_FILE
+
+    @property
+    def multirun(self) -> Path:
+        return self.root / MULTIRUN_FILE
+
+    @property
+    def journal(self) -> Path:
+        return journal_file(self.root)
+
+    @property
+    def journals(self) -> Path:
+        return journals_dir(self.root)
+
+    @property
+    def opening(self) -> Path:
+        return self.root / OPENING_FILE
+
+    @property
+    def host(self) -> Path:
+        return self.root / HOST_FILE
+
+    @property
+    def doctor(self) -> Path:
+        return self.root / DOCTOR_FILE
+
+    @property
+    def planned(self) -> Path:
+        return self.root / PLANNED_FILE
+
+    @property
+    def nodes(self) -> Path:
+        return self.root / NODES_DIR
+
+    @property
+    def submitit(self) -> Path:
+        return self.root / SUBMITIT_DIR
+
+    @property
+    def verdicts(self) -> Path:
+        return self.root / VERDICTS_FILE
+
+    @property
+    def report_md(self) -> Path:
+        return self.root / REPORT_MD
+
+    @property
+    def report_json(self) -> Path:
+        return self.root / REPORT_JSON
+
+    @property
+    def report_html(self) -> Path:
+        return self.root / REPORT_HTML
+
+    @property
+    def summaries_csv(self) -> Path:
+        return self.root / SUMMARIES_CSV
+
+    @property
+    def sim_vs_real(self) -> Path:
+        return self.root / SIM_VS_REAL_FILE
+
+    @property
+    def sim_vs_real_md(self) -> Path:
+        return self.root / SIM_VS_REAL_MD
+
+    @property
+    def retained_spec(self) -> Path:
+        return retained_spec_file(self.root)
+
+    @property
+    def candidates(self) -> Path:
+        return candidates_dir(self.root)
+
+    def candidate(self, name: str) -> LaunchPaths:
+        return LaunchPaths(candidate_dir(self.root, name))
+
+    def at(self, root: str) -> LaunchPaths:
+        """The launch whose result root, relative to the sweep, is ``root`` (what evidence names)."""
+        return LaunchPaths(self.root / root)
+
+    @property
+    def recovery(self) -> LaunchPaths:
+        return LaunchPaths(recovery_dir(self.root))
+
+    def rollback(self, stamp: str) -> LaunchPaths:
+        return LaunchPaths(rollback_dir(self.root, stamp))
+
+
+@dataclass(frozen=True)
+class OffsitePaths:
+    """The copy of what rollback needs, beside the port's lock (``<lock dir>/port-<port>/``)."""
+
+    root: Path
+
+    @property
+    def record(self) -> Path:
+        """Which sweep, which retained fingerprint (``sweep.json``)."""
+        return self.root / OFFSITE_FILE
+
+    @property
+    def config(self) -> Path:
+        return self.root / CONFIG_FILE
+
+    @property
+    def spec(self) -> Path:
+        return self.root / SPEC_FILE
+
+    @property
+    def journal(self) -> Path:
+        return self.root / JOURNAL_FILE
+
+    @property
+    def specs(self) -> Path:
+        """The launched servers' specs (``specs/<candidate>.json``)."""
+        return self.root / OFFSITE_SPECS_DIR
 
 
 # ---------------------------------------------------------------- the latest sweep

@@ -106,3 +106,98 @@ def test_what_counts_as_spelling_a_name(source: str, flagged: bool) -> None:
 def test_every_name_of_the_layout_is_distinct() -> None:
     names = [v for k, v in vars(layout).items() if k.isupper() and isinstance(v, str)]
     assert len(names) == len(set(names))
+
+
+# ---------------------------------------------------------------- joins: the typed paths
+#: The layout's constants, by their names (``RUN_FILE``, ``RECOVERY_ROOT``, ...).
+CONSTANTS = {key for key, value in vars(layout).items() if key.isupper() and isinstance(value, str)}
+#: Modules that still join a directory and a layout name: each is converted to the typed paths
+#: (:class:`contracts.layout.SweepPaths`, ``LaunchPaths``, ``RepeatPaths``, ``OffsitePaths``) and leaves.
+JOINS_PENDING: set[str] = {
+    "contracts/benchserve.py",
+    "contracts/results.py",
+    "contracts/schema.py",
+    "contracts/sweepdir.py",
+    "contracts/verdicts.py",
+    "gates/across.py",
+    "gates/judge.py",
+    "launch/sim/versus.py",
+    "load/__main__.py",
+    "load/write.py",
+    "orchestrator/app/controller.py",
+    "orchestrator/app/jobs.py",
+    "orchestrator/app/sweeper.py",
+    "orchestrator/config/compose.py",
+    "orchestrator/ledger/journal.py",
+    "orchestrator/ledger/nodes.py",
+    "orchestrator/ledger/offsite.py",
+    "orchestrator/ledger/opening.py",
+    "orchestrator/measure/candidate.py",
+    "orchestrator/measure/capacity.py",
+    "orchestrator/measure/launch.py",
+    "orchestrator/measure/opening.py",
+    "orchestrator/recovery/handover.py",
+    "orchestrator/recovery/restore.py",
+    "orchestrator/servers/scheduler.py",
+    "report/build.py",
+    "report/export.py",
+}
+
+
+def joined(source: str) -> list[str]:
+    """The places a module's source joins a path and a layout name itself (``sweep / RUN_FILE``,
+    ``out / layout.SUMMARY_FILE``): ``line: expression`` for each. A name ending in ``_FILE`` counts as a
+    layout name wherever it comes from."""
+    hits: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)):
+            continue
+        right = node.right
+        name = (
+            right.id
+            if isinstance(right, ast.Name)
+            else right.attr
+            if isinstance(right, ast.Attribute)
+            else None
+        )
+        if name is not None and (name.endswith("_FILE") or name in CONSTANTS):
+            hits.append(f"{node.lineno}: {ast.unparse(node)}")
+    return hits
+
+
+def _joins() -> dict[str, list[str]]:
+    found = {}
+    for path in sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel not in EXEMPT and (hits := joined(path.read_text())):
+            found[rel] = hits
+    return found
+
+
+def test_no_product_module_joins_a_path_and_a_layout_name() -> None:
+    found = {rel: hits for rel, hits in _joins().items() if rel not in JOINS_PENDING}
+    assert not found, f"read these through contracts.layout's SweepPaths / LaunchPaths / RepeatPaths: {found}"
+
+
+def test_the_pending_joins_only_shrink() -> None:
+    assert not JOINS_PENDING - set(_joins()), "converted: remove from JOINS_PENDING"
+
+
+@pytest.mark.parametrize(
+    ("source", "flagged"),
+    [
+        ("p = sweep / RUN_FILE\n", True),
+        ("p = out / layout.SUMMARY_FILE\n", True),
+        ("p = sweep / RECOVERY_ROOT / VALIDATION_FILE\n", True),
+        ("p = sweep / root / BLOCKS_DIR\n", True),  # a folder of the layout
+        ("p = ctx.candidate_dir(name) / SERVER_LOG\n", True),
+        ("p = folder / HTML_FILE\n", True),  # any *_FILE, even one a module names itself
+        ("p = SweepPaths(sweep).candidate(name).run\n", False),
+        ("p = LaunchPaths(out).repeat(profile, k).summary\n", False),
+        ("p = sweep / name\n", False),  # a variable, not a layout name
+        ('p = f"{root}/{RUN_FILE}"\n', False),  # a relative root named in evidence, not a join
+        ("n = total / COUNT\n", False),  # a division
+    ],
+)
+def test_what_counts_as_joining_a_layout_name(source: str, flagged: bool) -> None:
+    assert bool(joined(source)) is flagged
