@@ -81,8 +81,10 @@ def test_plan_sweep_and_rollback_from_a_config_dir_outside_the_repo(tmp_path: Pa
 
     sweep_args = ["-cd", str(d), "-m", "candidate=glob(my_*)", "+experiment=small", *mine]
     done = cli(sweep_args, tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
     sweep = (sweeps / "latest").resolve()
+    # 0, or 8 where a verdict's only gap is the load client's lag: my_budget's small effect is no reject
+    # (a reject wins over a lag gap), so a loaded machine's lag can leave it incomplete (issue 32).
+    h.assert_finished(done.returncode, done.stdout + done.stderr, sweep)
     assert sorted(p.name for p in (sweep / "candidates").iterdir()) == ["baseline", "my_budget", "my_wide"]
     summaries = sorted(sweep.glob("candidates/*/*/r*/summary.json"))
     assert summaries
