@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
-from contracts.layout import SUMMARY_FILE
+from contracts.layout import RepeatPaths
 from contracts.results import ProfileSummary, RequestRecord, read_jsonl, read_model
 
 #: The vLLM source the field names were checked against.
@@ -160,5 +160,5 @@ def bench_serve_result(summary: ProfileSummary, records: Sequence[RequestRecord]
 
 def bench_serve_from_files(run_dir: Path) -> dict[str, object]:
     """Rebuild a run's ``bench_serve.json`` content from its ``summary.json`` and records."""
-    summary = read_model(run_dir / SUMMARY_FILE, ProfileSummary)
+    summary = read_model(RepeatPaths(run_dir).summary, ProfileSummary)
     return bench_serve_result(summary, read_jsonl(run_dir / summary.records_file, RequestRecord))

@@ -198,6 +198,13 @@ def offsite_dir(lock_dir: Path, port: int) -> Path:
     return lock_dir / f"port-{port}"
 
 
+def write_probe(folder: Path, pid: int) -> tuple[Path, Path]:
+    """The folder a writer of ``folder`` makes and removes to learn that it may write
+    (``.write-probe-<pid>/``), and the file it writes in it."""
+    probe = folder / f"{WRITE_PROBE}-{pid}"
+    return probe, probe / WRITE_PROBE
+
+
 def retained_spec_file(sweep: Path) -> Path:
     return sweep / RETAINED_DIR / SPEC_FILE
 

@@ -31,7 +31,7 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from contracts.errors import ResultFileError
-from contracts.layout import RECORDS_FILE, WRITE_PROBE
+from contracts.layout import RECORDS_FILE, write_probe
 from contracts.schema import LoadConfig, WorkloadConfig
 
 SCHEMA_VERSION = 1
@@ -511,11 +511,11 @@ def probe_writable(folder: Path) -> None:
     of a sweep does (mkdir, a temp file renamed): an OSError here says the sweep could not write its
     evidence, before it has touched any server."""
     folder.mkdir(parents=True, exist_ok=True)
-    probe = folder / f"{WRITE_PROBE}-{os.getpid()}"
+    probe, probe_file = write_probe(folder, os.getpid())
     probe.mkdir(exist_ok=True)
     try:
-        atomic_write_text(probe / WRITE_PROBE, "")
-        (probe / WRITE_PROBE).unlink()
+        atomic_write_text(probe_file, "")
+        probe_file.unlink()
     finally:
         with contextlib.suppress(OSError):
             probe.rmdir()

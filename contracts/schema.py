@@ -16,7 +16,7 @@ import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from contracts.errors import ResultFileError
-from contracts.layout import CONFIG_FILE, DEFAULT_SWEEPS_DIR
+from contracts.layout import CONFIG_FILE, DEFAULT_SWEEPS_DIR, SweepPaths
 
 #: OmegaConf's marker for a required value (``omegaconf.MISSING`` is this string); composing a config that
 #: leaves one unset is an error naming the field.
@@ -468,7 +468,7 @@ def read_sweep_config(sweep_dir: Path) -> GauntletConfig:
     without Hydra or OmegaConf; a missing file or a value of the wrong type is a
     :class:`~contracts.errors.ResultFileError` naming the file and the field.
     """
-    path = sweep_dir / CONFIG_FILE
+    path = SweepPaths(sweep_dir).config
     if not path.is_file():
         raise ResultFileError(
             f"{path}: missing (no {CONFIG_FILE} here)", hint="pass a sweep directory written by gauntlet"

@@ -24,14 +24,10 @@ from contracts.layout import (
     BLOCK_PREFIX,
     BLOCKS_DIR,
     CAPACITY_FILE,
-    HOST_FILE,
-    MULTIRUN_FILE,
-    OVERRIDES_FILE,
-    PLANNED_FILE,
-    RECOVERY_ROOT,
     RUN_FILE,
     SUMMARY_FILE,
-    VALIDATION_FILE,
+    RepeatPaths,
+    SweepPaths,
     candidates_dir,
     repeat_number,
 )
@@ -100,7 +96,7 @@ class Results:
 
 def _repeat(sweep_dir: Path, root: str, profile: str, name: str) -> Repeat | None:
     directory = sweep_dir / root / profile / name
-    summary_path = directory / SUMMARY_FILE
+    summary_path = RepeatPaths(directory).summary
     if not summary_path.exists():
         return None
     summary = read_model(summary_path, ProfileSummary)
@@ -111,8 +107,8 @@ def _repeat(sweep_dir: Path, root: str, profile: str, name: str) -> Repeat | Non
 
 def load_results(sweep_dir: Path, root: str, name: str) -> Results:
     """Read ``<sweep>/<root>/run.json`` and every ``<profile>/r<k>/summary.json`` (+ records) below it."""
-    base = sweep_dir / root
-    run_path = base / RUN_FILE
+    launch = SweepPaths(sweep_dir).at(root)
+    base, run_path = launch.root, launch.run
     run = read_model(run_path, CandidateRun) if run_path.exists() else None
     profiles: dict[str, list[Repeat]] = {}
     if base.is_dir():
@@ -129,7 +125,7 @@ def load_results(sweep_dir: Path, root: str, name: str) -> Results:
                     repeats.append((number, repeat))
             if repeats:
                 profiles[profile_dir.name] = [r for _, r in sorted(repeats, key=lambda item: item[0])]
-    capacity_path = base / CAPACITY_FILE
+    capacity_path = launch.capacity
     capacity = read_model(capacity_path, CapacityResult) if capacity_path.exists() else None
     return Results(name=name, root=root, run=run, profiles=profiles, capacity=capacity)
 
@@ -138,7 +134,7 @@ def load_baseline(sweep_dir: Path, root: str, name: str) -> Results:
     """A baseline's results (its opening repeats) with its interleaved blocks in measuring order (by the
     block's first repeat's start; a block that never started last)."""
     base = load_results(sweep_dir, root, name)
-    blocks_dir = sweep_dir / root / BLOCKS_DIR
+    blocks_dir = SweepPaths(sweep_dir).at(root).blocks
     if not blocks_dir.is_dir():
         return base
     blocks = [
@@ -168,7 +164,7 @@ def candidate_names(sweep_dir: Path) -> list[str]:
 def planned_names(sweep_dir: Path) -> list[str]:
     """The candidates the sweep was asked to measure (``planned.json``), in the order asked; [] when the
     sweep recorded none."""
-    path = sweep_dir / PLANNED_FILE
+    path = SweepPaths(sweep_dir).planned
     return read_model(path, SweepPlan).candidates if path.exists() else []
 
 
@@ -178,7 +174,7 @@ def record_planned(sweep_dir: Path, names: Sequence[str]) -> Path:
         earlier = planned_names(sweep_dir)
     except ResultFileError:  # unreadable: this opening's plan replaces it
         earlier = []
-    path = sweep_dir / PLANNED_FILE
+    path = SweepPaths(sweep_dir).planned
     write_model(
         path, SweepPlan(candidates=[*earlier, *(n for n in dict.fromkeys(names) if n not in earlier)])
     )
@@ -199,13 +195,13 @@ def _result_dirs(sweep_dir: Path) -> list[str]:
 
 def read_host_probe(sweep_dir: Path) -> HostProbe | None:
     """``<sweep>/host.json``, the probe of the host the sweep ran on; None when it was not written."""
-    path = sweep_dir / HOST_FILE
+    path = SweepPaths(sweep_dir).host
     return read_model(path, HostProbe) if path.exists() else None
 
 
 def read_recovery_validation(sweep_dir: Path) -> RecoveryValidation | None:
     """``<sweep>/recovery/validation.json``; None when the recovery validation did not run."""
-    path = sweep_dir / RECOVERY_ROOT / VALIDATION_FILE
+    path = SweepPaths(sweep_dir).recovery.validation
     return read_model(path, RecoveryValidation) if path.exists() else None
 
 
@@ -235,8 +231,7 @@ def resume_command(sweep_dir: Path) -> str:
     "python -m orchestrator -m 'candidate=glob(*)' hydra.sweep.dir=/nonexistent/sweeps/1"
     """
     overrides: list[str] = []
-    recorded = sweep_dir / MULTIRUN_FILE
-    listed = sweep_dir / OVERRIDES_FILE
+    recorded, listed = SweepPaths(sweep_dir).multirun, SweepPaths(sweep_dir).overrides
     try:
         if recorded.exists():
             data = yaml.safe_load(recorded.read_text()) or {}

@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contracts.layout import VERDICTS_FILE
+from contracts.layout import SweepPaths
 from contracts.results import read_model, write_model
 
 VERDICTS_SCHEMA_VERSION = 3
@@ -224,11 +224,11 @@ class SweepVerdict(_Model):
 
 def write_verdicts(sweep_dir: Path, verdict: SweepVerdict) -> Path:
     """Validate and write ``<sweep>/verdicts.json`` atomically; returns its path."""
-    path = sweep_dir / VERDICTS_FILE
+    path = SweepPaths(sweep_dir).verdicts
     write_model(path, verdict)
     return path
 
 
 def read_verdicts(sweep_dir: Path) -> SweepVerdict:
     """Read and validate ``<sweep>/verdicts.json`` (ResultFileError naming it when missing or invalid)."""
-    return read_model(sweep_dir / VERDICTS_FILE, SweepVerdict)
+    return read_model(SweepPaths(sweep_dir).verdicts, SweepVerdict)

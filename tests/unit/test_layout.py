@@ -114,11 +114,6 @@ CONSTANTS = {key for key, value in vars(layout).items() if key.isupper() and isi
 #: Modules that still join a directory and a layout name: each is converted to the typed paths
 #: (:class:`contracts.layout.SweepPaths`, ``LaunchPaths``, ``RepeatPaths``, ``OffsitePaths``) and leaves.
 JOINS_PENDING: set[str] = {
-    "contracts/benchserve.py",
-    "contracts/results.py",
-    "contracts/schema.py",
-    "contracts/sweepdir.py",
-    "contracts/verdicts.py",
     "gates/across.py",
     "gates/judge.py",
     "launch/sim/versus.py",
