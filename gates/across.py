@@ -31,7 +31,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.errors import GauntletError, ResultFileError
-from contracts.layout import CANDIDATES_DIR, VERDICTS_FILE, candidate_dir, candidate_root
+from contracts.layout import CANDIDATES_DIR, SweepPaths, candidate_dir, candidate_root
 from contracts.metrics import e2e_value, ttft_value
 from contracts.schema import GatesConfig, read_sweep_config
 from contracts.sweepdir import Repeat, Results, candidate_names, load_results
@@ -91,7 +91,7 @@ def _started(results: Results) -> bool:
 
 def retained_of(sweep_dir: Path) -> str:
     """The configuration a sweep retained (its ``verdicts.json``), else its baseline."""
-    if (sweep_dir / VERDICTS_FILE).exists():
+    if SweepPaths(sweep_dir).verdicts.exists():
         return read_verdicts(sweep_dir).retained
     return read_sweep_config(sweep_dir).baseline.name
 
@@ -175,7 +175,7 @@ def _pair_status(comparisons: Sequence[Comparison]) -> PairStatus:
 def compare_sweeps(old_dir: Path, new_dir: Path, *, candidate: str | None = None) -> SweepComparison:
     """Every pair of runs both sweeps measured, judged with the newer sweep's gates (writes nothing)."""
     for d in (old_dir, new_dir):
-        if not (d / CANDIDATES_DIR).is_dir():
+        if not SweepPaths(d).candidates.is_dir():
             raise ResultFileError(
                 f"{d}: not a sweep directory (no {CANDIDATES_DIR}/)", hint="pass two sweep directories"
             )

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from contracts.errors import EXIT_INCOMPLETE, GauntletError, ResultFileError
-from contracts.layout import CONFIG_FILE, VERDICTS_FILE
+from contracts.layout import CONFIG_FILE, VERDICTS_FILE, SweepPaths
 from contracts.schema import GauntletConfig, read_sweep_config
 from contracts.sweepdir import sweep_dir_argument
 from contracts.verdicts import DECISION_LABELS, SweepVerdict, write_verdicts
@@ -127,5 +127,5 @@ def main(args: list[str]) -> int:
         print(f"gauntlet: judge: {exc}", file=sys.stderr)
         return exc.exit_code
     print("\n".join(summary_lines(verdicts)), flush=True)
-    print(f"gauntlet: verdicts written to {sweep_dir / VERDICTS_FILE}", file=sys.stderr)
+    print(f"gauntlet: verdicts written to {SweepPaths(sweep_dir).verdicts}", file=sys.stderr)
     return exit_code(verdicts)

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from contracts.errors import GauntletError, ResultFileError
-from contracts.layout import CANDIDATES_DIR, SUMMARY_FILE
+from contracts.layout import CANDIDATES_DIR, SUMMARY_FILE, RepeatPaths
 from contracts.results import LoadSettings, ProfileSummary, read_model
 from load.runner import new_salt, run_profile
 
@@ -105,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{result.completed}/{result.num_requests} completed, {result.failed} failed, "
         f"output {result.output_tps:,.0f} tok/s, TTFT p50 "
         f"{'-' if ttft is None else f'{ttft:.3f} s'}; recorded run: {summary.output_tps:,.0f} tok/s; "
-        f"{out / SUMMARY_FILE}"
+        f"{RepeatPaths(out).summary}"
     )
     return 0 if result.failed == 0 else 1
 

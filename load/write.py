@@ -15,15 +15,16 @@ import json
 from pathlib import Path
 
 from contracts.benchserve import bench_serve_result
-from contracts.layout import BENCH_SERVE_FILE, METRICS_FILE, RECORDS_FILE, SUMMARY_FILE
+from contracts.layout import RepeatPaths
 from contracts.results import atomic_write_text, write_jsonl, write_model
 from load.collect import RunResult
 
 
 def write_results(out_dir: Path, result: RunResult) -> None:
     """Write one run's files into ``out_dir`` (which must exist)."""
-    write_jsonl(out_dir / RECORDS_FILE, result.records)
-    write_model(out_dir / METRICS_FILE, result.metrics)
+    run = RepeatPaths(out_dir)
+    write_jsonl(run.records, result.records)
+    write_model(run.metrics, result.metrics)
     bench = bench_serve_result(result.summary, result.records)
-    atomic_write_text(out_dir / BENCH_SERVE_FILE, json.dumps(bench, indent=2, allow_nan=False) + "\n")
-    write_model(out_dir / SUMMARY_FILE, result.summary)
+    atomic_write_text(run.bench_serve, json.dumps(bench, indent=2, allow_nan=False) + "\n")
+    write_model(run.summary, result.summary)

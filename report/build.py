@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contracts.errors import GauntletError, ResultFileError
-from contracts.layout import RECOVERY_ROOT, REPORT_JSON, REPORT_MD, VERDICTS_FILE
+from contracts.layout import RECOVERY_ROOT, REPORT_JSON, REPORT_MD, VERDICTS_FILE, SweepPaths
 from contracts.results import write_model
 from contracts.schema import GauntletConfig, read_sweep_config
 from contracts.sweepdir import (
@@ -40,7 +40,7 @@ from report.rerun import rerun_section
 
 def read_judgement(sweep_dir: Path) -> SweepVerdict:
     """``<sweep>/verdicts.json``; a missing one is a ResultFileError that says to run the judge."""
-    if not (sweep_dir / VERDICTS_FILE).exists():
+    if not SweepPaths(sweep_dir).verdicts.exists():
         raise ResultFileError(
             f"{sweep_dir}: no {VERDICTS_FILE}: the sweep was not judged",
             hint=f"run `python -m orchestrator judge {sweep_dir}` first, then the report",
@@ -57,8 +57,9 @@ def stale_note(verdicts: SweepVerdict, sweep_dir: Path) -> str | None:
         if verdicts.schema_version < 2
         else "no check of its evidence's completeness (incomplete verdicts)"
     )
+    path = SweepPaths(sweep_dir).verdicts
     return (
-        f"{sweep_dir / VERDICTS_FILE} has schema {verdicts.schema_version} (an older gauntlet): it holds "
+        f"{path} has schema {verdicts.schema_version} (an older gauntlet): it holds "
         f"{lacks}; run `python -m orchestrator judge {sweep_dir}` to rewrite it"
     )
 
@@ -92,17 +93,18 @@ def write_report(sweep_dir: Path, cfg: GauntletConfig | None = None) -> Built:
     write_plots(sweep_dir, cfg, report, data)
     recovery = (
         load_results(sweep_dir, RECOVERY_ROOT, verdicts.baseline)
-        if (sweep_dir / RECOVERY_ROOT).is_dir()
+        if SweepPaths(sweep_dir).recovery.root.is_dir()
         else None
     )
     write_summaries_csv(sweep_dir, data.results, recovery, verdicts)
-    write_model(sweep_dir / REPORT_JSON, report)
-    (sweep_dir / REPORT_MD).write_text(text)
+    paths = SweepPaths(sweep_dir)
+    write_model(paths.report_json, report)
+    paths.report_md.write_text(text)
     images = {name: (sweep_dir / name).read_bytes() for name in PLOT_CAPTIONS if (sweep_dir / name).exists()}
     capacity = {name: res.capacity for name, res in data.results.items() if res.capacity is not None}
-    (sweep_dir / HTML_FILE).write_text(render_html(report, images, capacity), encoding="utf-8")
+    paths.report_html.write_text(render_html(report, images, capacity), encoding="utf-8")
     terminal = render_terminal(report) + (
-        f"full report: {sweep_dir / HTML_FILE} (one page, offline) and {sweep_dir / REPORT_MD}\n"
+        f"full report: {paths.report_html} (one page, offline) and {paths.report_md}\n"
     )
     return Built(markdown=text, terminal=terminal)
 

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from contracts.errors import GauntletError
-from contracts.layout import SUMMARIES_CSV
+from contracts.layout import SweepPaths
 from contracts.results import ProfileSummary, Stats, read_model
 from contracts.sweepdir import Results
 from contracts.verdicts import SweepVerdict
@@ -229,6 +229,6 @@ def write_summaries_csv(
     verdicts: SweepVerdict | None = None,
 ) -> Path:
     """``<sweep>/summaries.csv``; returns its path."""
-    path = sweep_dir / SUMMARIES_CSV
+    path = SweepPaths(sweep_dir).summaries_csv
     path.write_text(render_csv(summary_rows(sweep_dir, results, recovery, verdicts)))
     return path

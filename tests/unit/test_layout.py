@@ -114,11 +114,7 @@ CONSTANTS = {key for key, value in vars(layout).items() if key.isupper() and isi
 #: Modules that still join a directory and a layout name: each is converted to the typed paths
 #: (:class:`contracts.layout.SweepPaths`, ``LaunchPaths``, ``RepeatPaths``, ``OffsitePaths``) and leaves.
 JOINS_PENDING: set[str] = {
-    "gates/across.py",
-    "gates/judge.py",
     "launch/sim/versus.py",
-    "load/__main__.py",
-    "load/write.py",
     "orchestrator/app/controller.py",
     "orchestrator/app/jobs.py",
     "orchestrator/app/sweeper.py",
@@ -134,8 +130,6 @@ JOINS_PENDING: set[str] = {
     "orchestrator/recovery/handover.py",
     "orchestrator/recovery/restore.py",
     "orchestrator/servers/scheduler.py",
-    "report/build.py",
-    "report/export.py",
 }
 
 
