@@ -185,7 +185,7 @@ def _runs(root: Path, run: CandidateRun) -> dict[str, list[tuple[ProfileSummary,
     out: dict[str, list[tuple[ProfileSummary, list[RequestRecord]]]] = {}
     for rel in run.profiles:
         folder = root / rel
-        summary = read_model(folder / layout.SUMMARY_FILE, ProfileSummary)
+        summary = read_model(layout.RepeatPaths(folder).summary, ProfileSummary)
         records = read_jsonl(folder / summary.records_file, RequestRecord)
         out.setdefault(summary.profile, []).append((summary, records))
     return out
@@ -202,13 +202,13 @@ def compare(sweep: Path, profile: Profile) -> SimVersusReal:
     figures: list[FigureRow] = []
     hosts: set[str] = set()
     baseline: str | None = None
-    for root in sorted(p for p in candidates.iterdir() if (p / layout.RUN_FILE).is_file()):
+    for root in sorted(p for p in candidates.iterdir() if layout.LaunchPaths(p).run.is_file()):
         if "@" in root.name:
             continue  # a node's own baseline (a parallel sweep): same spec as the baseline
-        run = read_model(root / layout.RUN_FILE, CandidateRun)
+        run = read_model(layout.LaunchPaths(root).run, CandidateRun)
         if run.is_baseline:
             baseline = run.candidate
-        spec = LaunchSpec.read(root / layout.SPEC_FILE)
+        spec = LaunchSpec.read(layout.LaunchPaths(root).spec)
         hosts.add(spec.host)
         try:
             cfg: EngineConfig | None = engine_config(spec)
@@ -313,7 +313,7 @@ def render(result: SimVersusReal) -> str:
 
 def write(sweep: Path, result: SimVersusReal) -> tuple[Path, Path]:
     """Write ``sim-vs-real.json`` (validated) and ``sim-vs-real.md`` into the sweep."""
-    data, text = sweep / layout.SIM_VS_REAL_FILE, sweep / layout.SIM_VS_REAL_MD
+    data, text = layout.SweepPaths(sweep).sim_vs_real, layout.SweepPaths(sweep).sim_vs_real_md
     write_model(data, result)
     atomic_write_text(text, render(result))
     return data, text

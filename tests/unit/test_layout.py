@@ -114,7 +114,6 @@ CONSTANTS = {key for key, value in vars(layout).items() if key.isupper() and isi
 #: Modules that still join a directory and a layout name: each is converted to the typed paths
 #: (:class:`contracts.layout.SweepPaths`, ``LaunchPaths``, ``RepeatPaths``, ``OffsitePaths``) and leaves.
 JOINS_PENDING: set[str] = {
-    "launch/sim/versus.py",
     "orchestrator/app/controller.py",
     "orchestrator/app/jobs.py",
     "orchestrator/app/sweeper.py",
