@@ -271,7 +271,8 @@ class LaunchPaths:
         return self.root / SERVER_LOG
 
     @property
-    def run(self) -> Path:
+    def run_file(self) -> Path:
+        """The launch's record (``run.json``), written by one writer (orchestrator.measure.launch)."""
         return self.root / RUN_FILE
 
     @property

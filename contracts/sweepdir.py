@@ -108,7 +108,7 @@ def _repeat(sweep_dir: Path, root: str, profile: str, name: str) -> Repeat | Non
 def load_results(sweep_dir: Path, root: str, name: str) -> Results:
     """Read ``<sweep>/<root>/run.json`` and every ``<profile>/r<k>/summary.json`` (+ records) below it."""
     launch = SweepPaths(sweep_dir).at(root)
-    base, run_path = launch.root, launch.run
+    base, run_path = launch.root, launch.run_file
     run = read_model(run_path, CandidateRun) if run_path.exists() else None
     profiles: dict[str, list[Repeat]] = {}
     if base.is_dir():

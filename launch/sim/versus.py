@@ -202,10 +202,10 @@ def compare(sweep: Path, profile: Profile) -> SimVersusReal:
     figures: list[FigureRow] = []
     hosts: set[str] = set()
     baseline: str | None = None
-    for root in sorted(p for p in candidates.iterdir() if layout.LaunchPaths(p).run.is_file()):
+    for root in sorted(p for p in candidates.iterdir() if layout.LaunchPaths(p).run_file.is_file()):
         if "@" in root.name:
             continue  # a node's own baseline (a parallel sweep): same spec as the baseline
-        run = read_model(layout.LaunchPaths(root).run, CandidateRun)
+        run = read_model(layout.LaunchPaths(root).run_file, CandidateRun)
         if run.is_baseline:
             baseline = run.candidate
         spec = LaunchSpec.read(layout.LaunchPaths(root).spec)

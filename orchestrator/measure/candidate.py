@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import cast
 
-from contracts.layout import DOCTOR_FILE
 from contracts.results import CandidateRun, DoctorReport, StartupRecord, read_model
 from contracts.schema import CandidateConfig
 from contracts.sweepdir import Results, load_results
@@ -98,7 +97,7 @@ DOCTOR_KINDS = {"flags": "bad-args", "spec": "bad-args", "memory": "out-of-memor
 
 def doctor_refusal(ctx: SweepContext, name: str) -> StartupRecord | None:
     """The failed start the sweep's ``doctor.json`` predicts for ``name`` (None: none, or no doctor ran)."""
-    path = ctx.dir / DOCTOR_FILE
+    path = ctx.paths.doctor
     if not path.exists():
         return None
     problems = read_model(path, DoctorReport).for_candidate(name)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from contracts.layout import CAPACITY_FILE, SUMMARY_FILE, capacity_run_root, repeat_name
+from contracts.layout import SUMMARY_FILE, LaunchPaths, capacity_run_root, repeat_name
 from contracts.metrics import slo_text
 from contracts.results import (
     CapacityPoint,
@@ -128,13 +128,13 @@ def run_capacity(ctx: SweepContext, session: ServerSession, candidate: Candidate
         if reused is not None:
             summary, file = reused
         else:
-            rel = capacity_run_root(label, attempt)
+            rel, run = capacity_run_root(label, attempt), LaunchPaths(out).capacity_run(label, attempt)
             seen = measure_profile(
                 ctx,
                 session,
                 profile=f"{cap.profile}@{label}",
                 repeat=attempt,
-                out=out / rel,
+                out=run.root,
                 workload=level_workload(wl, cap, level),
                 load_level=level,
             )
@@ -143,7 +143,7 @@ def run_capacity(ctx: SweepContext, session: ServerSession, candidate: Candidate
                 raise _ServerLost(f"the server was lost at {label}")
             if any(e.kind == "harness" for e in seen):
                 raise _HarnessFault(f"the load harness failed at {label}")
-            summary, file = read_model(out / rel / SUMMARY_FILE, ProfileSummary), f"{rel}/{SUMMARY_FILE}"
+            summary, file = read_model(run.summary, ProfileSummary), f"{rel}/{SUMMARY_FILE}"
         point = _point(summary, level, attempt, file)
         points.append(point)
         ctx.say(
@@ -166,7 +166,7 @@ def run_capacity(ctx: SweepContext, session: ServerSession, candidate: Candidate
         ctx.say(f"{candidate.name}: capacity search stopped: {exc}; measured again on resume")
         return events
     result = capacity_result(ctx, candidate=candidate, wl=wl, found=found, points=points, notes=notes)
-    write_model(out / CAPACITY_FILE, result)
+    write_model(LaunchPaths(out).capacity, result)
     ctx.say(capacity_line(result))
     return events
 

@@ -35,15 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.errors import GauntletError, sweep_dir_error
-from contracts.layout import (
-    RUN_FILE,
-    SERVER_LOG,
-    SPEC_FILE,
-    SUMMARY_FILE,
-    VLLM_CONFIG_FILE,
-    repeat_dir,
-    repeat_name,
-)
+from contracts.layout import RUN_FILE, SUMMARY_FILE, LaunchPaths, repeat_dir, repeat_name
 from contracts.results import (
     CandidateRun,
     Phase,
@@ -83,7 +75,7 @@ class RunLabels:
 def _write_run(out: Path, run: CandidateRun) -> CandidateRun:
     """The one writer of a launch's ``run.json`` (``out/run.json``): a :class:`Launch` writes its record
     through it, and :func:`refused_launch` the record of a launch refused before it started; ``run``."""
-    write_model(out / RUN_FILE, run)
+    write_model(LaunchPaths(out).run_file, run)
     return run
 
 
@@ -143,7 +135,7 @@ class Launch:
         return events
 
     def summary(self, profile: str, repeat: int) -> ProfileSummary:
-        return read_model(repeat_dir(self.out, profile, repeat) / SUMMARY_FILE, ProfileSummary)
+        return read_model(LaunchPaths(self.out).repeat(profile, repeat).summary, ProfileSummary)
 
     def record(self) -> CandidateRun:
         """The record now: the watcher's events, the runs written, free memory and the teardown, if any."""
@@ -212,9 +204,10 @@ def writable_or_elsewhere(ctx: SweepContext, out: Path) -> Path:
 
 def write_spec(out: Path, spec: LaunchSpec) -> Path:
     """The rendered spec (``spec.json``, what the journal points at) and its vLLM config; the spec's file."""
-    spec_file = out / SPEC_FILE
+    paths = LaunchPaths(out)
+    spec_file = paths.spec
     spec_file.write_text(spec.to_json())
-    (out / VLLM_CONFIG_FILE).write_text(spec.config_yaml)
+    paths.vllm_config.write_text(spec.config_yaml)
     return spec_file
 
 
@@ -242,7 +235,7 @@ def measured_launch(
     fresh_dir(ctx, out, discard_as=discard_as)
     if running is None:
         launched_from = spec_file if spec_file is not None else write_spec(out, spec)
-        serving = ctx.servers.launch(spec, launched_from, out / SERVER_LOG, role=role)
+        serving = ctx.servers.launch(spec, launched_from, LaunchPaths(out).server_log, role=role)
     else:
         running.keep()
         serving = running  # entering a session that has its server launches nothing

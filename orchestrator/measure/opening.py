@@ -30,7 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from contracts.errors import PreflightError, SpecError
-from contracts.layout import DOCTOR_FILE, HOST_FILE, VLLM_CONFIG_FILE
+from contracts.layout import LaunchPaths
 from contracts.results import DoctorReport, write_model
 from contracts.schema import CandidateConfig
 from launch.preflight import diagnose
@@ -75,7 +75,7 @@ def begin(
     if previous is not None and previous.resolve() != ctx.dir.resolve():
         take_over_live_service(ctx, previous, spec, keep=keep_live)
     probe = ctx.seams.host_probe(ctx.cfg.host.kind)
-    write_model(ctx.dir / HOST_FILE, probe)
+    write_model(ctx.paths.host, probe)
 
 
 def preflight(ctx: SweepContext, candidates: Sequence[CandidateConfig]) -> DoctorReport | None:
@@ -88,7 +88,7 @@ def preflight(ctx: SweepContext, candidates: Sequence[CandidateConfig]) -> Docto
     if ctx.seams.doctor_probes is None:
         return None
     report = diagnose(ctx.cfg, [ctx.cfg.baseline, *candidates], ctx.seams.doctor_probes(), live_service=False)
-    write_model(ctx.dir / DOCTOR_FILE, report)
+    write_model(ctx.paths.doctor, report)
     blocking = report.blocking(ctx.cfg.baseline.name)
     if blocking:
         raise PreflightError(
@@ -116,7 +116,7 @@ def record_retained(ctx: SweepContext, spec: LaunchSpec) -> None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(spec.to_json())
-    (path.parent / VLLM_CONFIG_FILE).write_text(spec.config_yaml)
+    LaunchPaths(path.parent).vllm_config.write_text(spec.config_yaml)
     ctx.journal.append(
         RetainedRecorded(candidate=spec.candidate, fingerprint=spec.fingerprint, spec_file=str(path))
     )

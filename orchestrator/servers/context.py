@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from contracts.layout import candidate_dir, retained_spec_file
+from contracts.layout import SweepPaths, candidate_dir, retained_spec_file
 from contracts.schema import CandidateConfig, GauntletConfig
 from launch.spec import LaunchSpec, render_spec
 from orchestrator.ledger.journal import Journal
@@ -66,6 +66,11 @@ class SweepContext:
 
     def candidate_dir(self, name: str) -> Path:
         return candidate_dir(self.dir, name)
+
+    @property
+    def paths(self) -> SweepPaths:
+        """The sweep directory's files and launches, as attributes (:class:`contracts.layout.SweepPaths`)."""
+        return SweepPaths(self.dir)
 
     @property
     def retained_spec_path(self) -> Path:

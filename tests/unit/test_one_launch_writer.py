@@ -2,7 +2,8 @@
 launch's ``run.json`` but :func:`orchestrator.measure.launch._write_run`, and no product module builds a
 :class:`orchestrator.measure.launch.Launch` but :func:`orchestrator.measure.launch.measured_launch`.
 
-A function writes the run file when its code (not its docstring) names it (``RUN_FILE``, ``"run.json"``)
+A function writes the run file when its code (not its docstring) names it (``RUN_FILE``, ``"run.json"``,
+a typed path's ``.run_file``: :class:`contracts.layout.LaunchPaths`)
 and calls a writer (``write_model``, ``write_text``, ``open``, ...), or passes a ``CandidateRun(...)`` it
 builds to a writer. The scan is by function, so a path held in a variable before the write is found too.
 """
@@ -89,7 +90,7 @@ def run_file_writers(source: str) -> list[str]:
         nodes = _own_nodes(scope)
         names_run_file = any(
             (isinstance(n, ast.Name) and n.id == "RUN_FILE")
-            or (isinstance(n, ast.Attribute) and n.attr == "RUN_FILE")
+            or (isinstance(n, ast.Attribute) and n.attr in ("RUN_FILE", "run_file"))
             or (
                 isinstance(n, ast.Constant)
                 and isinstance(n.value, str)
@@ -145,6 +146,8 @@ def test_a_launch_is_built_only_by_measured_launch() -> None:
         ),
         ('def f(out, run):\n    write_model(out / "run.json", run)\n', ["f"]),
         ("def f(path):\n    write_model(path, CandidateRun(candidate='x'))\n", ["f"]),
+        ("def f(out, run):\n    write_model(LaunchPaths(out).run_file, run)\n", ["f"]),  # the typed path
+        ("def f(out):\n    return read_model(LaunchPaths(out).run_file, CandidateRun)\n", []),  # a reader
         (
             "class L:\n    def write(self):\n        write_model(self.out / RUN_FILE, self.record())\n",
             ["L.write"],
