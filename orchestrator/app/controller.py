@@ -40,7 +40,7 @@ from contracts.errors import (
     exit_code_for,
     sweep_dir_error,
 )
-from contracts.layout import SERVER_LOG, candidates_dir, point_latest, previous_latest
+from contracts.layout import candidates_dir, point_latest, previous_latest
 from contracts.results import RecoveryValidation, probe_writable
 from contracts.schema import CandidateConfig, GauntletConfig
 from contracts.sweepdir import record_planned
@@ -155,7 +155,7 @@ class SweepController:
                 f"the baseline {cfg.baseline.name} did not start ({run.startup.kind}): "
                 f"{run.startup.matched_line or '-'}; nothing can be compared",
                 evidence=run.startup.evidence[-10:],
-                hint=f"see {ctx.candidate_dir(cfg.baseline.name) / SERVER_LOG}",
+                hint=f"see {ctx.paths.candidate(cfg.baseline.name).server_log}",
             )
 
     def lock_port(self, port: int, sweep_dir: Path) -> None:

@@ -39,7 +39,7 @@ from pathlib import Path
 from types import FrameType
 
 from contracts.errors import GauntletError
-from contracts.layout import BLOCKS_DIR, RUN_FILE, SERVER_LOG, candidate_root
+from contracts.layout import RUN_FILE, candidate_root
 from contracts.results import CandidateRun, read_model
 from contracts.schema import GauntletConfig
 from contracts.sweepdir import load_baseline
@@ -171,7 +171,7 @@ def _measure(ctx: SweepContext, place: Place) -> str:
 
 
 def _block_runs(ctx: SweepContext, name: str) -> list[Path]:
-    return list((ctx.candidate_dir(name) / BLOCKS_DIR).glob(f"*/{RUN_FILE}"))
+    return list(ctx.paths.candidate(name).blocks.glob(f"*/{RUN_FILE}"))
 
 
 def _node_drift(ctx: SweepContext, name: str) -> str | None:
@@ -189,7 +189,7 @@ def node_baseline(ctx: SweepContext, node: str) -> str:
     (same fingerprint, younger than ``run.node_baseline_max_age_s``, and no drift in its later blocks)."""
     cfg = ctx.cfg
     name = f"{cfg.baseline.name}@{node}"
-    run_file = ctx.candidate_dir(name) / RUN_FILE
+    run_file = ctx.paths.candidate(name).run_file
     if is_complete(ctx, name):
         age = time.time() - max(p.stat().st_mtime for p in [run_file, *_block_runs(ctx, name)])
         fingerprint = ctx.render(replace(cfg.baseline, name=name)).fingerprint
@@ -205,6 +205,6 @@ def node_baseline(ctx: SweepContext, node: str) -> str:
     if not run.startup.ok:
         raise GauntletError(
             f"the baseline did not start on {node} ({run.startup.kind}): its candidates cannot be compared",
-            hint=f"see {ctx.candidate_dir(name) / SERVER_LOG}",
+            hint=f"see {ctx.paths.candidate(name).server_log}",
         )
     return name

@@ -44,7 +44,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from contracts.errors import ConfigError, ConfigProblem, GauntletError
-from contracts.layout import CONFIG_FILE, OVERRIDES_FILE
+from contracts.layout import SweepPaths
 from contracts.schema import GauntletConfig
 from orchestrator.app.controller import SweepController, jobs_run_elsewhere
 from orchestrator.app.jobs import run_job
@@ -201,9 +201,10 @@ def without_hydra(config: DictConfig) -> DictConfig:
 def save_config(config: DictConfig, sweep_dir: Path) -> None:
     """The sweep's composed config and its command-line overrides, as the recorded-sweep commands read."""
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    (sweep_dir / CONFIG_FILE).write_text(OmegaConf.to_yaml(without_hydra(config), resolve=True))
+    paths = SweepPaths(sweep_dir)
+    paths.config.write_text(OmegaConf.to_yaml(without_hydra(config), resolve=True))
     overrides: list[str] = [str(o) for o in config.hydra.overrides.task]
-    (sweep_dir / OVERRIDES_FILE).write_text("\n".join(overrides) + ("\n" if overrides else ""))
+    paths.overrides.write_text("\n".join(overrides) + ("\n" if overrides else ""))
 
 
 class SweeperCore(BasicSweeper):

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from contracts.errors import JournalError, SweepDirError
-from contracts.layout import JOURNALS_DIR, journal_file
+from contracts.layout import JOURNALS_DIR, journal_file, journals_dir
 from orchestrator.ledger.events import (
     Adopted,
     Event,
@@ -107,7 +107,7 @@ class Journal:
     def of_sweep(cls, sweep_dir: Path, place: Place | None = None) -> Journal:
         """The journal a process at ``place`` writes in ``sweep_dir`` (a job's own, or the main one)."""
         if place is not None and place.is_job:
-            return cls(sweep_dir / JOURNALS_DIR / place.journal_name(), place=place)
+            return cls(journals_dir(sweep_dir) / place.journal_name(), place=place)
         return cls(journal_file(sweep_dir), place=place)
 
     def append(self, event: E) -> E:
@@ -221,7 +221,7 @@ class Journal:
         return replay(self.node_events())
 
     def _job_journals(self) -> list[Journal]:
-        folder = self.path.parent / JOURNALS_DIR
+        folder = journals_dir(self.path.parent)
         if self.path.parent.name == JOURNALS_DIR or not folder.is_dir():
             return []
         return [Journal(path) for path in sorted(folder.glob("*.jsonl"))]

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from contracts.layout import NODES_DIR
+from contracts.layout import SweepPaths
 
 #: Environment variables that name this process's node, in order of precedence.
 NODE_VARIABLES = ("GAUNTLET_NODE", "SLURMD_NODENAME")
@@ -114,7 +114,7 @@ def acquire_slot(
     """
     if nodes < 1:
         raise ValueError(f"a simulated cluster needs at least one node, got {nodes}")
-    folder = sweep_dir / NODES_DIR
+    folder = SweepPaths(sweep_dir).nodes
     folder.mkdir(parents=True, exist_ok=True)
     deadline = clock() + wait_s
     told = False

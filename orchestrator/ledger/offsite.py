@@ -22,8 +22,8 @@ from contracts.layout import (
     CONFIG_FILE,
     JOURNAL_FILE,
     OFFSITE_FILE,
-    OFFSITE_SPECS_DIR,
-    SPEC_FILE,
+    OffsitePaths,
+    SweepPaths,
     journal_file,
     offsite_dir,
     retained_spec_file,
@@ -42,16 +42,20 @@ class Offsite:
     fingerprint: str
 
     @property
+    def paths(self) -> OffsitePaths:
+        return OffsitePaths(self.folder)
+
+    @property
     def journal(self) -> Path:
-        return self.folder / JOURNAL_FILE
+        return self.paths.journal
 
     @property
     def spec(self) -> Path:
-        return self.folder / SPEC_FILE
+        return self.paths.spec
 
     @property
     def config(self) -> Path:
-        return self.folder / CONFIG_FILE
+        return self.paths.config
 
 
 class JournalMirror:
@@ -82,16 +86,16 @@ def keep_offsite(journal: Journal, sweep_dir: Path, port: int, *, base: Path | N
     fingerprint = str(json.loads(spec_text).get("fingerprint", ""))
     if folder.exists():
         shutil.rmtree(folder)  # the previous sweep on this port: its copy is not this one's
-    (folder / OFFSITE_SPECS_DIR).mkdir(parents=True, mode=0o700)
+    OffsitePaths(folder).specs.mkdir(parents=True, mode=0o700)
     offsite = Offsite(folder=folder, sweep_dir=str(sweep_dir.resolve()), fingerprint=fingerprint)
     offsite.spec.write_text(spec_text)
-    config = sweep_dir / CONFIG_FILE
+    config = SweepPaths(sweep_dir).config
     if config.exists():
         offsite.config.write_text(config.read_text())
     for event in journal.events():  # the journal so far (a resumed sweep's history too)
         _append(offsite, event)
     record = {"sweep_dir": offsite.sweep_dir, "fingerprint": fingerprint, "at": utc_now()}
-    _write_atomic(folder / OFFSITE_FILE, json.dumps(record) + "\n")
+    _write_atomic(OffsitePaths(folder).record, json.dumps(record) + "\n")
     journal.mirror = JournalMirror(offsite)
     return offsite
 
@@ -129,7 +133,7 @@ def sweep_dir_gone(sweep_dir: Path) -> bool:
 
 def needs_reinstating(sweep_dir: Path) -> bool:
     """The sweep directory lost what rollback reads: its journal's retained record or its config."""
-    if not (sweep_dir / CONFIG_FILE).exists():
+    if not SweepPaths(sweep_dir).config.exists():
         return True
     journal = journal_file(sweep_dir)
     return not journal.exists() or journal.stat().st_size == 0
@@ -140,8 +144,9 @@ def reinstate(offsite: Offsite, sweep_dir: Path) -> list[str]:
     files point into the copy. Returns what was put back."""
     sweep_dir.mkdir(parents=True, exist_ok=True)
     done: list[str] = []
-    if offsite.config.exists() and not (sweep_dir / CONFIG_FILE).exists():
-        shutil.copyfile(offsite.config, sweep_dir / CONFIG_FILE)
+    config = SweepPaths(sweep_dir).config
+    if offsite.config.exists() and not config.exists():
+        shutil.copyfile(offsite.config, config)
         done.append(CONFIG_FILE)
     journal = journal_file(sweep_dir)
     if offsite.journal.exists():
@@ -172,7 +177,7 @@ def _keep_spec(offsite: Offsite, event: Event, spec_file: str) -> Path:
     candidate = getattr(event, "candidate", "server")
     if role == "retained" or source.resolve() == retained_spec_file(Path(offsite.sweep_dir)).resolve():
         return offsite.spec
-    target = offsite.folder / OFFSITE_SPECS_DIR / f"{candidate}.json"
+    target = offsite.paths.specs / f"{candidate}.json"
     if source.exists():
         shutil.copyfile(source, target)
     return target

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from contracts.layout import OPENING_FILE
+from contracts.layout import OPENING_FILE, SweepPaths
 from orchestrator.ledger.journal import utc_now
 
 #: ``stopped``: ``rollback`` or ``stop`` ended the sweep; a job that starts afterwards starts nothing.
@@ -37,13 +37,13 @@ def write_opening(sweep_dir: Path, state: OpeningState, *, node: str, reason: st
     sweep_dir.mkdir(parents=True, exist_ok=True)
     tmp = sweep_dir / f".{OPENING_FILE}.{os.getpid()}"
     tmp.write_text(json.dumps({"state": state, "reason": reason, "node": node, "at": utc_now()}) + "\n")
-    os.replace(tmp, sweep_dir / OPENING_FILE)
+    os.replace(tmp, SweepPaths(sweep_dir).opening)
 
 
 def read_opening(sweep_dir: Path) -> Opening | None:
     """The opening marker, or None when there is none (or it cannot be read: then nothing may start)."""
     try:
-        data = json.loads((sweep_dir / OPENING_FILE).read_text())
+        data = json.loads(SweepPaths(sweep_dir).opening.read_text())
         return Opening(state=data["state"], reason=data.get("reason", ""), node=data.get("node", ""),
                        at=data.get("at", ""))  # fmt: skip
     except (OSError, ValueError, KeyError, TypeError):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contracts.errors import SweepLockedError
-from contracts.layout import OPENING_FILE
+from contracts.layout import SweepPaths
 from contracts.results import RecoveryValidation
 from orchestrator.ledger import offsite
 from orchestrator.ledger.events import (
@@ -55,7 +55,7 @@ def cancel_remote_jobs(journal: Journal, sweep_dir: Path, seams: Seams) -> int:
     from orchestrator.ledger.opening import write_opening  # noqa: PLC0415
     from orchestrator.servers.scheduler import submitted_jobs  # noqa: PLC0415
 
-    if (sweep_dir / OPENING_FILE).exists():  # first: a job that starts from now on starts nothing
+    if SweepPaths(sweep_dir).opening.exists():  # first: a job that starts from now on starts nothing
         write_opening(sweep_dir, "stopped", node=launching_place().node, reason="rollback or stop requested")
     by_id = {job.job: job for job in journal.remote_jobs() if not job.finished}
     for job in submitted_jobs(sweep_dir):

@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 
 from contracts.errors import RollbackError, SpecError
-from contracts.layout import VALIDATION_FILE, recovery_dir
+from contracts.layout import LaunchPaths, recovery_dir
 from contracts.results import (
     ProfileSummary,
     RecoveryCheck,
@@ -113,7 +113,7 @@ def restore(
                 pid=None,
                 reason=f"the retained configuration did not start ({startup.kind}): {startup.matched_line}",
             )
-            write_model(launch.out / VALIDATION_FILE, result)
+            write_model(LaunchPaths(launch.out).validation, result)
             ctx.journal.append(ValidationFailed(candidate=spec.candidate, reason=result.reason))
             return result
         session = launch.session
@@ -157,7 +157,7 @@ def _not_relaunched(
         pid=None,
         reason=reason,
     )
-    write_model(out / VALIDATION_FILE, result)
+    write_model(LaunchPaths(out).validation, result)
     ctx.journal.append(ValidationFailed(candidate=spec.candidate, reason=reason))
     ctx.say(reason)
     return result
@@ -238,7 +238,7 @@ def validate_retained(ctx: SweepContext, launch: Launch, recorded: str) -> Recov
         profiles=launch.profiles,
         reason=reason,
     )
-    write_model(launch.out / VALIDATION_FILE, result)
+    write_model(LaunchPaths(launch.out).validation, result)
     launch.write()
     if ok:
         ctx.journal.append(Validated(candidate=spec.candidate, pid=session.pid, reason=reason))

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from contracts.layout import JOURNALS_DIR, MULTIRUN_FILE, SUBMITIT_DIR, submitit_folder
+from contracts.layout import SweepPaths, submitit_folder
 from orchestrator.ledger.events import JobStarted
 from orchestrator.ledger.journal import Journal, RemoteJob
 
@@ -39,7 +39,7 @@ LOCAL_CONTROLLER = "submitit.local._local"
 def launcher_executor(sweep_dir: Path) -> str | None:
     """``slurm`` or ``local`` when the sweep ran under the submitit plugin (from Hydra's multirun.yaml)."""
     try:
-        data = yaml.safe_load((sweep_dir / MULTIRUN_FILE).read_text())
+        data = yaml.safe_load(SweepPaths(sweep_dir).multirun.read_text())
         target = str(data["hydra"]["launcher"]["_target_"])
     except (OSError, yaml.YAMLError, KeyError, TypeError):
         return None
@@ -55,7 +55,7 @@ def submitted_jobs(sweep_dir: Path) -> list[RemoteJob]:
     ``rollback`` and ``stop`` cancel these too: none may start a server after the sweep was stopped.
     """
     executor = launcher_executor(sweep_dir)
-    root = sweep_dir / SUBMITIT_DIR
+    root = SweepPaths(sweep_dir).submitit
     if executor is None or not root.is_dir():
         return []
     out: list[RemoteJob] = []
@@ -259,7 +259,7 @@ def slurm_states(
 
 def sweep_job_ids(sweep_dir: Path) -> list[str]:
     """Every scheduler job the submitit plugin submitted for the sweep (finished ones included)."""
-    root = sweep_dir / SUBMITIT_DIR
+    root = SweepPaths(sweep_dir).submitit
     if not root.is_dir():
         return []
     return sorted(
@@ -271,7 +271,7 @@ def sweep_job_ids(sweep_dir: Path) -> list[str]:
 def _job_owners(sweep_dir: Path) -> dict[str, tuple[str, str]]:
     """Job id → (candidate, node), from the jobs' own journals (a job never started has none)."""
     out: dict[str, tuple[str, str]] = {}
-    for path in sorted((sweep_dir / JOURNALS_DIR).glob("*.jsonl")):
+    for path in sorted(SweepPaths(sweep_dir).journals.glob("*.jsonl")):
         for event in Journal(path).events():
             if isinstance(event, JobStarted) and event.job:
                 out.setdefault(event.job, (event.candidate, event.node or "?"))

@@ -114,17 +114,7 @@ CONSTANTS = {key for key, value in vars(layout).items() if key.isupper() and isi
 #: Modules that still join a directory and a layout name: each is converted to the typed paths
 #: (:class:`contracts.layout.SweepPaths`, ``LaunchPaths``, ``RepeatPaths``, ``OffsitePaths``) and leaves.
 JOINS_PENDING: set[str] = {
-    "orchestrator/app/controller.py",
-    "orchestrator/app/jobs.py",
-    "orchestrator/app/sweeper.py",
     "orchestrator/config/compose.py",
-    "orchestrator/ledger/journal.py",
-    "orchestrator/ledger/nodes.py",
-    "orchestrator/ledger/offsite.py",
-    "orchestrator/ledger/opening.py",
-    "orchestrator/recovery/handover.py",
-    "orchestrator/recovery/restore.py",
-    "orchestrator/servers/scheduler.py",
 }
 
 
