@@ -133,7 +133,13 @@ def load_results(sweep_dir: Path, root: str, name: str) -> Results:
 def load_baseline(sweep_dir: Path, root: str, name: str) -> Results:
     """A baseline's results (its opening repeats) with its interleaved blocks in measuring order (by the
     block's first repeat's start; a block that never started last)."""
-    base = load_results(sweep_dir, root, name)
+    return with_blocks(sweep_dir, load_results(sweep_dir, root, name))
+
+
+def with_blocks(sweep_dir: Path, base: Results) -> Results:
+    """A baseline's results ``base`` (read already) with its interleaved blocks, read now, in measuring
+    order (:func:`load_baseline`)."""
+    root, name = base.root, base.name
     blocks_dir = SweepPaths(sweep_dir).at(root).blocks
     if not blocks_dir.is_dir():
         return base

@@ -39,16 +39,16 @@ from pathlib import Path
 from types import FrameType
 
 from contracts.errors import GauntletError
-from contracts.layout import RUN_FILE, candidate_root
-from contracts.results import CandidateRun, read_model
+from contracts.layout import RUN_FILE
 from contracts.schema import GauntletConfig
-from contracts.sweepdir import load_baseline
+from contracts.sweepdir import Results, with_blocks
 from gates.drift import evaluate_node_drift
 from orchestrator.ledger.events import JobFinished, JobStarted
 from orchestrator.ledger.nodes import SIM_SPEED_VARIABLE, Place, acquire_slot
 from orchestrator.ledger.opening import JobInterrupted, stop_checkpoint, why_not_open
 from orchestrator.measure.candidate import is_complete, run_candidate
 from orchestrator.measure.interleave import measure_block
+from orchestrator.measure.launch import launch_state
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.seams import Seams, say_stderr
 
@@ -174,10 +174,9 @@ def _block_runs(ctx: SweepContext, name: str) -> list[Path]:
     return list(ctx.paths.candidate(name).blocks.glob(f"*/{RUN_FILE}"))
 
 
-def _node_drift(ctx: SweepContext, name: str) -> str | None:
+def _node_drift(ctx: SweepContext, base: Results) -> str | None:
     """Why the node's baseline may not be reused: its later blocks drifted from its opening repeats
     (:func:`gates.drift.evaluate_node_drift`); None when they did not, or there is no block yet."""
-    base = load_baseline(ctx.dir, candidate_root(name), name)
     if not base.blocks:
         return None
     drift = evaluate_node_drift(ctx.cfg.gates, base)
@@ -190,18 +189,20 @@ def node_baseline(ctx: SweepContext, node: str) -> str:
     cfg = ctx.cfg
     name = f"{cfg.baseline.name}@{node}"
     run_file = ctx.paths.candidate(name).run_file
-    if is_complete(ctx, name):
+    state = launch_state(ctx, ctx.candidate_dir(name), name)  # what resume judges: read once
+    if state is not None and state.run is not None and is_complete(ctx, name, state):
         age = time.time() - max(p.stat().st_mtime for p in [run_file, *_block_runs(ctx, name)])
         fingerprint = ctx.render(replace(cfg.baseline, name=name)).fingerprint
-        recorded = read_model(run_file, CandidateRun)
-        drift = _node_drift(ctx, name)
+        recorded = state.run
+        drift = _node_drift(ctx, with_blocks(ctx.dir, state))
         if age <= cfg.run.node_baseline_max_age_s and recorded.fingerprint == fingerprint and drift is None:
             ctx.say(f"{name}: reusing the baseline measured on this node {age:.0f} s ago")
             return name
         why = drift or f"measured {age:.0f} s ago or with another spec"
         ctx.say(f"{name}: {why}: measuring it again")
         shutil.rmtree(ctx.candidate_dir(name))
-    run = run_candidate(ctx, replace(cfg.baseline, name=name), role="baseline")
+        state = None  # gone: nothing to read
+    run = run_candidate(ctx, replace(cfg.baseline, name=name), role="baseline", state=state)
     if not run.startup.ok:
         raise GauntletError(
             f"the baseline did not start on {node} ({run.startup.kind}): its candidates cannot be compared",

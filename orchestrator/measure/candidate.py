@@ -34,9 +34,12 @@ from orchestrator.measure.profile import LOST, free_memory, server_lost
 from orchestrator.servers.context import SweepContext
 
 
-def is_complete(ctx: SweepContext, name: str) -> bool:
-    """Results of ``name`` are complete and valid (resume skips it)."""
-    return _complete(ctx, name, launch_state(ctx, ctx.candidate_dir(name), name))
+def is_complete(ctx: SweepContext, name: str, state: Results | None = None) -> bool:
+    """Results of ``name`` are complete and valid (resume skips it). ``state``: what its directory held,
+    when the caller read it already (:func:`~orchestrator.measure.launch.launch_state`); else it is read."""
+    if state is None:
+        state = launch_state(ctx, ctx.candidate_dir(name), name)
+    return _complete(ctx, name, state)
 
 
 def _complete(ctx: SweepContext, name: str, state: Results | None) -> bool:
@@ -60,11 +63,15 @@ def _complete(ctx: SweepContext, name: str, state: Results | None) -> bool:
     return launch_complete(state, expected)
 
 
-def run_candidate(ctx: SweepContext, candidate: CandidateConfig, *, role: Role = "candidate") -> CandidateRun:
-    """Launch, measure every profile with repeats, tear down; results into candidates/<name>/."""
+def run_candidate(
+    ctx: SweepContext, candidate: CandidateConfig, *, role: Role = "candidate", state: Results | None = None
+) -> CandidateRun:
+    """Launch, measure every profile with repeats, tear down; results into candidates/<name>/. ``state``:
+    what its directory held, when the caller read it already; else it is read here, once."""
     name = candidate.name
     out = ctx.candidate_dir(name)
-    state = launch_state(ctx, out, name)  # what resume judges: read once
+    if state is None:
+        state = launch_state(ctx, out, name)  # what resume judges: read once
     if state is not None and _complete(ctx, name, state):
         return skip_complete(ctx, state, label=name, journal_as=name)
     ctx.check_stop()

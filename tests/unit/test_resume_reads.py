@@ -6,17 +6,23 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from contracts.layout import RUN_FILE, block_dir
+from orchestrator.app.jobs import node_baseline, run_job
+from orchestrator.config.compose import load
+from orchestrator.ledger.nodes import Place
+from orchestrator.ledger.opening import write_opening
 from orchestrator.measure.candidate import run_candidate
 from orchestrator.measure.interleave import measure_block
 from orchestrator.measure.opening import begin
-from tests.unit.fakes import FakeLoad, FakeSupervisor
-from tests.unit.test_lifecycle import candidate, make
+from orchestrator.servers.context import SweepContext
+from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
+from tests.unit.test_lifecycle import OVERRIDES, candidate, make
 
 
 @contextmanager
@@ -73,4 +79,26 @@ def test_a_complete_block_is_read_once_when_resume_skips_it(
     with counting_reads(monkeypatch, block) as opened:
         again = measure_block(life, life.cfg.baseline, after="tp4_dp2")
     assert again == first and len(fake.calls) == launched
+    assert opened and set(opened.values()) == {1}, opened
+
+
+def test_a_nodes_complete_baseline_is_read_once_when_a_job_reuses_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A parallel sweep's second job on a node reuses the node's baseline (complete, recent, the same
+    spec, its block after the first candidate agrees): its record, runs and block read once."""
+    sweep = tmp_path / "sweep"
+    write_opening(sweep, "open", node="head")
+    sup, fake = FakeSupervisor(), FakeLoad()
+    messages: list[str] = []
+    place = Place(node="n1", job="1")
+    chosen, _ = load([*OVERRIDES, "candidate=tp4_dp2"])
+    run_job(chosen, sweep, place, fake_seams(sup, fake, messages))
+    assert sup.started == ["baseline@n1", "tp4_dp2", "baseline@n1"]  # the baseline, then its block
+    ctx = replace(SweepContext.open(chosen, sweep, fake_seams(sup, fake, messages), place=place), node="n1")
+    with counting_reads(monkeypatch, ctx.candidate_dir("baseline@n1")) as opened:
+        assert node_baseline(ctx, "n1") == "baseline@n1"
+    assert any("reusing the baseline measured on this node" in m for m in messages), messages
+    assert sup.started == ["baseline@n1", "tp4_dp2", "baseline@n1"]  # nothing launched
+    assert opened[RUN_FILE] == 1
     assert opened and set(opened.values()) == {1}, opened
