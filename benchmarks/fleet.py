@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.ref_server import RefServer, pinned  # noqa: E402 - after the path: the script runs from anywhere
 from contracts import metrics  # noqa: E402
-from contracts.layout import METRICS_FILE, RECORDS_FILE, SUMMARY_FILE  # noqa: E402
+from contracts.layout import RepeatPaths  # noqa: E402
 
 
 def loadavg() -> str:
@@ -60,7 +60,7 @@ def run_client(cores: str | None, spec: dict[str, Any], out: Path) -> dict[str, 
     """Run one profile in a pinned child (``--child``); returns its summary as a dict."""
     argv = [sys.executable, __file__, "--child", json.dumps(spec), str(out)]
     subprocess.run(pinned(cores, argv), check=True, timeout=1800, capture_output=True, text=True)
-    summary: dict[str, Any] = json.loads((out / SUMMARY_FILE).read_text())
+    summary: dict[str, Any] = json.loads(RepeatPaths(out).summary.read_text())
     return summary
 
 
@@ -101,7 +101,7 @@ def child(spec_text: str, out: str) -> None:
 
 
 def records(out: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (out / RECORDS_FILE).read_text().splitlines()]
+    return [json.loads(line) for line in RepeatPaths(out).records.read_text().splitlines()]
 
 
 def open_mode(args: argparse.Namespace, work: Path) -> None:
@@ -157,7 +157,7 @@ def streams_mode(args: argparse.Namespace, work: Path) -> None:
     finally:
         server.close()
     cpu = child_cpu() - cpu0
-    t0 = json.loads((out / METRICS_FILE).read_text())["t0_monotonic_ns"]
+    t0 = json.loads(RepeatPaths(out).metrics.read_text())["t0_monotonic_ns"]
     lags: list[float] = []
     for record in records(out):
         for offset, stamp in zip(

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.ref_server import RefServer, pinned  # noqa: E402 - after the path: the script runs from anywhere
 from contracts import metrics  # noqa: E402
-from contracts.layout import METRICS_FILE, RECORDS_FILE  # noqa: E402
+from contracts.layout import RepeatPaths  # noqa: E402
 
 VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
 TOKENIZER = ROOT / "models" / "tiny-random"
@@ -80,8 +80,8 @@ def run_gauntlet(server: RefServer, streams: int, chunks: int, core: int | None,
     preempted = json.loads(done.stdout.strip().splitlines()[-1])["involuntary_switches"]
     if preempted:
         print(f"  (gauntlet client was preempted {preempted} times by other processes on its core)")
-    records = [json.loads(line) for line in (out / RECORDS_FILE).read_text().splitlines()]
-    t0 = json.loads((out / METRICS_FILE).read_text())["t0_monotonic_ns"]
+    records = [json.loads(line) for line in RepeatPaths(out).records.read_text().splitlines()]
+    t0 = json.loads(RepeatPaths(out).metrics.read_text())["t0_monotonic_ns"]
     stamps: dict[str, list[int]] = server.get("/stamps")
     lags = []
     seen = []

@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.ref_server import RefServer, pinned  # noqa: E402 - after the path: the script runs from anywhere
 from contracts import metrics  # noqa: E402
-from contracts.layout import METRICS_FILE, RECORDS_FILE  # noqa: E402
+from contracts.layout import RepeatPaths  # noqa: E402
 
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gauntlet" / "peers"
 #: Registry package, and the interpreters to build its venv with (the first that installs wins).
@@ -188,9 +188,9 @@ def gauntlet(point: Point) -> Lags:
 def gauntlet_lags(point: Point, stamps: dict[str, list[int]]) -> list[float]:
     """Exact per chunk: request i carried cache_salt bench-i, the server kept its chunks' stamps by it."""
     out = point.work / "gauntlet"
-    t0 = json.loads((out / METRICS_FILE).read_text())["t0_monotonic_ns"]
+    t0 = json.loads(RepeatPaths(out).metrics.read_text())["t0_monotonic_ns"]
     lags: list[float] = []
-    for line in (out / RECORDS_FILE).read_text().splitlines():
+    for line in RepeatPaths(out).records.read_text().splitlines():
         record = json.loads(line)
         sent = stamps.get(f"bench-{record['index']}", [])
         for offset, stamp in zip(record["chunk_offsets_s"], sent, strict=False):

@@ -21,10 +21,9 @@ from benchmarks.decision.replays import ReplayPool, derived_seed
 from benchmarks.decision.scenarios import ANSWER_PROFILE, PROFILES
 from benchmarks.noise_models import OUTLIER_SIDES, NoiseModel
 from contracts.layout import (
-    RECORDS_FILE,
     RECOVERY_ROOT,
-    RUN_FILE,
-    SUMMARY_FILE,
+    RepeatPaths,
+    SweepPaths,
     block_root,
     candidate_root,
     repeat_dir,
@@ -107,7 +106,7 @@ def write_profile(
                 http_status=200,
             )
         )
-    write_jsonl(directory / RECORDS_FILE, records)
+    write_jsonl(RepeatPaths(directory).records, records)
     duration = result.duration * clock + extra / concurrency
     prompt_total = sum(r.prompt_tokens or 0 for r in records)
     output_total = sum(r.completion_tokens or 0 for r in records)
@@ -159,7 +158,7 @@ def write_profile(
             token_mismatch=False,
         ),
     )
-    write_model(directory / SUMMARY_FILE, summary)
+    write_model(RepeatPaths(directory).summary, summary)
     return duration
 
 
@@ -276,7 +275,7 @@ def side_root(side: str) -> str:
 def write_run_json(sweep: Path, side: str, profiles: Sequence[str], *, started: bool = True) -> None:
     root = side_root(side)
     write_model(
-        sweep / root / RUN_FILE,
+        SweepPaths(sweep).at(root).run_file,
         CandidateRun(
             candidate="baseline" if side != "candidate" else "candidate",
             fingerprint="sha256:" + "0" * 64,

@@ -141,14 +141,14 @@ def joined(source: str) -> list[str]:
 
 def _joins() -> dict[str, list[str]]:
     found = {}
-    for path in sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py")):
+    for path in _product_modules():
         rel = path.relative_to(ROOT).as_posix()
         if rel not in EXEMPT and (hits := joined(path.read_text())):
             found[rel] = hits
     return found
 
 
-def test_no_product_module_joins_a_path_and_a_layout_name() -> None:
+def test_no_product_module_or_benchmark_joins_a_path_and_a_layout_name() -> None:
     found = {rel: hits for rel, hits in _joins().items() if rel not in JOINS_PENDING}
     assert not found, f"read these through contracts.layout's SweepPaths / LaunchPaths / RepeatPaths: {found}"
 
