@@ -175,3 +175,34 @@ def test_the_pending_joins_only_shrink() -> None:
 )
 def test_what_counts_as_joining_a_layout_name(source: str, flagged: bool) -> None:
     assert bool(joined(source)) is flagged
+
+
+SWEEP = layout.SweepPaths(Path("/s"))
+
+
+@pytest.mark.parametrize(
+    ("path", "drawn"),
+    [
+        (SWEEP.config, "config.yaml"),
+        (SWEEP.journal, "journal.jsonl"),
+        (SWEEP.journals, "journals"),
+        (SWEEP.verdicts, "verdicts.json"),
+        (SWEEP.retained_spec, "retained/spec.json"),
+        (SWEEP.candidate("tp4").run_file, "candidates/tp4/run.json"),
+        (SWEEP.candidate("tp4").repeat("serial", 2).summary, "candidates/tp4/serial/r2/summary.json"),
+        (SWEEP.candidate("tp4").capacity_run("c8", 1).records, "candidates/tp4/capacity/c8/a1/records.jsonl"),
+        (
+            SWEEP.candidate("base@n1").block("tp4").server_log,
+            "candidates/base@n1/blocks/after-tp4/server.log",
+        ),
+        (
+            SWEEP.at(layout.block_root("candidates/base", "tp4")).spec,
+            "candidates/base/blocks/after-tp4/spec.json",
+        ),
+        (SWEEP.recovery.validation, "recovery/validation.json"),
+        (SWEEP.rollback("20260101T000000").run_file, "rollbacks/20260101T000000/run.json"),
+        (layout.OffsitePaths(Path("/s")).specs, "specs"),
+    ],
+)
+def test_the_typed_paths_are_the_layout_its_docstring_draws(path: Path, drawn: str) -> None:
+    assert path.relative_to("/s").as_posix() == drawn
