@@ -46,8 +46,9 @@ def _house(tmp_path: Path, imports: dict[str, str]) -> Path:
     for folder in ["launch/sim", *folders]:
         (tmp_path / folder).mkdir(exist_ok=True)
         (tmp_path / folder / "__init__.py").write_text("")
-    for module in ("orchestrator/config/compose", "orchestrator/app/sweeper", "orchestrator/app/entry"):
-        (tmp_path / f"{module}.py").write_text("import hydra\nimport omegaconf\n")
+    hydra = next(c for c in contracts if c.get("forbidden_modules") == ["hydra", "omegaconf"])
+    for module in sorted({rule.split(" -> ")[0] for rule in hydra["ignore_imports"]}):  # Hydra's own modules
+        (tmp_path / f"{module.replace('.', '/')}.py").write_text("import hydra\nimport omegaconf\n")
     for module in ("launch/sim/cli", "launch/sim/client", "launch/preflight", "orchestrator/servers/seams"):
         (tmp_path / f"{module}.py").write_text("")
     for module, source in imports.items():
