@@ -237,7 +237,8 @@ def resume_command(sweep_dir: Path) -> str:
     "python -m orchestrator -m 'candidate=glob(*)' hydra.sweep.dir=/nonexistent/sweeps/1"
     """
     overrides: list[str] = []
-    recorded, listed = SweepPaths(sweep_dir).multirun, SweepPaths(sweep_dir).overrides
+    paths = SweepPaths(sweep_dir)
+    recorded, listed = paths.multirun, paths.overrides
     try:
         if recorded.exists():
             data = yaml.safe_load(recorded.read_text()) or {}

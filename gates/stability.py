@@ -98,12 +98,16 @@ def _cut_by_loss(comparison: Comparison, repeats: Sequence[Repeat], lost: str | 
     )
 
 
+def _not_the_servers(error: str | None, rep: Repeat) -> bool:
+    """An error class that is no failure of the server: a request the run's time bound stopped
+    (``timeout`` in a time-bound run: the concurrency gate's finding), or one the load client could not
+    send (``client``: a harness fault)."""
+    return error == "client" or (error == "timeout" and rep.summary.time_bound)
+
+
 def _failed_in(rep: Repeat) -> Callable[[RequestRecord], bool]:
-    """A failed request of ``rep``; not one its time bound stopped (``timeout`` in a time-bound run), nor
-    one the load client could not send (``client``: a harness fault, never the server's)."""
-    return lambda r: (
-        not r.ok and r.error != "client" and not (rep.summary.time_bound and r.error == "timeout")
-    )
+    """A failed request of ``rep`` that counts against the server."""
+    return lambda r: not r.ok and not _not_the_servers(r.error, rep)
 
 
 def _profile_stability(
@@ -135,7 +139,7 @@ def _profile_stability(
         errors: dict[str, int] = {}
         for rep in repeats:
             for kind, count in rep.summary.errors.items():
-                if kind != "client" and not (kind == "timeout" and rep.summary.time_bound):
+                if not _not_the_servers(kind, rep):
                     errors[kind] = errors.get(kind, 0) + count
         detail = ", ".join(f"{k} {v}" for k, v in sorted(errors.items()))
         problems.append(f"{profile}: {failed}/{total} requests failed ({detail or 'no class'})")

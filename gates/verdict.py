@@ -160,23 +160,14 @@ def _incomplete(verdict: Verdict, gaps: Sequence[Gap], resume: str | None) -> Ve
     command = resume if data else None
     missing = "; ".join(g.message for g in gaps)
     then = f"; to complete it: {command}" if command else ""
-    if all(g.kind == "not_measured" for g in gaps):  # no evidence at all: nothing to read a decision from
-        return verdict.model_copy(
-            update={
-                "decision": "incomplete",
-                "decision_on_partial": None,
-                "reason": f"incomplete: {missing}{then}",
-                "missing": list(gaps),
-                "resume": command,
-                "more_repeats": None,
-            }
-        )
+    # Without any evidence (not measured) there is nothing a decision was read from.
+    partial = None if all(g.kind == "not_measured" for g in gaps) else verdict
+    so_far = f" (on the evidence so far, never acted on: {partial.reason})" if partial else ""
     return verdict.model_copy(
         update={
             "decision": "incomplete",
-            "decision_on_partial": verdict.decision,
-            "reason": f"incomplete: {missing}{then} "
-            f"(on the evidence so far, never acted on: {verdict.reason})",
+            "decision_on_partial": partial.decision if partial else None,
+            "reason": f"incomplete: {missing}{then}{so_far}",
             "missing": list(gaps),
             "resume": command,
             "more_repeats": None,

@@ -379,9 +379,9 @@ class _Run:
         progress = Progress(label, len(measured), enabled=self.progress)
         progress.start()
         background = [asyncio.create_task(self.scraper.every_second(self.workload.time_limit_s))]
-        if stop is None:
+        if stop is None:  # the requests go out from this process: its own heartbeat
             background.append(asyncio.create_task(self.loop_watch.run()))
-        if stop is not None:
+        else:  # from worker processes, each with its heartbeat
             self.pool = WorkerPool(self._jobs(measured))
             background.append(asyncio.create_task(self._forward_stop(stop)))
         if self.progress:

@@ -119,20 +119,11 @@ class CandidateComposer:
             return _typed(cfg, sources)
         self._tried = True
         pristine = OmegaConf.to_yaml(cfg)
+        failed: ConfigError | None = None
         try:
             typed, sources = _typed(cfg, sources)
         except ConfigError as exc:
-            self._shared = _Shared.build(
-                hydra,
-                self,
-                option=option,
-                overrides=overrides,
-                cfg=cfg,
-                sources=sources,
-                typed=str(exc),
-                pristine=pristine,
-            )
-            raise
+            failed = exc
         self._shared = _Shared.build(
             hydra,
             self,
@@ -140,9 +131,11 @@ class CandidateComposer:
             overrides=overrides,
             cfg=cfg,
             sources=sources,
-            typed=typed,
+            typed=str(failed) if failed is not None else typed,
             pristine=pristine,
         )
+        if failed is not None:
+            raise failed
         return typed, sources
 
 
