@@ -35,7 +35,7 @@ help:
 $(PY): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,slurm]'
+	$(PY) -m pip install --quiet -e '.[dev,slurm,postgres]'
 	@touch $(PY)
 
 setup: $(PY)

@@ -13,6 +13,7 @@ from tests.integration.ref_load import Server
 from tests.integration.sweep_helpers import kill_servers, reap_started
 from tests.markers import mark_folder
 from tests.ports import free_port
+from tests.postgres import Cluster, database_name, find_bindir, require_or_skip, running_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,6 +55,23 @@ def ref_server() -> Iterator[Server]:
         proc.wait(timeout=10)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[Cluster]:
+    """A throwaway PostgreSQL cluster for the session (tests/postgres.py); skipped where the binaries or the
+    driver are missing, failed instead under GAUNTLET_REQUIRE_POSTGRES=1."""
+    require_or_skip()
+    bindir = find_bindir()
+    assert bindir is not None  # require_or_skip checked it
+    with running_cluster(bindir) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster: Cluster, request: pytest.FixtureRequest) -> str:
+    """A fresh database on the session's cluster, as a SQLAlchemy URL (postgresql+psycopg://...)."""
+    return postgres_cluster.create_database(database_name(request.node.nodeid))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
