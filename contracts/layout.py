@@ -24,6 +24,9 @@ the report); it imports only the error tree. No other module spells one of these
             server.log  run.json  validation.json  <profile>/r<k>/
         rollbacks/<stamp>/                            each rollback's own launch or validation (the
             server.log  run.json  validation.json     sweep's recovery/ is never touched again)
+        search/                                       a search (conf/search/): its trials and winner
+            trials.json  study.db  winner.yaml        the trial record, Optuna's storage, the winner
+            candidates/<trial>/                       one launch per trial (spec.json ... capacity.json)
 
 Outside the sweep directory, beside the port's lock (``<lock dir>``: orchestrator.ledger.lock)::
 
@@ -86,6 +89,8 @@ PLOT_THROUGHPUT = "throughput.png"
 PLOT_RANKING = "ranking.png"
 PLOT_PARETO = "pareto.png"
 PLOT_GOODPUT = "goodput.png"
+#: A search's trials: objective estimate against launches spent (report.search_plot).
+PLOT_SEARCH = "search.png"
 #: The retained configuration's spec as recorded when the sweep began.
 RETAINED_DIR = "retained"
 #: A folder the sweep creates and removes at once when it opens, to learn that it may write (issue 22).
@@ -123,6 +128,13 @@ ROLLBACKS_DIR = "rollbacks"
 OFFSITE_FILE = "sweep.json"
 #: The launched servers' specs in that copy (``specs/<candidate>.json``).
 OFFSITE_SPECS_DIR = "specs"
+
+#: A search's folder (conf/search/): the trial record, Optuna's SQLite storage, the winner as a candidate
+#: file, and each trial's launch under ``search/candidates/<trial>/``.
+SEARCH_DIR = "search"
+TRIALS_FILE = "trials.json"
+STUDY_FILE = "study.db"
+WINNER_FILE = "winner.yaml"
 
 # ---------------------------------------------------------------- the sweeps folder
 #: Where sweeps go when no configuration says otherwise (``run.sweeps_dir``).
@@ -382,6 +394,30 @@ class SweepPaths:
     @property
     def retained_spec(self) -> Path:
         return retained_spec_file(self.root)
+
+    @property
+    def search(self) -> Path:
+        """A search's folder (``search/``); its trials' launches are ``search/candidates/<trial>/``."""
+        return self.root / SEARCH_DIR
+
+    @property
+    def trials(self) -> Path:
+        """The search's trial record (``search/trials.json``: contracts.trials.SearchRecord)."""
+        return self.search / TRIALS_FILE
+
+    @property
+    def study(self) -> Path:
+        """Optuna's SQLite storage of the search (``search/study.db``), when no storage URL is set."""
+        return self.search / STUDY_FILE
+
+    @property
+    def winner(self) -> Path:
+        """The search's best point as a candidate file (``search/winner.yaml``), ready for conf/candidate/."""
+        return self.search / WINNER_FILE
+
+    def trial(self, name: str) -> LaunchPaths:
+        """One trial's launch, ``search/candidates/<name>/``."""
+        return LaunchPaths(self.search / CANDIDATES_DIR / name)
 
     @property
     def candidates(self) -> Path:

@@ -17,6 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from contracts.errors import ResultFileError
 from contracts.layout import CONFIG_FILE, DEFAULT_SWEEPS_DIR, SweepPaths
+from contracts.search import SearchConfig
 
 #: OmegaConf's marker for a required value (``omegaconf.MISSING`` is this string); composing a config that
 #: leaves one unset is an error naming the field.
@@ -122,8 +123,16 @@ class HostConfig:
     name: str = MISSING
     # gpu: NVIDIA host checked through NVML; cpu: vLLM's CPU backend; sim: the simulated host.
     kind: str = "gpu"
-    # Accelerators a candidate's TP x DP is placed on.
+    # Accelerators a candidate's TP x DP is placed on (on a multi-node host: all nodes' together).
     gpu_count: int = MISSING
+    # Nodes of the host (1: one machine). A candidate needing more GPUs than a node has spans nodes: a
+    # head serves the API, a follower per other node runs `--headless` (docs/multinode.md).
+    nodes: int = 1
+    # Accelerators per node (0: gpu_count, one node); with nodes > 1, gpu_count = nodes x gpus_per_node.
+    gpus_per_node: int = 0
+    # The port a multi-node candidate's ranks meet on at the head (--data-parallel-rpc-port, or
+    # --master-port when TP spans nodes); unused by single-node candidates.
+    rpc_port: int = 29550
     # exact: TP x DP must use every GPU; at_most: TP x DP may not exceed gpu_count.
     placement: str = "exact"
     # GPU model, e.g. "NVIDIA H100 80GB HBM3" (the simulator's profile; checked against NVML on GPU hosts).
@@ -154,6 +163,11 @@ class HostConfig:
     time_scale: float = 1.0
     # Flags passed only to the simulator (its profile and fault injection).
     sim_args: dict[str, Any] = field(default_factory=dict)
+    # Price of one GPU-hour on this host in $ (the cost figures: $ per million output tokens, the cost
+    # gate; docs/accuracy-and-cost.md). The host's gpu_count GPUs are paid for. None = no cost figures.
+    gpu_hour_price: float | None = None
+    # Price of a kWh of GPU energy in $, added to the GPU-hours when set (needs the runs' energy).
+    power_price_kwh: float | None = None
 
 
 @dataclass
@@ -250,6 +264,33 @@ class WorkloadConfig:
 
 
 @dataclass
+class AccuracyGateConfig:
+    """The answer_accuracy gate: a labelled profile scored on both sides (docs/accuracy-and-cost.md)."""
+
+    # The labelled profile (its prompts_file a .jsonl labelled set); not applicable when the sweep does not
+    # run it (run.profiles).
+    profile: str = "accuracy"
+    # Allowed drop of accuracy against the baseline, in accuracy points (0.02 = two items in a hundred):
+    # fails when the drop's lower confidence bound (McNemar's exact test on the paired items) exceeds it.
+    tolerance: float = 0.0
+    # Fewest items scored on both sides (an answer finished on each) before the gate decides; fewer is
+    # incomplete.
+    min_items: int = 20
+
+
+@dataclass
+class CostGateConfig:
+    """The cost gate's bounds ($ per million output tokens at the measured throughput); both None = off."""
+
+    # Allowed worsening of $/Mtok against the baseline's on each loaded profile, as a fraction (0.05 = 5%):
+    # fails when worse beyond it and beyond noise. None = not compared.
+    tolerance: float | None = None
+    # Budget in $ per million output tokens on each loaded profile: fails when the runs' interval lies
+    # above it. None = no budget.
+    max_usd_per_mtok: float | None = None
+
+
+@dataclass
 class GatesConfig:
     """Acceptance thresholds (see gates/)."""
 
@@ -288,6 +329,10 @@ class GatesConfig:
     # reported) or "exact_test" (a statistical test: Fisher's exact test, one-sided, must reject "no
     # change" at the gates' level; a loss within noise is inconclusive).
     answer_policy: str = "any_lost_answer_blocks"
+    # The cost gate (gates/cost.py): off unless a bound is set, not applicable without host.gpu_hour_price.
+    cost: CostGateConfig = field(default_factory=CostGateConfig)
+    # The answer_accuracy gate (gates/answer_accuracy.py): a labelled set's accuracy against the baseline's.
+    accuracy: AccuracyGateConfig = field(default_factory=AccuracyGateConfig)
 
 
 @dataclass
@@ -443,6 +488,7 @@ class GauntletConfig:
     capacity: CapacityConfig = field(default_factory=CapacityConfig)
     # How the load client runs: worker processes, the send-lateness bound, TLS files.
     load: LoadConfig = field(default_factory=LoadConfig)
+    search: SearchConfig | None = None  # a search (conf/search/, docs/search.md); None = no search
 
 
 def placement_problem(
@@ -459,6 +505,69 @@ def placement_problem(
     if placement == "at_most" and used > gpus:
         return f"TP x DP = {used} exceeds the {gpus} devices of {where}"
     return None
+
+
+@dataclass(frozen=True)
+class NodeLayout:
+    """How a candidate's TP x DP ranks sit on a host's nodes (:func:`node_layout`)."""
+
+    #: Nodes the candidate uses; 1 is a single-node launch, rendered exactly as on a one-node host.
+    nodes: int
+    #: Data-parallel ranks on each node (0 when one replica's TP spans several nodes).
+    dp_local: int
+    #: Nodes one replica spans (1 unless TP exceeds a node's GPUs).
+    nodes_per_replica: int = 1
+
+    @property
+    def tp_spans_nodes(self) -> bool:
+        return self.nodes_per_replica > 1
+
+
+def node_layout(
+    tensor_parallel_size: int, data_parallel_size: int, *, nodes: int, gpus_per_node: int, where: str
+) -> NodeLayout | str:
+    """Where TP x DP sits on ``nodes`` nodes of ``gpus_per_node`` GPUs, or why it cannot sit there.
+
+    TP x DP within one node is a single-node launch. Beyond it, replicas fill whole nodes: a node holds
+    ``gpus_per_node // TP`` replicas and DP must be a multiple of that (each node runs the same number of
+    ranks, as ``--data-parallel-size-local`` says); a TP larger than a node must be a multiple of it (a
+    replica spans ``TP / gpus_per_node`` nodes)::
+
+        node_layout(8, 2, nodes=2, gpus_per_node=8, where="h")   # NodeLayout(nodes=2, dp_local=1)
+        node_layout(16, 1, nodes=2, gpus_per_node=8, where="h")  # NodeLayout(2, 0, nodes_per_replica=2)
+        node_layout(4, 2, nodes=2, gpus_per_node=8, where="h")   # NodeLayout(nodes=1, dp_local=2)
+    """
+    tp, dp, per = tensor_parallel_size, data_parallel_size, gpus_per_node
+    if tp * dp <= per:
+        return NodeLayout(1, dp)
+    if tp <= per:
+        local = per // tp
+        if dp % local:
+            return (
+                f"DP = {dp} over nodes of {per} GPUs of {where}: each node holds {local} TP{tp} "
+                f"replica(s), so DP must be a multiple of {local} (every node runs the same ranks)"
+            )
+        layout = NodeLayout(dp // local, local)
+    elif tp % per:
+        return f"TP = {tp} spans nodes of {per} GPUs of {where}: it must be a multiple of {per}"
+    else:
+        layout = NodeLayout(dp * (tp // per), 0, tp // per)
+    if layout.nodes > nodes:
+        return f"TP x DP = {tp * dp} needs {layout.nodes} nodes of {per} GPUs; {where} has {nodes}"
+    return layout
+
+
+def host_layout(tensor_parallel_size: int, data_parallel_size: int, host: HostConfig) -> NodeLayout | str:
+    """:func:`node_layout` on ``host``'s nodes (a one-node host: every layout is one node)."""
+    if host.nodes <= 1:
+        return NodeLayout(1, data_parallel_size)
+    return node_layout(
+        tensor_parallel_size,
+        data_parallel_size,
+        nodes=host.nodes,
+        gpus_per_node=host.gpus_per_node or host.gpu_count,
+        where=f"host '{host.name}'",
+    )
 
 
 def read_sweep_config(sweep_dir: Path) -> GauntletConfig:

@@ -7,15 +7,25 @@ sweep would start before anything starts.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
 from contracts.errors import ConfigError, ConfigProblem, SpecError
+from contracts.paths import PROJECT_ROOT
+from launch.preflight import Probes, real_probes
 from launch.spec import LaunchSpec, render_spec
 from orchestrator.config.candidates import CandidateComposer
 from orchestrator.config.command import run_composing_command
-from orchestrator.config.compose import ConfigLocation, select
+from orchestrator.config.compose import ConfigLocation, load, select
+from orchestrator.config.space import (
+    doctor_flag_check,
+    format_search_plan,
+    parse_space,
+    prune,
+    startup_estimate,
+)
 from orchestrator.config.validate import Sources, check_candidate_names, display_path
 
 
@@ -83,13 +93,35 @@ def format_plan(planned: Sequence[PlannedCandidate]) -> str:
     for item in planned:
         tag = "  [retained baseline]" if item.is_baseline else ""
         lines.append(f"{item.spec.candidate}{tag}")
-        lines.append(f"  fingerprint: {item.spec.fingerprint}")
+        nodes = f" (the whole, {item.spec.nodes} nodes)" if item.spec.nodes > 1 else ""
+        lines.append(f"  fingerprint: {item.spec.fingerprint}{nodes}")
         env = item.spec.env_line()
         if env:
             lines.append(f"  env: {env}")
-        lines.append(f"  command: {item.spec.command_line()}")
+        if item.spec.nodes == 1:
+            lines.append(f"  command: {item.spec.command_line()}")
+        for node, fingerprint in enumerate(item.spec.node_fingerprints() if item.spec.nodes > 1 else []):
+            role = "head" if node == 0 else "follower"
+            lines.append(f"  node {node} ({role}): {fingerprint}")
+            lines.append(f"    command: {shlex.join(item.spec.node_argv(node))}")
         lines.append("")
     return "\n".join(lines)
+
+
+def search_plan(
+    overrides: Sequence[str] = (), location: ConfigLocation | None = None, probes: Probes | None = None
+) -> str:
+    """With a search selected (``search=NAME``): its space's size, what is pruned before anything starts
+    and why (the host's placement rule, doctor's flag table), its budget and the estimated wall time of
+    its server starts (:func:`orchestrator.config.space.format_search_plan`); "" without one."""
+    loc = location or ConfigLocation()
+    cfg, sources = load(select(loc, overrides).rest, location=loc)
+    if cfg.search is None:
+        return ""
+    space = parse_space(cfg.search, where=sources.describe("search"))
+    check, flags = doctor_flag_check(cfg, probes if probes is not None else real_probes(PROJECT_ROOT))
+    pruned = prune(space, cfg, check)
+    return "\n" + format_search_plan(cfg, space, pruned, flags=flags, startup=startup_estimate(cfg))
 
 
 PLAN_USAGE = """usage: python -m orchestrator plan [hydra flags] [overrides]
@@ -108,7 +140,7 @@ def main(argv: Sequence[str], out: TextIO | None = None) -> int:
         argv,
         command="plan",
         usage=PLAN_USAGE,
-        act=plan,
-        render=lambda planned: (format_plan(planned), 0),
+        act=lambda overrides, location: (plan(overrides, location), search_plan(overrides, location)),
+        render=lambda both: (format_plan(both[0]) + both[1], 0),
         out=out,
     )

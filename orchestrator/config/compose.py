@@ -35,6 +35,7 @@ from omegaconf.resolvers import oc
 from contracts.errors import COMMAND_LINE, ConfigError, ConfigProblem
 from contracts.layout import CONFIG_FILE, OVERRIDES_FILE, RECORDED_HYDRA
 from contracts.paths import CONF_DIR
+from contracts.search import SearchConfig
 from contracts.schema import (
     CandidateConfig,
     GauntletConfig,
@@ -58,6 +59,7 @@ def register_configs() -> None:
     cs.store(name="gauntlet_schema", node=GauntletConfig)
     cs.store(group="schema", name="candidate", node=CandidateConfig)
     cs.store(group="schema", name="workload", node=WorkloadConfig)
+    cs.store(group="schema", name="search", node=SearchConfig)
     # ${gauntlet.job_minutes:} in conf/hydra/launcher/*: a job's time limit from the host and profiles.
     OmegaConf.register_new_resolver("gauntlet.job_minutes", _job_minutes, replace=True)
     # ${oc.env:HF_TOKEN}: a secret's value never enters the composed config (see secret_env).

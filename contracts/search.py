@@ -1,0 +1,117 @@
+"""The search (issue 34): its typed configuration (``conf/search/``), its space as data, and its record.
+
+Pipeline position: a shared contract. ``conf/search/<name>.yaml`` is composed onto :class:`SearchConfig`
+(``GauntletConfig.search``; None: no search, the sweep measures the candidates it is given). The space's
+expressions are Hydra's sweep syntax, parsed by :mod:`orchestrator.config.space` into a :class:`Space`;
+the sweep records every trial in ``search/trials.json`` (:mod:`contracts.trials`), which the report
+reads. A trial's figure is the search's *estimate*; the verdict on the winner is
+the confirmation's, measured again as an ordinary candidate against the baseline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Candidate fields a space may vary (``layout`` picks one of ``SearchConfig.layouts``: TP x DP x EP).
+SEARCH_FIELDS = (
+    "layout",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "gpu_memory_utilization",
+    "speculative.method",
+    "speculative.num_speculative_tokens",
+    "moe_backend",
+)
+#: Fields a named layout may set.
+LAYOUT_FIELDS = ("tensor_parallel_size", "data_parallel_size", "enable_expert_parallel", "enable_eplb")
+#: ``speculative.method`` value that turns speculative decoding off.
+SPECULATIVE_OFF = "off"
+#: What a search maximises: capacity at the SLO (the capacity search's answer), goodput (output tokens/s
+#: of requests that met the SLO) or output tokens/s per GPU, both at ``load_level``.
+OBJECTIVES = ("capacity", "goodput", "tps_per_gpu")
+SAMPLERS = ("tpe", "random")
+PRUNERS = ("successive_halving", "hyperband", "none")
+
+
+@dataclass
+class SearchConfig:
+    """A search over candidate fields (conf/search/): the space, the objective, the budget, the engine."""
+
+    # Short name of the search; it names the study and the winner (<name>_t<trial>).
+    name: str = "search"
+    # The space: candidate field -> Hydra sweep expression, choice(a,b), range(start,stop,step),
+    # interval(low,high) or tag(log,interval(low,high)); a plain value fixes the field. Nested keys
+    # (speculative: {method: ...}) name nested fields. Fields: contracts.search.SEARCH_FIELDS.
+    space: dict[str, Any] = field(default_factory=dict)
+    # Named layouts for the `layout` field: name -> {tensor_parallel_size, data_parallel_size,
+    # enable_expert_parallel, enable_eplb}; plan checks each against the host's placement rule.
+    layouts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # What the search maximises: capacity (default), goodput or tps_per_gpu (OBJECTIVES).
+    objective: str = "capacity"
+    # Also minimise the serial latency (median end-to-end time of the serial profile): a Pareto front of
+    # capacity vs latency instead of one best point (no pruning: Optuna prunes single objectives only).
+    pareto: bool = False
+    # Load level of the goodput and tps_per_gpu objectives and of the screening probe (requests in flight
+    # or requests/s, as capacity.profile's mode); None = the baseline's measured capacity.
+    load_level: float | None = None
+    # Most server launches the search may spend (a point pruned before it starts costs none).
+    max_launches: int = 16
+    # Most GPU-hours the search may spend (GPUs x host seconds of its launches); None = no bound.
+    max_gpu_hours: float | None = None
+    # Stop after this many launched trials in a row that did not improve the best by min_improvement.
+    stall_trials: int = 8
+    # Smallest relative improvement of the best estimate that counts (0.02 = 2%).
+    min_improvement: float = 0.02
+    # Optuna's RDB storage URL (sqlite:///..., postgresql://user@host/db) for a team's shared study;
+    # None = an SQLite file in the sweep directory (search/study.db), which a resumed sweep reopens.
+    storage: str | None = None
+    # Sampler: tpe (Optuna's TPE, learning from infeasible points through its constraints) or random.
+    sampler: str = "tpe"
+    # Random trials before TPE models the space.
+    startup_trials: int = 6
+    # Sampler seed.
+    seed: int = 0
+    # Multi-fidelity: successive_halving or hyperband promote a screened point to the full capacity
+    # search only when its screen is among the best 1/reduction_factor; none measures every point fully.
+    pruner: str = "successive_halving"
+    reduction_factor: int = 3
+
+
+# ---------------------------------------------------------------- the space, parsed (pure data)
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One field of the space: a finite list of values, or a continuous interval."""
+
+    name: str
+    #: choice / range: the values; interval: empty.
+    values: tuple[Any, ...] = ()
+    #: interval: its bounds and scale.
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+
+    @property
+    def finite(self) -> bool:
+        return self.low is None
+
+
+@dataclass(frozen=True)
+class Space:
+    """The parsed space: its dimensions in declaration order, the named layouts, what is fixed."""
+
+    dimensions: tuple[Dimension, ...]
+    layouts: dict[str, dict[str, Any]]
+    fixed: dict[str, Any]
+
+    @property
+    def size(self) -> int | None:
+        """Points in the space (None: an interval makes it continuous)."""
+        total = 1
+        for dim in self.dimensions:
+            if not dim.finite:
+                return None
+            total *= len(dim.values)
+        return total

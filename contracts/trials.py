@@ -1,0 +1,112 @@
+"""A search's record, ``search/trials.json``: every trial, the budget spent, the winner, its confirmation.
+
+Pipeline position: a shared contract between the sweep's search (:mod:`orchestrator.app.search`, the one
+writer) and the report, which reads it and decides nothing. Validated on write and read. A trial's
+figure is the search's *estimate*; the verdict on the winner is the confirmation's (:class:`Confirmation`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from contracts.layout import SweepPaths
+from contracts.results import read_model, write_model
+
+TrialState = Literal["complete", "pruned", "infeasible", "failed", "running"]
+#: How far a trial was measured: nothing (pruned before it started), its start, the screening probe,
+#: the full capacity search.
+Fidelity = Literal["none", "start", "screen", "full"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PrunedPoint(_Model):
+    """A point (or a whole value) ruled out before anything started, and why."""
+
+    params: dict[str, Any]
+    why: str
+
+
+class TrialRecord(_Model):
+    """One trial: its point, what happened, how far it was measured, its estimate and what it cost."""
+
+    number: int
+    name: str
+    params: dict[str, Any]
+    state: TrialState
+    why: str = ""
+    fidelity: Fidelity = "none"
+    #: The objective value(s) the trial reached: an estimate (a screen's, or one capacity search's).
+    values: list[float] | None = None
+    #: The screening probe's estimate (level x SLO margin at the screen level).
+    screen: float | None = None
+    launches: int = 0
+    wall_s: float = 0.0
+    gpu_hours: float = 0.0
+    #: The same point as this earlier trial: its result reused, nothing launched.
+    same_as: int | None = None
+
+
+class Confirmation(_Model):
+    """The winner measured again as an ordinary candidate: the gates' verdict on it."""
+
+    decision: str
+    reason: str = ""
+    #: Its capacity measured on the fresh launch (None: not measured, or not a capacity objective).
+    capacity: float | None = None
+
+
+class Winner(_Model):
+    """The search's best point, as a candidate; its estimate is the trial's, not a verdict."""
+
+    name: str
+    trial: int
+    params: dict[str, Any]
+    estimate: list[float]
+    yaml_file: str
+
+
+class SearchRecord(_Model):
+    """``search/trials.json``: the space, every trial, the budget spent, the winner and its confirmation."""
+
+    name: str
+    objective: str
+    directions: list[Literal["maximize", "minimize"]]
+    space_size: int | None
+    pruned: list[PrunedPoint] = []
+    trials: list[TrialRecord] = []
+    launches: int = 0
+    max_launches: int = 0
+    gpu_hours: float = 0.0
+    max_gpu_hours: float | None = None
+    #: Why the search stopped (budget spent, stalled, space exhausted); empty while it runs.
+    stopped: str = ""
+    #: The baseline's figure the screen was set from (its capacity at the SLO), when known.
+    baseline: float | None = None
+    winner: Winner | None = None
+    #: Multi-objective: the trial numbers on the Pareto front.
+    pareto: list[int] = []
+    confirmation: Confirmation | None = None
+
+    @property
+    def distinct_launched(self) -> int:
+        """Configurations launched (a trial that reused an earlier one's point launched nothing)."""
+        return sum(1 for t in self.trials if t.launches > 0)
+
+
+def read_search(sweep: Path) -> SearchRecord | None:
+    """The sweep's search record, validated; None when the sweep ran no search."""
+    path = SweepPaths(sweep).trials
+    return read_model(path, SearchRecord) if path.exists() else None
+
+
+def write_search(sweep: Path, record: SearchRecord) -> None:
+    """Write ``search/trials.json`` (validated, atomically)."""
+    path = SweepPaths(sweep).trials
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_model(path, record)

@@ -1,0 +1,219 @@
+"""The search space (orchestrator.config.space): Hydra's sweep syntax, points as candidates, pruning."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from contracts.errors import ConfigError
+from contracts.schema import (
+    CandidateConfig,
+    GauntletConfig,
+    HostConfig,
+    ServiceConfig,
+    SpeculativeConfig,
+)
+from contracts.search import SearchConfig
+from launch.spec import LaunchSpec
+from orchestrator.config.space import (
+    candidate_at,
+    grid,
+    parse_space,
+    point_overrides,
+    prune,
+)
+
+LAYOUTS = {
+    "tp2_dp4": {"tensor_parallel_size": 2, "data_parallel_size": 4, "enable_expert_parallel": True},
+    "tp4_dp2": {"tensor_parallel_size": 4, "data_parallel_size": 2},
+    "tp8_dp2": {"tensor_parallel_size": 8, "data_parallel_size": 2},
+}
+
+
+def _baseline() -> CandidateConfig:
+    return CandidateConfig(
+        name="baseline",
+        tensor_parallel_size=2,
+        data_parallel_size=4,
+        speculative=SpeculativeConfig(method="dspark", num_speculative_tokens=7),
+        max_num_seqs=256,
+    )
+
+
+def _cfg(search: SearchConfig, *, gpus: int = 8, placement: str = "exact") -> GauntletConfig:
+    return GauntletConfig(
+        service=ServiceConfig(model="m", served_model_name="m"),
+        host=HostConfig(name="h", kind="sim", gpu_count=gpus, placement=placement, entrypoint=["srv"]),
+        candidate=_baseline(),
+        baseline=_baseline(),
+        search=search,
+    )
+
+
+@pytest.mark.parametrize(
+    ("expr", "values", "interval"),
+    [
+        ("choice(64,128,256)", (64, 128, 256), None),
+        ("range(64,257,64)", (64, 128, 192, 256), None),
+        ("range(0.5,0.8,0.1)", (0.5, 0.6, 0.7), None),
+        ("choice(tp2_dp4,tp4_dp2)", ("tp2_dp4", "tp4_dp2"), None),
+        ("interval(0.7,0.95)", (), (0.7, 0.95, False)),
+        ("tag(log,interval(1,100))", (), (1.0, 100.0, True)),
+    ],
+)
+def test_hydra_sweep_syntax_is_parsed_into_dimensions(
+    expr: str, values: tuple[Any, ...], interval: tuple[float, float, bool] | None
+) -> None:
+    field = "layout" if "tp" in expr else "max_num_seqs"
+    dim = parse_space(SearchConfig(space={field: expr}, layouts=LAYOUTS)).dimensions[0]
+    assert dim.values == values
+    if interval is not None:
+        assert (dim.low, dim.high, dim.log) == interval
+
+
+@pytest.mark.parametrize(
+    ("space", "layouts", "message"),
+    [
+        (
+            {"max_model_len": "choice(1,2)"},
+            {},
+            "search.space.max_model_len = 'choice(1,2)': a candidate field",
+        ),
+        ({"max_num_seqs": "choice(1,"}, {}, "search.space.max_num_seqs = 'choice(1,': Hydra's sweep syntax"),
+        (
+            {"layout": "choice(tp2_dp4,tp9)"},
+            LAYOUTS,
+            "search.space.layout = 'tp9': a layout of search.layouts",
+        ),
+        ({"max_num_seqs": "interval(5,1)"}, {}, "interval(low,high), low < high"),
+        ({"max_num_seqs": 64}, {}, "search.space = {'max_num_seqs': 64}: at least one choice"),
+        ({"layout": "choice(a)"}, {"a": {"pipeline": 2}}, "search.layouts.a.pipeline = 2"),
+    ],
+)
+def test_a_bad_space_names_the_file_the_field_the_value_and_what_is_allowed(
+    space: dict[str, Any], layouts: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_space(SearchConfig(space=space, layouts=layouts), where="conf/search/x.yaml")
+    text = str(err.value)
+    assert "conf/search/x.yaml" in text
+    assert message in text
+
+
+def test_nested_keys_name_nested_fields_and_the_size_is_the_product() -> None:
+    space = parse_space(
+        SearchConfig(
+            space={
+                "layout": "choice(tp2_dp4,tp4_dp2)",
+                "max_num_seqs": "choice(64,128,256)",
+                "speculative": {"method": "choice(dspark,off)", "num_speculative_tokens": "choice(3,7)"},
+                "moe_backend": "triton",
+            },
+            layouts=LAYOUTS,
+        )
+    )
+    names = [d.name for d in space.dimensions]
+    assert names == ["layout", "max_num_seqs", "speculative.method", "speculative.num_speculative_tokens"]
+    assert space.fixed == {"moe_backend": "triton"}
+    assert space.size == 24
+    points = list(grid(space))
+    assert len(points) == 24 and all(p["moe_backend"] == "triton" for p in points)
+    assert parse_space(SearchConfig(space={"gpu_memory_utilization": "interval(0.7,0.9)"})).size is None
+
+
+@pytest.mark.parametrize(
+    ("point", "expected"),
+    [
+        ({"max_num_seqs": 64}, {"max_num_seqs": 64, "tensor_parallel_size": 2, "spec": ("dspark", 7)}),
+        (
+            {"layout": "tp4_dp2", "speculative.num_speculative_tokens": 3},
+            {"tensor_parallel_size": 4, "data_parallel_size": 2, "spec": ("dspark", 3)},
+        ),
+        ({"speculative.method": "off", "speculative.num_speculative_tokens": 3}, {"spec": None}),
+        ({"speculative.method": "ngram"}, {"spec": ("ngram", 7)}),
+    ],
+)
+def test_a_point_is_the_baseline_with_the_points_fields(
+    point: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    cand = candidate_at(_baseline(), point, LAYOUTS, "t1")
+    assert cand.name == "t1"
+    for field, value in expected.items():
+        if field == "spec":
+            got = (
+                None
+                if cand.speculative is None
+                else (cand.speculative.method, cand.speculative.num_speculative_tokens)
+            )
+            assert got == value
+        else:
+            assert getattr(cand, field) == value
+
+
+@pytest.mark.parametrize(
+    ("point", "overrides"),
+    [
+        (
+            {"layout": "tp4_dp2", "max_num_seqs": 64},
+            [
+                "candidate.tensor_parallel_size=4",
+                "candidate.data_parallel_size=2",
+                "candidate.max_num_seqs=64",
+            ],
+        ),
+        (
+            {"speculative.method": "off", "speculative.num_speculative_tokens": 3},
+            ["candidate.speculative=null"],
+        ),
+        ({"gpu_memory_utilization": 0.9}, ["candidate.gpu_memory_utilization=0.9"]),
+    ],
+)
+def test_a_point_as_hydra_overrides_of_the_baselines_file(
+    point: dict[str, Any], overrides: list[str]
+) -> None:
+    got = point_overrides(point, LAYOUTS, baseline_option="baseline", name="s_t3")
+    assert got == ["candidate=baseline", "candidate.name=s_t3", *overrides]
+
+
+@pytest.mark.parametrize(
+    ("gpus", "placement", "pruned_layouts"),
+    [
+        (8, "exact", ["tp8_dp2"]),
+        (16, "exact", ["tp2_dp4", "tp4_dp2"]),
+        (16, "at_most", []),
+        (4, "at_most", ["tp2_dp4", "tp4_dp2", "tp8_dp2"]),
+    ],
+)
+def test_layouts_the_hosts_placement_rule_refuses_are_pruned_with_the_reason(
+    gpus: int, placement: str, pruned_layouts: list[str]
+) -> None:
+    search = SearchConfig(space={"layout": "choice(tp2_dp4,tp4_dp2,tp8_dp2)", "max_num_seqs": "choice(1,2)"})
+    search.layouts = LAYOUTS
+    cfg = _cfg(search, gpus=gpus, placement=placement)
+    result = prune(parse_space(search), cfg)
+    assert [p.params["layout"] for p in result.pruned] == pruned_layouts
+    assert all("TP x DP" in p.why for p in result.pruned)
+    assert result.valid == 2 * (3 - len(pruned_layouts))
+    assert result.refusal({"layout": "tp8_dp2", "max_num_seqs": 1}) == (
+        None if "tp8_dp2" not in pruned_layouts else result.pruned[-1].why
+    )
+
+
+def test_points_the_flag_table_refuses_are_pruned_before_anything_starts() -> None:
+    search = SearchConfig(space={"moe_backend": "choice(auto,bogus)", "max_num_seqs": "choice(1,2)"})
+    cfg = _cfg(search)
+
+    def refuses_bogus(spec: LaunchSpec) -> str | None:
+        return "--moe-backend: invalid choice 'bogus'" if "bogus" in spec.argv else None
+
+    result = prune(parse_space(search), cfg, refuses_bogus)
+    assert result.valid == 2
+    assert [p.params for p in result.pruned] == [
+        {"moe_backend": "bogus", "max_num_seqs": 1},
+        {"moe_backend": "bogus", "max_num_seqs": 2},
+    ]
+    assert (
+        result.refusal({"moe_backend": "bogus", "max_num_seqs": 2}) == "--moe-backend: invalid choice 'bogus'"
+    )
+    assert result.refusal({"moe_backend": "auto", "max_num_seqs": 2}) is None
