@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any
 from contracts.layout import PLOT_RANKING, PLOT_THROUGHPUT, PLOT_TTFT
 from contracts.metrics import mean
 from contracts.schema import GauntletConfig
+from contracts.trials import read_search
 from contracts.verdicts import Ranking
 from report.model import ReportModel, SweepData
+from report.search_plot import write_search_plot
 from report.slo_plots import write_slo_plots
 
 if TYPE_CHECKING:
@@ -91,7 +93,8 @@ class _Canvas:
 
 
 def write_plots(sweep_dir: Path, cfg: GauntletConfig, report: ReportModel, data: SweepData) -> None:
-    """The three PNGs; a candidate without measurements or a missing profile leaves a labelled gap."""
+    """The three PNGs (and the SLO and search plots where the sweep has them); a candidate without
+    measurements or a missing profile leaves a labelled gap."""
     plt = _pyplot()
     colors = plot_colors(report)
     title = f"{report.sweep}" + (" (SIMULATED)" if report.simulated else "")
@@ -101,6 +104,7 @@ def write_plots(sweep_dir: Path, cfg: GauntletConfig, report: ReportModel, data:
             _save(fig[0], sweep_dir / fig[1])
             plt.close(fig[0])
         write_slo_plots(plt, sweep_dir, results=data.results, colors=colors, slo=cfg.slo, title=title)
+        write_search_plot(plt, sweep_dir, read_search(sweep_dir), title)
 
 
 def _grid(plt: Any, panels: int, *, cols: int, width: float, height: float) -> tuple[Any, list[Axes]]:
