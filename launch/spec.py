@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.errors import LaunchError, SpecError, SpecTamperedError
-from contracts.schema import CandidateConfig, HostConfig, ServiceConfig
+from contracts.schema import CandidateConfig, HostConfig, NodeLayout, ServiceConfig, host_layout
 
 SPEC_VERSION = 1
 
@@ -41,6 +41,9 @@ SERVER_API_KEY_ENV = "VLLM_API_KEY"
 #: vLLM's CPU backend binds each worker's OpenMP threads to the cores listed here, one list per local rank
 #: separated by "|", ranks in [DP, PP, TP] order ("auto" needs a NUMA node per rank; "0|1" works on one).
 CPU_BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
+#: Where a multi-node spec names its head node's address: known only at launch (the node SLURM gives the
+#: job), so the spec and its fingerprint carry this placeholder and the launcher puts the address in.
+HEAD_ADDRESS = "{head_address}"
 
 
 def env_reference(name: str) -> str:
@@ -107,6 +110,30 @@ class LaunchSpec:
     #: match). Host plumbing (NCCL_*, VLLM_*), not the candidate: outside the fingerprint, as the
     #: inherited PATH is.
     env_passthrough: tuple[str, ...] = ()
+    #: The other nodes' commands of a candidate spanning nodes (node k = index + 1; empty: one node). The
+    #: head's is ``argv``; each follower runs ``--headless`` and meets the head at ``HEAD_ADDRESS``.
+    followers: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def nodes(self) -> int:
+        """Nodes the server runs on (1: a single-node spec)."""
+        return 1 + len(self.followers)
+
+    def node_argv(self, node: int) -> tuple[str, ...]:
+        """The command of node ``node`` (0: the head)."""
+        return self.argv if node == 0 else self.followers[node - 1]
+
+    def node_fingerprints(self) -> list[str]:
+        """Each node's own fingerprint: its command with the spec's environment and config (the head's is
+        the whole spec's on one node)."""
+        return [
+            _digest(
+                fingerprint_payload(
+                    self.node_argv(k), self.env, self.pass_env, self.config_yaml, api_key_env=self.api_key_env
+                )
+            )
+            for k in range(self.nodes)
+        ]
 
     @property
     def base_url(self) -> str:
@@ -124,7 +151,12 @@ class LaunchSpec:
 
     def fingerprinted_bytes(self) -> bytes:
         return fingerprint_payload(
-            self.argv, self.env, self.pass_env, self.config_yaml, api_key_env=self.api_key_env
+            self.argv,
+            self.env,
+            self.pass_env,
+            self.config_yaml,
+            api_key_env=self.api_key_env,
+            followers=self.followers,
         )
 
     def api_key(self, environ: Mapping[str, str]) -> str | None:
@@ -147,6 +179,10 @@ class LaunchSpec:
             del data["env_passthrough"]  # so are specs that pass nothing through
         else:
             data["env_passthrough"] = list(self.env_passthrough)
+        if not self.followers:
+            del data["followers"]  # single-node specs are written as before
+        else:
+            data["followers"] = [list(argv) for argv in self.followers]
         data["spec_version"] = SPEC_VERSION
         data["argv"] = list(self.argv)
         data["pass_env"] = list(self.pass_env)
@@ -166,6 +202,7 @@ class LaunchSpec:
                     "pass_env": tuple(data["pass_env"]),
                     "env": dict(data["env"]),
                     "env_passthrough": tuple(data.get("env_passthrough", ())),
+                    "followers": tuple(tuple(argv) for argv in data.get("followers", ())),
                 }
             )
         except (ValueError, KeyError, TypeError) as exc:
@@ -200,9 +237,11 @@ def fingerprint_payload(
     config_yaml: str,
     *,
     api_key_env: str | None = None,
+    followers: tuple[tuple[str, ...], ...] = (),
 ) -> bytes:
     """The exact bytes the fingerprint is taken over (secret values are never part of them; the name of
-    the API key's variable is, when there is one, so specs without a key keep their fingerprints)."""
+    the API key's variable is, when there is one, so specs without a key keep their fingerprints; so are
+    the followers' commands, when there are any, so single-node specs keep theirs)."""
     payload: dict[str, Any] = {
         "argv": list(argv),
         "env": dict(env),
@@ -211,6 +250,8 @@ def fingerprint_payload(
     }
     if api_key_env is not None:
         payload["api_key_env"] = api_key_env
+    if followers:
+        payload["followers"] = [list(argv) for argv in followers]
     return _json(payload).encode("ascii")
 
 
@@ -317,16 +358,49 @@ def placement_env(candidate: CandidateConfig, host: HostConfig) -> dict[str, str
     return {CPU_BIND_ENV: cpu_binding(candidate.tensor_parallel_size, candidate.data_parallel_size)}
 
 
+def node_flags(layout: NodeLayout, node: int, rpc_port: int) -> list[str]:
+    """The flags that place node ``node`` (0: the head) of a multi-node launch, after the candidate's own.
+
+    DP over nodes (vLLM's multi-node data parallel): every node says its local ranks and the head's
+    address and RPC port; a follower runs ``--headless`` from its first global rank. A replica whose TP
+    spans nodes (vLLM's ``--nnodes`` with the mp backend): every node says the node count, its rank and
+    the head's address and port; a follower runs ``--headless``.
+    """
+    head = ["--headless"] if node else []
+    if layout.tp_spans_nodes:
+        return [*head, "--nnodes", str(layout.nodes), "--node-rank", str(node),
+                "--master-addr", HEAD_ADDRESS, "--master-port", str(rpc_port)]  # fmt: skip
+    start = ["--data-parallel-start-rank", str(node * layout.dp_local)] if node else []
+    return [*head, *start, "--data-parallel-size-local", str(layout.dp_local),
+            "--data-parallel-address", HEAD_ADDRESS, "--data-parallel-rpc-port", str(rpc_port)]  # fmt: skip
+
+
+def resolve_head(argv: tuple[str, ...], address: str) -> tuple[str, ...]:
+    """``argv`` with the head node's address in place of :data:`HEAD_ADDRESS` (at launch, not in the spec)."""
+    return tuple(address if part == HEAD_ADDRESS else part for part in argv)
+
+
 def render_spec(service: ServiceConfig, candidate: CandidateConfig, host: HostConfig) -> LaunchSpec:
-    """Render the exact launch of ``candidate`` on ``host`` for ``service`` (pure and deterministic)."""
+    """Render the exact launch of ``candidate`` on ``host`` for ``service`` (pure and deterministic).
+
+    A candidate whose TP x DP needs more than one of the host's nodes gets one command per node
+    (:func:`node_flags`); one that fits a node is rendered exactly as on a one-node host.
+    """
     flags = vllm_flags(service, candidate)
     if host.kind == "sim":
         sim = {**host.sim_args, **candidate.sim_args}
         flags.extend((name.removeprefix("--"), sim[name]) for name in sorted(sim))
     entry = [part.replace("{model}", service.model) for part in host.entrypoint]
-    argv: list[str] = list(entry)
+    common: list[str] = list(entry)
     for name, value in flags:
-        argv.extend(render_flag(name, value))
+        common.extend(render_flag(name, value))
+    layout = host_layout(candidate.tensor_parallel_size, candidate.data_parallel_size, host)
+    if isinstance(layout, str):
+        raise SpecError(f"candidate {candidate.name}: {layout}", hint="change TP or DP, or the host's nodes")
+    argv = [*common, *node_flags(layout, 0, host.rpc_port)] if layout.nodes > 1 else common
+    followers = tuple(
+        tuple([*common, *node_flags(layout, node, host.rpc_port)]) for node in range(1, layout.nodes)
+    )
     # A binding written in a config (host, service or candidate env) wins over the computed placement.
     env = {**placement_env(candidate, host), **host.env, **service.env, **candidate.env}
     for name, value in env.items():
@@ -361,6 +435,7 @@ def render_spec(service: ServiceConfig, candidate: CandidateConfig, host: HostCo
         time_scale=float(host.time_scale),
         api_key_env=service.api_key_env,
         env_passthrough=tuple(host.env_passthrough),
+        followers=followers,
     )
     return _with_fingerprint(spec)
 

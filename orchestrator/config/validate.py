@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from contracts.errors import ConfigError, ConfigProblem, HarnessError
+from contracts.labelled import is_labelled, parse_labelled
 from contracts.paths import CONF_DIR, PROJECT_ROOT
 from contracts.schema import (
     CandidateConfig,
@@ -28,6 +29,7 @@ from contracts.schema import (
     LoadConfig,
     RunConfig,
     WorkloadConfig,
+    host_layout,
     placement_problem,
 )
 from load.sources import source_problems
@@ -177,6 +179,13 @@ def candidate_problems(cand: CandidateConfig, host: HostConfig, where: Any) -> l
                     " + ".join(files), "tensor_parallel_size x data_parallel_size", f"{tp} x {dp}", allowed
                 )
             )
+        elif isinstance(layout := host_layout(tp, dp, host), str):
+            files = dict.fromkeys([where(["tensor_parallel_size"]), where(["data_parallel_size"])])
+            out.append(
+                ConfigProblem(
+                    " + ".join(files), "tensor_parallel_size x data_parallel_size", f"{tp} x {dp}", layout
+                )
+            )
     gmu = cand.gpu_memory_utilization
     if not (isinstance(gmu, int | float) and 0 < gmu <= 1):
         bad(["gpu_memory_utilization"], gmu, "a fraction in (0, 1]")
@@ -260,6 +269,15 @@ def workload_problems(
                 wl.prompts_file,
                 f"an existing file under conf/workload/ ({path} is missing)",
             )
+        elif is_labelled(wl.prompts_file):  # a labelled set (JSONL), read now as a prompts list is
+            try:
+                items = parse_labelled(path.read_text(), str(path))
+            except (HarnessError, OSError, ValueError) as exc:
+                why = exc.message if isinstance(exc, HarnessError) else f"cannot read {path}: {exc}"
+                bad(["prompts_file"], wl.prompts_file, f"a labelled set, one JSON object a line: {why}")
+            else:
+                if wl.num_requests != len(items):
+                    bad(["num_requests"], wl.num_requests, f"{len(items)}: each item of {path} sent once")
         else:  # read it now: an empty or misshapen set is refused here, never blamed on a server
             try:
                 parse_prompts(path.read_text(), str(path))
@@ -374,6 +392,20 @@ def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
         )
     if host.gpu_count < 1:
         problems.append(ConfigProblem(host_file, "host.gpu_count", host.gpu_count, "an integer >= 1"))
+    if host.nodes < 1:
+        problems.append(ConfigProblem(host_file, "host.nodes", host.nodes, "an integer >= 1"))
+    elif host.nodes > 1 and host.gpus_per_node * host.nodes != host.gpu_count:
+        problems.append(
+            ConfigProblem(
+                host_file,
+                "host.gpus_per_node",
+                host.gpus_per_node,
+                f"GPUs per node, an integer >= 1 with nodes x gpus_per_node = gpu_count ({host.gpu_count})",
+            )
+        )
+    if host.nodes > 1 and not 1 <= host.rpc_port <= MAX_PORT:
+        port = ConfigProblem(host_file, "host.rpc_port", host.rpc_port, f"a TCP port, 1..{MAX_PORT}")
+        problems.append(port)
     if host.time_scale <= 0:
         problems.append(ConfigProblem(host_file, "host.time_scale", host.time_scale, "a positive factor"))
     if not host.entrypoint or not any("{model}" in part for part in host.entrypoint):
@@ -441,8 +473,32 @@ def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
                 src.describe("gates"), "gates.confidence", cfg.gates.confidence, "a level in (0, 1)"
             )
         )
+    problems.extend(accuracy_problems(cfg, src.describe("gates")))
     if problems:
         raise ConfigError(problems)
+
+
+def accuracy_problems(cfg: GauntletConfig, where: str) -> list[ConfigProblem]:
+    """The answer_accuracy gate's settings: a labelled profile when the sweep runs it, its bounds."""
+    acc, out = cfg.gates.accuracy, []
+    tolerance, least = acc.tolerance, acc.min_items
+    if not (isinstance(tolerance, int | float) and 0 <= tolerance < 1):
+        out.append(ConfigProblem(where, "gates.accuracy.tolerance", tolerance, "accuracy points in [0, 1)"))
+    if not (isinstance(least, int) and least >= 1):
+        out.append(ConfigProblem(where, "gates.accuracy.min_items", least, "an integer >= 1"))
+    wl = cfg.workloads.get(acc.profile)
+    if acc.profile not in cfg.run.profiles or wl is None:
+        return out  # not asked for: the gate is not applicable
+    if not is_labelled(wl.prompts_file):
+        allowed = f"a profile whose prompts_file is a labelled set (.jsonl), not {wl.prompts_file!r}"
+        out.append(ConfigProblem(where, "gates.accuracy.profile", acc.profile, allowed))
+    elif wl.temperature != 0:
+        allowed = "0: a labelled set is scored on greedy answers"
+        out.append(ConfigProblem(where, f"workloads.{acc.profile}.temperature", wl.temperature, allowed))
+    elif isinstance(least, int) and wl.num_requests < least:
+        allowed = f"at least gates.accuracy.min_items = {least} items, or a smaller min_items"
+        out.append(ConfigProblem(where, f"workloads.{acc.profile}.num_requests", wl.num_requests, allowed))
+    return out
 
 
 def _where_of(src: Sources) -> Callable[[str, str, Sequence[str]], str]:

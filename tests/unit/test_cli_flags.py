@@ -146,10 +146,10 @@ def test_plan_help_says_what_plan_does(capfd: Capture) -> None:
 def test_list_shows_every_group_with_description_and_path(world: dict[str, Path], capfd: Capture) -> None:
     code, out = run(capfd, ["list", "-cd", str(world["user"])])
     assert code == 0, out
-    shipped = {g: len(list((CONF_DIR / g).glob("*.yaml"))) for g in ("workload", "slo")}
+    shipped = {g: len(list((CONF_DIR / g).glob("*.yaml"))) for g in ("workload", "slo", "host")}
     groups = (
         "candidate (6)",
-        "host (4)",
+        f"host ({shipped['host'] + 1})",  # the user's mysim
         "service (2)",
         f"workload ({shipped['workload']})",
         "experiment (1)",
@@ -169,7 +169,8 @@ def test_list_shows_every_group_with_description_and_path(world: dict[str, Path]
 def test_list_one_group_and_an_unknown_one(capfd: Capture) -> None:
     code, out = run(capfd, ["list", "host"])
     assert code == 0
-    assert out.startswith("host (3): choose with host=OPTION") and "candidate (" not in out
+    hosts = len(list((CONF_DIR / "host").glob("*.yaml")))
+    assert out.startswith(f"host ({hosts}): choose with host=OPTION") and "candidate (" not in out
     code, out = run(capfd, ["list", "hosts"])
     assert code == 2 and "unknown group hosts" in out
 
