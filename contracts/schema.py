@@ -17,6 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from contracts.errors import ResultFileError
 from contracts.layout import CONFIG_FILE, DEFAULT_SWEEPS_DIR, SweepPaths
+from contracts.search import SearchConfig
 
 #: OmegaConf's marker for a required value (``omegaconf.MISSING`` is this string); composing a config that
 #: leaves one unset is an error naming the field.
@@ -162,6 +163,11 @@ class HostConfig:
     time_scale: float = 1.0
     # Flags passed only to the simulator (its profile and fault injection).
     sim_args: dict[str, Any] = field(default_factory=dict)
+    # Price of one GPU-hour on this host in $ (the cost figures: $ per million output tokens, the cost
+    # gate; docs/accuracy-and-cost.md). The host's gpu_count GPUs are paid for. None = no cost figures.
+    gpu_hour_price: float | None = None
+    # Price of a kWh of GPU energy in $, added to the GPU-hours when set (needs the runs' energy).
+    power_price_kwh: float | None = None
 
 
 @dataclass
@@ -258,6 +264,33 @@ class WorkloadConfig:
 
 
 @dataclass
+class AccuracyGateConfig:
+    """The answer_accuracy gate: a labelled profile scored on both sides (docs/accuracy-and-cost.md)."""
+
+    # The labelled profile (its prompts_file a .jsonl labelled set); not applicable when the sweep does not
+    # run it (run.profiles).
+    profile: str = "accuracy"
+    # Allowed drop of accuracy against the baseline, in accuracy points (0.02 = two items in a hundred):
+    # fails when the drop's lower confidence bound (McNemar's exact test on the paired items) exceeds it.
+    tolerance: float = 0.0
+    # Fewest items scored on both sides (an answer finished on each) before the gate decides; fewer is
+    # incomplete.
+    min_items: int = 20
+
+
+@dataclass
+class CostGateConfig:
+    """The cost gate's bounds ($ per million output tokens at the measured throughput); both None = off."""
+
+    # Allowed worsening of $/Mtok against the baseline's on each loaded profile, as a fraction (0.05 = 5%):
+    # fails when worse beyond it and beyond noise. None = not compared.
+    tolerance: float | None = None
+    # Budget in $ per million output tokens on each loaded profile: fails when the runs' interval lies
+    # above it. None = no budget.
+    max_usd_per_mtok: float | None = None
+
+
+@dataclass
 class GatesConfig:
     """Acceptance thresholds (see gates/)."""
 
@@ -296,6 +329,10 @@ class GatesConfig:
     # reported) or "exact_test" (a statistical test: Fisher's exact test, one-sided, must reject "no
     # change" at the gates' level; a loss within noise is inconclusive).
     answer_policy: str = "any_lost_answer_blocks"
+    # The cost gate (gates/cost.py): off unless a bound is set, not applicable without host.gpu_hour_price.
+    cost: CostGateConfig = field(default_factory=CostGateConfig)
+    # The answer_accuracy gate (gates/answer_accuracy.py): a labelled set's accuracy against the baseline's.
+    accuracy: AccuracyGateConfig = field(default_factory=AccuracyGateConfig)
 
 
 @dataclass
@@ -451,6 +488,7 @@ class GauntletConfig:
     capacity: CapacityConfig = field(default_factory=CapacityConfig)
     # How the load client runs: worker processes, the send-lateness bound, TLS files.
     load: LoadConfig = field(default_factory=LoadConfig)
+    search: SearchConfig | None = None  # a search (conf/search/, docs/search.md); None = no search
 
 
 def placement_problem(

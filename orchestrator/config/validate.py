@@ -19,7 +19,6 @@ from typing import Any
 import yaml
 
 from contracts.errors import ConfigError, ConfigProblem, HarnessError
-from contracts.labelled import is_labelled, parse_labelled
 from contracts.paths import CONF_DIR, PROJECT_ROOT
 from contracts.schema import (
     CandidateConfig,
@@ -269,15 +268,6 @@ def workload_problems(
                 wl.prompts_file,
                 f"an existing file under conf/workload/ ({path} is missing)",
             )
-        elif is_labelled(wl.prompts_file):  # a labelled set (JSONL), read now as a prompts list is
-            try:
-                items = parse_labelled(path.read_text(), str(path))
-            except (HarnessError, OSError, ValueError) as exc:
-                why = exc.message if isinstance(exc, HarnessError) else f"cannot read {path}: {exc}"
-                bad(["prompts_file"], wl.prompts_file, f"a labelled set, one JSON object a line: {why}")
-            else:
-                if wl.num_requests != len(items):
-                    bad(["num_requests"], wl.num_requests, f"{len(items)}: each item of {path} sent once")
         else:  # read it now: an empty or misshapen set is refused here, never blamed on a server
             try:
                 parse_prompts(path.read_text(), str(path))
@@ -473,32 +463,8 @@ def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
                 src.describe("gates"), "gates.confidence", cfg.gates.confidence, "a level in (0, 1)"
             )
         )
-    problems.extend(accuracy_problems(cfg, src.describe("gates")))
     if problems:
         raise ConfigError(problems)
-
-
-def accuracy_problems(cfg: GauntletConfig, where: str) -> list[ConfigProblem]:
-    """The answer_accuracy gate's settings: a labelled profile when the sweep runs it, its bounds."""
-    acc, out = cfg.gates.accuracy, []
-    tolerance, least = acc.tolerance, acc.min_items
-    if not (isinstance(tolerance, int | float) and 0 <= tolerance < 1):
-        out.append(ConfigProblem(where, "gates.accuracy.tolerance", tolerance, "accuracy points in [0, 1)"))
-    if not (isinstance(least, int) and least >= 1):
-        out.append(ConfigProblem(where, "gates.accuracy.min_items", least, "an integer >= 1"))
-    wl = cfg.workloads.get(acc.profile)
-    if acc.profile not in cfg.run.profiles or wl is None:
-        return out  # not asked for: the gate is not applicable
-    if not is_labelled(wl.prompts_file):
-        allowed = f"a profile whose prompts_file is a labelled set (.jsonl), not {wl.prompts_file!r}"
-        out.append(ConfigProblem(where, "gates.accuracy.profile", acc.profile, allowed))
-    elif wl.temperature != 0:
-        allowed = "0: a labelled set is scored on greedy answers"
-        out.append(ConfigProblem(where, f"workloads.{acc.profile}.temperature", wl.temperature, allowed))
-    elif isinstance(least, int) and wl.num_requests < least:
-        allowed = f"at least gates.accuracy.min_items = {least} items, or a smaller min_items"
-        out.append(ConfigProblem(where, f"workloads.{acc.profile}.num_requests", wl.num_requests, allowed))
-    return out
 
 
 def _where_of(src: Sources) -> Callable[[str, str, Sequence[str]], str]:
