@@ -75,6 +75,9 @@ class RequestRecord(_Model):
     http_status: int | None = None
     error: ErrorClass | None = None
     error_detail: str | None = None  # first line of the error, for the report
+    # The visible answer (its content deltas joined), kept for a labelled set's items only (the accuracy
+    # gate scores it); None for every other profile.
+    output_text: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -386,6 +389,42 @@ class WatchEvent(_Model):
 Phase = Literal["baseline", "candidate", "baseline_end", "recovery"]
 
 
+#: How a run's energy was read: NVML's total-energy counter, NVML's power readings integrated over the run
+#: (where the counter is not supported), or the simulator's stated power model (simulated, not measured).
+EnergyMethod = Literal["nvml_counter", "nvml_power", "simulated"]
+
+
+class RunEnergy(_Model):
+    """The energy the GPUs drew during one measured run (a profile's repeat), or why it was not measured.
+
+    Sampled at the run's start and end (the whole run_profile call: calibration and warmup included);
+    ``output_tokens_per_joule`` is the run's measured output tokens/s over its average total power. Not
+    measured (a CPU host, no NVIDIA driver, a counter reset): ``method``, ``joules`` and the figures are
+    None, never zero, and ``reason`` says why."""
+
+    method: EnergyMethod | None  # None: not measured
+    joules: float | None  # every GPU together, over the run
+    duration_s: float | None  # the sampled interval (host seconds)
+    gpus: int  # GPUs read (every GPU the host's NVML or the simulator reports)
+    watts_per_gpu: list[float] | None  # average power of each GPU over the run
+    output_tokens_per_joule: float | None
+    samples: int | None = None  # power readings integrated (nvml_power only)
+    reason: str | None = None  # why not measured; or what the figure is (simulated: the power model)
+
+    @property
+    def measured(self) -> bool:
+        return self.joules is not None
+
+
+class Pricing(_Model):
+    """What the host's time and power cost (``host.gpu_hour_price``, ``host.power_price_kwh``), recorded
+    with each launch so its $ per million tokens can be worked out from its files (:mod:`contracts.cost`)."""
+
+    gpus: int  # GPUs paid for: the host's gpu_count (the host is rented whole)
+    gpu_hour_price: float  # $ per GPU-hour
+    power_price_kwh: float | None = None  # $ per kWh of GPU energy; None: energy is not priced
+
+
 class CandidateRun(_Model):
     """One candidate's launch on the host, independent of the profiles run against it."""
 
@@ -408,6 +447,10 @@ class CandidateRun(_Model):
     paired_baseline: str | None = None
     # An interleaved baseline block (run.interleave): the candidate whose measurement it followed.
     follows: str | None = None
+    # Energy of each measured run, by its directory (profile/r<k>); absent in launches before it was read.
+    energy: dict[str, RunEnergy] = Field(default_factory=dict)
+    # The host's prices when this launch ran; None: the host has no gpu_hour_price (no cost figures).
+    pricing: Pricing | None = None
 
 
 class RecoveryCheck(_Model):

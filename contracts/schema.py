@@ -282,11 +282,9 @@ class AccuracyGateConfig:
 class CostGateConfig:
     """The cost gate's bounds ($ per million output tokens at the measured throughput); both None = off."""
 
-    # Allowed worsening of $/Mtok against the baseline's on each loaded profile, as a fraction (0.05 = 5%):
-    # fails when worse beyond it and beyond noise. None = not compared.
+    # Allowed $/Mtok worsening against the baseline's per loaded profile (0.05: 5%, beyond noise); None: off
     tolerance: float | None = None
-    # Budget in $ per million output tokens on each loaded profile: fails when the runs' interval lies
-    # above it. None = no budget.
+    # Budget in $/Mtok per loaded profile: fails when the runs' interval lies above it; None = no budget.
     max_usd_per_mtok: float | None = None
 
 

@@ -22,6 +22,7 @@ from gates import (  # noqa: F401  (imported to register the gates, in evaluatio
     capacity,
     compatibility,
     concurrency,
+    cost,
     latency_gain,
     memory_headroom,
     stability,

@@ -8,19 +8,33 @@ driver both degrade to "no data" with the driver's own error text, recorded once
     probe = NvmlProbe()
     probe.snapshot()   # [GpuMemory(index=0, name='NVIDIA H100 80GB HBM3', ...), ...] or None
     probe.reason       # None, or 'no NVIDIA driver (NVML Shared Library Not Found)'
+
+A measured run's energy (:class:`NvmlEnergy`, an :class:`~launch.energy.EnergyMeter`): each GPU's
+total-energy counter (``nvmlDeviceGetTotalEnergyConsumption``, mJ since the driver loaded) read at the run's
+start and end; where the counter is not supported (``NVMLError_NotSupported``), ``nvmlDeviceGetPowerUsage``
+(mW) read every ``interval_s`` on a thread and integrated. Without a driver: "not measured", never raised::
+
+    window = NvmlEnergy(probe).open()   # at the run's start
+    window.close()                      # RunEnergy(method='nvml_counter', joules=..., ...) at its end
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
+import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import pynvml  # nvidia-ml-py: importing it needs no driver; nvmlInit() is what fails without one
 
-from contracts.results import GpuMemory, HostProbe
+from contracts.results import GpuMemory, HostProbe, RunEnergy
 from contracts.schema import placement_problem
+from launch.energy import EnergyWindow, Unmeasured, counter_joules, integrate_power, not_measured, run_energy
 
 GIB = 1024**3
+
+Clock = Callable[[], float]
 
 
 class GpuProbe(Protocol):
@@ -59,6 +73,10 @@ class NvmlProbe:
         self._nvml: Any | None = None
         self.reason: str | None = None  # why there is no data (set once)
 
+    def module(self) -> Any | None:
+        """The initialised NVML module, or None without a driver (``reason`` says why)."""
+        return self._handle()
+
     def _handle(self) -> Any | None:
         if self._nvml is not None:
             return self._nvml
@@ -89,6 +107,109 @@ class NvmlProbe:
             with contextlib.suppress(*_error_types(self._nvml)):
                 self._nvml.nvmlShutdown()
             self._nvml = None
+
+
+def _not_supported(nvml: Any, exc: BaseException) -> bool:
+    """The NVML call is not supported on this GPU (``NVMLError_NotSupported``, NVML_ERROR_NOT_SUPPORTED)."""
+    kind = getattr(nvml, "NVMLError_NotSupported", None)
+    if isinstance(kind, type) and isinstance(exc, kind):
+        return True
+    return getattr(exc, "value", None) == getattr(nvml, "NVML_ERROR_NOT_SUPPORTED", 3)
+
+
+class _CounterWindow:
+    """A run read by each GPU's total-energy counter (mJ) at its start and at its end."""
+
+    def __init__(self, nvml: Any, handles: list[Any], start_mj: list[int], t0: float, clock: Clock) -> None:
+        self._nvml, self._handles, self._start, self._t0, self._clock = nvml, handles, start_mj, t0, clock
+
+    def close(self) -> RunEnergy:
+        nvml = self._nvml
+        try:
+            end = [int(nvml.nvmlDeviceGetTotalEnergyConsumption(h)) for h in self._handles]
+        except _error_types(nvml) as exc:
+            return not_measured(f"NVML stopped answering at the run's end ({exc})", gpus=len(self._handles))
+        duration = self._clock() - self._t0
+        joules = [counter_joules(a, b, duration_s=duration) for a, b in zip(self._start, end, strict=True)]
+        return run_energy("nvml_counter", joules, duration, output_tps=None)
+
+
+class _PowerWindow:
+    """A run read by each GPU's power (mW) every ``interval_s`` on a thread, integrated at its end."""
+
+    def __init__(self, nvml: Any, handles: list[Any], clock: Clock, interval_s: float | None) -> None:
+        self._nvml, self._handles, self._clock = nvml, handles, clock
+        self._readings: list[list[tuple[float, float]]] = [[] for _ in handles]
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.sample()
+        if interval_s is not None:
+            self._thread = threading.Thread(
+                target=self._loop, args=(interval_s,), name="gauntlet-nvml-power", daemon=True
+            )
+            self._thread.start()
+
+    def _loop(self, interval_s: float) -> None:
+        while not self._stop.wait(interval_s):
+            self.sample()
+
+    def sample(self) -> None:
+        """Read every GPU's power now; a reading NVML refuses is left out (fewer readings, not zero)."""
+        nvml = self._nvml
+        with self._lock:
+            for handle, readings in zip(self._handles, self._readings, strict=True):
+                with contextlib.suppress(*_error_types(nvml)):
+                    milliwatts = nvml.nvmlDeviceGetPowerUsage(handle)
+                    readings.append((self._clock(), milliwatts / 1000))
+
+    def close(self) -> RunEnergy:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.sample()
+        joules = [integrate_power(readings) for readings in self._readings]
+        times = [t for readings in self._readings for t, _ in readings]
+        duration = max(times) - min(times) if times else 0.0
+        count = min((len(r) for r in self._readings), default=0)
+        return run_energy(
+            "nvml_power",
+            joules,
+            duration,
+            output_tps=None,
+            samples=count,
+            note="the energy counter is not supported here: power readings integrated over the run",
+        )
+
+
+class NvmlEnergy:
+    """Energy windows over every GPU NVML sees: the total-energy counter, else power readings integrated
+    (every ``interval_s`` seconds; None: only at the window's open, its close and :meth:`sample` calls)."""
+
+    def __init__(
+        self, probe: NvmlProbe, *, clock: Clock = time.monotonic, interval_s: float | None = 0.5
+    ) -> None:
+        self._probe, self._clock, self._interval_s = probe, clock, interval_s
+
+    def open(self) -> EnergyWindow:
+        nvml = self._probe.module()
+        if nvml is None:
+            return Unmeasured(f"not measured: {self._probe.reason or 'no NVIDIA driver'}")
+        errors = _error_types(nvml)
+        try:
+            handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+            if not handles:
+                return Unmeasured("not measured: NVML sees no GPU")
+            t0 = self._clock()
+            try:
+                start = [int(nvml.nvmlDeviceGetTotalEnergyConsumption(h)) for h in handles]
+            except errors as exc:
+                if not _not_supported(nvml, exc):
+                    raise
+                return _PowerWindow(nvml, handles, self._clock, self._interval_s)
+            return _CounterWindow(nvml, handles, start, t0, self._clock)
+        except errors as exc:
+            return Unmeasured(f"not measured: NVML failed at the run's start ({exc})")
 
 
 def probe_host(nvml_module: Any | None = None) -> HostProbe:

@@ -3,8 +3,8 @@
 Pipeline position: beside ``plan``, before anything runs. Hydra lists each group's options over the whole
 search path (the project's ``conf/``, ``--config-dir``, ``hydra.searchpath``, packages), exactly the
 options a ``group=option`` override or ``candidate=glob(*)`` can pick; this module adds each file's
-description (its ``description:`` field, else its first comment line) and its path. Hydra's flags work as
-on ``plan``.
+description (its ``description:`` field, else its first comment line) and its path; ``list gates`` also
+names the registered gates ``gates.enabled`` selects from. Hydra's flags work as on ``plan``.
 """
 
 from __future__ import annotations
@@ -85,6 +85,18 @@ def format_choices(found: Sequence[Choice], groups: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+def registered_gates() -> str:
+    """The gates the judge can run (every registered one, in evaluation order), what each protects, and
+    how to choose them: ``gates.enabled``."""
+    from gates import REGISTRY  # noqa: PLC0415  (loads and registers the gates only for this listing)
+
+    found = sorted(REGISTRY.values(), key=lambda g: g.order)  # stable: equal order keeps registration order
+    width = max(len(g.name) for g in found)
+    lines = [f"registered gates ({len(found)}): choose with gates.enabled=[NAME,...] (empty: every one)"]
+    lines += [f"  {g.name:<{width}}  {g.requirement}" for g in found]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: Sequence[str], out: TextIO | None = None) -> int:
     """``list [GROUP ...] [hydra flags] [overrides]``."""
     out = out or sys.stdout
@@ -106,4 +118,6 @@ def main(argv: Sequence[str], out: TextIO | None = None) -> int:
         print(f"gauntlet list: {exc}", file=sys.stderr)
         return exc.exit_code
     out.write(format_choices(found, shown))
+    if "gates" in shown:
+        out.write(registered_gates())
     return 0

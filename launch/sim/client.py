@@ -1,7 +1,9 @@
 """Client side of the simulator's extra endpoints, for gauntlet's stages.
 
 Pipeline position: the sweep calls :func:`sim_gpu_memory` after warmup where it would read NVML on a real
-host (the simulated host has no driver). The HTTP transport is injectable (``httpx.MockTransport`` in tests).
+host (the simulated host has no driver), and opens a :class:`SimEnergy` window around each measured run
+where it would read NVML's energy counter (``/sim/energy``: the simulator's stated power model, labelled
+simulated). The HTTP transport is injectable (``httpx.MockTransport`` in tests).
 
 Example::
 
@@ -15,9 +17,11 @@ import httpx
 from pydantic import ValidationError
 
 from contracts.errors import LaunchError
-from contracts.results import GpuMemory
+from contracts.results import GpuMemory, RunEnergy
+from launch.energy import EnergyWindow, counter_joules, not_measured, run_energy
 
 GPU_MEMORY_PATH = "/sim/gpu_memory"
+ENERGY_PATH = "/sim/energy"
 
 
 def sim_gpu_memory(
@@ -43,3 +47,42 @@ def sim_gpu_memory(
         raise LaunchError(
             f"{url} returned a GPU entry that is not valid", evidence=str(exc).splitlines()[:6]
         ) from exc
+
+
+def _energy_reading(base_url: str, transport: httpx.BaseTransport | None) -> tuple[float, list[int], str]:
+    """The simulator's virtual clock, each GPU's energy counter (mJ) and its power model, in words."""
+    with httpx.Client(transport=transport, timeout=10.0) as client:
+        response = client.get(base_url.rstrip("/") + ENERGY_PATH)
+        response.raise_for_status()
+        data = response.json()
+    return float(data["virtual_s"]), [int(v) for v in data["gpus_mj"]], str(data["model"])
+
+
+class _SimWindow:
+    def __init__(self, meter: SimEnergy, start: tuple[float, list[int], str] | None, error: str) -> None:
+        self._meter, self._start, self._error = meter, start, error
+
+    def close(self) -> RunEnergy:
+        if self._start is None:
+            return not_measured(self._error)
+        try:
+            t1, end, model = _energy_reading(self._meter.base_url, self._meter.transport)
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            return not_measured(f"not measured: {ENERGY_PATH} failed at the run's end ({exc})")
+        t0, start, _ = self._start
+        duration = t1 - t0  # virtual seconds: the host seconds the load runner reports
+        joules = [counter_joules(a, b, duration_s=duration) for a, b in zip(start, end, strict=True)]
+        return run_energy("simulated", joules, duration, output_tps=None, note=model)
+
+
+class SimEnergy:
+    """Energy windows read from the simulator's power model (``GET /sim/energy``); never raises."""
+
+    def __init__(self, base_url: str, transport: httpx.BaseTransport | None = None) -> None:
+        self.base_url, self.transport = base_url, transport
+
+    def open(self) -> EnergyWindow:
+        try:
+            return _SimWindow(self, _energy_reading(self.base_url, self.transport), "")
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            return _SimWindow(self, None, f"not measured: {ENERGY_PATH} failed at the run's start ({exc})")

@@ -167,6 +167,8 @@ class Replica:
         self.cost: StepCost = step_cost(profile, cfg)
         self.stats = EngineStats(spec_accepted_per_pos=[0] * self.k)
         self.last_end = 0.0
+        self.busy_s = 0.0  # virtual seconds of completed steps (the power model's busy time)
+        self._step_s = 0.0  # the duration of the step in flight
 
     @property
     def load_score(self) -> int:
@@ -254,10 +256,13 @@ class Replica:
         if not seqs:
             return 0.0
         self.stats.steps += 1
-        return self.cost.seconds(prefill, decode, pairs, seqs, decoding)
+        self._step_s = self.cost.seconds(prefill, decode, pairs, seqs, decoding)
+        return self._step_s
 
     def complete(self, end: float) -> None:
         """Apply the step's results at virtual time ``end`` and hand the new tokens to the sinks."""
+        self.busy_s += self._step_s
+        self._step_s = 0.0
         stats = self.stats
         finished: list[SimRequest] = []
         cdf = self.accept_cdf
@@ -451,6 +456,15 @@ class Host:
             replica.complete(end)
             replica.last_end = end
             self.in_flight[i] = None
+
+    def energy_mj(self, now: float) -> list[int]:
+        """Each GPU's simulated energy counter (mJ) at virtual time ``now``, by the profile's stated power
+        model: ``idle_w`` all along plus ``tdp_w - idle_w`` for its replica's busy seconds (its completed
+        steps); the host's GPUs no replica uses stay idle."""
+        gpu = self.profile.gpu
+        busy = [r.busy_s for r in self.replicas for _ in range(self.cfg.tensor_parallel_size)]
+        busy += [0.0] * max(0, gpu.count - len(busy))
+        return [round((gpu.idle_w * now + (gpu.tdp_w - gpu.idle_w) * b) * 1000) for b in busy]
 
     @property
     def idle(self) -> bool:

@@ -27,6 +27,10 @@ class GpuSpec:
     count: int  # GPUs on the host
     total_gib: float  # memory per GPU, GiB
     compute_capability: str  # "major.minor"
+    # The stated power model (simulated energy, GET /sim/energy): a GPU draws idle_w, plus
+    # (tdp_w - idle_w) while its replica runs a step. H100 SXM: 700 W board power; idle is an estimate.
+    idle_w: float = 70.0
+    tdp_w: float = 700.0
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,9 @@
 Pipeline position: the process the launcher starts for the ``sim`` host (``python -m launch.sim``). It
 checks the configuration as vLLM would at startup (refusals, memory), then serves ``/health``,
 ``/v1/models``, ``/version``, ``/tokenize``, ``/metrics``, ``/v1/chat/completions`` and the simulator-only
-``/sim/gpu_memory``; tokens come from the engine model (:mod:`launch.sim.engine`) through the runtime's
-virtual clock. Every log line starts with ``[sim]``; the ``server`` header, the model's ``owned_by`` and
-``/version`` say that it is simulated.
+``/sim/gpu_memory`` and ``/sim/energy``; tokens come from the engine model (:mod:`launch.sim.engine`)
+through the runtime's virtual clock. Every log line starts with ``[sim]``; the ``server`` header, the
+model's ``owned_by`` and ``/version`` say that it is simulated.
 """
 
 from __future__ import annotations
@@ -237,6 +237,9 @@ class SimServer:
         if path == "/sim/gpu_memory" and method == "GET":
             self._send(writer, 200, json.dumps(self.gpu_memory()).encode())
             return True
+        if path == "/sim/energy" and method == "GET":
+            self._send(writer, 200, json.dumps(self.energy()).encode())
+            return True
         if path == "/tokenize" and method == "POST":
             try:
                 result = tokenize(body, self.model_names, self.cfg.max_model_len)
@@ -253,6 +256,7 @@ class SimServer:
             "/metrics",
             "/tokenize",
             "/sim/gpu_memory",
+            "/sim/energy",
         }
         if path in known:
             self._send(writer, 405, error_body(405, "Method Not Allowed", "MethodNotAllowed"))
@@ -299,6 +303,18 @@ class SimServer:
                 }
             )
         return out
+
+    def energy(self) -> dict[str, Any]:
+        """Each GPU's simulated energy counter now (what NVML's total-energy counter would say; the stated
+        power model of :meth:`launch.sim.engine.Host.energy_mj`) and the virtual clock it was read at."""
+        now = self.runtime.vnow()
+        gpu = self.profile.gpu
+        return {
+            "virtual_s": now,
+            "gpus_mj": self.host.energy_mj(now),
+            "model": f"simulated: {gpu.idle_w:g} W idle + busy fraction x "
+            f"({gpu.tdp_w:g} - {gpu.idle_w:g}) W per GPU",
+        }
 
     async def chat(self, body: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         try:

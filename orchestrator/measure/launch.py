@@ -25,6 +25,7 @@ load) or every run it should have has a summary that was not interrupted, or was
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Callable, Iterable, Iterator
@@ -34,12 +35,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from contracts.cost import pricing_of
 from contracts.errors import GauntletError, sweep_dir_error
 from contracts.layout import RUN_FILE, SUMMARY_FILE, LaunchPaths, repeat_dir, repeat_name
 from contracts.results import (
     CandidateRun,
     Phase,
+    Pricing,
     ProfileSummary,
+    RunEnergy,
     StartupRecord,
     WatchEvent,
     probe_writable,
@@ -47,6 +51,7 @@ from contracts.results import (
     write_model,
 )
 from contracts.sweepdir import Results, load_results
+from launch.energy import with_throughput
 from launch.spec import LaunchSpec
 from orchestrator.ledger.events import DiscardingPartial, Role, SkippedComplete
 from orchestrator.ledger.lock import lock_dir
@@ -79,8 +84,10 @@ def _write_run(out: Path, run: CandidateRun) -> CandidateRun:
     return run
 
 
-def run_record(spec: LaunchSpec, startup: StartupRecord, labels: RunLabels) -> CandidateRun:
-    """A launch's record before it measured anything."""
+def run_record(
+    spec: LaunchSpec, startup: StartupRecord, labels: RunLabels, pricing: Pricing | None = None
+) -> CandidateRun:
+    """A launch's record before it measured anything (``pricing``: the host's prices, for its cost)."""
     return CandidateRun(
         candidate=spec.candidate,
         fingerprint=spec.fingerprint,
@@ -92,6 +99,7 @@ def run_record(spec: LaunchSpec, startup: StartupRecord, labels: RunLabels) -> C
         node=labels.node,
         paired_baseline=labels.paired_baseline,
         follows=labels.follows,
+        pricing=pricing,
     )
 
 
@@ -106,6 +114,8 @@ class Launch:
     watch: list[WatchEvent] = field(default_factory=list)
     profiles: list[str] = field(default_factory=list)
     free_gpu_gib: list[float] | None = None
+    #: Each measured run's energy, by its directory (profile/r<k>).
+    energy: dict[str, RunEnergy] = field(default_factory=dict)
     #: The record last written to run.json (None until then).
     written: CandidateRun | None = None
 
@@ -126,12 +136,27 @@ class Launch:
         return self.written
 
     def measure(self, profile: str, repeat: int) -> list[WatchEvent]:
-        """Run one profile's repeat into ``<out>/<profile>/r<k>/``; returns what the watcher saw meanwhile."""
-        events = measure_profile(
-            self.ctx, self.session, profile=profile, repeat=repeat, out=repeat_dir(self.out, profile, repeat)
-        )
-        self.profiles.append(repeat_name(profile, repeat))
+        """Run one profile's repeat into ``<out>/<profile>/r<k>/``; returns what the watcher saw meanwhile.
+        The GPUs' energy is read at the run's start and end (the seams' meter; "not measured" says why)."""
+        window = self.ctx.seams.energy(self.session.spec).open()
+        try:
+            events = measure_profile(
+                self.ctx,
+                self.session,
+                profile=profile,
+                repeat=repeat,
+                out=repeat_dir(self.out, profile, repeat),
+            )
+        finally:
+            energy = window.close()  # also on a stop: a power-sampling thread must end with its run
+        name = repeat_name(profile, repeat)
+        self.profiles.append(name)
         self.watch.extend(events)
+        summary_file = LaunchPaths(self.out).repeat(profile, repeat).summary
+        if energy.measured and summary_file.exists():
+            with contextlib.suppress(GauntletError, OSError):  # no readable summary: no tokens per joule
+                energy = with_throughput(energy, read_model(summary_file, ProfileSummary).output_tps)
+        self.energy[name] = energy
         return events
 
     def summary(self, profile: str, repeat: int) -> ProfileSummary:
@@ -143,6 +168,7 @@ class Launch:
             "watch": self.watch,
             "profiles": self.profiles,
             "free_gpu_gib_after_warmup": self.free_gpu_gib,
+            "energy": self.energy,
         }
         if self.session.teardown_record is not None:
             update["teardown"] = self.session.teardown_record
@@ -157,7 +183,11 @@ class Launch:
         """Write what an adaptive look judges to run.json: the record before measuring with the runs so far
         and the memory reading after warmup (without it, on a GPU host, the memory gate could not run and
         the look would be incomplete). The launch's end writes its full record over it."""
-        update = {"profiles": list(self.profiles), "free_gpu_gib_after_warmup": self.free_gpu_gib}
+        update = {
+            "profiles": list(self.profiles),
+            "free_gpu_gib_after_warmup": self.free_gpu_gib,
+            "energy": dict(self.energy),
+        }
         self.written = _write_run(self.out, self.run.model_copy(update=update))
         return self.written
 
@@ -241,7 +271,7 @@ def measured_launch(
         serving = running  # entering a session that has its server launches nothing
     with serving as session:
         startup = session.startup if session.launched else StartupRecord(ok=True)
-        launch = Launch(ctx, session, out, run_record(spec, startup, labels))
+        launch = Launch(ctx, session, out, run_record(spec, startup, labels, pricing_of(ctx.cfg.host)))
         try:
             yield launch
         finally:
@@ -261,7 +291,7 @@ def refused_launch(
     and run.json recording ``startup``, the failed start it stands for; nothing is launched. Its record."""
     fresh_dir(ctx, out, discard_as=discard_as)
     write_spec(out, spec)
-    return _write_run(out, run_record(spec, startup, labels))
+    return _write_run(out, run_record(spec, startup, labels, pricing_of(ctx.cfg.host)))
 
 
 def launch_state(ctx: SweepContext, out: Path, name: str) -> Results | None:

@@ -19,6 +19,7 @@ import httpx
 
 from contracts.results import GpuMemory, HostProbe, ProfileSummary, TeardownRecord, WatchEvent
 from contracts.schema import LoadConfig, SloConfig, WorkloadConfig
+from launch.energy import EnergyMeter, Unmeasured
 from launch.spec import LaunchSpec
 
 if TYPE_CHECKING:
@@ -122,6 +123,13 @@ class Seams:
     #: The pre-flight checks' probes (launch.preflight.real_probes), run when the sweep opens, before the
     #: live service is stopped; None: no pre-flight (the unit tests' fakes launch nothing real).
     doctor_probes: Callable[[], Probes] | None = None
+    #: The energy meter of a launch's measured runs (launch.nvml.NvmlEnergy on a GPU host, the simulator's
+    #: power model on the simulated one); by default nothing is read: "not measured".
+    energy: Callable[[LaunchSpec], EnergyMeter] = field(default_factory=lambda: _no_energy)
+
+
+def _no_energy(spec: LaunchSpec) -> EnergyMeter:
+    return Unmeasured("not measured: no energy meter")
 
 
 def _cancel_job(job: RemoteJob, sweep_dir: Path) -> str:
@@ -132,8 +140,8 @@ def _cancel_job(job: RemoteJob, sweep_dir: Path) -> str:
 
 def real_seams() -> Seams:
     """The production wiring: the real supervisor, load runner, NVML and the simulator's memory endpoint."""
-    from launch.nvml import NvmlProbe, probe_host  # noqa: PLC0415  (keeps `plan` free of process code)
-    from launch.sim.client import sim_gpu_memory  # noqa: PLC0415
+    from launch.nvml import NvmlEnergy, NvmlProbe, probe_host  # noqa: PLC0415  (keeps `plan` free of it)
+    from launch.sim.client import SimEnergy, sim_gpu_memory  # noqa: PLC0415
     from launch.supervisor import Supervisor  # noqa: PLC0415
     from load.runner import run_profile  # noqa: PLC0415
 
@@ -145,6 +153,13 @@ def real_seams() -> Seams:
         if spec.host_kind == "gpu":
             return nvml.snapshot()
         return None
+
+    def energy(spec: LaunchSpec) -> EnergyMeter:
+        if spec.host_kind == "sim":
+            return SimEnergy(spec.base_url)
+        if spec.host_kind == "gpu":
+            return NvmlEnergy(nvml)
+        return Unmeasured(f"not measured: host.kind is {spec.host_kind} (no GPU energy to read)")
 
     def host_probe(kind: str) -> HostProbe:
         if kind == "sim":
@@ -165,6 +180,7 @@ def real_seams() -> Seams:
         gpu_memory=gpu_memory,
         host_probe=host_probe,
         doctor_probes=doctor_probes,
+        energy=energy,
     )
 
 

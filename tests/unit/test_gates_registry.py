@@ -62,6 +62,7 @@ def test_every_requirement_of_the_issue_is_registered() -> None:
         "answer_reliability",
         "memory_headroom",
         "stability",
+        "cost",
     }
 
 
@@ -84,6 +85,7 @@ def test_a_registered_gate_is_evaluated_and_can_reject(sweep: Path, kv_gate: typ
                 "stability",
                 "answer_reliability",
                 "memory_headroom",
+                "cost",
                 "latency_gain",
             ],
             "keep",
