@@ -47,6 +47,15 @@ def build_parser() -> argparse.ArgumentParser:
     add("--data-parallel-size", "-dp", type=int, default=1)
     add("--data-parallel-size-local", "-dpl", type=int, default=None)
     add("--data-parallel-backend", "-dpb", default="mp")
+    # Multi-node (launch.sim.nodes): the head's address and RPC port, a follower's first rank, --headless.
+    add("--data-parallel-start-rank", "-dpr", type=int, default=None)
+    add("--data-parallel-address", "-dpa", default=None)
+    add("--data-parallel-rpc-port", "-dpp", type=int, default=None)
+    add("--headless", action=BOOL, default=False)
+    add("--nnodes", "-n", type=int, default=1)
+    add("--node-rank", "-r", type=int, default=0)
+    add("--master-addr", default=None)
+    add("--master-port", type=int, default=None)
     add("--api-server-count", "-asc", type=int, default=1)
     add("--enable-expert-parallel", action=BOOL, default=False)
     add("--enable-eplb", action=BOOL, default=False)
@@ -92,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="host speed factor (0.8: steps 1/0.8 longer; default $GAUNTLET_SIM_SPEED or 1.0)",
     )
     sim.add_argument("--sim-startup-s", type=float, default=1.0, help="wall seconds before the port opens")
+    sim.add_argument(
+        "--sim-follower-exit-s", type=float, default=None, help="a --headless follower dies after T wall s"
+    )
     sim.add_argument("--sim-slow-start-s", type=float, default=0.0, help="extra wall seconds of startup")
     sim.add_argument(
         "--sim-crash-after-requests", type=int, default=None, help="die after N finished requests"

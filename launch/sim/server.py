@@ -34,6 +34,7 @@ from launch.sim.model import (
     check_startup,
     prompt_digest,
 )
+from launch.sim.nodes import Followers, NodeRole, follow, multinode_profile, node_role
 from launch.sim.profile import Profile, ProfileError, load_profile
 from launch.sim.requests import BadRequest, error_body, parse_chat, parse_json, tokenize
 from launch.sim.runtime import Runtime
@@ -401,13 +402,21 @@ def _startup_failure(exc: StartupError) -> int:
     return 1
 
 
-async def _start_up(args: SimArgs) -> tuple[Profile, EngineConfig, MemoryPlan] | int:
-    """vLLM's startup as its log shows it: the profile, the checks, the warmup; an exit code on refusal."""
+async def _start_up(
+    args: SimArgs, role: NodeRole | None = None
+) -> tuple[Profile, EngineConfig, MemoryPlan] | int:
+    """vLLM's startup as its log shows it: the profile, the checks, the warmup; an exit code on refusal.
+    The head of a multi-node launch simulates every node's ranks (launch.sim.nodes)."""
     try:
         profile = load_profile(args.profile)
     except ProfileError as exc:
         sys.stderr.write(f"python -m launch.sim: error: {exc}\n")
         return 2
+    if role is not None:
+        if role.local_gpus > profile.gpu.count:
+            gpus = f"{role.local_gpus} GPUs on this node, which has {profile.gpu.count}"
+            return _startup_failure(StartupError("init-failed", [f"ValueError: the local ranks need {gpus}"]))
+        profile = multinode_profile(profile, role)
     cfg = replace(args.engine, max_model_len=args.max_model_len or profile.model.max_model_len)
     log(
         "INFO",
@@ -445,14 +454,28 @@ async def _start_up(args: SimArgs) -> tuple[Profile, EngineConfig, MemoryPlan] |
     return profile, cfg, memory
 
 
-async def serve(args: SimArgs) -> int:
-    """Start up (or fail as vLLM would), serve until SIGTERM/SIGINT or a simulated crash."""
-    started = await _start_up(args)
+async def serve(args: SimArgs, role: NodeRole | None = None) -> int:
+    """Start up (or fail as vLLM would), serve until SIGTERM/SIGINT or a simulated crash; the head of a
+    multi-node launch serves only once every follower joined, and dies when one goes away."""
+    started = await _start_up(args, role)
     if isinstance(started, int):
         return started
     server = SimServer(args, *started)
     loop = asyncio.get_running_loop()
     server.exit_code = loop.create_future()
+    followers = Followers(role, log) if role else None
+    if followers is not None:
+        try:
+            await followers.open()
+        except OSError as exc:
+            log("ERROR", "coordinator.py", f"cannot open the RPC port {role.port if role else ''}: {exc}")
+            return 1
+        why = await followers.wait_all()
+        if why is not None or followers.lost is None:
+            log("ERROR", "coordinator.py", f"RuntimeError: {why}", sys.stderr)
+            followers.close()
+            return 1
+        followers.lost.add_done_callback(lambda lost: server.crash(lost.result()))
     try:
         listener = await asyncio.start_server(
             server.handle, args.host, args.port, limit=1 << 20, backlog=1024
@@ -489,6 +512,8 @@ async def serve(args: SimArgs) -> int:
     for transport in list(server.transports):
         transport.abort()
     server.runtime.stop()
+    if followers is not None:
+        followers.close()
     for task in (engine_task, stats_task):
         task.cancel()
     with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -498,4 +523,11 @@ async def serve(args: SimArgs) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    return asyncio.run(serve(args))
+    role = node_role(args.raw, args.engine.tensor_parallel_size, args.engine.data_parallel_size)
+    if isinstance(role, str):
+        sys.stderr.write(f"python -m launch.sim: error: {role}\n")
+        return 2
+    if role is not None and role.headless:
+        exit_after = args.raw.get("sim_follower_exit_s")
+        return asyncio.run(follow(role, log, exit_after_s=exit_after))
+    return asyncio.run(serve(args, role))
