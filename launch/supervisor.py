@@ -31,6 +31,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -50,10 +51,11 @@ from launch.failures import (
     startup_record,
 )
 from launch.gpu_release import GPU_TOLERANCE_GIB, GpuRelease
+from launch.nodes import NodeLauncher, SlurmNodes, cancel_steps, node_launcher
 from launch.nvml import GpuProbe, NvmlProbe
 from launch.process import PopenSpawner, Processes, PsutilProcesses, Spawner
 from launch.readiness import HTTP_TIMEOUT_S, Exited, NotReady, ServerApi, ready_once
-from launch.spec import LaunchSpec
+from launch.spec import LaunchSpec, resolve_head
 from launch.teardown import TEARDOWN_POLL_S, Teardown
 from launch.tracking import Server, Tracked, Tracker, same_process
 from launch.watch import HUNG_AFTER_S, Watcher, utc
@@ -87,6 +89,7 @@ class Supervisor:
         gpu_tolerance_gib: float = GPU_TOLERANCE_GIB,
         hung_after_s: float = HUNG_AFTER_S,
         rpc_root: Path | None = DEFAULT_RPC_ROOT,
+        nodes: NodeLauncher | None = None,
     ) -> None:
         self._spawn = spawner if spawner is not None else PopenSpawner()
         self._clock = clock
@@ -100,6 +103,8 @@ class Supervisor:
         self._poll_s = poll_interval_s
         #: Where each server's IPC socket directory goes (launch.command.rpc_dir); None: vLLM's default.
         self._rpc_root = rpc_root
+        #: Where a multi-node spec's followers run (None: decided from the environment at launch).
+        self._nodes = nodes
         #: Things said once per supervisor (e.g. "no NVIDIA driver (...)"), for the run record.
         self.notes: list[str] = []
         self._gpu = GpuRelease(
@@ -122,9 +127,15 @@ class Supervisor:
         self.last_teardown: TeardownRecord | None = None
 
     def start(self, spec: LaunchSpec, log_path: Path) -> Server:
-        """Spawn the server in its own session; refuses when the port is taken (naming the holder)."""
+        """Spawn the server in its own session; refuses when the port is taken (naming the holder).
+
+        A multi-node spec's head starts here and each follower on its node (:mod:`launch.nodes`), with the
+        head's address in place of the spec's placeholder; a follower logs beside the head
+        (:func:`follower_log`)."""
         self._refuse_taken_port(spec)
-        argv = resolve_argv(spec.argv, self._root)
+        nodes = self._node_launcher(spec)
+        head = nodes.head_address() if nodes is not None else ""
+        argv = resolve_argv(resolve_head(spec.argv, head) if nodes is not None else spec.argv, self._root)
         env = child_env(spec, self._env)
         rpc = self._prepare_rpc_dir(spec)
         if rpc is not None:
@@ -156,7 +167,55 @@ class Supervisor:
             started_at=started_at,
         )
         self._tracker.add(server, Tracked(child, started_mono, gpu_before))
-        return server
+        if nodes is None:
+            return server
+        names = nodes.names(spec.nodes)
+        followers: list[Server] = []
+        try:
+            for node in range(1, spec.nodes):
+                followers.append(
+                    self._start_follower(server, nodes, node, names[node], address=head, env=env)
+                )
+        except BaseException:
+            self.teardown(replace(server, followers=tuple(followers)))
+            raise
+        return replace(server, followers=tuple(followers), node_name=names[0])
+
+    def _node_launcher(self, spec: LaunchSpec) -> NodeLauncher | None:
+        if spec.nodes == 1:
+            return None
+        return self._nodes if self._nodes is not None else node_launcher(spec.host_kind, self._env)
+
+    def _start_follower(
+        self, head: Server, nodes: NodeLauncher, node: int, name: str, *, address: str, env: dict[str, str]
+    ) -> Server:
+        spec = head.spec
+        argv = resolve_argv(resolve_head(spec.node_argv(node), address), self._root)
+        command = nodes.command(argv, node, spec.port)
+        log_path = follower_log(head.log_path, node)
+        with log_path.open("a") as log:
+            log.write(f"# gauntlet: {utc(self._now())} starting node {node} ({name}) of {spec.candidate}: "
+                      f"{' '.join(command)}\n")  # fmt: skip
+        started_at, started_mono = self._wall(), self._clock()
+        try:
+            child = self._spawn(command, env=env, cwd=self._root, log_path=log_path)
+        except OSError as exc:
+            what = f"could not start node {node} of {spec.candidate} ({command[0]}): {exc}"
+            raise LaunchError(what) from exc
+        info, pgid = self._procs.info(child.pid), self._procs.pgid(child.pid)
+        follower = Server(
+            spec=spec,
+            pid=child.pid,
+            pgid=pgid if pgid is not None else child.pid,
+            create_time=info.create_time if info is not None else started_at,
+            log_path=log_path,
+            started_at=started_at,
+            node=node,
+            node_name=name,
+            slurm_job=nodes.job_id if isinstance(nodes, SlurmNodes) else "",
+        )
+        self._tracker.add(follower, Tracked(child, started_mono, None))
+        return follower
 
     @property
     def _env(self) -> Mapping[str, str]:
@@ -230,7 +289,10 @@ class Supervisor:
                 reraise=False,
             )
             try:
-                retrying(ready_once, server, client, self._tracker)
+                retrying(self._ready_once, server, client)
+            except FollowerExited as gone:
+                code = self._tracker.await_exit_code(gone.follower)
+                self._fail(server, code, timed_out=False, start=start, quoting=gone.follower)
             except Exited as exited:
                 code = (
                     exited.exit_code
@@ -243,11 +305,32 @@ class Supervisor:
                 self._fail(server, exit_code, timed_out=not self._tracker.gone(server), start=start)
         return self._clock() - start
 
-    def _fail(self, server: Server, exit_code: int | None, *, timed_out: bool, start: float) -> None:
+    def _ready_once(self, server: Server, client: httpx.Client) -> None:
+        """One readiness poll: every follower still runs (else :class:`FollowerExited`), then the head's."""
+        for follower in server.followers:
+            if self._tracker.gone(follower):
+                raise FollowerExited(follower)
+        ready_once(server, client, self._tracker)
+
+    def _fail(
+        self,
+        server: Server,
+        exit_code: int | None,
+        *,
+        timed_out: bool,
+        start: float,
+        quoting: Server | None = None,
+    ) -> None:
+        """Tear the server down and raise its classified failure, quoting ``quoting``'s log (a follower
+        that died) or the head's."""
         elapsed = self._clock() - start
-        verdict = classify(exit_code, read_log_tail(server.log_path), self._patterns, timed_out=timed_out)
+        log_path = (quoting or server).log_path
+        verdict = classify(exit_code, read_log_tail(log_path), self._patterns, timed_out=timed_out)
         self.teardown(server)
-        raise startup_failure(server.spec.candidate, server.log_path, verdict, exit_code, elapsed)
+        candidate = server.spec.candidate
+        if quoting is not None:
+            candidate = f"{candidate}'s node {quoting.node} ({quoting.node_name or 'follower'})"
+        raise startup_failure(candidate, log_path, verdict, exit_code, elapsed)
 
     def launch(self, spec: LaunchSpec, log_path: Path) -> tuple[Server | None, StartupRecord]:
         """start + wait_ready; a startup failure becomes a record (PortInUseError still raises)."""
@@ -288,11 +371,24 @@ class Supervisor:
         """
         ended = self._teardown.run(server)
         self._watcher.set_state(self._tracker.track(server), "dead")
-        self.last_teardown = ended.record
         refusal = self._teardown.refusal(server, ended)
+        record = ended.record
+        for follower in server.followers:  # after the head, as vLLM's followers outlive a lost head
+            after = self._teardown.run(follower)
+            if follower.slurm_job:  # a step whose remote tasks outlived the local srun
+                cancelled = cancel_steps(follower.slurm_job, server.spec.port, server.spec.nodes)
+                after.record.notes.extend(f"scancel {step}" for step in cancelled)
+            record = record.model_copy(
+                update={
+                    "survivors": [*record.survivors, *after.record.survivors],
+                    "notes": [*record.notes, *(f"node {follower.node}: {n}" for n in after.record.notes)],
+                }
+            )
+            refusal = refusal or self._teardown.refusal(follower, after)
+        self.last_teardown = record
         if refusal is not None:
             raise refusal
-        return ended.record
+        return record
 
     # ---------------------------------------------------------------- adopt
 
@@ -309,7 +405,23 @@ class Supervisor:
         return server
 
     def pids_of(self, server: Server) -> list[int]:
-        """The pids of the server's tree now (for journals and tests)."""
-        tracked = self._tracker.track(server)
-        self._teardown.collect(server, tracked)
-        return sorted(info.pid for info in self._teardown.survivors(server, tracked))
+        """The pids of the server's trees now, every node's (for journals and tests)."""
+        pids: list[int] = []
+        for process in server.processes:
+            tracked = self._tracker.track(process)
+            self._teardown.collect(process, tracked)
+            pids.extend(info.pid for info in self._teardown.survivors(process, tracked))
+        return sorted(pids)
+
+
+class FollowerExited(Exception):
+    """Readiness poll: a follower node's process is gone (the start failed on that node)."""
+
+    def __init__(self, follower: Server) -> None:
+        super().__init__(follower.node)
+        self.follower = follower
+
+
+def follower_log(head_log: Path, node: int) -> Path:
+    """Node ``node``'s log beside the head's: ``server.log`` -> ``server.node1.log``."""
+    return head_log.with_name(f"{head_log.stem}.node{node}{head_log.suffix}")

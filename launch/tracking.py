@@ -35,10 +35,22 @@ class Server:
     create_time: float  # seconds after boot it started (ProcInfo.create_time): guards against pid reuse
     log_path: Path
     started_at: float  # time.time() at spawn
+    #: The other nodes' processes of a multi-node server (each a follower, ``node`` 1..); none on one node.
+    followers: tuple[Server, ...] = ()
+    #: Which node of the server this process is (0: the head) and the machine it runs on.
+    node: int = 0
+    node_name: str = ""
+    #: The SLURM job whose step this follower is ("" when it runs on this machine).
+    slurm_job: str = ""
 
     @property
     def base_url(self) -> str:
         return self.spec.base_url
+
+    @property
+    def processes(self) -> tuple[Server, ...]:
+        """The head, then its followers."""
+        return (self, *self.followers)
 
 
 @dataclass

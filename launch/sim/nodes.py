@@ -169,7 +169,8 @@ async def follow(role: NodeRole, log: Log, *, exit_after_s: float | None = None)
     """A ``--headless`` follower: join the head, hold the place until the head goes or a signal comes.
 
     ``exit_after_s`` (``--sim-follower-exit-s``) makes it die with exit code 1, as a failing node would."""
-    deadline = time.monotonic() + JOIN_TIMEOUT_S
+    begun = time.monotonic()
+    deadline = begun + JOIN_TIMEOUT_S
     log(
         "INFO",
         "launcher.py",
@@ -180,6 +181,10 @@ async def follow(role: NodeRole, log: Log, *, exit_after_s: float | None = None)
             reader, writer = await asyncio.open_connection(role.address, role.port)
             break
         except OSError as exc:
+            if exit_after_s is not None and time.monotonic() >= begun + exit_after_s:
+                log("ERROR", "core.py", f"headless node {role.node_rank}: simulated node failure "
+                    f"(--sim-follower-exit-s {exit_after_s:g}) before joining")  # fmt: skip
+                return 1
             if time.monotonic() >= deadline:
                 log("ERROR", "launcher.py", f"could not reach the head at {role.address}:{role.port}: {exc}")
                 return 1
@@ -199,7 +204,7 @@ async def follow(role: NodeRole, log: Log, *, exit_after_s: float | None = None)
             stop.set_result(code)
 
     if exit_after_s is not None:
-        loop.call_later(exit_after_s, end, 1)
+        loop.call_later(max(0.0, begun + exit_after_s - time.monotonic()), end, 1)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, end, 0)
     done, _ = await asyncio.wait([gone, stop], return_when=asyncio.FIRST_COMPLETED)
