@@ -44,6 +44,7 @@ from contracts.layout import candidates_dir, point_latest, previous_latest
 from contracts.results import RecoveryValidation, probe_writable
 from contracts.schema import CandidateConfig, GauntletConfig
 from contracts.sweepdir import record_planned
+from orchestrator.app.search import TrialTicket, confirmation_lines, reporter
 from orchestrator.ledger.events import SweepFinished
 from orchestrator.ledger.lock import SweepLock
 from orchestrator.ledger.requests import (
@@ -57,6 +58,7 @@ from orchestrator.ledger.requests import (
 from orchestrator.measure.candidate import run_candidate
 from orchestrator.measure.interleave import measure_block
 from orchestrator.measure.opening import begin
+from orchestrator.measure.trial import TrialOutcome, measure_trial
 from orchestrator.recovery.restore import restore
 from orchestrator.recovery.status import what_runs
 from orchestrator.servers.context import SweepContext
@@ -228,6 +230,13 @@ class SweepController:
             return f"stopped: {disk.message}"
         return "measured" if run.startup.ok else f"did not start: {run.startup.kind}"
 
+    def trial(self, cfg: GauntletConfig, ticket: TrialTicket) -> TrialOutcome:
+        """One trial of a search in this process: its point launched once, measured as far as it earns."""
+        assert cfg.search is not None
+        ctx = replace(self.sweep, cfg=cfg)
+        report = reporter(ticket)
+        return measure_trial(ctx, cfg.candidate, search=cfg.search, level=ticket.level, report=report)
+
     # ---------------------------------------------------------------- close
 
     def finish(self, *, reason: str) -> int:
@@ -266,6 +275,8 @@ class SweepController:
             verdicts = judge_sweep(self.dir, self.cfg)  # verdicts.json, then the report renders it
             text = write_report(self.dir, self.cfg).terminal  # the decision table and a summary
             print(text, flush=True)
+            for line in confirmation_lines(self.dir, verdicts):  # a search's winner: the gates' word
+                say(line)
             if exit_code(verdicts) == EXIT_INCOMPLETE:  # partial evidence: the sweep is not finished
                 then = (
                     f"to complete the sweep: {verdicts.resume}"

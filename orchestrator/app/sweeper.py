@@ -45,14 +45,20 @@ from omegaconf.errors import OmegaConfBaseException
 
 from contracts.errors import ConfigError, ConfigProblem, GauntletError
 from contracts.layout import SweepPaths
+from contracts.paths import PROJECT_ROOT
 from contracts.schema import GauntletConfig
+from contracts.search import Space
+from launch.preflight import real_probes
 from orchestrator.app.controller import SweepController, jobs_run_elsewhere
 from orchestrator.app.jobs import run_job
+from orchestrator.app.search import SearchRun, TrialTicket, search_space
 from orchestrator.config.compose import sources_from_hydra, to_typed
 from orchestrator.config.compose_errors import translate_compose_error
+from orchestrator.config.space import doctor_flag_check
 from orchestrator.config.validate import Sources, check_candidate_names, validate
 from orchestrator.ledger.nodes import Place, job_place, launching_place
 from orchestrator.ledger.opening import write_opening
+from orchestrator.measure.trial import TrialOutcome
 
 #: The default side effects of a sweep (a dotted path, so a test can name a factory of fakes).
 REAL_SEAMS = "orchestrator.servers.seams.real_seams"
@@ -151,13 +157,15 @@ class GauntletJob:
         self.frozen = frozen
         self.controller: SweepController | None = controller
         self.seams = seams
+        #: A search's trials, by job: what each reports to the pruner (orchestrator.app.search).
+        self.trials: dict[JobKey, TrialTicket] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["controller"] = None  # the sweeping process's own: locks, journal, live servers
         return state
 
-    def __call__(self, config: DictConfig) -> str:
+    def __call__(self, config: DictConfig) -> str | TrialOutcome:
         hc = HydraConfig.get()
         key: JobKey = tuple(str(o) for o in hc.overrides.task)
         cfg = self.frozen.get(key)
@@ -166,8 +174,14 @@ class GauntletJob:
                 f"job {' '.join(key) or '(no overrides)'} was not planned by the sweep",
                 hint="the jobs of a sweep are fixed when it opens",
             )
+        ticket = self.trials.get(key)
         if self.controller is not None:
-            return self.controller.measure(cfg)
+            return self.controller.measure(cfg) if ticket is None else self.controller.trial(cfg, ticket)
+        if ticket is not None:
+            raise GauntletError(
+                "a search's trials are measured in the sweeping process",
+                hint="run the search with Hydra's basic launcher (the default)",
+            )
         sweep_dir = Path(str(hc.sweep.dir))
         job_id = str(_selected(hc, "job.id") or f"pid{os.getpid()}")
         place = job_place(job_id) or Place(node=launching_place().node, job=job_id)
@@ -229,11 +243,17 @@ class SweeperCore(BasicSweeper):
         #: Every job's typed config, frozen when the sweep validated it (keyed by its overrides).
         self.frozen: dict[JobKey, GauntletConfig] = {}
         self.loader: FrozenConfigLoader | None = None
+        self.job: GauntletJob | None = None
+        #: The sweep's typed config when it runs a search (conf/search/), else None.
+        self.searching: GauntletConfig | None = None
+        self.job_index = 0
+        self.space: Space | None = None
+        self.base_overrides: list[str] = []
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.loader = FrozenConfigLoader(hydra_context.config_loader)
         context = HydraContext(config_loader=self.loader, callbacks=hydra_context.callbacks)
-        job = GauntletJob(self.frozen, self.controller, self.seams)
+        job = self.job = GauntletJob(self.frozen, self.controller, self.seams)
         super().setup(hydra_context=context, task_function=job, config=config)
 
     # ---------------------------------------------------------------- validate (Hydra's hook)
@@ -289,7 +309,7 @@ class SweeperCore(BasicSweeper):
         results: Any = None
         try:
             self._open(arguments, sweep_dir)
-            results = super().sweep(arguments)
+            results = self._search(sweep_dir) if self.searching is not None else super().sweep(arguments)
             code = controller.completed()
         except BaseException as exc:  # Ctrl-C, SIGTERM, a failed job, a refused config: restore once
             code = controller.settle(exc)
@@ -311,6 +331,11 @@ class SweeperCore(BasicSweeper):
             jobs = self.jobs(arguments)
             check_candidate_names(sources_from_hydra(self.config.hydra).search_path)
             self.validate_batch_is_legal(jobs)
+            if typed.search is not None:  # its space is checked before the first file, as the jobs are
+                self.space = search_space(typed, sources_from_hydra(self.config.hydra))
+                self.searching = typed
+                # Each trial is a job of the command line's overrides (less a candidate it names) + its point.
+                self.base_overrides = [o for o in jobs[0] if not o.lstrip("+~").startswith("candidate")]
             write_opening(sweep_dir, "opening", node=node)
             opened = True
             launcher = str(self.config.hydra.launcher.get("_target_", ""))
@@ -327,3 +352,42 @@ class SweeperCore(BasicSweeper):
                 reason = (str(exc).splitlines() or [type(exc).__name__])[0][:500]
                 write_opening(sweep_dir, "failed", node=node, reason=reason)
             raise
+
+    # ---------------------------------------------------------------- a search (conf/search/)
+
+    def _search(self, sweep_dir: Path) -> list[str | TrialOutcome]:
+        """The search's trials as jobs through the launcher, then its winner's confirmation as an ordinary
+        candidate (orchestrator.app.search); the jobs' return values."""
+        assert self.config is not None and self.searching is not None and self.space is not None
+        cfg = self.searching
+        baseline_option = str(self.config.hydra.runtime.choices.get("candidate@baseline", "baseline"))
+        results: list[str | TrialOutcome] = []
+
+        def launch_job(point: list[str], ticket: TrialTicket | None) -> str | TrialOutcome:
+            assert self.launcher is not None and self.job is not None
+            overrides = [*self.base_overrides, *point]
+            self.validate_batch_is_legal([overrides])
+            if ticket is not None:
+                self.job.trials[tuple(overrides)] = ticket
+            else:  # the winner's confirmation: the same point as its trial, measured as a candidate
+                self.job.trials.pop(tuple(overrides), None)
+            returns = self.launcher.launch([overrides], initial_job_idx=self.job_index)
+            self.job_index += len(returns)
+            value: str | TrialOutcome = returns[0].return_value
+            results.append(value)
+            return value
+
+        check, _ = doctor_flag_check(cfg, real_probes(PROJECT_ROOT))
+        run = SearchRun(
+            cfg,
+            sweep_dir,
+            baseline_option=baseline_option,
+            space=self.space,
+            flag_check=check,
+            launch_job=launch_job,
+            say=self.controller.sweep.say,
+        )
+        winner = run.run()
+        if winner is not None:
+            launch_job(winner, None)
+        return results

@@ -1,0 +1,183 @@
+"""One search trial: a point launched once, screened on the cheapest evidence, measured fully if promising.
+
+Pipeline position: the search's measuring step (:mod:`orchestrator.app.search` drives it, one job per
+trial), through the same :func:`~orchestrator.measure.launch.measured_launch` as every candidate, into
+``search/candidates/<trial>/`` (a context whose directory is ``search/``: the judge never sees a trial).
+Fidelity, cheapest first, on one launch:
+
+1. **start**: a point that does not start is infeasible (its startup class is the reason);
+2. **screen**: one run of the capacity profile at the screen level (the baseline's capacity): its SLO
+   margin x the level is a rough estimate, reported to the pruner (``report(1, estimate)``), which may stop
+   the trial here (pruned);
+3. **full**: the capacity search (capacity objective), or a second run at the level (goodput, tokens/s
+   per GPU); with ``pareto`` also one serial run for the latency objective.
+
+A trial's figure is the search's estimate; no verdict is drawn here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from statistics import mean
+
+from contracts.layout import LaunchPaths
+from contracts.results import CapacityResult, ProfileSummary, read_model
+from contracts.schema import CandidateConfig
+from contracts.search import SearchConfig
+from contracts.trials import Fidelity, TrialState
+from orchestrator.measure.capacity import level_label, level_workload, run_capacity
+from orchestrator.measure.launch import Launch, RunLabels, measured_launch
+from orchestrator.measure.profile import measure_profile, server_lost
+from orchestrator.servers.context import SweepContext
+from orchestrator.servers.session import ServerSession
+
+#: The pruner's question after an intermediate value: (step, value) -> stop this trial here.
+Report = Callable[[int, float], bool]
+#: Step numbers the pruner sees.
+SCREEN_STEP, FULL_STEP = 1, 2
+
+
+@dataclass
+class TrialOutcome:
+    """What one trial measured: its state and why, how far it got, its value(s) (estimates)."""
+
+    state: TrialState
+    why: str = ""
+    fidelity: Fidelity = "none"
+    values: list[float] | None = None
+    screen: float | None = None
+    launches: int = 0
+    gpus: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def objective_of(search: SearchConfig, summary: ProfileSummary, gpus: int) -> float:
+    """The objective a run at the load level gives (goodput or output tokens/s per GPU)."""
+    if search.objective == "goodput":
+        slo = summary.slo
+        return slo.goodput_tps if slo is not None and slo.goodput_tps is not None else 0.0
+    return summary.output_tps / max(1, gpus)
+
+
+def screen_estimate(level: float, margin: float) -> float:
+    """The screen's estimate of capacity: the level scaled by its SLO margin (>= 1 held), a rough figure
+    the pruner ranks points by; the full search replaces it."""
+    return level * max(0.0, margin)
+
+
+def measure_trial(
+    ctx: SweepContext, candidate: CandidateConfig, *, search: SearchConfig, level: float, report: Report
+) -> TrialOutcome:
+    """Launch ``candidate`` once into ``search/candidates/<name>/`` and measure it as far as it earns."""
+    trials = replace(ctx, dir=ctx.paths.search)  # candidate_dir(name): search/candidates/<name>
+    cap = ctx.cfg.capacity
+    if cap.profile is None:
+        raise ValueError("a search needs capacity.profile (validated when the sweep opens)")
+    wl = ctx.cfg.workloads[cap.profile]
+    integer = wl.mode != "open"
+    level = float(int(level)) if integer else level
+    gpus = candidate.tensor_parallel_size * candidate.data_parallel_size
+    name = candidate.name
+    out = trials.candidate_dir(name)
+    labels = RunLabels(is_baseline=False, phase="candidate", node=ctx.node)
+    spec = ctx.render(candidate)
+    outcome = TrialOutcome(state="running", launches=1, gpus=gpus)
+    ctx.check_stop()
+    with measured_launch(trials, spec, out, role="candidate", labels=labels, discard_as=name) as launch:
+        if not launch.ready:
+            startup = launch.run.startup
+            outcome.state, outcome.fidelity = "infeasible", "start"
+            line = startup.matched_line or "-"
+            outcome.why = f"did not start ({startup.kind}): {line[:160]}{'...' if len(line) > 160 else ''}"
+            return outcome
+        outcome.fidelity = "start"
+        label = level_label(level, integer=integer)
+
+        def at_level(attempt: int) -> ProfileSummary | None:
+            run = LaunchPaths(out).repeat(f"screen@{label}", attempt)
+            seen = measure_profile(
+                trials,
+                launch.session,
+                profile=f"{cap.profile}@{label}",
+                repeat=attempt,
+                out=run.root,
+                workload=level_workload(wl, cap, level),
+                load_level=level,
+            )
+            launch.watch.extend(seen)
+            if server_lost(seen) or any(e.kind == "harness" for e in seen):
+                return None
+            return read_model(run.summary, ProfileSummary)
+
+        first = at_level(1)
+        if first is None or first.slo is None:
+            outcome.state, outcome.why = "failed", f"the screening run at {label} did not complete"
+            return outcome
+        outcome.fidelity = "screen"
+        if search.objective == "capacity":
+            outcome.screen = screen_estimate(level, first.slo.margin)
+        else:
+            outcome.screen = objective_of(search, first, gpus)
+        ctx.say(f"{name}: screen at {label}: estimate {outcome.screen:.3g} ({search.objective})")
+        if not search.pareto and report(SCREEN_STEP, outcome.screen):
+            outcome.state, outcome.why = "pruned", f"screen estimate {outcome.screen:.3g} not among the best"
+            outcome.values = [outcome.screen]
+            return outcome
+        value = _full(
+            trials,
+            launch.session,
+            candidate=candidate,
+            search=search,
+            first=first,
+            at_level=at_level,
+            gpus=gpus,
+        )
+        if value is None:
+            outcome.state, outcome.why = "failed", "the full measurement did not complete"
+            return outcome
+        outcome.values, outcome.fidelity = [value], "full"
+        if search.pareto:
+            latency = _serial_latency(trials, launch)
+            if latency is None:
+                outcome.state, outcome.why = (
+                    "failed",
+                    "the serial run for the latency objective did not complete",
+                )
+                return outcome
+            outcome.values.append(latency)
+        outcome.state = "complete"
+        return outcome
+
+
+def _full(
+    ctx: SweepContext,
+    session: ServerSession,
+    *,
+    candidate: CandidateConfig,
+    search: SearchConfig,
+    first: ProfileSummary,
+    at_level: Callable[[int], ProfileSummary | None],
+    gpus: int,
+) -> float | None:
+    """The full fidelity: the capacity search's answer (0 when even the lowest level failed), or the mean
+    of two runs at the level."""
+    if search.objective == "capacity":
+        events = run_capacity(ctx, session, candidate)
+        path = ctx.paths.candidate(candidate.name).capacity
+        if not path.exists() or server_lost(events):
+            return None
+        result = read_model(path, CapacityResult)
+        return result.capacity if result.capacity is not None else 0.0
+    second = at_level(2)
+    if second is None:
+        return None
+    return mean([objective_of(search, first, gpus), objective_of(search, second, gpus)])
+
+
+def _serial_latency(ctx: SweepContext, launch: Launch) -> float | None:
+    """Median end-to-end seconds of one run of the serial profile (the Pareto front's second objective)."""
+    profile = ctx.cfg.gates.serial_profile
+    if server_lost(launch.measure(profile, 1)):
+        return None
+    return launch.summary(profile, 1).e2e.p50
