@@ -9,10 +9,11 @@ RUN := PATH="$(abspath $(VENV))/bin:$$PATH" $(PY)
 VLLM_VENV := .venv-vllm
 OVERRIDES ?=
 
-.PHONY: help setup test test-fast check format lint types imports docs-check plan doctor list vllm-cpu demo demo-parallel demo-slurm slurm-local slurm-local-stop sweep rollback stop status judge report test-unit compare clean
+.PHONY: help setup test test-fast check format lint types imports docs-check plan doctor list vllm-cpu demo demo-search demo-parallel demo-slurm slurm-local slurm-local-stop sweep rollback stop status judge report test-unit compare clean
 
 help:
 	@echo "make demo      run the case-study sweep on the simulator (sets up first)"
+	@echo "make demo-search  search 192 simulated configurations for the best one, confirm it, restore"
 	@echo "make demo-parallel  the same with its candidates as 2 parallel jobs (submitit, simulated cluster)"
 	@echo "make demo-slurm  the same with its candidates as SLURM jobs on this machine's cluster (make slurm-local)"
 	@echo "make slurm-local  start a single-node SLURM cluster here (root; installs slurm-wlm and munge)"
@@ -97,6 +98,11 @@ list: setup
 # restore, recovery validation, decision table; then the simulated server is stopped (nothing is left).
 demo: setup
 	$(RUN) -m orchestrator -m 'candidate=glob(*)' +experiment=demo $(OVERRIDES)
+
+# A search instead of hand-written candidates (docs/search.md): 192 configurations of the simulated host,
+# 14 launches at most, the best one measured again against the baseline, then the usual restore.
+demo-search: setup
+	$(RUN) -m orchestrator -m +experiment=demo_search $(OVERRIDES)
 
 # The demo with its candidates as 2 parallel jobs through Hydra's submitit plugin on a simulated 2-node
 # cluster (each job its own simulator and port, paired with the baseline measured on its node).
