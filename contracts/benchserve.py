@@ -15,19 +15,32 @@ written as if by ``--percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 
 writes 0 for an empty sample this writes ``null`` (nothing was measured). gauntlet's own identity
 (candidate, profile, repeat, fingerprint, host, time scale) rides along as vLLM's ``--metadata KEY=VALUE``
 keys do: top-level strings and numbers. Durations are host seconds (simulated seconds on the simulator,
-see ``time_scale``). Not written: ``max_output_tokens_per_s`` (it needs per-token times; a streamed chunk
-may carry several tokens) and the per-request lists ``--save-detailed`` adds (``records.jsonl`` has them).
+see ``time_scale``). Once the sweep has read the run's energy (``run.json``), gauntlet's energy and cost
+keys are added (:func:`energy_fields`: ``energy_method``, ``energy_joules``, ``output_tokens_per_joule``,
+``avg_gpu_power_w``, ``usd_per_mtok``; null where not measured or not priced). Not written:
+``max_output_tokens_per_s`` (it needs per-token times; a streamed chunk may carry several tokens) and the
+per-request lists ``--save-detailed`` adds (``records.jsonl`` has them).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
+from contracts.cost import run_usd_per_mtok
 from contracts.layout import RepeatPaths
-from contracts.results import ProfileSummary, RequestRecord, read_jsonl, read_model
+from contracts.results import (
+    Pricing,
+    ProfileSummary,
+    RequestRecord,
+    RunEnergy,
+    atomic_write_text,
+    read_jsonl,
+    read_model,
+)
 
 #: The vLLM source the field names were checked against.
 VLLM_CHECKED_COMMIT = "009e6d4a1cd6ba3fb2a9fc00f4ec06f5297232a1"
@@ -162,3 +175,28 @@ def bench_serve_from_files(run_dir: Path) -> dict[str, object]:
     """Rebuild a run's ``bench_serve.json`` content from its ``summary.json`` and records."""
     summary = read_model(RepeatPaths(run_dir).summary, ProfileSummary)
     return bench_serve_result(summary, read_jsonl(run_dir / summary.records_file, RequestRecord))
+
+
+def energy_fields(energy: RunEnergy, pricing: Pricing | None, output_tps: float) -> dict[str, object]:
+    """gauntlet's energy and cost keys of a run (top level, as ``--metadata`` keys ride): None where the
+    energy was not measured or the host has no price; ``energy_method`` ``simulated`` on the simulator."""
+    watts = energy.watts_per_gpu
+    return {
+        "energy_method": energy.method,
+        "energy_joules": energy.joules,
+        "output_tokens_per_joule": energy.output_tokens_per_joule,
+        "avg_gpu_power_w": math.fsum(watts) / len(watts) if watts else None,
+        "usd_per_mtok": run_usd_per_mtok(pricing, output_tps, energy) if pricing is not None else None,
+    }
+
+
+def add_energy(run_dir: Path, energy: RunEnergy, pricing: Pricing | None) -> None:
+    """Add a run's energy and cost keys (:func:`energy_fields`) to its ``bench_serve.json``, when the load
+    runner wrote one; the file is replaced atomically."""
+    paths = RepeatPaths(run_dir)
+    if not paths.bench_serve.exists() or not paths.summary.exists():
+        return
+    result = json.loads(paths.bench_serve.read_text())
+    summary = read_model(paths.summary, ProfileSummary)
+    result.update(energy_fields(energy, pricing, summary.output_tps))
+    atomic_write_text(paths.bench_serve, json.dumps(result, indent=2, allow_nan=False) + "\n")

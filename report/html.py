@@ -17,6 +17,7 @@ from contracts.layout import PLOT_GOODPUT, PLOT_PARETO, PLOT_RANKING, PLOT_THROU
 from contracts.metrics import fmt_bounds, fmt_ratio
 from contracts.results import CapacityResult
 from contracts.verdicts import DECISION_LABELS, KeyFigure
+from report.cost import cost_cell, cost_label
 from report.markdown import figure_cell, figure_value, why
 from report.model import CandidateRow, ReportModel
 
@@ -193,7 +194,16 @@ def _decision_row(row: CandidateRow, retained: str) -> list[str]:
 
 def _decision_table(report: ReportModel) -> list[str]:
     rows = [_decision_row(r, report.retained) for r in report.rows]
-    return _table(["candidate", "verdict", "failed requirement / gain / reason"], rows, table_id="decision")
+    header = ["candidate", "verdict", "failed requirement / gain / reason"]
+    profile = report.cost_profile
+    if report.cost and profile is not None:  # energy and cost on the headline profile (report.cost)
+        cells = {c.candidate: c for c in report.cost if c.profile == profile}
+        header.append(f"energy, cost ({cost_label(report.cost, profile)})")
+        rows = [
+            [*row, f'<td data-cost="{_e(r.candidate)}">{_e(cost_cell(cells.get(r.candidate)))}</td>']
+            for row, r in zip(rows, report.rows, strict=True)
+        ]
+    return _table(header, rows, table_id="decision")
 
 
 def _figures(report: ReportModel) -> list[str]:

@@ -23,6 +23,7 @@ from contracts.layout import (
 from contracts.metrics import fmt_bounds, fmt_ratio, fmt_value
 from contracts.results import HostProbe
 from contracts.verdicts import DECISION_LABELS, DriftResult, KeyFigure
+from report.cost import cost_cell, cost_label
 from report.model import CandidateRow, ReportModel
 from report.slo import capacity_text, fmt_interval
 
@@ -70,10 +71,7 @@ def render_markdown(report: ReportModel) -> str:
     out: list[str] = [f"# gauntlet sweep report: {report.sweep}", ""]
     out += _header(report)
     out += ["", "## Decision", ""]
-    out += table(
-        ["candidate", "verdict", "failed requirement / gain / reason"],
-        [[r.candidate, DECISION_LABELS[r.decision], why(r, report.retained)] for r in report.rows],
-    )
+    out += _decision_table(report)
     out += _incomplete_section(report)
     details = [r for r in report.rows if r.decision != "baseline"]
     if details:
@@ -83,6 +81,7 @@ def render_markdown(report: ReportModel) -> str:
     out += _nodes_section(report)
     out += _slo_section(report)
     out += _server_figures_section(report)
+    out += _cost_section(report)
     out += ["", "## Serial versus loaded ranking", ""]
     out += _reversal_section(report)
     out += ["", "## Repeats and measurement time", ""]
@@ -172,6 +171,7 @@ def render_terminal(report: ReportModel) -> str:
             f"capacity at the SLO ({first.profile}, {first.unit}): {', '.join(parts)}", TERMINAL_WIDTH
         )
     out += _terminal_goodput(report)
+    out += _terminal_cost(report)
     for rev in report.reversals:
         out += textwrap.wrap("reversal: " + rev.text.replace("**", ""), TERMINAL_WIDTH)
     return "\n".join(out) + "\n"
@@ -198,6 +198,77 @@ def _terminal_goodput(report: ReportModel) -> list[str]:
             break_on_hyphens=False,
         )
     return out
+
+
+def _decision_table(report: ReportModel) -> list[str]:
+    """The decision table; with energy or cost figures, a column of them on the headline profile."""
+    header = ["candidate", "verdict", "failed requirement / gain / reason"]
+    rows = [[r.candidate, DECISION_LABELS[r.decision], why(r, report.retained)] for r in report.rows]
+    profile = report.cost_profile
+    if not report.cost or profile is None:
+        return table(header, rows)
+    cells = {c.candidate: c for c in report.cost if c.profile == profile}
+    header.append(f"energy, cost ({cost_label(report.cost, profile)})")
+    return table(header, [[*row, cost_cell(cells.get(row[0]))] for row in rows])
+
+
+def _cost_section(report: ReportModel) -> list[str]:
+    """Energy per token and $ per million output tokens, a row per candidate and loaded profile."""
+    if not report.cost:
+        return []
+    simulated = any(c.simulated for c in report.cost)
+    out = ["", "## Energy and cost" + (" (SIMULATED: the simulator's power model)" if simulated else ""), ""]
+
+    def num(value: float | None, fmt: str) -> str:
+        return "not measured" if value is None else format(value, fmt)
+
+    out += table(
+        [
+            "candidate",
+            "profile",
+            "energy read by",
+            "tok/J",
+            "W per GPU",
+            "$/Mtok",
+            "$/Mtok at the SLO",
+            "note",
+        ],
+        [
+            [
+                c.candidate,
+                c.profile,
+                f"{c.method or 'not measured'} ({c.metered}/{c.runs} runs)",
+                num(c.tokens_per_joule, ".3g"),
+                num(c.watts_per_gpu, ".0f"),
+                num(c.usd_per_mtok, ".3g"),
+                num(c.usd_per_mtok_at_slo, ".3g") if c.usd_per_mtok_at_slo is not None else "-",
+                c.note or "-",
+            ]
+            for c in report.cost
+        ],
+    )
+    out += [
+        "",
+        "Medians over each profile's runs. Energy is read at each run's start and end (NVML's energy "
+        "counter, or its power readings integrated; the simulator: its stated power model), so it covers "
+        "the whole run; tok/J is the run's output tok/s over its average power. $/Mtok prices the host's "
+        "GPU-hours (host.gpu_hour_price) and, when host.power_price_kwh is set, the energy; at the SLO it "
+        "uses the capacity search's output tok/s at the capacity (docs/accuracy-and-cost.md).",
+    ]
+    return out
+
+
+def _terminal_cost(report: ReportModel) -> list[str]:
+    """Energy and cost on the headline profile, one line for every candidate."""
+    profile = report.cost_profile
+    if not report.cost or profile is None:
+        return []
+    parts = [f"{c.candidate} {cost_cell(c)}" for c in report.cost if c.profile == profile]
+    return textwrap.wrap(
+        f"energy and cost ({cost_label(report.cost, profile)}): {'; '.join(parts)}",
+        TERMINAL_WIDTH,
+        break_on_hyphens=False,
+    )
 
 
 def _incomplete_section(report: ReportModel) -> list[str]:

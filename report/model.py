@@ -40,6 +40,7 @@ from contracts.verdicts import (
     SweepVerdict,
     Verdict,
 )
+from report.cost import CostRow, cost_rows, headline_profile
 from report.slo import (
     CapacityLine,
     GoodputRow,
@@ -158,6 +159,10 @@ class ReportModel(_Model):
     # Speculative decoding and prefix cache, from the server's counters (where it exports them).
     server_figures: list[ServerFigureRow] = Field(default_factory=list)
     resume: str | None = None  # the command that completes an incomplete sweep
+    # Energy per token and $ per million output tokens per candidate and loaded profile (report.cost); the
+    # profile the decision table quotes. Empty: no launch has an energy reading or a price.
+    cost: list[CostRow] = Field(default_factory=list)
+    cost_profile: str | None = None
 
 
 # ------------------------------------------------------------------------------------------- reading
@@ -425,7 +430,11 @@ def build_model(
         if r.run is not None and r.run.node is not None
     ]
     capacity = capacity_lines(verdicts, data.results)
+    ordered = {n: data.results[n] for n in names if n in data.results}
+    cost = cost_rows(ordered, cfg.gates.loaded_profiles)
     return ReportModel(
+        cost=cost,
+        cost_profile=headline_profile(cost, cfg.capacity.profile),
         nodes=nodes,
         sweep=sweep_dir.resolve().name,
         backend="+".join(backends) if backends else ("sim" if host.kind == "sim" else "vllm"),

@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from contracts.benchserve import add_energy
 from contracts.cost import pricing_of
 from contracts.errors import GauntletError, sweep_dir_error
 from contracts.layout import RUN_FILE, SUMMARY_FILE, LaunchPaths, repeat_dir, repeat_name
@@ -139,23 +140,25 @@ class Launch:
         """Run one profile's repeat into ``<out>/<profile>/r<k>/``; returns what the watcher saw meanwhile.
         The GPUs' energy is read at the run's start and end (the seams' meter; "not measured" says why)."""
         window = self.ctx.seams.energy(self.session.spec).open()
+        run_dir = repeat_dir(self.out, profile, repeat)
         try:
             events = measure_profile(
                 self.ctx,
                 self.session,
                 profile=profile,
                 repeat=repeat,
-                out=repeat_dir(self.out, profile, repeat),
+                out=run_dir,
             )
         finally:
             energy = window.close()  # also on a stop: a power-sampling thread must end with its run
         name = repeat_name(profile, repeat)
         self.profiles.append(name)
         self.watch.extend(events)
-        summary_file = LaunchPaths(self.out).repeat(profile, repeat).summary
-        if energy.measured and summary_file.exists():
-            with contextlib.suppress(GauntletError, OSError):  # no readable summary: no tokens per joule
-                energy = with_throughput(energy, read_model(summary_file, ProfileSummary).output_tps)
+        with contextlib.suppress(GauntletError, OSError, ValueError):  # no readable summary: no figures
+            if energy.measured:
+                summary = read_model(LaunchPaths(self.out).repeat(profile, repeat).summary, ProfileSummary)
+                energy = with_throughput(energy, summary.output_tps)
+            add_energy(run_dir, energy, self.run.pricing)  # bench_serve.json's energy and cost keys
         self.energy[name] = energy
         return events
 
