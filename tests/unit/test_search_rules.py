@@ -1,0 +1,173 @@
+"""The search's rules (orchestrator.app.search): when it stops, which trial is confirmed, the winner's file,
+and what Optuna is told for each trial's outcome."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+import yaml
+
+from contracts.search import SearchConfig
+from contracts.trials import SearchRecord, TrialRecord, Winner, read_search, write_search
+from contracts.verdicts import DriftResult, SweepVerdict, Verdict
+from orchestrator.app.search import (
+    best_trial,
+    confirmation_lines,
+    distributions,
+    open_study,
+    stop_reason,
+    winner_yaml,
+)
+from orchestrator.config.space import parse_space
+
+
+def _trial(number: int, value: float | None, *, state: str = "complete", launches: int = 1) -> TrialRecord:
+    return TrialRecord(
+        number=number,
+        name=f"s_t{number:03d}",
+        params={"max_num_seqs": number},
+        state=state,  # type: ignore[arg-type]
+        fidelity="full" if state == "complete" else "screen",
+        values=None if value is None else [value],
+        launches=launches,
+    )
+
+
+def _record(trials: list[TrialRecord], **kw: Any) -> SearchRecord:
+    record = SearchRecord(
+        name="s", objective="capacity", directions=["maximize"], space_size=10, trials=trials
+    )
+    record.launches = sum(t.launches for t in trials)
+    for key, value in kw.items():
+        setattr(record, key, value)
+    return record
+
+
+@pytest.mark.parametrize(
+    ("values", "search", "expected"),
+    [
+        # budget in launches
+        ([100, 110, 120], SearchConfig(max_launches=3), "budget spent: 3 of 3 launches"),
+        ([100, 110], SearchConfig(max_launches=3), None),
+        # stall: 3 launched trials in a row no better than 2% over the best
+        ([100, 101, 99, 101.9], SearchConfig(stall_trials=3), "improvement stalled: 3 launches"),
+        ([100, 101, 99, 102.1], SearchConfig(stall_trials=3), None),
+        # pruned and infeasible launches count towards the stall, as launches
+        ([100, None, None, None], SearchConfig(stall_trials=3), "improvement stalled: 3 launches"),
+        # no completed trial yet: no stall (nothing to improve on)
+        ([None, None, None, None], SearchConfig(stall_trials=3), None),
+        # a Pareto search stops on its budget only
+        ([100, 90, 80, 70], SearchConfig(stall_trials=2, pareto=True), None),
+    ],
+)
+def test_the_search_stops_on_its_budget_or_when_improvement_stalls(
+    values: list[float | None], search: SearchConfig, expected: str | None
+) -> None:
+    trials = [_trial(k, v, state="complete" if v is not None else "pruned") for k, v in enumerate(values)]
+    reason = stop_reason(_record(trials), search)
+    if expected is None:
+        assert reason is None
+    else:
+        assert reason is not None and reason.startswith(expected)
+
+
+def test_points_that_launched_nothing_do_not_spend_the_budget_nor_the_stall() -> None:
+    trials = [_trial(0, 100), *[_trial(k, None, state="infeasible", launches=0) for k in range(1, 9)]]
+    assert stop_reason(_record(trials), SearchConfig(max_launches=3, stall_trials=2)) is None
+
+
+def test_gpu_hours_are_a_budget_too() -> None:
+    record = _record([_trial(0, 100)], gpu_hours=2.5)
+    assert stop_reason(record, SearchConfig(max_gpu_hours=2.0)) == "budget spent: 2.5 of 2 GPU-hours"
+    assert stop_reason(record, SearchConfig(max_gpu_hours=3.0)) is None
+
+
+@pytest.mark.parametrize(
+    ("trials", "pareto", "best"),
+    [
+        ([_trial(0, 100), _trial(1, 150), _trial(2, 120)], [], 1),
+        # a pruned trial's screen estimate is never the winner, however high
+        ([_trial(0, 100), _trial(1, 500, state="pruned"), _trial(2, 120)], [], 2),
+        # nothing measured fully: nothing to confirm
+        ([_trial(0, 100, state="pruned"), _trial(1, None, state="infeasible")], [], None),
+        # on a Pareto front, the highest capacity of the front
+        ([_trial(0, 100), _trial(1, 150), _trial(2, 120)], [0, 2], 2),
+    ],
+)
+def test_the_trial_confirmed_is_the_best_fully_measured_one(
+    trials: list[TrialRecord], pareto: list[int], best: int | None
+) -> None:
+    found = best_trial(_record(trials, pareto=pareto))
+    assert (found.number if found is not None else None) == best
+
+
+def test_the_winner_is_a_candidate_file_on_the_baselines() -> None:
+    trial = TrialRecord(
+        number=7,
+        name="demo_t007",
+        params={"layout": "tp4_dp2", "max_num_seqs": 256, "speculative.num_speculative_tokens": 3},
+        state="complete",
+        values=[152.0],
+    )
+    layouts = {"tp4_dp2": {"tensor_parallel_size": 4, "data_parallel_size": 2}}
+    text = winner_yaml(SearchConfig(name="demo"), trial, "baseline", layouts)
+    assert text.startswith("# The best point of search demo (trial 7; the search's estimate: 152)")
+    assert yaml.safe_load(text) == {
+        "defaults": ["baseline", "_self_"],
+        "name": "demo_t007",
+        "description": "search demo, trial 7",
+        "tensor_parallel_size": 4,
+        "data_parallel_size": 2,
+        "max_num_seqs": 256,
+        "speculative": {"num_speculative_tokens": 3},
+    }
+
+
+def test_a_resumed_study_keeps_its_trials_and_fails_the_one_a_crash_left_running(tmp_path: Path) -> None:
+    search = SearchConfig(name="s", space={"max_num_seqs": "choice(1,2,3)"}, seed=1)
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    dists = distributions(parse_space(search))
+    study = open_study(search, storage)
+    done = study.ask(dists)
+    study.tell(done, [5.0])
+    study.ask(dists)  # the crash: never told
+    again = open_study(search, storage)
+    states = [t.state for t in again.get_trials(deepcopy=False)]
+    assert states == [optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL]
+    assert again.best_value == 5.0
+
+
+def _verdicts(decision: str | None) -> SweepVerdict:
+    found = [] if decision is None else [Verdict(candidate="s_t000", decision=decision, reason="r")]  # type: ignore[arg-type]
+    return SweepVerdict(
+        baseline="b", retained="b", retained_reason="", drift=DriftResult.model_construct(), verdicts=found
+    )
+
+
+@pytest.mark.parametrize(
+    ("decision", "line"),
+    [
+        ("keep", "search: winner s_t000: KEEP (search's estimate 100; recommended: search/winner.yaml)"),
+        ("reject", "search: winner s_t000: REJECT (search's estimate 100; not recommended: only a KEEP is; "),
+        ("incomplete", "search: winner s_t000: INCOMPLETE (search's estimate 100; not recommended"),
+        (None, "search: winner s_t000: INCOMPLETE (its confirmation was not measured)"),
+    ],
+)
+def test_the_winners_line_is_the_confirmations_verdict_and_only_a_keep_is_recommended(
+    tmp_path: Path, decision: str | None, line: str
+) -> None:
+    assert confirmation_lines(tmp_path, _verdicts(decision)) == []  # no search: no line
+    record = _record([_trial(0, 100)])
+    write_search(tmp_path, record)
+    assert confirmation_lines(tmp_path, _verdicts(decision)) == []  # no winner: no line
+    record.winner = Winner(
+        name="s_t000", trial=0, params={}, estimate=[100.0], yaml_file="search/winner.yaml"
+    )
+    write_search(tmp_path, record)
+    (got,) = confirmation_lines(tmp_path, _verdicts(decision))
+    assert got.startswith(line)
+    confirmation = read_search(tmp_path).confirmation  # type: ignore[union-attr]
+    assert confirmation is not None and confirmation.decision == (decision or "incomplete")
