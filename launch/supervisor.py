@@ -57,7 +57,7 @@ from launch.process import PopenSpawner, Processes, PsutilProcesses, Spawner
 from launch.readiness import HTTP_TIMEOUT_S, Exited, NotReady, ServerApi, ready_once
 from launch.spec import LaunchSpec, resolve_head
 from launch.teardown import TEARDOWN_POLL_S, Teardown
-from launch.tracking import Server, Tracked, Tracker, same_process
+from launch.tracking import NodeProcess, Server, Tracked, Tracker, same_process
 from launch.watch import HUNG_AFTER_S, Watcher, utc
 
 #: What callers import from here: the supervisor, the server record, the timeouts they pass or wait on.
@@ -393,14 +393,37 @@ class Supervisor:
     # ---------------------------------------------------------------- adopt
 
     def adopt(
-        self, pid: int, pgid: int, create_time: float, spec: LaunchSpec, log_path: Path
+        self,
+        pid: int,
+        pgid: int,
+        create_time: float,
+        spec: LaunchSpec,
+        log_path: Path,
+        *,
+        followers: Sequence[NodeProcess] = (),
     ) -> Server | None:
-        """A server an earlier run started (from the journal); None if it is gone or its pid was reused."""
+        """A server an earlier run started (from the journal); None if it is gone or its pid was reused.
+
+        A multi-node server's followers come along: each that still runs, and each SLURM step (whose
+        remote tasks a teardown cancels even when the local ``srun`` is gone)."""
         info = self._procs.info(pid)
         if info is None or info.zombie or not same_process(info, create_time):
             return None
+        nodes: list[Server] = []
+        for follower in followers:
+            alive = self._procs.info(follower.pid)
+            if (alive is None or alive.zombie or not same_process(alive, follower.create_time)) and (
+                not follower.slurm_job
+            ):
+                continue
+            f = follower
+            node = Server(spec=spec, pid=f.pid, pgid=f.pgid, create_time=f.create_time,
+                          log_path=Path(f.log_path), started_at=f.create_time, node=f.node,
+                          node_name=f.name, slurm_job=f.slurm_job)  # fmt: skip
+            self._tracker.track(node)
+            nodes.append(node)
         server = Server(spec=spec, pid=pid, pgid=pgid, create_time=info.create_time, log_path=log_path,
-                        started_at=create_time)  # fmt: skip
+                        started_at=create_time, followers=tuple(nodes))  # fmt: skip
         self._tracker.track(server)
         return server
 

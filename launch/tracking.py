@@ -26,6 +26,19 @@ WatchStateName = Literal["healthy", "unhealthy", "dead", "hung"]
 
 
 @dataclass(frozen=True)
+class NodeProcess:
+    """A follower of a multi-node server as a journal records it: enough to find and stop it again."""
+
+    node: int
+    name: str
+    pid: int
+    pgid: int
+    create_time: float
+    log_path: str
+    slurm_job: str = ""
+
+
+@dataclass(frozen=True)
 class Server:
     """A server this program started or adopted: enough to find, watch and stop it again."""
 
@@ -46,6 +59,13 @@ class Server:
     @property
     def base_url(self) -> str:
         return self.spec.base_url
+
+    def node_processes(self) -> list[NodeProcess]:
+        """The followers as a journal records them."""
+        return [
+            NodeProcess(f.node, f.node_name, f.pid, f.pgid, f.create_time, str(f.log_path), f.slurm_job)
+            for f in self.followers
+        ]
 
     @property
     def processes(self) -> tuple[Server, ...]:

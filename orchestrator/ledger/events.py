@@ -168,10 +168,23 @@ class Launching(_Launch):
     event = "launching"
     at_epoch: float = 0.0  # time.time() just before the spawn: no process started earlier is ours
 
-    def started(self, *, pid: int, pgid: int, create_time: float, log_path: str) -> Started:
+    def started(
+        self,
+        *,
+        pid: int,
+        pgid: int,
+        create_time: float,
+        log_path: str,
+        followers: list[Follower] | None = None,
+    ) -> Started:
         """The announced launch, now with its process (written right after the spawn)."""
         return Started(
-            **self._launch_fields(), pid=pid, pgid=pgid, create_time=create_time, log_path=log_path
+            **self._launch_fields(),
+            pid=pid,
+            pgid=pgid,
+            create_time=create_time,
+            log_path=log_path,
+            followers=followers or None,
         )
 
     def found(self, *, pid: int, create_time: float, log_path: str) -> Adopted:
@@ -189,6 +202,20 @@ class Launching(_Launch):
         return self.model_dump(include=set(_Launch.model_fields) - {"at"})
 
 
+class Follower(BaseModel):
+    """One follower process of a multi-node server: its node, the machine, pid, group and start time."""
+
+    model_config = ConfigDict(frozen=True)
+
+    node: int
+    name: str
+    pid: int
+    pgid: int
+    create_time: float
+    log_path: str
+    slurm_job: str = ""  # the SLURM job whose step it is ("" on this machine)
+
+
 class LiveServer(_Launch):
     """A server process gauntlet is responsible for: enough to find it again and prove it is the same."""
 
@@ -198,6 +225,8 @@ class LiveServer(_Launch):
     #: start differs is somebody else's.
     create_time: float
     log_path: str = ""
+    #: A multi-node server's other nodes' processes (None: a single-node server, its line as before).
+    followers: list[Follower] | None = None
 
     def adopted(self, *, source: str) -> Adopted:
         """This server as now adopted by another run (``source`` says where it was found)."""

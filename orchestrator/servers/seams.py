@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -25,6 +25,7 @@ from launch.spec import LaunchSpec
 if TYPE_CHECKING:
     from launch.preflight import Probes
     from launch.supervisor import Server  # a frozen record; the supervisor itself is imported lazily
+    from launch.tracking import NodeProcess
     from orchestrator.ledger.journal import RemoteJob
 
 
@@ -37,7 +38,14 @@ class SupervisorLike(Protocol):
     def health(self, server: Server) -> int | str: ...
     def teardown(self, server: Server) -> TeardownRecord: ...
     def adopt(
-        self, pid: int, pgid: int, create_time: float, spec: LaunchSpec, log_path: Path
+        self,
+        pid: int,
+        pgid: int,
+        create_time: float,
+        spec: LaunchSpec,
+        log_path: Path,
+        *,
+        followers: Sequence[NodeProcess] = (),
     ) -> Server | None: ...
 
 

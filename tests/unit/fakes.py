@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from contracts.results import (
 from contracts.schema import WorkloadConfig
 from launch.spec import LaunchSpec
 from launch.supervisor import Server
+from launch.tracking import NodeProcess
 from orchestrator.servers.seams import RunProfile, Seams, SupervisorLike
 
 
@@ -71,7 +72,14 @@ class FakeSupervisor:
         )
 
     def adopt(
-        self, pid: int, pgid: int, create_time: float, spec: LaunchSpec, log_path: Path
+        self,
+        pid: int,
+        pgid: int,
+        create_time: float,
+        spec: LaunchSpec,
+        log_path: Path,
+        *,
+        followers: Sequence[NodeProcess] = (),
     ) -> Server | None:
         server = self.alive.get(pid)
         return server if server is not None and server.create_time == create_time else None

@@ -1,0 +1,85 @@
+"""A multi-node server in the journal (issue 35, item 3): the started line records every follower's node,
+pid and start time, replay keeps them with the live server, and adopting it (rollback, stop) hands them to
+the supervisor; a single-node server's line is written as before."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from launch.spec import LaunchSpec
+from launch.supervisor import Server
+from launch.tracking import NodeProcess
+from orchestrator.ledger.journal import Journal
+from orchestrator.servers.session import Servers
+from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
+
+SPEC = LaunchSpec(
+    candidate="dp_nodes", host="sim_2x8", host_kind="sim", argv=("python", "-m", "launch.sim"), env={},
+    pass_env=(), config_yaml="", bind_host="127.0.0.1", port=8000, served_model_name="m", max_model_len=1,
+    startup_timeout_s=1.0, shutdown_grace_s=1.0, gpu_release_timeout_s=0.0, time_scale=1.0,
+    followers=(("python", "-m", "launch.sim", "--headless"),),
+)  # fmt: skip
+
+
+@dataclass
+class NodeSupervisor(FakeSupervisor):
+    """Starts a head with one follower (pid + 500) and records the followers it is asked to adopt."""
+
+    adopted: list[list[NodeProcess]] = field(default_factory=list)
+
+    def start(self, spec: LaunchSpec, log_path: Path) -> Server:
+        head = super().start(spec, log_path)
+        follower = Server(spec, head.pid + 500, head.pid + 500, 7.5, log_path.with_name("server.node1.log"),
+                          started_at=0.0, node=1, node_name="n2", slurm_job="42")  # fmt: skip
+        server = replace(head, followers=(follower,), node_name="n1")
+        self.alive[head.pid] = server
+        return server
+
+    def adopt(
+        self,
+        pid: int,
+        pgid: int,
+        create_time: float,
+        spec: LaunchSpec,
+        log_path: Path,
+        *,
+        followers: Sequence[NodeProcess] = (),
+    ) -> Server | None:
+        self.adopted.append(list(followers))
+        return super().adopt(pid, pgid, create_time, spec, log_path)
+
+
+def _launch(tmp_path: Path, spec: LaunchSpec) -> tuple[Journal, NodeSupervisor, Servers]:
+    journal = Journal(tmp_path / "journal.jsonl", clock=lambda: "T")
+    sup = NodeSupervisor()
+    servers = Servers(journal, fake_seams(sup, FakeLoad()))
+    with servers.launch(spec, tmp_path / "spec.json", tmp_path / "server.log", role="retained") as session:
+        session.keep()
+    return journal, sup, servers
+
+
+def test_the_started_line_records_every_follower_and_adopting_hands_them_back(tmp_path: Path) -> None:
+    journal, sup, servers = _launch(tmp_path, SPEC)
+    started = [json.loads(line) for line in journal.path.read_text().splitlines() if '"started"' in line]
+    assert started[0]["followers"] == [
+        {"node": 1, "name": "n2", "pid": 1501, "pgid": 1501, "create_time": 7.5,
+         "log_path": str(tmp_path / "server.node1.log"), "slurm_job": "42"}
+    ]  # fmt: skip
+    (live,) = journal.replay().live.values()
+    assert live.followers is not None and live.followers[0].pid == 1501
+    assert servers.adopt(live, SPEC) is not None
+    assert sup.adopted == [[NodeProcess(1, "n2", 1501, 1501, 7.5, str(tmp_path / "server.node1.log"), "42")]]
+
+
+def test_a_single_node_started_line_is_written_as_before(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "journal.jsonl", clock=lambda: "T")
+    servers = Servers(journal, fake_seams(FakeSupervisor(), FakeLoad()))
+    with servers.launch(
+        replace(SPEC, followers=()), tmp_path / "s.json", tmp_path / "l.log", role="candidate"
+    ):
+        pass
+    started = [json.loads(line) for line in journal.path.read_text().splitlines() if '"started"' in line]
+    assert len(started) == 1 and "followers" not in started[0]
