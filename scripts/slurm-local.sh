@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
-# A single-node SLURM cluster on this machine (slurmctld + slurmd + munge), for `make demo-slurm` and the
-# `slurm` tests: scripts/slurm-local.sh start|stop|status (also `make slurm-local`).
+# A SLURM cluster on this machine (slurmctld + slurmd + munge), for `make demo-slurm` and the `slurm` tests:
+# scripts/slurm-local.sh start [--nodes N]|stop|status (also `make slurm-local`).
 #
 # start   installs slurm-wlm and munge with apt when missing (needs root), writes /etc/slurm/slurm.conf
-#         (this host as the one node, CPUs from nproc, ProctrackType=proctrack/linuxproc, TaskPlugin=task/none,
-#         a job completion log that keeps each job's final state: JobCompType=jobcomp/filetxt), starts
-#         munged, slurmctld and slurmd unless they run already (no systemd: the daemons directly), and waits
-#         until sinfo shows the node idle. Idempotent: a second start only checks.
+#         (ProctrackType=proctrack/linuxproc, TaskPlugin=task/none, a job completion log that keeps each
+#         job's final state: JobCompType=jobcomp/filetxt), starts munged, slurmctld and one slurmd per node
+#         unless they run already (no systemd: the daemons directly), and waits until sinfo shows every node
+#         idle. Idempotent: a second start only checks; a start whose configuration differs from the one
+#         the running cluster has refuses (stop it first).
+#         One node (the default): this host, under its own name, with CPUs from nproc.
+#         --nodes N (N >= 2; or SLURM_LOCAL_NODES=N): N nodes n1..nN, all on this host (NodeHostname and
+#         NodeAddr are this host, each slurmd `-N nK` on its own port), so `srun -N2 hostname` and
+#         `sbatch --nodes=2` get 2 nodes from SLURM. The machine's CPUs and 90% of its memory are shared out
+#         (CPUs nproc/N each, at least 1), so the cluster offers what the machine has, not N times it.
 # stop    cancels every job of the cluster, waits for the queue to empty, stops the daemons and proves
 #         none is left. Idempotent.
 # status  the daemons, sinfo and squeue; exit 0 only when the cluster is up and the node is usable.
 #
-# Settings (environment): SLURM_LOCAL_PARTITION (default: local), SLURM_LOCAL_TIMEOUT_S (default: 60, the
-# wait for the node to become idle, and for the queue to empty on stop).
+# Settings (environment): SLURM_LOCAL_NODES (default: 1), SLURM_LOCAL_PARTITION (default: local),
+# SLURM_LOCAL_TIMEOUT_S (default: 60, the wait for the nodes to become idle, and for the queue to empty on
+# stop).
 set -euo pipefail
 
+NODES="${SLURM_LOCAL_NODES:-1}"
 PARTITION="${SLURM_LOCAL_PARTITION:-local}"
 TIMEOUT_S="${SLURM_LOCAL_TIMEOUT_S:-60}"
 CONF_DIR=/etc/slurm
@@ -22,7 +30,9 @@ CONF="$CONF_DIR/slurm.conf"
 LOG_DIR=/var/log/slurm
 JOBCOMP_LOG="$LOG_DIR/jobcomp.log"
 CTLD_PID=/run/slurmctld.pid
-SLURMD_PID=/run/slurmd.pid
+# One slurmd per node name (%n): its pid file, spool folder and log.
+SLURMD_PID=/run/slurmd-%n.pid
+SLURMD_BASE_PORT=6820  # the multi-node mode's node K listens on 6820+K (slurmctld: 6817, one slurmd: 6818)
 MUNGE_PID=/run/munge/munged.pid
 NODE="$(hostname -s)"
 
@@ -36,6 +46,12 @@ alive() {  # alive PIDFILE NAME: the pid in PIDFILE runs a process whose name st
   [[ -r "/proc/$pid/comm" ]] && [[ "$(cat "/proc/$pid/comm")" == "$2"* ]]
 }
 
+node_names() {  # the configured cluster's node names, one a line
+  if (( NODES == 1 )); then echo "$NODE"; else seq -f 'n%g' 1 "$NODES"; fi
+}
+
+slurmd_pidfile() { echo "${SLURMD_PID//%n/$1}"; }  # slurmd_pidfile NODE
+
 install_packages() {
   if command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v munged >/dev/null; then
     return
@@ -47,15 +63,27 @@ install_packages() {
 }
 
 write_config() {
-  local cpus mem_mb
-  cpus="$(nproc)"
+  local cpus mem_mb name k=0 nodes_conf=""
+  # The machine's CPUs, shared out between the nodes (at least one each).
+  cpus=$(( $(nproc) / NODES ))
+  (( cpus >= 1 )) || cpus=1
   # What slurmd measures, less 10% for the daemons and the launching process (a node whose configured
-  # memory exceeds what slurmd finds is drained).
+  # memory exceeds what slurmd finds is drained), shared out between the nodes.
   mem_mb="$(slurmd -C | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p')"
-  mem_mb=$(( mem_mb * 9 / 10 ))
-  mkdir -p "$CONF_DIR" "$LOG_DIR" /var/spool/slurmctld /var/spool/slurmd
+  mem_mb=$(( mem_mb * 9 / 10 / NODES ))
+  mkdir -p "$CONF_DIR" "$LOG_DIR" /var/spool/slurmctld
+  for name in $(node_names); do
+    k=$(( k + 1 ))
+    mkdir -p "/var/spool/slurmd/$name"
+    if (( NODES == 1 )); then
+      nodes_conf+="NodeName=$name CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN"$'\n'
+    else
+      nodes_conf+="NodeName=$name NodeHostname=$NODE NodeAddr=$NODE Port=$(( SLURMD_BASE_PORT + k ))"
+      nodes_conf+=" CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN"$'\n'
+    fi
+  done
   cat >"$CONF.tmp" <<EOF
-# Written by gauntlet's scripts/slurm-local.sh: a single-node cluster on $NODE (slurmctld + slurmd).
+# Written by gauntlet's scripts/slurm-local.sh: a $NODES-node cluster on $NODE (slurmctld + one slurmd a node).
 ClusterName=gauntlet-local
 SlurmctldHost=$NODE
 SlurmUser=root
@@ -73,11 +101,11 @@ SelectTypeParameters=CR_CPU_Memory
 DefMemPerCPU=1024
 ReturnToService=2
 StateSaveLocation=/var/spool/slurmctld
-SlurmdSpoolDir=/var/spool/slurmd
+SlurmdSpoolDir=/var/spool/slurmd/%n
 SlurmctldPidFile=$CTLD_PID
 SlurmdPidFile=$SLURMD_PID
 SlurmctldLogFile=$LOG_DIR/slurmctld.log
-SlurmdLogFile=$LOG_DIR/slurmd.log
+SlurmdLogFile=$LOG_DIR/slurmd-%n.log
 # The final state of every job (no accounting database here): one line per job, read by gauntlet.
 JobCompType=jobcomp/filetxt
 JobCompLoc=$JOBCOMP_LOG
@@ -86,15 +114,20 @@ JobAcctGatherType=jobacct_gather/none
 # scancel and the time limit: SIGTERM, then SIGKILL after KillWait seconds (a job's teardown grace).
 KillWait=30
 SlurmdParameters=config_overrides
-NodeName=$NODE CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
-PartitionName=$PARTITION Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
+${nodes_conf}PartitionName=$PARTITION Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
   if [[ -f "$CONF" ]] && cmp -s "$CONF" "$CONF.tmp"; then
     rm -f "$CONF.tmp"
-  else
-    mv "$CONF.tmp" "$CONF"
-    say "wrote $CONF ($cpus CPUs, ${mem_mb} MB, partition $PARTITION)"
+    return
   fi
+  if alive "$CTLD_PID" slurmctld; then
+    rm -f "$CONF.tmp"
+    die "the running cluster has another configuration than this start asks for" \
+      "($NODES node(s): $(node_names | paste -sd, -)); stop it first: $0 stop"
+  fi
+  mv "$CONF.tmp" "$CONF"
+  say "wrote $CONF ($NODES node(s): $(node_names | paste -sd, -); $cpus CPUs, ${mem_mb} MB each," \
+    "partition $PARTITION)"
 }
 
 start_munge() {
@@ -116,8 +149,17 @@ wait_until() {  # wait_until WHAT COMMAND...: poll COMMAND until it succeeds, fo
   done
 }
 
-node_state() { sinfo -h -n "$NODE" -o '%T' 2>/dev/null | head -1; }
-node_idle() { [[ "$(node_state)" =~ ^(idle|mixed|allocated)$ ]]; }
+conf_nodes() { sed -n 's/^NodeName=\([^ ]*\) .*/\1/p' "$CONF"; }  # the written configuration's nodes
+node_state() { sinfo -h -n "$1" -o '%T' 2>/dev/null | head -1; }  # node_state NODE
+nodes_usable() {  # nodes_usable NODE...: every one idle, mixed or allocated
+  local name
+  for name in "$@"; do [[ "$(node_state "$name")" =~ ^(idle|mixed|allocated)$ ]] || return 1; done
+}
+nodes_said() {  # nodes_said NODE...: "n1 idle, n2 down"
+  local name
+  for name in "$@"; do echo "$name $(node_state "$name")"; done | paste -sd, - | sed 's/,/, /g'
+}
+slurmd_pidfiles() { compgen -G '/run/slurmd*.pid' || true; }  # every node's (and an older single one's)
 
 start() {
   install_packages
@@ -129,16 +171,20 @@ start() {
     say "slurmctld started"
   fi
   wait_until "slurmctld" scontrol ping || die "slurmctld does not answer: $(tail -5 $LOG_DIR/slurmctld.log)"
-  if ! alive "$SLURMD_PID" slurmd; then
-    slurmd
-    say "slurmd started"
-  fi
-  if ! wait_until "node" node_idle; then
+  local name names
+  names=( $(node_names) )
+  for name in "${names[@]}"; do
+    alive "$(slurmd_pidfile "$name")" slurmd && continue
+    if (( NODES == 1 )); then slurmd; else slurmd -N "$name"; fi
+    say "slurmd started for node $name"
+  done
+  if ! wait_until "nodes" nodes_usable "${names[@]}"; then
     # A node left down or drained by an earlier run (its state is saved): bring it back once.
-    scontrol update NodeName="$NODE" State=RESUME >/dev/null 2>&1 || true
-    wait_until "node" node_idle || die "node $NODE is '$(node_state)', not idle: $(tail -5 $LOG_DIR/slurmd.log)"
+    for name in "${names[@]}"; do scontrol update NodeName="$name" State=RESUME >/dev/null 2>&1 || true; done
+    wait_until "nodes" nodes_usable "${names[@]}" \
+      || die "not every node is idle ($(nodes_said "${names[@]}")): $(tail -q -n 3 "$LOG_DIR"/slurmd-*.log)"
   fi
-  say "up: node $NODE $(node_state), partition $PARTITION, job completion log $JOBCOMP_LOG"
+  say "up: nodes $(nodes_said "${names[@]}"), partition $PARTITION, job completion log $JOBCOMP_LOG"
 }
 
 stop() {
@@ -150,17 +196,17 @@ stop() {
     fi
   fi
   local name pidfile pid
-  for name in slurmd slurmctld munged; do
-    case "$name" in
-      slurmd) pidfile="$SLURMD_PID" ;;
-      slurmctld) pidfile="$CTLD_PID" ;;
-      munged) pidfile="$MUNGE_PID" ;;
+  for pidfile in $(slurmd_pidfiles) "$CTLD_PID" "$MUNGE_PID"; do
+    case "$pidfile" in
+      "$CTLD_PID") name=slurmctld ;;
+      "$MUNGE_PID") name=munged ;;
+      *) name=slurmd ;;
     esac
     alive "$pidfile" "$name" || continue
     pid="$(cat "$pidfile")"
     kill -TERM "$pid"
     wait_until "$name" bash -c "! kill -0 $pid" || { say "$name ($pid) ignores SIGTERM: SIGKILL"; kill -KILL "$pid"; }
-    say "$name stopped"
+    say "$name ($pidfile) stopped"
   done
   # slurmstepd outlives slurmd when a step is still running (the queue did not empty): none may be left.
   for name in slurmd slurmctld munged slurmstepd; do
@@ -172,26 +218,43 @@ stop() {
 }
 
 status() {
-  local up=0 name pidfile
-  for name in munged slurmctld slurmd; do
-    case "$name" in
-      slurmd) pidfile="$SLURMD_PID" ;;
-      slurmctld) pidfile="$CTLD_PID" ;;
-      munged) pidfile="$MUNGE_PID" ;;
-    esac
+  local up=0 name pidfile names=()
+  [[ -f "$CONF" ]] && names=( $(conf_nodes) )
+  for pidfile in "$MUNGE_PID" "$CTLD_PID"; do
+    name="$(basename "$pidfile" .pid)"
     if alive "$pidfile" "$name"; then echo "$name: running (pid $(cat "$pidfile"))"; else echo "$name: not running"; up=1; fi
+  done
+  (( ${#names[@]} > 0 )) || { echo "no cluster configured ($CONF)"; up=1; }
+  for name in "${names[@]}"; do
+    pidfile="$(slurmd_pidfile "$name")"
+    if alive "$pidfile" slurmd; then
+      echo "slurmd $name: running (pid $(cat "$pidfile"))"
+    else
+      echo "slurmd $name: not running"; up=1
+    fi
   done
   if (( up == 0 )); then
     sinfo -N -l || up=1
     squeue || up=1
-    node_idle || { echo "node $NODE: $(node_state)"; up=1; }
+    nodes_usable "${names[@]}" || { echo "nodes: $(nodes_said "${names[@]}")"; up=1; }
   fi
   return "$up"
 }
 
-case "${1:-}" in
+usage() { echo "usage: $0 start [--nodes N]|stop|status" >&2; exit 2; }
+
+command="${1:-}"
+(( $# == 0 )) || shift
+if [[ "$command" == start && "${1:-}" == --nodes ]]; then
+  [[ $# == 2 ]] || usage
+  NODES="$2"
+  shift 2
+fi
+(( $# == 0 )) || usage
+[[ "$NODES" =~ ^[1-9][0-9]*$ ]] || die "the node count must be a whole number from 1: '$NODES'"
+case "$command" in
   start) start ;;
   stop) stop ;;
   status) status ;;
-  *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
+  *) usage ;;
 esac

@@ -1,4 +1,5 @@
-"""Sweeps on a real SLURM cluster: this machine's single-node one (``scripts/slurm-local.sh start``).
+"""Sweeps on a real SLURM cluster: this machine's, nodes n1 and n2 (``scripts/slurm-local.sh start
+--nodes 2``, as CI starts it; the sweeps also run on the single-node one of a plain ``start``).
 
 Candidates run as real SLURM jobs (``sbatch`` job arrays through Hydra's submitit plugin, ``hydra/launcher=
 gauntlet_slurm``), each on a simulated node of its own (``run.simulated_nodes``: one real node here).
@@ -68,7 +69,7 @@ def slurm_cluster() -> None:
     why = _cluster_is_up()
     if why is None:
         return
-    message = f"no SLURM cluster is up ({why}); start one with `scripts/slurm-local.sh start` (root)"
+    message = f"no SLURM cluster is up ({why}); start one: `scripts/slurm-local.sh start --nodes 2` (root)"
     if os.environ.get("GAUNTLET_REQUIRE_SLURM") == "1":
         pytest.fail(f"GAUNTLET_REQUIRE_SLURM=1: {message}")
     pytest.skip(message)
@@ -252,3 +253,34 @@ def test_a_requeued_job_tears_its_server_down_and_resumes(
         assert {v["candidate"]: v["decision"] for v in verdicts["verdicts"]} == {"tp4_dp2": "reject"}
         assert re.search(rf"job {job}\s+tp4_dp2\s+sim-node-0\s+COMPLETED", out), out[-3000:]
         assert all(not sim_servers(cluster_port + k) for k in range(2))
+
+
+def cluster_nodes() -> list[str]:
+    """The cluster's node names, as sinfo lists them."""
+    done = subprocess.run(
+        ["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, timeout=20, check=True
+    )
+    return sorted(set(done.stdout.split()))
+
+
+def test_a_two_node_job_gets_two_nodes_of_the_local_cluster(slurm_cluster: None) -> None:
+    """``scripts/slurm-local.sh start --nodes 2``: two slurmd daemons on this machine, so a job of 2 nodes
+    gets n1 and n2 from SLURM, one task on each."""
+    nodes = cluster_nodes()
+    if nodes != ["n1", "n2"]:
+        message = f"the cluster's nodes are {nodes}; start it with `scripts/slurm-local.sh start --nodes 2`"
+        if os.environ.get("GAUNTLET_REQUIRE_SLURM") == "1":
+            pytest.fail(f"GAUNTLET_REQUIRE_SLURM=1: {message}")
+        pytest.skip(message)
+    step = "echo $SLURMD_NODENAME $SLURM_NODEID $SLURM_JOB_NODELIST $(hostname)"
+    done = subprocess.run(
+        ["srun", "--nodes=2", "--ntasks-per-node=1", "--job-name=gauntlet-two-nodes", "bash", "-c", step],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    here = subprocess.run(["hostname"], capture_output=True, text=True, check=True).stdout.strip()
+    tasks = sorted(line.split() for line in done.stdout.splitlines())
+    assert tasks == [["n1", "0", "n[1-2]", here], ["n2", "1", "n[1-2]", here]], done.stdout
