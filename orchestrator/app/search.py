@@ -313,7 +313,7 @@ class SearchRun:
             elif (earlier := seen.get(_key(point))) is not None:
                 outcome = TrialOutcome(
                     state=earlier.state,
-                    why=f"same point as trial {earlier.number}",
+                    why=f"same point as trial {earlier.number}" + (f": {earlier.why}" if earlier.why else ""),
                     fidelity=earlier.fidelity,
                     values=earlier.values,
                     screen=earlier.screen,
