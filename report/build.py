@@ -36,6 +36,7 @@ from report.markdown import render_markdown, render_terminal
 from report.model import build_model, read_sweep
 from report.plots import write_plots
 from report.rerun import rerun_section
+from report.search import search_section
 
 
 def read_judgement(sweep_dir: Path) -> SweepVerdict:
@@ -89,7 +90,8 @@ def write_report(sweep_dir: Path, cfg: GauntletConfig | None = None) -> Built:
     names += [v.candidate for v in verdicts.verdicts if v.candidate not in names]  # never reached
     data = read_sweep(sweep_dir, [*names, *node_baseline_names(sweep_dir)])
     report = build_model(sweep_dir, cfg, verdicts, data, names)
-    text = render_markdown(report) + rerun_section(sweep_dir, cfg, verdicts.baseline)
+    text = render_markdown(report) + search_section(sweep_dir, verdicts)
+    text += rerun_section(sweep_dir, cfg, verdicts.baseline)
     write_plots(sweep_dir, cfg, report, data)
     recovery = (
         load_results(sweep_dir, RECOVERY_ROOT, verdicts.baseline)
