@@ -68,8 +68,9 @@ def directions(search: SearchConfig) -> list[Literal["maximize", "minimize"]]:
     return ["maximize", "minimize"] if search.pareto else ["maximize"]
 
 
-def open_study(search: SearchConfig, storage: str) -> optuna.Study:
-    """Create the study, or load it (a resumed sweep); a trial a crash left running is marked failed."""
+def open_study(search: SearchConfig, storage: str) -> tuple[optuna.Study, list[optuna.trial.FrozenTrial]]:
+    """Create the study, or load it (a resumed sweep); a trial a crash left running is marked failed and
+    returned with the study."""
     sampler: optuna.samplers.BaseSampler
     if search.sampler == "random":
         sampler = optuna.samplers.RandomSampler(seed=search.seed)
@@ -86,9 +87,10 @@ def open_study(search: SearchConfig, storage: str) -> optuna.Study:
         pruner=pruner,
         load_if_exists=True,
     )
-    for left in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        study.tell(left.number, state=optuna.trial.TrialState.FAIL)
-    return study
+    left = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+    for trial in left:
+        study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+    return study, left
 
 
 def make_pruner(name: str, reduction_factor: int) -> optuna.pruners.BasePruner:
@@ -290,9 +292,28 @@ class SearchRun:
         record.space_size = _size(self.pruned)
         record.pruned, record.baseline, record.stopped = self.pruned.pruned, base, ""
         storage = storage_url(search, self.dir)
-        study = open_study(search, storage)
+        study, interrupted = open_study(search, storage)
         dists = distributions(self.pruned.space)
+        if record.trials or interrupted:
+            self.say(f"search: resuming study {search.name} ({len(record.trials)} trial(s) recorded)")
         done = {t.number for t in record.trials}
+        for left in interrupted:  # the sweep stopped during it: a launch spent, nothing learnt
+            if left.number in done:
+                continue
+            name = f"{search.name}_t{left.number:03d}"
+            launched = SweepPaths(self.dir).trial(name).spec.exists()
+            item = TrialRecord(
+                number=left.number,
+                name=name,
+                params={**self.pruned.space.fixed, **left.params},
+                state="failed",
+                why="interrupted: the sweep stopped during this trial",
+                fidelity="start" if launched else "none",
+                launches=1 if launched else 0,
+            )
+            record.trials.append(item)
+            record.launches += item.launches
+            done.add(left.number)
         seen = {_key(t.params): t for t in record.trials if t.same_as is None and t.state != "failed"}
         idle = 0
         while (reason := stop_reason(record, search)) is None:
@@ -435,7 +456,8 @@ def _values(trial: TrialRecord) -> str:
 
 
 def _trial_line(trial: TrialRecord, search: SearchConfig) -> str:
-    what = f"{search.objective} estimate {_values(trial)}" if trial.values else trial.why
+    objective = f"{search.objective}, serial e2e s" if search.pareto else search.objective
+    what = f"{objective} estimate {_values(trial)}" if trial.values else trial.why
     return f"search: trial {trial.number} {trial.name}: {trial.state} at {trial.fidelity} ({what})"
 
 

@@ -4,14 +4,15 @@ winner measured again against the baseline, the restore, and search/trials.json.
 from __future__ import annotations
 
 import re
+import signal
 from pathlib import Path
 
 import yaml
 
-from contracts.layout import SweepPaths
+from contracts.layout import LaunchPaths, SweepPaths
 from contracts.trials import read_search
 from contracts.verdicts import read_verdicts
-from tests.integration.sweep_helpers import assert_finished, run_sweep
+from tests.integration.sweep_helpers import assert_finished, run_sweep, start, sweep_dir, wait_for
 
 #: A capacity search of a few levels at the small experiment's scale (seconds per trial).
 SMALL_CAPACITY = [
@@ -57,3 +58,41 @@ def test_a_small_search_finds_confirms_and_restores(tmp_path: Path, port: int) -
     assert "recovery validation passed: restored baseline byte-for-byte" in out
     # The trials never reach the judge: only the baseline and the winner are candidates.
     assert {p.name for p in SweepPaths(sweep).root.joinpath("candidates").iterdir()} == {"baseline", name}
+
+
+def test_a_search_interrupted_by_ctrl_c_resumes_where_it_stopped(tmp_path: Path, port: int) -> None:
+    sweeps = tmp_path / "sweeps"
+    args = ["-m", "search=tiny", "run.confirm_runs=0", "run.interleave=false", *SMALL_CAPACITY]
+    proc = start(args, sweeps=sweeps, port=port)
+    sweep = sweep_dir(sweeps)
+    paths = SweepPaths(sweep)
+
+    def a_trial_recorded_and_the_next_launched() -> bool:
+        record = read_search(sweep) if paths.trials.exists() else None
+        if record is None or not any(t.launches for t in record.trials):
+            return False
+        recorded = {t.name for t in record.trials}
+        return any(
+            d.name not in recorded and LaunchPaths(d).spec.exists()
+            for d in paths.trial("x").root.parent.iterdir()
+        )
+
+    wait_for(a_trial_recorded_and_the_next_launched, timeout=120, what="a trial recorded, the next launched")
+    before = read_search(sweep)
+    assert before is not None
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    # The same command with the sweep directory: the study reopens where it stopped.
+    code, out, _ = run_sweep([*args, f"hydra.sweep.dir={sweep}"], sweeps=sweeps, port=port, timeout=240)
+    assert_finished(code, out, sweep)
+    assert f"search: resuming study tiny ({len(before.trials)} trial(s) recorded)" in out
+    after = read_search(sweep)
+    assert after is not None
+    assert after.trials[: len(before.trials)] == before.trials  # what was recorded stays as it was
+    numbers = [t.number for t in after.trials]
+    assert numbers == sorted(set(numbers))
+    interrupted = [t for t in after.trials if t.why.startswith("interrupted")]
+    assert len(interrupted) == 1 and interrupted[0].state == "failed" and interrupted[0].launches == 1
+    assert after.launches == sum(t.launches for t in after.trials) <= 3  # the lost launch spent budget too
+    assert re.search(r"search: launched \d+ of 4 configurations", out), out[-3000:]

@@ -130,11 +130,13 @@ def test_a_resumed_study_keeps_its_trials_and_fails_the_one_a_crash_left_running
     search = SearchConfig(name="s", space={"max_num_seqs": "choice(1,2,3)"}, seed=1)
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     dists = distributions(parse_space(search))
-    study = open_study(search, storage)
+    study, left = open_study(search, storage)
+    assert left == []
     done = study.ask(dists)
     study.tell(done, [5.0])
     study.ask(dists)  # the crash: never told
-    again = open_study(search, storage)
+    again, left = open_study(search, storage)
+    assert [t.number for t in left] == [1]
     states = [t.state for t in again.get_trials(deepcopy=False)]
     assert states == [optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL]
     assert again.best_value == 5.0
