@@ -48,10 +48,16 @@ def _toy_house(tmp_path: Path, imports: dict[str, str]) -> Path:
     for folder in SWEEP_FOLDERS:
         (tmp_path / "orchestrator" / folder).mkdir()
         (tmp_path / "orchestrator" / folder / "__init__.py").write_text("")
-    (tmp_path / "orchestrator" / "config" / "compose.py").write_text("import hydra\nimport omegaconf\n")
-    (tmp_path / "orchestrator" / "config" / "candidates.py").write_text("import hydra\nimport omegaconf\n")
-    (tmp_path / "orchestrator" / "app" / "sweeper.py").write_text("import hydra\nimport omegaconf\n")
-    (tmp_path / "orchestrator" / "app" / "entry.py").write_text("import hydra\nimport omegaconf\n")
+    # Every module the Hydra contract lets import Hydra or OmegaConf, with what it may import (read from
+    # pyproject.toml's ignore_imports, so a module added there is in the toy tree too).
+    hydra = next(c for c in config["contracts"] if "hydra" in c.get("forbidden_modules", []))
+    allowed: dict[str, list[str]] = {}
+    for rule in hydra["ignore_imports"]:
+        module, target = rule.split(" -> ")
+        allowed.setdefault(module, []).append(target)
+    for module, targets in allowed.items():
+        path = tmp_path.joinpath(*module.split(".")).with_suffix(".py")
+        path.write_text("".join(f"import {t}\n" for t in targets))
     # The simulator and the only modules that may import it (the "protected" contract names them).
     (tmp_path / "launch" / "sim").mkdir()
     (tmp_path / "launch" / "sim" / "__init__.py").write_text("")
