@@ -69,6 +69,7 @@ class SlurmNodes:
     """The nodes of the SLURM job this process runs in; followers are job steps on them."""
 
     job_id: str
+    #: The job's nodes, this one (the head's) first.
     hostnames: tuple[str, ...]
     address: str
 
@@ -99,6 +100,8 @@ def slurm_nodes(environ: Mapping[str, str], run: Run = _run) -> SlurmNodes | Non
     hostnames = tuple(run(["scontrol", "show", "hostnames", nodelist]).split())
     if len(hostnames) < 2:
         return None
+    here = environ.get("SLURMD_NODENAME", hostnames[0])
+    hostnames = (here, *(name for name in hostnames if name != here))
     address = hostnames[0]
     for field in run(["scontrol", "show", "node", hostnames[0]]).split():
         if field.startswith("NodeAddr="):

@@ -10,6 +10,7 @@ that is one error naming ``pip install 'gauntlet[slurm]'``. What it adds is
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +21,23 @@ from omegaconf import DictConfig
 
 from contracts.errors import ConfigError
 from orchestrator.config.extras import SLURM, missing_extra
+
+
+def first_task_only(launcher: type[Launcher]) -> type[Launcher]:
+    """``launcher`` whose job runs gauntlet in the job's first task only.
+
+    A job of several nodes (``hydra.launcher.nodes``, one task per node) owns the nodes of its multi-node
+    candidates: gauntlet runs on the first, and each other node's task returns at once, leaving the node
+    to the candidate's followers, started there as job steps (:mod:`launch.nodes`). submitit pickles
+    the class by value (cloudpickle), so the job needs nothing of this module."""
+
+    class FirstTaskOnly(launcher):  # type: ignore[misc,valid-type]
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            if os.environ.get("SLURM_PROCID", "0") != "0":
+                return None  # submitit's result of the job is the first task's
+            return super().__call__(*args, **kwargs)
+
+    return FirstTaskOnly
 
 
 class SubmititSlurmLauncher(Launcher):
@@ -34,7 +52,7 @@ class SubmititSlurmLauncher(Launcher):
         except ImportError as exc:
             raise ConfigError([missing_extra(SLURM, "gauntlet_slurm", "hydra/launcher")]) from exc
         #: The plugin's launcher: submitit pickles it for the jobs, so they run without this class.
-        self.slurm: Launcher = SlurmLauncher(**params)
+        self.slurm: Launcher = first_task_only(SlurmLauncher)(**params)
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.slurm.setup(hydra_context=hydra_context, task_function=task_function, config=config)

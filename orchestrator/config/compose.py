@@ -62,6 +62,8 @@ def register_configs() -> None:
     cs.store(group="schema", name="search", node=SearchConfig)
     # ${gauntlet.job_minutes:} in conf/hydra/launcher/*: a job's time limit from the host and profiles.
     OmegaConf.register_new_resolver("gauntlet.job_minutes", _job_minutes, replace=True)
+    # ${gauntlet.gpus_per_node:} there: a node's GPUs (host.gpus_per_node on a multi-node host).
+    OmegaConf.register_new_resolver("gauntlet.gpus_per_node", _gpus_per_node, replace=True)
     # ${oc.env:HF_TOKEN}: a secret's value never enters the composed config (see secret_env).
     OmegaConf.register_new_resolver("oc.env", secret_env, replace=True)
 
@@ -146,6 +148,11 @@ def _field_origin(sources: Sources, path: Sequence[str]) -> str:
     if choice is None:
         return sources.top_origin(".".join(path))
     return sources.origin(group, choice, rest, package.rpartition("@")[2])
+
+
+def _gpus_per_node(*, _root_: DictConfig) -> int:
+    host = _root_.host
+    return int(host.get("gpus_per_node") or 0) or int(host.gpu_count)
 
 
 def _job_minutes(*, _root_: DictConfig) -> int:

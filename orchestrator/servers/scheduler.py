@@ -29,7 +29,7 @@ from pathlib import Path
 import yaml
 
 from contracts.layout import SweepPaths, submitit_folder
-from orchestrator.ledger.events import JobStarted
+from orchestrator.ledger.events import JobStarted, Started
 from orchestrator.ledger.journal import Journal, RemoteJob
 
 #: What the submitit local controller's command line contains (``python -m submitit.local._local DIR``).
@@ -269,13 +269,21 @@ def sweep_job_ids(sweep_dir: Path) -> list[str]:
 
 
 def _job_owners(sweep_dir: Path) -> dict[str, tuple[str, str]]:
-    """Job id → (candidate, node), from the jobs' own journals (a job never started has none)."""
+    """Job id → (candidate, node), from the jobs' own journals (a job never started has none); a job that
+    ran a multi-node server names all its nodes (``nodes: n1,n2``)."""
     out: dict[str, tuple[str, str]] = {}
+    nodes: dict[str, list[str]] = {}
     for path in sorted(SweepPaths(sweep_dir).journals.glob("*.jsonl")):
         for event in Journal(path).events():
             if isinstance(event, JobStarted) and event.job:
                 out.setdefault(event.job, (event.candidate, event.node or "?"))
-    return out
+            if isinstance(event, Started) and event.job and event.followers:
+                seen = nodes.setdefault(event.job, [event.node or "?"])
+                seen.extend(f.name for f in event.followers if f.name not in seen)
+    return {
+        job: (candidate, f"nodes: {','.join(nodes[job])}" if job in nodes else node)
+        for job, (candidate, node) in out.items()
+    }
 
 
 def job_lines(

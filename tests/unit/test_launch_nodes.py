@@ -58,6 +58,11 @@ def test_a_follower_is_a_named_job_step_on_its_node() -> None:
         nodes.names(3)
 
 
+def test_the_head_is_the_node_gauntlet_runs_on() -> None:
+    nodes = slurm_nodes({**JOB, "SLURMD_NODENAME": "n2"}, FakeSlurm())
+    assert nodes is not None and nodes.names(2) == ["n2", "n1"]
+
+
 def test_cancel_steps_cancels_only_this_servers_followers() -> None:
     listed = f"42.0 batch\n42.3 {step_name(1, 8000)}\n42.4 {step_name(1, 9000)}\n"
     fake = FakeSlurm(listed)

@@ -5,6 +5,7 @@ the supervisor; a single-node server's line is written as before."""
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -13,6 +14,7 @@ from launch.spec import LaunchSpec
 from launch.supervisor import Server
 from launch.tracking import NodeProcess
 from orchestrator.ledger.journal import Journal
+from orchestrator.servers.scheduler import job_lines
 from orchestrator.servers.session import Servers
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
 
@@ -83,3 +85,30 @@ def test_a_single_node_started_line_is_written_as_before(tmp_path: Path) -> None
         pass
     started = [json.loads(line) for line in journal.path.read_text().splitlines() if '"started"' in line]
     assert len(started) == 1 and "followers" not in started[0]
+
+
+def test_the_sweeps_job_lines_name_every_node_of_a_multi_node_job(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    (sweep / "journals").mkdir(parents=True)
+    (sweep / "multirun.yaml").write_text(
+        "hydra:\n  launcher:\n    _target_: hydra_plugins.gauntlet_submitit_slurm.SubmititSlurmLauncher\n"
+    )
+    (sweep / ".submitit" / "7_0").mkdir(parents=True)
+    (sweep / ".submitit" / "7_0" / "7_0_submitted.pkl").write_bytes(b"")
+    follower = {"node": 1, "name": "n2", "pid": 2, "pgid": 2, "create_time": 1.0, "log_path": "x"}
+    lines = [
+        {"event": "job_started", "candidate": "tp16", "job": "7_0", "node": "n1", "executor": "slurm"},
+        {"event": "started", "candidate": "tp16", "job": "7_0", "node": "n1", "fingerprint": "f", "port": 1,
+         "pid": 1, "pgid": 1, "create_time": 1.0, "followers": [follower]},
+    ]  # fmt: skip
+    (sweep / "journals" / "n1-7_0.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+    def run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        if argv[0] == "squeue":
+            return subprocess.CompletedProcess(argv, 0, "", "")
+        if argv[:3] == ["scontrol", "show", "job"]:
+            return subprocess.CompletedProcess(argv, 0, "JobId=7 JobState=COMPLETED NodeList=n[1-2]\n", "")
+        return subprocess.CompletedProcess(argv, 1, "", "")
+
+    (line,) = job_lines(sweep, run=run, wait_s=0.0)[1:]
+    assert line.split()[:5] == ["job", "7_0", "tp16", "nodes:", "n1,n2"]
