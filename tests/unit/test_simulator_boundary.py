@@ -47,8 +47,12 @@ def _house(tmp_path: Path, imports: dict[str, str]) -> Path:
         (tmp_path / folder).mkdir(exist_ok=True)
         (tmp_path / folder / "__init__.py").write_text("")
     hydra = next(c for c in contracts if c.get("forbidden_modules") == ["hydra", "omegaconf"])
-    for module in sorted({rule.split(" -> ")[0] for rule in hydra["ignore_imports"]}):  # Hydra's own modules
-        (tmp_path / f"{module.replace('.', '/')}.py").write_text("import hydra\nimport omegaconf\n")
+    allowed: dict[str, list[str]] = {}  # Hydra's own modules, each with the imports its rules allow
+    for rule in hydra["ignore_imports"]:
+        module, target = rule.split(" -> ")
+        allowed.setdefault(module, []).append(target)
+    for module, targets in sorted(allowed.items()):
+        (tmp_path / f"{module.replace('.', '/')}.py").write_text("".join(f"import {t}\n" for t in targets))
     for module in ("launch/sim/cli", "launch/sim/client", "launch/preflight", "orchestrator/servers/seams"):
         (tmp_path / f"{module}.py").write_text("")
     for module, source in imports.items():
