@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
-from contracts.errors import ConfigError
+from contracts.errors import ConfigError, LaunchError
 from contracts.schema import (
     CandidateConfig,
     GauntletConfig,
@@ -15,9 +16,12 @@ from contracts.schema import (
     SpeculativeConfig,
 )
 from contracts.search import SearchConfig
-from launch.spec import LaunchSpec
+from launch.preflight import Probes
+from launch.spec import LaunchSpec, render_spec
 from orchestrator.config.space import (
     candidate_at,
+    doctor_flag_check,
+    format_search_plan,
     grid,
     parse_space,
     point_overrides,
@@ -217,3 +221,73 @@ def test_points_the_flag_table_refuses_are_pruned_before_anything_starts() -> No
         result.refusal({"moe_backend": "bogus", "max_num_seqs": 2}) == "--moe-backend: invalid choice 'bogus'"
     )
     assert result.refusal({"moe_backend": "auto", "max_num_seqs": 2}) is None
+
+
+def test_plan_says_the_size_what_was_pruned_and_why_the_budget_and_the_wall_time() -> None:
+    search = SearchConfig(
+        name="s", space={"layout": "choice(tp2_dp4,tp8_dp2)", "max_num_seqs": "choice(1,2)"}, max_launches=5
+    )
+    search.layouts = LAYOUTS
+    cfg = _cfg(search)
+    space = parse_space(search)
+    text = format_search_plan(cfg, space, prune(space, cfg), flags="flags checked", startup=(60.0, "a bound"))
+    assert text.splitlines() == [
+        "search s: 4 point(s): layout (2) x max_num_seqs (2)",
+        "  objective: capacity; sampler tpe (seed 0), pruner successive_halving",
+        "  pruned before anything starts: 1",
+        "    layout=tp8_dp2: layout tp8_dp2: TP x DP = 16 must equal the 8 GPUs of h (every GPU serves; "
+        "change TP or DP)",
+        "  left to search: 2 point(s)",
+        "  flags checked",
+        "  budget: 5 launches; stops after 8 launches without a 2% improvement",
+        "  estimated wall time of its server starts: 7 min (5 + 2 confirmation launches at 60 s each, from a "
+        "bound; the load runs come on top)",
+    ]
+
+
+def _probes(*, sim_help: str = "", resolve_fails: bool = False) -> Probes:
+    def resolve(argv: Sequence[str]) -> list[str]:
+        if resolve_fails:
+            raise LaunchError("vllm: not found")
+        return list(argv)
+
+    return Probes(
+        host=lambda: None,  # type: ignore[arg-type,return-value]
+        resolve=resolve,
+        version=lambda argv: "0.32.0",
+        help_text=lambda argv, version: "usage: vllm serve [--max-num-seqs MAX_NUM_SEQS]\n",
+        sim_help=lambda: sim_help,
+        read_file=lambda path: None,
+        hf_snapshot=lambda model: None,
+        port_in_use=lambda host, port: False,
+        environ={},
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "probes", "refused", "note"),
+    [
+        ("gpu", _probes(), "--served-model-name: not a flag", "flags checked against vLLM 0.32.0"),
+        (
+            "gpu",
+            _probes(resolve_fails=True),
+            None,
+            "flags not checked: srv could not be asked (vllm: not found)",
+        ),
+        ("sim", _probes(sim_help="usage: sim\n"), None, "flags not checked: srv --help lists no flags"),
+    ],
+)
+def test_the_flag_check_is_doctors_table_of_the_hosts_program(
+    kind: str, probes: Probes, refused: str | None, note: str
+) -> None:
+    cfg = _cfg(SearchConfig())
+    cfg.host.kind = kind
+    check, said = doctor_flag_check(cfg, probes)
+    assert said.startswith(note)
+    if refused is None:
+        assert check is None
+    else:
+        assert check is not None
+        spec = render_spec(cfg.service, cfg.baseline, cfg.host)
+        why = check(spec)
+        assert why is not None and why.startswith(refused)
