@@ -397,8 +397,8 @@ EnergyMethod = Literal["nvml_counter", "nvml_power", "simulated"]
 class RunEnergy(_Model):
     """The energy the GPUs drew during one measured run (a profile's repeat), or why it was not measured.
 
-    Sampled at the run's start and end (the whole run_profile call: calibration and warmup included);
-    ``output_tokens_per_joule`` is the run's measured output tokens/s over its average total power. Not
+    Read at the start and end of the run's measured window (warmup and calibration left out);
+    ``output_tokens_per_joule`` is the window's output tokens/s over its average total power. Not
     measured (a CPU host, no NVIDIA driver, a counter reset): ``method``, ``joules`` and the figures are
     None, never zero, and ``reason`` says why."""
 

@@ -1,7 +1,8 @@
 """Energy of a measured run from GPU counters or power readings: the pure arithmetic and the meter's seam.
 
-Pipeline position: the sweep opens an :class:`EnergyMeter` window at a measured run's start and closes it at
-its end (:meth:`orchestrator.measure.launch.Launch.measure`); the readings come from NVML
+Pipeline position: the sweep opens an :class:`EnergyMeter` window at a measured run's start, the load runner
+narrows it to the run's measured window (:meth:`EnergyWindow.edge`), and the sweep closes it at the run's
+end (:meth:`orchestrator.measure.launch.Launch.measure`); the readings come from NVML
 (:class:`launch.nvml.NvmlEnergy`) or the simulator's power model (``GET /sim/energy``). What a window
 gives is a :class:`~contracts.results.RunEnergy`: joules over the run, average W per GPU, output tokens per
 joule, the method, or "not measured" (None, never zero) with the reason::
@@ -16,7 +17,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Literal, Protocol
 
 from contracts.results import EnergyMethod, RunEnergy
 
@@ -115,9 +116,15 @@ def with_throughput(energy: RunEnergy, output_tps: float | None) -> RunEnergy:
     return energy.model_copy(update={"output_tokens_per_joule": output_tps / watts if watts > 0 else None})
 
 
+Edge = Literal["start", "end"]
+
+
 class EnergyWindow(Protocol):
-    """A run's energy being read: :meth:`close` at the run's end gives its record (tokens per joule left
-    None: the caller adds them from the run's summary, :func:`with_throughput`)."""
+    """A run's energy being read, from its opening; :meth:`edge` narrows it to the measured window (the
+    load runner calls it at the window's start and end; never raises). :meth:`close` gives the record
+    (tokens per joule left None: the caller adds them from the run's summary, :func:`with_throughput`)."""
+
+    def edge(self, which: Edge) -> None: ...
 
     def close(self) -> RunEnergy: ...
 
@@ -136,6 +143,9 @@ class Unmeasured:
 
     def open(self) -> EnergyWindow:
         return self
+
+    def edge(self, which: Edge) -> None:
+        return None
 
     def close(self) -> RunEnergy:
         return not_measured(self.reason)

@@ -30,7 +30,15 @@ import pynvml  # nvidia-ml-py: importing it needs no driver; nvmlInit() is what 
 
 from contracts.results import GpuMemory, HostProbe, RunEnergy
 from contracts.schema import placement_problem
-from launch.energy import EnergyWindow, Unmeasured, counter_joules, integrate_power, not_measured, run_energy
+from launch.energy import (
+    Edge,
+    EnergyWindow,
+    Unmeasured,
+    counter_joules,
+    integrate_power,
+    not_measured,
+    run_energy,
+)
 
 GIB = 1024**3
 
@@ -122,14 +130,27 @@ class _CounterWindow:
 
     def __init__(self, nvml: Any, handles: list[Any], start_mj: list[int], t0: float, clock: Clock) -> None:
         self._nvml, self._handles, self._start, self._t0, self._clock = nvml, handles, start_mj, t0, clock
+        self._end: tuple[list[int], float] | None = None
+
+    def _read(self) -> tuple[list[int], float]:
+        return [int(self._nvml.nvmlDeviceGetTotalEnergyConsumption(h)) for h in self._handles], self._clock()
+
+    def edge(self, which: Edge) -> None:
+        """The measured window's start or end: read the counters there (a failed read keeps the run's)."""
+        with contextlib.suppress(*_error_types(self._nvml)):
+            if which == "start":
+                self._start, self._t0 = self._read()
+                self._end = None
+            elif self._end is None:
+                self._end = self._read()
 
     def close(self) -> RunEnergy:
         nvml = self._nvml
         try:
-            end = [int(nvml.nvmlDeviceGetTotalEnergyConsumption(h)) for h in self._handles]
+            end, t1 = self._end if self._end is not None else self._read()
         except _error_types(nvml) as exc:
             return not_measured(f"NVML stopped answering at the run's end ({exc})", gpus=len(self._handles))
-        duration = self._clock() - self._t0
+        duration = t1 - self._t0
         joules = [counter_joules(a, b, duration_s=duration) for a, b in zip(self._start, end, strict=True)]
         return run_energy("nvml_counter", joules, duration, output_tps=None)
 
@@ -143,6 +164,7 @@ class _PowerWindow:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._ended = False  # the measured window ended: later readings are left out
         self.sample()
         if interval_s is not None:
             self._thread = threading.Thread(
@@ -158,10 +180,24 @@ class _PowerWindow:
         """Read every GPU's power now; a reading NVML refuses is left out (fewer readings, not zero)."""
         nvml = self._nvml
         with self._lock:
+            if self._ended:
+                return
             for handle, readings in zip(self._handles, self._readings, strict=True):
                 with contextlib.suppress(*_error_types(nvml)):
                     milliwatts = nvml.nvmlDeviceGetPowerUsage(handle)
                     readings.append((self._clock(), milliwatts / 1000))
+
+    def edge(self, which: Edge) -> None:
+        """The measured window's start (readings before it are dropped) or end (the last reading)."""
+        if which == "start":
+            with self._lock:
+                self._readings = [[] for _ in self._handles]
+                self._ended = False
+            self.sample()
+        else:
+            self.sample()
+            with self._lock:
+                self._ended = True
 
     def close(self) -> RunEnergy:
         self._stop.set()

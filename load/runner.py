@@ -87,6 +87,7 @@ def run_profile(
     loop_factory: LoopFactory | None = None,
     api_key: str | None = None,
     load: LoadConfig | None = None,
+    on_window: Callable[[Literal["start", "end"]], None] | None = None,
 ) -> ProfileSummary:
     """Run ``workload`` against the server at ``base_url``; write and return its summary.
 
@@ -97,7 +98,8 @@ def run_profile(
     the summary (:mod:`load.goodput`); ``load_level`` records the rate or concurrency a capacity search ran
     at. ``load`` (``cfg.load``) says how the client runs: ``workers`` processes for the measured
     requests, the send-lateness bound that flags a run ``late``, and the TLS files of an ``https://``
-    base URL. Raises
+    base URL. ``on_window`` is called with ``"start"`` just before the measured window and ``"end"`` just
+    after it (the sweep reads the GPUs' energy there). Raises
     :class:`~contracts.errors.LoadError` when the profile cannot run at all; request failures are
     recorded, never raised.
     """
@@ -126,7 +128,7 @@ def run_profile(
         workload=workload,
         load=load,
     )
-    run.slo, run.load_level = slo, load_level
+    run.slo, run.load_level, run.on_window = slo, load_level, on_window
     main = run.main(
         served_model,
         scale=scale,
@@ -247,6 +249,8 @@ class _Run:
         self.loop_watch = LoopWatch(clock)
         #: What makes the finished run a harness fault (a paused client, requests it could not send).
         self.fault: HarnessError | None = None
+        #: Called at the measured window's start and end (run_profile's ``on_window``).
+        self.on_window: Callable[[Literal["start", "end"]], None] | None = None
 
     async def main(
         self,
@@ -391,6 +395,8 @@ class _Run:
         gc.disable()  # a full collection over a large heap would stall every stream at once
         cpu0 = self.cpu_clock()
         rss0 = _rss()
+        if self.on_window is not None:
+            self.on_window("start")
         start = self.clock()
         try:
             if self.pool is not None:
@@ -399,6 +405,8 @@ class _Run:
                 await self._phase(measured)
         finally:
             end = self.clock()
+            if self.on_window is not None:
+                self.on_window("end")
             self.cpu_s = self.cpu_clock() - cpu0
             streams = min(max(1, self.workload.concurrency), len(measured))
             self.rss_per_stream = max(0, _rss() - rss0) / streams if streams else None

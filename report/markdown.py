@@ -249,9 +249,9 @@ def _cost_section(report: ReportModel) -> list[str]:
     )
     out += [
         "",
-        "Medians over each profile's runs. Energy is read at each run's start and end (NVML's energy "
-        "counter, or its power readings integrated; the simulator: its stated power model), so it covers "
-        "the whole run; tok/J is the run's output tok/s over its average power. $/Mtok prices the host's "
+        "Medians over each profile's runs. Energy is read over each run's measured window (NVML's energy "
+        "counter, or its power readings integrated; the simulator: its stated power model); tok/J is the "
+        "window's output tok/s over its average power. $/Mtok prices the host's "
         "GPU-hours (host.gpu_hour_price) and, when host.power_price_kwh is set, the energy; at the SLO it "
         "uses the capacity search's output tok/s at the capacity (docs/accuracy-and-cost.md).",
     ]

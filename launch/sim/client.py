@@ -13,12 +13,14 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
+
 import httpx
 from pydantic import ValidationError
 
 from contracts.errors import LaunchError
 from contracts.results import GpuMemory, RunEnergy
-from launch.energy import EnergyWindow, counter_joules, not_measured, run_energy
+from launch.energy import Edge, EnergyWindow, counter_joules, not_measured, run_energy
 
 GPU_MEMORY_PATH = "/sim/gpu_memory"
 ENERGY_PATH = "/sim/energy"
@@ -58,16 +60,30 @@ def _energy_reading(base_url: str, transport: httpx.BaseTransport | None) -> tup
     return float(data["virtual_s"]), [int(v) for v in data["gpus_mj"]], str(data["model"])
 
 
+Reading = tuple[float, list[int], str]
+_FAILED = (httpx.HTTPError, ValueError, KeyError, TypeError)
+
+
 class _SimWindow:
-    def __init__(self, meter: SimEnergy, start: tuple[float, list[int], str] | None, error: str) -> None:
+    def __init__(self, meter: SimEnergy, start: Reading | None, error: str) -> None:
         self._meter, self._start, self._error = meter, start, error
+        self._end: Reading | None = None
+
+    def edge(self, which: Edge) -> None:
+        """The measured window's start or end: read the counters there (a failed read keeps the run's)."""
+        with contextlib.suppress(*_FAILED):
+            if which == "start":
+                self._start = _energy_reading(self._meter.base_url, self._meter.transport)
+                self._end = None
+            elif self._start is not None and self._end is None:
+                self._end = _energy_reading(self._meter.base_url, self._meter.transport)
 
     def close(self) -> RunEnergy:
         if self._start is None:
             return not_measured(self._error)
         try:
-            t1, end, model = _energy_reading(self._meter.base_url, self._meter.transport)
-        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            t1, end, model = self._end or _energy_reading(self._meter.base_url, self._meter.transport)
+        except _FAILED as exc:
             return not_measured(f"not measured: {ENERGY_PATH} failed at the run's end ({exc})")
         t0, start, _ = self._start
         duration = t1 - t0  # virtual seconds: the host seconds the load runner reports
@@ -84,5 +100,5 @@ class SimEnergy:
     def open(self) -> EnergyWindow:
         try:
             return _SimWindow(self, _energy_reading(self.base_url, self.transport), "")
-        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+        except _FAILED as exc:
             return _SimWindow(self, None, f"not measured: {ENERGY_PATH} failed at the run's start ({exc})")

@@ -138,7 +138,8 @@ class Launch:
 
     def measure(self, profile: str, repeat: int) -> list[WatchEvent]:
         """Run one profile's repeat into ``<out>/<profile>/r<k>/``; returns what the watcher saw meanwhile.
-        The GPUs' energy is read at the run's start and end (the seams' meter; "not measured" says why)."""
+        The GPUs' energy is read over the run's measured window (the seams' meter, narrowed by the load
+        runner's ``on_window``; the whole run when the runner does not call it; "not measured" says why)."""
         window = self.ctx.seams.energy(self.session.spec).open()
         run_dir = repeat_dir(self.out, profile, repeat)
         try:
@@ -148,6 +149,7 @@ class Launch:
                 profile=profile,
                 repeat=repeat,
                 out=run_dir,
+                on_window=window.edge,
             )
         finally:
             energy = window.close()  # also on a stop: a power-sampling thread must end with its run

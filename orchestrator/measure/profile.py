@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Literal
 
 import httpx
 
@@ -33,6 +34,8 @@ def server_lost(events: Sequence[WatchEvent]) -> bool:
     return any(e.kind in LOST for e in events)
 
 
+#: Called by the load runner at the measured window's start and end.
+WindowEdge = Callable[[Literal["start", "end"]], None]
 #: Watch events after which a server is lost: the remaining profiles of its launch are skipped.
 LOST = ("died", "hung", "unhealthy")
 #: Runs of one profile's repeat while the load client is found paused (load.harness): the first is
@@ -49,6 +52,7 @@ def measure_profile(
     out: Path,
     workload: WorkloadConfig | None = None,
     load_level: float | None = None,
+    on_window: WindowEdge | None = None,
 ) -> list[WatchEvent]:
     """Run one profile against a live server while a watcher checks it; returns what the watcher saw.
 
@@ -58,7 +62,8 @@ def measure_profile(
     (:class:`~contracts.errors.HarnessError`) is a ``harness`` event instead, never the server's; a run
     during which the load client stood still (:class:`~contracts.errors.ClientPaused`) is discarded and
     measured again once. ``workload`` replaces the configured profile (the capacity search's load levels:
-    its request counts are final, not scaled).
+    its request counts are final, not scaled). ``on_window`` goes to the load runner: called at the
+    measured window's start and end (the launch's energy window).
     """
     spec = session.spec
     name = spec.candidate
@@ -79,6 +84,7 @@ def measure_profile(
                     workload=workload,
                     load_level=load_level,
                     stop=watch.stop,
+                    on_window=on_window,
                 )
             except ClientPaused as exc:
                 harness = str(exc).splitlines()[0]
@@ -134,6 +140,7 @@ def _run(
     workload: WorkloadConfig | None,
     load_level: float | None,
     stop: threading.Event,
+    on_window: WindowEdge | None,
 ) -> None:
     """One run of the profile through the sweep's load runner (its summary and records into ``out``)."""
     spec = session.spec
@@ -154,6 +161,7 @@ def _run(
         stop=stop,
         api_key=spec.api_key(os.environ),
         load=ctx.cfg.load,
+        on_window=on_window,
     )
 
 

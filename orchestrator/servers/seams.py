@@ -71,6 +71,7 @@ class RunProfile(Protocol):
         stop: threading.Event | None = None,
         api_key: str | None = None,
         load: LoadConfig | None = None,
+        on_window: Callable[[Literal["start", "end"]], None] | None = None,
     ) -> ProfileSummary: ...
 
 

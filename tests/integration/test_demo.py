@@ -102,6 +102,18 @@ def test_demo_sweep_reproduces_the_case_study(tmp_path: Path, port: int) -> None
     assert summaries and all((s.parent / "bench_serve.json").is_file() for s in summaries)
     csv_text = (sweep / "summaries.csv").read_text()
     assert "mega_moe,not_started,incompatible,incompatible" in csv_text
+    # Energy per run from the simulator's power model, and $/Mtok from sim.yaml's example price, labelled
+    # simulated on the terminal (docs/accuracy-and-cost.md).
+    run = json.loads((sweep / "candidates" / "baseline" / "run.json").read_text())
+    energy = run["energy"]["decode_heavy/r1"]
+    assert energy["method"] == "simulated" and energy["output_tokens_per_joule"] > 0, energy
+    assert run["pricing"]["gpu_hour_price"] > 0
+    bench = json.loads(
+        (sweep / "candidates" / "baseline" / "decode_heavy" / "r1" / "bench_serve.json").read_text()
+    )
+    assert bench["energy_method"] == "simulated" and bench["usd_per_mtok"] > 0
+    cost = [line for line in done.stdout.splitlines() if line.startswith("energy and cost (")]
+    assert cost and "SIMULATED power model" in cost[0] and "tok/J" in cost[0] and "/Mtok" in cost[0]
     # A newcomer's exit is clean: the restored retained server was validated, then stopped, and the last
     # line says so; no simulator the demo started is left running.
     assert sim_servers(port) == []

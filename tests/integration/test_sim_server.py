@@ -196,6 +196,12 @@ def test_baseline_serves_like_vllm() -> None:
 
         gpus = sim_gpu_memory(server.base_url)
         assert len(gpus) == 8 and all(0.9 <= g.free_gib <= 1.1 for g in gpus)
+        # The power model's counter: every GPU drew at least its idle power since the start, the replicas
+        # that ran the requests' steps more (docs/accuracy-and-cost.md).
+        reading = httpx.get(server.base_url + "/sim/energy", timeout=10).json()
+        idle_mj = 70.0 * reading["virtual_s"] * 1000
+        assert len(reading["gpus_mj"]) == 8 and all(mj >= idle_mj - 1 for mj in reading["gpus_mj"])
+        assert max(reading["gpus_mj"]) > idle_mj and reading["model"].startswith("simulated: ")
         server.proc.send_signal(signal.SIGTERM)
         assert server.wait_exit() == 0
 

@@ -190,7 +190,12 @@ class FakeLoad:
         self.calls.append(key)
         if self.before is not None:
             self.before(*key)
+        on_window = kw.get("on_window")  # the measured window's edges, as the load runner calls them
+        if on_window is not None:
+            on_window("start")
         result = summary(candidate, workload.name, repeat, fingerprint)
+        if on_window is not None:
+            on_window("end")
         write_model(out_dir / SUMMARY_FILE, result)
         # The summary's requests, each as its median says (the gates' latency comparisons read them).
         write_jsonl(out_dir / RECORDS_FILE, records(result.num_requests))

@@ -382,3 +382,30 @@ def test_list_gates_names_the_cost_gate() -> None:
     listed = out.getvalue()
     assert "registered gates (" in listed
     assert any(line.split()[:1] == ["cost"] for line in listed.splitlines())
+
+
+def test_the_measured_window_narrows_the_counter_reading() -> None:
+    fake, clock = FakeEnergyNvml([1_000_000]), Clock()
+    window = NvmlEnergy(NvmlProbe(nvml_module=fake), clock=clock, interval_s=None).open()
+    fake.counters_mj, clock.now = [1_500_000], clock.now + 5.0  # calibration and warmup: left out
+    window.edge("start")
+    fake.counters_mj, clock.now = [3_500_000], clock.now + 4.0  # the measured window: 2000 J in 4 s
+    window.edge("end")
+    fake.counters_mj, clock.now = [3_600_000], clock.now + 1.0  # the run's tail: left out
+    energy = window.close()
+    assert (energy.joules, energy.duration_s, energy.watts_per_gpu) == (2000.0, 4.0, [500.0])
+
+
+def test_the_measured_window_narrows_the_power_readings() -> None:
+    fake = FakeEnergyNvml([0], power_mw=[50_000], counter_supported=False)
+    clock = Clock()
+    window = NvmlEnergy(NvmlProbe(nvml_module=fake), clock=clock, interval_s=None).open()
+    clock.now += 10.0
+    fake.power_mw = [400_000]
+    window.edge("start")  # the idle readings before it are dropped
+    clock.now += 2.0
+    window.edge("end")
+    clock.now += 3.0
+    fake.power_mw = [50_000]
+    energy = window.close()  # the reading after the window's end is left out
+    assert (energy.joules, energy.duration_s, energy.samples) == (800.0, 2.0, 2)

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from contracts.results import CandidateRun, Pricing, RunEnergy, read_model
-from launch.energy import EnergyMeter, EnergyWindow, run_energy
+from launch.energy import Edge, EnergyMeter, EnergyWindow, run_energy
 from launch.sim.client import SimEnergy
 from orchestrator.config.compose import load
 from orchestrator.measure.candidate import run_candidate
@@ -34,6 +34,9 @@ class CountingMeter:
         self.opened.append("open")
         return self
 
+    def edge(self, which: Edge) -> None:
+        self.opened.append(which)
+
     def close(self) -> RunEnergy:
         return run_energy("nvml_counter", [800.0, 400.0], 2.0, output_tps=None)
 
@@ -53,13 +56,14 @@ def _sweep(
 def test_each_measured_run_has_its_energy_and_the_launch_its_prices(tmp_path: Path) -> None:
     meter = CountingMeter()
     life, run = _sweep(tmp_path, "host.gpu_hour_price=2.5", "host.power_price_kwh=0.15", meter=meter)
+    # the load runner narrows each window to its measured requests (FakeLoad calls on_window as it does)
+    assert meter.opened == ["open", "start", "end"] * 4
     on_disk = read_model(life.dir / "candidates" / run.candidate / "run.json", CandidateRun)
     assert (
         list(on_disk.energy)
         == on_disk.profiles
         == ["serial/r1", "decode_heavy/r1", "serial/r2", "decode_heavy/r2"]
     )
-    assert len(meter.opened) == 4
     energy = on_disk.energy["decode_heavy/r1"]
     # the fake load's runs make 1000 output tok/s; 1200 J over 2 s is 600 W: 1000 / 600 tokens per joule
     assert energy.output_tokens_per_joule == pytest.approx(1000 / 600)

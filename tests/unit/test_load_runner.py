@@ -332,3 +332,12 @@ def test_the_live_line_shows_output_tokens_per_second_while_streams_run(
     final = re.fullmatch(r"base/unit \[done\]: 4/4 done, 0 in flight, ([\d,]+) tok/s, 0 errors", lines[-1])
     assert final is not None, lines
     assert int(final.group(1).replace(",", "")) == pytest.approx(summary.output_tps, rel=0.25)
+
+
+def test_on_window_brackets_the_measured_requests_only(tmp_path: Path) -> None:
+    """The sweep's energy window: called at the measured window's start and end, warmup outside it."""
+    server = FakeServer()
+    seen: list[tuple[str, int]] = []
+    run(tmp_path, server, on_window=lambda edge: seen.append((edge, len(server.bodies))))
+    warmup, total = 2, 14
+    assert seen == [("start", warmup), ("end", total)]
