@@ -118,6 +118,7 @@ def render_html(
     body += _decision_table(report)
     body += _figures(report)
     body += _capacity(report, capacity or {})
+    body += _cost(report)
     body += _state(report)
     body += _plots(images)
     body += _details(report)
@@ -305,6 +306,39 @@ def _capacity(report: ReportModel, capacity: Mapping[str, CapacityResult]) -> li
         f'<p class="note">{_e(line.candidate)}: {_e(n)}</p>' for line in report.capacity for n in line.notes
     ]
     return out
+
+
+def _cost(report: ReportModel) -> list[str]:
+    """Energy and cost per candidate and loaded profile (report.cost), labelled when simulated."""
+    if not report.cost:
+        return []
+    simulated = any(c.simulated for c in report.cost)
+    out = [f"<h2>Energy and cost{' (SIMULATED: the simulator&#x27;s power model)' if simulated else ''}</h2>"]
+    rows = [
+        [
+            f"<td><code>{_e(c.candidate)}</code></td>",
+            f"<td>{_e(c.profile)}</td>",
+            f"<td>{_e(c.method or 'not measured')} ({c.metered}/{c.runs} runs)</td>",
+            *(
+                f"<td>{'not measured' if v is None else _num(v)}</td>"
+                for v in (c.tokens_per_joule, c.watts_per_gpu, c.usd_per_mtok)
+            ),
+            f"<td>{_num(c.usd_per_mtok_at_slo)}</td>",
+            f"<td>{_e(c.note or '-')}</td>",
+        ]
+        for c in report.cost
+    ]
+    header = [
+        "candidate",
+        "profile",
+        "energy read by",
+        "tok/J",
+        "W per GPU",
+        "$/Mtok",
+        "$/Mtok at the SLO",
+        "note",
+    ]
+    return out + _table(header, rows, table_id="cost")
 
 
 def _num(value: float | None) -> str:

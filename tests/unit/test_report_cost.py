@@ -82,3 +82,11 @@ def test_bench_serve_gets_the_runs_energy_and_cost(tmp_path: Path) -> None:
     add_energy(tmp_path, not_measured("not measured: host.kind is cpu"), None)
     got = json.loads((tmp_path / "bench_serve.json").read_text())
     assert got["energy_joules"] is None and got["usd_per_mtok"] is None  # never zero
+
+
+def test_report_html_has_the_column_and_the_section(reports: tuple[str, str, Path]) -> None:
+    _, _, sweep = reports
+    page = (sweep / "report.html").read_text()
+    assert "energy, cost (prefill_10k, SIMULATED power model)" in page
+    assert 'id="cost"' in page and "Energy and cost (SIMULATED" in page
+    assert 'data-cost="baseline"' in page
