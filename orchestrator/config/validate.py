@@ -34,6 +34,7 @@ from contracts.schema import (
 from load.sources import source_problems
 from load.workload import ARRIVALS, parse_prompts
 from orchestrator.config.guard import abuse_problems, yaml_file_problems
+from orchestrator.config.measure_bounds import capacity_problems, cost_problems
 
 #: --moe-backend values vLLM 0.32 accepts (vllm/config/kernel.py, MoEBackend).
 MOE_BACKENDS = (
@@ -444,6 +445,7 @@ def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
     problems.extend(run_problems(cfg.run, src))
     problems.extend(load_problems(cfg.load, src))
     problems.extend(capacity_problems(cfg, src.describe("slo"), "conf/config.yaml"))
+    problems.extend(cost_problems(cfg, host_file, src.describe("gates")))
     from gates import REGISTRY  # noqa: PLC0415  (gates register themselves on import)
 
     for name in cfg.gates.enabled:
@@ -560,36 +562,3 @@ def check_candidate_names(search_path: Iterable[Path] = (CONF_DIR,)) -> None:
     if problems:
         raise ConfigError(problems)
 
-
-def capacity_problems(cfg: GauntletConfig, slo_file: str, where: str) -> list[ConfigProblem]:
-    """Problems of the SLO (``conf/slo/``) and capacity settings; checked with the rest of the config."""
-    out: list[ConfigProblem] = []
-    slo = cfg.slo
-    if not 0 < slo.percentile <= 100:
-        out.append(ConfigProblem(slo_file, "slo.percentile", slo.percentile, "a percentile in (0, 100]"))
-    for name in ("ttft_s", "tpot_s", "first_visible_s", "e2e_s"):
-        value = getattr(slo, name)
-        if value is not None and value <= 0:
-            out.append(ConfigProblem(slo_file, f"slo.{name}", value, "a positive time in seconds, or null"))
-    cap = cfg.capacity
-    if cap.profile is None:
-        return out
-    if cap.profile not in cfg.workloads:
-        allowed = f"a workload name: {', '.join(sorted(cfg.workloads))}, or null (no capacity search)"
-        out.append(ConfigProblem(where, "capacity.profile", cap.profile, allowed))
-    if all(getattr(slo, n) is None for n in ("ttft_s", "tpot_s", "first_visible_s", "e2e_s")):
-        out.append(ConfigProblem(slo_file, "slo", slo.name, "at least one threshold for a capacity search"))
-    checks = [
-        ("capacity.min_level", cap.min_level, cap.min_level > 0, "a positive load level"),
-        ("capacity.max_level", cap.max_level, cap.max_level >= cap.min_level, ">= capacity.min_level"),
-        ("capacity.growth", cap.growth, cap.growth > 1, "a factor > 1"),
-        ("capacity.resolution", cap.resolution, cap.resolution > 0, "a fraction > 0"),
-        ("capacity.max_points", cap.max_points, cap.max_points >= 2, "an integer >= 2"),
-        ("capacity.noise", cap.noise, cap.noise >= 0, "a fraction >= 0"),
-        ("capacity.max_repeats", cap.max_repeats, cap.max_repeats >= 1, "an integer >= 1"),
-        ("capacity.waves", cap.waves, cap.waves > 0, "a positive number of waves"),
-        ("capacity.duration_s", cap.duration_s, cap.duration_s > 0, "a positive duration in seconds"),
-        ("capacity.min_requests", cap.min_requests, cap.min_requests >= 1, "an integer >= 1"),
-    ]
-    out.extend(ConfigProblem(where, key, value, allowed) for key, value, ok, allowed in checks if not ok)
-    return out
