@@ -24,7 +24,7 @@ from pathlib import Path
 
 from contracts.errors import LaunchError, SpecError
 from contracts.results import DoctorProblem, DoctorReport, HostProbe
-from contracts.schema import CandidateConfig, GauntletConfig
+from contracts.schema import CandidateConfig, GauntletConfig, HostConfig, host_layout
 from launch.flags import check_args, parse_help, program_part
 from launch.memfit import GIB, fit, model_shape
 from launch.nvml import topology_problem
@@ -173,20 +173,22 @@ def _check_gpus(
 ) -> None:
     host = cfg.host
     probe = probes.host()
+    # On a multi-node host, doctor runs on one node: NVML sees that node's GPUs.
+    needed, per = host.gpus_per_node or host.gpu_count, " per node" if host.nodes > 1 else ""
     if not probe.driver:
         found.add(
             None,
             "gpu",
-            f"{probe.reason or 'no NVIDIA driver'}: host '{host.name}' needs {host.gpu_count} GPUs",
+            f"{probe.reason or 'no NVIDIA driver'}: host '{host.name}' needs {needed} GPUs{per}",
         )
         return
     names = sorted({g.name for g in probe.gpus})
     found.notes.append(f"GPUs: {len(probe.gpus)} x {', '.join(names) or '?'} (driver {probe.driver_version})")
-    if len(probe.gpus) < host.gpu_count:
+    if len(probe.gpus) < needed:
         found.add(
             None,
             "gpu",
-            f"NVML sees {len(probe.gpus)} GPU(s), host '{host.name}' is configured with {host.gpu_count}",
+            f"NVML sees {len(probe.gpus)} GPU(s), host '{host.name}' is configured with {needed}{per}",
         )
     if host.gpu_name and names and any(n != host.gpu_name for n in names):
         found.add(None, "gpu", f"NVML sees {', '.join(names)}, host.gpu_name is {host.gpu_name!r}")
@@ -199,11 +201,12 @@ def _check_gpus(
             f"{host.compute_capability!r}",
         )
     for cand in cands:
-        problem = topology_problem(probe, cand.tensor_parallel_size, cand.data_parallel_size)
+        tp, dp = node_ranks(cand, host)
+        problem = topology_problem(probe, tp, dp)
         if problem is not None:
             found.add(cand.name, "gpu", problem)
             continue
-        used = probe.gpus[: cand.tensor_parallel_size * cand.data_parallel_size]
+        used = probe.gpus[: tp * dp]
         if live_service and used:
             low = min(used, key=lambda g: g.free_gib)
             wanted = cand.gpu_memory_utilization * low.total_gib
@@ -215,6 +218,17 @@ def _check_gpus(
                     f"{cand.gpu_memory_utilization} asks for {wanted:.1f} GiB (vLLM refuses to start); "
                     "something else holds GPU memory",
                 )
+
+
+def node_ranks(cand: CandidateConfig, host: HostConfig) -> tuple[int, int]:
+    """The TP x DP one node of ``host`` runs of ``cand`` (all of it when it fits one node)."""
+    tp, dp = cand.tensor_parallel_size, cand.data_parallel_size
+    layout = host_layout(tp, dp, host)
+    if isinstance(layout, str) or layout.nodes == 1:
+        return tp, dp
+    if layout.tp_spans_nodes:
+        return host.gpus_per_node, 1
+    return tp, layout.dp_local
 
 
 def _model_files(cfg: GauntletConfig, probes: Probes) -> tuple[str | None, str | None]:

@@ -8,7 +8,9 @@ from dataclasses import replace
 import pytest
 
 from contracts.errors import ConfigError, SpecTamperedError
+from contracts.results import GpuMemory, HostProbe
 from contracts.schema import NodeLayout, node_layout
+from launch.preflight import Probes, diagnose, node_ranks
 from launch.spec import HEAD_ADDRESS, LaunchSpec, render_spec, resolve_head
 from orchestrator.config.compose import load
 from orchestrator.plan import format_plan, plan
@@ -142,3 +144,33 @@ def test_validation_refuses_layouts_that_do_not_fit_the_nodes(
     line = next(line for line in text.splitlines() if field in line)
     assert value in line and allowed in line
     assert "sim_2x8.yaml" in line or "tp4_dp2.yaml" in line or "override" in line
+
+
+def doctor_probes() -> Probes:
+    """One node of 8 H100s as NVML sees it; vLLM's flags and the weights are not what is checked here."""
+    gpus = [GpuMemory(index=i, name="NVIDIA H100 80GB HBM3", total_gib=79.6, used_gib=0.5, free_gib=79.1)
+            for i in range(8)]  # fmt: skip
+    return Probes(
+        host=lambda: HostProbe(driver=True, driver_version="570", gpus=gpus, compute_capability=["9.0"] * 8),
+        resolve=lambda argv: ["/opt/venv/bin/vllm", *argv[1:]],
+        version=lambda program: "0.32.0",
+        help_text=lambda program, version: "",
+        sim_help=lambda: "",
+        read_file=lambda path: None,
+        hf_snapshot=lambda model: None,
+        port_in_use=lambda host, port: False,
+        environ={},
+    )
+
+
+def test_doctor_checks_a_multi_node_candidate_against_one_nodes_gpus() -> None:
+    two_by_8 = ["host.nodes=2", "host.gpus_per_node=8", "host.gpu_count=16", "host.placement=at_most"]
+    wide = ["candidate.tensor_parallel_size=8", "candidate.data_parallel_size=2"]
+    cfg, _ = load(["host=h100x8", *two_by_8])
+    cands = [load(["host=h100x8", "candidate=tp4_dp2", *two_by_8, *wide])[0].candidate]
+    report = diagnose(cfg, [cfg.baseline, *cands], doctor_probes())  # 8 GPUs seen on this node
+    assert [p.line() for p in report.problems if p.check == "gpu"] == []
+    tp16 = [load(["host=h100x8", "candidate=tp4_dp2", *two_by_8, "candidate.tensor_parallel_size=16",
+                  "candidate.data_parallel_size=1"])[0].candidate]  # fmt: skip
+    assert node_ranks(tp16[0], cfg.host) == (8, 1) and node_ranks(cands[0], cfg.host) == (8, 1)
+    assert node_ranks(cfg.baseline, cfg.host) == (2, 4)  # TP2 x DP4 fits one node
