@@ -106,6 +106,7 @@ def test_startup_failures_are_incompatible_never_a_performance_loss(
         "answer_reliability": "not_run",
         "capacity": "not_run",
         "concurrency": "not_run",
+        "cost": "not_run",
         "latency_gain": "not_run",
         "memory_headroom": "not_run",
         "stability": "not_run",
