@@ -35,16 +35,17 @@ from omegaconf.resolvers import oc
 from contracts.errors import COMMAND_LINE, ConfigError, ConfigProblem
 from contracts.layout import CONFIG_FILE, OVERRIDES_FILE, RECORDED_HYDRA
 from contracts.paths import CONF_DIR
-from contracts.search import SearchConfig
 from contracts.schema import (
     CandidateConfig,
     GauntletConfig,
     WorkloadConfig,
 )
+from contracts.search import SearchConfig
 from launch.spec import SECRET_NAME, env_reference, referenced
 from orchestrator.config.compose_errors import translate_compose_error, unknown_keys
 from orchestrator.config.extras import check_extras
 from orchestrator.config.guard import YamlReads, check_yaml_files, config_roots
+from orchestrator.config.resolvers import gpus_per_node, job_minutes
 from orchestrator.config.validate import Sources, validate
 
 #: The module whose ``@hydra.main`` runs the sweep: a relative ``--config-path`` resolves against its
@@ -63,7 +64,7 @@ def register_configs() -> None:
     # ${gauntlet.job_minutes:} in conf/hydra/launcher/*: a job's time limit from the host and profiles.
     OmegaConf.register_new_resolver("gauntlet.job_minutes", _job_minutes, replace=True)
     # ${gauntlet.gpus_per_node:} there: a node's GPUs (host.gpus_per_node on a multi-node host).
-    OmegaConf.register_new_resolver("gauntlet.gpus_per_node", _gpus_per_node, replace=True)
+    OmegaConf.register_new_resolver("gauntlet.gpus_per_node", gpus_per_node, replace=True)
     # ${oc.env:HF_TOKEN}: a secret's value never enters the composed config (see secret_env).
     OmegaConf.register_new_resolver("oc.env", secret_env, replace=True)
 
@@ -148,11 +149,6 @@ def _field_origin(sources: Sources, path: Sequence[str]) -> str:
     if choice is None:
         return sources.top_origin(".".join(path))
     return sources.origin(group, choice, rest, package.rpartition("@")[2])
-
-
-def _gpus_per_node(*, _root_: DictConfig) -> int:
-    host = _root_.host
-    return int(host.get("gpus_per_node") or 0) or int(host.gpu_count)
 
 
 def _job_minutes(*, _root_: DictConfig) -> int:
@@ -593,14 +589,3 @@ def load(
     typed = to_typed(cfg, sources)
     validate(typed, sources)
     return typed, sources
-
-
-def job_minutes(
-    startup_timeout_s: float, profiles: Sequence[tuple[int, float]], *, margin: float = 1.25
-) -> int:
-    """A scheduler time limit for one job, in minutes: three launches (the node's baseline, the candidate,
-    the baseline block after it), each at most every profile given as (repeats, time_limit_s), with a
-    margin (an over-estimate: a block runs only the recovery profiles)."""
-    load_s = sum(repeats * limit_s for repeats, limit_s in profiles)
-    seconds = 3 * (startup_timeout_s + load_s) * margin
-    return max(10, int(seconds // 60) + 1)
