@@ -13,10 +13,12 @@ import pytest
 from contracts.results import CandidateRun, Pricing, RunEnergy, read_model
 from launch.energy import Edge, EnergyMeter, EnergyWindow, run_energy
 from launch.sim.client import SimEnergy
+from launch.spec import render_spec
 from orchestrator.config.compose import load
 from orchestrator.measure.candidate import run_candidate
 from orchestrator.measure.opening import begin
 from orchestrator.servers.context import SweepContext
+from orchestrator.servers.seams import real_seams
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
 from tests.unit.sim_fixtures import BASE, PROFILE
 from tests.unit.test_sim_engine import drive, make_host, submit
@@ -121,3 +123,16 @@ def test_sim_energy_unreachable_is_not_measured() -> None:
 
     energy = SimEnergy("http://sim", httpx.MockTransport(refuse)).open().close()
     assert not energy.measured and (energy.reason or "").startswith("not measured: /sim/energy failed")
+
+
+@pytest.mark.parametrize(
+    ("host_kind", "kind"), [("cpu", "Unmeasured"), ("sim", "SimEnergy"), ("gpu", "NvmlEnergy")]
+)
+def test_the_real_seams_pick_the_meter_by_host_kind(host_kind: str, kind: str) -> None:
+    cfg, _ = load([])
+    spec = replace(render_spec(cfg.service, cfg.candidate, cfg.host), host_kind=host_kind)
+    meter = real_seams().energy(spec)
+    assert type(meter).__name__ == kind
+    if host_kind == "cpu":  # a CPU host: not measured, never zero, and why
+        energy = meter.open().close()
+        assert energy.joules is None and "host.kind is cpu" in (energy.reason or "")
