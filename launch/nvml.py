@@ -9,7 +9,7 @@ driver both degrade to "no data" with the driver's own error text, recorded once
     probe.snapshot()   # [GpuMemory(index=0, name='NVIDIA H100 80GB HBM3', ...), ...] or None
     probe.reason       # None, or 'no NVIDIA driver (NVML Shared Library Not Found)'
 
-A measured run's energy (:class:`NvmlEnergy`, an :class:`~launch.energy.EnergyMeter`): each GPU's
+A measured run's energy (:class:`NvmlEnergy`, an :class:`~contracts.energy.EnergyMeter`): each GPU's
 total-energy counter (``nvmlDeviceGetTotalEnergyConsumption``, mJ since the driver loaded) read at the run's
 start and end; where the counter is not supported (``NVMLError_NotSupported``), ``nvmlDeviceGetPowerUsage``
 (mW) read every ``interval_s`` on a thread and integrated. Without a driver: "not measured", never raised::
@@ -28,9 +28,7 @@ from typing import Any, Protocol
 
 import pynvml  # nvidia-ml-py: importing it needs no driver; nvmlInit() is what fails without one
 
-from contracts.results import GpuMemory, HostProbe, RunEnergy
-from contracts.schema import placement_problem
-from launch.energy import (
+from contracts.energy import (
     Edge,
     EnergyWindow,
     Unmeasured,
@@ -39,6 +37,8 @@ from launch.energy import (
     not_measured,
     run_energy,
 )
+from contracts.results import GpuMemory, HostProbe, RunEnergy
+from contracts.schema import placement_problem
 
 GIB = 1024**3
 

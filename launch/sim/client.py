@@ -18,9 +18,9 @@ import contextlib
 import httpx
 from pydantic import ValidationError
 
+from contracts.energy import Edge, EnergyWindow, counter_joules, not_measured, run_energy
 from contracts.errors import LaunchError
 from contracts.results import GpuMemory, RunEnergy
-from launch.energy import Edge, EnergyWindow, counter_joules, not_measured, run_energy
 
 GPU_MEMORY_PATH = "/sim/gpu_memory"
 ENERGY_PATH = "/sim/energy"

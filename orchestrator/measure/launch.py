@@ -37,6 +37,7 @@ from typing import Any
 
 from contracts.benchserve import add_energy
 from contracts.cost import pricing_of
+from contracts.energy import with_throughput
 from contracts.errors import GauntletError, sweep_dir_error
 from contracts.layout import RUN_FILE, SUMMARY_FILE, LaunchPaths, repeat_dir, repeat_name
 from contracts.results import (
@@ -52,7 +53,6 @@ from contracts.results import (
     write_model,
 )
 from contracts.sweepdir import Results, load_results
-from launch.energy import with_throughput
 from launch.spec import LaunchSpec
 from orchestrator.ledger.events import DiscardingPartial, Role, SkippedComplete
 from orchestrator.ledger.lock import lock_dir

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 import httpx
 
+from contracts.energy import EnergyMeter, Unmeasured
 from contracts.results import GpuMemory, HostProbe, ProfileSummary, TeardownRecord, WatchEvent
 from contracts.schema import LoadConfig, SloConfig, WorkloadConfig
-from launch.energy import EnergyMeter, Unmeasured
 from launch.spec import LaunchSpec
 
 if TYPE_CHECKING:

@@ -12,6 +12,7 @@ import pynvml
 import pytest
 
 from contracts.cost import capacity_output_tps, pricing_of, run_usd_per_mtok, slo_usd_per_mtok, usd_per_mtok
+from contracts.energy import counter_joules, integrate_power, not_measured, run_energy, with_throughput
 from contracts.results import (
     CandidateRun,
     CapacityPoint,
@@ -23,7 +24,6 @@ from contracts.schema import CostGateConfig, GatesConfig, HostConfig
 from contracts.sweepdir import Repeat, Results
 from gates.cost import Cost, budget_estimate
 from gates.registry import GateContext
-from launch.energy import counter_joules, integrate_power, not_measured, run_energy, with_throughput
 from launch.nvml import NvmlEnergy, NvmlProbe, _PowerWindow
 from orchestrator import catalog
 from tests.unit.fakes import summary

@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from contracts.energy import Edge, EnergyMeter, EnergyWindow, run_energy
 from contracts.results import CandidateRun, Pricing, RunEnergy, read_model
-from launch.energy import Edge, EnergyMeter, EnergyWindow, run_energy
 from launch.sim.client import SimEnergy
 from launch.spec import render_spec
 from orchestrator.config.compose import load

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from contracts.benchserve import add_energy
+from contracts.energy import not_measured, run_energy
 from contracts.results import CandidateRun, Pricing, ProfileSummary, read_model, write_model
 from contracts.schema import GauntletConfig
-from launch.energy import not_measured, run_energy
 from report import ReportModel
 from report.markdown import render_terminal
 from tests.unit.fakes import summary

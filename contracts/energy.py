@@ -1,8 +1,10 @@
 """Energy of a measured run from GPU counters or power readings: the pure arithmetic and the meter's seam.
 
-Pipeline position: the sweep opens an :class:`EnergyMeter` window at a measured run's start, the load runner
-narrows it to the run's measured window (:meth:`EnergyWindow.edge`), and the sweep closes it at the run's
-end (:meth:`orchestrator.measure.launch.Launch.measure`); the readings come from NVML
+Pipeline position: a shared contract, pure, so that both meters use it: NVML's (:mod:`launch.nvml`) and
+the simulator's client (:mod:`launch.sim.client`, which may import only ``contracts`` and the spec). The
+sweep opens an :class:`EnergyMeter` window at a measured run's start, the load runner narrows it to the
+run's measured window (:meth:`EnergyWindow.edge`), and the sweep closes it at the run's end
+(:meth:`orchestrator.measure.launch.Launch.measure`); the readings come from NVML
 (:class:`launch.nvml.NvmlEnergy`) or the simulator's power model (``GET /sim/energy``). What a window
 gives is a :class:`~contracts.results.RunEnergy`: joules over the run, average W per GPU, output tokens per
 joule, the method, or "not measured" (None, never zero) with the reason::
