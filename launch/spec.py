@@ -352,10 +352,16 @@ def cpu_binding(tensor_parallel_size: int, data_parallel_size: int) -> str:
 
 def placement_env(candidate: CandidateConfig, host: HostConfig) -> dict[str, str]:
     """The environment that places ``candidate``'s ranks on ``host`` (empty where vLLM's default placement
-    is right: GPU hosts use the first TP x DP devices, simulated hosts have none)."""
+    is right: GPU hosts use the first TP x DP devices, simulated hosts have none). On a multi-node cpu host
+    every node binds the ranks it runs (its local TP x DP) to its cores 0, 1, ..."""
     if host.kind != "cpu":
         return {}
-    return {CPU_BIND_ENV: cpu_binding(candidate.tensor_parallel_size, candidate.data_parallel_size)}
+    tp, dp = candidate.tensor_parallel_size, candidate.data_parallel_size
+    layout = host_layout(tp, dp, host)
+    if not isinstance(layout, str) and layout.nodes > 1:  # each node binds its own ranks to its own cores
+        local = host.gpus_per_node if layout.tp_spans_nodes else tp * layout.dp_local
+        return {CPU_BIND_ENV: cpu_binding(local, 1)}
+    return {CPU_BIND_ENV: cpu_binding(tp, dp)}
 
 
 def node_flags(layout: NodeLayout, node: int, rpc_port: int) -> list[str]:

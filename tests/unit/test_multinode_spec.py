@@ -11,9 +11,10 @@ from contracts.errors import ConfigError, SpecTamperedError
 from contracts.results import GpuMemory, HostProbe
 from contracts.schema import NodeLayout, node_layout
 from launch.preflight import Probes, diagnose, node_ranks
-from launch.spec import HEAD_ADDRESS, LaunchSpec, render_spec, resolve_head
+from launch.spec import CPU_BIND_ENV, HEAD_ADDRESS, LaunchSpec, render_spec, resolve_head
 from orchestrator.config.compose import load
 from orchestrator.plan import format_plan, plan
+from tests.unit.test_spec import CPU_SMALL
 
 #: Fingerprints recorded by the code before hosts had nodes: restore and rollback find recorded sweeps by
 #: them, so a single-node spec must keep its bytes.
@@ -174,3 +175,22 @@ def test_doctor_checks_a_multi_node_candidate_against_one_nodes_gpus() -> None:
                   "candidate.data_parallel_size=1"])[0].candidate]  # fmt: skip
     assert node_ranks(tp16[0], cfg.host) == (8, 1) and node_ranks(cands[0], cfg.host) == (8, 1)
     assert node_ranks(cfg.baseline, cfg.host) == (2, 4)  # TP2 x DP4 fits one node
+
+
+@pytest.mark.parametrize(
+    ("per", "tp", "dp", "bind", "nodes"),
+    [
+        (1, 1, 2, "0", 2),  # a replica a node: each binds its one rank to its core 0
+        (2, 2, 2, "0|1", 2),  # a TP2 replica a node
+        (2, 4, 1, "0|1", 2),  # TP4 across two 2-core nodes: two ranks a node
+        (2, 1, 2, "0|1", 1),  # fits one node: bound as on a one-node host
+    ],
+)
+def test_a_multi_node_cpu_host_binds_each_nodes_own_ranks(
+    per: int, tp: int, dp: int, bind: str, nodes: int
+) -> None:
+    host = ["host.nodes=2", f"host.gpus_per_node={per}", f"host.gpu_count={2 * per}"]
+    cfg, _ = load([*CPU_SMALL, *host, f"candidate.tensor_parallel_size={tp}",
+                   f"candidate.data_parallel_size={dp}"])  # fmt: skip
+    spec = render_spec(cfg.service, cfg.candidate, cfg.host)
+    assert spec.env[CPU_BIND_ENV] == bind and spec.nodes == nodes
