@@ -59,13 +59,16 @@ class Watcher:
             state = tracked.watch.state
         if state in ("dead", "hung"):
             return []
+        for follower in server.followers:  # a lost node is a lost rank: the server died
+            if self._tracker.gone(follower):
+                self.set_state(tracked, "dead")
+                return [
+                    self._event(
+                        "died", self._exited(follower, f"node {follower.node} ({follower.node_name})")
+                    )
+                ]
         if self._tracker.gone(server):
-            code = self._tracker.exit_code(server)
-            detail = f"server pid {server.pid} exited" + (f" with code {code}" if code is not None else "")
-            cause = death_cause(code, read_log_tail(server.log_path))
-            if cause is not None:
-                detail += f"; {cause}"
-            events = [self._event("died", detail)]
+            events = [self._event("died", self._exited(server, "server"))]
             status = self._health(server, timeout_s)
             if status == 200:
                 holders = ", ".join(h.describe() for h in self._procs.port_holders(server.spec.port))
@@ -93,6 +96,13 @@ class Watcher:
             self.set_state(tracked, "unhealthy")
             return [self._unhealthy(server, status)]
         return []
+
+    def _exited(self, process: Server, what: str) -> str:
+        """How a gone process of the server ended: its exit code and, from its log, the cause."""
+        code = self._tracker.exit_code(process)
+        detail = f"{what} pid {process.pid} exited" + (f" with code {code}" if code is not None else "")
+        cause = death_cause(code, read_log_tail(process.log_path))
+        return detail + (f"; {cause}" if cause is not None else "")
 
     def is_hung(self, server: Server) -> bool:
         """The watcher declared the server hung (its teardown skips the grace period)."""

@@ -5,6 +5,9 @@ tears every node down, and a follower that dies is a startup failure quoting its
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +15,7 @@ import psutil
 import pytest
 
 from contracts.errors import StartupFailure
+from contracts.results import WatchEvent
 from launch.spec import LaunchSpec, render_spec
 from launch.supervisor import Server, Supervisor, follower_log
 from orchestrator.config.compose import load
@@ -82,3 +86,24 @@ def test_a_follower_that_dies_is_a_startup_failure_quoting_its_log(
     assert "node 1" in message and "server.node1.log" in message and "exited with code 1" in message
     assert not psutil.pid_exists(server.followers[0].pid)
     assert port_is_free(port) and port_is_free(rpc)
+
+
+def test_a_follower_lost_under_load_is_the_servers_death(
+    sup: Supervisor, started: list[Server], tmp_path: Path
+) -> None:
+    port, rpc = free_port(), free_port()
+    server = sup.start(spec_for(port, rpc), tmp_path / "server.log")
+    started.append(server)
+    sup.wait_ready(server)
+    assert sup.check(server) == []
+    os.kill(server.followers[0].pid, signal.SIGKILL)
+    events: list[WatchEvent] = []
+    deadline = time.monotonic() + 30
+    while not any(e.kind == "died" for e in events) and time.monotonic() < deadline:
+        events += sup.check(server)  # the head may answer 503 first: its engine died with the rank
+        time.sleep(0.05)
+    died = [e for e in events if e.kind == "died"]
+    assert len(died) == 1 and {e.kind for e in events} <= {"unhealthy", "died"}
+    assert f"node 1 (localhost) pid {server.followers[0].pid} exited with code -9" in died[0].detail
+    record = sup.teardown(server)
+    assert record.survivors == [] and port_is_free(port) and port_is_free(rpc)
