@@ -187,8 +187,11 @@ class Launching(_Launch):
             followers=followers or None,
         )
 
-    def found(self, *, pid: int, create_time: float, log_path: str) -> Adopted:
-        """The announced launch whose pid was never recorded, found later by argv and start time."""
+    def found(
+        self, *, pid: int, create_time: float, log_path: str, followers: list[Follower] | None = None
+    ) -> Adopted:
+        """The announced launch whose pid was never recorded, found later by argv and start time (with
+        the followers of a multi-node launch found the same way)."""
         return Adopted(
             **self._launch_fields(),
             pid=pid,
@@ -196,6 +199,7 @@ class Launching(_Launch):
             create_time=create_time,
             log_path=log_path,
             source="unrecorded launch",
+            followers=followers or None,
         )
 
     def _launch_fields(self) -> dict[str, Any]:

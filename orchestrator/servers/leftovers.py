@@ -15,8 +15,8 @@ from pathlib import Path
 
 from contracts.errors import PreflightError, SpecError
 from contracts.layout import SERVER_LOG
-from launch.spec import LaunchSpec, diff_specs
-from orchestrator.ledger.events import Launching, LiveServer, TornDown, Vanished
+from launch.spec import HEAD_ADDRESS, LaunchSpec, diff_specs
+from orchestrator.ledger.events import Follower, Launching, LiveServer, TornDown, Vanished
 from orchestrator.ledger.journal import Journal, JournalState
 from orchestrator.ledger.nodes import launching_place
 from orchestrator.servers.context import SweepContext
@@ -40,12 +40,36 @@ def find_unrecorded(pending: Launching, processes: Sequence[ProcessInfo]) -> lis
         spec = LaunchSpec.read(Path(pending.spec_file))
     except (OSError, SpecError):
         return []
-    tail = tuple(spec.argv[1:])
-    return [
-        (p.pid, p.create_time)
-        for p in processes
-        if p.pid == p.pgid and tuple(p.cmdline[1:]) == tail and p.wall_start >= pending.at_epoch - 1.0
-    ]
+    return [(p.pid, p.create_time) for p in _started(pending, processes) if runs(p.cmdline, spec.argv)]
+
+
+def find_unrecorded_followers(
+    pending: Launching, spec: LaunchSpec, processes: Sequence[ProcessInfo]
+) -> list[tuple[int, ProcessInfo]]:
+    """The followers of an unrecorded multi-node launch, by node: session leaders started after the
+    announcement that run a follower's command, on this machine or behind ``srun`` (a SLURM step)."""
+    found = []
+    for p in _started(pending, processes):
+        for node in range(1, spec.nodes):
+            if runs(p.cmdline, spec.node_argv(node), wrapped=True):
+                found.append((node, p))
+    return found
+
+
+def _started(pending: Launching, processes: Sequence[ProcessInfo]) -> list[ProcessInfo]:
+    return [p for p in processes if p.pid == p.pgid and p.wall_start >= pending.at_epoch - 1.0]
+
+
+def runs(cmdline: Sequence[str], argv: Sequence[str], *, wrapped: bool = False) -> bool:
+    """``cmdline`` runs ``argv``: the same arguments after the program (whose path may differ), the head
+    node's address wherever ``argv`` has the placeholder; ``wrapped``: also behind ``srun``'s options."""
+    tail = tuple(argv[1:])
+    if len(cmdline) != len(tail) + 1 and not (
+        wrapped and cmdline[:1] == ("srun",) and len(cmdline) > len(tail)
+    ):
+        return False
+    got = tuple(cmdline[len(cmdline) - len(tail) :])
+    return all(want in (have, HEAD_ADDRESS) for want, have in zip(tail, got, strict=True))
 
 
 def stop_leftovers(
@@ -70,9 +94,13 @@ def _stop_unrecorded(servers: Servers, pending: Launching, reason: str) -> int:
             spec = LaunchSpec.read(Path(pending.spec_file))
         except (OSError, SpecError):
             continue
-        live = pending.found(
-            pid=pid, create_time=create_time, log_path=str(Path(pending.spec_file).with_name(SERVER_LOG))
-        )
+        log = Path(pending.spec_file).with_name(SERVER_LOG)
+        followers = [
+            Follower(node=node, name="", pid=p.pid, pgid=p.pgid, create_time=p.create_time,
+                     log_path=str(log.with_name(f"{log.stem}.node{node}{log.suffix}")))
+            for node, p in find_unrecorded_followers(pending, spec, servers.seams.processes())
+        ]  # fmt: skip
+        live = pending.found(pid=pid, create_time=create_time, log_path=str(log), followers=followers)
         session = servers.adopt(live, spec)
         if session is None:
             continue

@@ -10,11 +10,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from launch.spec import LaunchSpec
+from launch.spec import LaunchSpec, render_spec, resolve_head
 from launch.supervisor import Server
 from launch.tracking import NodeProcess
+from orchestrator.config.compose import load
+from orchestrator.ledger.events import Launching
 from orchestrator.ledger.journal import Journal
+from orchestrator.servers.leftovers import find_unrecorded, find_unrecorded_followers
 from orchestrator.servers.scheduler import job_lines
+from orchestrator.servers.seams import ProcessInfo
 from orchestrator.servers.session import Servers
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
 
@@ -112,3 +116,26 @@ def test_the_sweeps_job_lines_name_every_node_of_a_multi_node_job(tmp_path: Path
 
     (line,) = job_lines(sweep, run=run, wait_s=0.0)[1:]
     assert line.split()[:5] == ["job", "7_0", "tp16", "nodes:", "n1,n2"]
+
+
+def test_an_unrecorded_multi_node_launch_is_found_with_its_followers(tmp_path: Path) -> None:
+    cfg, _ = load(["host=sim_2x8", "candidate=tp4_dp2", "candidate.tensor_parallel_size=16",
+                   "candidate.data_parallel_size=1"])  # fmt: skip
+    spec = render_spec(cfg.service, cfg.candidate, cfg.host)
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(spec.to_json())
+    pending = Launching(candidate="tp4_dp2", fingerprint=spec.fingerprint, port=8000,
+                        spec_file=str(spec_file), at_epoch=100.0)  # fmt: skip
+    head = ("/venv/bin/python", *resolve_head(spec.argv, "10.0.0.1")[1:])
+    follower = ("/venv/bin/python", *resolve_head(spec.followers[0], "10.0.0.1")[1:])
+    step = ("srun", "--jobid=7", "--nodelist=n2", "--overlap", *follower)
+
+    def proc(pid: int, cmdline: tuple[str, ...], wall: float = 101.0) -> ProcessInfo:
+        return ProcessInfo(pid=pid, pgid=pid, cmdline=cmdline, create_time=float(pid), wall_start=wall)
+
+    processes = [
+        proc(11, head), proc(12, follower), proc(13, step), proc(14, head, wall=50.0),  # 14: before it
+        proc(15, (*head[:-1], "29551")),  # another port: not this launch
+    ]  # fmt: skip
+    assert find_unrecorded(pending, processes) == [(11, 11.0)]
+    assert [(n, p.pid) for n, p in find_unrecorded_followers(pending, spec, processes)] == [(1, 12), (1, 13)]
