@@ -19,7 +19,8 @@ which servers it knows and whether each still lives (:mod:`launch.tracking`), th
     sup.check(server)                             # [] while healthy; [WatchEvent(kind='died', ...)]
     sup.teardown(server)                          # TeardownRecord(signal_sequence=['SIGTERM'], survivors=[])
 
-Ready = the process is alive AND ``GET /health`` is 200 AND ``GET /v1/models`` lists the served model.
+Ready = the process is alive (and every follower of a multi-node server) AND ``GET /health`` is 200 AND
+``GET /v1/models`` lists the served model.
 Dead = the process is gone, is a zombie, or its pid now belongs to a process with another create time.
 Torn down = no process of the tree (descendants and process-group members, tracked by pid and create time)
 is left, the port is free and, on NVIDIA hosts, GPU memory is back to its pre-launch level.
