@@ -24,13 +24,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.slurm]
 
 
 def _two_nodes() -> str | None:
-    """None when SLURM lists 2 nodes that take jobs; else why not."""
+    """None when SLURM lists 2 nodes that are up; else why not."""
     try:
         sinfo = ["sinfo", "-h", "-N", "-o", "%N %T"]
         done = subprocess.run(sinfo, check=False, capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"sinfo: {exc}"
-    usable = [line for line in done.stdout.splitlines() if line.split()[-1:] in (["idle"], ["mixed"])]
+    up = ("idle", "mixed", "allocated", "completing")  # busy nodes take the job when they are free
+    usable = [line for line in done.stdout.splitlines() if line.split()[-1:] and line.split()[-1] in up]
     return None if len(usable) >= 2 else f"sinfo lists {done.stdout.strip() or done.stderr.strip()!r}"
 
 
