@@ -12,6 +12,7 @@ simulated or CPU host runs its followers on this machine, as separate processes.
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -92,8 +93,19 @@ class SlurmNodes:
         ]  # fmt: skip
 
 
-def slurm_nodes(environ: Mapping[str, str], run: Run = _run) -> SlurmNodes | None:
-    """The SLURM job of ``environ`` with more than one node, or None (not in one, or one node)."""
+def _address(name: str) -> str:
+    """``name``'s IPv4 address (vLLM binds its sockets at the head's address: a name will not do)."""
+    try:
+        return socket.gethostbyname(name)
+    except OSError:
+        return name
+
+
+def slurm_nodes(
+    environ: Mapping[str, str], run: Run = _run, resolve: Callable[[str], str] = _address
+) -> SlurmNodes | None:
+    """The SLURM job of ``environ`` with more than one node, or None (not in one, or one node); the
+    head's address is its node's ``NodeAddr``, resolved to an IP address."""
     job, nodelist = environ.get("SLURM_JOB_ID"), environ.get("SLURM_JOB_NODELIST")
     if not job or not nodelist:
         return None
@@ -106,7 +118,7 @@ def slurm_nodes(environ: Mapping[str, str], run: Run = _run) -> SlurmNodes | Non
     for field in run(["scontrol", "show", "node", hostnames[0]]).split():
         if field.startswith("NodeAddr="):
             address = field.removeprefix("NodeAddr=")
-    return SlurmNodes(job, hostnames, address)
+    return SlurmNodes(job, hostnames, resolve(address))
 
 
 def node_launcher(host_kind: str, environ: Mapping[str, str], run: Run = _run) -> NodeLauncher:

@@ -58,6 +58,11 @@ def test_a_follower_is_a_named_job_step_on_its_node() -> None:
         nodes.names(3)
 
 
+def test_the_heads_address_is_its_node_addr_resolved() -> None:
+    nodes = slurm_nodes(JOB, FakeSlurm(), resolve={"10.0.0.1": "192.168.0.7"}.__getitem__)
+    assert nodes is not None and nodes.head_address() == "192.168.0.7"
+
+
 def test_the_head_is_the_node_gauntlet_runs_on() -> None:
     nodes = slurm_nodes({**JOB, "SLURMD_NODENAME": "n2"}, FakeSlurm())
     assert nodes is not None and nodes.names(2) == ["n2", "n1"]
