@@ -119,6 +119,14 @@ class LaunchSpec:
         """Nodes the server runs on (1: a single-node spec)."""
         return 1 + len(self.followers)
 
+    @property
+    def rpc_port(self) -> int | None:
+        """The port a multi-node server's ranks meet on at the head (None: a single-node spec)."""
+        for flag in ("--data-parallel-rpc-port", "--master-port"):
+            if self.followers and flag in self.argv[:-1]:
+                return int(self.argv[self.argv.index(flag) + 1])
+        return None
+
     def node_argv(self, node: int) -> tuple[str, ...]:
         """The command of node ``node`` (0: the head)."""
         return self.argv if node == 0 else self.followers[node - 1]

@@ -39,7 +39,7 @@ from pathlib import Path
 import httpx
 from tenacity import RetryError, Retrying, retry_if_exception_type, wait_fixed
 
-from contracts.errors import LaunchError, PortInUseError, StartupFailure
+from contracts.errors import LaunchError, PortInUseError, StartupFailure, TeardownError
 from contracts.paths import PROJECT_ROOT
 from contracts.results import StartupRecord, TeardownRecord, WatchEvent
 from launch.command import RPC_BASE_ENV, child_env, clear_rpc_dir, resolve_argv, rpc_dir, sets_rpc_dir
@@ -57,7 +57,7 @@ from launch.nvml import GpuProbe, NvmlProbe
 from launch.process import PopenSpawner, Processes, PsutilProcesses, Spawner
 from launch.readiness import HTTP_TIMEOUT_S, Exited, NotReady, ServerApi, ready_once
 from launch.spec import LaunchSpec, resolve_head
-from launch.teardown import TEARDOWN_POLL_S, Teardown
+from launch.teardown import PORT_WAIT_S, TEARDOWN_POLL_S, Teardown
 from launch.tracking import NodeProcess, Server, Tracked, Tracker, same_process
 from launch.watch import HUNG_AFTER_S, Watcher, utc
 
@@ -386,10 +386,28 @@ class Supervisor:
                 }
             )
             refusal = refusal or self._teardown.refusal(follower, after)
+        rpc = server.spec.rpc_port
+        if server.followers and rpc is not None and not self._rpc_port_free(rpc):
+            holders = ", ".join(h.describe() for h in self._procs.port_holders(rpc)) or "an unknown process"
+            record = record.model_copy(update={"port_free": False})
+            refusal = refusal or TeardownError(
+                f"teardown of {server.spec.candidate} left its ranks' port {rpc} taken by {holders}",
+                record=record,
+                evidence=[f"port {rpc} still taken by {holders}"],
+                hint="stop that process by hand (kill -9 PID) before the next launch",
+            )
         self.last_teardown = record
         if refusal is not None:
             raise refusal
         return record
+
+    def _rpc_port_free(self, port: int) -> bool:
+        deadline = self._clock() + PORT_WAIT_S
+        while self._procs.port_in_use("0.0.0.0", port):
+            if self._clock() >= deadline:
+                return False
+            self._sleep(TEARDOWN_POLL_S)
+        return True
 
     # ---------------------------------------------------------------- adopt
 

@@ -4,11 +4,15 @@ fake ``scontrol``/``squeue``/``scancel``."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
-from contracts.errors import LaunchError
+from contracts.errors import LaunchError, TeardownError
 from launch.nodes import LocalNodes, SlurmNodes, cancel_steps, node_launcher, slurm_nodes, step_name
+from launch.process import ProcInfo
+from tests.unit.test_supervisor import FakeSystem, Scenario, make, make_spec
 
 JOB = {"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "n[1-2]"}
 
@@ -73,3 +77,32 @@ def test_cancel_steps_cancels_only_this_servers_followers() -> None:
     fake = FakeSlurm(listed)
     assert cancel_steps("42", 8000, 2, fake) == ["42.3"]
     assert ["scancel", "42.3"] in fake.calls and ["scancel", "42.4"] not in fake.calls
+
+
+@dataclass
+class RpcSquatter(FakeSystem):
+    """The fake host of test_supervisor, with the ranks' port 29550 held by another program."""
+
+    def port_in_use(self, host: str, port: int) -> bool:
+        return port == RPC or super().port_in_use(host, port)
+
+    def port_holders(self, port: int) -> list[ProcInfo]:
+        return [ProcInfo(4343, 1.0, ("squatter",))] if port == RPC else super().port_holders(port)
+
+
+RPC = 29550
+
+
+@pytest.mark.parametrize("squatted", [False, True])
+def test_teardown_of_a_multi_node_server_proves_the_ranks_port_free(tmp_path: Path, squatted: bool) -> None:
+    system = (RpcSquatter if squatted else FakeSystem)(Scenario(ready_after=0.0))
+    sup, _, _ = make(system=system)
+    rpc = ("--data-parallel-rpc-port", str(RPC))
+    spec = make_spec(argv=(*make_spec().argv, *rpc), followers=((*make_spec().argv, "--headless", *rpc),))
+    server = sup.start(spec, tmp_path / "server.log")
+    assert len(server.followers) == 1 and spec.rpc_port == RPC
+    if not squatted:
+        assert sup.teardown(server).port_free
+        return
+    with pytest.raises(TeardownError, match=f"left its ranks' port {RPC} taken by pid 4343"):
+        sup.teardown(server)
