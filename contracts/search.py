@@ -76,6 +76,10 @@ class SearchConfig:
     # search only when its screen is among the best 1/reduction_factor; none measures every point fully.
     pruner: str = "successive_halving"
     reduction_factor: int = 3
+    # Trials measured at once, each a job on a node of its own with that node's baseline (docs/search.md):
+    # needs a launcher that runs jobs side by side (hydra/launcher=gauntlet_slurm, or gauntlet_local with
+    # run.simulated_nodes); 1 = one trial after the other in the sweeping process.
+    parallel: int = 1
 
 
 # ---------------------------------------------------------------- the space, parsed (pure data)

@@ -40,15 +40,18 @@ from types import FrameType
 
 from contracts.errors import GauntletError
 from contracts.layout import RUN_FILE
+from contracts.results import CapacityResult, read_model
 from contracts.schema import GauntletConfig
 from contracts.sweepdir import Results, with_blocks
 from gates.drift import evaluate_node_drift
+from orchestrator.app.search import TrialTicket, reporter
 from orchestrator.ledger.events import JobFinished, JobStarted
 from orchestrator.ledger.nodes import SIM_SPEED_VARIABLE, Place, acquire_slot
 from orchestrator.ledger.opening import JobInterrupted, stop_checkpoint, why_not_open
 from orchestrator.measure.candidate import is_complete, run_candidate
 from orchestrator.measure.interleave import measure_block
 from orchestrator.measure.launch import launch_state
+from orchestrator.measure.trial import TrialOutcome, measure_trial
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.seams import Seams, say_stderr
 
@@ -106,12 +109,23 @@ def scheduler_signals() -> Iterator[Unwinding]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def run_job(cfg: GauntletConfig, sweep_dir: Path, place: Place, seams: Seams, *, job_num: int = 0) -> str:
-    """Measure the job's candidate on its node, paired with the baseline measured there; says the outcome."""
+def run_job(
+    cfg: GauntletConfig,
+    sweep_dir: Path,
+    place: Place,
+    seams: Seams,
+    *,
+    job_num: int = 0,
+    ticket: TrialTicket | None = None,
+) -> str | TrialOutcome:
+    """Measure the job's candidate on its node, paired with the baseline measured there; says the outcome.
+    With ``ticket`` the job is a search's trial (:func:`run_trial`): it returns the trial's outcome."""
     with scheduler_signals() as unwinding:  # first: a cancel from now on interrupts, the marker the rest
         reason = why_not_open(sweep_dir)
         if reason is not None:
             seams.say(f"{cfg.candidate.name}: not run: {reason}")
+            if ticket is not None:
+                return TrialOutcome(state="failed", why=f"not run: {reason}")
             return f"not run: {reason}"
         slot = None
         if cfg.run.simulated_nodes:
@@ -126,15 +140,21 @@ def run_job(cfg: GauntletConfig, sweep_dir: Path, place: Place, seams: Seams, *,
             place = replace(place, node=slot.name)
             cfg = replace(cfg, service=replace(cfg.service, port=cfg.service.port + 1 + slot.index))
         try:
-            return _run_on_node(cfg, sweep_dir, place, seams, unwinding)
+            return _run_on_node(cfg, sweep_dir, place, seams, unwinding, ticket=ticket)
         finally:
             if slot is not None:
                 slot.release()
 
 
 def _run_on_node(
-    cfg: GauntletConfig, sweep_dir: Path, place: Place, seams: Seams, unwinding: Unwinding
-) -> str:
+    cfg: GauntletConfig,
+    sweep_dir: Path,
+    place: Place,
+    seams: Seams,
+    unwinding: Unwinding,
+    *,
+    ticket: TrialTicket | None,
+) -> str | TrialOutcome:
     ctx = replace(
         SweepContext.open(cfg, sweep_dir, seams, place=place),
         node=place.node,
@@ -143,14 +163,15 @@ def _run_on_node(
     name = cfg.candidate.name
     ctx.journal.append(JobStarted(candidate=name, executor=place.executor, port=cfg.service.port))
     try:
-        outcome = _measure(ctx, place)
+        outcome = _measure(ctx, place) if ticket is None else run_trial(ctx, place, ticket)
     except KeyboardInterrupt as exc:
         ctx.journal.append(JobFinished(candidate=name, outcome=f"interrupted: {exc or 'SIGINT'}"))
         raise
     except SystemExit as exc:  # submitit's SIGUSR2 handler: checkpointed and requeued, then exits
         ctx.journal.append(JobFinished(candidate=name, outcome=f"interrupted: requeued (exit {exc.code})"))
         raise
-    ctx.journal.append(JobFinished(candidate=name, outcome=outcome))
+    said = outcome if isinstance(outcome, str) else f"trial {outcome.state}: {outcome.why}"
+    ctx.journal.append(JobFinished(candidate=name, outcome=said))
     return outcome
 
 
@@ -168,6 +189,25 @@ def _measure(ctx: SweepContext, place: Place) -> str:
         measure_block(ctx, replace(cfg.baseline, name=base), after=cfg.candidate.name)
         where += " (and its block after it)"
     return f"measured {where}"
+
+
+def run_trial(ctx: SweepContext, place: Place, ticket: TrialTicket) -> TrialOutcome:
+    """A search's trial on its node, paired as a sweep's candidate is: the node's baseline first (reused
+    while recent, as :func:`node_baseline` says), then the trial's one launch, screened at the load that
+    baseline sustains on this node (its capacity; ``search.load_level`` or the ticket's level when set or
+    unmeasured), its ``run.json`` naming the pairing. Estimates are this node's: the winner's confirmation,
+    paired on its own node, is what decides."""
+    cfg = ctx.cfg
+    assert cfg.search is not None
+    base = node_baseline(ctx, place.node)
+    level = ticket.level
+    capacity = ctx.paths.candidate(base).capacity
+    if cfg.search.load_level is None and capacity.exists():
+        level = read_model(capacity, CapacityResult).capacity or level
+    paired = replace(ctx, paired_baseline=base)
+    outcome = measure_trial(paired, cfg.candidate, search=cfg.search, level=level, report=reporter(ticket))
+    outcome.why = f"{outcome.why} (on {place.node}, paired with {base})".strip()
+    return outcome
 
 
 def _block_runs(ctx: SweepContext, name: str) -> list[Path]:

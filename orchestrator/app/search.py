@@ -245,6 +245,11 @@ def winner_yaml(
 
 #: Launches one job: its overrides and (for a trial) its ticket; returns the job's return value.
 LaunchJob = Callable[[list[str], TrialTicket | None], Any]
+#: Launches several trials' jobs at once (search.parallel > 1: a launcher that runs jobs side by side);
+#: returns each job's return value, in order (an exception object for a job that failed).
+LaunchBatch = Callable[[list[tuple[list[str], TrialTicket]]], list[Any]]
+#: A trial asked and not yet measured: Optuna's trial, its point, its name.
+Pending = tuple[optuna.trial.Trial, dict[str, Any], str]
 
 
 class SearchRun:
@@ -262,12 +267,14 @@ class SearchRun:
         launch_job: LaunchJob,
         say: Callable[[str], None],
         clock: Callable[[], float] = time.monotonic,
+        launch_batch: LaunchBatch | None = None,
     ) -> None:
         assert cfg.search is not None
         self.cfg, self.search, self.dir = cfg, cfg.search, sweep_dir
         self.baseline_option = baseline_option
         self.pruned: Pruned = prune(space, cfg, flag_check)
         self.launch_job, self.say, self.clock = launch_job, say, clock
+        self.launch_batch = launch_batch
 
     def level(self) -> tuple[float, float | None]:
         """The screen's load level (search.load_level, else the baseline's capacity, else capacity.start)
@@ -316,6 +323,10 @@ class SearchRun:
             done.add(left.number)
         seen = {_key(t.params): t for t in record.trials if t.same_as is None and t.state != "failed"}
         idle = 0
+        #: Trials measured at once (search.parallel; 1: one after the other), and those asked meanwhile.
+        width = max(1, search.parallel) if self.launch_batch is not None else 1
+        pending: list[Pending] = []
+        echoes: list[Pending] = []
         while (reason := stop_reason(record, search)) is None:
             if idle >= EXHAUSTED_AFTER:
                 reason = f"the space is exhausted: {EXHAUSTED_AFTER} points asked in a row launched nothing"
@@ -332,30 +343,21 @@ class SearchRun:
                 record.trials.append(trial_record(trial.number, name, point, outcome, 0.0))
                 idle += 1
             elif (earlier := seen.get(_key(point))) is not None:
-                outcome = TrialOutcome(
-                    state=earlier.state,
-                    why=f"same point as trial {earlier.number}" + (f": {earlier.why}" if earlier.why else ""),
-                    fidelity=earlier.fidelity,
-                    values=earlier.values,
-                    screen=earlier.screen,
-                )
-                self._tell(study, trial, outcome, reused=True)
-                item = trial_record(trial.number, name, point, outcome, 0.0)
-                item.same_as = earlier.number
-                record.trials.append(item)
+                self._reuse(study, record, (trial, point, name), earlier)
+                idle += 1
+            elif any(_key(p) == _key(point) for _, p, _ in pending):
+                echoes.append((trial, point, name))  # a point of the batch in flight: its result, after it
                 idle += 1
             else:
                 idle = 0
-                outcome, wall = self._measure(point, name, trial, storage, level)
-                self._tell(study, trial, outcome)
-                item = trial_record(trial.number, name, point, outcome, wall)
-                item.gpu_hours = outcome.gpus * wall * self.cfg.host.time_scale / 3600
-                record.trials.append(item)
-                record.launches += outcome.launches
-                record.gpu_hours += item.gpu_hours
-                seen[_key(point)] = item
-                self.say(_trial_line(item, search))
+                pending.append((trial, point, name))
+                room = search.max_launches - record.launches  # a batch never launches past the budget
+                if len(pending) < min(width, room):
+                    continue
+                self._flush(study, record, pending, echoes, seen, storage=storage, level=level)
             write_search(self.dir, record)
+        if pending:  # the space ran out of new points while a batch was filling
+            self._flush(study, record, pending, echoes, seen, storage=storage, level=level)
         record.stopped = reason
         if search.pareto:
             record.pareto = [
@@ -387,30 +389,85 @@ class SearchRun:
             best.params, self.pruned.space.layouts, baseline_option=self.baseline_option, name=best.name
         )
 
-    def _measure(
-        self, point: dict[str, Any], name: str, trial: optuna.trial.Trial, storage: str, level: float
-    ) -> tuple[TrialOutcome, float]:
-        overrides = point_overrides(
-            point, self.pruned.space.layouts, baseline_option=self.baseline_option, name=name
+    def _reuse(self, study: optuna.Study, record: SearchRecord, asked: Pending, earlier: TrialRecord) -> None:
+        """Tell and record a point asked again: the earlier trial's result, nothing launched."""
+        trial, point, name = asked
+        outcome = TrialOutcome(
+            state=earlier.state,
+            why=f"same point as trial {earlier.number}" + (f": {earlier.why}" if earlier.why else ""),
+            fidelity=earlier.fidelity,
+            values=earlier.values,
+            screen=earlier.screen,
         )
+        self._tell(study, trial, outcome, reused=True)
+        item = trial_record(trial.number, name, point, outcome, 0.0)
+        item.same_as = earlier.number
+        record.trials.append(item)
+
+    def _flush(
+        self,
+        study: optuna.Study,
+        record: SearchRecord,
+        pending: list[Pending],
+        echoes: list[Pending],
+        seen: dict[str, TrialRecord],
+        *,
+        storage: str,
+        level: float,
+    ) -> None:
+        """Measure the pending trials (side by side when there are several), tell and record each, then the
+        points asked again meanwhile; both lists are emptied."""
+        for (trial, point, name), (outcome, wall) in zip(
+            pending, self._measure(pending, storage, level), strict=True
+        ):
+            self._tell(study, trial, outcome)
+            item = trial_record(trial.number, name, point, outcome, wall)
+            item.gpu_hours = outcome.gpus * wall * self.cfg.host.time_scale / 3600
+            record.trials.append(item)
+            record.launches += outcome.launches
+            record.gpu_hours += item.gpu_hours
+            seen[_key(point)] = item
+            self.say(_trial_line(item, self.search))
+        for asked in echoes:
+            self._reuse(study, record, asked, seen[_key(asked[1])])
+        record.trials.sort(key=lambda t: t.number)
+        pending.clear()
+        echoes.clear()
+
+    def _measure(self, batch: list[Pending], storage: str, level: float) -> list[tuple[TrialOutcome, float]]:
+        """Each trial's outcome and wall seconds (a batch's trials share its wall time: they ran together)."""
         search = self.search
-        ticket = TrialTicket(
-            storage,
-            search.name,
-            trial._trial_id,
-            level,
-            search.pareto,
-            search.pruner,
-            search.reduction_factor,
-        )
+        jobs = []
+        for trial, point, name in batch:
+            overrides = point_overrides(
+                point, self.pruned.space.layouts, baseline_option=self.baseline_option, name=name
+            )
+            ticket = TrialTicket(
+                storage,
+                search.name,
+                trial._trial_id,
+                level,
+                search.pareto,
+                search.pruner,
+                search.reduction_factor,
+            )
+            jobs.append((overrides, ticket))
         start = self.clock()
-        try:
-            outcome = self.launch_job(overrides, ticket)
-        except Exception as exc:  # a job that failed is a failed trial, never the sweep's end
-            outcome = TrialOutcome(state="failed", why=f"{type(exc).__name__}: {exc}"[:300], launches=1)
-        if not isinstance(outcome, TrialOutcome):
-            outcome = TrialOutcome(state="failed", why=f"the job returned {outcome!r}"[:300], launches=1)
-        return outcome, self.clock() - start
+        returned: list[Any]
+        if self.launch_batch is not None and len(jobs) > 1:
+            try:
+                returned = self.launch_batch(jobs)
+            except Exception as exc:  # the launcher itself failed: every trial of the batch failed
+                returned = [exc] * len(jobs)
+        else:
+            returned = []
+            for overrides, ticket in jobs:
+                try:
+                    returned.append(self.launch_job(overrides, ticket))
+                except Exception as exc:  # a job that failed is a failed trial, never the sweep's end
+                    returned.append(exc)
+        wall = self.clock() - start
+        return [(_outcome(value), wall) for value in returned]
 
     def _tell(
         self, study: optuna.Study, trial: optuna.trial.Trial, outcome: TrialOutcome, *, reused: bool = False
@@ -430,6 +487,15 @@ class SearchRun:
             study.tell(trial, worst)
         else:
             study.tell(trial, state=state.FAIL)
+
+
+def _outcome(value: Any) -> TrialOutcome:
+    """A job's return value as a trial's outcome: a job that raised, or returned anything else, failed."""
+    if isinstance(value, TrialOutcome):
+        return value
+    if isinstance(value, BaseException):
+        return TrialOutcome(state="failed", why=f"{type(value).__name__}: {value}"[:300], launches=1)
+    return TrialOutcome(state="failed", why=f"the job returned {value!r}"[:300], launches=1)
 
 
 def _key(point: dict[str, Any]) -> str:

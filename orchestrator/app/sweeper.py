@@ -177,16 +177,25 @@ class GauntletJob:
         ticket = self.trials.get(key)
         if self.controller is not None:
             return self.controller.measure(cfg) if ticket is None else self.controller.trial(cfg, ticket)
-        if ticket is not None:
-            raise GauntletError(
-                "a search's trials are measured in the sweeping process",
-                hint="run the search with Hydra's basic launcher (the default)",
-            )
         sweep_dir = Path(str(hc.sweep.dir))
         job_id = str(_selected(hc, "job.id") or f"pid{os.getpid()}")
         place = job_place(job_id) or Place(node=launching_place().node, job=job_id)
         num = _selected(hc, "job.num")
-        return run_job(cfg, sweep_dir, place, seams_factory(self.seams)(), job_num=int(num or 0))
+        seams = seams_factory(self.seams)()
+        return run_job(cfg, sweep_dir, place, seams, job_num=int(num or 0), ticket=ticket)
+
+
+def _check_parallel(cfg: GauntletConfig, launcher: str) -> None:
+    """``search.parallel`` > 1 needs a launcher that runs jobs side by side, each on a node of its own."""
+    assert cfg.search is not None
+    if cfg.search.parallel < 1:
+        raise ConfigError([ConfigProblem("<search>", "search.parallel", cfg.search.parallel, ">= 1")])
+    if cfg.search.parallel > 1 and not jobs_run_elsewhere(launcher, cfg):
+        allowed = (
+            "1 with this launcher: trials side by side need one that runs jobs on nodes of their own "
+            "(hydra/launcher=gauntlet_slurm, or gauntlet_local with run.simulated_nodes >= 1)"
+        )
+        raise ConfigError([ConfigProblem("<search>", "search.parallel", cfg.search.parallel, allowed)])
 
 
 def _selected(hc: Any, key: str) -> Any:
@@ -333,6 +342,7 @@ class SweeperCore(BasicSweeper):
             self.validate_batch_is_legal(jobs)
             if typed.search is not None:  # its space is checked before the first file, as the jobs are
                 self.space = search_space(typed, sources_from_hydra(self.config.hydra))
+                _check_parallel(typed, str(self.config.hydra.launcher.get("_target_", "")))
                 self.searching = typed
                 # Each trial is a job of the command line's overrides (less a candidate it names) + its point.
                 self.base_overrides = [o for o in jobs[0] if not o.lstrip("+~").startswith("candidate")]
@@ -363,6 +373,25 @@ class SweeperCore(BasicSweeper):
         baseline_option = str(self.config.hydra.runtime.choices.get("candidate@baseline", "baseline"))
         results: list[str | TrialOutcome] = []
 
+        def launch_batch(jobs: list[tuple[list[str], TrialTicket]]) -> list[Any]:
+            """Trials side by side (search.parallel): one launch of several jobs; a job that failed is
+            its exception, which the search records as a failed trial."""
+            assert self.launcher is not None and self.job is not None
+            batch = [[*self.base_overrides, *point] for point, _ in jobs]
+            self.validate_batch_is_legal(batch)
+            for overrides, (_, ticket) in zip(batch, jobs, strict=True):
+                self.job.trials[tuple(overrides)] = ticket
+            returns = self.launcher.launch(batch, initial_job_idx=self.job_index)
+            self.job_index += len(returns)
+            values: list[Any] = []
+            for ret in returns:
+                try:
+                    values.append(ret.return_value)
+                except Exception as exc:  # Hydra re-raises the job's own exception here
+                    values.append(exc)
+            results.extend(values)
+            return values
+
         def launch_job(point: list[str], ticket: TrialTicket | None) -> str | TrialOutcome:
             assert self.launcher is not None and self.job is not None
             overrides = [*self.base_overrides, *point]
@@ -386,6 +415,7 @@ class SweeperCore(BasicSweeper):
             flag_check=check,
             launch_job=launch_job,
             say=self.controller.sweep.say,
+            launch_batch=launch_batch,
         )
         winner = run.run()
         if winner is not None:

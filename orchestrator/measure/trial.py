@@ -80,7 +80,9 @@ def measure_trial(
     gpus = candidate.tensor_parallel_size * candidate.data_parallel_size
     name = candidate.name
     out = trials.candidate_dir(name)
-    labels = RunLabels(is_baseline=False, phase="candidate", node=ctx.node)
+    # A trial run as a parallel job names its node's baseline (orchestrator.app.jobs.run_trial).
+    paired = ctx.paired_baseline
+    labels = RunLabels(is_baseline=False, phase="candidate", node=ctx.node, paired_baseline=paired)
     spec = ctx.render(candidate)
     outcome = TrialOutcome(state="running", launches=1, gpus=gpus)
     ctx.check_stop()

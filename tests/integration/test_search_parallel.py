@@ -1,0 +1,66 @@
+"""Parallel trials (search.parallel) through Hydra's real submitit launcher on a simulated 2-node cluster.
+
+A batch of two trials goes out as one launch: each job takes a simulated node of its own, measures that
+node's baseline first (``candidates/baseline@<node>/``, as a parallel sweep's candidate does) and records
+the pairing in its trial's ``run.json``; the winner's confirmation is an ordinary candidate, paired too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from contracts.layout import SweepPaths
+from contracts.results import CandidateRun, read_model
+from contracts.trials import read_search
+from tests.integration.sweep_helpers import assert_finished, kill_servers, run_sweep
+from tests.integration.test_search_storage import FAST
+from tests.ports import port_is_free
+
+pytest.importorskip(
+    "hydra_plugins.hydra_submitit_launcher", reason="the .[slurm] extra (make setup installs it)"
+)
+
+pytestmark = pytest.mark.slow
+
+NODES = ("sim-node-0", "sim-node-1")
+
+
+@pytest.fixture
+def cluster_port() -> Iterator[int]:
+    """A port with the next two free as well (the serving host, then one per simulated node)."""
+    for base in range(41000, 60000, 7):  # apart from test_scale_out's and test_slurm's blocks
+        if all(port_is_free(base + k) for k in range(3)):
+            yield base
+            for k in range(3):
+                kill_servers(base + k)
+            return
+    pytest.fail("no block of 3 free ports")
+
+
+def test_two_trials_run_side_by_side_each_paired_with_its_nodes_baseline(
+    tmp_path: Path, cluster_port: int
+) -> None:
+    parallel = ["search.parallel=2", "hydra/launcher=gauntlet_local", "run.simulated_nodes=2"]
+    code, out, sweep = run_sweep(
+        [*FAST, *parallel, "search.max_launches=2"], sweeps=tmp_path / "sweeps", port=cluster_port
+    )
+    assert_finished(code, out, sweep)
+    record = read_search(sweep)
+    assert record is not None and record.launches == 2, out[-3000:]
+    paths = SweepPaths(sweep)
+    nodes = []
+    for trial in record.trials:
+        assert trial.state == "complete", (trial.name, trial.state, trial.why)
+        run = read_model(paths.trial(trial.name).run_file, CandidateRun)
+        assert run.node in NODES and run.paired_baseline == f"baseline@{run.node}", run
+        assert f"on {run.node}, paired with baseline@{run.node}" in trial.why
+        nodes.append(run.node)
+    assert sorted(nodes) == list(NODES)  # one batch, one trial per node
+    for node in NODES:  # each node's baseline measured there, as a parallel sweep's jobs do
+        assert paths.candidate(f"baseline@{node}").run_file.is_file()
+    assert record.winner is not None and record.confirmation is not None
+    confirmed = read_model(paths.candidate(record.winner.name).run_file, CandidateRun)
+    assert confirmed.paired_baseline == f"baseline@{confirmed.node}"
