@@ -28,6 +28,7 @@ HOW = {
     "experiment": "+experiment=OPTION",
     "gates": "gates=OPTION",
     "slo": "slo=OPTION",
+    "search": "search=OPTION (find the best configuration instead of listing candidates: docs/search.md)",
     "hydra/launcher": "hydra/launcher=OPTION (parallel jobs: docs/scale-out.md)",
 }
 GROUPS = tuple(HOW)

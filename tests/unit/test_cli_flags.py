@@ -146,13 +146,15 @@ def test_plan_help_says_what_plan_does(capfd: Capture) -> None:
 def test_list_shows_every_group_with_description_and_path(world: dict[str, Path], capfd: Capture) -> None:
     code, out = run(capfd, ["list", "-cd", str(world["user"])])
     assert code == 0, out
-    shipped = {g: len(list((CONF_DIR / g).glob("*.yaml"))) for g in ("workload", "slo", "host")}
+    counted = ("workload", "slo", "host", "experiment", "search")
+    shipped = {g: len(list((CONF_DIR / g).glob("*.yaml"))) for g in counted}
     groups = (
         "candidate (6)",
         f"host ({shipped['host'] + 1})",  # the user's mysim
         "service (2)",
         f"workload ({shipped['workload']})",
-        "experiment (1)",
+        f"experiment ({shipped['experiment']})",
+        f"search ({shipped['search']})",
     )
     for group in (*groups, "gates (1)", f"slo ({shipped['slo']})"):
         assert group in out
