@@ -18,6 +18,7 @@ from contracts.verdicts import (
     write_verdicts,
 )
 from gates import (  # noqa: F401  (imported to register the gates, in evaluation order)
+    answer_accuracy,
     answer_reliability,
     capacity,
     compatibility,

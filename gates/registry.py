@@ -38,6 +38,9 @@ class GateContext:
     host: HostProbe | None = None
     #: The configured ``host.kind`` (``sim``, ``cpu``, ``gpu``); None without the sweep's config.
     host_kind: str | None = None
+    #: Whether the candidate's launch claims token-identical greedy outputs, in words (no speculative
+    #: decoding, greedy draft sampling); "" when it claims nothing; None when unknown (no ``spec.json``).
+    candidate_claim: str | None = None
 
     def not_asked(self, profiles: Sequence[str]) -> str:
         """Why a gate that needs one of ``profiles`` has nothing to judge by design, in words: the

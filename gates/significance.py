@@ -4,7 +4,9 @@ Pipeline position: pure functions the gate modules call after :mod:`gates.stats`
 comparison. :func:`bonferroni` splits a family-wise confidence over the comparisons of a gate (latency
 gain, drift), :func:`holm` tests a family of one-sided p-values step-down (the concurrency requirement;
 the p-values come from :func:`gates.stats.one_sided_p`), and :func:`compare_rates` compares two rates of
-successes (visible answers) by Fisher's exact test and the Beta-binomial posterior of their difference.
+successes (visible answers) by Fisher's exact test and the Beta-binomial posterior of their difference;
+:func:`clopper_pearson` is a rate's exact interval and :func:`mcnemar` compares two rates on the same items
+(a labelled set's accuracy) by McNemar's exact test on the discordant pairs.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import fisher_exact
+from scipy.stats import binomtest, fisher_exact
 
 
 def bonferroni(confidence: float, comparisons: int) -> float:
@@ -95,5 +97,66 @@ def compare_rates(
         p_value=min(1.0, p_value),
         posterior_lower=float((diff < 0).mean()),
         difference=(float(low), float(high)),
+        confidence=confidence,
+    )
+
+
+def clopper_pearson(successes: int, trials: int, confidence: float) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) two-sided interval of a binomial rate.
+
+    >>> [round(x, 3) for x in clopper_pearson(18, 20, 0.95)]
+    [0.683, 0.988]
+    """
+    if trials <= 0 or not 0 <= successes <= trials:
+        raise ValueError(
+            f"clopper_pearson needs 0 <= successes <= trials and trials >= 1: {successes}/{trials}"
+        )
+    ci = binomtest(successes, trials).proportion_ci(confidence_level=confidence, method="exact")
+    return float(ci.low), float(ci.high)
+
+
+@dataclass(frozen=True)
+class PairedRates:
+    """Two rates on the same items (each right or wrong on each side), compared by McNemar's exact test."""
+
+    items: int  # items scored on both sides
+    baseline_only: int  # right for the baseline, wrong for the candidate (discordant, against the candidate)
+    candidate_only: int  # right for the candidate, wrong for the baseline
+    p_value: float  # McNemar's exact test, one-sided: the candidate is right less often
+    #: The drop (baseline's rate - candidate's), with its interval at the confidence: exact conditional on
+    #: the discordant pairs (Clopper-Pearson on the share of them against the candidate)
+    drop: float
+    drop_interval: tuple[float, float]
+    confidence: float
+
+
+def mcnemar(items: int, baseline_only: int, candidate_only: int, *, confidence: float) -> PairedRates:
+    """McNemar's exact test on the discordant pairs (a binomial test of ``baseline_only`` of them at 1/2,
+    one-sided) and the drop's interval: conditional on the ``m`` discordant pairs, the drop is
+    ``m / items * (2 theta - 1)``, theta the share of them against the candidate, whose Clopper-Pearson
+    interval gives the drop's. The drop's lower bound is above 0 exactly when the one-sided p-value is
+    below ``(1 - confidence) / 2``.
+
+    >>> r = mcnemar(40, 6, 0, confidence=0.95)
+    >>> round(r.p_value, 4), round(r.drop, 3), r.drop_interval[0] > 0
+    (0.0156, 0.15, True)
+    """
+    discordant = baseline_only + candidate_only
+    if items <= 0 or baseline_only < 0 or candidate_only < 0 or discordant > items:
+        raise ValueError(
+            f"mcnemar needs 0 <= discordant pairs <= items >= 1: {baseline_only}+{candidate_only}/{items}"
+        )
+    if discordant == 0:
+        return PairedRates(items, 0, 0, 1.0, 0.0, (0.0, 0.0), confidence)
+    p_value = float(binomtest(baseline_only, discordant, 0.5, alternative="greater").pvalue)
+    low, high = clopper_pearson(baseline_only, discordant, confidence)
+    share = discordant / items
+    return PairedRates(
+        items=items,
+        baseline_only=baseline_only,
+        candidate_only=candidate_only,
+        p_value=min(1.0, p_value),
+        drop=(baseline_only - candidate_only) / items,
+        drop_interval=(share * (2 * low - 1), share * (2 * high - 1)),
         confidence=confidence,
     )

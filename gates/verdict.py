@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from contracts.errors import GateError
-from contracts.layout import candidate_dir, candidate_root
+from contracts.layout import LaunchPaths, candidate_dir, candidate_root
 from contracts.metrics import excludes_one, fmt_ratio, geometric_mean
 from contracts.schema import GatesConfig
 from contracts.sweepdir import (
@@ -47,6 +47,7 @@ from contracts.verdicts import (
     SweepVerdict,
     Verdict,
 )
+from gates.answer_accuracy import read_claim
 from gates.compare import brief
 from gates.drift import evaluate_drift, evaluate_node_drift
 from gates.evidence import Expected, evidence_gaps, not_measured
@@ -400,6 +401,7 @@ def evaluate_sweep(
             candidate=results[name],
             host=host,
             host_kind=expected.host_kind if expected is not None else None,
+            candidate_claim=read_claim(LaunchPaths(candidate_dir(sweep_dir, name)).spec),
         )
         begun = candidate_dir(sweep_dir, name).is_dir()
         verdict, rev = _judge_candidate(ctx, gates, specs, expected, resume_command(sweep_dir), begun=begun)

@@ -27,8 +27,9 @@ from load.summary import Figures, client_health, make_record, summarize
 RawScrape = tuple[int, str, str]
 
 
-def outcome_steps(exchange: Exchange) -> Generator[None, None, StreamOutcome]:
-    """Decode and parse one exchange in bounded steps; the outcome is the generator's return value."""
+def outcome_steps(exchange: Exchange, *, keep_text: bool = False) -> Generator[None, None, StreamOutcome]:
+    """Decode and parse one exchange in bounded steps; the outcome is the generator's return value
+    (``keep_text``: with the visible answer's text)."""
     yield from exchange.decode_steps()
     transport_error: ErrorClass | None = None
     if exchange.ending in ("timeout", "connect", "client", "cancelled"):
@@ -40,7 +41,9 @@ def outcome_steps(exchange: Exchange) -> Generator[None, None, StreamOutcome]:
         )
     if exchange.status is not None and exchange.status >= 400:
         return http_error_outcome(exchange.status, exchange.body)
-    parser = EventParser(exchange.body, complete=exchange.complete, transport_error=transport_error)
+    parser = EventParser(
+        exchange.body, complete=exchange.complete, transport_error=transport_error, keep_text=keep_text
+    )
     yield from parser.steps()
     outcome = parser.out
     if transport_error is not None or (outcome.error == "truncated" and exchange.detail):
@@ -69,7 +72,7 @@ class Collector:
 
     def steps(self, request: Request, scheduled_ns: int, exchange: Exchange) -> Iterator[None]:
         """Parse ``exchange`` a step at a time, then keep its record."""
-        outcome = yield from outcome_steps(exchange)
+        outcome = yield from outcome_steps(exchange, keep_text=request.keep_text)
         self.add(request, scheduled_ns, exchange.sent_ns, outcome, exchange.status, reads=exchange.reads)
 
     def stopped(self, request: Request, scheduled_ns: int, sent_ns: int, reason: ErrorClass) -> None:

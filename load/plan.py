@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from contracts.labelled import is_labelled
 from contracts.schema import WorkloadConfig
 from load.sources import shares_prefix
 from load.workload import BuiltPrompt, PlannedRequest, make_salt, messages_for
@@ -34,6 +35,7 @@ class Request:
     arrival_s: float | None  # open loop: host seconds after its phase starts; closed loop: None
     cache_salt: str
     body: bytes  # the JSON of POST /v1/chat/completions
+    keep_text: bool = False  # its record keeps the visible answer's text (a labelled set's item)
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,7 @@ def make_plan(
     """
     requests: list[Request] = []
     clipped = 0
+    labelled = is_labelled(workload.prompts_file)
     for p, prompt in zip(planned, prompts, strict=True):
         target = p.target_prompt_tokens if p.fixed_prompt is None else (prompt.counted or 0)
         max_tokens = p.max_tokens
@@ -128,6 +131,7 @@ def make_plan(
                 arrival_s=p.arrival_s,
                 cache_salt=salt,
                 body=body,
+                keep_text=labelled,
             )
         )
     all_notes = list(notes)

@@ -56,6 +56,7 @@ class StreamOutcome:
     error: ErrorClass | None = None
     error_detail: str | None = None
     chunks_per_read: list[int] = field(default_factory=list)  # token chunks delivered by each read
+    text: str | None = None  # the visible answer (content deltas joined), when the parser was asked for it
 
 
 class ChunkedDecoder:
@@ -355,8 +356,17 @@ EVENTS_PER_STEP = 64
 class EventParser:
     """Parses one stream's events in bounded steps, so a long stream never holds the event loop long."""
 
-    def __init__(self, body: Sequence[Read], *, complete: bool, transport_error: ErrorClass | None = None):
+    def __init__(
+        self,
+        body: Sequence[Read],
+        *,
+        complete: bool,
+        transport_error: ErrorClass | None = None,
+        keep_text: bool = False,
+    ):
         self.complete = complete
+        # The visible answer's pieces, kept only when asked (a labelled set's answers are scored).
+        self._text: list[str] | None = [] if keep_text else None
         self.transport_error = transport_error
         self.out = StreamOutcome(last_byte_ns=body[-1][0] if body else None)
         self._body = body
@@ -433,6 +443,8 @@ class EventParser:
                         out.first_token_ns = ns
                     if content and out.first_visible_ns is None:
                         out.first_visible_ns = ns
+                    if content and self._text is not None:
+                        self._text.append(str(content))
                     out.token_chunk_ns.append(ns)
                     reads_seen[ns] = reads_seen.get(ns, 0) + 1
             reason = choice.get("finish_reason")
@@ -446,6 +458,8 @@ class EventParser:
     def _close(self) -> None:
         out = self.out
         out.chunks_per_read = list(self._reads_seen.values())
+        if self._text is not None:
+            out.text = "".join(self._text)
         if self.transport_error is not None:
             out.error = self.transport_error
         elif out.error is None and (not out.done or out.finish_reason is None):

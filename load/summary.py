@@ -66,6 +66,7 @@ def make_record(
         http_status=http_status,
         error=outcome.error,
         error_detail=outcome.error_detail,
+        output_text=outcome.text,
     )
 
 

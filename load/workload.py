@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contracts.errors import HarnessError
+from contracts.labelled import is_labelled, parse_labelled
 from contracts.schema import LengthConfig, WorkloadConfig
 
 #: Allowed relative error between a prompt's token target and the server's count.
@@ -143,7 +144,8 @@ def plan_requests(
 
 
 def load_prompts(workload: WorkloadConfig, prompts_dir: Path) -> list[str] | None:
-    """The profile's fixed prompts (a JSON list of strings), or None when it generates them.
+    """The profile's fixed prompts (a JSON list of strings, or a labelled set's prompts: a ``.jsonl`` file,
+    :mod:`contracts.labelled`), or None when it generates them.
 
     A file that cannot be read or is not such a list is a :class:`~contracts.errors.HarnessError` (the
     workload's data, not the server: the candidate is incomplete, never unhealthy); validation refuses
@@ -155,6 +157,8 @@ def load_prompts(workload: WorkloadConfig, prompts_dir: Path) -> list[str] | Non
         text = path.read_text()
     except (OSError, ValueError) as exc:
         raise HarnessError(f"profile {workload.name}: cannot read prompts file {path}: {exc}") from exc
+    if is_labelled(workload.prompts_file):  # a labelled set: each item's prompt, in file order
+        return [item.prompt for item in parse_labelled(text, str(path))]
     return parse_prompts(text, str(path))
 
 

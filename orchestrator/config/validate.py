@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from contracts.errors import ConfigError, ConfigProblem, HarnessError
+from contracts.labelled import is_labelled
 from contracts.paths import CONF_DIR, PROJECT_ROOT
 from contracts.schema import (
     CandidateConfig,
@@ -33,6 +34,7 @@ from contracts.schema import (
 )
 from load.sources import source_problems
 from load.workload import ARRIVALS, parse_prompts
+from orchestrator.config.accuracy import accuracy_problems, labelled_file_problems
 from orchestrator.config.guard import abuse_problems, yaml_file_problems
 from orchestrator.config.measure_bounds import capacity_problems, cost_problems
 
@@ -269,6 +271,8 @@ def workload_problems(
                 wl.prompts_file,
                 f"an existing file under conf/workload/ ({path} is missing)",
             )
+        elif is_labelled(wl.prompts_file):  # a labelled set (JSONL): read now, as a prompts list is
+            labelled_file_problems(path, wl, bad)
         else:  # read it now: an empty or misshapen set is refused here, never blamed on a server
             try:
                 parse_prompts(path.read_text(), str(path))
@@ -465,6 +469,7 @@ def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
                 src.describe("gates"), "gates.confidence", cfg.gates.confidence, "a level in (0, 1)"
             )
         )
+    problems.extend(accuracy_problems(cfg, src))
     if problems:
         raise ConfigError(problems)
 
@@ -561,4 +566,3 @@ def check_candidate_names(search_path: Iterable[Path] = (CONF_DIR,)) -> None:
                 )
     if problems:
         raise ConfigError(problems)
-

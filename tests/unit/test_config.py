@@ -77,7 +77,7 @@ def test_candidate_file_holds_only_its_difference() -> None:
             ["gates.enabled=[concurency]"],
             [
                 "command-line override 'gates.enabled=[concurency]': gates.enabled = 'concurency'",
-                "a registered gate: answer_reliability, capacity, compatibility, concurrency",
+                "a registered gate: answer_accuracy, answer_reliability, capacity, compatibility",
             ],
         ),
         (

@@ -103,6 +103,7 @@ def test_startup_failures_are_incompatible_never_a_performance_loss(
     assert verdict.decision == "incompatible"
     assert kind in verdict.reason and line in verdict.reason
     assert {g.gate: g.status for g in verdict.gates if g.gate != "compatibility"} == {
+        "answer_accuracy": "not_run",
         "answer_reliability": "not_run",
         "capacity": "not_run",
         "concurrency": "not_run",

@@ -1,0 +1,283 @@
+"""Answer accuracy on a labelled set: is the candidate right as often as the baseline on the same items?
+
+Pipeline position: reads the labelled profile's records of both sides (``gates.accuracy.profile``: a
+``.jsonl`` prompts file, :mod:`contracts.labelled`, sent at temperature 0; each record keeps its visible
+answer) and the set itself from the path the runs recorded. Each item is scored right or wrong on each side
+(:mod:`gates.answers`; a side's first finished answer of the item); the items scored on both sides are
+compared:
+
+- **accuracy** of each side with its exact (Clopper-Pearson) interval;
+- **the paired comparison**: McNemar's exact test on the discordant items (right on one side only) and
+  the accuracy drop's exact conditional interval (:func:`gates.significance.mcnemar`). The gate fails when
+  the drop's lower bound exceeds ``gates.accuracy.tolerance`` (with 0: McNemar's one-sided test rejects at
+  the gates' level); a drop beyond the tolerance within noise is inconclusive; fewer than
+  ``gates.accuracy.min_items`` items scored on both sides is a gap (the verdict is incomplete);
+- **greedy agreement**: the items whose visible answer is identical on both sides (same text, same
+  completion tokens). A candidate that claims lossless decoding (no speculative decoding, or greedy draft
+  sampling) and agrees less than noise allows is flagged: below the baseline's own repeat-to-repeat
+  agreement by Fisher's one-sided exact test, or, with one baseline repeat, any item that differs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from contracts.errors import HarnessError
+from contracts.labelled import LabelledItem, is_labelled, parse_labelled
+from contracts.results import RequestRecord
+from contracts.sweepdir import Repeat
+from contracts.verdicts import Comparison, Evidence, GateResult, GateStatus
+from gates.answers import correct
+from gates.registry import Gate, GateContext, register
+from gates.significance import PairedRates, clopper_pearson, compare_rates, mcnemar
+
+
+def accuracy_status(paired: PairedRates, tolerance: float) -> GateStatus:
+    """The decision on the paired items: fail when the drop's lower bound exceeds the tolerance, inconclusive
+    when only its estimate does, pass otherwise."""
+    if paired.drop_interval[0] > tolerance:
+        return "fail"
+    if paired.drop > tolerance:
+        return "inconclusive"
+    return "pass"
+
+
+def lossless_claim(spec: Mapping[str, Any] | None) -> str | None:
+    """Whether a launch's spec (``spec.json``) claims token-identical greedy outputs, in words ("" when it
+    does not: probabilistic draft sampling; None when unknown: no spec).
+
+    >>> lossless_claim({"argv": ["vllm", "serve", "m"]})
+    'no speculative decoding'
+    >>> lossless_claim({"argv": ["--speculative-config", '{"draft_sample_method": "probabilistic"}']})
+    ''
+    """
+    if spec is None:
+        return None
+    argv = [str(a) for a in spec.get("argv") or []]
+    raw: str | None = None
+    if "--speculative-config" in argv[:-1]:
+        raw = argv[argv.index("--speculative-config") + 1]
+    else:
+        for line in str(spec.get("config_yaml") or "").splitlines():
+            if line.startswith("speculative-config:"):
+                raw = line.partition(":")[2].strip()
+    if raw is None:
+        return "no speculative decoding"
+    try:
+        config = json.loads(raw)
+    except ValueError:
+        return None
+    method = config.get("draft_sample_method") if isinstance(config, dict) else None
+    return "greedy draft sampling" if method == "greedy" else ""
+
+
+def read_claim(spec_file: Path) -> str | None:
+    """:func:`lossless_claim` of a launch's ``spec.json`` (None when it is absent or unreadable)."""
+    try:
+        data = json.loads(spec_file.read_text())
+    except (OSError, ValueError):
+        return None
+    return lossless_claim(data if isinstance(data, dict) else None)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One side's answers on the labelled set: item -> its answers in repeat order (finished ones only)."""
+
+    answers: dict[int, list[RequestRecord]]
+    files: dict[int, str]  # item -> the records file of its first answer
+
+    def first(self, item: int) -> RequestRecord:
+        return self.answers[item][0]
+
+
+def score_side(repeats: Sequence[Repeat], size: int) -> Scored:
+    """Each item's finished answers (record ``i`` asked item ``i % size``), in repeat order."""
+    answers: dict[int, list[RequestRecord]] = {}
+    files: dict[int, str] = {}
+    for rep in repeats:
+        for record in rep.records:
+            if record.ok and record.output_text is not None:
+                item = record.index % size
+                answers.setdefault(item, []).append(record)
+                files.setdefault(item, rep.records_file)
+    return Scored(answers, files)
+
+
+def identical(a: RequestRecord, b: RequestRecord) -> bool:
+    """Token-identical outputs as the records show them: the same visible text and completion tokens."""
+    return a.output_text == b.output_text and a.completion_tokens == b.completion_tokens
+
+
+def labelled_set(repeats: Sequence[Repeat]) -> tuple[list[LabelledItem], str] | str:
+    """The labelled set the runs sent (read from the path their settings recorded) and its path, or why it
+    cannot be read."""
+    paths = set()
+    for rep in repeats:
+        settings = rep.summary.settings
+        if settings is None or not is_labelled(settings.workload.prompts_file):
+            return f"{rep.summary_file}: the run records no labelled set (prompts_file ending in .jsonl)"
+        paths.add(Path(settings.prompts_dir) / str(settings.workload.prompts_file))
+    if len(paths) != 1:
+        return f"the runs sent different labelled sets: {', '.join(sorted(map(str, paths)))}"
+    path = paths.pop()
+    try:
+        items = parse_labelled(path.read_text(), str(path))
+    except (OSError, HarnessError) as exc:
+        return f"cannot read the labelled set {path}: {exc}"
+    sent = {rep.summary.num_requests for rep in repeats}
+    if sent != {len(items)}:
+        return f"{path} has {len(items)} items, the runs sent {', '.join(map(str, sorted(sent)))}: it changed"
+    return items, str(path)
+
+
+def _pct(x: float) -> str:
+    return f"{x:.0%}"
+
+
+def _accuracy(k: int, n: int, confidence: float) -> str:
+    low, high = clopper_pearson(k, n, confidence)
+    return f"{k}/{n} ({_pct(k / n)}, {confidence:.0%} exact interval [{_pct(low)}, {_pct(high)}])"
+
+
+def self_agreement(side: Scored) -> tuple[int, int]:
+    """(identical, pairs): each item's first answer against its later repeats' (the side's own noise)."""
+    pairs = [(a[0], b) for a in side.answers.values() for b in a[1:]]
+    return sum(identical(a, b) for a, b in pairs), len(pairs)
+
+
+def agreement_flag(
+    agree: tuple[int, int], noise: tuple[int, int], claim: str | None, confidence: float
+) -> tuple[GateStatus | None, str]:
+    """The greedy-agreement figure judged against noise when the candidate claims lossless decoding:
+    (None: not judged, pass, or inconclusive: flagged) and the words."""
+    (k, n), (ks, ns) = agree, noise
+    figure = f"greedy agreement with the baseline {k}/{n} ({_pct(k / n)}) token-identical"
+    if not claim:
+        why = "unknown decoding (no spec.json)" if claim is None else "no lossless claim"
+        return None, f"{figure} ({why}: not judged)"
+    alpha = (1 - confidence) / 2
+    if ns:
+        p = compare_rates((k, n), (ks, ns), confidence=confidence).p_value
+        own = f"the baseline's own repeat-to-repeat agreement {ks}/{ns} (Fisher one-sided p {p:.2g})"
+        if p <= alpha:
+            return "inconclusive", f"FLAGGED: {figure}, below {own} although it claims {claim}"
+        return "pass", f"{figure}, within noise of {own} ({claim})"
+    if k < n:
+        return "inconclusive", (
+            f"FLAGGED: {figure} although it claims {claim} (greedy outputs expected identical; the "
+            "baseline's repeat-to-repeat agreement not measured: one repeat)"
+        )
+    return "pass", f"{figure} ({claim})"
+
+
+@register
+class AnswerAccuracy(Gate):
+    """Accuracy on a labelled set (McNemar's exact test, paired) and greedy agreement with the baseline."""
+
+    name = "answer_accuracy"
+    order = 35
+    requirement = "answer accuracy on a labelled set"
+    failure = "answer accuracy"
+
+    def evaluate(self, ctx: GateContext) -> GateResult:
+        acc = ctx.cfg.accuracy
+        profile = acc.profile
+        cand, base = ctx.candidate.repeats(profile), ctx.baseline.repeats(profile)
+        if not cand or not base:
+            side = "baseline" if not base else "candidate"
+            return self._result(
+                "not_run" if not base else "inconclusive",
+                f"labelled profile {profile!r} not measured for the {side}",
+                not_applicable=ctx.not_asked([profile]) if not base else "",
+            )
+        found = labelled_set([*base, *cand])
+        if isinstance(found, str):
+            return self._result("not_run", found)
+        items, path = found
+        c_side, b_side = score_side(cand, len(items)), score_side(base, len(items))
+        paired = sorted(set(c_side.answers) & set(b_side.answers))
+        if len(paired) < acc.min_items:
+            return self._result(
+                "not_run",
+                f"{len(paired)} of {len(items)} items of {path} scored on both sides (a finished answer on "
+                f"each; the candidate {len(c_side.answers)}, the baseline {len(b_side.answers)}): fewer than "
+                f"gates.accuracy.min_items = {acc.min_items}",
+            )
+        right_c = {i: correct(c_side.first(i).output_text, items[i]) for i in paired}
+        right_b = {i: correct(b_side.first(i).output_text, items[i]) for i in paired}
+        lost = [i for i in paired if right_b[i] and not right_c[i]]
+        won = [i for i in paired if right_c[i] and not right_b[i]]
+        n, confidence = len(paired), ctx.cfg.confidence
+        rates = mcnemar(n, len(lost), len(won), confidence=confidence)
+        status = accuracy_status(rates, acc.tolerance)
+        k_c, k_b = sum(right_c.values()), sum(right_b.values())
+        low, high = rates.drop_interval
+        paired_words = (
+            f"McNemar exact one-sided p {rates.p_value:.2g} on {len(lost)} item(s) lost, {len(won)} gained; "
+            f"drop {rates.drop * 100:+.1f} points ({confidence:.0%} interval [{low * 100:+.1f}, "
+            f"{high * 100:+.1f}]) against a {acc.tolerance * 100:g}-point tolerance"
+        )
+        accuracy = Comparison(
+            metric="answer_accuracy",
+            profile=profile,
+            status=status,
+            observed=k_c / n,
+            baseline=k_b / n,
+            ratio=(k_c / k_b) if k_b else None,
+            threshold=k_b / n - acc.tolerance,
+            unit="accuracy",
+            method="exact (Clopper-Pearson) intervals; McNemar's exact test on the discordant items, "
+            "the drop's interval exact conditional on them",
+            n_candidate=n,
+            n_baseline=n,
+            message=f"accuracy {_accuracy(k_c, n, confidence)} vs {_accuracy(k_b, n, confidence)} on "
+            f"{n} items; {paired_words}",
+        )
+        agree = sum(identical(c_side.first(i), b_side.first(i)) for i in paired)
+        differ = [i for i in paired if not identical(c_side.first(i), b_side.first(i))]
+        flag, agreement_words = agreement_flag(
+            (agree, n), self_agreement(b_side), ctx.candidate_claim, confidence
+        )
+        comparisons = [accuracy]
+        if flag is not None:
+            comparisons.append(
+                Comparison(
+                    metric="greedy_agreement",
+                    profile=profile,
+                    status=flag,
+                    observed=agree / n,
+                    baseline=1.0,
+                    unit="agreement",
+                    method="token-identical visible answers (text and completion tokens), item by item",
+                    n_candidate=n,
+                    n_baseline=n,
+                    message=agreement_words,
+                )
+            )
+        evidence = _evidence(c_side, sorted({*lost, *(differ if flag == "inconclusive" else [])}))
+        return self._result(
+            status,
+            f"{accuracy.message}; {agreement_words}",
+            observed=k_c / n,
+            baseline=k_b / n,
+            threshold=accuracy.threshold,
+            comparisons=comparisons,
+            evidence=evidence,
+        )
+
+    def _result(self, status: GateStatus, message: str, **fields: Any) -> GateResult:
+        unit = "accuracy" if "observed" in fields else ""
+        return GateResult(gate=self.name, role=self.role, status=status, message=message, unit=unit, **fields)
+
+
+def _evidence(side: Scored, items: Sequence[int]) -> list[Evidence]:
+    """The records files and request indices of ``items``' first answers on ``side``."""
+    by_file: dict[str, list[int]] = {}
+    for i in items:
+        by_file.setdefault(side.files[i], []).append(side.first(i).index)
+    return [Evidence(file=f, requests=sorted(set(r))) for f, r in by_file.items()]
