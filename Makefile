@@ -148,13 +148,13 @@ MULTINODE_DEMO := host=sim_2x8 candidate@baseline=dp_nodes 'hydra.searchpath=[fi
 
 demo-multinode: setup
 	@[ "$$(sinfo -h -N -o %N 2>/dev/null | sort -u | wc -l)" -ge 2 ] || scripts/slurm-local.sh start --nodes 2
-	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(RUN) -m orchestrator -m 'candidate=dp_nodes,tp16,tp4_dp4' \
-		+experiment=demo $(MULTINODE_DEMO) $(OVERRIDES)
-	@left="$$(squeue -h -s -o '%i %j' | grep -E 'hydra_app|gauntlet-node' || true)"; \
-	if [ -n "$$left" ]; then echo "demo-multinode: left in the queue: $$left" >&2; exit 1; fi
-	@left="$$(pgrep -af '[l]aunch.sim .*--headless' || true)"; \
-	if [ -n "$$left" ]; then echo "demo-multinode: followers left: $$left" >&2; exit 1; fi
-	@echo "demo-multinode: nothing left on either node (no job, no step, no follower)"
+	@rc=0; PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(RUN) -m orchestrator \
+		-m 'candidate=dp_nodes,tp16,tp4_dp4' +experiment=demo $(MULTINODE_DEMO) $(OVERRIDES) || rc=$$?; \
+	left="$$(squeue -h -s -o '%i %j' | grep -E 'hydra_app|gauntlet-node' || true)"; \
+	if [ -n "$$left" ]; then echo "demo-multinode: left in the queue: $$left" >&2; exit 1; fi; \
+	left="$$(pgrep -af '[l]aunch.sim .*--headless' || true)"; \
+	if [ -n "$$left" ]; then echo "demo-multinode: followers left: $$left" >&2; exit 1; fi; \
+	echo "demo-multinode: nothing left on either node (no job, no step, no follower)"; exit $$rc
 
 # A full sweep with the configured profiles (OVERRIDES='host=h100x8' on a real GPU host).
 sweep: setup
