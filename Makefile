@@ -141,7 +141,7 @@ demo-slurm: setup
 # node), from examples/multinode. Each candidate is a SLURM job owning both nodes of the local cluster:
 # gauntlet and the head on the first, the follower a job step on the second. The last lines name each
 # job's nodes (nodes: n1,n2); the restored 2-node retained server is validated, then stopped, and the
-# target fails if a job, a step or a follower is left.
+# target fails if a job or step of the sweep (sweeps/latest/.submitit) or a simulated follower is left.
 MULTINODE_DEMO := host=sim_2x8 candidate@baseline=dp_nodes 'hydra.searchpath=[file://examples/multinode]' \
 	hydra/launcher=gauntlet_slurm hydra.launcher.gpus_per_node=null hydra.launcher.cpus_per_task=1 \
 	hydra.launcher.mem_gb=2
@@ -150,7 +150,8 @@ demo-multinode: setup
 	@[ "$$(sinfo -h -N -o %N 2>/dev/null | sort -u | wc -l)" -ge 2 ] || scripts/slurm-local.sh start --nodes 2
 	@rc=0; PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(RUN) -m orchestrator \
 		-m 'candidate=dp_nodes,tp16,tp4_dp4' +experiment=demo $(MULTINODE_DEMO) $(OVERRIDES) || rc=$$?; \
-	left="$$(squeue -h -s -o '%i %j' | grep -E 'hydra_app|gauntlet-node' || true)"; \
+	jobs="$$(ls sweeps/latest/.submitit 2>/dev/null | sed 's/_.*//' | sort -u | paste -sd'|')"; \
+	left="$$(squeue -h -s -o '%i %j' | grep -E "^($$jobs)[._ ]" || true)"; \
 	if [ -n "$$left" ]; then echo "demo-multinode: left in the queue: $$left" >&2; exit 1; fi; \
 	left="$$(pgrep -af '[l]aunch.sim .*--headless' || true)"; \
 	if [ -n "$$left" ]; then echo "demo-multinode: followers left: $$left" >&2; exit 1; fi; \
