@@ -24,6 +24,7 @@ from orchestrator.config.space import (
     format_search_plan,
     parse_space,
     prune,
+    recorded_startup,
     startup_estimate,
 )
 from orchestrator.config.validate import Sources, check_candidate_names, display_path
@@ -121,7 +122,9 @@ def search_plan(
     space = parse_space(cfg.search, where=sources.describe("search"))
     check, flags = doctor_flag_check(cfg, probes if probes is not None else real_probes(PROJECT_ROOT))
     pruned = prune(space, cfg, check)
-    return "\n" + format_search_plan(cfg, space, pruned, flags=flags, startup=startup_estimate(cfg))
+    return "\n" + format_search_plan(
+        cfg, space, pruned, flags=flags, startup=startup_estimate(cfg, recorded_startup(cfg))
+    )
 
 
 PLAN_USAGE = """usage: python -m orchestrator plan [hydra flags] [overrides]

@@ -15,6 +15,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -22,6 +23,8 @@ from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSw
 from hydra.errors import HydraException
 
 from contracts.errors import ConfigError, ConfigProblem, GauntletError, SpecError
+from contracts.layout import SweepPaths, previous_latest
+from contracts.results import CandidateRun, read_model
 from contracts.schema import CandidateConfig, GauntletConfig, SpeculativeConfig, placement_problem
 from contracts.search import (
     LAYOUT_FIELDS,
@@ -365,11 +368,28 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def startup_estimate(cfg: GauntletConfig) -> tuple[float, str]:
-    """Seconds one server start takes on the host, and where the figure comes from: the simulator's
-    configured startup, or the host's startup bound (``host.startup_timeout_s``: an upper bound)."""
+def startup_estimate(cfg: GauntletConfig, measured: float | None = None) -> tuple[float, str]:
+    """Seconds one server start takes on the host, and where the figure comes from: ``measured`` (the
+    baseline's last start on this host, from the latest sweep), else the simulator's configured startup,
+    else the host's startup bound (``host.startup_timeout_s``: an upper bound)."""
+    if measured is not None:
+        return measured, "the baseline's start in the latest sweep"
     if cfg.host.kind == "sim":
         args = cfg.host.sim_args
         seconds = float(args.get("sim-startup-s", 1.0)) + float(args.get("sim-slow-start-s", 0.0))
         return seconds, "the simulator's sim-startup-s"
     return cfg.host.startup_timeout_s, "host.startup_timeout_s, an upper bound"
+
+
+def recorded_startup(cfg: GauntletConfig) -> float | None:
+    """The baseline's time to ready in the latest sweep of ``run.sweeps_dir`` on the same host, or None."""
+    previous = previous_latest(Path(cfg.run.sweeps_dir))
+    if previous is None:
+        return None
+    path = SweepPaths(previous).candidate(cfg.baseline.name).run_file
+    try:
+        run = read_model(path, CandidateRun)
+    except (GauntletError, OSError):
+        return None
+    same_host = run.host == cfg.host.name
+    return run.startup.time_to_ready_s if same_host and run.startup.ok else None

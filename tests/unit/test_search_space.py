@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from contracts.errors import ConfigError, LaunchError
+from contracts.layout import SweepPaths, point_latest
+from contracts.results import CandidateRun, StartupRecord, write_model
 from contracts.schema import (
     CandidateConfig,
     GauntletConfig,
@@ -26,6 +29,8 @@ from orchestrator.config.space import (
     parse_space,
     point_overrides,
     prune,
+    recorded_startup,
+    startup_estimate,
 )
 
 LAYOUTS = {
@@ -291,3 +296,51 @@ def test_the_flag_check_is_doctors_table_of_the_hosts_program(
         spec = render_spec(cfg.service, cfg.baseline, cfg.host)
         why = check(spec)
         assert why is not None and why.startswith(refused)
+
+
+MEASURED, BOUND = "the baseline's start in the latest sweep", "host.startup_timeout_s, an upper bound"
+
+
+@pytest.mark.parametrize(
+    ("kind", "recorded", "expected"),
+    [
+        (
+            "gpu",
+            {"host": "h", "ok": True, "ready": 312.5},
+            (312.5, "the baseline's start in the latest sweep"),
+        ),
+        (
+            "gpu",
+            {"host": "other", "ok": True, "ready": 40.0},
+            (1800.0, "host.startup_timeout_s, an upper bound"),
+        ),
+        (
+            "gpu",
+            {"host": "h", "ok": False, "ready": None},
+            (1800.0, "host.startup_timeout_s, an upper bound"),
+        ),
+        ("gpu", None, (1800.0, "host.startup_timeout_s, an upper bound")),
+        ("sim", None, (1.0, "the simulator's sim-startup-s")),
+    ],
+)
+def test_the_wall_time_estimate_starts_from_the_hosts_last_measured_start(
+    tmp_path: Path, kind: str, recorded: dict[str, Any] | None, expected: tuple[float, str]
+) -> None:
+    cfg = _cfg(SearchConfig())
+    cfg.host.kind = kind
+    cfg.run.sweeps_dir = str(tmp_path / "sweeps")
+    if recorded is not None:
+        sweep = tmp_path / "sweeps" / "s1"
+        run = CandidateRun(
+            candidate="baseline",
+            fingerprint="sha256:x",
+            backend="vllm",
+            host=recorded["host"],
+            is_baseline=True,
+            startup=StartupRecord(ok=recorded["ok"], time_to_ready_s=recorded["ready"]),
+        )
+        path = SweepPaths(sweep).candidate("baseline").run_file
+        path.parent.mkdir(parents=True)
+        write_model(path, run)
+        point_latest(tmp_path / "sweeps", sweep)
+    assert startup_estimate(cfg, recorded_startup(cfg)) == expected
