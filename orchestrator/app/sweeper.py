@@ -342,19 +342,6 @@ class SweeperCore(BasicSweeper):
             self.validate_batch_is_legal(jobs)
             if typed.search is not None:  # its space is checked before the first file, as the jobs are
                 self.space = search_space(typed, sources_from_hydra(self.config.hydra))
-                launcher = str(self.config.hydra.launcher.get("_target_", ""))
-                if jobs_run_elsewhere(launcher, typed):
-                    raise ConfigError(
-                        [
-                            ConfigProblem(
-                                "command line",
-                                "hydra/launcher",
-                                launcher.rsplit(".", 1)[-1],
-                                "Hydra's basic launcher (the default): a search measures its trials in the "
-                                "sweeping process, one at a time",
-                            )
-                        ]
-                    )
                 _check_parallel(typed, str(self.config.hydra.launcher.get("_target_", "")))
                 self.searching = typed
                 # Each trial is a job of the command line's overrides (less a candidate it names) + its point.

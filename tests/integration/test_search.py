@@ -96,14 +96,3 @@ def test_a_search_interrupted_by_ctrl_c_resumes_where_it_stopped(tmp_path: Path,
     assert len(interrupted) == 1 and interrupted[0].state == "failed" and interrupted[0].launches == 1
     assert after.launches == sum(t.launches for t in after.trials) <= 3  # the lost launch spent budget too
     assert re.search(r"search: launched \d+ of 4 configurations", out), out[-3000:]
-
-
-def test_a_search_on_a_launcher_that_runs_jobs_elsewhere_is_refused_before_anything(
-    tmp_path: Path, port: int
-) -> None:
-    args = ["-m", "search=tiny", "run.simulated_nodes=2", "hydra/launcher=gauntlet_local", *SMALL_CAPACITY]
-    proc = start(args, sweeps=tmp_path / "sweeps", port=port)
-    out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 2, out[-3000:]
-    assert "hydra/launcher = 'LocalLauncher': Hydra's basic launcher (the default)" in out
-    assert not (tmp_path / "sweeps").exists()  # nothing written, nothing started
