@@ -355,12 +355,14 @@ class Host:
         request_seed: int | None = None,
         arrival: float,
         sink: Sink = _ignore,
+        plan: OutputPlan | None = None,
     ) -> SimRequest:
-        """Build a request with its output plan and its own seeded generator (not yet queued)."""
+        """Build a request with its output plan (``plan``: one already made, a labelled item's) and its own
+        seeded generator (not yet queued)."""
         occurrence = self._occurrences.get(digest, 0)
         self._occurrences[digest] = occurrence + 1
         rng = request_rng(self.cfg.seed, digest, occurrence, request_seed)
-        plan = plan_output(
+        plan = plan or plan_output(
             self.profile,
             self.cfg,
             prompt_digest=digest,

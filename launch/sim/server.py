@@ -23,6 +23,7 @@ import traceback
 from dataclasses import replace
 from typing import Any, TextIO
 
+from launch.sim.answers import labelled_reply
 from launch.sim.cli import SimArgs, parse_args
 from launch.sim.engine import Host
 from launch.sim.metrics import render_metrics
@@ -32,6 +33,7 @@ from launch.sim.model import (
     StartupError,
     chat_text,
     check_startup,
+    message_text,
     prompt_digest,
 )
 from launch.sim.nodes import Followers, NodeRole, follow, multinode_profile, node_role
@@ -336,6 +338,15 @@ class SimServer:
             include_usage=params["include_usage"],
             prompt_tokens=params["prompt_tokens"],
         )
+        reply = labelled_reply(
+            message_text(params["messages"][-1].get("content")),
+            seed=self.cfg.seed,
+            draft_sample_method=self.cfg.draft_sample_method,
+            reasoning=self.host.profile.reasoning.normal,
+            max_tokens=params["max_tokens"],
+        )
+        if reply is not None:
+            stream.answer = list(reply.pieces)
         req = self.host.new_request(
             stream.rid,
             prompt_tokens=params["prompt_tokens"],
@@ -346,6 +357,7 @@ class SimServer:
             request_seed=params["seed"],
             arrival=self.runtime.vnow(),
             sink=stream,
+            plan=reply.plan if reply is not None else None,
         )
         if params["stream"]:
             writer.write(self._headers(200, "text/event-stream; charset=utf-8", None))

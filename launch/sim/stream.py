@@ -37,6 +37,7 @@ class ChatStream:
     """The engine's sink for one chat request: turns steps into SSE chunks (or one JSON at the end)."""
 
     __slots__ = (
+        "answer",
         "chunks",
         "completion",
         "content_started",
@@ -95,6 +96,9 @@ class ChatStream:
         self.last_write = 0.0
         self.chunks = 0
         self.stall_after = stall_after
+        # A labelled item's answer, one JSON-escaped piece per content token (launch.sim.answers); None:
+        # filler words. Consumed from the front as content tokens are written.
+        self.answer: list[bytes] | None = None
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     # -- the engine's sink -----------------------------------------------------------------------------
@@ -106,7 +110,7 @@ class ChatStream:
             if r:
                 self.text_r.append(text_of(True, r))
             if c:
-                self.text_c.append(text_of(False, c))
+                self.text_c.append(self.content(c))
             if finish is not None:
                 self.finish = finish
                 if not self.done.done():
@@ -120,6 +124,13 @@ class ChatStream:
             self.flush(wall)
         else:
             self.runtime.defer(id(self), self.flush_if_due)
+
+    def content(self, n: int) -> bytes:
+        """The next ``n`` content tokens' text: the labelled answer's next pieces, else filler words."""
+        if self.answer is None:
+            return text_of(False, n)
+        taken, self.answer = self.answer[:n], self.answer[n:]
+        return b"".join(taken)
 
     def flush_if_due(self, wall: float) -> bool:
         if wall - self.last_write >= self.runtime.coalesce_s:
@@ -149,7 +160,7 @@ class ChatStream:
             delta.append(b'"reasoning":"' + text_of(True, self.pend_r) + b'"')
         if self.pend_c:
             self.content_started = True
-            delta.append(b'"content":"' + text_of(False, self.pend_c) + b'"')
+            delta.append(b'"content":"' + self.content(self.pend_c) + b'"')
         self.pend_r = self.pend_c = 0
         if self.finish is None:
             tail = b'},"logprobs":null,"finish_reason":null}]}\n\n'
@@ -180,7 +191,8 @@ class ChatStream:
             self.done.set_result(None)
 
     def response(self) -> dict[str, Any]:
-        content = b"".join(self.text_c).decode() or None
+        # The pieces are JSON-escaped (a streamed delta writes them as they are): read them back once.
+        content = json.loads(b'"' + b"".join(self.text_c) + b'"') or None
         reasoning = b"".join(self.text_r).decode() or None
         return {
             "id": self.rid,

@@ -51,7 +51,17 @@ def test_demo_sweep_reproduces_the_case_study(tmp_path: Path, port: int) -> None
     # Drift, and a 3-against-3 interval then claims it: 0.652x [0.427x, 0.994x] in one run.)
     spec = by_name["spec_probabilistic"]
     assert spec["decision"] == "reject"
-    assert spec["failed"] == ["answer_reliability"]
+    assert spec["failed"] == ["answer_reliability", "answer_accuracy"]
+    # Its answers to the labelled set: the simulator's stated model changes a quarter of them (McNemar).
+    assert (
+        "answer accuracy: accuracy 32/40 (80%" in spec["reason"]
+        and "7 item(s) lost, 0 gained" in spec["reason"]
+    )
+    accuracy = next(g for g in by_name["tp4_dp2"]["gates"] if g["gate"] == "answer_accuracy")
+    assert (
+        accuracy["status"] == "pass"
+        and "40/40 (100%) token-identical (greedy draft sampling)" in accuracy["message"]
+    )
     conc = next(g for g in spec["gates"] if g["gate"] == "concurrency")
     assert conc["status"] in ("pass", "inconclusive"), conc["message"]
     tps = [c for c in conc["comparisons"] if c["unit"] == "tok/s"]

@@ -19,8 +19,12 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from contracts.labelled import parse_labelled
+from gates.answers import correct
+from launch.sim.answers import answer_text
 from launch.sim.client import sim_gpu_memory
 from launch.spec import render_spec
+from load.sse import EventParser
 from orchestrator.config.compose import load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -261,3 +265,26 @@ def test_stalled_stream_and_hung_health() -> None:
         ):
             for _ in response.iter_lines():
                 pass
+
+
+def test_the_simulator_answers_a_labelled_item_streamed_and_not() -> None:
+    """A labelled item gets its worked answer in content (the load runner's parser keeps it), the same on
+    both paths and on every request; probabilistic drafts change the stated share (launch/sim/answers.py)."""
+    item = parse_labelled((ROOT / "conf" / "workload" / "accuracy_set.jsonl").read_text(), "set")[2]
+    body = chat_body(
+        messages=[{"role": "user", "content": item.prompt}], max_tokens=4096, min_tokens=0, ignore_eos=False
+    )
+    texts = []
+    with start(candidate_argv("baseline", "--sim-time-scale", "50")) as server:
+        client = httpx.Client(base_url=server.base_url, timeout=30)
+        for _ in range(2):
+            with client.stream("POST", "/v1/chat/completions", json=body) as response:
+                raw = b"".join(response.iter_bytes())
+            outcome = EventParser([(0, raw)], complete=True, keep_text=True).run()
+            assert outcome.finish_reason == "stop" and outcome.error is None
+            texts.append(outcome.text)
+        plain = client.post("/v1/chat/completions", json={**body, "stream": False, "stream_options": None})
+        client.close()
+    expected = answer_text(item.prompt, seed=0, draft_sample_method="greedy")
+    assert texts == [expected, expected] and plain.json()["choices"][0]["message"]["content"] == expected
+    assert expected is not None and expected.endswith(f"#### {item.answer}") and correct(expected, item)

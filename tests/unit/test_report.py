@@ -599,6 +599,10 @@ def _cmp(metric: str, profile: str, **fields: object) -> Comparison:
             "visible answers 3/5 vs 4/5",
         ),
         (
+            _cmp("answer_accuracy", "accuracy", observed=0.8, baseline=0.975, n_candidate=40, n_baseline=40),
+            "accuracy 32/40 vs 39/40 (McNemar's exact test)",
+        ),
+        (
             _cmp("visible_p50_censored", "answer_gate", observed=math.inf, baseline=43.95, ratio=math.inf),
             "censored median to visible answer inf (censored) vs 43.95 s",
         ),
