@@ -145,6 +145,10 @@ class HostConfig:
     # an executable named "python" means the interpreter running gauntlet; a relative path is taken
     # from the project root.
     entrypoint: list[str] = field(default_factory=lambda: ["vllm", "serve", "{model}"])
+    # Command that starts a multi-node candidate's followers (`--headless`), before the flags, as
+    # entrypoint; empty: entrypoint. The cpu host's module entry point has no headless mode, so its
+    # followers start through `vllm serve` (scripts/vllm_serve.py; docs/multinode.md).
+    follower_entrypoint: list[str] = field(default_factory=list)
     # Environment variables every server on this host gets.
     env: dict[str, str] = field(default_factory=dict)
     # Names (shell globs: NCCL_*, VLLM_*, PYTORCH_*, CUDA_*, HF_*) of variables of gauntlet's own environment

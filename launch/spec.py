@@ -404,16 +404,17 @@ def render_spec(service: ServiceConfig, candidate: CandidateConfig, host: HostCo
     if host.kind == "sim":
         sim = {**host.sim_args, **candidate.sim_args}
         flags.extend((name.removeprefix("--"), sim[name]) for name in sorted(sim))
-    entry = [part.replace("{model}", service.model) for part in host.entrypoint]
-    common: list[str] = list(entry)
-    for name, value in flags:
-        common.extend(render_flag(name, value))
+    rendered = [part for name, value in flags for part in render_flag(name, value)]
+    common = [*(part.replace("{model}", service.model) for part in host.entrypoint), *rendered]
+    # A follower runs --headless, which a host's entry point may lack (the cpu host's module form).
+    follower_entry = host.follower_entrypoint or host.entrypoint
+    follower_common = [*(part.replace("{model}", service.model) for part in follower_entry), *rendered]
     layout = host_layout(candidate.tensor_parallel_size, candidate.data_parallel_size, host)
     if isinstance(layout, str):
         raise SpecError(f"candidate {candidate.name}: {layout}", hint="change TP or DP, or the host's nodes")
     argv = [*common, *node_flags(layout, 0, host.rpc_port)] if layout.nodes > 1 else common
     followers = tuple(
-        tuple([*common, *node_flags(layout, node, host.rpc_port)]) for node in range(1, layout.nodes)
+        tuple([*follower_common, *node_flags(layout, node, host.rpc_port)]) for node in range(1, layout.nodes)
     )
     # A binding written in a config (host, service or candidate env) wins over the computed placement.
     env = {**placement_env(candidate, host), **host.env, **service.env, **candidate.env}
