@@ -222,6 +222,8 @@ class AnswerAccuracy(Gate):
             f"drop {rates.drop * 100:+.1f} points ({confidence:.0%} interval [{low * 100:+.1f}, "
             f"{high * 100:+.1f}]) against a {acc.tolerance * 100:g}-point tolerance"
         )
+        if status == "inconclusive":  # each item is scored once: more repeats add nothing, more items do
+            paired_words += "; within noise: a larger labelled set would settle it"
         accuracy = Comparison(
             metric="answer_accuracy",
             profile=profile,
@@ -252,6 +254,7 @@ class AnswerAccuracy(Gate):
                     status=flag,
                     observed=agree / n,
                     baseline=1.0,
+                    ratio=agree / n,
                     unit="agreement",
                     method="token-identical visible answers (text and completion tokens), item by item",
                     n_candidate=n,

@@ -324,7 +324,11 @@ def test_a_candidate_that_loses_items_beyond_noise_fails(tmp_path: Path) -> None
 
 def test_a_loss_within_noise_is_inconclusive_and_equal_answers_pass(tmp_path: Path) -> None:
     base = [_answers()]
-    assert _evaluate(tmp_path, [_answers(wrong=[3, 4])], base).status == "inconclusive"
+    unsure = _evaluate(tmp_path, [_answers(wrong=[3, 4])], base, claim="greedy draft sampling")
+    assert unsure.status == "inconclusive" and unsure.comparisons[1].status == "inconclusive"  # flagged too
+    assert "within noise: a larger labelled set would settle it" in unsure.message
+    verdict = decide("c", "baseline", [unsure], CFG)
+    assert verdict.decision == "inconclusive" and "rerun the missing" not in verdict.reason
     assert _evaluate(tmp_path, [_answers()], base).status == "pass"
 
 
