@@ -271,15 +271,11 @@ class WorkloadConfig:
 class AccuracyGateConfig:
     """The answer_accuracy gate: a labelled profile scored on both sides (docs/accuracy-and-cost.md)."""
 
-    # The labelled profile (its prompts_file a .jsonl labelled set); not applicable when the sweep does not
-    # run it (run.profiles).
-    profile: str = "accuracy"
-    # Allowed drop of accuracy against the baseline, in accuracy points (0.02 = two items in a hundred):
-    # fails when the drop's lower confidence bound (McNemar's exact test on the paired items) exceeds it.
+    profile: str = "accuracy"  # the labelled profile (a .jsonl prompts_file); not applicable unless run
+    # Allowed accuracy drop against the baseline, in accuracy points (0.02 = two items in a hundred): fails
+    # when the drop's lower confidence bound (McNemar's exact test on the paired items) exceeds it.
     tolerance: float = 0.0
-    # Fewest items scored on both sides (an answer finished on each) before the gate decides; fewer is
-    # incomplete.
-    min_items: int = 20
+    min_items: int = 20  # fewest items scored on both sides before the gate decides (fewer: incomplete)
 
 
 @dataclass
@@ -333,8 +329,7 @@ class GatesConfig:
     answer_policy: str = "any_lost_answer_blocks"
     # The cost gate (gates/cost.py): off unless a bound is set, not applicable without host.gpu_hour_price.
     cost: CostGateConfig = field(default_factory=CostGateConfig)
-    # The answer_accuracy gate (gates/answer_accuracy.py): a labelled set's accuracy against the baseline's.
-    accuracy: AccuracyGateConfig = field(default_factory=AccuracyGateConfig)
+    accuracy: AccuracyGateConfig = field(default_factory=AccuracyGateConfig)  # gates/answer_accuracy.py
 
 
 @dataclass
