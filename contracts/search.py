@@ -59,7 +59,8 @@ class SearchConfig:
     max_launches: int = 16
     # Most GPU-hours the search may spend (GPUs x host seconds of its launches); None = no bound.
     max_gpu_hours: float | None = None
-    # Stop after this many launched trials in a row that did not improve the best by min_improvement.
+    # Stop after this many fully measured trials in a row that did not improve the best by min_improvement
+    # (a point that did not start or whose screen was pruned could not improve it, and does not count).
     stall_trials: int = 8
     # Smallest relative improvement of the best estimate that counts (0.02 = 2%).
     min_improvement: float = 0.02

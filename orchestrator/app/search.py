@@ -170,17 +170,22 @@ def stop_reason(record: SearchRecord, search: SearchConfig) -> str | None:
         return f"budget spent: {record.gpu_hours:.3g} of {search.max_gpu_hours:g} GPU-hours"
     if search.pareto:
         return None
+    # Only a trial measured fully could have improved the best estimate: a point that did not start, a
+    # screen the pruner stopped and a point asked again say nothing about a stall.
     since, best = 0, None
     for trial in record.trials:
-        if trial.launches == 0:
+        if trial.launches == 0 or trial.state != "complete" or not trial.values:
             continue
-        value = trial.values[0] if trial.values and trial.state == "complete" else None
-        if value is not None and (best is None or value > best * (1 + search.min_improvement)):
+        value = trial.values[0]
+        if best is None or value > best * (1 + search.min_improvement):
             best, since = value, 0
         else:
             since += 1
     if best is not None and since >= search.stall_trials:
-        return f"improvement stalled: {since} launches without a {search.min_improvement:.0%} better estimate"
+        return (
+            f"improvement stalled: {since} trials measured fully without a "
+            f"{search.min_improvement:.0%} better estimate"
+        )
     return None
 
 

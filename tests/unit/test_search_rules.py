@@ -53,10 +53,11 @@ def _record(trials: list[TrialRecord], **kw: Any) -> SearchRecord:
         ([100, 110, 120], SearchConfig(max_launches=3), "budget spent: 3 of 3 launches"),
         ([100, 110], SearchConfig(max_launches=3), None),
         # stall: 3 launched trials in a row no better than 2% over the best
-        ([100, 101, 99, 101.9], SearchConfig(stall_trials=3), "improvement stalled: 3 launches"),
+        ([100, 101, 99, 101.9], SearchConfig(stall_trials=3), "improvement stalled: 3 trials measured fully"),
         ([100, 101, 99, 102.1], SearchConfig(stall_trials=3), None),
-        # pruned and infeasible launches count towards the stall, as launches
-        ([100, None, None, None], SearchConfig(stall_trials=3), "improvement stalled: 3 launches"),
+        # pruned screens could not improve the best: they spend the budget, not the stall
+        ([100, None, None, None], SearchConfig(stall_trials=3), None),
+        ([100, None, 99, None, 101, None, 100], SearchConfig(stall_trials=3), "improvement stalled: 3"),
         # no completed trial yet: no stall (nothing to improve on)
         ([None, None, None, None], SearchConfig(stall_trials=3), None),
         # a Pareto search stops on its budget only
@@ -77,6 +78,11 @@ def test_the_search_stops_on_its_budget_or_when_improvement_stalls(
 def test_points_that_launched_nothing_do_not_spend_the_budget_nor_the_stall() -> None:
     trials = [_trial(0, 100), *[_trial(k, None, state="infeasible", launches=0) for k in range(1, 9)]]
     assert stop_reason(_record(trials), SearchConfig(max_launches=3, stall_trials=2)) is None
+
+
+def test_failed_starts_do_not_count_towards_the_stall() -> None:
+    trials = [_trial(0, 100), *[_trial(k, None, state="infeasible") for k in range(1, 9)]]
+    assert stop_reason(_record(trials), SearchConfig(max_launches=20, stall_trials=2)) is None
 
 
 def test_gpu_hours_are_a_budget_too() -> None:
