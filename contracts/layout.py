@@ -415,6 +415,11 @@ class SweepPaths:
         """The search's best point as a candidate file (``search/winner.yaml``), ready for conf/candidate/."""
         return self.search / WINNER_FILE
 
+    @property
+    def search_plot(self) -> Path:
+        """The search's plot (``search.png``: report.search_plot), beside the report's other plots."""
+        return self.root / PLOT_SEARCH
+
     def trial(self, name: str) -> LaunchPaths:
         """One trial's launch, ``search/candidates/<name>/``."""
         return LaunchPaths(self.search / CANDIDATES_DIR / name)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from contracts.layout import PLOT_SEARCH
+from contracts.layout import PLOT_SEARCH, SweepPaths
 from contracts.trials import SearchRecord, TrialRecord
 
 #: How a trial is drawn: measured in full, stopped after its screen, or no value (infeasible, failed).
@@ -160,7 +160,7 @@ def write_search_plot(plt: Any, sweep_dir: Path, record: SearchRecord | None, ti
         return []
     fig = search_figure(plt, record, title)
     try:
-        fig.savefig(sweep_dir / PLOT_SEARCH, dpi=110, metadata={"Software": None})
+        fig.savefig(SweepPaths(sweep_dir).search_plot, dpi=110, metadata={"Software": None})
     finally:
         plt.close(fig)
     return [PLOT_SEARCH]
