@@ -119,8 +119,11 @@ class SweepController:
         names: Sequence[str] | None = None,
         jobs_elsewhere: bool = False,
         candidates: Sequence[CandidateConfig] = (),
+        title: str | None = None,
     ) -> None:
         """Open ``sweep_dir``: begin (leftovers, retained spec), measure the baseline.
+
+        ``title`` replaces the opening line's "sweep of N job(s)" (a search names its space and budget).
 
         With ``jobs_elsewhere`` (zero-downtime) the live service keeps serving and no baseline is measured
         here: every job measures the baseline on its own node. ``candidates`` (every job's) are checked by
@@ -135,7 +138,10 @@ class SweepController:
         self.ctx = ctx = replace(ctx, checkpoint=self._checkpoint)
         if names is not None:
             where = "as jobs on other nodes (zero-downtime)" if jobs_elsewhere else "here"
-            ctx.say(f"sweep of {len(names)} job(s) in {sweep_dir} {where}: {', '.join(names)}")
+            if title is not None:
+                ctx.say(f"{title} in {sweep_dir} {where}")
+            else:
+                ctx.say(f"sweep of {len(names)} job(s) in {sweep_dir} {where}: {', '.join(names)}")
         sweeps = Path(cfg.run.sweeps_dir)
         previous = previous_latest(sweeps)
         try:  # a sweep that cannot write its evidence stops before it touches the live service

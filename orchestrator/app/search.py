@@ -189,6 +189,18 @@ def stop_reason(record: SearchRecord, search: SearchConfig) -> str | None:
     return None
 
 
+def opening_line(search: SearchConfig, space: Space) -> str:
+    """What a search sweep opens with: the search, its space's size and budget (not a sweep of one job)."""
+    size = f"{space.size} configurations" if space.size is not None else "a continuous space"
+    budget = f"{search.max_launches} launches"
+    if search.max_gpu_hours is not None:
+        budget += f" or {search.max_gpu_hours:g} GPU-hours"
+    return (
+        f"search {search.name} over {size} (budget: {budget}; stalled after {search.stall_trials} trials "
+        "measured fully without a better estimate), its winner then confirmed against the baseline,"
+    )
+
+
 def best_trial(record: SearchRecord) -> TrialRecord | None:
     """The trial to confirm: the highest first objective among fully measured trials (on the Pareto front
     when there is one); None when no trial was measured fully."""

@@ -51,7 +51,7 @@ from contracts.search import Space
 from launch.preflight import real_probes
 from orchestrator.app.controller import SweepController, jobs_run_elsewhere
 from orchestrator.app.jobs import run_job
-from orchestrator.app.search import SearchRun, TrialTicket, search_space
+from orchestrator.app.search import SearchRun, TrialTicket, opening_line, search_space
 from orchestrator.config.compose import sources_from_hydra, to_typed
 from orchestrator.config.compose_errors import translate_compose_error
 from orchestrator.config.space import doctor_flag_check
@@ -353,7 +353,12 @@ class SweeperCore(BasicSweeper):
             save_config(self.config, sweep_dir)
             chosen = [self.frozen[tuple(job)].candidate for job in jobs]
             names = [c.name for c in chosen]
-            self.controller.open(typed, sweep_dir, names=names, jobs_elsewhere=elsewhere, candidates=chosen)
+            title = None
+            if typed.search is not None and self.space is not None:  # a search, not a sweep of one job
+                title = opening_line(typed.search, self.space)
+            self.controller.open(
+                typed, sweep_dir, names=names, jobs_elsewhere=elsewhere, candidates=chosen, title=title
+            )
             write_opening(sweep_dir, "open", node=node)
         except BaseException as exc:
             if not opened:

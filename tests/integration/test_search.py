@@ -34,6 +34,7 @@ def test_a_small_search_finds_confirms_and_restores(tmp_path: Path, port: int) -
         timeout=240,
     )
     assert_finished(code, out, sweep)
+    assert "sweep of 1 job(s)" not in out and re.search(r"search tiny over 4 configurations \(budget: ", out)
     launched = re.search(r"search: launched (\d+) of 4 configurations \((.+)\)", out)
     assert launched is not None, out[-3000:]
     record = read_search(sweep)

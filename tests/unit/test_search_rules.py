@@ -10,7 +10,7 @@ import optuna
 import pytest
 import yaml
 
-from contracts.search import SearchConfig
+from contracts.search import Dimension, SearchConfig, Space
 from contracts.trials import SearchRecord, TrialRecord, Winner, read_search, write_search
 from contracts.verdicts import DriftResult, SweepVerdict, Verdict
 from orchestrator.app.search import (
@@ -18,6 +18,7 @@ from orchestrator.app.search import (
     confirmation_lines,
     distributions,
     open_study,
+    opening_line,
     stop_reason,
     winner_yaml,
 )
@@ -78,6 +79,29 @@ def test_the_search_stops_on_its_budget_or_when_improvement_stalls(
 def test_points_that_launched_nothing_do_not_spend_the_budget_nor_the_stall() -> None:
     trials = [_trial(0, 100), *[_trial(k, None, state="infeasible", launches=0) for k in range(1, 9)]]
     assert stop_reason(_record(trials), SearchConfig(max_launches=3, stall_trials=2)) is None
+
+
+@pytest.mark.parametrize(
+    ("dims", "search", "expected"),
+    [
+        (
+            (Dimension("max_num_seqs", (64, 128, 256)), Dimension("layout", ("a", "b"))),
+            SearchConfig(name="demo", max_launches=48, stall_trials=6),
+            "search demo over 6 configurations (budget: 48 launches; stalled after 6 trials measured fully",
+        ),
+        (
+            (Dimension("gpu_memory_utilization", low=0.6, high=0.8),),
+            SearchConfig(name="wide", max_launches=10, max_gpu_hours=2.5),
+            "search wide over a continuous space (budget: 10 launches or 2.5 GPU-hours;",
+        ),
+    ],
+)
+def test_a_search_sweep_opens_with_its_space_and_budget(
+    dims: tuple[Dimension, ...], search: SearchConfig, expected: str
+) -> None:
+    line = opening_line(search, Space(dimensions=dims, layouts={}, fixed={}))
+    assert line.startswith(expected), line
+    assert "job(s)" not in line and line.endswith("confirmed against the baseline,")
 
 
 def test_failed_starts_do_not_count_towards_the_stall() -> None:
