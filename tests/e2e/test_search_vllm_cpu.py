@@ -1,12 +1,13 @@
 """A search on real vLLM on CPU (tiny model): the best point found, confirmed through the gates, restored.
 
 The space is 2 x 2 (``tests/e2e/conf/search/cpu_small.yaml``: max_num_seqs 1 or 8, max_num_batched_tokens
-1024 or 2048) over a baseline of one running sequence (``cpu_one_seq``); the objective is output tokens/s per GPU at 8 requests in
-flight, where max_num_seqs 1 serialises the requests and reads 5-7x below an 8 whatever the machine's load
-(a ratio, not an absolute SLO that a loaded machine fails everywhere). Three distinct points are launched, so at
-least one is a 1 and one an 8: the winner must be an 8, measured again as an ordinary candidate, its
-verdict the gates' (a KEEP, or, on a busy shared machine, one that says why it is not decided), and the
-retained configuration restored and validated byte-for-byte, then stopped (nothing left running).
+1024 or 2048) over a baseline of one running sequence (``cpu_one_seq``); the objective is output tokens/s
+per GPU at 8 requests in flight, where max_num_seqs 1 serialises the requests and reads 5-7x below an 8
+whatever the machine's load (a ratio, not an absolute SLO that a loaded machine fails everywhere). Three
+distinct points are launched, so at least one is a 1 and one an 8: the winner must be an 8, measured again
+as an ordinary candidate, its verdict the gates' (a KEEP, or, on a busy shared machine, one that says why it
+is not decided), and the retained configuration restored and validated byte-for-byte, then stopped (nothing
+left running).
 """
 
 from __future__ import annotations
