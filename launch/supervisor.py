@@ -157,16 +157,7 @@ class Supervisor:
             raise LaunchError(
                 f"could not start {argv[0]}: {exc}", hint="check host.entrypoint and the file's permissions"
             ) from exc
-        info = self._procs.info(child.pid)
-        pgid = self._procs.pgid(child.pid)
-        server = Server(
-            spec=spec,
-            pid=child.pid,
-            pgid=pgid if pgid is not None else child.pid,
-            create_time=info.create_time if info is not None else started_at,
-            log_path=log_path,
-            started_at=started_at,
-        )
+        server = self._server_of(child.pid, spec, log_path, started_at)
         self._tracker.add(server, Tracked(child, started_mono, gpu_before))
         if nodes is None:
             return server
@@ -203,20 +194,27 @@ class Supervisor:
         except OSError as exc:
             what = f"could not start node {node} of {spec.candidate} ({command[0]}): {exc}"
             raise LaunchError(what) from exc
-        info, pgid = self._procs.info(child.pid), self._procs.pgid(child.pid)
-        follower = Server(
-            spec=spec,
-            pid=child.pid,
-            pgid=pgid if pgid is not None else child.pid,
-            create_time=info.create_time if info is not None else started_at,
-            log_path=log_path,
-            started_at=started_at,
+        follower = replace(
+            self._server_of(child.pid, spec, log_path, started_at),
             node=node,
             node_name=name,
             slurm_job=nodes.job_id if isinstance(nodes, SlurmNodes) else "",
         )
         self._tracker.add(follower, Tracked(child, started_mono, None))
         return follower
+
+    def _server_of(self, pid: int, spec: LaunchSpec, log_path: Path, started_at: float) -> Server:
+        """The process just spawned as a :class:`Server`: its group and start time as the process table
+        has them (the spawn's own pid and clock when it cannot say)."""
+        info, pgid = self._procs.info(pid), self._procs.pgid(pid)
+        return Server(
+            spec=spec,
+            pid=pid,
+            pgid=pgid if pgid is not None else pid,
+            create_time=info.create_time if info is not None else started_at,
+            log_path=log_path,
+            started_at=started_at,
+        )
 
     @property
     def _env(self) -> Mapping[str, str]:

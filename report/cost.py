@@ -122,3 +122,22 @@ def cost_label(rows: Sequence[CostRow], profile: str) -> str:
     """The figures' heading: the profile, and SIMULATED when the energy is the simulator's power model."""
     simulated = any(r.simulated for r in rows)
     return f"{profile}{', SIMULATED power model' if simulated else ''}"
+
+
+#: The energy-and-cost table's columns, in report.md and report.html alike.
+COST_HEADER = (
+    "candidate",
+    "profile",
+    "energy read by",
+    "tok/J",
+    "W per GPU",
+    "$/Mtok",
+    "$/Mtok at the SLO",
+    "note",
+)
+
+
+def cost_title(rows: Sequence[CostRow]) -> str:
+    """The section's title, saying SIMULATED when any row's energy is the simulator's power model."""
+    simulated = any(r.simulated for r in rows)
+    return "Energy and cost" + (" (SIMULATED: the simulator's power model)" if simulated else "")

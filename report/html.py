@@ -17,7 +17,7 @@ from contracts.layout import PLOT_GOODPUT, PLOT_PARETO, PLOT_RANKING, PLOT_THROU
 from contracts.metrics import fmt_bounds, fmt_ratio
 from contracts.results import CapacityResult
 from contracts.verdicts import DECISION_LABELS, KeyFigure
-from report.cost import cost_cell, cost_label
+from report.cost import COST_HEADER, cost_cell, cost_label, cost_title
 from report.markdown import figure_cell, figure_value, why
 from report.model import CandidateRow, ReportModel
 
@@ -312,8 +312,7 @@ def _cost(report: ReportModel) -> list[str]:
     """Energy and cost per candidate and loaded profile (report.cost), labelled when simulated."""
     if not report.cost:
         return []
-    simulated = any(c.simulated for c in report.cost)
-    out = [f"<h2>Energy and cost{' (SIMULATED: the simulator&#x27;s power model)' if simulated else ''}</h2>"]
+    out = [f"<h2>{_e(cost_title(report.cost))}</h2>"]
     rows = [
         [
             f"<td><code>{_e(c.candidate)}</code></td>",
@@ -328,17 +327,7 @@ def _cost(report: ReportModel) -> list[str]:
         ]
         for c in report.cost
     ]
-    header = [
-        "candidate",
-        "profile",
-        "energy read by",
-        "tok/J",
-        "W per GPU",
-        "$/Mtok",
-        "$/Mtok at the SLO",
-        "note",
-    ]
-    return out + _table(header, rows, table_id="cost")
+    return out + _table(list(COST_HEADER), rows, table_id="cost")
 
 
 def _num(value: float | None) -> str:

@@ -23,7 +23,7 @@ from contracts.layout import (
 from contracts.metrics import fmt_bounds, fmt_ratio, fmt_value
 from contracts.results import HostProbe
 from contracts.verdicts import DECISION_LABELS, DriftResult, KeyFigure
-from report.cost import cost_cell, cost_label
+from report.cost import COST_HEADER, cost_cell, cost_label, cost_title
 from report.model import CandidateRow, ReportModel
 from report.slo import capacity_text, fmt_interval
 
@@ -216,23 +216,13 @@ def _cost_section(report: ReportModel) -> list[str]:
     """Energy per token and $ per million output tokens, a row per candidate and loaded profile."""
     if not report.cost:
         return []
-    simulated = any(c.simulated for c in report.cost)
-    out = ["", "## Energy and cost" + (" (SIMULATED: the simulator's power model)" if simulated else ""), ""]
+    out = ["", f"## {cost_title(report.cost)}", ""]
 
     def num(value: float | None, fmt: str) -> str:
         return "not measured" if value is None else format(value, fmt)
 
     out += table(
-        [
-            "candidate",
-            "profile",
-            "energy read by",
-            "tok/J",
-            "W per GPU",
-            "$/Mtok",
-            "$/Mtok at the SLO",
-            "note",
-        ],
+        list(COST_HEADER),
         [
             [
                 c.candidate,
