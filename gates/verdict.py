@@ -10,7 +10,8 @@ interrupted run, missing repeats, a baseline lost under load, a harness fault, a
 -> ``incomplete``; a requirement failed -> ``reject`` (naming every failed one); a comparison the load
 client's lag leaves undecidable, or an enabled gate that could not run (``not_run`` not by design:
 :func:`not_run_gaps`) -> ``incomplete``; a requirement inconclusive -> ``inconclusive``; a latency gain
-beyond noise -> ``keep``; a gain within noise -> ``inconclusive``; otherwise ``neutral``. Drift beyond
+beyond noise, or capacity at the SLO up beyond noise with no latency worse -> ``keep``; a gain within noise
+-> ``inconclusive``; otherwise (a capacity gain bought with a latency loss included) ``neutral``. Drift beyond
 noise turns every measured decision (not an incomplete one) into ``inconclusive``.
 
     >>> evaluate_sweep(Path("sweeps/2025-01-01"), GatesConfig(), baseline="baseline")  # doctest: +SKIP
@@ -90,6 +91,31 @@ def _load_gains(results: Sequence[GateResult], cfg: GatesConfig) -> list[Compari
         if c.metric == "ttft_p50" and c.status == "pass":
             out.append(c)
     return out
+
+
+def _capacity_gains(results: Sequence[GateResult], cfg: GatesConfig) -> list[Comparison]:
+    """Capacity at the SLO up by min_gain with its whole interval above 1: more users served within the
+    SLO is a gain in its own right (what a search for capacity is after), not only "not worse"."""
+    cap = _gate(results, "capacity")
+    return [
+        c
+        for c in (cap.comparisons if cap else [])
+        if c.ratio is not None and c.ratio >= 1 + cfg.min_gain and excludes_one(c.interval, "above")
+    ]
+
+
+def _latency_worse(results: Sequence[GateResult], cfg: GatesConfig) -> list[Comparison]:
+    """The latency gain gate's comparisons that got worse beyond ``latency_tolerance`` and noise (the rule
+    of every requirement, as the gate itself reads "worse")."""
+    gain = _gate(results, "latency_gain")
+    return [
+        c
+        for c in (gain.comparisons if gain else [])
+        if c.undecidable is None
+        and c.ratio is not None
+        and c.ratio > 1 + cfg.latency_tolerance
+        and excludes_one(c.interval, "above")
+    ]
 
 
 def _serial_gains(results: Sequence[GateResult]) -> list[Comparison]:
@@ -209,7 +235,9 @@ def _decide(candidate: str, results: Sequence[GateResult], cfg: GatesConfig) -> 
     failed = [g for g in requirements if g.status == "fail"]
     unsure = [g for g in requirements if g.status == "inconclusive"]
     gain = _gate(results, "latency_gain")
+    capacity = _capacity_gains(results, cfg)
     gains = [c.message for c in _serial_gains(results)] + [c.message for c in _load_gains(results, cfg)]
+    gains += [c.message for c in capacity]
     decision: Decision
     more: int | None = None
     if compat is not None and compat.status == "fail":
@@ -246,6 +274,16 @@ def _decide(candidate: str, results: Sequence[GateResult], cfg: GatesConfig) -> 
     elif gain is not None and gain.status == "pass":
         decision = "keep"
         reason = f"keep: latency gain beyond noise ({_brief(gain, 'pass')}); no requirement failed"
+    elif capacity and not (worse := _latency_worse(results, cfg)):
+        decision = "keep"
+        reason = f"keep: capacity at the SLO up beyond noise ({capacity[0].message}); no requirement failed"
+    elif capacity:
+        decision = "neutral"
+        reason = (
+            f"neutral: capacity at the SLO up beyond noise ({capacity[0].message}) but worse: "
+            f"{'; '.join(c.message for c in worse)}: a trade-off, not a change the gates make for you "
+            "(keep it by hand if your traffic wants the capacity)"
+        )
     elif gain is not None and gain.status == "inconclusive":
         decision = "inconclusive"
         more = gain.more_repeats
