@@ -90,7 +90,7 @@ def write_report(sweep_dir: Path, cfg: GauntletConfig | None = None) -> Built:
     names += [v.candidate for v in verdicts.verdicts if v.candidate not in names]  # never reached
     data = read_sweep(sweep_dir, [*names, *node_baseline_names(sweep_dir)])
     report = build_model(sweep_dir, cfg, verdicts, data, names)
-    text = render_markdown(report) + search_section(sweep_dir, verdicts)
+    text = render_markdown(report) + search_section(report.search)
     text += rerun_section(sweep_dir, cfg, verdicts.baseline)
     write_plots(sweep_dir, cfg, report, data)
     recovery = (

@@ -10,16 +10,27 @@ and numbers are those of ``report.md`` (the same helpers choose them); only the 
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Mapping, Sequence
 from html import escape
 
-from contracts.layout import PLOT_GOODPUT, PLOT_PARETO, PLOT_RANKING, PLOT_THROUGHPUT, PLOT_TTFT, REPORT_HTML
+from contracts.layout import (
+    PLOT_GOODPUT,
+    PLOT_PARETO,
+    PLOT_RANKING,
+    PLOT_SEARCH,
+    PLOT_THROUGHPUT,
+    PLOT_TTFT,
+    REPORT_HTML,
+)
 from contracts.metrics import fmt_bounds, fmt_ratio
 from contracts.results import CapacityResult
+from contracts.trials import TrialRecord
 from contracts.verdicts import DECISION_LABELS, KeyFigure
 from report.cost import COST_HEADER, cost_cell, cost_label, cost_title
 from report.markdown import figure_cell, figure_value, why
 from report.model import CandidateRow, ReportModel
+from report.search import ALL_STARTED, TRIALS_HEADER, WINNER_HEADER, trial_cells, winner_rows
 
 HTML_FILE = REPORT_HTML
 
@@ -31,6 +42,9 @@ PLOT_CAPTIONS: dict[str, str] = {
     PLOT_RANKING: "Rank by serial latency against rank under load (red: a reversal)",
     PLOT_PARETO: "Output tok/s per GPU against tok/s per user along each capacity search (star: capacity)",
     PLOT_GOODPUT: "Goodput and SLO attainment against load, with the SLO's target",
+    PLOT_SEARCH: "The search: each trial's objective estimate against the launches spent so far (filled: "
+    "measured in full, hollow: stopped after its screen, crosses: did not start or failed), the best "
+    "estimate so far, the winner starred, the baseline dashed, the confirmation's capacity as a diamond",
 }
 
 _CSS = """
@@ -77,6 +91,8 @@ summary { cursor: pointer; font-weight: 600; }
 code { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12.5px; }
 .steps { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12.5px; }
 .held { color: #1f7a45; } .failed { color: #b42318; }
+pre { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 8px 10px;
+      overflow-x: auto; }
 """
 
 
@@ -118,6 +134,7 @@ def render_html(
     body += _decision_table(report)
     body += _figures(report)
     body += _capacity(report, capacity or {})
+    body += _search(report)
     body += _cost(report)
     body += _state(report)
     body += _plots(images)
@@ -306,6 +323,53 @@ def _capacity(report: ReportModel, capacity: Mapping[str, CapacityResult]) -> li
         f'<p class="note">{_e(line.candidate)}: {_e(n)}</p>' for line in report.capacity for n in line.notes
     ]
     return out
+
+
+def _inline(text: str) -> str:
+    """A sentence of the report's Markdown: escaped, its ``**strong**`` and `` `code` `` as HTML."""
+    out = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", _e(text))
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+
+
+def _search(report: ReportModel) -> list[str]:
+    """The search (report.search): its estimate beside the confirmation's verdict, the trials, the
+    infeasible region and the winner's candidate file; the words are report.search's."""
+    section = report.search
+    if section is None:
+        return []
+    out = ['<h2 id="search">Search</h2>', f"<p>{_inline(section.summary)}</p>"]
+    rows = [
+        [
+            f"<td>{_e(row.what)}</td>",
+            f'<td class="num">{_e(row.figure)}</td>',
+            f"<td>{_badge(row.decision) if row.decision is not None else _e(row.verdict)}</td>",
+        ]
+        for row in winner_rows(section)
+    ]
+    if rows:
+        out += _table(WINNER_HEADER, rows, table_id="search-winner")
+    out.append(f"<p>{_inline(section.advice)}</p>")
+    trials = [_trial_row(t) for t in section.trials]
+    out += ["<h3>Trials</h3>", *_table(TRIALS_HEADER, trials, table_id="search-trials")]
+    out.append("<h3>Infeasible region</h3>")
+    if section.infeasible:
+        items = [f"<li>{_e(line)}</li>" for line in section.infeasible]
+        out += ['<ul id="search-infeasible">', *items, "</ul>"]
+    else:
+        out.append(f"<p>{_e(ALL_STARTED)}</p>")
+    winner = section.winner
+    if winner is not None and winner.yaml is not None:
+        out += [
+            f"<h3>The winner as a candidate file (<code>{_e(winner.yaml_file)}</code>)</h3>",
+            f'<pre id="search-winner-yaml"><code>{_e(winner.yaml.rstrip())}</code></pre>',
+        ]
+    return out
+
+
+def _trial_row(trial: TrialRecord) -> list[str]:
+    number, *rest = trial_cells(trial)
+    first = f'<td data-trial="{_e(number)}" data-state="{_e(trial.state)}">{_e(number)}</td>'
+    return [first, *(f"<td>{_e(cell)}</td>" for cell in rest)]
 
 
 def _cost(report: ReportModel) -> list[str]:

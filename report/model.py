@@ -20,6 +20,7 @@ from contracts.layout import (
     PLOT_GOODPUT,
     PLOT_PARETO,
     PLOT_RANKING,
+    PLOT_SEARCH,
     PLOT_THROUGHPUT,
     PLOT_TTFT,
     candidate_root,
@@ -41,6 +42,7 @@ from contracts.verdicts import (
     Verdict,
 )
 from report.cost import CostRow, cost_rows, headline_profile
+from report.search import SearchSection, search_model
 from report.slo import (
     CapacityLine,
     GoodputRow,
@@ -163,6 +165,9 @@ class ReportModel(_Model):
     # profile the decision table quotes. Empty: no launch has an energy reading or a price.
     cost: list[CostRow] = Field(default_factory=list)
     cost_profile: str | None = None
+    # The sweep's search (report.search): its estimate beside the confirmation's verdict, the trials, the
+    # infeasible region, the winner's candidate file. None: the sweep ran no search.
+    search: SearchSection | None = None
 
 
 # ------------------------------------------------------------------------------------------- reading
@@ -435,7 +440,9 @@ def build_model(
     capacity = capacity_lines(verdicts, data.results)
     ordered = {n: data.results[n] for n in names if n in data.results}
     cost = cost_rows(ordered, cfg.gates.loaded_profiles)
+    search = search_model(sweep_dir, verdicts)
     return ReportModel(
+        search=search,
         cost=cost,
         cost_profile=headline_profile(cost, cfg.capacity.profile),
         nodes=nodes,
@@ -465,7 +472,9 @@ def build_model(
         node_drift=verdicts.node_drift,
         blocks=len(base.blocks) if (base := data.results.get(verdicts.baseline)) is not None else 0,
         recovery=data.recovery,
-        plots=[PLOT_TTFT, PLOT_THROUGHPUT, PLOT_RANKING] + ([PLOT_PARETO, PLOT_GOODPUT] if capacity else []),
+        plots=[PLOT_TTFT, PLOT_THROUGHPUT, PLOT_RANKING]
+        + ([PLOT_PARETO, PLOT_GOODPUT] if capacity else [])
+        + ([PLOT_SEARCH] if search is not None else []),
         slo_text=slo_text(cfg.slo),
         capacity=capacity,
         goodput=goodput_rows(data.results, cfg.run.profiles, cfg.gates.confidence),

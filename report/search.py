@@ -2,20 +2,85 @@
 infeasible region and the winner's candidate file.
 
 Pipeline position: part of the report, read from ``search/trials.json`` (:mod:`contracts.trials`),
-``search/winner.yaml`` and ``verdicts.json``; it decides nothing. A trial's figure is labelled as the
-search's estimate; the winner's verdict is the gates' on its confirmation, and only a KEEP is called a
-recommendation. Without a search the section is empty.
+``search/winner.yaml`` and ``verdicts.json``; it decides nothing. :func:`search_model` builds the section
+as data (:class:`SearchSection`, ``report.json``'s ``search``); report.md (:func:`search_section`) and
+report.html render that model and take every word from the helpers here, so the three cannot disagree. A
+trial's figure is labelled as the search's estimate; the winner's verdict is the gates' on its
+confirmation, and only a KEEP is called a recommendation. Without a search there is no section.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
-from contracts.layout import SweepPaths
+from pydantic import BaseModel, ConfigDict
+
+from contracts.layout import PLOT_SEARCH, SweepPaths
 from contracts.results import CapacityResult, read_model
 from contracts.trials import SearchRecord, TrialRecord, read_search
-from contracts.verdicts import DECISION_LABELS, SweepVerdict
+from contracts.verdicts import DECISION_LABELS, Decision, SweepVerdict
+
+#: The trials table's columns (report.md and report.html).
+TRIALS_HEADER = ("trial", "point", "state", "fidelity", "estimate", "launches", "wall s", "why")
+#: The columns of the table that puts the search's estimate beside the confirmation.
+WINNER_HEADER = ("", "figure", "verdict")
+#: What the infeasible region says when every point tried started.
+ALL_STARTED = "Every point tried started."
+#: The sentence under the trials table about the plot (report.html embeds the plot itself).
+PLOT_NOTE = f"`{PLOT_SEARCH}`: each trial's estimate against the launches spent so far."
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_inf_nan="constants")
+
+
+class SearchWinner(_Model):
+    """The search's best point: its estimate (one launch), the confirmation's figure, the gates' verdict."""
+
+    name: str
+    trial: int
+    params: dict[str, Any]
+    estimate: list[float]  # the search's estimate from the trial's launch: not a measured verdict
+    measured: float | None  # the confirmation's capacity (None: below the lowest level, or not measured)
+    measured_text: str  # that figure as the report writes it ("-": not measured)
+    decision: Decision | None  # the gates' verdict on the confirmation (None: not judged)
+    recommended: bool  # only a KEEP is
+    yaml_file: str  # the winner's candidate file, relative to the sweep directory
+    yaml: str | None  # its text as written, ready for conf/candidate/ (None: the file is missing)
+
+
+class SearchSection(_Model):
+    """What the report says about the sweep's search (``report.json``: ``search``)."""
+
+    name: str
+    objective: str
+    directions: list[Literal["maximize", "minimize"]]
+    space_size: int | None  # None: a continuous space
+    distinct_launched: int  # configurations launched
+    launches: int
+    max_launches: int
+    stopped: str  # why the search stopped; "": still running or interrupted (the record is partial)
+    baseline_name: str
+    baseline: float | None  # the baseline's figure the screen was set from, when known
+    baseline_state: str  # "retained", or "replaced by NAME"
+    summary: str  # the section's opening sentence (Markdown emphasis)
+    winner: SearchWinner | None  # None: no trial was measured fully
+    advice: str  # the recommendation or why there is none (Markdown emphasis and code)
+    trials: list[TrialRecord]
+    infeasible: list[str]  # what was pruned before start, then the trials that did not start
+
+
+class WinnerRow(NamedTuple):
+    """One row of the estimate-vs-confirmation table; ``decision`` is the gates' where the row has one."""
+
+    what: str
+    figure: str
+    verdict: str
+    decision: Decision | None
+
+
+# ------------------------------------------------------------------------------------------- words
 
 
 def _params(params: dict[str, Any]) -> str:
@@ -26,86 +91,165 @@ def _values(values: list[float] | None) -> str:
     return ", ".join(f"{v:.4g}" for v in values or []) or "-"
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _trial_row(trial: TrialRecord) -> str:
+def trial_cells(trial: TrialRecord) -> list[str]:
+    """A trial's cells under :data:`TRIALS_HEADER`, as plain text."""
     why = trial.why if trial.state != "complete" or trial.same_as is not None else ""
     value = _values(trial.values)
     if trial.state == "pruned":
         value = f"{value} (screen)"
-    return (
-        f"| {trial.number} | {_cell(_params(trial.params))} | {trial.state} | {trial.fidelity} | {value} | "
-        f"{trial.launches} | {trial.wall_s:.1f} | {_cell(why)} |"
-    )
+    return [
+        str(trial.number),
+        _params(trial.params),
+        trial.state,
+        trial.fidelity,
+        value,
+        str(trial.launches),
+        f"{trial.wall_s:.1f}",
+        why,
+    ]
 
 
-def search_section(sweep_dir: Path, verdicts: SweepVerdict) -> str:
-    """The search's section of report.md ("" when the sweep ran no search)."""
-    record = read_search(sweep_dir)
-    if record is None:
-        return ""
-    out = ["", "## Search", ""]
+def winner_rows(section: SearchSection) -> list[WinnerRow]:
+    """The search's estimate (never a verdict), the confirmation's figure and verdict, the baseline's."""
+    winner = section.winner
+    if winner is None:
+        return []
+    verdict = DECISION_LABELS[winner.decision] if winner.decision is not None else "not judged"
+    rows = [
+        WinnerRow(
+            f"search's estimate (trial {winner.trial}, one launch)", _values(winner.estimate), "-", None
+        ),
+        WinnerRow(
+            f"confirmation ({winner.name} measured again, the gates)",
+            winner.measured_text,
+            verdict,
+            winner.decision,
+        ),
+    ]
+    if section.baseline is not None:
+        what = f"baseline ({section.baseline_name})"
+        rows.append(WinnerRow(what, f"{section.baseline:g}", section.baseline_state, None))
+    return rows
+
+
+def _summary(record: SearchRecord) -> str:
     size = record.space_size if record.space_size is not None else "a continuous space of"
     stopped = record.stopped or "still running, or interrupted: the record is partial"
-    out.append(
+    return (
         f"Search **{record.name}** ({record.objective}, {', '.join(record.directions)}): launched "
         f"{record.distinct_launched} of {size} configurations, {record.launches} launch(es) of "
         f"{record.max_launches} ({stopped}). Each trial's figure is the search's **estimate** from one "
         "launch; the verdict is the confirmation's: the winner measured again against the baseline on "
         "fresh runs."
     )
-    out += ["", *_winner(sweep_dir, record, verdicts)]
-    out += ["", "### Trials", ""]
-    out.append("| trial | point | state | fidelity | estimate | launches | wall s | why |")
-    out.append("|---|---|---|---|---|---|---|---|")
-    out += [_trial_row(t) for t in record.trials]
-    out += ["", "### Infeasible region", ""]
-    out += _infeasible(record)
-    winner = SweepPaths(sweep_dir).winner
-    if record.winner is not None and winner.exists():
-        out += ["", f"### The winner as a candidate file (`{record.winner.yaml_file}`)", ""]
-        out += ["```yaml", winner.read_text().rstrip(), "```"]
-    return "\n".join(out) + "\n"
 
 
-def _winner(sweep_dir: Path, record: SearchRecord, verdicts: SweepVerdict) -> list[str]:
-    if record.winner is None:
-        return ["No trial was measured fully: nothing was confirmed, the baseline stays."]
-    name = record.winner.name
-    verdict = next((v for v in verdicts.verdicts if v.candidate == name), None)
-    decision = (
-        DECISION_LABELS.get(verdict.decision, verdict.decision) if verdict is not None else "not judged"
-    )
-    cap = SweepPaths(sweep_dir).candidate(name).capacity
-    measured = "-"
-    if cap.exists():
-        found = read_model(cap, CapacityResult).capacity
-        measured = f"{found:g}" if found is not None else "below the lowest level"
-    rows = [
-        "| | figure | verdict |",
-        "|---|---|---|",
-        f"| search's estimate (trial {record.winner.trial}, one launch) | {_values(record.winner.estimate)} "
-        "| - |",
-        f"| confirmation ({name} measured again, the gates) | {measured} | {decision} |",
-    ]
-    if record.baseline is not None:
-        rows.append(f"| baseline ({verdicts.baseline}) | {record.baseline:g} | retained |")
+def _advice(winner: SearchWinner | None) -> str:
+    if winner is None:
+        return "No trial was measured fully: nothing was confirmed, the baseline stays."
     advice = (
-        f"**Recommended**: `{record.winner.yaml_file}` (drop it into `conf/candidate/`)."
-        if verdict is not None and verdict.decision == "keep"
+        f"**Recommended**: `{winner.yaml_file}` (drop it into `conf/candidate/`)."
+        if winner.recommended
         else "Not recommended: only a KEEP is; the baseline stays."
     )
-    where = " Why: the decision table's row of the winner." if verdict is not None else ""
-    return [*rows, "", f"{advice}{where}"]
+    where = " Why: the decision table's row of the winner." if winner.decision is not None else ""
+    return f"{advice}{where}"
 
 
 def _infeasible(record: SearchRecord) -> list[str]:
-    lines = [f"- pruned before start: {_cell(_params(p.params))}: {p.why}" for p in record.pruned]
+    lines = [f"pruned before start: {_params(p.params)}: {p.why}" for p in record.pruned]
     lines += [
-        f"- trial {t.number} ({_cell(_params(t.params))}): {t.why}"
+        f"trial {t.number} ({_params(t.params)}): {t.why}"
         for t in record.trials
         if t.state == "infeasible" and t.same_as is None
     ]
-    return lines or ["Every point tried started."]
+    return [line.replace("\n", " ") for line in lines]
+
+
+# ------------------------------------------------------------------------------------------- building
+
+
+def _winner(sweep_dir: Path, record: SearchRecord, verdicts: SweepVerdict) -> SearchWinner | None:
+    if record.winner is None:
+        return None
+    name = record.winner.name
+    verdict = next((v for v in verdicts.verdicts if v.candidate == name), None)
+    paths = SweepPaths(sweep_dir)
+    measured: float | None = None
+    measured_text = "-"
+    if paths.candidate(name).capacity.exists():
+        measured = read_model(paths.candidate(name).capacity, CapacityResult).capacity
+        measured_text = f"{measured:g}" if measured is not None else "below the lowest level"
+    return SearchWinner(
+        name=name,
+        trial=record.winner.trial,
+        params=record.winner.params,
+        estimate=record.winner.estimate,
+        measured=measured,
+        measured_text=measured_text,
+        decision=verdict.decision if verdict is not None else None,
+        recommended=verdict is not None and verdict.decision == "keep",
+        yaml_file=record.winner.yaml_file,
+        yaml=paths.winner.read_text() if paths.winner.exists() else None,
+    )
+
+
+def search_model(sweep_dir: Path, verdicts: SweepVerdict) -> SearchSection | None:
+    """The search's section as data, from ``search/trials.json``, ``search/winner.yaml`` and the verdicts
+    (None when the sweep ran no search)."""
+    record = read_search(sweep_dir)
+    if record is None:
+        return None
+    winner = _winner(sweep_dir, record, verdicts)
+    replaced = verdicts.retained != verdicts.baseline
+    return SearchSection(
+        name=record.name,
+        objective=record.objective,
+        directions=record.directions,
+        space_size=record.space_size,
+        distinct_launched=record.distinct_launched,
+        launches=record.launches,
+        max_launches=record.max_launches,
+        stopped=record.stopped,
+        baseline_name=verdicts.baseline,
+        baseline=record.baseline,
+        baseline_state=f"replaced by {verdicts.retained}" if replaced else "retained",
+        summary=_summary(record),
+        winner=winner,
+        advice=_advice(winner),
+        trials=record.trials,
+        infeasible=_infeasible(record),
+    )
+
+
+# ------------------------------------------------------------------------------------------- Markdown
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _md_row(cells: list[str] | tuple[str, ...]) -> str:
+    return "| " + " | ".join(_cell(c) for c in cells) + " |"
+
+
+def search_section(section: SearchSection | None) -> str:
+    """The search's section of report.md ("" when the sweep ran no search)."""
+    if section is None:
+        return ""
+    out = ["", "## Search", "", section.summary, ""]
+    if section.winner is not None:
+        out += [_md_row(WINNER_HEADER), "|---|---|---|"]
+        out += [_md_row(row[:3]) for row in winner_rows(section)]
+        out.append("")
+    out.append(section.advice)
+    out += ["", "### Trials", "", _md_row(TRIALS_HEADER), "|" + "---|" * len(TRIALS_HEADER)]
+    out += [_md_row(trial_cells(t)) for t in section.trials]
+    out += ["", PLOT_NOTE]
+    out += ["", "### Infeasible region", ""]
+    out += [f"- {line}" for line in section.infeasible] or [ALL_STARTED]
+    winner = section.winner
+    if winner is not None and winner.yaml is not None:
+        out += ["", f"### The winner as a candidate file (`{winner.yaml_file}`)", ""]
+        out += ["```yaml", winner.yaml.rstrip(), "```"]
+    return "\n".join(out) + "\n"

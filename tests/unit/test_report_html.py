@@ -3,21 +3,28 @@ summary (the decision table and a few lines, not the whole report.md), from the 
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 
-from contracts.layout import PLOT_PARETO
+from contracts.layout import PLOT_PARETO, PLOT_SEARCH, SweepPaths
+from contracts.results import read_model
 from contracts.schema import GauntletConfig
+from contracts.trials import write_search
+from contracts.verdicts import read_verdicts
 from gates.judge import judge_sweep
 from report import main, write_report
 from report.build import Built
 from report.html import HTML_FILE, png_data_uri, render_html
 from report.markdown import render_terminal
 from report.model import ReportModel
+from report.search import search_model
 from report.slo import GoodputRow, Interval
 from tests.unit.gates_fixtures import case_study, sweep_config, write_config
+from tests.unit.test_report_search import search_record, search_verdicts, searched
 
 CANDIDATES = ("baseline", "tp4_dp2", "spec_probabilistic", "mega_moe", "eplb")
 
@@ -123,3 +130,86 @@ def test_the_report_command_prints_the_summary(
     captured = capsys.readouterr()
     assert captured.out == out.terminal
     assert "report.html" in captured.err
+
+
+# ------------------------------------------------------------------------------------------- the search
+
+HOSTILE_YAML = 'defaults: [baseline, _self_]\nname: tp4_dp2  # <script>alert("&")</script>\n'
+
+
+@pytest.fixture(scope="module")
+def with_search(built: tuple[Path, Built], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The case study's sweep with a search whose winner is tp4_dp2 (REJECT), its report rebuilt."""
+    sweep = tmp_path_factory.mktemp("search") / "sweep"
+    shutil.copytree(built[0], sweep)
+    record = search_record()
+    assert record.winner is not None
+    winner = record.winner.model_copy(update={"name": "tp4_dp2"})
+    write_search(sweep, record.model_copy(update={"winner": winner}))
+    SweepPaths(sweep).winner.write_text(HOSTILE_YAML)
+    write_report(sweep, sweep_config())
+    return sweep
+
+
+def test_a_sweep_without_a_search_has_no_search_anywhere(built: tuple[Path, Built]) -> None:
+    sweep, out = built
+    assert json.loads((sweep / "report.json").read_text())["search"] is None
+    assert read_model(sweep / "report.json", ReportModel).search is None
+    assert 'id="search"' not in (sweep / HTML_FILE).read_text(encoding="utf-8")
+    assert "## Search" not in out.markdown
+
+
+def test_report_json_carries_the_search_and_the_page_shows_it(with_search: Path) -> None:
+    report = read_model(with_search / "report.json", ReportModel)
+    assert report.search == search_model(with_search, read_verdicts(with_search))
+    assert report.search is not None and report.search.winner is not None
+    assert (report.search.winner.decision, report.search.winner.recommended) == ("reject", False)
+    assert report.search.winner.yaml == HOSTILE_YAML
+    assert PLOT_SEARCH in report.plots
+    page = (with_search / HTML_FILE).read_text(encoding="utf-8")
+    section = page.split('<h2 id="search">Search</h2>', 1)[1].split("<h2", 1)[0]
+    trials = section.split('<table id="search-trials">', 1)[1].split("</table>", 1)[0]
+    assert re.findall(r'data-trial="(\d+)" data-state="(\w+)"', trials) == [
+        ("0", "infeasible"),
+        ("1", "complete"),
+        ("2", "pruned"),
+    ]
+    assert "<td>9 (screen)</td>" in trials
+    assert "<script>" not in section
+    assert "# &lt;script&gt;alert(&quot;&amp;&quot;)&lt;/script&gt;" in section
+    assert f'data-plot="{PLOT_SEARCH}"' in page
+    md = (with_search / "report.md").read_text()
+    assert "## Search" in md and "| confirmation (tp4_dp2 measured again, the gates) |" in md
+
+
+@pytest.mark.parametrize(
+    ("decision", "retained", "badge", "advice"),
+    [
+        ("keep", "s_t001", "d-keep", "<strong>Recommended</strong>: <code>search/winner.yaml</code>"),
+        ("reject", "base", "d-reject", "Not recommended: only a KEEP is; the baseline stays."),
+        ("no winner", "base", None, "No trial was measured fully: nothing was confirmed, the baseline"),
+    ],
+)
+def test_the_search_section_of_the_page(
+    built: tuple[Path, Built], tmp_path: Path, decision: str, *, retained: str, badge: str | None, advice: str
+) -> None:
+    report = read_model(built[0] / "report.json", ReportModel)
+    if decision == "no winner":
+        write_search(tmp_path, search_record(winner=False))
+        section = search_model(tmp_path, search_verdicts(None))
+    else:
+        section = searched(tmp_path, decision, retained)
+    page = render_html(report.model_copy(update={"search": section}), {})
+    search = page.split('<h2 id="search">Search</h2>', 1)[1].split("<h2", 1)[0]
+    assert f"<p>{advice}" in search
+    assert "Search <strong>s</strong> (capacity, maximize): launched 3 of 8 configurations" in search
+    assert len(re.findall(r"<tr><td data-trial=", search)) == 3
+    if badge is None:
+        assert 'id="search-winner"' not in search and "<pre" not in search
+        return
+    table = search.split('<table id="search-winner">', 1)[1].split("</table>", 1)[0]
+    estimate, confirmation, baseline = table.split("<tbody>", 1)[1].split("</tr>")[:3]
+    assert "search&#x27;s estimate (trial 1, one launch)" in estimate and "badge" not in estimate
+    assert f'class="badge {badge}"' in confirmation
+    assert ("replaced by s_t001" if decision == "keep" else "retained") in baseline
+    assert "<pre" in search and "name: s_t001" in search

@@ -1,5 +1,6 @@
-"""The report's search section (report/search.py): the estimate beside the confirmation's verdict, the
-trials, the infeasible region, the winner's file; only a KEEP is a recommendation; no search, no section."""
+"""The report's search section (report/search.py): the section as data (report.json's ``search``) and
+report.md rendered from it: the estimate beside the confirmation's verdict, the trials, the infeasible
+region, the winner's file; only a KEEP is a recommendation; no search, no section."""
 
 from __future__ import annotations
 
@@ -8,23 +9,28 @@ from pathlib import Path
 import pytest
 
 from contracts.layout import SweepPaths
+from contracts.results import CapacityResult, write_model
 from contracts.trials import PrunedPoint, SearchRecord, TrialRecord, Winner, write_search
 from contracts.verdicts import DriftResult, SweepVerdict, Verdict
-from report.search import search_section
+from report.search import SearchSection, search_model, search_section
+
+WINNER_YAML = "defaults: [baseline, _self_]\nname: s_t001\n"
 
 
-def _verdicts(decision: str | None) -> SweepVerdict:
+def search_verdicts(decision: str | None, retained: str = "base") -> SweepVerdict:
+    """The gates' verdicts on a search's winner ``s_t001`` (None: not judged)."""
     found = [] if decision is None else [Verdict(candidate="s_t001", decision=decision, reason="why")]  # type: ignore[arg-type]
     return SweepVerdict(
         baseline="base",
-        retained="base",
+        retained=retained,
         retained_reason="",
         drift=DriftResult.model_construct(),
         verdicts=found,
     )
 
 
-def _record() -> SearchRecord:
+def search_record(*, winner: bool = True) -> SearchRecord:
+    """A search of 8 points: one out of memory, a winner measured fully, one pruned at its screen."""
     trials = [
         TrialRecord(
             number=0, name="s_t000", params={"max_num_seqs": 64}, state="infeasible", why="OOM", launches=1
@@ -67,32 +73,114 @@ def _record() -> SearchRecord:
             params={"max_num_seqs": 256},
             estimate=[152.0],
             yaml_file="search/winner.yaml",
-        ),
+        )
+        if winner
+        else None,
     )
 
 
-@pytest.mark.parametrize(
-    ("decision", "shown", "advice"),
-    [
-        ("keep", "KEEP", "**Recommended**: `search/winner.yaml`"),
-        ("reject", "REJECT", "Not recommended: only a KEEP is"),
-        ("incomplete", "INCOMPLETE", "Not recommended: only a KEEP is"),
-        (None, "not judged", "Not recommended: only a KEEP is"),
-    ],
-)
+def searched(sweep: Path, decision: str | None, retained: str = "base") -> SearchSection | None:
+    """The section of a sweep directory holding :func:`search_record` and its winner's file."""
+    write_search(sweep, search_record())
+    SweepPaths(sweep).winner.write_text(WINNER_YAML)
+    return search_model(sweep, search_verdicts(decision, retained))
+
+
+#: decision on the winner, the configuration retained, its label, the advice, the baseline's row's verdict.
+VERDICT_ROWS = [
+    ("keep", "s_t001", "KEEP", "**Recommended**: `search/winner.yaml`", "replaced by s_t001"),
+    ("reject", "base", "REJECT", "Not recommended: only a KEEP is", "retained"),
+    ("incomplete", "base", "INCOMPLETE", "Not recommended: only a KEEP is", "retained"),
+    (None, "base", "not judged", "Not recommended: only a KEEP is", "retained"),
+]
+
+
+@pytest.mark.parametrize(("decision", "retained", "shown", "advice", "base_state"), VERDICT_ROWS)
 def test_the_search_section_puts_the_estimate_beside_the_confirmations_verdict(
-    tmp_path: Path, decision: str | None, shown: str, advice: str
+    tmp_path: Path, decision: str | None, *, retained: str, shown: str, advice: str, base_state: str
 ) -> None:
-    assert search_section(tmp_path, _verdicts(decision)) == ""  # no search: no section
-    write_search(tmp_path, _record())
-    SweepPaths(tmp_path).winner.write_text("defaults: [baseline, _self_]\nname: s_t001\n")
-    text = search_section(tmp_path, _verdicts(decision))
+    text = search_section(searched(tmp_path, decision, retained))
     assert "launched 3 of 8 configurations, 3 launch(es) of 4 (budget spent: 3 of 3 launches)" in text
     assert "| search's estimate (trial 1, one launch) | 152 | - |" in text
     assert f"| confirmation (s_t001 measured again, the gates) | - | {shown} |" in text
-    assert "| baseline (base) | 128 | retained |" in text
+    assert f"| baseline (base) | 128 | {base_state} |" in text
     assert advice in text
     assert "| 2 | max_num_seqs=128 | pruned | screen | 9 (screen) | 1 |" in text
     assert "- pruned before start: layout=tp8_dp2: TP x DP = 16 exceeds the 8 GPUs" in text
     assert "- trial 0 (max_num_seqs=64): OOM" in text
     assert "```yaml\ndefaults: [baseline, _self_]\nname: s_t001\n```" in text
+
+
+@pytest.mark.parametrize(
+    ("decision", "capacity", "measured", "measured_text", "recommended"),
+    [
+        ("keep", 160.0, 160.0, "160", True),
+        ("reject", None, None, "below the lowest level", False),
+        ("inconclusive", "no file", None, "-", False),
+        (None, 150.0, 150.0, "150", False),
+    ],
+)
+def test_the_model_holds_the_estimate_the_confirmation_and_the_gates_decision(
+    tmp_path: Path,
+    decision: str | None,
+    *,
+    capacity: float | str | None,
+    measured: float | None,
+    measured_text: str,
+    recommended: bool,
+) -> None:
+    if capacity != "no file":
+        found = capacity if isinstance(capacity, float) else None
+        cap = CapacityResult(
+            candidate="s_t001",
+            profile="p",
+            mode="concurrency",
+            unit="concurrent",
+            slo="s",
+            slo_text="TTFT p99 <= 1 s",
+            capacity=found,
+            low=found,
+            high=None,
+            resolution=0.25,
+            gpus=8,
+        )
+        path = SweepPaths(tmp_path).candidate("s_t001").capacity
+        path.parent.mkdir(parents=True)
+        write_model(path, cap)
+    section = searched(tmp_path, decision)
+    assert section is not None and section.winner is not None
+    winner = section.winner
+    assert (winner.estimate, winner.measured, winner.measured_text) == ([152.0], measured, measured_text)
+    assert (winner.decision, winner.recommended) == (decision, recommended)
+    assert winner.yaml == WINNER_YAML
+    assert section.trials == search_record().trials
+    assert section.infeasible == [
+        "pruned before start: layout=tp8_dp2: TP x DP = 16 exceeds the 8 GPUs",
+        "trial 0 (max_num_seqs=64): OOM",
+    ]
+    budget = (section.space_size, section.distinct_launched, section.launches, section.max_launches)
+    assert budget == (8, 3, 3, 4)
+    assert SearchSection.model_validate_json(section.model_dump_json()) == section
+
+
+def test_without_a_winner_nothing_is_confirmed_or_recommended(tmp_path: Path) -> None:
+    write_search(tmp_path, search_record(winner=False))
+    section = search_model(tmp_path, search_verdicts(None))
+    assert section is not None and section.winner is None
+    text = search_section(section)
+    assert "No trial was measured fully: nothing was confirmed, the baseline stays." in text
+    assert "search's estimate" not in text and "Recommended" not in text and "```yaml" not in text
+    assert "| 1 | max_num_seqs=256 | complete | full | 152 | 1 |" in text
+
+
+def test_a_partial_record_says_so_and_every_point_started(tmp_path: Path) -> None:
+    record = search_record(winner=False).model_copy(update={"stopped": "", "pruned": [], "trials": []})
+    write_search(tmp_path, record)
+    text = search_section(search_model(tmp_path, search_verdicts(None)))
+    assert "(still running, or interrupted: the record is partial)" in text
+    assert "### Infeasible region\n\nEvery point tried started." in text
+
+
+def test_no_search_no_section(tmp_path: Path) -> None:
+    assert search_model(tmp_path, search_verdicts("keep")) is None
+    assert search_section(None) == ""
