@@ -31,7 +31,15 @@ from contracts.schema import GauntletConfig
 from contracts.search import OBJECTIVES, PRUNERS, SAMPLERS, SearchConfig, Space
 from contracts.trials import Confirmation, SearchRecord, TrialRecord, Winner, read_search, write_search
 from contracts.verdicts import DECISION_LABELS, SweepVerdict
-from orchestrator.config.space import FlagCheck, Pruned, parse_space, point_overrides, prune
+from orchestrator.config.space import (
+    FlagCheck,
+    Pruned,
+    candidate_at,
+    changed_fields,
+    parse_space,
+    point_overrides,
+    prune,
+)
 from orchestrator.config.validate import Sources
 from orchestrator.measure.trial import TrialOutcome
 
@@ -201,13 +209,19 @@ def opening_line(search: SearchConfig, space: Space) -> str:
     )
 
 
-def best_trial(record: SearchRecord) -> TrialRecord | None:
+def best_trial(
+    record: SearchRecord, changes: Callable[[TrialRecord], int] | None = None
+) -> TrialRecord | None:
     """The trial to confirm: the highest first objective among fully measured trials (on the Pareto front
-    when there is one); None when no trial was measured fully."""
+    when there is one); None when no trial was measured fully. Equal estimates (a capacity search answers
+    on its grid of levels, so points near the optimum often tie) go to the point that changes the fewest of
+    the baseline's settings (``changes``), then to the earliest trial: a setting that bought nothing the
+    search could see is not a change to confirm."""
     full = [t for t in record.trials if t.state == "complete" and t.values and t.same_as is None]
     if record.pareto:
         full = [t for t in full if t.number in record.pareto]
-    return max(full, key=lambda t: (t.values or [0.0])[0], default=None)
+    fewest = changes or (lambda _t: 0)
+    return max(full, key=lambda t: ((t.values or [0.0])[0], -fewest(t), -t.number), default=None)
 
 
 def trial_record(
@@ -292,6 +306,15 @@ class SearchRun:
         self.pruned: Pruned = prune(space, cfg, flag_check)
         self.launch_job, self.say, self.clock = launch_job, say, clock
         self.launch_batch = launch_batch
+
+    def _changes(self, trial: TrialRecord) -> int:
+        """How many of the baseline's settings the trial's point changes (the tie-break of best_trial)."""
+        base = self.cfg.baseline
+        try:
+            point = candidate_at(base, trial.params, self.pruned.space.layouts, base.name)
+        except ValueError:
+            return len(trial.params)
+        return len(changed_fields(base, point))
 
     def level(self) -> tuple[float, float | None]:
         """The screen's load level (search.load_level, else the baseline's capacity, else capacity.start)
@@ -380,7 +403,7 @@ class SearchRun:
             record.pareto = [
                 t.number for t in study.best_trials if t.number in {x.number for x in record.trials}
             ]
-        best = best_trial(record)
+        best = best_trial(record, self._changes)
         size = record.space_size
         of = f"{size}" if size is not None else "a continuous space of"
         self.say(f"search: launched {record.distinct_launched} of {of} configurations ({reason})")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +191,25 @@ def candidate_at(
         spec = replace(spec, num_speculative_tokens=int(tokens))
     changes["speculative"] = spec
     return replace(baseline, **changes)
+
+
+def changed_fields(baseline: CandidateConfig, candidate: CandidateConfig) -> list[str]:
+    """The candidate fields a point changes from the baseline (``speculative.*`` one by one; name and
+    description are not settings). A field the baseline leaves unset and the point sets counts as changed.
+
+    >>> base = CandidateConfig(name="b", max_num_batched_tokens=16384)
+    >>> changed_fields(base, replace(base, name="c", max_num_seqs=64, max_num_batched_tokens=16384))
+    ['max_num_seqs']
+    """
+
+    def flat(c: CandidateConfig) -> dict[str, Any]:
+        out = {k: v for k, v in asdict(c).items() if k not in ("name", "description", "speculative")}
+        spec = asdict(c.speculative) if c.speculative is not None else {}
+        out.update({f"speculative.{k}": v for k, v in spec.items()})
+        return out
+
+    before, after = flat(baseline), flat(candidate)
+    return [k for k in sorted(before.keys() | after.keys()) if before.get(k) != after.get(k)]
 
 
 def _spec_off(point: Mapping[str, Any]) -> bool:

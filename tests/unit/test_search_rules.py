@@ -10,6 +10,7 @@ import optuna
 import pytest
 import yaml
 
+from contracts.schema import CandidateConfig, SpeculativeConfig
 from contracts.search import Dimension, SearchConfig, Space
 from contracts.trials import SearchRecord, TrialRecord, Winner, read_search, write_search
 from contracts.verdicts import DriftResult, SweepVerdict, Verdict
@@ -22,7 +23,7 @@ from orchestrator.app.search import (
     stop_reason,
     winner_yaml,
 )
-from orchestrator.config.space import parse_space
+from orchestrator.config.space import candidate_at, changed_fields, parse_space
 
 
 def _trial(number: int, value: float | None, *, state: str = "complete", launches: int = 1) -> TrialRecord:
@@ -125,13 +126,55 @@ def test_gpu_hours_are_a_budget_too() -> None:
         ([_trial(0, 100, state="pruned"), _trial(1, None, state="infeasible")], [], None),
         # on a Pareto front, the highest capacity of the front
         ([_trial(0, 100), _trial(1, 150), _trial(2, 120)], [0, 2], 2),
+        # a tie goes to the point that changes fewest of the baseline's settings (here: trial number mod 3)
+        ([_trial(4, 189), _trial(3, 181), _trial(5, 189), _trial(6, 189)], [], 6),
+        # then to the earliest trial
+        ([_trial(3, 189), _trial(6, 189)], [], 3),
+        # never over a higher estimate
+        ([_trial(3, 189), _trial(4, 190)], [], 4),
     ],
 )
 def test_the_trial_confirmed_is_the_best_fully_measured_one(
     trials: list[TrialRecord], pareto: list[int], best: int | None
 ) -> None:
-    found = best_trial(_record(trials, pareto=pareto))
+    found = best_trial(_record(trials, pareto=pareto), lambda t: t.number % 3)
     assert (found.number if found is not None else None) == best
+
+
+@pytest.mark.parametrize(
+    ("point", "changed"),
+    [
+        # the demo's tie: the same capacity estimate with the baseline's budget or a quarter of it
+        (
+            {"max_num_batched_tokens": 16384, "speculative.num_speculative_tokens": 3},
+            ["speculative.num_speculative_tokens"],
+        ),
+        (
+            {"max_num_batched_tokens": 4096, "speculative.num_speculative_tokens": 3},
+            ["max_num_batched_tokens", "speculative.num_speculative_tokens"],
+        ),
+        # a layout expands to its fields; the baseline's own layout changes nothing
+        ({"layout": "tp2_dp4"}, []),
+        ({"layout": "tp4_dp2"}, ["data_parallel_size", "tensor_parallel_size"]),
+        # a setting the baseline leaves to vLLM's default counts as changed when the point sets it
+        ({"max_num_seqs": 256}, ["max_num_seqs"]),
+    ],
+)
+def test_changed_fields_counts_what_a_point_changes_from_the_baseline(
+    point: dict[str, Any], changed: list[str]
+) -> None:
+    base = CandidateConfig(
+        name="baseline",
+        tensor_parallel_size=2,
+        data_parallel_size=4,
+        max_num_batched_tokens=16384,
+        speculative=SpeculativeConfig(method="dspark", num_speculative_tokens=7),
+    )
+    layouts = {
+        "tp2_dp4": {"tensor_parallel_size": 2, "data_parallel_size": 4},
+        "tp4_dp2": {"tensor_parallel_size": 4, "data_parallel_size": 2},
+    }
+    assert changed_fields(base, candidate_at(base, point, layouts, "t")) == changed
 
 
 def test_the_winner_is_a_candidate_file_on_the_baselines() -> None:
