@@ -377,6 +377,9 @@ class SweeperCore(BasicSweeper):
         cfg = self.searching
         baseline_option = str(self.config.hydra.runtime.choices.get("candidate@baseline", "baseline"))
         results: list[str | TrialOutcome] = []
+        # Hydra's record of the multirun, as its basic sweeper writes it before the first job: the launcher
+        # it names is how `stop`, `rollback` and the closing job lines find the search's scheduler jobs.
+        OmegaConf.save(self.config, SweepPaths(sweep_dir).multirun)
 
         def launch_batch(jobs: list[tuple[list[str], TrialTicket]]) -> list[Any]:
             """Trials side by side (search.parallel): one launch of several jobs; a job that failed is

@@ -15,6 +15,7 @@ import pytest
 from contracts.layout import SweepPaths
 from contracts.results import CandidateRun, read_model
 from contracts.trials import read_search
+from orchestrator.servers.scheduler import launcher_executor
 from tests.integration.sweep_helpers import assert_finished, kill_servers, run_sweep
 from tests.integration.test_search_storage import FAST
 from tests.ports import port_is_free
@@ -50,6 +51,8 @@ def test_two_trials_run_side_by_side_each_paired_with_its_nodes_baseline(
     assert_finished(code, out, sweep)
     record = read_search(sweep)
     assert record is not None and record.launches == 2, out[-3000:]
+    # Hydra's record names the submitit launcher: how `stop` and `rollback` find the trials' jobs.
+    assert launcher_executor(sweep) == "local"
     paths = SweepPaths(sweep)
     nodes = []
     for trial in record.trials:

@@ -21,18 +21,24 @@ from pathlib import Path
 import psutil
 import pytest
 
+from contracts.layout import SweepPaths
+from contracts.results import CandidateRun, read_model
+from contracts.trials import read_search
 from orchestrator.ledger.events import Started
 from orchestrator.ledger.journal import Journal
 from orchestrator.servers.scheduler import sweep_job_ids
 from tests.integration.sweep_helpers import (
     ROOT,
+    assert_finished,
     kill_servers,
     run_cli,
+    run_sweep,
     sim_servers,
     start,
     sweep_dir,
     wait_for,
 )
+from tests.integration.test_search_storage import FAST as SEARCH_FAST
 from tests.ports import port_is_free
 
 pytest.importorskip(
@@ -284,3 +290,40 @@ def test_a_two_node_job_gets_two_nodes_of_the_local_cluster(slurm_cluster: None)
     here = subprocess.run(["hostname"], capture_output=True, text=True, check=True).stdout.strip()
     tasks = sorted(line.split() for line in done.stdout.splitlines())
     assert tasks == [["n1", "0", "n[1-2]", here], ["n2", "1", "n[1-2]", here]], done.stdout
+
+
+def test_a_search_runs_its_trials_as_parallel_slurm_jobs_each_paired_with_its_nodes_baseline(
+    slurm_cluster: None, tmp_path: Path, cluster_port: int
+) -> None:
+    """``search.parallel=2`` on ``hydra/launcher=gauntlet_slurm`` (issue 34, item 6): one batch of two trials
+    goes out as one SLURM job array, each job on a simulated node of its own measuring that node's baseline
+    first; the winner's confirmation is a SLURM job too; nothing is left queued or serving."""
+    sweeps = tmp_path / "sweeps"
+    args = [
+        *SEARCH_FAST,
+        *ON_THIS_CLUSTER,
+        "search.parallel=2",
+        "search.max_launches=2",
+        "run.simulated_nodes=2",
+        "run.retained_after_sweep=stop",
+    ]
+    code, out, sweep = run_sweep(args, sweeps=sweeps, port=cluster_port, timeout=400)
+    assert_finished(code, out, sweep)
+    record = read_search(sweep)
+    assert record is not None and record.launches == 2, out[-3000:]
+    paths = SweepPaths(sweep)
+    nodes = []
+    for trial in record.trials:
+        assert trial.state == "complete", (trial.name, trial.state, trial.why)
+        run = read_model(paths.trial(trial.name).run_file, CandidateRun)
+        assert run.node is not None and run.paired_baseline == f"baseline@{run.node}", run
+        nodes.append(run.node)
+    assert sorted(nodes) == ["sim-node-0", "sim-node-1"]  # one batch, one trial per node
+    jobs = job_ids(sweep)
+    assert len(jobs) == 3, jobs  # the batch's two trials (one array) and the confirmation
+    for trial in record.trials:  # each trial's SLURM id and final state as SLURM reports it
+        assert re.search(rf"job \S+\s+{trial.name}\s+sim-node-\d\s+COMPLETED", out), out[-3000:]
+    assert record.winner is not None and record.confirmation is not None
+    assert f"search: winner {record.winner.name}: " in out
+    assert not queued(jobs)
+    assert all(not sim_servers(cluster_port + k) for k in range(3))
