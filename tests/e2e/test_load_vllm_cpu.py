@@ -9,6 +9,7 @@ reasoning chunks; tiny-random checks that generated prompts hit their token targ
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import pytest
 from contracts.results import ProfileSummary, RequestRecord, read_jsonl
 from contracts.schema import LengthConfig, WorkloadConfig
 from launch.supervisor import Server, Supervisor
-from launch.testmodels import chain_completion_tokens, chain_prompt
+from launch.testmodels import MAX_REASONING_TOKENS, chain_completion_tokens, chain_prompt
 from load import run_profile
 
 pytestmark = pytest.mark.slow
@@ -51,12 +52,14 @@ def run(server: Server, out: Path, workload: WorkloadConfig, **kw: Any) -> Profi
     )
 
 
-def chain_workload(prompts: Path, *, max_tokens: int, concurrency: int = 1) -> WorkloadConfig:
-    (prompts / "chain.json").write_text(json.dumps([chain_prompt(n) for n in CHAIN_LENGTHS]))
+def chain_workload(
+    prompts: Path, *, max_tokens: int, concurrency: int = 1, lengths: Sequence[int] = CHAIN_LENGTHS
+) -> WorkloadConfig:
+    (prompts / "chain.json").write_text(json.dumps([chain_prompt(n) for n in lengths]))
     return WorkloadConfig(
         name="chain",
         concurrency=concurrency,
-        num_requests=len(CHAIN_LENGTHS),
+        num_requests=len(lengths),
         warmup_requests=0,
         prompt_tokens=LengthConfig(kind="fixed", mean=1),
         output_tokens=LengthConfig(kind="fixed", mean=max_tokens),
@@ -68,16 +71,13 @@ def chain_workload(prompts: Path, *, max_tokens: int, concurrency: int = 1) -> W
     )
 
 
-def test_first_visible_answer_comes_after_exactly_the_reasoning_chain(
-    chain_server: Server, tmp_path: Path
-) -> None:
-    summary = run(
-        chain_server, tmp_path / "out", chain_workload(tmp_path, max_tokens=128), prompts_dir=tmp_path
-    )
-    records = read_jsonl(tmp_path / "out" / "records.jsonl", RequestRecord)
-    assert summary.completed == len(CHAIN_LENGTHS) and summary.errors == {}
-    seen_reasoning_first: list[int] = []
-    for record, n in zip(records, CHAIN_LENGTHS, strict=True):
+def _reasoning_shown_first(
+    summary: ProfileSummary, records: list[RequestRecord], lengths: Sequence[int]
+) -> list[int]:
+    """Check each chain request's timing; return the chain lengths whose reasoning came before the answer."""
+    assert summary.completed == len(lengths) and summary.errors == {}
+    seen: list[int] = []
+    for record, n in zip(records, lengths, strict=True):
         assert record.finish_reason == "stop"
         # usage: n reasoning tokens + </think> + the 4-token answer + </s>, so exactly n before the answer
         assert record.completion_tokens == chain_completion_tokens(n)
@@ -90,9 +90,31 @@ def test_first_visible_answer_comes_after_exactly_the_reasoning_chain(
         assert len(before_answer) <= n
         if before_answer:
             assert record.ttft_s < record.first_visible_s
-            seen_reasoning_first.append(n)
-    assert seen_reasoning_first, "no request showed its reasoning before its answer"
+            seen.append(n)
+    return seen
+
+
+def test_first_visible_answer_comes_after_exactly_the_reasoning_chain(
+    chain_server: Server, tmp_path: Path
+) -> None:
+    summary = run(
+        chain_server, tmp_path / "out", chain_workload(tmp_path, max_tokens=128), prompts_dir=tmp_path
+    )
+    records = read_jsonl(tmp_path / "out" / "records.jsonl", RequestRecord)
+    seen_reasoning_first = _reasoning_shown_first(summary, records, CHAIN_LENGTHS)
     assert summary.first_visible_censored.censored == 0
+    # A server starved of CPU (the other e2e worker starting vLLM beside it) can merge even a 64-token chain
+    # and its answer into one chunk: then the longest chain alone, up to three times, must show its
+    # reasoning first (the timing above is checked on every one).
+    for attempt in range(3):
+        if seen_reasoning_first:
+            break
+        out = tmp_path / f"longest{attempt}"
+        workload = chain_workload(tmp_path, max_tokens=128, lengths=[MAX_REASONING_TOKENS])
+        again = run(chain_server, out, workload, prompts_dir=tmp_path)
+        longest = read_jsonl(out / "records.jsonl", RequestRecord)
+        seen_reasoning_first = _reasoning_shown_first(again, longest, [MAX_REASONING_TOKENS])
+    assert seen_reasoning_first, "no request showed its reasoning before its answer"
 
 
 def test_an_answer_cut_off_by_max_tokens_is_censored_not_dropped(
