@@ -13,7 +13,7 @@ OVERRIDES ?=
 
 help:
 	@echo "make demo      run the case-study sweep on the simulator (sets up first)"
-	@echo "make demo-search  search 192 simulated configurations for the best one, confirm it, restore"
+	@echo "make demo-search  search 576 simulated configurations for the best one, confirm it, restore"
 	@echo "make demo-parallel  the same with its candidates as 2 parallel jobs (submitit, simulated cluster)"
 	@echo "make demo-slurm  the same with its candidates as SLURM jobs on this machine's cluster (make slurm-local)"
 	@echo "make demo-multinode  2-node candidates (TP16 across nodes, DP over nodes) as 2-node SLURM jobs here"
@@ -103,7 +103,7 @@ list: setup
 demo: setup
 	$(RUN) -m orchestrator -m 'candidate=glob(*)' +experiment=demo $(OVERRIDES)
 
-# A search instead of hand-written candidates (docs/search.md): 192 configurations of the simulated host,
+# A search instead of hand-written candidates (docs/search.md): 576 configurations of the simulated host,
 # 14 launches at most, the best one measured again against the baseline, then the usual restore.
 demo-search: setup
 	$(RUN) -m orchestrator -m +experiment=demo_search $(OVERRIDES)

@@ -367,8 +367,8 @@ def format_search_plan(
     lines.append(f"  {flags}")
     hours = f", {search.max_gpu_hours:g} GPU-hours" if search.max_gpu_hours is not None else ""
     lines.append(
-        f"  budget: {search.max_launches} launches{hours}; stops after {search.stall_trials} launches "
-        f"without a {search.min_improvement:.0%} improvement"
+        f"  budget: {search.max_launches} launches{hours}; stops after {search.stall_trials} trials "
+        f"measured fully without a {search.min_improvement:.0%} better estimate"
     )
     startup_s, source = startup
     wall = estimated_wall_s(search, startup_s)

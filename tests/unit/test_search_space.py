@@ -244,7 +244,7 @@ def test_plan_says_the_size_what_was_pruned_and_why_the_budget_and_the_wall_time
         "change TP or DP)",
         "  left to search: 2 point(s)",
         "  flags checked",
-        "  budget: 5 launches; stops after 8 launches without a 2% improvement",
+        "  budget: 5 launches; stops after 8 trials measured fully without a 2% better estimate",
         "  estimated wall time of its server starts: 7 min (5 + 2 confirmation launches at 60 s each, from a "
         "bound; the load runs come on top)",
     ]
