@@ -52,10 +52,18 @@ class Child(Protocol):
 
 
 class Spawner(Protocol):
-    """Starts a server in a new session with stdin closed and stdout+stderr appended to ``log_path``."""
+    """Starts a server in a new session with stdin closed and stdout+stderr appended to ``log_path``; with
+    ``autogroup_nice``, gives that session's scheduling group this nice value (:func:`set_autogroup_nice`)
+    and says so in the log."""
 
     def __call__(
-        self, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log_path: Path
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: Path,
+        log_path: Path,
+        autogroup_nice: int | None = None,
     ) -> Child: ...
 
 
@@ -100,10 +108,21 @@ class PopenSpawner:
     (the retained server is the live service) and a later run adopts it from the journal.
     """
 
-    def __call__(self, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log_path: Path) -> Child:
+    def __init__(self, proc: Path = Path("/proc")) -> None:
+        self._proc = proc
+
+    def __call__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: Path,
+        log_path: Path,
+        autogroup_nice: int | None = None,
+    ) -> Child:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("ab") as log:
-            return _DetachedPopen(  # the child keeps its own copy of the log descriptor
+            child = _DetachedPopen(  # the child keeps its own copy of the log descriptor
                 list(argv),
                 env=dict(env),
                 cwd=cwd,
@@ -113,6 +132,37 @@ class PopenSpawner:
                 start_new_session=True,
                 close_fds=True,
             )
+        if autogroup_nice is not None:  # the session's group: its processes share it, forked ones too
+            said = set_autogroup_nice(child.pid, autogroup_nice, proc=self._proc)
+            with log_path.open("a") as text:
+                text.write(f"# gauntlet: {said}\n")
+        return child
+
+
+def set_autogroup_nice(pid: int, nice: int, *, proc: Path = Path("/proc")) -> str:
+    """Give the scheduling group of ``pid``'s session (Linux's autogroup) the nice value ``nice``; what
+    happened, as one line for the server's log. Never raises: a kernel without autogroups, or a refusal
+    (a negative value needs CAP_SYS_NICE), leaves the server as it is, and the line says why.
+
+    Linux shares a CPU between sessions before it shares it between their threads, and a server started
+    by gauntlet is a session of its own; the nice value weighs that whole session against the others.
+    """
+    where = proc / str(pid) / "autogroup"
+    try:
+        where.write_text(f"{nice}\n")
+        now = where.read_text().strip()  # "/autogroup-123 nice 10"
+    except OSError as exc:
+        return f"host.server_autogroup_nice {nice} not applied to pid {pid}: {exc.strerror or exc} ({where})"
+    try:
+        enabled = (proc / "sys" / "kernel" / "sched_autogroup_enabled").read_text().strip()
+    except OSError:
+        enabled = ""
+    if enabled == "0":
+        return (
+            f"host.server_autogroup_nice {nice} set ({now}) but without effect: the kernel's autogroups are "
+            "off (kernel.sched_autogroup_enabled = 0)"
+        )
+    return f"scheduling group of pid {pid}'s session: {now} (host.server_autogroup_nice)"
 
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100

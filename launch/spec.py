@@ -113,6 +113,9 @@ class LaunchSpec:
     #: The other nodes' commands of a candidate spanning nodes (node k = index + 1; empty: one node). The
     #: head's is ``argv``; each follower runs ``--headless`` and meets the head at ``HEAD_ADDRESS``.
     followers: tuple[tuple[str, ...], ...] = ()
+    #: The nice value of the server's scheduling group (host.server_autogroup_nice; None: left alone). How
+    #: the host schedules the server, not what the server is: outside the fingerprint.
+    autogroup_nice: int | None = None
 
     @property
     def nodes(self) -> int:
@@ -187,6 +190,8 @@ class LaunchSpec:
             del data["env_passthrough"]  # so are specs that pass nothing through
         else:
             data["env_passthrough"] = list(self.env_passthrough)
+        if self.autogroup_nice is None:
+            del data["autogroup_nice"]  # as are specs that leave the scheduler alone
         if not self.followers:
             del data["followers"]  # single-node specs are written as before
         else:
@@ -451,6 +456,7 @@ def render_spec(service: ServiceConfig, candidate: CandidateConfig, host: HostCo
         api_key_env=service.api_key_env,
         env_passthrough=tuple(host.env_passthrough),
         followers=followers,
+        autogroup_nice=host.server_autogroup_nice,
     )
     return _with_fingerprint(spec)
 

@@ -150,7 +150,9 @@ class Supervisor:
         started_at = self._wall()
         started_mono = self._clock()
         try:
-            child = self._spawn(argv, env=env, cwd=self._root, log_path=log_path)
+            child = self._spawn(
+                argv, env=env, cwd=self._root, log_path=log_path, autogroup_nice=spec.autogroup_nice
+            )
         except OSError as exc:
             if rpc is not None:  # no server, so no socket: the directory made for it goes too
                 clear_rpc_dir(rpc)
@@ -190,7 +192,9 @@ class Supervisor:
                       f"{' '.join(command)}\n")  # fmt: skip
         started_at, started_mono = self._wall(), self._clock()
         try:
-            child = self._spawn(command, env=env, cwd=self._root, log_path=log_path)
+            child = self._spawn(
+                command, env=env, cwd=self._root, log_path=log_path, autogroup_nice=spec.autogroup_nice
+            )
         except OSError as exc:
             what = f"could not start node {node} of {spec.candidate} ({command[0]}): {exc}"
             raise LaunchError(what) from exc

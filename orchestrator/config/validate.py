@@ -403,6 +403,10 @@ def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
         problems.append(port)
     if host.time_scale <= 0:
         problems.append(ConfigProblem(host_file, "host.time_scale", host.time_scale, "a positive factor"))
+    nice = host.server_autogroup_nice
+    if nice is not None and not -20 <= nice <= 19:
+        allowed = "an integer -20..19 (Linux's nice range), or null to leave the scheduler's default"
+        problems.append(ConfigProblem(host_file, "host.server_autogroup_nice", nice, allowed))
     if not host.entrypoint or not any("{model}" in part for part in host.entrypoint):
         problems.append(
             ConfigProblem(host_file, "host.entrypoint", host.entrypoint, "a command containing '{model}'")

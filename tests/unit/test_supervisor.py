@@ -112,9 +112,17 @@ class FakeSystem:
 
     # ---- Spawner
     def __call__(
-        self, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log_path: Path
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: Path,
+        log_path: Path,
+        autogroup_nice: int | None = None,
     ) -> FakeChild:
-        self.spawned.append({"argv": list(argv), "env": dict(env), "cwd": cwd, "log_path": log_path})
+        self.spawned.append(
+            {"argv": list(argv), "env": dict(env), "cwd": cwd, "log_path": log_path, "nice": autogroup_nice}
+        )
         self.spawn_time = self.now
         root = self._new(0, "api_server", self.scenario.root_on_term, self.scenario.root_on_kill)
         parent = root.pid
@@ -629,7 +637,14 @@ def test_what_the_start_could_not_clear_from_the_ipc_directory_is_said_once(
 
 
 def test_a_server_that_cannot_be_spawned_leaves_no_ipc_directory(tmp_path: Path, short_tmp: Path) -> None:
-    def spawner(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log_path: Path) -> FakeChild:
+    def spawner(
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: Path,
+        log_path: Path,
+        autogroup_nice: int | None = None,
+    ) -> FakeChild:
         raise PermissionError(13, "Permission denied")
 
     sup, _, _ = make(Scenario(ready_after=0.0), spawner=spawner, rpc_root=short_tmp)
@@ -798,7 +813,14 @@ def test_exit_code_of_a_server_seen_gone_before_it_is_reaped_is_awaited(tmp_path
     system = FakeSystem(Scenario(ready_after=None, exits_after=2.0, exit_code=1, log=log))
     spawn = system.__call__
 
-    def spawner(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log_path: Path) -> FakeChild:
+    def spawner(
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: Path,
+        log_path: Path,
+        autogroup_nice: int | None = None,
+    ) -> FakeChild:
         child = spawn(argv, env=env, cwd=cwd, log_path=log_path)
         return LeaderZombieChild(child.pid, system)
 
