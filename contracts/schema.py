@@ -167,11 +167,7 @@ class HostConfig:
     time_scale: float = 1.0
     # Flags passed only to the simulator (its profile and fault injection).
     sim_args: dict[str, Any] = field(default_factory=dict)
-    # Nice value (-20..19) of the scheduling group of each server gauntlet starts on this machine; null:
-    # left as Linux sets it. Linux shares CPU time between sessions ("autogroups") before their threads,
-    # and every server runs in a session of its own. The cpu host sets 10: there vLLM shares 2 cores with
-    # the load client, and at 0 it sent a lone request's tokens in one burst at its end (TTFT = its whole
-    # decode); docs/launcher.md, "The server's CPU share". Not applied to SLURM jobs or other nodes.
+    # Nice (-20..19) of each started server's session (Linux autogroup), null: left alone (docs/launcher.md).
     server_autogroup_nice: int | None = None
     # Price of one GPU-hour on this host in $ (the cost figures: $ per million output tokens, the cost
     # gate; docs/accuracy-and-cost.md). The host's gpu_count GPUs are paid for. None = no cost figures.
