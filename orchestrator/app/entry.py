@@ -28,6 +28,7 @@ from orchestrator.app.sweeper import SweepEnded, register_sweeper
 from orchestrator.config.compose import register_configs
 from orchestrator.config.extras import check_extras
 from orchestrator.config.guard import check_yaml_files, config_roots
+from orchestrator.config.overrides import check_overrides
 from orchestrator.servers.seams import say_stderr
 
 #: Hydra flags that print or complete instead of running; the sweep runs as a multirun otherwise.
@@ -51,6 +52,7 @@ def job(config: DictConfig) -> str:
 def _hydra_entry() -> None:
     argv = sys.argv[1:]  # before Hydra parses a file it will read (an anchor bomb never returns)
     check_yaml_files(config_roots(argv), argv)
+    check_overrides(argv, config_roots(argv))  # search=null: the way to drop a group, not a traceback
     check_extras(sys.argv[1:])  # a launcher of a missing extra: the pip command, not "Could not load"
     register_configs()
     register_sweeper()

@@ -45,6 +45,7 @@ from launch.spec import SECRET_NAME, env_reference, referenced
 from orchestrator.config.compose_errors import translate_compose_error, unknown_keys
 from orchestrator.config.extras import check_extras
 from orchestrator.config.guard import YamlReads, check_yaml_files, config_roots
+from orchestrator.config.overrides import check_overrides
 from orchestrator.config.resolvers import gpus_per_node, job_minutes
 from orchestrator.config.validate import Sources, validate
 
@@ -302,6 +303,7 @@ def check_before_composing(
     argv = [*overrides, *extra]
     roots = config_roots(argv, Path(location.config_path or CONF_DIR))
     check_yaml_files(roots, argv, config_name=location.name, reads=reads)
+    check_overrides(overrides, roots)
     check_extras(overrides)
 
 
