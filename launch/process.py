@@ -108,9 +108,6 @@ class PopenSpawner:
     (the retained server is the live service) and a later run adopts it from the journal.
     """
 
-    def __init__(self, proc: Path = Path("/proc")) -> None:
-        self._proc = proc
-
     def __call__(
         self,
         argv: Sequence[str],
@@ -132,10 +129,8 @@ class PopenSpawner:
                 start_new_session=True,
                 close_fds=True,
             )
-        if autogroup_nice is not None:  # the session's group: its processes share it, forked ones too
-            said = set_autogroup_nice(child.pid, autogroup_nice, proc=self._proc)
-            with log_path.open("a") as text:
-                text.write(f"# gauntlet: {said}\n")
+            if autogroup_nice is not None:  # the session's group: its processes share it, forked ones too
+                log.write(f"# gauntlet: {set_autogroup_nice(child.pid, autogroup_nice)}\n".encode())
         return child
 
 

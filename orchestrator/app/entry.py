@@ -51,8 +51,9 @@ def job(config: DictConfig) -> str:
 
 def _hydra_entry() -> None:
     argv = sys.argv[1:]  # before Hydra parses a file it will read (an anchor bomb never returns)
-    check_yaml_files(config_roots(argv), argv)
-    check_overrides(argv, config_roots(argv))  # search=null: the way to drop a group, not a traceback
+    roots = config_roots(argv)
+    check_yaml_files(roots, argv)
+    check_overrides(argv, roots)  # search=null: the way to drop a group, not a traceback
     check_extras(sys.argv[1:])  # a launcher of a missing extra: the pip command, not "Could not load"
     register_configs()
     register_sweeper()

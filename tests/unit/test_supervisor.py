@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -637,14 +638,7 @@ def test_what_the_start_could_not_clear_from_the_ipc_directory_is_said_once(
 
 
 def test_a_server_that_cannot_be_spawned_leaves_no_ipc_directory(tmp_path: Path, short_tmp: Path) -> None:
-    def spawner(
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str],
-        cwd: Path,
-        log_path: Path,
-        autogroup_nice: int | None = None,
-    ) -> FakeChild:
+    def spawner(argv: Sequence[str], **kw: Any) -> FakeChild:
         raise PermissionError(13, "Permission denied")
 
     sup, _, _ = make(Scenario(ready_after=0.0), spawner=spawner, rpc_root=short_tmp)
@@ -813,15 +807,8 @@ def test_exit_code_of_a_server_seen_gone_before_it_is_reaped_is_awaited(tmp_path
     system = FakeSystem(Scenario(ready_after=None, exits_after=2.0, exit_code=1, log=log))
     spawn = system.__call__
 
-    def spawner(
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str],
-        cwd: Path,
-        log_path: Path,
-        autogroup_nice: int | None = None,
-    ) -> FakeChild:
-        child = spawn(argv, env=env, cwd=cwd, log_path=log_path)
+    def spawner(argv: Sequence[str], **kw: Any) -> FakeChild:  # the spawner's keywords, handed on
+        child = spawn(argv, **kw)
         return LeaderZombieChild(child.pid, system)
 
     sup, _, clock = make(system=system, spawner=spawner)
