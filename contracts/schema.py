@@ -9,14 +9,9 @@ This module imports neither Hydra nor OmegaConf, so every stage can use the type
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import TypeAdapter, ValidationError
-
-from contracts.errors import ResultFileError
-from contracts.layout import CONFIG_FILE, DEFAULT_SWEEPS_DIR, SweepPaths
+from contracts.layout import DEFAULT_SWEEPS_DIR
 from contracts.search import SearchConfig
 
 #: OmegaConf's marker for a required value (``omegaconf.MISSING`` is this string); composing a config that
@@ -567,34 +562,3 @@ def host_layout(tensor_parallel_size: int, data_parallel_size: int, host: HostCo
         gpus_per_node=host.gpus_per_node or host.gpu_count,
         where=f"host '{host.name}'",
     )
-
-
-def read_sweep_config(sweep_dir: Path) -> GauntletConfig:
-    """The typed configuration a sweep recorded in ``<sweep_dir>/config.yaml``, type-checked on read.
-
-    Every stage that rebuilds from disk (judge, report, rollback, stop) reads the configuration here,
-    without Hydra or OmegaConf; a missing file or a value of the wrong type is a
-    :class:`~contracts.errors.ResultFileError` naming the file and the field.
-    """
-    path = SweepPaths(sweep_dir).config
-    if not path.is_file():
-        raise ResultFileError(
-            f"{path}: missing (no {CONFIG_FILE} here)", hint="pass a sweep directory written by gauntlet"
-        )
-    try:
-        raw = yaml.safe_load(path.read_text())
-        return _CONFIG_ADAPTER.validate_python(raw)
-    except yaml.YAMLError as exc:
-        raise ResultFileError(f"{path}: not YAML ({exc})") from exc
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])} = {err.get('input')!r}: {err['msg']}"
-            for err in exc.errors()[:5]
-        )
-        raise ResultFileError(
-            f"{path}: not a gauntlet configuration ({problems})",
-            hint="the file was edited or written by another version; re-run the sweep or restore the file",
-        ) from exc
-
-
-_CONFIG_ADAPTER: TypeAdapter[GauntletConfig] = TypeAdapter(GauntletConfig)

@@ -18,12 +18,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
+from pydantic import TypeAdapter, ValidationError
 
 from contracts.errors import ResultFileError
 from contracts.layout import (
     BLOCK_PREFIX,
     BLOCKS_DIR,
     CAPACITY_FILE,
+    CONFIG_FILE,
     RUN_FILE,
     SUMMARY_FILE,
     RepeatPaths,
@@ -43,6 +45,7 @@ from contracts.results import (
     read_model,
     write_model,
 )
+from contracts.schema import GauntletConfig
 
 
 @dataclass(frozen=True)
@@ -254,3 +257,34 @@ def resume_command(sweep_dir: Path) -> str:
     if not any(o.startswith("candidate=") for o in kept):
         kept.append("candidate=glob(*)")
     return shlex.join(["python", "-m", "orchestrator", "-m", *kept, f"hydra.sweep.dir={sweep_dir}"])
+
+
+def read_sweep_config(sweep_dir: Path) -> GauntletConfig:
+    """The typed configuration a sweep recorded in ``<sweep_dir>/config.yaml``, type-checked on read.
+
+    Every stage that rebuilds from disk (judge, report, rollback, stop) reads the configuration here,
+    without Hydra or OmegaConf; a missing file or a value of the wrong type is a
+    :class:`~contracts.errors.ResultFileError` naming the file and the field.
+    """
+    path = SweepPaths(sweep_dir).config
+    if not path.is_file():
+        raise ResultFileError(
+            f"{path}: missing (no {CONFIG_FILE} here)", hint="pass a sweep directory written by gauntlet"
+        )
+    try:
+        raw = yaml.safe_load(path.read_text())
+        return _CONFIG_ADAPTER.validate_python(raw)
+    except yaml.YAMLError as exc:
+        raise ResultFileError(f"{path}: not YAML ({exc})") from exc
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])} = {err.get('input')!r}: {err['msg']}"
+            for err in exc.errors()[:5]
+        )
+        raise ResultFileError(
+            f"{path}: not a gauntlet configuration ({problems})",
+            hint="the file was edited or written by another version; re-run the sweep or restore the file",
+        ) from exc
+
+
+_CONFIG_ADAPTER: TypeAdapter[GauntletConfig] = TypeAdapter(GauntletConfig)

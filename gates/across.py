@@ -33,8 +33,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from contracts.errors import GauntletError, ResultFileError
 from contracts.layout import CANDIDATES_DIR, SweepPaths, candidate_dir, candidate_root
 from contracts.metrics import e2e_value, ttft_value
-from contracts.schema import GatesConfig, read_sweep_config
-from contracts.sweepdir import Repeat, Results, candidate_names, load_results
+from contracts.schema import GatesConfig
+from contracts.sweepdir import Repeat, Results, candidate_names, load_results, read_sweep_config
 from contracts.verdicts import Comparison, GateStatus, read_verdicts
 from gates.compare import Measured, latency, throughput
 from gates.drift import judge_drift

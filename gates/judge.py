@@ -1,7 +1,7 @@
 """The judge: a sweep directory's stored results -> ``<sweep>/verdicts.json``, a stage of its own.
 
 Pipeline position: between measuring and reporting, joined to both by files. It reads the sweep's typed
-config (``config.yaml``, :func:`contracts.schema.read_sweep_config`) and result files, runs the gates
+config (``config.yaml``, :func:`contracts.sweepdir.read_sweep_config`) and result files, runs the gates
 (:func:`gates.evaluate_sweep`: decisions, key figures, rankings, reversals) and writes ``verdicts.json``,
 which the report renders without judging again. The sweep calls it when it closes; any time later::
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 from contracts.errors import EXIT_INCOMPLETE, GauntletError, ResultFileError
 from contracts.layout import CONFIG_FILE, VERDICTS_FILE, SweepPaths
-from contracts.schema import GauntletConfig, read_sweep_config
-from contracts.sweepdir import sweep_dir_argument
+from contracts.schema import GauntletConfig
+from contracts.sweepdir import read_sweep_config, sweep_dir_argument
 from contracts.verdicts import DECISION_LABELS, SweepVerdict, write_verdicts
 from gates.evidence import Expected
 from gates.sequential import candidate_plan

@@ -2,7 +2,7 @@
 
 Pipeline position: between the validated config and the first launch. ``python -m orchestrator doctor``
 prints what :func:`diagnose` finds, and a sweep runs it when it opens, before it stops the live service
-(:mod:`orchestrator.measure.opening`): a problem of the host or of the retained baseline refuses the sweep,
+(:mod:`orchestrator.measure.begin`): a problem of the host or of the retained baseline refuses the sweep,
 a single candidate's problem makes that candidate INCOMPATIBLE without a launch. :func:`diagnose` is pure
 over :class:`Probes` (NVML, the program's ``--help``, files, the port); :func:`real_probes` are the real
 ones::

@@ -192,7 +192,7 @@ class RunningSweep:
 
 def running_sweep_of(sweep_dir: Path, *, role: str) -> RunningSweep | None:
     """The sweep of ``sweep_dir`` when it runs now (None: it does not, or nothing says its port)."""
-    from contracts.schema import read_sweep_config  # noqa: PLC0415  (only the commands that read a sweep)
+    from contracts.sweepdir import read_sweep_config  # noqa: PLC0415  (only the commands that read a sweep)
     from orchestrator.ledger.journal import Journal  # noqa: PLC0415
     from orchestrator.ledger.lock import running_sweep  # noqa: PLC0415
 

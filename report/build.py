@@ -22,11 +22,12 @@ from pathlib import Path
 from contracts.errors import GauntletError, ResultFileError
 from contracts.layout import RECOVERY_ROOT, REPORT_JSON, REPORT_MD, VERDICTS_FILE, SweepPaths
 from contracts.results import write_model
-from contracts.schema import GauntletConfig, read_sweep_config
+from contracts.schema import GauntletConfig
 from contracts.sweepdir import (
     candidate_names,
     load_results,
     node_baseline_names,
+    read_sweep_config,
     sweep_dir_argument,
 )
 from contracts.verdicts import VERDICTS_SCHEMA_VERSION, SweepVerdict, read_verdicts

@@ -55,9 +55,9 @@ from orchestrator.ledger.requests import (
     clear_request,
     read_request,
 )
+from orchestrator.measure.begin import begin
 from orchestrator.measure.candidate import run_candidate
 from orchestrator.measure.interleave import measure_block
-from orchestrator.measure.opening import begin
 from orchestrator.measure.trial import TrialOutcome, measure_trial
 from orchestrator.recovery.restore import restore
 from orchestrator.recovery.status import what_runs

@@ -2,7 +2,7 @@
 
 Pipeline position: the orchestrator's sweep, on the job side of ``hydra/launcher=submitit_slurm`` (or
 ``submitit_local``, or any launcher that runs jobs outside the launching process). The launching process
-opened the sweep (:mod:`orchestrator.measure.opening`) and wrote the opening marker; a job here
+opened the sweep (:mod:`orchestrator.measure.begin`) and wrote the opening marker; a job here
 
 1. starts nothing unless the marker says the sweep opened (a remote job has no memory of the opening),
 2. takes its node (on a simulated cluster: a node slot, its own simulator and port),

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from contracts.errors import GauntletError, RollbackError
 from contracts.layout import DEFAULT_SWEEPS_DIR, JOURNAL_FILE, journal_file, latest_sweep
-from contracts.schema import GauntletConfig, read_sweep_config
+from contracts.schema import GauntletConfig
+from contracts.sweepdir import read_sweep_config
 from orchestrator.config.validate import Sources, validate
 from orchestrator.ledger import offsite
 from orchestrator.ledger.journal import Journal

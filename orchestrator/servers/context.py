@@ -1,6 +1,6 @@
 """One sweep directory and what acting on it needs: the typed configuration, the journal, the seams.
 
-Pipeline position: shared by the orchestrator's steps (:mod:`orchestrator.measure.opening` opens the
+Pipeline position: shared by the orchestrator's steps (:mod:`orchestrator.measure.begin` opens the
 directory, :mod:`orchestrator.measure.candidate` measures candidates, :mod:`orchestrator.recovery.restore`
 restores the retained configuration, :mod:`orchestrator.recovery.rollback` acts on it afterwards). It holds
 no logic of its own beyond where things live in the directory and how a candidate renders.

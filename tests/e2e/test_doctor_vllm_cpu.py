@@ -9,8 +9,8 @@ from pathlib import Path
 from contracts.results import CandidateRun, read_model
 from launch.preflight import real_probes
 from orchestrator.config.compose import load
+from orchestrator.measure.begin import begin
 from orchestrator.measure.candidate import run_candidate
-from orchestrator.measure.opening import begin
 from orchestrator.servers.context import SweepContext
 from tests.e2e.conftest import ROOT
 from tests.ports import free_port

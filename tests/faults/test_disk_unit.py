@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from contracts.errors import SweepDirError, sweep_dir_error
+from orchestrator.measure.begin import begin
 from orchestrator.measure.candidate import run_candidate
-from orchestrator.measure.opening import begin
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
 from tests.unit.test_lifecycle import candidate, make
 

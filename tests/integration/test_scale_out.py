@@ -19,8 +19,7 @@ import psutil
 import pytest
 
 from contracts.results import CandidateRun, read_model
-from contracts.schema import read_sweep_config
-from contracts.sweepdir import load_results
+from contracts.sweepdir import load_results, read_sweep_config
 from contracts.verdicts import read_verdicts
 from gates.verdict import evaluate_sweep
 from orchestrator.ledger.journal import Journal

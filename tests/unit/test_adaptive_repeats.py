@@ -15,8 +15,8 @@ from contracts.results import write_jsonl, write_model
 from contracts.schema import WorkloadConfig
 from orchestrator.config.compose import load
 from orchestrator.ledger.events import RepeatLooked, RepeatsSettled
+from orchestrator.measure.begin import begin
 from orchestrator.measure.candidate import is_complete, run_candidate
-from orchestrator.measure.opening import begin
 from orchestrator.servers.context import SweepContext
 from tests.unit.fakes import FakeSupervisor, fake_seams, summary
 from tests.unit.gates_fixtures import lognormal_quantiles, make_records

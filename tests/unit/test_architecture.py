@@ -72,7 +72,7 @@ def test_the_top_may_import_stages_and_contracts(tmp_path: Path) -> None:
     house = _toy_house(
         tmp_path,
         {
-            "orchestrator.measure.opening": "import launch\nimport load\nimport gates\nimport report\n"
+            "orchestrator.measure.begin": "import launch\nimport load\nimport gates\nimport report\n"
             "import contracts\n"
         },
     )
@@ -100,7 +100,7 @@ def test_a_benchmark_may_import_every_package(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-@pytest.mark.parametrize("importer", ["orchestrator.measure.opening", "gates.stats", "contracts.layout"])
+@pytest.mark.parametrize("importer", ["orchestrator.measure.begin", "gates.stats", "contracts.layout"])
 def test_no_package_may_import_a_benchmark(tmp_path: Path, importer: str) -> None:
     house = _toy_house(
         tmp_path, {"benchmarks.noise_models": "", importer: "import benchmarks.noise_models\n"}
@@ -119,12 +119,12 @@ def test_one_stage_may_not_reach_into_another(tmp_path: Path) -> None:
 
 def test_hydra_only_in_the_entry_point_and_config_composition(tmp_path: Path) -> None:
     house = _toy_house(
-        tmp_path, {"gates.stats": "import omegaconf\n", "orchestrator.measure.opening": "import hydra\n"}
+        tmp_path, {"gates.stats": "import omegaconf\n", "orchestrator.measure.begin": "import hydra\n"}
     )
     done = lint_imports(house, pythonpath=house)
     assert done.returncode != 0
     assert "gates.stats -> omegaconf" in done.stdout
-    assert "orchestrator.measure.opening -> hydra" in done.stdout
+    assert "orchestrator.measure.begin -> hydra" in done.stdout
 
 
 def test_the_sweep_folders_are_layers_in_their_declared_order() -> None:

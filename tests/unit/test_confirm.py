@@ -193,7 +193,7 @@ FIXED = [o for o in OVERRIDES if "min_repeats" not in o and "max_repeats" not in
 
 
 def _fixed_sweep(tmp_path: Path, load_fn: ScriptedLoad, *extra: str) -> SweepContext:
-    from orchestrator.measure.opening import begin
+    from orchestrator.measure.begin import begin
     from tests.unit.fakes import FakeSupervisor, fake_seams
 
     cfg, _ = load([*FIXED, *extra])

@@ -209,8 +209,8 @@ def test_resume_does_not_measure_again_a_run_its_time_bound_stopped(tmp_path: Pa
     """launch_complete: a run stopped by its time bound is that run's result (measured again, it is again);
     one stopped from outside is measured again."""
     from orchestrator.config.compose import load
+    from orchestrator.measure.begin import begin
     from orchestrator.measure.candidate import is_complete, run_candidate
-    from orchestrator.measure.opening import begin
     from orchestrator.servers.context import SweepContext
     from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
 

@@ -18,8 +18,8 @@ from launch.memfit import fit, model_shape
 from launch.preflight import Probes, diagnose
 from launch.sim.cli import build_parser
 from orchestrator.config.compose import load
+from orchestrator.measure.begin import begin
 from orchestrator.measure.candidate import run_candidate
-from orchestrator.measure.opening import begin
 from orchestrator.servers.context import SweepContext
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
 

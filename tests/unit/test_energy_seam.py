@@ -15,8 +15,8 @@ from contracts.results import CandidateRun, Pricing, RunEnergy, read_model
 from launch.sim.client import SimEnergy
 from launch.spec import render_spec
 from orchestrator.config.compose import load
+from orchestrator.measure.begin import begin
 from orchestrator.measure.candidate import run_candidate
-from orchestrator.measure.opening import begin
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.seams import real_seams
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams

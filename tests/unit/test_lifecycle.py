@@ -11,8 +11,8 @@ from contracts.errors import HarnessError, RollbackError, StartupFailure
 from contracts.results import CandidateRun, RecoveryValidation, read_model
 from orchestrator.config.compose import load
 from orchestrator.ledger.events import Started
+from orchestrator.measure.begin import begin
 from orchestrator.measure.candidate import is_complete, run_candidate
-from orchestrator.measure.opening import begin
 from orchestrator.recovery.restore import recovery_load_checks, restore
 from orchestrator.servers.context import SweepContext
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams, summary

@@ -11,8 +11,8 @@ from contracts.results import GpuMemory, HostProbe
 from gates.judge import judge
 from orchestrator.config.compose import load
 from orchestrator.ledger.events import RepeatLooked
+from orchestrator.measure.begin import begin
 from orchestrator.measure.candidate import run_candidate
-from orchestrator.measure.opening import begin
 from orchestrator.servers.context import SweepContext
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
 

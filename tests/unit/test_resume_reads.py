@@ -17,9 +17,9 @@ from orchestrator.app.jobs import node_baseline, run_job
 from orchestrator.config.compose import load
 from orchestrator.ledger.nodes import Place
 from orchestrator.ledger.opening import write_opening
+from orchestrator.measure.begin import begin
 from orchestrator.measure.candidate import run_candidate
 from orchestrator.measure.interleave import measure_block
-from orchestrator.measure.opening import begin
 from orchestrator.servers.context import SweepContext
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
 from tests.unit.test_lifecycle import OVERRIDES, candidate, make

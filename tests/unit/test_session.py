@@ -11,8 +11,8 @@ import pytest
 from contracts.errors import StartupFailure
 from orchestrator.config.compose import load
 from orchestrator.ledger.journal import Journal
+from orchestrator.measure.begin import begin
 from orchestrator.measure.candidate import run_candidate
-from orchestrator.measure.opening import begin
 from orchestrator.recovery.restore import effective_config_checks, expected_cache_config, restore
 from orchestrator.recovery.rollback import rollback
 from orchestrator.recovery.status import what_runs

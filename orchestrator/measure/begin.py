@@ -1,26 +1,12 @@
-"""The sweep's steps on one directory: open it, measure each candidate, restore what is retained.
+"""Begin a sweep on its directory: pre-flight checks, the retained spec recorded, the live service taken over.
 
-Pipeline position: the orchestrator box, driven by the Hydra entry point (:mod:`orchestrator.app.sweeper`)
-and by ``rollback`` (:mod:`orchestrator.recovery.rollback`). Each step is its own module, joined by a
-:class:`~orchestrator.servers.context.SweepContext` (typed config, journal, seams) and holding servers through
-:class:`~orchestrator.servers.session.ServerSession`:
-
-    begin(ctx, candidates)              here: the pre-flight checks (doctor), record the retained spec,
-                                        stop leftovers, take over the live service, probe the host
-    measure.run_candidate(ctx, cand)    launch, profiles with repeats under a watcher, teardown
-    restore.restore(ctx, reason=...)    relaunch the retained spec byte-for-byte, check it, validate it
-
-Sweep directory::
-
-    config.yaml                 the composed configuration of the sweep
-    journal.jsonl               every state change, appended before it happens
-    host.json                   the host probe (NVML, or the simulator's record)
-    doctor.json                 what the pre-flight checks found before anything was stopped
-    retained/spec.json          the retained spec recorded at the start (restores are checked against it)
-    candidates/<name>/          spec.json, vllm-config.yaml, server.log, run.json, <profile>/r<k>/...
-    candidates/<baseline>/blocks/after-<candidate>/   the baseline again after a candidate (interleave)
-    recovery/                   the restored retained server: run.json, validation.json, <profile>/r0/...
-    verdicts.json, report.md, report.json, *.png
+Pipeline position: the sweep's first measured step, called by the controller
+(:mod:`orchestrator.app.controller`) before any candidate is launched; not to be confused with
+:mod:`orchestrator.ledger.opening`, the marker the sweep's jobs read. :func:`begin` runs ``doctor``'s checks
+(:func:`preflight`, written to ``doctor.json``), records the retained spec once (:func:`record_retained`: a
+resumed sweep must be configured with the same one), stops what an interrupted run of this sweep left, takes
+over a live retained server an earlier sweep left serving, and probes the host. The files it writes are
+named in :mod:`contracts.layout`.
 """
 
 from __future__ import annotations
