@@ -24,6 +24,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.noise_models import wilson_interval
+from contracts.layout import CANDIDATES_DIR, SUMMARY_FILE, repeat_name
 from contracts.results import (
     CandidateRun,
     CensoredMedian,
@@ -99,9 +100,8 @@ def side(name: str, runs: int, dearer: float, outliers: bool, rng: np.random.Gen
             tps = TPS / dearer * float(np.exp(rng.normal(0.0, SIGMA)))
             if outliers and rng.random() < OUTLIER_RATE:
                 tps /= OUTLIER_FACTOR
-            reps.append(
-                Repeat(_summary(name, profile, k, tps), [], f"{name}/{profile}/r{k}/summary.json", "")
-            )
+            summary_file = f"{CANDIDATES_DIR}/{name}/{repeat_name(profile, k)}/{SUMMARY_FILE}"
+            reps.append(Repeat(_summary(name, profile, k, tps), [], summary_file, ""))
         profiles[profile] = reps
     run = CandidateRun(
         candidate=name,
@@ -112,7 +112,7 @@ def side(name: str, runs: int, dearer: float, outliers: bool, rng: np.random.Gen
         startup=StartupRecord(ok=True),
         pricing=Pricing(gpus=8, gpu_hour_price=2.5),
     )
-    return Results(name, f"candidates/{name}", run, profiles)
+    return Results(name, f"{CANDIDATES_DIR}/{name}", run, profiles)
 
 
 def main(argv: list[str] | None = None) -> int:
