@@ -453,7 +453,7 @@ def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
     problems.extend(run_problems(cfg.run, src))
     problems.extend(load_problems(cfg.load, src))
     problems.extend(capacity_problems(cfg, src.describe("slo"), "conf/config.yaml"))
-    problems.extend(cost_problems(cfg, host_file, src.describe("gates")))
+    problems.extend(cost_problems(cfg, src))
     from gates import REGISTRY  # noqa: PLC0415  (gates register themselves on import)
 
     for name in cfg.gates.enabled:
