@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from contracts.errors import LaunchError, SpecError, SpecTamperedError
+from contracts.errors import HarnessError, LaunchError, SpecError, SpecTamperedError
 from contracts.schema import CandidateConfig, HostConfig, NodeLayout, ServiceConfig, host_layout
 
 SPEC_VERSION = 1
@@ -54,6 +54,20 @@ def env_reference(name: str) -> str:
 def referenced(value: str) -> list[str]:
     """The environment variables ``value`` takes values from (``<from $NAME>``), in order."""
     return ENV_REFERENCE.findall(value)
+
+
+#: How to give the API key's variable a value without the line break a file's last line brings.
+API_KEY_HINT = "strip it: export {name}=\"$(tr -d '\\r\\n' < KEYFILE)\" (the value is never shown)"
+
+
+def api_key_problem(name: str, value: str) -> str | None:
+    """What is wrong with the API key in ``$name`` (its value is never shown), or None: a line break, which
+    would end the Authorization header early (a key read from a file with its newline)."""
+    if "\r" not in value and "\n" not in value:
+        return None
+    body = value.rstrip("\r\n")
+    where = "a trailing newline" if body and "\n" not in body and "\r" not in body else "a line break"
+    return f"the API key in ${name} (service.api_key_env) has {where}: no request header can carry it"
 
 
 def _json(value: Any) -> str:
@@ -171,7 +185,8 @@ class LaunchSpec:
         )
 
     def api_key(self, environ: Mapping[str, str]) -> str | None:
-        """The served API's key from ``environ`` (None when the spec needs none); refuses a missing one."""
+        """The served API's key from ``environ`` (None when the spec needs none); refuses a missing one, and
+        one with a line break (no header can carry it: the harness's input, never the server's fault)."""
         if self.api_key_env is None:
             return None
         value = environ.get(self.api_key_env, "")
@@ -180,6 +195,8 @@ class LaunchSpec:
                 f"service.api_key_env names {self.api_key_env}, which is not set in gauntlet's environment",
                 hint=f"export {self.api_key_env}=<the key> before the sweep (it is never written anywhere)",
             )
+        if (problem := api_key_problem(self.api_key_env, value)) is not None:
+            raise HarnessError(problem, hint=API_KEY_HINT.format(name=self.api_key_env))
         return value
 
     def to_json(self) -> str:
