@@ -25,15 +25,12 @@ from typing import Any
 
 from contracts.errors import HarnessError, LaunchError, SpecError, SpecTamperedError
 from contracts.schema import CandidateConfig, HostConfig, NodeLayout, ServiceConfig, host_layout
+from contracts.secrets import ENV_REFERENCE, referenced
 
 SPEC_VERSION = 1
 
 #: Environment variable names whose values are secrets: they may only be passed through by name.
 SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL)", re.IGNORECASE)
-#: A value taken from gauntlet's environment at launch, as every file and message shows it: composition
-#: writes ``${oc.env:HF_TOKEN}`` of a secret as ``<from $HF_TOKEN>`` (orchestrator.config.compose), and
-#: only the server's environment gets the value (:func:`launch.command.child_env`).
-ENV_REFERENCE = re.compile(r"<from \$([A-Za-z_][A-Za-z0-9_]*)>")
 #: vLLM flags whose values are secrets.
 SECRET_FLAGS = frozenset({"api-key"})
 #: The variable vLLM reads its API key from when --api-key is not given (the server gets the key there).
@@ -44,16 +41,6 @@ CPU_BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
 #: Where a multi-node spec names its head node's address: known only at launch (the node SLURM gives the
 #: job), so the spec and its fingerprint carry this placeholder and the launcher puts the address in.
 HEAD_ADDRESS = "{head_address}"
-
-
-def env_reference(name: str) -> str:
-    """How a value of the environment variable ``name`` is written: ``<from $HF_TOKEN>``."""
-    return f"<from ${name}>"
-
-
-def referenced(value: str) -> list[str]:
-    """The environment variables ``value`` takes values from (``<from $NAME>``), in order."""
-    return ENV_REFERENCE.findall(value)
 
 
 #: How to give the API key's variable a value without the line break a file's last line brings.
