@@ -41,6 +41,8 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from contracts.secrets import redacted
+
 if TYPE_CHECKING:  # results.py imports this module (ResultFileError); the record is only a type here
     from contracts.results import TeardownRecord
 
@@ -115,9 +117,9 @@ class ConfigProblem:
                 "; a secret is never given literally: put it in an environment variable and name the "
                 "variable (service.api_key_env, pass_env)"
             )
-        self.file = file
+        self.file = redacted(file)  # a URL's password is never shown (contracts.secrets)
         self.field = field
-        self.value = value
+        self.value = redacted(value) if isinstance(value, str) else value
         self.allowed = allowed
 
     def __str__(self) -> str:

@@ -43,6 +43,7 @@ from contracts.errors import (
 from contracts.layout import candidates_dir, point_latest, previous_latest
 from contracts.results import RecoveryValidation, probe_writable
 from contracts.schema import CandidateConfig, GauntletConfig
+from contracts.secrets import redacted
 from contracts.sweepdir import record_planned
 from orchestrator.app.search import TrialTicket, confirmation_lines, reporter
 from orchestrator.ledger.events import SweepFinished
@@ -408,7 +409,7 @@ def explain(exc: BaseException, where: Path | str) -> str:
     directory's ``gauntlet-error-<pid>.log``) and to stderr with ``--verbose``/``GAUNTLET_VERBOSE=1``;
     ``str(exc)`` alone tells nobody anything.
     """
-    text = "".join(traceback.format_exception(exc))
+    text = redacted("".join(traceback.format_exception(exc)))  # no URL password in a log or a message
     log = (
         Path(where) / ERROR_LOG
         if where
@@ -420,7 +421,8 @@ def explain(exc: BaseException, where: Path | str) -> str:
         saved = f"traceback in {log}"
     except OSError:
         saved = "the traceback could not be saved"
-    head = f"unexpected {type(exc).__module__}.{type(exc).__qualname__}: {exc}".replace("builtins.", "")
+    kind = f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins.")
+    head = f"unexpected {kind}: {redacted(str(exc))}"
     if verbose():
         return f"{text.rstrip()}\n{head}"
     return f"{head} ({saved}; --verbose prints it). This is a bug in gauntlet: please report it."

@@ -31,6 +31,7 @@ from contracts.schema import GauntletConfig
 from contracts.search import OBJECTIVES, PRUNERS, SAMPLERS, SearchConfig, Space
 from contracts.trials import Confirmation, SearchRecord, TrialRecord, Winner, read_search, write_search
 from contracts.verdicts import DECISION_LABELS, SweepVerdict
+from orchestrator.config.secrets import revealed
 from orchestrator.config.space import (
     FlagCheck,
     Pruned,
@@ -88,7 +89,7 @@ def open_study(search: SearchConfig, storage: str) -> tuple[optuna.Study, list[o
     pruner = make_pruner(search.pruner, search.reduction_factor)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
-        storage=storage,
+        storage=revealed(storage),  # a URL's password put back only here, in memory
         study_name=search.name,
         directions=directions(search),
         sampler=sampler,
@@ -127,7 +128,7 @@ def distributions(space: Space) -> dict[str, optuna.distributions.BaseDistributi
 def reporter(ticket: TrialTicket) -> Callable[[int, float], bool]:
     """The pruner's question for a trial's job: report (step, value), then whether to stop here."""
     pruner = make_pruner(ticket.pruner, ticket.reduction_factor)
-    study = optuna.load_study(study_name=ticket.study, storage=ticket.storage, pruner=pruner)
+    study = optuna.load_study(study_name=ticket.study, storage=revealed(ticket.storage), pruner=pruner)
     trial = optuna.trial.Trial(study, ticket.trial_id)
 
     def report(step: int, value: float) -> bool:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,7 @@ from orchestrator.app.jobs import run_job
 from orchestrator.app.search import SearchRun, TrialTicket, opening_line, search_space
 from orchestrator.config.compose import sources_from_hydra, to_typed
 from orchestrator.config.compose_errors import translate_compose_error
+from orchestrator.config.secrets import REVEALED_FIELDS, conceal_field
 from orchestrator.config.space import doctor_flag_check
 from orchestrator.config.validate import Sources, check_candidate_names, validate
 from orchestrator.ledger.nodes import Place, job_place, launching_place
@@ -109,7 +110,8 @@ class FrozenConfigLoader(ConfigLoader):
     def load_sweep_config(self, master_config: DictConfig, sweep_overrides: list[str]) -> DictConfig:
         key = tuple(sweep_overrides)
         if key not in self.compositions:
-            self.compositions[key] = self.inner.load_sweep_config(master_config, list(sweep_overrides))
+            composed = self.inner.load_sweep_config(master_config, list(sweep_overrides))
+            self.compositions[key] = conceal(composed)  # Hydra's .hydra/ and the launcher's pickles too
         return copy.deepcopy(self.compositions[key])
 
     def load_configuration(
@@ -221,12 +223,29 @@ def without_hydra(config: DictConfig) -> DictConfig:
     return cfg
 
 
+def conceal(config: DictConfig, environ: MutableMapping[str, str] = os.environ) -> DictConfig:
+    """``config`` (changed in place, and returned) with each URL password of a field read back where it is
+    used (``search.storage``) moved to the environment the sweep and its jobs run in (a launcher's job
+    inherits it): every file, Hydra's records and the pickled jobs then carry ``<from $VAR>``, and the
+    search opens its storage with the password put back (orchestrator.config.secrets)."""
+    for field in REVEALED_FIELDS:
+        value = OmegaConf.select(config, field, default=None, throw_on_resolution_failure=False)
+        found = conceal_field(field, value)
+        if found is not None:
+            environ[found.variable] = found.password
+            with open_dict(config):
+                OmegaConf.update(config, field, found.value, merge=False)
+    return config
+
+
 def save_config(config: DictConfig, sweep_dir: Path) -> None:
-    """The sweep's composed config and its command-line overrides, as the recorded-sweep commands read."""
+    """The sweep's composed config and its command-line overrides, as the recorded-sweep commands read;
+    the overrides as typed (``${oc.env:VAR}`` is not resolved: its value may be a secret)."""
     sweep_dir.mkdir(parents=True, exist_ok=True)
     paths = SweepPaths(sweep_dir)
     paths.config.write_text(OmegaConf.to_yaml(without_hydra(config), resolve=True))
-    overrides: list[str] = [str(o) for o in config.hydra.overrides.task]
+    typed = OmegaConf.to_container(config.hydra.overrides.task, resolve=False)
+    overrides = [str(o) for o in typed] if isinstance(typed, list) else []
     paths.overrides.write_text("\n".join(overrides) + ("\n" if overrides else ""))
 
 
@@ -260,6 +279,7 @@ class SweeperCore(BasicSweeper):
         self.base_overrides: list[str] = []
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        conceal(config)  # before the launcher holds it: no URL password in multirun.yaml or a pickled job
         self.loader = FrozenConfigLoader(hydra_context.config_loader)
         context = HydraContext(config_loader=self.loader, callbacks=hydra_context.callbacks)
         job = self.job = GauntletJob(self.frozen, self.controller, self.seams)

@@ -35,6 +35,7 @@ from contracts.schema import (
 from load.sources import source_problems
 from load.workload import ARRIVALS, parse_prompts
 from orchestrator.config.accuracy import accuracy_problems, labelled_file_problems
+from orchestrator.config.client_inputs import api_key_problems, tls_problems
 from orchestrator.config.guard import abuse_problems, yaml_file_problems
 from orchestrator.config.measure_bounds import capacity_problems, cost_problems
 
@@ -351,7 +352,7 @@ MAX_LOAD_WORKERS = 256
 
 
 def load_problems(load: LoadConfig, sources: Sources | None = None) -> list[ConfigProblem]:
-    """Problems of the ``load`` section: worker count, lateness bound, TLS files that are not there."""
+    """Problems of the ``load`` section: worker count, lateness bound, TLS files the client cannot use."""
     where = (sources or Sources()).top_origin
     out: list[ConfigProblem] = []
     if not 1 <= load.workers <= MAX_LOAD_WORKERS:
@@ -360,13 +361,7 @@ def load_problems(load: LoadConfig, sources: Sources | None = None) -> list[Conf
     if load.max_send_lateness_s is not None and load.max_send_lateness_s <= 0:
         key = "load.max_send_lateness_s"
         out.append(ConfigProblem(where(key), key, load.max_send_lateness_s, "seconds > 0, or null"))
-    for key, value in (
-        ("load.ca_bundle", load.ca_bundle),
-        ("load.client_cert", load.client_cert),
-        ("load.client_key", load.client_key),
-    ):
-        if value is not None and not Path(value).is_file():
-            out.append(ConfigProblem(where(key), key, value, "a readable PEM file, or null"))
+    out.extend(tls_problems(load, where))  # each file readable, PEM, the key its certificate's
     if load.client_key is not None and load.client_cert is None:
         key = "load.client_key"
         out.append(ConfigProblem(where(key), key, load.client_key, "null unless load.client_cert is set"))
@@ -452,6 +447,9 @@ def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
                 )
     problems.extend(run_problems(cfg.run, src))
     problems.extend(load_problems(cfg.load, src))
+    problems.extend(
+        api_key_problems(cfg.service, src.origin("service", src.choices.get("service"), ["api_key_env"]))
+    )
     problems.extend(capacity_problems(cfg, src.describe("slo"), "conf/config.yaml"))
     problems.extend(cost_problems(cfg, src))
     from gates import REGISTRY  # noqa: PLC0415  (gates register themselves on import)
