@@ -19,10 +19,10 @@ from launch.spec import LaunchSpec, render_spec
 from orchestrator.config.candidates import CandidateComposer
 from orchestrator.config.command import run_composing_command
 from orchestrator.config.compose import ConfigLocation, load, select
+from orchestrator.config.search_checks import checked_space
 from orchestrator.config.space import (
     doctor_flag_check,
     format_search_plan,
-    parse_space,
     prune,
     recorded_startup,
     startup_estimate,
@@ -119,7 +119,7 @@ def search_plan(
     cfg, sources = load(select(loc, overrides).rest, location=loc)
     if cfg.search is None:
         return ""
-    space = parse_space(cfg.search, where=sources.describe("search"))
+    space = checked_space(cfg, sources)  # what the sweep refuses (orchestrator.config.search_checks)
     check, flags = doctor_flag_check(cfg, probes if probes is not None else real_probes(PROJECT_ROOT))
     pruned = prune(space, cfg, check)
     return "\n" + format_search_plan(

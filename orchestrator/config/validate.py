@@ -122,6 +122,14 @@ class Sources:
         path = self.group_file(group, choice)
         return display_path(path) if path else f"<{package}>"
 
+    def baseline_file(self) -> str:
+        """The baseline the user selected (``candidate@baseline``) as a refusal names it: its file, from
+        their ``--config-dir`` when it is there, and any command-line override of ``baseline.*``."""
+        keys = [o for o in self.overrides if o.lstrip("+~").startswith("baseline.")]
+        return " and ".join(
+            [self.describe("candidate@baseline"), *(f"command-line override {o!r}" for o in keys)]
+        )
+
 
 def display_path(path: Path) -> str:
     """A config file as an error names it: relative to the project root when it is inside it."""
