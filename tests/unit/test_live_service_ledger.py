@@ -151,7 +151,8 @@ def test_rollback_of_an_older_sweep_is_refused_naming_the_live_service_not_itsel
 
 def test_the_port_in_use_hint_does_not_send_the_user_back_to_rollback(tmp_path: Path) -> None:
     """The supervisor's refusal of a taken port is also what a rollback meets: "run rollback" was a loop."""
-    from tests.unit.test_supervisor import ProcInfo, make, make_spec
+    from launch.process import ProcInfo
+    from tests.unit.test_supervisor import make, make_spec
 
     sup, system, _ = make()
     system.foreign_listener = ProcInfo(4242, 1.0, ("python", "-m", "launch.sim"))
