@@ -21,8 +21,9 @@ from contracts.schema import GauntletConfig
 from launch.preflight import Probes, diagnose, real_probes
 from launch.spec import render_spec
 from orchestrator.app.search_storage import StorageFault, storage_problem
+from orchestrator.config.candidates import CandidateComposer, LeftOut, named_candidates
 from orchestrator.config.command import run_composing_command
-from orchestrator.config.compose import ConfigLocation, load, select
+from orchestrator.config.compose import ConfigLocation, select
 from orchestrator.config.search_checks import search_problems
 from orchestrator.config.validate import Sources, check_candidate_names
 from orchestrator.ledger.live import LiveService, live_service, live_service_mismatch
@@ -96,18 +97,25 @@ def doctor(
     loc = location or ConfigLocation()
     selection = select(loc, overrides)
     check_candidate_names(selection.search_path)
+    named = named_candidates(overrides)
     configs: list[GauntletConfig] = []
     problems: list[DoctorProblem] = []
+    left_out: list[LeftOut] = []
     sources: Sources | None = None
-    for option in selection.candidates:
-        try:
-            cfg, sources = load([*selection.rest, f"candidate={option}"], location=loc)
-        except ConfigError as exc:
-            for text in dict.fromkeys(str(p) for p in exc.problems):
-                if all(text != known.message for known in problems):  # the baseline's recurs in every load
-                    problems.append(DoctorProblem(candidate=option, check="spec", message=text))
-            continue
-        configs.append(cfg)
+    with CandidateComposer(loc, selection.rest) as composer:  # the part candidates share, composed once
+        for option in selection.candidates:
+            try:
+                got = composer.load(option) if named else composer.load_fitting(option)
+            except ConfigError as exc:
+                for text in dict.fromkeys(str(p) for p in exc.problems):
+                    if all(text != known.message for known in problems):  # the baseline's recurs in each
+                        problems.append(DoctorProblem(candidate=option, check="spec", message=text))
+                continue
+            if isinstance(got, str):  # not named, and the host cannot place it: not what would run here
+                left_out.append(LeftOut(option, got))
+                continue
+            cfg, sources = got
+            configs.append(cfg)
     if not configs:
         return DoctorReport(problems=problems)
     first = configs[0]
@@ -121,6 +129,12 @@ def doctor(
         live_service=live is None,
     )
     notes = list(report.notes)
+    if left_out:
+        why = "; ".join(f"{item.option}: {item.why}" for item in left_out)
+        notes.append(
+            f"not checked: {len(left_out)} candidate(s) of the group that host '{first.host.name}' cannot "
+            f"place (no candidate=... was named; `candidate=NAME` checks one as a sweep would): {why}"
+        )
     if live is not None:
         notes.append(
             f"port and free GPU memory: held by gauntlet's live service {live.describe()}; "

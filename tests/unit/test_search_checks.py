@@ -13,9 +13,6 @@ import pytest
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 
 from contracts.errors import GauntletError
-from contracts.results import HostProbe
-from launch.preflight import Probes
-from launch.sim.cli import build_parser
 from orchestrator import plan as plan_command
 from orchestrator.app import entry
 from orchestrator.app.search_storage import (
@@ -28,7 +25,7 @@ from orchestrator.app.search_storage import (
 from orchestrator.doctor import doctor, format_report
 from orchestrator.servers.seams import Seams
 from tests.ports import free_port
-from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
+from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams, sim_probes
 
 SMALL = ["run.repeats=1", "run.profiles=[serial,decode_heavy]", "run.recovery_profiles=[decode_heavy]"]
 _FAKES: list[tuple[FakeSupervisor, FakeLoad, list[str]]] = []
@@ -50,21 +47,6 @@ def sweep(tmp_path: Path, sup: FakeSupervisor, *overrides: str) -> tuple[int, li
     finally:
         _FAKES.pop()
     return code, messages
-
-
-def sim_probes() -> Probes:
-    """A simulated host's probes: the simulator's parser, a free port."""
-    return Probes(
-        host=lambda: HostProbe(driver=False, reason="simulated", simulated=True),
-        resolve=list,
-        version=lambda program: None,
-        help_text=lambda program, version: "",
-        sim_help=lambda: build_parser().format_help(),
-        read_file=lambda path: None,
-        hf_snapshot=lambda model: None,
-        port_in_use=lambda host, port: False,
-        environ={},
-    )
 
 
 def run_plan(tmp_path: Path, overrides: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
