@@ -4,7 +4,8 @@ Pipeline position: the orchestrator's ledger, beside the port's lock and the cop
 (:mod:`.offsite`). A sweep's opening (:mod:`orchestrator.measure.begin`), ``doctor``, ``status``,
 ``rollback`` and ``stop`` ask :func:`live_service` which sweep answers for the server on the service's port:
 the sweep the copy beside the port's lock names (the last one that took the service over: a sweep whose
-opening was refused never replaces it), then the one ``<sweeps>/latest`` points at. ``latest`` alone is not
+opening was refused never replaces it) when it is a sweep of the same sweeps folder, then the one
+``<sweeps>/latest`` points at. ``latest`` alone is not
 trusted: a sweep refused at its opening, or one of an older gauntlet, may have moved it to a directory that
 started nothing, and reading only it would orphan the live service (nobody stops it, restores it or takes
 it over). :func:`live_service_mismatch` says, for the opening and for ``doctor`` alike, why a live service
@@ -51,10 +52,12 @@ class Mismatch:
 
 def answering_sweeps(port: int, sweeps_dir: Path | None = None, *, base: Path | None = None) -> list[Path]:
     """The sweeps that may answer for the service on ``port``, in the order asked: the one the copy beside
-    the port's lock names, then ``<sweeps_dir>/latest``'s (each once)."""
+    the port's lock names (with ``sweeps_dir``, only a sweep of that folder: a sweep of another sweeps
+    folder on the same port is refused on the port, naming the server, as before), then
+    ``<sweeps_dir>/latest``'s (each once)."""
     found: list[Path] = []
     kept = port_offsite(port, base=base)
-    if kept is not None:
+    if kept is not None and (sweeps_dir is None or Path(kept.sweep_dir).parent == sweeps_dir.resolve()):
         found.append(Path(kept.sweep_dir))
     latest = previous_latest(sweeps_dir) if sweeps_dir is not None else None
     if latest is not None:
