@@ -3,10 +3,13 @@
 Pipeline position: the sweep's first measured step, called by the controller
 (:mod:`orchestrator.app.controller`) before any candidate is launched; not to be confused with
 :mod:`orchestrator.ledger.opening`, the marker the sweep's jobs read. :func:`begin` runs ``doctor``'s checks
-(:func:`preflight`, written to ``doctor.json``), records the retained spec once (:func:`record_retained`: a
-resumed sweep must be configured with the same one), stops what an interrupted run of this sweep left, takes
-over a live retained server an earlier sweep left serving, and probes the host. The files it writes are
-named in :mod:`contracts.layout`.
+(:func:`preflight`, written to ``doctor.json``), checks a resumed sweep's recorded retained spec and the live
+service an earlier sweep left (found from the port's ledger, :mod:`orchestrator.ledger.live`) against the
+configured baseline, all before its first journal line; then it stops what an interrupted run of this sweep
+left, records the retained spec once (:func:`record_retained`), keeps the copy beside the port's lock,
+points ``<sweeps>/latest`` here, takes the live service over, and probes the host. A refused opening leaves
+``latest``, the journals, the copy and the live service as they were. The files it writes are named in
+:mod:`contracts.layout`.
 """
 
 from __future__ import annotations
