@@ -34,10 +34,11 @@ EXIT_PROBLEMS = LaunchError.exit_code
 DOCTOR_USAGE = """usage: python -m orchestrator doctor [hydra flags] [overrides]
 
 Check, before anything is started or stopped, that the host can start every selected candidate (all of
-the group by default; `candidate=a,b` selects): the server program and its version, every flag and value
-of each rendered command line against the installed vLLM's own --help (the simulator's parser on
-host=sim), GPUs from NVML against the host config and each TP x DP placement, a memory-fit estimate,
-the weights or HF_TOKEN, and the port. One line per problem; exit 4 when there is any.
+the group the host can place by default, the others listed; `candidate=a,b` selects): the server program
+and its version, every flag and value of each rendered command line against the installed vLLM's own
+--help (the simulator's parser on host=sim), GPUs from NVML against the host config and each TP x DP
+placement, a memory-fit estimate, the weights or HF_TOKEN, the port, and with search=NAME the search's
+settings and its study's database (search.storage). One line per problem; exit 4 when there is any.
 
 """
 

@@ -164,7 +164,9 @@ def search_plan(
 PLAN_USAGE = """usage: python -m orchestrator plan [hydra flags] [overrides]
 
 Compose and validate every candidate (or those `candidate=a,b` / `candidate=glob(tp*)` name) as the sweep
-would, and print the exact command, environment and fingerprint of each; nothing is started. Hydra's flags
+would, and print the exact command, environment and fingerprint of each; nothing is started. Without
+`candidate=`, those the host cannot place (TP x DP) are listed as not planned. With `search=NAME`, the
+search is checked as the sweep checks it and its space, pruning and budget are printed. Hydra's flags
 work as on the sweep: -cd/--config-dir adds your own config dir (its candidates join the group),
 -cp/--config-path and -cn/--config-name choose the primary config, --cfg/--info show instead of planning.
 

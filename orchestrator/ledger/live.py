@@ -5,8 +5,8 @@ Pipeline position: the orchestrator's ledger, beside the port's lock and the cop
 ``rollback`` and ``stop`` ask :func:`live_service` which sweep answers for the server on the service's port:
 the sweep the copy beside the port's lock names (the last one that took the service over: a sweep whose
 opening was refused never replaces it) when it is a sweep of the same sweeps folder, then the one
-``<sweeps>/latest`` points at. ``latest`` alone is not
-trusted: a sweep refused at its opening, or one of an older gauntlet, may have moved it to a directory that
+``<sweeps>/latest`` points at, then the folder's newest sweeps by their journals. ``latest`` alone is not
+trusted: a sweep refused at its opening by an older gauntlet moved it (and the copy) to a directory that
 started nothing, and reading only it would orphan the live service (nobody stops it, restores it or takes
 it over). :func:`live_service_mismatch` says, for the opening and for ``doctor`` alike, why a live service
 the configured baseline does not describe is refused.
@@ -19,13 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contracts.errors import GauntletError, SpecError
-from contracts.layout import previous_latest
+from contracts.layout import journal_file, previous_latest
 from launch.spec import LaunchSpec, diff_specs
 from orchestrator.ledger.events import LiveServer
 from orchestrator.ledger.journal import Journal
 from orchestrator.ledger.nodes import launching_place
 from orchestrator.ledger.offsite import find_offsite, port_offsite
 
+#: How many of a sweeps folder's newest sweeps are read when neither the port's copy nor ``latest`` names
+#: the sweep that answers for the live service (both on a refused sweep, as an older gauntlet left them).
+SCAN_NEWEST = 32
 #: Whether a recorded server still runs (same pid and start time): the process table's word.
 Alive = Callable[[LiveServer], bool]
 
@@ -54,7 +57,7 @@ def answering_sweeps(port: int, sweeps_dir: Path | None = None, *, base: Path | 
     """The sweeps that may answer for the service on ``port``, in the order asked: the one the copy beside
     the port's lock names (with ``sweeps_dir``, only a sweep of that folder: a sweep of another sweeps
     folder on the same port is refused on the port, naming the server, as before), then
-    ``<sweeps_dir>/latest``'s (each once)."""
+    ``<sweeps_dir>/latest``'s, then the folder's newest sweeps by their journals (each once)."""
     found: list[Path] = []
     kept = port_offsite(port, base=base)
     if kept is not None and (sweeps_dir is None or Path(kept.sweep_dir).parent == sweeps_dir.resolve()):
@@ -62,10 +65,25 @@ def answering_sweeps(port: int, sweeps_dir: Path | None = None, *, base: Path | 
     latest = previous_latest(sweeps_dir) if sweeps_dir is not None else None
     if latest is not None:
         found.append(latest)
+    if sweeps_dir is not None and sweeps_dir.is_dir():  # an older gauntlet moved both to a refused sweep
+        found.extend(_newest_sweeps(sweeps_dir))
     unique: dict[str, Path] = {}
     for sweep in found:
         unique.setdefault(str(sweep.resolve()), sweep)
     return list(unique.values())
+
+
+def _newest_sweeps(sweeps_dir: Path) -> list[Path]:
+    """The sweeps of the folder whose journals were written last, newest first (:data:`SCAN_NEWEST`)."""
+    dated: list[tuple[float, Path]] = []
+    for sweep in sweeps_dir.iterdir():
+        if sweep.is_symlink() or not sweep.is_dir():
+            continue
+        try:
+            dated.append((journal_file(sweep).stat().st_mtime, sweep))
+        except OSError:
+            continue
+    return [sweep for _, sweep in sorted(dated, reverse=True)[:SCAN_NEWEST]]
 
 
 def sweep_journal(sweep: Path, *, base: Path | None = None) -> Journal:

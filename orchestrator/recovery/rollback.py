@@ -33,6 +33,7 @@ from orchestrator.recovery.handover import ROLLBACK_WAIT_S, acting_on, cancel_re
 from orchestrator.recovery.locate import acting_sweep, live_elsewhere, load_for_acting
 from orchestrator.recovery.restore import healthy_retained, restore, validate_running
 from orchestrator.servers.context import SweepContext
+from orchestrator.servers.leftovers import runs_now
 from orchestrator.servers.seams import Seams
 
 
@@ -79,14 +80,15 @@ def _rollback_here(sweep_dir: Path, cfg: GauntletConfig, seams: Seams) -> Recove
     ctx = SweepContext.open(cfg, sweep_dir, seams)
     offsite.attach(ctx.journal, sweep_dir)
     state = ctx.journal.replay()
+    runs = runs_now(ctx.servers)
+    if not state.pending and not any(runs(s) for s in state.live.values()):  # whose is the port, then?
+        live = live_elsewhere(sweep_dir, seams, cfg.service.port)
+        if live is not None:  # refused before this sweep's journal or its jobs are touched
+            raise held_by_live_service(sweep_dir, cfg.service.port, live, state.retained_fingerprint)
     ctx.journal.append(RollbackRequested(live=len(state.live)))
     cancel_remote_jobs(ctx.journal, sweep_dir, seams)
     keep = healthy_retained(ctx.servers, state)
     others = [s for s in state.live.values() if keep is None or s.pid != keep.pid]
-    if keep is None and not others and not state.pending:  # nothing of this sweep's runs: whose is the port?
-        live = live_elsewhere(sweep_dir, seams, cfg.service.port)
-        if live is not None:
-            raise held_by_live_service(sweep_dir, cfg.service.port, live, state.retained_fingerprint)
     target = new_rollback_dir(sweep_dir)
     seams.say(f"this rollback's evidence: {target}")
     if keep is not None and not others and not state.pending:

@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from contracts.layout import OffsitePaths, journal_file, offsite_dir, point_latest
+from contracts.layout import OffsitePaths, journal_file, offsite_dir
 from orchestrator.app.search_storage import storage_problem
 from orchestrator.ledger.lock import lock_dir
 from tests.integration import sweep_helpers as h
+from tests.older_gauntlet import as_an_older_gauntlet_left_it
 from tests.ports import free_port
 
 pytestmark = pytest.mark.slow
@@ -62,8 +63,9 @@ def test_a_refused_sweep_leaves_the_live_service_to_status_rollback_and_the_next
     assert "make conf/candidate/tp4_dp2.yaml describe the live service" in out, out[-3000:]
     assert f"`python -m orchestrator stop {a}`" in out
 
-    # The state, as an older gauntlet left it: latest on B's empty directory.
-    point_latest(sweeps, b)
+    # The state, as an older gauntlet left it: latest and the port's copy on B's empty directory.
+    as_an_older_gauntlet_left_it(sweeps, b, port)
+    assert (sweeps / "latest").resolve() == b.resolve() and _copy_names(port) == str(b.resolve())
     status = h.run_cli(["status", *_flags(sweeps, port)], timeout=120)
     assert status.returncode == 0, status.stdout + status.stderr
     assert f"sweep: {a}" in status.stdout and f"`status` acts on {a}" in status.stderr
@@ -73,7 +75,7 @@ def test_a_refused_sweep_leaves_the_live_service_to_status_rollback_and_the_next
     assert rolled.returncode == 0, rolled.stdout + rolled.stderr
     assert "rollback OK" in rolled.stdout and "run rollback" not in rolled.stderr
     assert [p.pid for p in h.sim_servers(port)] == [live_pid]  # validated where it runs: no downtime
-    assert (sweeps / "latest").resolve() == a  # put back
+    assert (sweeps / "latest").resolve() == a and _copy_names(port) == str(a)  # both put back
 
     # A search whose study's database is out of reach (a wrong port): refused at the opening.
     url = f"postgresql+psycopg://me:{PASSWORD}@127.0.0.1:{free_port()}/gauntlet"

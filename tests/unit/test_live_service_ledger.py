@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from contracts.errors import PortInUseError
-from contracts.layout import OffsitePaths, journal_file, latest_link, offsite_dir, point_latest
+from contracts.layout import OffsitePaths, journal_file, latest_link, offsite_dir
 from orchestrator.app import entry
 from orchestrator.ledger.journal import Journal
 from orchestrator.ledger.lock import lock_dir
@@ -23,6 +23,7 @@ from orchestrator.recovery.rollback import main_rollback, rollback
 from orchestrator.recovery.status import main_status
 from orchestrator.recovery.stop import main_stop
 from orchestrator.servers.seams import Seams
+from tests.older_gauntlet import as_an_older_gauntlet_left_it
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
 
 SMALL = ["run.repeats=1", "run.profiles=[serial,decode_heavy]", "run.recovery_profiles=[decode_heavy]"]
@@ -62,7 +63,7 @@ def ledger_names() -> str:
     "latest_after_b",
     [
         "as B's opening left it",
-        "moved to B, as an older gauntlet did",
+        "moved to B, as an older gauntlet did",  # and the copy beside the lock too
         "B named on the command line",
     ],
 )
@@ -94,8 +95,9 @@ def test_a_refused_sweep_leaves_the_live_service_found_by_status_rollback_and_th
     assert f"`python -m orchestrator stop {a}`" in err
     assert said[-1].endswith(f"runs as it was (`python -m orchestrator status {a}`)"), said[-1]
 
-    if latest_after_b == "moved to B, as an older gauntlet did":
-        point_latest(Path("sweeps"), b)
+    if latest_after_b == "moved to B, as an older gauntlet did":  # latest, the port's copy, B's journal
+        as_an_older_gauntlet_left_it(Path("sweeps"), b, 8000)
+        assert latest() == b and ledger_names() == str(b)
     target = [str(b)] if latest_after_b == "B named on the command line" else []
 
     def seams() -> Seams:
@@ -109,7 +111,7 @@ def test_a_refused_sweep_leaves_the_live_service_found_by_status_rollback_and_th
         capsys.readouterr()
     )  # rollback OK (its stdout: bound early)
     assert list(sup.alive) == [live_pid]  # validated where it runs: no downtime
-    assert latest() == a  # repaired where an older gauntlet had moved it
+    assert latest() == a and ledger_names() == str(a)  # put back where an older gauntlet had moved them
 
     code, _ = sweep(sup, "candidate=eplb")  # C: the baseline that describes the live service
     assert code == 0
@@ -133,10 +135,12 @@ def test_rollback_of_an_older_sweep_is_refused_naming_the_live_service_not_itsel
     a = latest()
     (live_pid,) = sup.alive
     started = list(sup.started)
+    z_journal = journal_file(z).read_bytes()
     with pytest.raises(PortInUseError) as info:
         rollback(z, fake_seams(sup, FakeLoad(), []))
     error = info.value
     assert list(sup.alive) == [live_pid] and sup.started == started
+    assert journal_file(z).read_bytes() == z_journal  # refused before a line is written
     assert (
         f"service port 8000 is held by gauntlet's live service, baseline (pid {live_pid}, retained) of {a}"
         in (error.message)
