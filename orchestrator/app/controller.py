@@ -40,7 +40,7 @@ from contracts.errors import (
     exit_code_for,
     sweep_dir_error,
 )
-from contracts.layout import candidates_dir, point_latest, previous_latest
+from contracts.layout import candidates_dir
 from contracts.results import RecoveryValidation, probe_writable
 from contracts.schema import CandidateConfig, GauntletConfig
 from contracts.secrets import redacted
@@ -121,10 +121,12 @@ class SweepController:
         jobs_elsewhere: bool = False,
         candidates: Sequence[CandidateConfig] = (),
         title: str | None = None,
+        baseline_file: str = "the baseline's candidate file",
     ) -> None:
         """Open ``sweep_dir``: begin (leftovers, retained spec), measure the baseline.
 
-        ``title`` replaces the opening line's "sweep of N job(s)" (a search names its space and budget).
+        ``title`` replaces the opening line's "sweep of N job(s)" (a search names its space and budget);
+        ``baseline_file``: the file the user selected as the baseline, which a refusal names.
 
         With ``jobs_elsewhere`` (zero-downtime) the live service keeps serving and no baseline is measured
         here: every job measures the baseline on its own node. ``candidates`` (every job's) are checked by
@@ -143,8 +145,6 @@ class SweepController:
                 ctx.say(f"{title} in {sweep_dir} {where}")
             else:
                 ctx.say(f"sweep of {len(names)} job(s) in {sweep_dir} {where}: {', '.join(names)}")
-        sweeps = Path(cfg.run.sweeps_dir)
-        previous = previous_latest(sweeps)
         try:  # a sweep that cannot write its evidence stops before it touches the live service
             for folder in (sweep_dir, candidates_dir(sweep_dir)):
                 probe_writable(folder)
@@ -154,8 +154,13 @@ class SweepController:
             raise disk from exc
         if names is not None:  # the judge names the candidates the sweep never reached
             record_planned(sweep_dir, names)
-        point_latest(sweeps, sweep_dir)
-        begin(ctx, previous=previous, keep_live=jobs_elsewhere, candidates=candidates)
+        begin(  # `latest` moves here once nothing refuses the opening (never to a sweep that started nothing)
+            ctx,
+            sweeps=Path(cfg.run.sweeps_dir),
+            keep_live=jobs_elsewhere,
+            candidates=candidates,
+            baseline_file=baseline_file,
+        )
         if jobs_elsewhere:
             return
         run = run_candidate(ctx, cfg.baseline, role="baseline")

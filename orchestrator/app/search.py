@@ -24,11 +24,10 @@ from typing import Any, Literal
 import optuna
 import yaml
 
-from contracts.errors import ConfigError, ConfigProblem
 from contracts.layout import SweepPaths
 from contracts.results import CapacityResult, read_model
 from contracts.schema import GauntletConfig
-from contracts.search import OBJECTIVES, PRUNERS, SAMPLERS, SearchConfig, Space
+from contracts.search import SearchConfig, Space
 from contracts.trials import Confirmation, SearchRecord, TrialRecord, Winner, read_search, write_search
 from contracts.verdicts import DECISION_LABELS, SweepVerdict
 from orchestrator.config.secrets import revealed
@@ -37,11 +36,9 @@ from orchestrator.config.space import (
     Pruned,
     candidate_at,
     changed_fields,
-    parse_space,
     point_overrides,
     prune,
 )
-from orchestrator.config.validate import Sources
 from orchestrator.measure.trial import TrialOutcome
 
 #: How many points in a row the sampler may ask that launch nothing before the space counts as exhausted.
@@ -138,34 +135,6 @@ def reporter(ticket: TrialTicket) -> Callable[[int, float], bool]:
         return trial.should_prune()
 
     return report
-
-
-def search_space(cfg: GauntletConfig, sources: Sources) -> Space:
-    """The sweep's search space, checked before anything starts: parsed (a ConfigError names the file),
-    and the capacity profile the screen and the capacity objective measure."""
-    assert cfg.search is not None
-    where = sources.describe("search")
-    space = parse_space(cfg.search, where=where)
-    problems = []
-    if cfg.capacity.profile is None:
-        problems.append(
-            ConfigProblem(
-                where, "capacity.profile", None, "a workload: a search screens and measures capacity on it"
-            )
-        )
-    if cfg.search.objective not in OBJECTIVES:
-        problems.append(
-            ConfigProblem(where, "search.objective", cfg.search.objective, f"one of {OBJECTIVES}")
-        )
-    if cfg.search.sampler not in SAMPLERS:
-        problems.append(ConfigProblem(where, "search.sampler", cfg.search.sampler, f"one of {SAMPLERS}"))
-    if cfg.search.pruner not in PRUNERS:
-        problems.append(ConfigProblem(where, "search.pruner", cfg.search.pruner, f"one of {PRUNERS}"))
-    if cfg.search.max_launches < 1:
-        problems.append(ConfigProblem(where, "search.max_launches", cfg.search.max_launches, ">= 1"))
-    if problems:
-        raise ConfigError(problems)
-    return space
 
 
 # ---------------------------------------------------------------- the rules (pure)

@@ -51,9 +51,11 @@ from contracts.search import Space
 from launch.preflight import real_probes
 from orchestrator.app.controller import SweepController, jobs_run_elsewhere
 from orchestrator.app.jobs import run_job
-from orchestrator.app.search import SearchRun, TrialTicket, opening_line, search_space
+from orchestrator.app.search import SearchRun, TrialTicket, opening_line
+from orchestrator.app.search_storage import storage_faults, storage_problem, storage_refusal
 from orchestrator.config.compose import sources_from_hydra, to_typed
 from orchestrator.config.compose_errors import translate_compose_error
+from orchestrator.config.search_checks import checked_space
 from orchestrator.config.secrets import REVEALED_FIELDS, conceal_field
 from orchestrator.config.space import doctor_flag_check
 from orchestrator.config.validate import Sources, check_candidate_names, validate
@@ -190,8 +192,6 @@ class GauntletJob:
 def _check_parallel(cfg: GauntletConfig, launcher: str) -> None:
     """``search.parallel`` > 1 needs a launcher that runs jobs side by side, each on a node of its own."""
     assert cfg.search is not None
-    if cfg.search.parallel < 1:
-        raise ConfigError([ConfigProblem("<search>", "search.parallel", cfg.search.parallel, ">= 1")])
     if cfg.search.parallel > 1 and not jobs_run_elsewhere(launcher, cfg):
         allowed = (
             "1 with this launcher: trials side by side need one that runs jobs on nodes of their own "
@@ -361,8 +361,11 @@ class SweeperCore(BasicSweeper):
             check_candidate_names(sources_from_hydra(self.config.hydra).search_path)
             self.validate_batch_is_legal(jobs)
             if typed.search is not None:  # its space is checked before the first file, as the jobs are
-                self.space = search_space(typed, sources_from_hydra(self.config.hydra))
+                self.space = checked_space(typed, sources_from_hydra(self.config.hydra))
                 _check_parallel(typed, str(self.config.hydra.launcher.get("_target_", "")))
+                # its study's database, reached before the live service is stopped (doctor asks the same)
+                if (fault := storage_problem(typed.search.storage)) is not None:
+                    raise storage_refusal(fault)
                 self.searching = typed
                 # Each trial is a job of the command line's overrides (less a candidate it names) + its point.
                 self.base_overrides = [o for o in jobs[0] if not o.lstrip("+~").startswith("candidate")]
@@ -377,7 +380,13 @@ class SweeperCore(BasicSweeper):
             if typed.search is not None and self.space is not None:  # a search, not a sweep of one job
                 title = opening_line(typed.search, self.space)
             self.controller.open(
-                typed, sweep_dir, names=names, jobs_elsewhere=elsewhere, candidates=chosen, title=title
+                typed,
+                sweep_dir,
+                names=names,
+                jobs_elsewhere=elsewhere,
+                candidates=chosen,
+                title=title,
+                baseline_file=sources_from_hydra(self.config.hydra).baseline_file(),
             )
             write_opening(sweep_dir, "open", node=node)
         except BaseException as exc:
@@ -445,7 +454,9 @@ class SweeperCore(BasicSweeper):
             say=self.controller.sweep.say,
             launch_batch=launch_batch,
         )
-        winner = run.run()
+        assert cfg.search is not None
+        with storage_faults(cfg.search.storage or str(SweepPaths(sweep_dir).study)):  # gauntlet's words
+            winner = run.run()
         if winner is not None:
             launch_job(winner, None)
         return results

@@ -123,6 +123,14 @@ class Sources:
         path = self.group_file(group, choice)
         return display_path(path) if path else f"<{package}>"
 
+    def baseline_file(self) -> str:
+        """The baseline the user selected (``candidate@baseline``) as a refusal names it: its file, from
+        their ``--config-dir`` when it is there, and any command-line override of ``baseline.*``."""
+        keys = [o for o in self.overrides if o.lstrip("+~").startswith("baseline.")]
+        return " and ".join(
+            [self.describe("candidate@baseline"), *(f"command-line override {o!r}" for o in keys)]
+        )
+
 
 def display_path(path: Path) -> str:
     """A config file as an error names it: relative to the project root when it is inside it."""
@@ -158,6 +166,21 @@ def _parent_in_group(raw: Mapping[str, Any]) -> str | None:
     return None
 
 
+def placement_refusal(cand: CandidateConfig, host: HostConfig) -> str | None:
+    """Why ``host`` cannot place the candidate's TP x DP (its GPUs, its placement rule, its nodes), or None
+    (also when TP or DP is below 1: a problem of the value, said on its own)."""
+    tp, dp = cand.tensor_parallel_size, cand.data_parallel_size
+    if tp < 1 or dp < 1:
+        return None
+    why = placement_problem(
+        tp, dp, gpus=host.gpu_count, placement=host.placement, where=f"host '{host.name}'"
+    )
+    if why:
+        return why
+    layout = host_layout(tp, dp, host)
+    return layout if isinstance(layout, str) else None
+
+
 def candidate_problems(cand: CandidateConfig, host: HostConfig, where: Any) -> list[ConfigProblem]:
     """Problems of one candidate on one host. ``where(key_path)`` names the file that set a field."""
     out: list[ConfigProblem] = []
@@ -171,24 +194,13 @@ def candidate_problems(cand: CandidateConfig, host: HostConfig, where: Any) -> l
         if int(getattr(cand, key)) < 1:
             bad([key], getattr(cand, key), "an integer >= 1")
     tp, dp = cand.tensor_parallel_size, cand.data_parallel_size
-    if tp >= 1 and dp >= 1:
-        allowed = placement_problem(
-            tp, dp, gpus=host.gpu_count, placement=host.placement, where=f"host '{host.name}'"
+    if (allowed := placement_refusal(cand, host)) is not None:
+        files = dict.fromkeys([where(["tensor_parallel_size"]), where(["data_parallel_size"])])
+        out.append(
+            ConfigProblem(
+                " + ".join(files), "tensor_parallel_size x data_parallel_size", f"{tp} x {dp}", allowed
+            )
         )
-        if allowed:
-            files = dict.fromkeys([where(["tensor_parallel_size"]), where(["data_parallel_size"])])
-            out.append(
-                ConfigProblem(
-                    " + ".join(files), "tensor_parallel_size x data_parallel_size", f"{tp} x {dp}", allowed
-                )
-            )
-        elif isinstance(layout := host_layout(tp, dp, host), str):
-            files = dict.fromkeys([where(["tensor_parallel_size"]), where(["data_parallel_size"])])
-            out.append(
-                ConfigProblem(
-                    " + ".join(files), "tensor_parallel_size x data_parallel_size", f"{tp} x {dp}", layout
-                )
-            )
     gmu = cand.gpu_memory_utilization
     if not (isinstance(gmu, int | float) and 0 < gmu <= 1):
         bad(["gpu_memory_utilization"], gmu, "a fraction in (0, 1]")

@@ -116,6 +116,18 @@ def find_offsite(sweep_dir: Path, *, base: Path | None = None) -> Offsite | None
     return None
 
 
+def port_offsite(port: int, *, base: Path | None = None) -> Offsite | None:
+    """The copy kept for ``port``: the last sweep that took over the service there (None: no readable one)."""
+    folder = offsite_dir(base if base is not None else lock_dir(), port)
+    try:
+        data = json.loads(OffsitePaths(folder).record.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not data.get("sweep_dir"):
+        return None
+    return Offsite(folder=folder, sweep_dir=str(data["sweep_dir"]), fingerprint=str(data.get("fingerprint")))
+
+
 def attach(journal: Journal, sweep_dir: Path, *, base: Path | None = None) -> Offsite | None:
     """Mirror ``journal`` (rollback's, stop's) into the copy kept for ``sweep_dir``, when there is one."""
     offsite = find_offsite(sweep_dir, base=base)

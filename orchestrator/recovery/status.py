@@ -32,9 +32,10 @@ from orchestrator.ledger.events import (
     ValidationFailed,
 )
 from orchestrator.ledger.journal import JournalState, RemoteJob
+from orchestrator.ledger.live import LiveService
 from orchestrator.ledger.lock import Holder, running_sweep
 from orchestrator.ledger.requests import STOPPED_BY_USER
-from orchestrator.recovery.locate import readable_journal, resolve_sweep_dir, sweep_port
+from orchestrator.recovery.locate import acting_sweep, live_elsewhere, readable_journal, sweep_port
 from orchestrator.servers.leftovers import read_for_stopping
 from orchestrator.servers.seams import Seams
 from orchestrator.servers.session import Servers
@@ -77,6 +78,12 @@ def what_runs(sweep_dir: Path, seams: Seams) -> list[str]:
         why = "stopped by the user: nothing gauntlet started for this sweep is running"
     else:
         why = "nothing gauntlet started for this sweep is running"
+    elsewhere = live_elsewhere(sweep_dir, seams)
+    if elsewhere is not None:  # a sweep refused at its opening: the live service was left as it was
+        why += (
+            f"; the live service on port {elsewhere.server.port}, {elsewhere.describe()}, runs as it was "
+            f"(`python -m orchestrator status {elsewhere.sweep}`)"
+        )
     return [*lines, why]
 
 
@@ -127,6 +134,10 @@ STATES: dict[str, tuple[str, bool]] = {
         True,
     ),
     "running": ("a sweep is running on this directory; `stop` or `rollback` ends it", False),
+    "live_elsewhere": (
+        "nothing this sweep started runs; the live service on its port is another sweep's (named above)",
+        False,
+    ),
     "not_settled": (
         "not settled; `python -m orchestrator rollback` restores the retained configuration",
         False,
@@ -183,12 +194,21 @@ def status(sweep_dir: Path, seams: Seams, *, out: TextIO | None = None, as_json:
     jobs = servers.journal.remote_jobs()
     holder = None if state.finished else _running_sweep(sweep_dir)  # a finished sweep runs no more
     word = sweep_state(events, state, lines, running=holder is not None)
+    elsewhere = None if holder is not None else live_elsewhere(sweep_dir, seams)
+    if elsewhere is not None and word == "not_settled" and not any(ln.alive for ln in lines):
+        word = "live_elsewhere"
     text, ok = STATES[word]
     if holder is not None:
         text = f"a sweep is running on this directory (pid {holder.pid}); `stop` or `rollback` ends it"
+    if elsewhere is not None and word == "live_elsewhere":
+        text = (
+            f"nothing this sweep started runs; the live service on port {elsewhere.server.port} is "
+            f"{elsewhere.describe()}: `python -m orchestrator status {elsewhere.sweep}` says its state"
+        )
     if as_json:
         facts = status_facts(sweep_dir, state, lines, warnings, jobs, settled=word == "settled")
         facts.update(state=word, state_text=text, exit_code=0 if ok else 1)
+        facts["live_service"] = None if elsewhere is None else _elsewhere_facts(elsewhere, servers)
         out.write(json.dumps(facts, indent=2) + "\n")
         return 0 if ok else 1
     out.write(f"sweep: {sweep_dir}\n")
@@ -203,6 +223,8 @@ def status(sweep_dir: Path, seams: Seams, *, out: TextIO | None = None, as_json:
             f"  {live.candidate:<20} {tag:<9} pid {live.pid:<7} port {live.port:<5} {health:<18} "
             f"{live.fingerprint}\n"
         )
+    if elsewhere is not None:
+        out.write(f"live service on port {elsewhere.server.port}: {_elsewhere_line(elsewhere, servers)}\n")
     for warning in warnings:
         out.write(f"warning: {warning}\n")
     for pending in state.pending:
@@ -215,6 +237,30 @@ def status(sweep_dir: Path, seams: Seams, *, out: TextIO | None = None, as_json:
         )
     out.write(f"state: {text}\n")
     return 0 if ok else 1
+
+
+def _elsewhere_healthy(live: LiveService, servers: Servers) -> bool:
+    try:
+        session = servers.adopt(live.server, read_for_stopping(live.server.spec_file))
+    except (OSError, SpecError):
+        return False
+    return session is not None and servers.seams.supervisor.health(session.running) == 200
+
+
+def _elsewhere_line(live: LiveService, servers: Servers) -> str:
+    health = "healthy" if _elsewhere_healthy(live, servers) else "alive, NOT healthy"
+    return f"{live.describe()}, {health}, {live.server.fingerprint} (not this sweep's)"
+
+
+def _elsewhere_facts(live: LiveService, servers: Servers) -> dict[str, object]:
+    return {
+        "sweep": str(live.sweep),
+        "candidate": live.server.candidate,
+        "pid": live.server.pid,
+        "port": live.server.port,
+        "fingerprint": live.server.fingerprint,
+        "healthy": _elsewhere_healthy(live, servers),
+    }
 
 
 def _running_sweep(sweep_dir: Path) -> Holder | None:
@@ -284,8 +330,9 @@ def _status_line(servers: Servers, state: JournalState, live: LiveServer, warnin
 
 def main_status(args: list[str], seams_factory: Callable[[], Seams], *, as_json: bool = False) -> int:
     try:
-        sweep_dir = resolve_sweep_dir(args[0] if args else None)
-        return status(sweep_dir, seams_factory(), as_json=as_json)
+        seams = seams_factory()
+        sweep_dir = acting_sweep(args[0] if args else None, seams, command="status")
+        return status(sweep_dir, seams, as_json=as_json)
     except GauntletError as exc:
         print(f"gauntlet status: {exc}", file=sys.stderr)
         return exc.exit_code

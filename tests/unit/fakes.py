@@ -26,6 +26,7 @@ from contracts.results import (
     write_model,
 )
 from contracts.schema import WorkloadConfig
+from launch.preflight import Probes
 from launch.spec import LaunchSpec
 from launch.supervisor import Server
 from launch.tracking import NodeProcess
@@ -240,4 +241,21 @@ def fake_seams(supervisor: FakeSupervisor, load: FakeLoad, messages: list[str] |
         watch_interval_s=0.01,
         stop=threading.Event(),
         processes=lambda: [],
+    )
+
+
+def sim_probes() -> Probes:
+    """doctor's probes of a simulated host: the simulator's parser, a free port, nothing else to find."""
+    from launch.sim.cli import build_parser
+
+    return Probes(
+        host=lambda: HostProbe(driver=False, reason="simulated", simulated=True),
+        resolve=list,
+        version=lambda program: None,
+        help_text=lambda program, version: "",
+        sim_help=lambda: build_parser().format_help(),
+        read_file=lambda path: None,
+        hf_snapshot=lambda model: None,
+        port_in_use=lambda host, port: False,
+        environ={},
     )

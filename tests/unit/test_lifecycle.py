@@ -291,7 +291,7 @@ def test_a_live_service_that_is_not_the_configured_baseline_is_a_preflight_refus
     cfg, _ = load([*OVERRIDES, "candidate@baseline=tp4_dp2"])  # a baseline that renders another spec
     second = SweepContext.open(cfg, tmp_path / "b" / "sweep", fake_seams(sup, FakeLoad(), []))
     with pytest.raises(PreflightError) as info:
-        begin(second, previous=first.dir)
+        begin(second)  # the live service is found from the port's ledger, not given
     assert info.value.exit_code == 4
     assert "but the configured baseline renders" in info.value.message
     assert list(sup.alive) == [live_pid]  # the live service keeps serving
