@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from contracts.errors import GauntletError, RollbackError
+from contracts.errors import ConfigError, GauntletError, RollbackError
 from contracts.layout import DEFAULT_SWEEPS_DIR, JOURNAL_FILE, SweepPaths, journal_file, latest_sweep
 from contracts.schema import GauntletConfig
 from contracts.sweepdir import read_sweep_config
@@ -21,7 +21,7 @@ from orchestrator.ledger.live import LiveService, live_service
 from orchestrator.ledger.lock import running_sweep
 from orchestrator.ledger.nodes import launching_place
 from orchestrator.servers.leftovers import runs_now
-from orchestrator.servers.seams import Seams
+from orchestrator.servers.seams import Say, Seams
 from orchestrator.servers.session import Servers
 
 
@@ -41,17 +41,34 @@ def resolve_sweep_dir(arg: str | None, sweeps_dir: Path | None = None) -> Path:
     )
 
 
-def load_sweep_config(sweep_dir: Path) -> GauntletConfig:
-    """The composed configuration a sweep recorded (config.yaml), typed and validated as at the start."""
+def load_sweep_config(sweep_dir: Path, say: Say | None = None) -> GauntletConfig:
+    """The composed configuration a sweep recorded (config.yaml), typed and validated as at the start.
+
+    With ``say`` (acting on the sweep: rollback), a recorded configuration that a check added since the
+    sweep ran refuses (a cost bound without a price, a TLS file moved away) is acted on as recorded, and
+    ``say`` names what the checks found: the restore relaunches the recorded retained spec after checking
+    its fingerprint, so a rule about what a new sweep may measure must never stand between a user and
+    their retained configuration.
+    """
     cfg = read_sweep_config(sweep_dir)
-    validate(cfg, Sources())
+    try:
+        validate(cfg, Sources())
+    except ConfigError as exc:
+        if say is None:
+            raise
+        found = "; ".join(str(p) for p in exc.problems)
+        say(
+            f"{SweepPaths(sweep_dir).config}: the recorded configuration no longer passes this version's "
+            f"checks ({found}); acting on it as recorded (the retained spec is checked by its fingerprint)"
+        )
     return cfg
 
 
 def load_for_acting(sweep_dir: Path, seams: Seams) -> GauntletConfig:
-    """The sweep's configuration, after :func:`reinstate_if_lost`."""
+    """The sweep's configuration, after :func:`reinstate_if_lost`; acted on even where a newer check
+    refuses it (:func:`load_sweep_config`)."""
     reinstate_if_lost(sweep_dir, seams)
-    return load_sweep_config(sweep_dir)
+    return load_sweep_config(sweep_dir, say=seams.say)
 
 
 def reinstate_if_lost(sweep_dir: Path, seams: Seams) -> None:
