@@ -26,16 +26,38 @@ GateStatus = Literal["pass", "fail", "inconclusive", "not_run"]
 GateRole = Literal["requirement", "gain"]
 Decision = Literal["keep", "reject", "neutral", "incompatible", "inconclusive", "incomplete"]
 
-#: How a decision is printed in a summary or a decision table (the baseline's own row included).
+#: How a decision is printed wherever a person reads it (the search's line, the verdict table, the sweep's
+#: last lines, ``judge``, the report, a reason's first word): one spelling, upper case, for every verdict;
+#: the baseline's own row is no verdict. Read it through :func:`decision_label`.
 DECISION_LABELS: dict[str, str] = {
     "baseline": "baseline",
     "keep": "KEEP",
     "reject": "REJECT",
-    "neutral": "neutral",
+    "neutral": "NEUTRAL",
     "incompatible": "INCOMPATIBLE",
     "inconclusive": "INCONCLUSIVE",
     "incomplete": "INCOMPLETE",
 }
+
+
+def decision_label(decision: str) -> str:
+    """A decision as it is printed (:data:`DECISION_LABELS`; an unknown word in upper case).
+
+    >>> decision_label("neutral"), decision_label("baseline")
+    ('NEUTRAL', 'baseline')
+    """
+    return DECISION_LABELS.get(decision, decision.upper())
+
+
+def spelled_reason(decision: str, reason: str) -> str:
+    """``reason`` with its first word, the decision (``"neutral: ..."``), spelled as the decision's label
+    (``"NEUTRAL: ..."``); a reason that does not start with it is returned as it is.
+
+    >>> spelled_reason("keep", "keep: latency gain"), spelled_reason("keep", "KEEP: latency gain")
+    ('KEEP: latency gain', 'KEEP: latency gain')
+    """
+    head = f"{decision}: "
+    return f"{decision_label(decision)}: {reason[len(head) :]}" if reason.startswith(head) else reason
 
 
 class _Model(BaseModel):

@@ -47,6 +47,8 @@ from contracts.verdicts import (
     Reversal,
     SweepVerdict,
     Verdict,
+    decision_label,
+    spelled_reason,
 )
 from gates.answer_accuracy import read_claim
 from gates.compare import brief
@@ -194,7 +196,7 @@ def _incomplete(verdict: Verdict, gaps: Sequence[Gap], resume: str | None) -> Ve
         update={
             "decision": "incomplete",
             "decision_on_partial": partial.decision if partial else None,
-            "reason": f"incomplete: {missing}{then}{so_far}",
+            "reason": f"{decision_label('incomplete')}: {missing}{then}{so_far}",
             "missing": list(gaps),
             "resume": command,
             "more_repeats": None,
@@ -246,7 +248,7 @@ def _decide(candidate: str, results: Sequence[GateResult], cfg: GatesConfig) -> 
         return Verdict(
             candidate=candidate,
             decision=decision,
-            reason=reason,
+            reason=spelled_reason(decision, reason),
             failed=["compatibility"],
             gates=list(results),
         )
@@ -254,7 +256,7 @@ def _decide(candidate: str, results: Sequence[GateResult], cfg: GatesConfig) -> 
         return Verdict(
             candidate=candidate,
             decision="inconclusive",
-            reason=f"inconclusive: {compat.message}",
+            reason=f"{decision_label('inconclusive')}: {compat.message}",
             gates=list(results),
         )
     if failed:
@@ -305,7 +307,7 @@ def _decide(candidate: str, results: Sequence[GateResult], cfg: GatesConfig) -> 
     return Verdict(
         candidate=candidate,
         decision=decision,
-        reason=reason,
+        reason=spelled_reason(decision, reason),
         failed=[g.gate for g in failed],
         gains=gains,
         gates=list(results),
@@ -523,7 +525,7 @@ def _retained(baseline: str, verdicts: Sequence[Verdict], *, drifted: bool) -> t
     keeps = [v for v in verdicts if v.decision == "keep"]
     if not keeps:
         why = " (baseline drift made every measured verdict inconclusive)" if drifted else ""
-        return baseline, f"no candidate is keep: {baseline} stays{why}"
+        return baseline, f"no candidate is {decision_label('keep')}: {baseline} stays{why}"
     best = max(keeps, key=_load_score)
     others = f" (best of {len(keeps)} kept candidates by loaded output tokens/s)" if len(keeps) > 1 else ""
     return best.candidate, f"{best.candidate} is kept{others}: {best.reason}"
@@ -536,6 +538,6 @@ def _drifted(verdict: Verdict, why: str) -> Verdict:
         update={
             "decision": "inconclusive",
             "decision_before_drift": verdict.decision,
-            "reason": f"inconclusive: {why} (without the drift: {verdict.reason})",
+            "reason": f"{decision_label('inconclusive')}: {why} (without the drift: {verdict.reason})",
         }
     )
