@@ -71,6 +71,37 @@ class Evidence(_Model):
     requests: list[int] = Field(default_factory=list)  # RequestRecord.index values; empty = the whole file
 
 
+class MoreRepeats(_Model):
+    """How many more repeats per side might settle an inconclusive comparison, and how sure that is. The
+    interval narrows like 1/sqrt(repeats), but the effect it must clear is itself estimated from a few
+    runs (an estimate of 2 became 21 after 5 more repeats per side): a count if the effect is as large as
+    measured, a scale if it is only as large as what counts, and never a promise, since an interval that
+    is still inconclusive allows no effect at all."""
+
+    runs: int  # runs per side the estimate rests on
+    if_measured: int  # more repeats per side if the true effect is as large as measured
+    # ... if it is only as large as what counts (``threshold``: the tolerance or the minimum gain); None:
+    # beyond 200, or nothing short of "no change" counts (a tolerance of 0)
+    if_least: int | None = None
+    threshold: float | None = None  # the ratio that counts
+
+    def words(self) -> str:
+        """In words, e.g. ``2 or more repeat(s) per side may settle it: 2 if the effect is as large as
+        measured, about 17 if it is only as large as what counts (0.950x), and no number can be given if
+        it is smaller (the interval still allows no effect at all); estimated from 3 run(s) per side, it
+        may be far off``."""
+        least = (
+            f", about {self.if_least} if it is only as large as what counts ({self.threshold:.3f}x)"
+            if self.if_least is not None and self.if_least > self.if_measured and self.threshold is not None
+            else ""
+        )
+        return (
+            f"{self.if_measured} or more repeat(s) per side may settle it: {self.if_measured} if the effect "
+            f"is as large as measured{least}, and no number can be given if it is smaller (the interval "
+            f"still allows no effect at all); estimated from {self.runs} run(s) per side, it may be far off"
+        )
+
+
 class Comparison(_Model):
     """One metric of one profile, candidate against baseline."""
 
@@ -87,6 +118,7 @@ class Comparison(_Model):
     n_candidate: int = 0  # repeats or requests behind the candidate's value
     n_baseline: int = 0
     more_repeats: int | None = None  # when inconclusive: repeats per side to add (estimate)
+    settle: MoreRepeats | None = None  # with ``more_repeats``: its range and what it rests on
     message: str = ""
     # Set when the evidence cannot decide this comparison whatever the repeats (``client_lag``: the
     # difference is within the load client's dispatch lag); the candidate is then ``incomplete``.
@@ -190,7 +222,8 @@ class Verdict(_Model):
     failed: list[str] = Field(default_factory=list)  # names of the failed requirement gates
     gains: list[str] = Field(default_factory=list)  # improvements beyond noise, with numbers
     gates: list[GateResult] = Field(default_factory=list)
-    more_repeats: int | None = None  # when inconclusive: repeats per side that would likely settle it
+    more_repeats: int | None = None  # when inconclusive: repeats per side that may settle it (the fewest)
+    settle: MoreRepeats | None = None  # when inconclusive: the range behind ``more_repeats``, in its reason
     reversal: str | None = None  # serial and loaded rankings against the baseline disagree
     decision_before_drift: Decision | None = None  # set when baseline drift overrode the decision
     figures: list[KeyFigure] = Field(default_factory=list)  # empty when the candidate did not start

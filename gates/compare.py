@@ -30,6 +30,7 @@ from contracts.results import RequestRecord
 from contracts.sweepdir import Repeat
 from contracts.verdicts import Comparison, Evidence, GateStatus
 from gates.bootstrap import RunSample, throughput_ratio
+from gates.settle import settle_range
 from gates.significance import holm
 from gates.stats import RatioEstimate, latency_ratio, more_repeats, one_sided_p
 
@@ -275,6 +276,7 @@ def estimated(
         n_candidate=counts[0],
         n_baseline=counts[1],
         more_repeats=more_repeats(est) if settles and status == "inconclusive" else None,
+        settle=settle_range(est, threshold) if settles and status == "inconclusive" else None,
         message=message,
     )
 

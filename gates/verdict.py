@@ -44,6 +44,7 @@ from contracts.verdicts import (
     DriftResult,
     Gap,
     GateResult,
+    MoreRepeats,
     Reversal,
     SweepVerdict,
     Verdict,
@@ -65,6 +66,7 @@ from gates.figures import (
 )
 from gates.registry import REGISTRY, Gate, GateContext, selected_gates
 from gates.sequential import SequentialPlan
+from gates.settle import combined, settle_words
 
 
 def _label(gate: str) -> str:
@@ -200,6 +202,7 @@ def _incomplete(verdict: Verdict, gaps: Sequence[Gap], resume: str | None) -> Ve
             "missing": list(gaps),
             "resume": command,
             "more_repeats": None,
+            "settle": None,
         }
     )
 
@@ -242,6 +245,7 @@ def _decide(candidate: str, results: Sequence[GateResult], cfg: GatesConfig) -> 
     gains += [c.message for c in capacity]
     decision: Decision
     more: int | None = None
+    settle: MoreRepeats | None = None
     if compat is not None and compat.status == "fail":
         decision = "incompatible"
         reason = f"incompatible: {compat.message} (a compatibility failure, not a performance result)"
@@ -299,7 +303,8 @@ def _decide(candidate: str, results: Sequence[GateResult], cfg: GatesConfig) -> 
         pending = [c for g in sources for c in g.comparisons]
         unmeasured = any(c.status == "inconclusive" and c.ratio is None for c in pending)
         if more:
-            reason += f"; about {more} more repeat(s) per side would likely settle it"
+            settle = combined(pending)
+            reason += f"; {settle_words(pending, more)}"
         elif unmeasured:
             reason += "; rerun the missing or unreadable measurement"
         else:
@@ -312,6 +317,7 @@ def _decide(candidate: str, results: Sequence[GateResult], cfg: GatesConfig) -> 
         gains=gains,
         gates=list(results),
         more_repeats=more,
+        settle=settle,
     )
 
 

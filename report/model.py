@@ -268,11 +268,9 @@ def row_summary(verdict: Verdict | None) -> str:
         return f"missing: {_few([g.message for g in verdict.missing])}{partial}"
     if verdict.decision == "inconclusive":
         unsure = _gates_short(verdict, "inconclusive") or _gates_short(verdict, "inconclusive", gain=True)
-        more = (
-            f"; about {verdict.more_repeats} more repeat(s) per side would settle it"
-            if verdict.more_repeats
-            else ""
-        )
+        more = f"; {verdict.settle.words()}" if verdict.settle is not None else ""
+        if not more and verdict.more_repeats:  # a file judged before the range: no number is promised
+            more = f"; {verdict.more_repeats} or more repeat(s) per side may settle it (an estimate)"
         return f"unsettled: {unsure or verdict.reason}{more}"
     return verdict.reason
 
