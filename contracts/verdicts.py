@@ -167,6 +167,9 @@ class GateResult(_Model):
     # or the configuration asks for none (no capacity search). Empty on a ``not_run``: the gate could not
     # run (its measurement is missing), and the candidate's verdict is ``incomplete``.
     not_applicable: str = ""
+    # Evidence the gate itself found missing (labelled items the load client could not send): each is a
+    # gap of the candidate's verdict, which is then ``incomplete`` whatever the gate's status.
+    gaps: list[Gap] = Field(default_factory=list)
 
 
 class KeyFigure(_Model):

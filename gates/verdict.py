@@ -221,6 +221,7 @@ def decide(
     verdict = _decide(candidate, results, cfg)
     if verdict.decision == "incompatible":
         return verdict
+    gaps = [*gaps, *(gap for g in results for gap in g.gaps)]  # a gate's own: labelled items unsent
     # What resuming cannot fill: comparisons within the client's lag, gates that could not run.
     unsettled = [*lag_gaps(results), *not_run_gaps(results)]
     if gaps:  # never keep or reject on partial evidence
