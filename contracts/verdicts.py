@@ -102,6 +102,15 @@ class MoreRepeats(_Model):
         )
 
 
+class SetAside(_Model):
+    """A slow outlier run one side's comparison left out (more than 2x slower than the others' median)."""
+
+    side: Literal["candidate", "baseline"]
+    repeat: int  # the run's repeat number (``r<k>``)
+    value: float  # its figure (the comparison's unit)
+    factor: float  # how much slower than the median of the side's other runs (> 1)
+
+
 class Comparison(_Model):
     """One metric of one profile, candidate against baseline."""
 
@@ -124,6 +133,8 @@ class Comparison(_Model):
     # difference is within the load client's dispatch lag); the candidate is then ``incomplete``.
     undecidable: Literal["client_lag"] | None = None
     client_lag_s: float | None = None  # the dispatch lag (p99, s) that left it undecidable
+    # The slow outlier runs left out of this comparison (gates.compare.set_aside_runs); a KEEP names them.
+    set_aside: list[SetAside] = Field(default_factory=list)
 
 
 class Gap(_Model):

@@ -21,7 +21,7 @@ The items scored are compared:
   (same text, same completion tokens). A candidate that claims lossless decoding (no speculative
   decoding, or greedy draft sampling) and agrees less than noise allows is flagged: below the baseline's
   own repeat-to-repeat agreement by Fisher's one-sided exact test, or, with one baseline repeat, any item
-  that differs.
+  that differs. A flagged comparison makes a KEEP or a NEUTRAL verdict INCONCLUSIVE (:mod:`gates.quiet`).
 """
 
 from __future__ import annotations

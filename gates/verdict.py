@@ -11,8 +11,10 @@ interrupted run, missing repeats, a baseline lost under load, a harness fault, a
 client's lag leaves undecidable, or an enabled gate that could not run (``not_run`` not by design:
 :func:`not_run_gaps`) -> ``incomplete``; a requirement inconclusive -> ``inconclusive``; a latency gain
 beyond noise, or capacity at the SLO up beyond noise with no latency worse -> ``keep``; a gain within noise
--> ``inconclusive``; otherwise (a capacity gain bought with a latency loss included) ``neutral``. Drift beyond
-noise turns every measured decision (not an incomplete one) into ``inconclusive``.
+-> ``inconclusive``; otherwise (a capacity gain bought with a latency loss included) ``neutral``; a keep or a
+neutral with a quiet signal (:mod:`gates.quiet`: a flagged comparison, slow runs back in the confirmation
+runs) -> ``inconclusive``, and a keep names the runs it set aside. Drift beyond noise turns every measured
+decision (not an incomplete one) into ``inconclusive``.
 
     >>> evaluate_sweep(Path("sweeps/2025-01-01"), GatesConfig(), baseline="baseline")  # doctest: +SKIP
 """
@@ -64,6 +66,7 @@ from gates.figures import (
     reversal,
     reversal_note,
 )
+from gates.quiet import Confirmations, confirmation_runs, heard
 from gates.registry import REGISTRY, Gate, GateContext, selected_gates
 from gates.sequential import SequentialPlan
 from gates.settle import combined, settle_words
@@ -215,12 +218,15 @@ def decide(
     *,
     gaps: Sequence[Gap] = (),
     resume: str | None = None,
+    confirmations: Confirmations | None = None,
 ) -> Verdict:
     """Apply the verdict rules to one candidate's gate results (``gaps``: its evidence's, from
-    :func:`gates.evidence.evidence_gaps`; ``resume``: the command that measures what is missing)."""
+    :func:`gates.evidence.evidence_gaps`; ``resume``: the command that measures what is missing;
+    ``confirmations``: its confirmation runs, :func:`gates.quiet.confirmation_runs`)."""
     verdict = _decide(candidate, results, cfg)
     if verdict.decision == "incompatible":
         return verdict
+    verdict = heard(verdict, results, confirmations)  # a flag, slow runs that recur, runs set aside
     gaps = [*gaps, *(gap for g in results for gap in g.gaps)]  # a gate's own: labelled items unsent
     # What resuming cannot fill: comparisons within the client's lag, gates that could not run.
     unsettled = [*lag_gaps(results), *not_run_gaps(results)]
@@ -384,16 +390,18 @@ def _judge_candidate(
     resume: str,
     *,
     begun: bool = True,
+    confirmed: Confirmations | None = None,
 ) -> tuple[Verdict, Reversal | None]:
     """Every gate on one candidate, the decision, its key figures and its reversal (if any). ``begun``:
-    its directory exists (without it, and without ``run.json``, the sweep never reached it)."""
+    its directory exists (without it, and without ``run.json``, the sweep never reached it); ``confirmed``:
+    its confirmation runs (:func:`gates.quiet.confirmation_runs`)."""
     cfg, baseline, candidate, name = ctx.cfg, ctx.baseline, ctx.candidate, ctx.candidate.name
     compat = _evaluated(next(g for g in gates if g.name == "compatibility"), ctx, None)
     results = [compat] + [_evaluated(g, ctx, compat) for g in gates if g.name != "compatibility"]
     gaps = evidence_gaps(candidate, baseline, expected) if candidate.started else []
     if candidate.run is None:  # stopped during its launch, or never reached: measuring it completes it
         gaps = [not_measured(candidate, begun=begun)]
-    verdict = decide(name, baseline.name, results, cfg, gaps=gaps, resume=resume)
+    verdict = decide(name, baseline.name, results, cfg, gaps=gaps, resume=resume, confirmations=confirmed)
     if not candidate.started:
         return verdict, None
     figures = key_figures(specs, candidate, baseline, results)
@@ -451,7 +459,10 @@ def evaluate_sweep(
             candidate_claim=read_claim(LaunchPaths(candidate_dir(sweep_dir, name)).spec),
         )
         begun = candidate_dir(sweep_dir, name).is_dir()
-        verdict, rev = _judge_candidate(ctx, gates, specs, expected, resume_command(sweep_dir), begun=begun)
+        confirmed = confirmation_runs(results[name], plan, expected)
+        verdict, rev = _judge_candidate(
+            ctx, gates, specs, expected, resume_command(sweep_dir), begun=begun, confirmed=confirmed
+        )
         verdicts.append(verdict)
         reversals += [rev] if rev else []
     if reference is None:  # the serving host measured no baseline: comparing it would mix two nodes
