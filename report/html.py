@@ -26,7 +26,7 @@ from contracts.layout import (
 from contracts.metrics import fmt_bounds, fmt_ratio
 from contracts.results import CapacityResult
 from contracts.trials import TrialRecord
-from contracts.verdicts import DECISION_LABELS, KeyFigure
+from contracts.verdicts import KeyFigure, decision_label
 from report.cost import COST_HEADER, cost_cell, cost_label, cost_title
 from report.markdown import figure_cell, figure_value, why
 from report.model import CandidateRow, ReportModel
@@ -101,7 +101,7 @@ def _e(text: object) -> str:
 
 
 def _badge(decision: str) -> str:
-    return f'<span class="badge d-{_e(decision)}">{_e(DECISION_LABELS[decision])}</span>'
+    return f'<span class="badge d-{_e(decision)}">{_e(decision_label(decision))}</span>'
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], *, table_id: str = "") -> list[str]:
@@ -183,7 +183,7 @@ def _cards(report: ReportModel) -> list[str]:
     for row in report.rows:
         if row.decision != "baseline":
             counts[row.decision] = counts.get(row.decision, 0) + 1
-    verdicts = ", ".join(f"{n} {DECISION_LABELS[d]}" for d, n in sorted(counts.items())) or "none"
+    verdicts = ", ".join(f"{n} {decision_label(d)}" for d, n in sorted(counts.items())) or "none"
     recovery = "not run" if report.recovery is None else ("passed" if report.recovery.ok else "FAILED")
     drift = {"pass": "none", "fail": "DRIFT", "inconclusive": "inconclusive", "not_run": "not checked"}
     cards = [

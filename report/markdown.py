@@ -22,7 +22,7 @@ from contracts.layout import (
 )
 from contracts.metrics import fmt_bounds, fmt_ratio, fmt_value
 from contracts.results import HostProbe
-from contracts.verdicts import DECISION_LABELS, DriftResult, KeyFigure
+from contracts.verdicts import DriftResult, KeyFigure, decision_label
 from report.cost import COST_HEADER, cost_cell, cost_label, cost_title
 from report.model import CandidateRow, ReportModel
 from report.slo import capacity_text, fmt_interval
@@ -76,7 +76,7 @@ def render_markdown(report: ReportModel) -> str:
     details = [r for r in report.rows if r.decision != "baseline"]
     if details:
         out += ["", "Details (the gates' reasons, with numbers):", ""]
-        out += [f"- **{r.candidate}** ({DECISION_LABELS[r.decision]}): {r.reason}" for r in details]
+        out += [f"- **{r.candidate}** ({decision_label(r.decision)}): {r.reason}" for r in details]
     out += _figures_section(report)
     out += _nodes_section(report)
     out += _slo_section(report)
@@ -142,7 +142,7 @@ def render_terminal(report: ReportModel) -> str:
     out += table(
         ["candidate", "verdict", "failed requirement / gain / reason"],
         [
-            [r.candidate, DECISION_LABELS[r.decision], _terminal_why(r, report.retained, room)]
+            [r.candidate, decision_label(r.decision), _terminal_why(r, report.retained, room)]
             for r in report.rows
         ],
     )
@@ -203,7 +203,7 @@ def _terminal_goodput(report: ReportModel) -> list[str]:
 def _decision_table(report: ReportModel) -> list[str]:
     """The decision table; with energy or cost figures, a column of them on the headline profile."""
     header = ["candidate", "verdict", "failed requirement / gain / reason"]
-    rows = [[r.candidate, DECISION_LABELS[r.decision], why(r, report.retained)] for r in report.rows]
+    rows = [[r.candidate, decision_label(r.decision), why(r, report.retained)] for r in report.rows]
     profile = report.cost_profile
     if not report.cost or profile is None:
         return table(header, rows)

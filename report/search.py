@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from contracts.layout import PLOT_SEARCH, SweepPaths
 from contracts.results import CapacityResult, read_model
 from contracts.trials import SearchRecord, TrialRecord, read_search
-from contracts.verdicts import DECISION_LABELS, Decision, SweepVerdict
+from contracts.verdicts import Decision, SweepVerdict, decision_label
 
 #: The trials table's columns (report.md and report.html).
 TRIALS_HEADER = ("trial", "point", "state", "fidelity", "estimate", "launches", "wall s", "why")
@@ -114,7 +114,7 @@ def winner_rows(section: SearchSection) -> list[WinnerRow]:
     winner = section.winner
     if winner is None:
         return []
-    verdict = DECISION_LABELS[winner.decision] if winner.decision is not None else "not judged"
+    verdict = decision_label(winner.decision) if winner.decision is not None else "not judged"
     rows = [
         WinnerRow(
             f"search's estimate (trial {winner.trial}, one launch)", _values(winner.estimate), "-", None

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from contracts.layout import PLOT_SEARCH, SweepPaths
 from contracts.trials import SearchRecord, TrialRecord
+from contracts.verdicts import decision_label
 
 #: How a trial is drawn: measured in full, stopped after its screen, or no value (infeasible, failed).
 PointKind = Literal["measured", "screened", "infeasible", "failed"]
@@ -100,7 +101,8 @@ def search_title(record: SearchRecord) -> str:
     elif record.confirmation is None:
         state = f"stopped ({record.stopped}); winner {record.winner.name} not confirmed yet"
     else:
-        state = f"stopped ({record.stopped}); winner {record.winner.name}: {record.confirmation.decision}"
+        said = decision_label(record.confirmation.decision)
+        state = f"stopped ({record.stopped}); winner {record.winner.name}: {said}"
     return f"{head}\n{state}"
 
 
@@ -138,7 +140,7 @@ def search_figure(plt: Any, record: SearchRecord, title: str) -> Any:
                    label=f"baseline {record.baseline:g}")  # fmt: skip
     confirmed = record.confirmation
     if capacity and confirmed is not None and confirmed.capacity is not None:
-        label = f"confirmation {confirmed.decision}: {confirmed.capacity:g}"
+        label = f"confirmation {decision_label(confirmed.decision)}: {confirmed.capacity:g}"
         ax.plot([record.launches], [confirmed.capacity], "D", markersize=8, color="#9467bd",
                 linestyle="none", label=label)  # fmt: skip
     if not points:

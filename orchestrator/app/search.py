@@ -29,7 +29,7 @@ from contracts.results import CapacityResult, read_model
 from contracts.schema import GauntletConfig
 from contracts.search import SearchConfig, Space
 from contracts.trials import Confirmation, SearchRecord, TrialRecord, Winner, read_search, write_search
-from contracts.verdicts import DECISION_LABELS, SweepVerdict
+from contracts.verdicts import SweepVerdict, decision_label
 from orchestrator.config.secrets import revealed
 from orchestrator.config.space import (
     FlagCheck,
@@ -553,7 +553,7 @@ def confirmation_lines(sweep_dir: Path, verdicts: SweepVerdict) -> list[str]:
     capacity = read_model(cap_path, CapacityResult).capacity if cap_path.exists() else None
     record.confirmation = Confirmation(decision=verdict.decision, reason=verdict.reason, capacity=capacity)
     write_search(sweep_dir, record)
-    label = DECISION_LABELS.get(verdict.decision, verdict.decision.upper())
+    label = decision_label(verdict.decision)
     measured = f", confirmation's capacity {capacity:g}" if capacity is not None else ""
     advice = (
         f"recommended: {record.winner.yaml_file}"

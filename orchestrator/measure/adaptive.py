@@ -11,7 +11,7 @@ sweep tells a candidate that stopped early from one that was interrupted.
 from __future__ import annotations
 
 from contracts.errors import GauntletError
-from contracts.verdicts import Decision
+from contracts.verdicts import Decision, decision_label
 from gates.sequential import SequentialPlan, candidate_plan, loop_decision
 from gates.verdict import evaluate_sweep
 from orchestrator.ledger.events import DiscardingPartial, RepeatLooked, RepeatsSettled, Role
@@ -54,7 +54,7 @@ def look(
         why = " (within the load client's lag; another comparison can still settle): one more repeat"
     else:
         why = ""
-    ctx.say(f"{run.candidate}: after {repeats} repeat(s): {decision}{why}")
+    ctx.say(f"{run.candidate}: after {repeats} repeat(s): {decision_label(decision)}{why}")
     return acted, more
 
 

@@ -336,7 +336,7 @@ def test_a_hung_server_is_the_reason_and_its_cut_short_run_no_throughput_sample(
     sweep, verdict = judge(tmp_path)
     assert verdict.decision == "reject" and not verdict.missing
     assert verdict.failed == ["stability"], verdict.reason  # no "concurrency regression ... 0x" from it
-    assert verdict.reason.startswith("reject: stability: watcher: server unhealthy"), verdict.reason
+    assert verdict.reason.startswith("REJECT: stability: watcher: server unhealthy"), verdict.reason
     assert "server hung" in verdict.reason
     gates = {g.gate: g for g in verdict.gates}
     (conc,) = [c for c in gates["concurrency"].comparisons if c.profile == "decode_heavy"]
