@@ -70,6 +70,9 @@ class Comparison(_Model):
     # difference is within the load client's dispatch lag); the candidate is then ``incomplete``.
     undecidable: Literal["client_lag"] | None = None
     client_lag_s: float | None = None  # the dispatch lag (p99, s) that left it undecidable
+    # The ratio's interval at this comparison's share of the gain family (a capacity gain: it is a gain when
+    # the lower end is above 1; gates.gain_family); None where the comparison claims no gain of its own.
+    gain_interval: tuple[float, float] | None = None
 
 
 class Gap(_Model):
