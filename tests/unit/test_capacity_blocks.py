@@ -11,11 +11,13 @@ import pytest
 
 from contracts.layout import CAPACITY_FILE, block_dir
 from contracts.results import CapacityResult, read_model
+from contracts.sweepdir import load_baseline
 from orchestrator.config.compose import load
 from orchestrator.ledger.events import RepeatLooked
 from orchestrator.measure.candidate import run_candidate
 from orchestrator.measure.interleave import measure_block
 from orchestrator.servers.context import SweepContext
+from report.export import summary_rows
 from tests.unit.fakes import FakeSupervisor, fake_seams
 from tests.unit.test_capacity_sweep import CAPACITY, OVERRIDES, CapacityLoad
 
@@ -49,6 +51,11 @@ def test_a_block_searches_the_baselines_capacity_again(
     assert result.low is not None and result.high is not None and result.low <= CAPACITY < result.high
     assert result.points[0].summary_file == first
     assert any(s.startswith("baseline (block after cand): capacity ") for s in said), said
+    # summaries.csv has a row per run of the block's search, after the opening's (none here).
+    base = load_baseline(ctx.dir, "candidates/baseline", "baseline")
+    rows = [r for r in summary_rows(ctx.dir, {"baseline": base}) if r["source"] == "capacity"]
+    assert len(rows) == len(result.points)
+    assert all(str(r["summary_file"]).startswith("candidates/baseline/blocks/after-cand/") for r in rows)
     # Complete: resume skips it; without its search the block is measured again, search included.
     calls = len(fake.calls)
     measure_block(ctx, ctx.cfg.baseline, after="cand")
