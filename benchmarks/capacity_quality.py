@@ -15,8 +15,9 @@ whose capacity moves from launch to launch (sd 0, 3%, 5% of its log), at the sea
 run-to-run margin noise: how often it says "capacity up beyond noise" for the identical configuration and
 for a true 15% gain, with the rule before (the fit's 95% interval, one search per side) and the gate's
 (:func:`gates.capacity.compare_capacities`: the baseline searched again in its block, the launch spread
-assumed at ``gates.capacity_launch_sd`` unless measured larger, the gain at its share of the gain family).
-Bars (the gate's rule, sd at or below the prior): identical at most 5%, the 15% gain at least 80%.
+assumed at ``gates.capacity_launch_sd`` unless measured larger, the gain at its share of the gain family),
+and the gate's with a second launch of the candidate (what it would buy; a sweep launches a candidate
+once). Bars (the gate's rule, sd at or below the prior): identical at most 5%, the 15% gain at least 80%.
 
     .venv/bin/python benchmarks/capacity_quality.py --trials 400
     .venv/bin/python benchmarks/capacity_quality.py --launches --trials 400
@@ -102,28 +103,44 @@ def launch(rng: np.random.Generator, capacity: float, name: str) -> CapacityResu
     return result_of(search(probe, DEMO_SEARCH), name)
 
 
+#: The rules compared: before (the fit's interval, one search per side), the gate's (one candidate launch,
+#: the baseline's opening and block launches), and the gate's with a second candidate launch (not a sweep's
+#: default: what it would buy).
+RULES = {
+    "before": "fit, one search per side (before)",
+    "gate": "gate: 1 candidate launch, 2 baseline launches",
+    "gate2": "gate: 2 candidate launches, 2 baseline launches",
+}
+
+
 def gains(
     rng: np.random.Generator, k: int, factor: float, launch_sd: float, gates: GatesConfig
-) -> tuple[bool, bool]:
-    """(the rule before says "capacity up beyond noise", the gate's rule does) for one candidate launch
-    against the baseline's opening launch (and, for the gate, its block's)."""
-    shift = [float(np.exp(rng.normal(0.0, launch_sd))) for _ in range(3)]
+) -> dict[str, bool]:
+    """Whether each rule of :data:`RULES` says "capacity up beyond noise" for one trial: a candidate launch
+    (and a second one), the baseline's opening launch and its block's."""
+    shift = [float(np.exp(rng.normal(0.0, launch_sd))) for _ in range(4)]
     cand = launch(rng, CAPACITY * factor * shift[0], "candidate")
     base = launch(rng, CAPACITY * shift[1], "baseline")
     block = launch(rng, CAPACITY * shift[2], "baseline")
+    again = launch(rng, CAPACITY * factor * shift[3], "candidate")
     c_fit, b_fit = capacity_fit(cand.points, seed=2 * k), capacity_fit(base.points, seed=2 * k + 1)
     estimate = fitted_ratio(c_fit, b_fit, gates.confidence) if c_fit and b_fit else capacity_ratio(cand, base)
-    before = estimate is not None and estimate[0] >= 1 + gates.min_gain and excludes_one(estimate[1], "above")
-    judged = compare_capacities(
-        [cand], [base, block], gates, lambda *parts: zlib.crc32("/".join((str(k), *parts)).encode())
-    )
-    after = (
-        judged.ratio is not None
-        and judged.lag_s is None
-        and judged.ratio >= 1 + gates.min_gain
-        and excludes_one(judged.gain_interval, "above")
-    )
-    return before, after
+    out = {
+        "before": estimate is not None
+        and estimate[0] >= 1 + gates.min_gain
+        and excludes_one(estimate[1], "above")
+    }
+    for rule, cands in (("gate", [cand]), ("gate2", [cand, again])):
+        judged = compare_capacities(
+            cands, [base, block], gates, lambda *parts: zlib.crc32("/".join((str(k), *parts)).encode())
+        )
+        out[rule] = (
+            judged.ratio is not None
+            and judged.lag_s is None
+            and judged.ratio >= 1 + gates.min_gain
+            and excludes_one(judged.gain_interval, "above")
+        )
+    return out
 
 
 def launches_main(args: argparse.Namespace) -> int:
@@ -141,14 +158,12 @@ def launches_main(args: argparse.Namespace) -> int:
             rng = np.random.default_rng([args.seed, int(factor * 100), int(sd * 1000)])
             counts = Counter[str]()
             for k in range(args.trials):
-                before, after = gains(rng, k, factor, sd, gates)
-                counts["before"] += before
-                counts["after"] += after
-            for rule in ("before", "after"):
+                counts.update(rule for rule, said in gains(rng, k, factor, sd, gates).items() if said)
+            for rule, label in RULES.items():
                 n, got = args.trials, counts[rule]
                 low, high = wilson_interval(got, n)
                 bar = None
-                if rule == "after" and sd <= gates.capacity_launch_sd:
+                if rule == "gate" and sd <= gates.capacity_launch_sd:
                     bar = (
                         RateBar("up", 0.05, at_least=False)
                         if factor == 1.0
@@ -156,9 +171,6 @@ def launches_main(args: argparse.Namespace) -> int:
                     )
                 result = judge_rate(bar, got, n) if bar else "-"
                 tally[result] += 1
-                label = (
-                    "fit, one search per side" if rule == "before" else "gate: launches, prior, family share"
-                )
                 print(
                     f"| {factor:.2f}x | {sd:.0%} | {label} | {got}/{n} [{low:.0%}, {high:.0%}] | "
                     f"{bar or '(reported)'} | {result} |"
