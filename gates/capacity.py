@@ -204,8 +204,8 @@ def _launch_text(
             f"the assumed {prior:.0%} and the fits' noise, so the interval uses {spread.sd:.0%} ({counts})"
         )
     return (
-        f"launch-to-launch sd {prior:.0%} assumed (gates.capacity_launch_sd), {side} launches {seen} {unit} "
-        f"within it ({counts})"
+        f"launch-to-launch sd {prior:.0%} assumed (gates.capacity_launch_sd); {side} launches {seen} {unit} "
+        f"(spread {spread.measured:.0%}) are within it and their fits' noise ({counts})"
     )
 
 

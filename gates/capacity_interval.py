@@ -14,8 +14,10 @@ interval on the log capacity, ``(low, high)``, equal where nothing is censored:
   bracket is open above) the capacity is "at least that level": the point is that level and every
   replicate is unbounded above; where it held at no level tried, "below the lowest": the point is that
   level and every replicate is unbounded below;
-- a replicate whose margin stopped falling with load is **unknown**, ``(-inf, +inf)``, on either side: it
-  counts at both ends of the ratio's interval, never as that side's best case;
+- a replicate whose margin stopped falling with load is **unknown**, on either side: it takes its launch's
+  bracket from the search, ``(log low, log high)`` (unbounded where the bracket is open), at both ends of
+  the ratio's interval, never that side's best case (:func:`gates.capacity.fitted_ratio`, without a
+  search's bracket, counts it as ``(-inf, +inf)``);
 - too few levels near the boundary to fit: the search's bracket ``[low, high)`` stands in (open ends as
   above).
 
@@ -168,9 +170,12 @@ def launch_estimate(result: CapacityResult, *, seed: int, resamples: int = BOOTS
     reps = fit.replicates
     unknown = ~np.isfinite(reps)
     clipped = np.clip(np.where(unknown, 0.0, reps), lo_level, hi_level)
-    lows = np.where(unknown | open_below, -np.inf, clipped)
-    highs = np.where(unknown | open_above, np.inf, clipped)
-    finite = reps[~unknown]
+    # A replicate whose fit failed is unknown within what the search measured: its bracket [low, high).
+    bracket_low = -math.inf if result.low is None else math.log(result.low)
+    bracket_high = math.inf if result.high is None else math.log(result.high)
+    lows = np.where(open_below, -np.inf, np.where(unknown, bracket_low, clipped))
+    highs = np.where(open_above, np.inf, np.where(unknown, bracket_high, clipped))
+    finite = clipped[~unknown]  # the fit's own noise, within the levels tried
     return SideEstimate(
         point,
         lows,

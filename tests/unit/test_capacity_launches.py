@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from contracts.results import CapacityResult
@@ -168,3 +169,53 @@ def test_a_capacity_search_takes_half_the_latency_familys_error_budget(tmp_path:
     alone, shared = widths(False), widths(True)
     assert alone.keys() == shared.keys() and alone
     assert all(shared[k] > alone[k] for k in alone), (alone, shared)
+
+
+def _demo_baseline() -> CapacityResult:
+    """The demo's baseline measured on the loaded 2-core machine at 20x: margins 4x apart at one level."""
+    levels = [(32, 1.51), (64, 0.25), (45, 1.29), (54, 0.85), (45, 1.85), (54, 1.27), (64, 1.01)]
+    base = searched(100)
+    points = [
+        base.points[0].model_copy(update={"level": float(lv), "margin": m, "met": m >= 1, "attempt": 1})
+        for lv, m in levels
+    ]
+    return base.model_copy(update={"points": points, "low": 54.0, "high": 64.0, "capacity": 54.0})
+
+
+def test_a_replicate_without_a_fit_is_unknown_within_its_searchs_bracket() -> None:
+    """Before: such a replicate was unbounded (+inf on the candidate's side: its best case); the search's
+    own bracket [54, 64) is what is known of it. A quarter of 4x 16 [16, 19) is then still a loss."""
+    from gates.capacity_interval import launch_estimate
+
+    est = launch_estimate(_demo_baseline(), seed=1)
+    unknown = est.low != est.high
+    assert 0 < unknown.mean() < 0.5
+    assert set(np.exp(est.low[unknown]).round(6)) == {54.0} and set(np.exp(est.high[unknown]).round(6)) == {
+        64.0
+    }
+    gate = judge_capacity(side("c", searched(17.5, wobble=W)), side("b", _demo_baseline()))
+    assert gate.status == "fail" and gate.interval is not None and gate.interval[1] < 1, gate.message
+
+
+@pytest.mark.parametrize(
+    ("first_call", "low", "high"),
+    [
+        # 64's first run was unlucky (0.58); its repeats hold (1.56): the bracket re-opens above 64 and is
+        # bracketed again (128 fails) and bisected, instead of ending at "held at every level tried: 64".
+        (0.58, 91.0, 108.0),
+        (None, 91.0, 108.0),  # no unlucky call: the same answer
+    ],
+)
+def test_a_reversal_at_the_top_is_bracketed_again(first_call: float | None, low: float, high: float) -> None:
+    from orchestrator.measure.capacity_search import search
+
+    settings = SearchSettings(
+        start=32, min_level=2, max_level=512, resolution=0.25, max_points=8, integer=True
+    )
+
+    def probe(level: float, attempt: int) -> float:
+        return first_call if (first_call is not None and level == 64 and attempt == 1) else 100 / level
+
+    found = search(probe, settings)
+    assert found.high is not None, found
+    assert (found.low, found.high) == (low, high), found.order
