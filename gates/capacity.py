@@ -331,7 +331,10 @@ class Capacity(Gate):
         evidence = [Evidence(file=ctx.candidate.capacity_file), Evidence(file=ctx.baseline.capacity_file)]
         evidence += [Evidence(file=b.capacity_file) for b in blocks]
         bases = [base, *(b.capacity for b in blocks if b.capacity is not None)]
-        judged = compare_capacities([cand], bases, ctx.cfg, lambda *parts: ctx.seed("capacity", *parts))
+        # Searched once, after an adaptive candidate's looks: judged at the sweep's confidence, whatever
+        # look the loop stopped at (the looks' shares are the latency family's: gates.gain_family).
+        cfg = replace(ctx.cfg, confidence=ctx.sweep_confidence or ctx.cfg.confidence)
+        judged = compare_capacities([cand], bases, cfg, lambda *parts: ctx.seed("capacity", *parts))
         if judged.status == "not_run":
             # Nothing measured compares: the verdict is incomplete, its gap naming the setting to change.
             return GateResult(

@@ -8,6 +8,11 @@ claim is planned before any data), each family gets ``CAPACITY_SHARE`` and ``1 -
 ``1 - confidence``; the latency family splits its share over its metrics as before. Without one the latency
 family keeps all of it (nothing changes for a sweep without ``capacity.profile``).
 
+With adaptive repeats the latency family's half is spent over the looks (each look's share,
+:mod:`gates.sequential`); the capacity search runs once, after the looks, and its half is the sweep's
+(:attr:`gates.registry.GateContext.sweep_confidence`): a false gain of either kind stays within
+``1 - confidence`` whatever look the loop stopped at.
+
 Why halves, not one slot per metric: a keep needs one claim, and the capacity claim is the one a search for
 capacity is after; one slot of six (the benchmark's five latency metrics and capacity) would test it at
 99.2%, where a true 15% capacity gain is kept in about half the sweeps

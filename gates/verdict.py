@@ -445,6 +445,7 @@ def evaluate_sweep(
             host=host,
             host_kind=expected.host_kind if expected is not None else None,
             candidate_claim=read_claim(LaunchPaths(candidate_dir(sweep_dir, name)).spec),
+            sweep_confidence=cfg.confidence,
         )
         begun = candidate_dir(sweep_dir, name).is_dir()
         verdict, rev = _judge_candidate(ctx, gates, specs, expected, resume_command(sweep_dir), begun=begun)

@@ -219,3 +219,26 @@ def test_a_reversal_at_the_top_is_bracketed_again(first_call: float | None, low:
     found = search(probe, settings)
     assert found.high is not None, found
     assert (found.low, found.high) == (low, high), found.order
+
+
+@pytest.mark.parametrize(
+    ("look", "sweep", "same_as_fixed"),
+    [
+        (0.95, None, True),  # fixed repeats: the sweep's confidence is the gates'
+        (0.9968, 0.95, True),  # an adaptive loop stopped at its second look: still the sweep's 95%
+        (0.9968, None, False),  # without it, the look's 99.68%: a wider interval, a rarer gain
+    ],
+)
+def test_the_capacity_searched_after_the_looks_is_judged_at_the_sweeps_confidence(
+    look: float, sweep: float | None, *, same_as_fixed: bool
+) -> None:
+    """Before: the capacity gate took the look's confidence, and an adaptive candidate that stopped early
+    had its one capacity search judged at 99.68% (150 benchmark sweeps: a true 15% gain claimed in 73%
+    adaptive against 91% fixed)."""
+    from gates.capacity import Capacity
+
+    cand, base = side("c", searched(110, wobble=W)), side("b", searched(100, wobble=W[::-1]))
+    fixed = Capacity().evaluate(GateContext(replace(CFG, confidence=0.95), base, cand))
+    got = Capacity().evaluate(GateContext(replace(CFG, confidence=look), base, cand, sweep_confidence=sweep))
+    assert (got.interval == fixed.interval) is same_as_fixed
+    assert (got.comparisons[0].gain_interval == fixed.comparisons[0].gain_interval) is same_as_fixed
