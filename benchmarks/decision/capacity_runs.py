@@ -25,8 +25,9 @@ import numpy as np
 from benchmarks.decision.replays import derived_seed
 from benchmarks.decision.scenarios import CapacityPlan
 from benchmarks.noise_models import NoiseModel
-from contracts.layout import LaunchPaths
+from contracts.layout import SUMMARY_FILE, LaunchPaths, capacity_run_root
 from contracts.results import CapacityPoint, CapacityResult, write_model
+from orchestrator.measure.capacity import level_label
 from orchestrator.measure.capacity_search import SearchSettings, search
 
 #: The search demo's capacity settings (conf/experiment/demo.yaml with demo_search.yaml's resolution).
@@ -54,7 +55,7 @@ def write_capacity(
             CapacityPoint(
                 level=level,
                 attempt=attempt,
-                summary_file=f"capacity/c{level:g}/a{attempt}/summary.json",
+                summary_file=f"{capacity_run_root(level_label(level, integer=True), attempt)}/{SUMMARY_FILE}",
                 met=margin >= 1,
                 margin=margin,
                 attainment=1.0,
