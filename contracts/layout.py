@@ -20,6 +20,7 @@ the report); it imports only the error tree. No other module spells one of these
             <profile>/r<k>/  summary.json  records.jsonl  metrics.json
             capacity.json  capacity/<level>/a<attempt>/
             blocks/after-<candidate>/                 the baseline again after a candidate: one launch
+                                                      (its runs, and its capacity.json with capacity/)
         recovery/                                     the restored retained configuration: one launch
             server.log  run.json  validation.json  <profile>/r<k>/
         rollbacks/<stamp>/                            each rollback's own launch or validation (the

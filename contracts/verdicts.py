@@ -135,6 +135,9 @@ class Comparison(_Model):
     client_lag_s: float | None = None  # the dispatch lag (p99, s) that left it undecidable
     # The slow outlier runs left out of this comparison (gates.compare.set_aside_runs); a KEEP names them.
     set_aside: list[SetAside] = Field(default_factory=list)
+    # The ratio's interval at this comparison's share of the gain family (a capacity gain: it is a gain when
+    # the lower end is above 1; gates.gain_family); None where the comparison claims no gain of its own.
+    gain_interval: tuple[float, float] | None = None
 
 
 class Gap(_Model):

@@ -5,9 +5,10 @@ Pipeline position: the gain gate (role ``gain``): it decides ``keep`` against ``
 profile, each judged on its repeats' medians (Welch's t on their logs, so run-to-run variance is in the
 interval; a loaded gain within the load client's dispatch lag is no gain, and a comparison the lag
 could move across ``latency_tolerance`` counts neither as a gain nor as worse: it is undecidable).
-Their intervals are Bonferroni-adjusted so that the family "some latency improved" keeps the
-configured confidence; a gain must reach ``min_gain`` and exclude "no change", and no latency may be
-worse beyond ``latency_tolerance`` and noise (the serial/loaded reversal is not a gain).
+Their intervals are Bonferroni-adjusted so that the family "some latency improved" keeps its share of
+the configured confidence (all of it, or half with a capacity search: :mod:`gates.gain_family`); a
+gain must reach ``min_gain`` and exclude "no change", and no latency may be worse beyond
+``latency_tolerance`` and noise (the serial/loaded reversal is not a gain).
 
 **The serial gain is one test** (:func:`serial_combined`): serial median TTFT and serial median request
 latency move together (a run's host slowness scales both), so two Bonferroni slots for them test nearly
@@ -27,6 +28,7 @@ from contracts.metrics import e2e_value, fmt_ratio, fmt_value, ttft_value
 from contracts.results import RequestRecord
 from contracts.verdicts import Comparison, GateResult, GateStatus
 from gates.compare import Measured, judge_gain, latency, max_more, worse_beyond_noise
+from gates.gain_family import latency_family
 from gates.registry import Gate, GateContext, register
 from gates.significance import bonferroni
 
@@ -43,7 +45,8 @@ def latency_measurements(ctx: GateContext) -> list[Measured]:
     for profile in cfg.loaded_profiles:
         if ctx.baseline.samples(profile) and ctx.candidate.samples(profile):
             plan.append((profile, "ttft_p50", "ttft"))
-    confidence = bonferroni(cfg.confidence, len(plan))
+    # The latency family's share of "some gain" (the capacity gain has the rest: gates.gain_family).
+    confidence = bonferroni(latency_family(ctx), len(plan))
     out: list[Measured] = []
     for profile, metric, kind in plan:
         label = {
@@ -101,7 +104,7 @@ def serial_combined(ctx: GateContext, metrics: int, serial: list[Measured]) -> M
     cand, base = ctx.candidate.samples(cfg.serial_profile), ctx.baseline.samples(cfg.serial_profile)
     if not cand or not base or metrics < 2:
         return None
-    alpha = (1 - cfg.confidence) * 2 / metrics
+    alpha = (1 - latency_family(ctx)) * 2 / metrics
     measured = latency(
         SERIAL_COMBINED,
         cfg.serial_profile,

@@ -101,13 +101,18 @@ def _load_gains(results: Sequence[GateResult], cfg: GatesConfig) -> list[Compari
 
 
 def _capacity_gains(results: Sequence[GateResult], cfg: GatesConfig) -> list[Comparison]:
-    """Capacity at the SLO up by min_gain with its whole interval above 1: more users served within the
-    SLO is a gain in its own right (what a search for capacity is after), not only "not worse"."""
+    """Capacity at the SLO up by min_gain with its whole interval at the capacity's share of the gain
+    family above 1 (``gain_interval``: gates.gain_family): more users served within the SLO is a gain in
+    its own right (what a search for capacity is after), not only "not worse"; never one the client's lag
+    leaves undecidable."""
     cap = _gate(results, "capacity")
     return [
         c
         for c in (cap.comparisons if cap else [])
-        if c.ratio is not None and c.ratio >= 1 + cfg.min_gain and excludes_one(c.interval, "above")
+        if c.ratio is not None
+        and c.undecidable is None
+        and c.ratio >= 1 + cfg.min_gain
+        and excludes_one(c.gain_interval or c.interval, "above")
     ]
 
 
@@ -457,6 +462,7 @@ def evaluate_sweep(
             host=host,
             host_kind=expected.host_kind if expected is not None else None,
             candidate_claim=read_claim(LaunchPaths(candidate_dir(sweep_dir, name)).spec),
+            sweep_confidence=cfg.confidence,
         )
         begun = candidate_dir(sweep_dir, name).is_dir()
         confirmed = confirmation_runs(results[name], plan, expected)

@@ -31,6 +31,7 @@ from report.cost import COST_HEADER, cost_cell, cost_label, cost_title
 from report.markdown import figure_cell, figure_value, why
 from report.model import CandidateRow, ReportModel
 from report.search import ALL_STARTED, TRIALS_HEADER, WINNER_HEADER, trial_cells, winner_rows
+from report.slo import capacity_value, launches_text
 
 HTML_FILE = REPORT_HTML
 
@@ -284,14 +285,11 @@ def _capacity(report: ReportModel, capacity: Mapping[str, CapacityResult]) -> li
     ]
     rows: list[list[str]] = []
     for line in report.capacity:
-        high = "unbounded" if line.high is None else f"{line.high:g}"
-        cap = (
-            "held at no level" if line.capacity is None else f"{line.capacity:g} [{line.capacity:g}, {high})"
-        )
+        cap = capacity_value(line).replace(f" {line.unit}", "")  # the column's header has the unit
+        cap += f"; {launches_text(line)}" if launches_text(line) else ""
+        shown = (f"{line.bound} " if line.bound else "") + fmt_ratio(line.ratio)
         ratio = (
-            ""
-            if line.ratio is None
-            else f"{fmt_ratio(line.ratio)}{fmt_bounds(line.interval)} (capacity gate: {line.status})"
+            "" if line.ratio is None else f"{shown}{fmt_bounds(line.interval)} (capacity gate: {line.status})"
         )
         status = f" s-{line.status}" if line.status in ("fail", "inconclusive") else ""
         search = capacity.get(line.candidate)

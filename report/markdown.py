@@ -25,7 +25,7 @@ from contracts.results import HostProbe
 from contracts.verdicts import DriftResult, KeyFigure, decision_label
 from report.cost import COST_HEADER, cost_cell, cost_label, cost_title
 from report.model import CandidateRow, ReportModel
-from report.slo import capacity_text, fmt_interval
+from report.slo import capacity_short, capacity_text, fmt_interval
 
 
 def figure_value(fig: KeyFigure, *, baseline: bool = False) -> str:
@@ -163,8 +163,12 @@ def render_terminal(report: ReportModel) -> str:
     if report.capacity:
         first = report.capacity[0]
         parts = [
-            f"{line.candidate} {'none' if line.capacity is None else f'{line.capacity:g}'}"
-            + (f" ({fmt_ratio(line.ratio)})" if line.ratio is not None else "")
+            f"{line.candidate} {capacity_short(line)}"
+            + (
+                f" ({line.bound + ' ' if line.bound else ''}{fmt_ratio(line.ratio)})"
+                if line.ratio is not None
+                else ""
+            )
             for line in report.capacity
         ]
         out += textwrap.wrap(

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from contracts.layout import PLOT_SEARCH, SweepPaths
+from contracts.metrics import fmt_estimate
 from contracts.trials import SearchRecord, TrialRecord
 from contracts.verdicts import decision_label
 
@@ -140,7 +141,8 @@ def search_figure(plt: Any, record: SearchRecord, title: str) -> Any:
                    label=f"baseline {record.baseline:g}")  # fmt: skip
     confirmed = record.confirmation
     if capacity and confirmed is not None and confirmed.capacity is not None:
-        label = f"confirmation {decision_label(confirmed.decision)}: {confirmed.capacity:g}"
+        shown = fmt_estimate([confirmed.capacity], at_least=confirmed.at_least)  # never beyond a level tried
+        label = f"confirmation {decision_label(confirmed.decision)}: {shown}"
         ax.plot([record.launches], [confirmed.capacity], "D", markersize=8, color="#9467bd",
                 linestyle="none", label=label)  # fmt: skip
     if not points:

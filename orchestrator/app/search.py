@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -25,6 +25,7 @@ import optuna
 import yaml
 
 from contracts.layout import SweepPaths
+from contracts.metrics import fmt_estimate
 from contracts.results import CapacityResult, read_model
 from contracts.schema import GauntletConfig
 from contracts.search import SearchConfig, Space
@@ -39,7 +40,7 @@ from orchestrator.config.space import (
     point_overrides,
     prune,
 )
-from orchestrator.measure.trial import TrialOutcome
+from orchestrator.measure.trial import TrialOutcome, measured_capacity
 
 #: How many points in a row the sampler may ask that launch nothing before the space counts as exhausted.
 EXHAUSTED_AFTER = 64
@@ -191,7 +192,7 @@ def best_trial(
     if record.pareto:
         full = [t for t in full if t.number in record.pareto]
     fewest = changes or (lambda _t: 0)
-    return max(full, key=lambda t: ((t.values or [0.0])[0], -fewest(t), -t.number), default=None)
+    return max(full, key=lambda t: ((t.values or [0.0])[0], t.at_least, -fewest(t), -t.number), default=None)
 
 
 def trial_record(
@@ -208,6 +209,7 @@ def trial_record(
         screen=outcome.screen,
         launches=outcome.launches,
         wall_s=round(wall_s, 3),
+        at_least=outcome.at_least,
     )
 
 
@@ -231,7 +233,7 @@ def winner_yaml(
         fields["speculative"] = None
     elif spec:
         fields["speculative"] = spec
-    estimate = ", ".join(f"{v:.4g}" for v in trial.values or [])
+    estimate = fmt_estimate(trial.values, at_least=trial.at_least)
     head = (
         f"# The best point of search {search.name} (trial {trial.number}; the search's estimate: "
         f"{estimate}),\n# measured again against the baseline as an ordinary candidate. "
@@ -389,6 +391,7 @@ class SearchRun:
             params=best.params,
             estimate=best.values or [],
             yaml_file=paths.winner.relative_to(self.dir).as_posix(),
+            at_least=best.at_least,
         )
         write_search(self.dir, record)
         self.say(
@@ -408,6 +411,7 @@ class SearchRun:
             fidelity=earlier.fidelity,
             values=earlier.values,
             screen=earlier.screen,
+            at_least=earlier.at_least,
         )
         self._tell(study, trial, outcome, reused=True)
         item = trial_record(trial.number, name, point, outcome, 0.0)
@@ -528,7 +532,7 @@ def _layout_pruned(pruned: Pruned) -> int:
 
 
 def _values(trial: TrialRecord) -> str:
-    return ", ".join(f"{v:.4g}" for v in trial.values or []) or "-"
+    return fmt_estimate(trial.values, at_least=trial.at_least)
 
 
 def _trial_line(trial: TrialRecord, search: SearchConfig) -> str:
@@ -549,20 +553,17 @@ def confirmation_lines(sweep_dir: Path, verdicts: SweepVerdict) -> list[str]:
         record.confirmation = Confirmation(decision="incomplete", reason="the confirmation was not measured")
         write_search(sweep_dir, record)
         return [f"search: winner {name}: INCOMPLETE (its confirmation was not measured)"]
-    cap_path = SweepPaths(sweep_dir).candidate(name).capacity
-    capacity = read_model(cap_path, CapacityResult).capacity if cap_path.exists() else None
-    record.confirmation = Confirmation(decision=verdict.decision, reason=verdict.reason, capacity=capacity)
+    capacity, at_least = measured_capacity(SweepPaths(sweep_dir).candidate(name).capacity)
+    record.confirmation = Confirmation(
+        decision=verdict.decision, reason=verdict.reason, capacity=capacity, at_least=at_least
+    )
     write_search(sweep_dir, record)
     label = decision_label(verdict.decision)
-    measured = f", confirmation's capacity {capacity:g}" if capacity is not None else ""
+    measured = f", confirmation's capacity {fmt_estimate([capacity], at_least=at_least)}" if capacity else ""
     advice = (
         f"recommended: {record.winner.yaml_file}"
         if verdict.decision == "keep"
         else "not recommended: only a KEEP is; the baseline stays"
     )
-    estimate = _join(record.winner.estimate)
+    estimate = fmt_estimate(record.winner.estimate, at_least=record.winner.at_least)
     return [f"search: winner {name}: {label} (search's estimate {estimate}{measured}; {advice})"]
-
-
-def _join(values: Sequence[float]) -> str:
-    return ", ".join(f"{v:.4g}" for v in values) or "-"

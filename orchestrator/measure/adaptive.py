@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from contracts.errors import GauntletError
 from contracts.verdicts import Decision, decision_label
+from gates.capacity import before_search
 from gates.sequential import SequentialPlan, candidate_plan, loop_decision
 from gates.verdict import evaluate_sweep
 from orchestrator.ledger.events import DiscardingPartial, RepeatLooked, RepeatsSettled, Role
@@ -37,7 +38,7 @@ def look(
     try:
         verdict = evaluate_sweep(
             ctx.dir,
-            ctx.cfg.gates,
+            before_search(ctx.cfg.gates),  # the capacity search runs after the loop
             baseline=ctx.cfg.baseline.name,
             candidates=[run.candidate],
             plan=plan,

@@ -12,7 +12,13 @@ import yaml
 from contracts.layout import LaunchPaths, SweepPaths
 from contracts.trials import read_search
 from contracts.verdicts import decision_label, read_verdicts
-from tests.integration.sweep_helpers import assert_finished, run_sweep, start, sweep_dir, wait_for
+from tests.integration.sweep_helpers import (
+    assert_finished_capacity_open,
+    run_sweep,
+    start,
+    sweep_dir,
+    wait_for,
+)
 
 #: A capacity search of a few levels at the small experiment's scale (seconds per trial).
 SMALL_CAPACITY = [
@@ -33,7 +39,7 @@ def test_a_small_search_finds_confirms_and_restores(tmp_path: Path, port: int) -
         port=port,
         timeout=240,
     )
-    assert_finished(code, out, sweep)
+    assert_finished_capacity_open(code, out, sweep)
     assert "sweep of 1 job(s)" not in out and re.search(r"search tiny over 4 configurations \(budget: ", out)
     launched = re.search(r"search: launched (\d+) of 4 configurations \((.+)\)", out)
     assert launched is not None, out[-3000:]
@@ -95,7 +101,7 @@ def test_a_search_interrupted_by_ctrl_c_resumes_where_it_stopped(tmp_path: Path,
     assert proc.returncode != 0
     # The same command with the sweep directory: the study reopens where it stopped.
     code, out, _ = run_sweep([*args, f"hydra.sweep.dir={sweep}"], sweeps=sweeps, port=port, timeout=240)
-    assert_finished(code, out, sweep)
+    assert_finished_capacity_open(code, out, sweep)
     assert f"search: resuming study tiny ({len(before.trials)} trial(s) recorded)" in out
     after = read_search(sweep)
     assert after is not None
