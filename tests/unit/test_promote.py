@@ -17,13 +17,20 @@ from pathlib import Path
 import pytest
 import yaml
 
-from contracts.errors import PreflightError, PromotionError, PromotionRefused, SpecError, StartupFailure
+from contracts.errors import (
+    PreflightError,
+    PromotionError,
+    PromotionRefused,
+    SpecError,
+    StartupFailure,
+    SweepLockedError,
+)
 from contracts.layout import SweepPaths, offsite_dir
 from contracts.verdicts import DriftResult, SweepVerdict, Verdict, write_verdicts
 from launch.spec import LaunchSpec
 from orchestrator.config.compose import ConfigLocation, load
 from orchestrator.ledger.journal import Journal
-from orchestrator.ledger.lock import lock_dir
+from orchestrator.ledger.lock import SweepLock, lock_dir
 from orchestrator.measure.begin import begin
 from orchestrator.measure.candidate import run_candidate
 from orchestrator.recovery.promote import main_promote, promote
@@ -203,6 +210,32 @@ def test_the_command_line_says_why_with_exit_2(tmp_path: Path, capsys: pytest.Ca
     assert main_promote([str(ctx.dir), "tp4_dp2"], lambda: ctx.seams) == 2
     assert "gauntlet promote: refusing to promote tp4_dp2: its verdict is REJECT" in capsys.readouterr().err
     assert main_promote([str(ctx.dir)], lambda: ctx.seams) == 2
+
+
+@pytest.mark.parametrize(
+    ("role", "same_sweep", "said"),
+    [
+        ("sweep", True, "is still running (pid "),  # its verdicts are not final
+        ("rollback", True, "another rollback (pid "),
+        ("promote", True, "another promote (pid "),
+        ("sweep", False, "is held by the sweep of "),
+    ],
+)
+def test_promote_takes_the_port_as_rollback_does_and_waits_its_turn(
+    tmp_path: Path, role: str, same_sweep: bool, said: str
+) -> None:
+    sup = FakeSupervisor()
+    ctx = kept_sweep(tmp_path, sup)
+    holder = SweepLock.for_port(ctx.cfg.service.port)
+    holder.acquire(ctx.dir if same_sweep else tmp_path / "sweeps" / "other", role=role)
+    before = (sorted(sup.alive), len(Journal.of_sweep(ctx.dir).events()))
+    try:
+        with pytest.raises(SweepLockedError) as refused:
+            promote(ctx.dir, "tp4_dp2", ctx.seams)
+    finally:
+        holder.release()
+    assert said in str(refused.value), refused.value
+    assert (sorted(sup.alive), len(Journal.of_sweep(ctx.dir).events())) == before
 
 
 # ------------------------------------------------------------------------------------------ failed
