@@ -37,7 +37,7 @@ Outside the sweep directory, beside the port's lock (``<lock dir>``: orchestrato
 
     <lock dir>/port-<port>.lock  port-<port>.request.json
     <lock dir>/port-<port>/                          what rollback needs if the sweep directory is lost
-        sweep.json  config.yaml  spec.json  journal.jsonl  specs/<candidate>.json
+        sweep.json  config.yaml  spec.json  journal.jsonl  specs/<candidate>.json  specs/<promoted>.yaml
 """
 
 from __future__ import annotations
@@ -548,6 +548,10 @@ class OffsitePaths:
     def specs(self) -> Path:
         """The launched servers' specs (``specs/<candidate>.json``)."""
         return self.root / OFFSITE_SPECS_DIR
+
+    def candidate_file(self, name: str) -> Path:
+        """A promoted candidate's file (``specs/<candidate>.yaml``): the restore checks its server with it."""
+        return self.specs / f"{name}.yaml"
 
 
 # ---------------------------------------------------------------- the latest sweep

@@ -177,6 +177,12 @@ def _append(offsite: Offsite, event: Event) -> None:
     spec_file = line.get("spec_file")
     if isinstance(spec_file, str) and spec_file:
         line["spec_file"] = str(_keep_spec(offsite, event, spec_file))
+    candidate_file = line.get("candidate_file")
+    if isinstance(candidate_file, str) and candidate_file:  # a promotion's: the restore reads it
+        kept = offsite.paths.candidate_file(str(line.get("candidate", "server")))
+        if Path(candidate_file).exists():
+            shutil.copyfile(candidate_file, kept)
+        line["candidate_file"] = str(kept)
     text = json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n"
     fd = os.open(offsite.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -131,6 +132,16 @@ def check_offsite(ctx: SweepContext, sup: FakeSupervisor) -> None:
     assert json.loads((copy / "sweep.json").read_text())["sweep_dir"] == str(ctx.dir.resolve())
 
 
+def check_deleted_sweep(ctx: SweepContext, sup: FakeSupervisor) -> None:
+    """The sweep directory deleted, the promoted server dead: rollback puts the sweep back from the copy
+    beside the port's lock and restores the promoted candidate (its file kept there too)."""
+    shutil.rmtree(ctx.dir)
+    sup.alive.clear()
+    result = rollback(ctx.dir, ctx.seams, out=io.StringIO())
+    assert result.ok and result.candidate == "tp4_dp2", result.reason
+    assert live_fingerprints(sup) == [fingerprint(ctx, "candidate=tp4_dp2")]
+
+
 def check_next_sweep(ctx: SweepContext, sup: FakeSupervisor) -> None:
     """The next sweep selects the candidate file promote wrote as its baseline, and takes the service over;
     one configured with the old baseline is refused, naming that file."""
@@ -159,7 +170,15 @@ def check_no_resume(ctx: SweepContext, sup: FakeSupervisor) -> None:
 
 @pytest.mark.parametrize(
     "check",
-    [check_live, check_status, check_rollback, check_offsite, check_next_sweep, check_no_resume],
+    [
+        check_live,
+        check_status,
+        check_rollback,
+        check_offsite,
+        check_deleted_sweep,
+        check_next_sweep,
+        check_no_resume,
+    ],
     ids=lambda f: f.__name__.removeprefix("check_"),
 )
 def test_a_promoted_keep_is_the_live_validated_retained_configuration(
