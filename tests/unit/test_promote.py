@@ -18,10 +18,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from contracts.candidate_file import read_candidate
 from contracts.errors import (
     PreflightError,
     PromotionError,
     PromotionRefused,
+    ResultFileError,
     SpecError,
     StartupFailure,
     SweepLockedError,
@@ -255,6 +257,37 @@ def test_promote_takes_the_port_as_rollback_does_and_waits_its_turn(
         holder.release()
     assert said in str(refused.value), refused.value
     assert (sorted(sup.alive), len(Journal.of_sweep(ctx.dir).events())) == before
+
+
+@pytest.mark.parametrize(
+    ("record", "job_record", "promoted_"),
+    [
+        (True, None, True),  # this version's sweep: the typed candidate beside its launch
+        (False, {}, True),  # an earlier gauntlet's sweep: Hydra's record of the job
+        (False, {"max_num_seqs": 7}, False),  # a record that does not render the measured spec
+        (False, None, False),  # nothing says which configuration it was
+    ],
+)
+def test_the_candidate_file_comes_from_a_record_that_renders_the_measured_spec(
+    tmp_path: Path, record: bool, job_record: dict[str, object] | None, promoted_: bool
+) -> None:
+    sup = FakeSupervisor()
+    ctx = kept_sweep(tmp_path, sup)
+    tp4 = dataclasses.asdict(load([*OVERRIDES, "candidate=tp4_dp2"])[0].candidate)
+    if not record:
+        ctx.paths.candidate("tp4_dp2").candidate_config.unlink()
+    if job_record is not None:
+        hydra = ctx.dir / "jobs" / "0-tp4_dp2" / ".hydra"
+        hydra.mkdir(parents=True)
+        (hydra / "config.yaml").write_text(yaml.safe_dump({"candidate": {**tp4, **job_record}}))
+    if promoted_:
+        assert promote(ctx.dir, "tp4_dp2", ctx.seams, out=io.StringIO()) == 0
+        (written,) = ctx.dir.glob("promotions/*/conf/candidate/tp4_dp2.yaml")
+        assert ctx.render(read_candidate(written)).fingerprint == fingerprint(ctx, "candidate=tp4_dp2")
+        return
+    with pytest.raises(ResultFileError, match="no recorded configuration of tp4_dp2 renders its measured"):
+        promote(ctx.dir, "tp4_dp2", ctx.seams)
+    assert live_fingerprints(sup) == [fingerprint(ctx)]  # nothing stopped or started
 
 
 # ------------------------------------------------------------------------------------------ failed
