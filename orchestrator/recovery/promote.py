@@ -15,9 +15,9 @@ rollback does), the spec is launched and validated under load exactly as the res
 retained configuration (:func:`orchestrator.recovery.restore.validate_retained`), and on success
 ``promoted`` makes it the retained configuration: what ``rollback`` restores, ``status`` reports, the copy
 beside the port's lock holds and the next sweep finds as the live service. A start or a validation that
-fails (or Ctrl-C) journals ``promotion_failed`` and restores the previous retained configuration,
-validated. A crash in between leaves ``promotion_started`` without an end: the retained configuration is
-still the previous one, which ``rollback`` restores.
+fails (or Ctrl-C, or an error) journals ``promotion_failed`` and restores the previous retained
+configuration, validated. A process killed in between leaves ``promotion_started`` without an end: the
+retained configuration is still the previous one, which ``rollback`` restores.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from contracts.errors import (
     ResultFileError,
     RollbackError,
     SweepLockedError,
+    sweep_dir_error,
 )
 from contracts.layout import PROMOTIONS_DIR, PromotionPaths, hydra_job_configs, promotion_dir
 from contracts.results import CandidateRun, RecoveryValidation, read_model, write_model
@@ -250,10 +251,13 @@ def promote_here(ctx: SweepContext, kept: Kept, folder: PromotionPaths) -> Promo
     )
     try:
         validation = _launch_and_validate(ctx, kept, spec, folder)
-    except KeyboardInterrupt:
-        _failed(ctx, kept, spec, "interrupted (Ctrl-C or SIGTERM)")
-        ctx.say(f"the promotion of {kept.name} was interrupted: restoring the previous retained one")
-        restore(ctx, reason=f"the promotion of {kept.name} was interrupted", out=folder.restored.root)
+    except (KeyboardInterrupt, Exception) as exc:  # Ctrl-C, a full disk, a bug: the previous one back
+        why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
+        _failed(ctx, kept, spec, why)
+        ctx.say(
+            f"the promotion of {kept.name} stopped ({why}): restoring the previous retained configuration"
+        )
+        restore(ctx, reason=f"the promotion of {kept.name} stopped ({why})", out=folder.restored.root)
         raise
     if not validation.ok:
         _failed(ctx, kept, spec, validation.reason)
@@ -420,6 +424,12 @@ def promote_after_sweep(
     except GauntletError as exc:
         ctx.say(f"run.promote_keep: {name} not promoted: {exc}")
         return validation, exc.exit_code
+    except OSError as exc:  # the sweep directory refused the promotion's files (the previous one restored)
+        disk = sweep_dir_error(exc, ctx.dir)
+        if disk is None:
+            raise
+        ctx.say(f"run.promote_keep: {name} not promoted: {disk}")
+        return validation, disk.exit_code
     if not promotion.ok:
         error = promotion.failure()
         ctx.say(str(error))

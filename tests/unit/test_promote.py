@@ -344,9 +344,18 @@ class Crash(BaseException):
     """The orchestrator's process ends mid-promotion (an exception no handler takes)."""
 
 
+#: What interrupts the candidate's validation, as the hook raises it (SIGKILL: a Crash, then undone).
+RAISED: dict[str, type[BaseException]] = {
+    "ctrl-c": KeyboardInterrupt,
+    "error": RuntimeError,
+    "exit": Crash,
+    "sigkill": Crash,
+}
+
+
 def interrupted(tmp_path: Path, how: str) -> tuple[SweepContext, FakeSupervisor, type[BaseException]]:
-    """Promote, interrupted during the candidate's validation: Ctrl-C, an unexpected exception, or SIGKILL
-    (the journal ends where the kill found it and the candidate's server keeps running)."""
+    """Promote, interrupted during the candidate's validation: Ctrl-C, an error, an exit no handler takes,
+    or SIGKILL (the journal ends where the kill found it and the candidate's server keeps running)."""
     sup = FakeSupervisor()
     ctx = kept_sweep(tmp_path, sup)
     journal = Journal.of_sweep(ctx.dir)
@@ -356,9 +365,10 @@ def interrupted(tmp_path: Path, how: str) -> tuple[SweepContext, FakeSupervisor,
         if candidate == "tp4_dp2" and profile == "decode_heavy":
             at_kill["journal"] = journal.path.read_bytes()
             at_kill["alive"] = dict(sup.alive)
-            raise KeyboardInterrupt if how == "ctrl-c" else Crash
+            raise RAISED[how]
 
-    error = KeyboardInterrupt if how == "ctrl-c" else Crash
+    # An error under load reaches promote as the validation's own (a profile without its summary).
+    error = Exception if how == "error" else RAISED[how]
     with pytest.raises(error):
         promote(ctx.dir, "tp4_dp2", fake_seams(sup, FakeLoad(before=hook)))
     if how == "sigkill":  # nothing after the kill was written or torn down
@@ -370,10 +380,11 @@ def interrupted(tmp_path: Path, how: str) -> tuple[SweepContext, FakeSupervisor,
 @pytest.mark.parametrize(
     ("how", "state_before", "live_before"),
     [
-        # Ctrl-C: promote restores the previous configuration itself; rollback finds it validated.
+        # Ctrl-C or an error: promote restores the previous configuration itself; rollback validates it.
         ("ctrl-c", "the retained configuration is the one healthy server, validated", ["baseline"]),
-        # An unexpected exception: the candidate torn down while unwinding, nothing restored.
-        ("crash", "the promotion of tp4_dp2 (begun ", []),
+        ("error", "the retained configuration is the one healthy server, validated", ["baseline"]),
+        # An exit no handler takes: the candidate torn down while unwinding, nothing restored.
+        ("exit", "the promotion of tp4_dp2 (begun ", []),
         # SIGKILL: the candidate still runs, unvalidated, not the retained configuration.
         ("sigkill", "the promotion of tp4_dp2 (begun ", ["tp4_dp2"]),
     ],
@@ -387,7 +398,7 @@ def test_an_interrupted_promotion_is_a_known_state_that_rollback_repairs(
     assert (state.retained_candidate, state.retained_fingerprint) == ("baseline", fingerprint(ctx))
     code, text = said_status(ctx)
     assert f"state: {state_before}" in text, text
-    assert code == (0 if how == "ctrl-c" else 1)
+    assert code == (0 if how in ("ctrl-c", "error") else 1)
     assert rollback(ctx.dir, ctx.seams, out=io.StringIO()).ok
     assert live_fingerprints(sup) == [fingerprint(ctx)]
     code, text = said_status(ctx)
