@@ -423,6 +423,11 @@ class RunConfig:
     # What happens to the restored, validated retained server when the sweep ends: "keep" (it is the live
     # service and stays up; `python -m orchestrator stop` ends it) or "stop" (the demo: nothing is left).
     retained_after_sweep: str = "keep"
+    # At the sweep's end, when the gates keep a candidate (the one they recommend), promote it as
+    # `python -m orchestrator promote SWEEP NAME` would: launch its recorded spec, validate it under load
+    # and make it the retained configuration (a failed validation restores the baseline). false: the
+    # baseline stays live and the last lines give the command.
+    promote_keep: bool = False
     # A local "cluster" of N simulated nodes, for a launcher that runs jobs as parallel processes on this
     # machine (hydra/launcher=submitit_local): each job holds one node slot (its own simulator and port),
     # so at most N jobs measure at once. 0: jobs run where the launcher puts them (a real cluster).

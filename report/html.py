@@ -187,8 +187,11 @@ def _cards(report: ReportModel) -> list[str]:
     verdicts = ", ".join(f"{n} {decision_label(d)}" for d, n in sorted(counts.items())) or "none"
     recovery = "not run" if report.recovery is None else ("passed" if report.recovery.ok else "FAILED")
     drift = {"pass": "none", "fail": "DRIFT", "inconclusive": "inconclusive", "not_run": "not checked"}
+    kept = report.retained != report.baseline and (
+        report.recovery is None or report.recovery.candidate != report.retained
+    )
     cards = [
-        ("retained", report.retained),
+        ("recommended (not live)" if kept else "retained", report.retained),
         ("candidates", verdicts),
         ("baseline drift", drift[report.drift.status]),
         ("recovery validation", recovery),
@@ -417,10 +420,13 @@ def _state(report: ReportModel) -> list[str]:
         out.append("<p><strong>Recovery validation: NOT RUN</strong> (no recovery/validation.json).</p>")
     else:
         state = "PASSED" if rec.ok else "FAILED"
-        out.append(
-            f"<p><strong>Retained: <code>{_e(report.retained)}</code>; recovery validation {state}</strong>: "
-            f"{_e(rec.reason)}</p>"
+        what = (
+            f"Retained: <code>{_e(report.retained)}</code>"
+            if rec.candidate == report.retained
+            else f"Recommended: <code>{_e(report.retained)}</code>, not live; restored after the sweep: "
+            f"<code>{_e(rec.candidate)}</code>"
         )
+        out.append(f"<p><strong>{what}; recovery validation {state}</strong>: {_e(rec.reason)}</p>")
     return out
 
 

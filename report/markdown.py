@@ -131,6 +131,21 @@ def _terminal_why(row: CandidateRow, retained: str, width: int) -> str:
     return _clip(why(row, retained), width)
 
 
+def retained_line(report: ReportModel) -> str:
+    """What the gates retain and what the sweep restored, as two facts when they differ: a KEEP is the
+    gates' recommendation, while the restore after the sweep relaunched the baseline (``promote`` adopts
+    the recommendation), so the line never reads as if the kept candidate were serving."""
+    rec = report.recovery
+    recovery = "NOT RUN" if rec is None else ("PASSED" if rec.ok else f"FAILED: {rec.reason}")
+    if report.retained == report.baseline or (rec is not None and rec.candidate == report.retained):
+        return f"retained: {report.retained} ({report.retained_reason}); recovery validation {recovery}"
+    restored = report.baseline if rec is None else rec.candidate
+    return (
+        f"recommended: {report.retained} ({report.retained_reason}), not live; restored after the sweep: "
+        f"{restored}, recovery validation {recovery}"
+    )
+
+
 def render_terminal(report: ReportModel) -> str:
     """What the sweep prints at its end: the decision table (cells cut to the terminal's width) and a
     short summary (retained configuration, recovery, drift, capacity, goodput, reversals); report.md and
@@ -147,12 +162,7 @@ def render_terminal(report: ReportModel) -> str:
         ],
     )
     out.append("")
-    rec = report.recovery
-    recovery = "NOT RUN" if rec is None else ("PASSED" if rec.ok else f"FAILED: {rec.reason}")
-    out += textwrap.wrap(
-        f"retained: {report.retained} ({report.retained_reason}); recovery validation {recovery}",
-        TERMINAL_WIDTH,
-    )
+    out += textwrap.wrap(retained_line(report), TERMINAL_WIDTH)
     drift = {
         "pass": "none beyond noise",
         "fail": "DRIFT beyond noise: every measured verdict is inconclusive",
@@ -522,8 +532,17 @@ def _drift_section(drift: DriftResult) -> list[str]:
 
 
 def _recovery_section(report: ReportModel) -> list[str]:
-    lines = [f"retained: **{report.retained}** ({report.retained_reason})", ""]
     rec = report.recovery
+    if report.retained == report.baseline or (rec is not None and rec.candidate == report.retained):
+        lines = [f"retained: **{report.retained}** ({report.retained_reason})", ""]
+    else:
+        restored = report.baseline if rec is None else rec.candidate
+        lines = [
+            f"recommended: **{report.retained}** ({report.retained_reason}); not live: the sweep restored "
+            f"**{restored}** (below), and `python -m orchestrator promote SWEEP {report.retained}` adopts "
+            "the recommendation",
+            "",
+        ]
     if rec is None:
         return [*lines, "recovery validation: **NOT RUN** (no recovery/validation.json)"]
     same = rec.fingerprint == rec.recorded_fingerprint

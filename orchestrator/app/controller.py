@@ -4,7 +4,8 @@ Pipeline position: the top of the orchestrator box, under the Hydra sweeper
 (:mod:`orchestrator.app.sweeper`), which owns one :class:`SweepController` per sweep and calls it in
 order: :meth:`~SweepController.open` (lock, leftovers, the retained spec, the live service stopped, the
 baseline measured), :meth:`~SweepController.measure` once per job that runs in this process, then
-:meth:`~SweepController.finish` (restore, validate under load, judge, report) or, after a failure or
+:meth:`~SweepController.finish` (restore, validate under load, judge, report; with ``run.promote_keep``
+the gates' KEEP promoted: :mod:`orchestrator.recovery.promote`) or, after a failure or
 Ctrl-C, :meth:`~SweepController.settle`, which restores once and turns what happened into an exit code.
 Everything here takes typed configs; nothing imports Hydra, so the controller is tested with fake seams.
 
@@ -60,6 +61,9 @@ from orchestrator.measure.begin import begin
 from orchestrator.measure.candidate import run_candidate
 from orchestrator.measure.interleave import measure_block
 from orchestrator.measure.trial import TrialOutcome, measure_trial
+from orchestrator.recovery.locate import readable_journal
+from orchestrator.recovery.promote import promote_after_sweep
+from orchestrator.recovery.recommend import recommendation_lines
 from orchestrator.recovery.restore import restore
 from orchestrator.recovery.status import what_runs
 from orchestrator.servers.context import SweepContext
@@ -69,6 +73,8 @@ from orchestrator.servers.seams import Seams, real_seams, say_stderr
 
 #: Where an unexpected exception's traceback is written (in the sweep directory, or the working one).
 ERROR_LOG = "gauntlet-error.log"
+#: Why a sweep that ran every job closes (only such a sweep promotes its KEEP with run.promote_keep).
+COMPLETED = "sweep completed"
 
 
 class SweepController:
@@ -268,6 +274,8 @@ class SweepController:
             raise
         code = 0 if self.validation.ok else RollbackError.exit_code
         code = self._judge(code)
+        if self.cfg.run.promote_keep and reason == COMPLETED and self.requested is None:
+            self.validation, code = promote_after_sweep(self.sweep, self.validation, code)
         retained = self._after_sweep()
         if self.requested is not None and self.requested.action == "stop":
             reason = STOPPED_BY_USER
@@ -336,7 +344,7 @@ class SweepController:
         self.closing = True
         if self.disk_failure is not None:
             return self.settle(self.disk_failure)
-        return self.finish(reason="sweep completed")
+        return self.finish(reason=COMPLETED)
 
     def settle(self, exc: BaseException) -> int:
         """After a failure or an interrupt: say what happened, restore once if a server was touched,
@@ -404,6 +412,12 @@ class SweepController:
         for line in job_lines(self.ctx.dir, wait_s=30.0):  # a SLURM sweep: each job's id and final state
             self.ctx.say(line)
         for line in what_runs(self.ctx.dir, self.ctx.servers.seams):  # the process table's word
+            self.ctx.say(line)
+        try:  # what the gates recommend, said apart from what runs
+            recommendations = recommendation_lines(self.ctx.dir, readable_journal(self.ctx.dir).replay())
+        except (GauntletError, OSError):
+            recommendations = []
+        for line in recommendations:
             self.ctx.say(line)
 
 

@@ -39,6 +39,9 @@ class LiveService:
 
     server: LiveServer
     sweep: Path
+    #: The candidate file of a promoted live service (``promote`` wrote it): what a sweep selects as its
+    #: baseline to take the service over (None: the sweep's configured baseline runs).
+    candidate_file: str | None = None
 
     def describe(self) -> str:
         return f"{self.server.candidate} (pid {self.server.pid}, {self.server.role}) of {self.sweep}"
@@ -107,7 +110,8 @@ def live_service(
             continue
         for server in state.retained_live:
             if server.port == port and alive(server):
-                return LiveService(server, sweep)
+                promoted = server.fingerprint == state.retained_fingerprint
+                return LiveService(server, sweep, state.retained_candidate_file if promoted else None)
     return None
 
 
@@ -128,8 +132,23 @@ def live_service_mismatch(live: LiveService, spec: LaunchSpec, baseline_file: st
             f"baseline renders {spec.fingerprint}"
         ),
         differences=differences,
-        hint=(
+        hint=live_service_hint(live, baseline_file),
+    )
+
+
+def live_service_hint(live: LiveService, baseline_file: str) -> str:
+    """What makes a sweep's configured baseline the live service (pure): the file ``promote`` wrote for a
+    promoted one (named, with how to select it), else the user's baseline file made to describe it."""
+    stop = f"or stop it first with `python -m orchestrator stop {live.sweep}`"
+    if live.candidate_file is None:
+        return (
             f"make {baseline_file} describe the live service (or select the baseline file that does: "
-            f"candidate@baseline=NAME), or stop it first with `python -m orchestrator stop {live.sweep}`"
-        ),
+            f"candidate@baseline=NAME), {stop}"
+        )
+    path = Path(live.candidate_file)
+    conf, name = path.parent.parent, path.stem
+    return (
+        f"the live service is {name}, promoted in {live.sweep}, and {path} describes it: select it as the "
+        f"baseline with `-cd {conf} candidate@baseline={name}` (or copy that file into the candidate/ "
+        f"folder of your own --config-dir), {stop}"
     )

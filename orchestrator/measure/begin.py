@@ -54,6 +54,7 @@ def begin(
     preflight(ctx, candidates)
     spec = ctx.render(ctx.cfg.baseline)
     check_retained(ctx, spec)
+    check_not_promoted(ctx)
     live = found_live_service(ctx, sweeps)
     if live is not None and (mismatch := live_service_mismatch(live, spec, baseline_file)) is not None:
         # a configuration problem found before anything is touched, as the doctor finds it (exit 4); exit
@@ -129,6 +130,21 @@ def check_retained(ctx: SweepContext, spec: LaunchSpec) -> None:
             evidence=diff_specs(recorded, spec),
             hint="resume with the same configuration, or start a new sweep directory",
         )
+
+
+def check_not_promoted(ctx: SweepContext) -> None:
+    """A sweep that promoted a candidate is finished: its verdicts compare its candidates with a baseline
+    that is no longer its retained configuration, so resuming it is refused before anything."""
+    state = ctx.journal.replay()
+    if state.retained_candidate_file is None:
+        return
+    file = Path(state.retained_candidate_file)
+    raise SpecError(
+        f"this sweep directory promoted {state.retained_candidate} ({state.retained_fingerprint}) to its "
+        "retained configuration: it is finished, and a resume would measure against another baseline",
+        hint=f"start a new sweep directory; its baseline is the promoted candidate: "
+        f"-cd {file.parent.parent} candidate@baseline={file.stem}",
+    )
 
 
 def record_retained(ctx: SweepContext, spec: LaunchSpec) -> None:

@@ -31,7 +31,7 @@ from orchestrator.ledger.live import LiveService, sweep_journal
 from orchestrator.ledger.nodes import launching_place
 from orchestrator.recovery.handover import ROLLBACK_WAIT_S, acting_on, cancel_remote_jobs
 from orchestrator.recovery.locate import acting_sweep, live_elsewhere, load_for_acting
-from orchestrator.recovery.restore import healthy_retained, restore, validate_running
+from orchestrator.recovery.restore import as_retained, healthy_retained, restore, validate_running
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.leftovers import runs_now
 from orchestrator.servers.seams import Seams
@@ -91,11 +91,16 @@ def _rollback_here(sweep_dir: Path, cfg: GauntletConfig, seams: Seams) -> Recove
     others = [s for s in state.live.values() if keep is None or s.pid != keep.pid]
     target = new_rollback_dir(sweep_dir)
     seams.say(f"this rollback's evidence: {target}")
+    if state.promoting is not None:
+        seams.say(
+            f"a promotion of {state.promoting.candidate} was interrupted (begun {state.promoting.at}): the "
+            f"retained configuration is still {state.retained_candidate or 'the one recorded'}, restored here"
+        )
     if keep is not None and not others and not state.pending:
         seams.say(
             f"the retained configuration is already the one healthy server (pid {keep.pid}); validating it"
         )
-        return validate_running(ctx, keep, target, state.retained_fingerprint or "")
+        return validate_running(as_retained(ctx, state), keep, target, state.retained_fingerprint or "")
     return restore(ctx, reason="rollback", out=target)
 
 
