@@ -237,10 +237,14 @@ def validate_retained(ctx: SweepContext, launch: Launch, recorded: str) -> Recov
     expected = expected_cache_config(ctx.cfg.service, ctx.cfg.baseline)
     checks = effective_config_checks(spec, recorded, expected, transport=ctx.seams.transport)
     summaries: list[ProfileSummary] = []
-    for repeat in range(1, ctx.cfg.run.recovery_repeats + 1):
-        for profile in ctx.cfg.run.recovery_profiles:
-            launch.measure(profile, repeat)
-            summaries.append(launch.summary(profile, repeat))
+    runs = [(p, r) for r in range(1, ctx.cfg.run.recovery_repeats + 1) for p in ctx.cfg.run.recovery_profiles]
+    for profile, repeat in runs:
+        seen = launch.measure(profile, repeat)
+        summary_file = LaunchPaths(launch.out).repeat(profile, repeat).summary
+        if not summary_file.exists():  # the run ended without its summary: say what ended it, stop here
+            checks.append(unfinished_run_check(profile, repeat, seen))
+            break
+        summaries.append(launch.summary(profile, repeat))
     launch.free_gpu_gib = free_memory(ctx, spec)
     checks.extend(recovery_load_checks(summaries, launch.watch))
     ok = all(c.ok for c in checks)
@@ -402,6 +406,22 @@ def _same(observed: str, expected: str) -> bool:
         return abs(float(observed) - float(expected)) < 1e-9
     except ValueError:
         return observed == expected
+
+
+def unfinished_run_check(profile: str, repeat: int, seen: Sequence[WatchEvent]) -> RecoveryCheck:
+    """A recovery run that wrote no summary (the server lost, the load runner failed): a failed check
+    naming what the watcher saw, instead of a missing file (pure).
+
+    >>> unfinished_run_check("decode_heavy", 1, []).observed
+    'no summary written (nothing seen by the watcher)'
+    """
+    what = "; ".join(f"{e.kind}: {e.detail}" for e in seen) or "nothing seen by the watcher"
+    return RecoveryCheck(
+        name=f"{profile}/r{repeat} ran",
+        ok=False,
+        expected="a finished run",
+        observed=f"no summary written ({what})",
+    )
 
 
 def recovery_load_checks(
