@@ -46,7 +46,7 @@ from contracts.errors import (
 from contracts.layout import PROMOTIONS_DIR, PromotionPaths, hydra_job_configs, promotion_dir
 from contracts.results import CandidateRun, RecoveryValidation, read_model, write_model
 from contracts.schema import CandidateConfig
-from contracts.verdicts import DECISION_LABELS, Verdict, read_verdicts
+from contracts.verdicts import Verdict, decision_label, read_verdicts, spelled_reason
 from launch.spec import LaunchSpec
 from orchestrator.ledger import offsite
 from orchestrator.ledger.events import Promoted, PromotionFailed, PromotionStarted, ValidationFailed
@@ -143,8 +143,8 @@ def kept_candidate(ctx: SweepContext, name: str) -> Kept:
         )
     if verdict.decision != "keep":
         raise PromotionRefused(
-            f"refusing to promote {name}: its verdict is {DECISION_LABELS[verdict.decision]}, not KEEP "
-            f"({verdict.reason}); nothing was stopped or started",
+            f"refusing to promote {name}: its verdict is {decision_label(verdict.decision)}, not KEEP "
+            f"({spelled_reason(verdict.decision, verdict.reason)}); nothing was stopped or started",
             hint=_not_kept_hint(ctx, verdict, verdicts.verdicts),
         )
     paths = ctx.paths.candidate(name)

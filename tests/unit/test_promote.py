@@ -198,8 +198,8 @@ def test_a_promoted_keep_is_the_live_validated_retained_configuration(
 @pytest.mark.parametrize(
     ("name", "decision", "said"),
     [
-        ("tp4_dp2", "reject", "its verdict is REJECT, not KEEP (reject: the gates' reason)"),
-        ("tp4_dp2", "neutral", "its verdict is neutral, not KEEP"),
+        ("tp4_dp2", "reject", "its verdict is REJECT, not KEEP (REJECT: the gates' reason)"),
+        ("tp4_dp2", "neutral", "its verdict is NEUTRAL, not KEEP (NEUTRAL: the gates' reason)"),
         ("tp4_dp2", "inconclusive", "its verdict is INCONCLUSIVE, not KEEP"),
         ("tp4_dp2", "incompatible", "its verdict is INCOMPATIBLE, not KEEP"),
         ("tp4_dp2", "incomplete", "its verdict is INCOMPLETE, not KEEP"),
