@@ -1,6 +1,6 @@
 """A search's record, ``search/trials.json``: every trial, the budget spent, the winner, its confirmation.
 
-Pipeline position: a shared contract between the sweep's search (:mod:`orchestrator.app.search`, the one
+Pipeline position: a shared contract between the sweep's search (:mod:`orchestrator.search`, the one
 writer) and the report, which reads it and decides nothing. Validated on write and read. A trial's
 figure is the search's *estimate*; the verdict on the winner is the confirmation's (:class:`Confirmation`).
 """
