@@ -52,6 +52,9 @@ class TrialRecord(_Model):
     same_as: int | None = None
     #: The first value is a floor: the capacity search held the SLO at every level it tried ("≥ 16").
     at_least: bool = False
+    #: The baseline's own point, asked first: its result is the sweep's opening measurement of the
+    #: baseline when there is one (nothing launched); never the winner (it would be confirmed against itself).
+    baseline: bool = False
 
 
 class Confirmation(_Model):

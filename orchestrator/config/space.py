@@ -20,7 +20,7 @@ from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSw
 from hydra.errors import HydraException
 
 from contracts.errors import ConfigError, ConfigProblem
-from contracts.search import LAYOUT_FIELDS, SEARCH_FIELDS, Dimension, SearchConfig, Space
+from contracts.search import INTEGER_FIELDS, LAYOUT_FIELDS, SEARCH_FIELDS, Dimension, SearchConfig, Space
 
 
 def _flatten(space: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -83,6 +83,13 @@ def parse_space(search: SearchConfig, *, where: str = "<search>") -> Space:
             if not low < high or (log and low <= 0):
                 problems.append(
                     ConfigProblem(where, field, raw, "interval(low,high), low < high (low > 0 with log)")
+                )
+                continue
+            if name in INTEGER_FIELDS and math.ceil(low) > math.floor(high):
+                problems.append(
+                    ConfigProblem(
+                        where, field, raw, f"an interval holding a whole number ({name} takes integers)"
+                    )
                 )
                 continue
             dims.append(Dimension(name, low=low, high=high, log=log))

@@ -69,6 +69,8 @@ class Batch:
         self.level, self.time_scale = level, time_scale
         self.pending: list[Pending] = []
         self.echoes: list[Pending] = []
+        #: The baseline's own point (:func:`orchestrator.search.point.baseline_point`), as a key, or None.
+        self.baseline: str | None = None
         self.seen = {key(t.params): t for t in record.trials if t.same_as is None and t.state != "failed"}
 
     def earlier(self, point: Point) -> TrialRecord | None:
@@ -77,6 +79,18 @@ class Batch:
 
     def in_flight(self, point: Point) -> bool:
         return any(key(p.point) == key(point) for p in self.pending)
+
+    def told(self, asked: Pending, outcome: TrialOutcome, *, baseline: bool = False) -> TrialRecord:
+        """Tell and record a point that launches nothing (pruned before start, or the baseline's point
+        measured by the sweep's opening)."""
+        self.study.tell(asked.asked, outcome)
+        item = trial_record(asked.asked.number, asked.name, asked.point, outcome, 0.0)
+        item.baseline = baseline
+        self.record.trials.append(item)
+        if baseline:
+            self.seen[key(asked.point)] = item
+            self.seams.say(trial_line(item, self.search))
+        return item
 
     def reuse(self, asked: Pending, earlier: TrialRecord) -> None:
         """Tell and record a point asked again: the earlier trial's result, nothing launched."""
@@ -101,6 +115,7 @@ class Batch:
             self.study.tell(pending.asked, outcome)
             item = trial_record(pending.asked.number, pending.name, pending.point, outcome, wall)
             item.gpu_hours = outcome.gpus * wall * self.time_scale / 3600
+            item.baseline = key(pending.point) == self.baseline
             record.trials.append(item)
             record.launches += outcome.launches
             record.gpu_hours += item.gpu_hours

@@ -38,6 +38,8 @@ def trial_line(trial: TrialRecord, search: SearchConfig) -> str:
     """One measured trial: its state, the fidelity it reached, its estimate (or why it has none)."""
     objective = f"{search.objective}, serial e2e s" if search.pareto else search.objective
     what = f"{objective} estimate {estimate(trial)}" if trial.values else trial.why
+    if trial.baseline and trial.launches == 0:
+        what = f"the baseline's point, from the sweep's opening: {what}"
     return f"search: trial {trial.number} {trial.name}: {trial.state} at {trial.fidelity} ({what})"
 
 

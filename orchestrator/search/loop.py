@@ -21,12 +21,19 @@ from contracts.results import CapacityResult, read_model
 from contracts.schema import GauntletConfig
 from contracts.search import Space
 from contracts.trials import SearchRecord, TrialRecord, Winner, read_search, write_search
-from orchestrator.measure.trial import TrialOutcome
-from orchestrator.search.batch import Batch, LaunchBatch, LaunchJob, Pending, Seams
+from orchestrator.measure.trial import TrialOutcome, measured_capacity
+from orchestrator.search.batch import Batch, LaunchBatch, LaunchJob, Pending, Seams, key
 from orchestrator.search.lines import launched_line, winner_line
-from orchestrator.search.point import Point, candidate_at, changed_fields, encode, point_overrides
+from orchestrator.search.point import (
+    Point,
+    baseline_point,
+    candidate_at,
+    changed_fields,
+    encode,
+    point_overrides,
+)
 from orchestrator.search.prune import FlagCheck, Pruned, declared_size, prune
-from orchestrator.search.rules import EXHAUSTED_AFTER, best_trial, stop_reason, trial_record, winner_yaml
+from orchestrator.search.rules import EXHAUSTED_AFTER, best_trial, stop_reason, winner_yaml
 from orchestrator.search.storage import storage_url
 from orchestrator.search.study import SearchStudy, directions
 
@@ -57,6 +64,8 @@ class SearchRun:
         #: Trial numbers recorded (a resumed study numbers on); points asked in a row that launched nothing.
         self.done: set[int] = set()
         self.idle = 0
+        #: The baseline's own point, when the space holds it: asked first (None: not a point of the space).
+        self.baseline = baseline_point(self.pruned.space, cfg.baseline)
 
     def _changes(self, trial: TrialRecord) -> int:
         """How many of the baseline's settings the trial's point changes (the tie-break of best_trial)."""
@@ -94,6 +103,22 @@ class SearchRun:
                 why = str(exc)
         return why
 
+    def baseline_outcome(self) -> TrialOutcome | None:
+        """The baseline's point as the sweep's opening measured it, when that is the trial's measurement:
+        the capacity objective (the opening's capacity search on the same profile, what a trial's full
+        fidelity runs); None otherwise (the point is launched as any other)."""
+        path = SweepPaths(self.dir).candidate(self.cfg.baseline.name).capacity
+        if self.search.objective != "capacity" or self.search.pareto or not path.exists():
+            return None
+        capacity, at_least = measured_capacity(path)
+        return TrialOutcome(
+            state="complete",
+            why="the baseline's point: its capacity measured by the sweep's opening, nothing launched",
+            fidelity="full",
+            values=[capacity if capacity is not None else 0.0],
+            at_least=at_least,
+        )
+
     def run(self) -> list[str] | None:
         search = self.search
         level, base = self.level()
@@ -114,6 +139,9 @@ class SearchRun:
         self._record_interrupted(record, study)
         seams = Seams(self.launch_job, self.launch_batch, self.say, self.clock, self.overrides)
         batch = Batch(search, study, record, seams, level=level, time_scale=self.cfg.host.time_scale)
+        if self.baseline is not None:  # asked first: what every point is judged against
+            batch.baseline = key(self.baseline)
+            study.enqueue({d.name: self.baseline[d.name] for d in self.pruned.space.dimensions})
         #: Trials measured at once (search.parallel; 1: one after the other).
         width = max(1, search.parallel) if self.launch_batch is not None else 1
         while isinstance(step := self.next_point(study, record, batch), Pending):
@@ -132,7 +160,8 @@ class SearchRun:
 
     def next_point(self, study: SearchStudy, record: SearchRecord, batch: Batch) -> Pending | str:
         """The next point to launch, or why the search stops. A point that launches nothing (pruned, asked
-        again, or the twin of one in flight) is told and recorded here, and the study asked again."""
+        again, the baseline's measured by the opening, or the twin of one in flight) is told and recorded
+        here, and the study asked again."""
         while (reason := stop_reason(record, self.search)) is None:
             if self.idle >= EXHAUSTED_AFTER:
                 return f"the space is exhausted: {EXHAUSTED_AFTER} points asked in a row launched nothing"
@@ -142,11 +171,11 @@ class SearchRun:
             point = {**self.pruned.space.fixed, **asked.params}
             pending = Pending(asked, point, f"{self.search.name}_t{asked.number:03d}")
             if (refused := self.refusal(point)) is not None:
-                outcome = TrialOutcome(state="infeasible", why=f"pruned before start: {refused}")
-                study.tell(asked, outcome)
-                record.trials.append(trial_record(asked.number, pending.name, point, outcome, 0.0))
+                batch.told(pending, TrialOutcome(state="infeasible", why=f"pruned before start: {refused}"))
             elif (earlier := batch.earlier(point)) is not None:
                 batch.reuse(pending, earlier)
+            elif key(point) == batch.baseline and (measured := self.baseline_outcome()) is not None:
+                batch.told(pending, measured, baseline=True)
             elif batch.in_flight(point):
                 batch.echoes.append(pending)  # a point of the batch in flight: its result, after it
             else:

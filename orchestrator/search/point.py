@@ -156,6 +156,46 @@ def changed_fields(baseline: CandidateConfig, candidate: CandidateConfig) -> lis
     return [k for k in sorted(before.keys() | after.keys()) if before.get(k) != after.get(k)]
 
 
+def baseline_point(space: Space, baseline: CandidateConfig) -> Point | None:
+    """The point of ``space`` that is ``baseline`` itself (its candidate changes none of the baseline's
+    settings), or None when the baseline is not a point of the space (a value not among a field's, one
+    outside an interval, a fixed field set otherwise).
+
+    >>> from contracts.search import Dimension
+    >>> space = Space((Dimension("max_num_seqs", (64, 128)),), layouts={}, fixed={})
+    >>> baseline_point(space, CandidateConfig(name="b", max_num_seqs=128))
+    {'max_num_seqs': 128}
+    """
+    point: Point = dict(space.fixed)
+    for dim in space.dimensions:
+        if dim.finite:
+            options: tuple[Any, ...] = dim.values
+        else:
+            value, low, high = _setting(baseline, dim.name), dim.low, dim.high
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            inside = number and low is not None and high is not None and low <= value <= high
+            options = (value,) if inside else ()
+        same = [v for v in options if _unchanged(baseline, {dim.name: v}, space.layouts)]
+        if not same:
+            return None
+        point[dim.name] = same[0]
+    return point if _unchanged(baseline, point, space.layouts) else None
+
+
+def _setting(baseline: CandidateConfig, field: str) -> Any:
+    if field.startswith(_SPEC_PREFIX):
+        block = baseline.speculative
+        return None if block is None else getattr(block, field.removeprefix(_SPEC_PREFIX))
+    return getattr(baseline, field, None)
+
+
+def _unchanged(baseline: CandidateConfig, point: Point, layouts: Mapping[str, Mapping[str, Any]]) -> bool:
+    try:
+        return not changed_fields(baseline, candidate_at(baseline, point, layouts, baseline.name))
+    except ValueError:
+        return False
+
+
 def grid(space: Space) -> Iterator[Point]:
     """Every point of a finite space, in declaration order (the fixed fields in each)."""
     names = [d.name for d in space.dimensions]

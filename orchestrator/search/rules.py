@@ -34,10 +34,11 @@ def stop_reason(record: SearchRecord, search: SearchConfig) -> str | None:
     if search.pareto:
         return None
     # Only a trial measured fully could have improved the best estimate: a point that did not start, a
-    # screen the pruner stopped and a point asked again say nothing about a stall.
+    # screen the pruner stopped and a point asked again say nothing about a stall (the baseline's point,
+    # measured by the sweep's opening, is the first best estimate).
     since, best = 0, None
     for trial in record.trials:
-        if trial.launches == 0 or trial.state != "complete" or not trial.values:
+        if trial.same_as is not None or trial.state != "complete" or not trial.values:
             continue
         value = trial.values[0]
         if best is None or value > best * (1 + search.min_improvement):
@@ -59,8 +60,13 @@ def best_trial(
     when there is one); None when no trial was measured fully. Equal estimates (a capacity search answers
     on its grid of levels, so points near the optimum often tie) go to the point that changes the fewest of
     the baseline's settings (``changes``), then to the earliest trial: a setting that bought nothing the
-    search could see is not a change to confirm."""
-    full = [t for t in record.trials if t.state == "complete" and t.values and t.same_as is None]
+    search could see is not a change to confirm. The baseline's own point is never the trial to confirm
+    (it would be measured against itself)."""
+    full = [
+        t
+        for t in record.trials
+        if t.state == "complete" and t.values and t.same_as is None and not t.baseline
+    ]
     if record.pareto:
         full = [t for t in full if t.number in record.pareto]
     fewest = changes or (lambda _t: 0)

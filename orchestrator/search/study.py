@@ -12,13 +12,15 @@ marked failed.
 
 from __future__ import annotations
 
+import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import optuna
 
-from contracts.search import SearchConfig, Space
+from contracts.search import INTEGER_FIELDS, SearchConfig, Space
 from orchestrator.config.secrets import revealed
 from orchestrator.measure.trial import TrialOutcome
 
@@ -57,15 +59,32 @@ def directions(search: SearchConfig) -> list[Literal["maximize", "minimize"]]:
     return ["maximize", "minimize"] if search.pareto else ["maximize"]
 
 
+def make_sampler(search: SearchConfig) -> optuna.samplers.BaseSampler:
+    """``search.sampler``: random, or TPE, which learns from each trial's constraint (Trial.set_constraint:
+    > 0 infeasible). TPE models the fields jointly (``multivariate``, and ``group``: the fields a trial
+    drew together), since a deployment's fields interact (a layout moves the best batch and memory
+    settings), the Pareto search's too, which Optuna would otherwise model field by field. Where trials
+    may be in flight when it asks (``search.parallel`` > 1, or a shared study, ``search.storage``, where
+    another sweep's are) it counts them as bad (``constant_liar``), so trials measured side by side are
+    not asked at one point. A sequential search in its own study has nothing in flight when it asks:
+    there these settings ask the same points as Optuna's defaults."""
+    if search.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=search.seed)
+    with warnings.catch_warnings():  # group is marked experimental (Optuna 5.1)
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(
+            seed=search.seed,
+            n_startup_trials=search.startup_trials,
+            multivariate=True,
+            group=True,
+            constant_liar=search.parallel > 1 or search.storage is not None,
+        )
+
+
 def open_study(search: SearchConfig, storage: str) -> tuple[optuna.Study, list[optuna.trial.FrozenTrial]]:
     """Create the study, or load it (a resumed sweep); a trial a crash left running is marked failed and
     returned with the study."""
-    sampler: optuna.samplers.BaseSampler
-    if search.sampler == "random":
-        sampler = optuna.samplers.RandomSampler(seed=search.seed)
-    else:
-        # Each trial sets its constraint (Trial.set_constraint: > 0 infeasible), which TPE learns from.
-        sampler = optuna.samplers.TPESampler(seed=search.seed, n_startup_trials=search.startup_trials)
+    sampler = make_sampler(search)
     pruner = make_pruner(search.pruner, search.reduction_factor)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
@@ -94,13 +113,18 @@ def make_pruner(name: str, reduction_factor: int) -> optuna.pruners.BasePruner:
 
 
 def distributions(space: Space) -> dict[str, optuna.distributions.BaseDistribution]:
-    """Optuna's distribution of each dimension: a categorical of its values, or a float interval."""
+    """Optuna's distribution of each dimension: a categorical of its values, or an interval: of the whole
+    numbers in it for an integer field (``INTEGER_FIELDS``: a float there is no candidate), else of floats."""
     out: dict[str, optuna.distributions.BaseDistribution] = {}
     for dim in space.dimensions:
         if dim.finite:
             out[dim.name] = optuna.distributions.CategoricalDistribution(list(dim.values))
+            continue
+        assert dim.low is not None and dim.high is not None
+        if dim.name in INTEGER_FIELDS:  # parse_space refused an interval without a whole number
+            low, high = math.ceil(dim.low), math.floor(dim.high)
+            out[dim.name] = optuna.distributions.IntDistribution(low, high, log=dim.log)
         else:
-            assert dim.low is not None and dim.high is not None
             out[dim.name] = optuna.distributions.FloatDistribution(dim.low, dim.high, log=dim.log)
     return out
 
@@ -129,6 +153,11 @@ class SearchStudy:
         #: Trials a crash left running (now failed): their numbers and points.
         self.interrupted = [(t.number, dict(t.params)) for t in left]
         self.dists = distributions(space)
+
+    def enqueue(self, params: dict[str, Any]) -> None:
+        """Ask ``params`` next (the baseline's point, first); not again when the study holds it already (a
+        resumed sweep, a shared study)."""
+        self.study.enqueue_trial(params, skip_if_exists=True)
 
     def ask(self) -> Asked:
         trial = self.study.ask(self.dists)

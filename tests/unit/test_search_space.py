@@ -68,7 +68,8 @@ def _cfg(search: SearchConfig, *, gpus: int = 8, placement: str = "exact") -> Ga
 def test_hydra_sweep_syntax_is_parsed_into_dimensions(
     expr: str, values: tuple[Any, ...], interval: tuple[float, float, bool] | None
 ) -> None:
-    field = "layout" if "tp" in expr else "max_num_seqs"
+    # an interval of fractions on a float field (an integer field's must hold a whole number)
+    field = "layout" if "tp" in expr else "gpu_memory_utilization" if "0.95" in expr else "max_num_seqs"
     dim = parse_space(SearchConfig(space={field: expr}, layouts=LAYOUTS)).dimensions[0]
     assert dim.values == values
     if interval is not None:
