@@ -2,7 +2,7 @@
 
 **Brute force, once.** Every point of a search space (``conf/search/<name>.yaml``, composed with the
 experiment) is a candidate: the baseline with the point's fields
-(:func:`orchestrator.config.space.candidate_at`), rendered to its command line and read back by the
+(:func:`orchestrator.search.point.candidate_at`), rendered to its command line and read back by the
 simulator's own parser (:func:`launch.sim.versus.engine_config`). A point the simulator refuses at
 startup (:func:`launch.sim.model.check_startup`) or the space's pruning refuses has no capacity. Every
 other point gets its exact capacity at the SLO: the capacity profile replayed in virtual time
@@ -10,7 +10,7 @@ other point gets its exact capacity at the SLO: the capacity profile replayed in
 until the SLO fails and bisected to one request. The table is written to a JSON file keyed by what it
 depends on (profile, workload, SLO, capacity settings, space), so every seed and every later run reuses it.
 
-**The search, per seed.** S1's :class:`orchestrator.app.search.SearchRun` runs as in a sweep (Optuna,
+**The search, per seed.** S1's :class:`orchestrator.search.loop.SearchRun` runs as in a sweep (Optuna,
 its pruner, its budget and stall rule, its record) with one seam changed: a trial's job is measured
 in-process on the same engine model instead of by a launched simulator. A trial starts (or is
 infeasible), is screened at the load level (the baseline's capacity, as ``make demo-search`` does), and,
@@ -51,11 +51,14 @@ from launch.sim.profile import Profile, load_profile
 from launch.sim.replay import ReplayRecord, ReplayRequest, replay_closed_loop
 from launch.sim.versus import engine_config
 from launch.spec import render_spec
-from orchestrator.app.search import SearchRun, reporter
 from orchestrator.config.compose import load
-from orchestrator.config.space import Pruned, candidate_at, grid, parse_space, point_overrides, prune
+from orchestrator.config.space import parse_space
 from orchestrator.measure.capacity_search import SearchSettings, search
 from orchestrator.measure.trial import SCREEN_STEP, TrialOutcome, screen_estimate
+from orchestrator.search.loop import SearchRun
+from orchestrator.search.point import candidate_at, grid, point_overrides
+from orchestrator.search.prune import Pruned, prune
+from orchestrator.search.study import reporter
 
 #: A winner counts as found when its capacity is at least this fraction of the best (issue 34: within 5%).
 WITHIN = 0.95
@@ -457,7 +460,9 @@ def in_process_job(
     layouts = cfg.search.layouts
     by_overrides: dict[tuple[str, ...], dict[str, Any]] = {}
     for row in truth.points:
-        overrides = point_overrides(row["point"], layouts, baseline_option="baseline", name="point")
+        overrides = point_overrides(
+            row["point"], layouts, cfg.candidate, baseline_option="baseline", name="point"
+        )
         by_overrides[_job_key(overrides)] = row["point"]
     to_engine = engine_of(cfg, space_of(cfg)[1])
     settings = SearchSettings.from_config(cfg.capacity, integer=True)

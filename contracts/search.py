@@ -23,6 +23,10 @@ SEARCH_FIELDS = (
     "speculative.num_speculative_tokens",
     "moe_backend",
 )
+#: Fields of SEARCH_FIELDS that take whole numbers (CandidateConfig's and SpeculativeConfig's ``int``): an
+#: interval over one is sampled as integers, and a point's value for one is an integer
+#: (tests/unit/test_search_point.py reads the types, so the two cannot drift apart).
+INTEGER_FIELDS = ("max_num_seqs", "max_num_batched_tokens", "speculative.num_speculative_tokens")
 #: Fields a named layout may set.
 LAYOUT_FIELDS = ("tensor_parallel_size", "data_parallel_size", "enable_expert_parallel", "enable_eplb")
 #: ``speculative.method`` value that turns speculative decoding off.

@@ -1,6 +1,6 @@
 """A search's record, ``search/trials.json``: every trial, the budget spent, the winner, its confirmation.
 
-Pipeline position: a shared contract between the sweep's search (:mod:`orchestrator.app.search`, the one
+Pipeline position: a shared contract between the sweep's search (:mod:`orchestrator.search`, the one
 writer) and the report, which reads it and decides nothing. Validated on write and read. A trial's
 figure is the search's *estimate*; the verdict on the winner is the confirmation's (:class:`Confirmation`).
 """
@@ -52,6 +52,9 @@ class TrialRecord(_Model):
     same_as: int | None = None
     #: The first value is a floor: the capacity search held the SLO at every level it tried ("≥ 16").
     at_least: bool = False
+    #: The baseline's own point, asked first: its result is the sweep's opening measurement of the
+    #: baseline when there is one (nothing launched); never the winner (it would be confirmed against itself).
+    baseline: bool = False
 
 
 class Confirmation(_Model):

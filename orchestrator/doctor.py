@@ -20,13 +20,13 @@ from contracts.results import DoctorProblem, DoctorReport
 from contracts.schema import GauntletConfig
 from launch.preflight import Probes, diagnose, real_probes
 from launch.spec import render_spec
-from orchestrator.app.search_storage import StorageFault, storage_problem
 from orchestrator.config.candidates import CandidateComposer, LeftOut, named_candidates
 from orchestrator.config.command import run_composing_command
 from orchestrator.config.compose import ConfigLocation, select
-from orchestrator.config.search_checks import search_problems
 from orchestrator.config.validate import Sources, check_candidate_names
 from orchestrator.ledger.live import LiveService, live_service, live_service_mismatch
+from orchestrator.search.checks import search_problems
+from orchestrator.search.storage import StorageFault, storage_problem
 
 #: Exit code when doctor finds a problem: a launch would fail (LaunchError's code).
 EXIT_PROBLEMS = LaunchError.exit_code
@@ -93,8 +93,8 @@ def doctor(
 
     When gauntlet's own live service (left by the latest sweep) holds the port, the port and free-memory
     checks are skipped as in a sweep, which stops that server before it measures. A search is checked as
-    the sweep checks it (:func:`orchestrator.config.search_checks.search_problems`), and its study's
-    database reached (``storage``: :func:`orchestrator.app.search_storage.storage_problem`)."""
+    the sweep checks it (:func:`orchestrator.search.checks.search_problems`), and its study's
+    database reached (``storage``: :func:`orchestrator.search.storage.storage_problem`)."""
     loc = location or ConfigLocation()
     selection = select(loc, overrides)
     check_candidate_names(selection.search_path)

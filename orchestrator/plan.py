@@ -20,15 +20,10 @@ from launch.spec import LaunchSpec, render_spec
 from orchestrator.config.candidates import CandidateComposer, LeftOut, format_left_out, named_candidates
 from orchestrator.config.command import run_composing_command
 from orchestrator.config.compose import ConfigLocation, load, select
-from orchestrator.config.search_checks import checked_space
-from orchestrator.config.space import (
-    doctor_flag_check,
-    format_search_plan,
-    prune,
-    recorded_startup,
-    startup_estimate,
-)
 from orchestrator.config.validate import Sources, check_candidate_names, display_path
+from orchestrator.search.checks import checked_space
+from orchestrator.search.plan_text import format_search_plan, recorded_startup, startup_estimate
+from orchestrator.search.prune import doctor_flag_check, prune
 
 
 @dataclass(frozen=True)
@@ -145,15 +140,15 @@ def search_plan(
 ) -> str:
     """With a search selected (``search=NAME``): its space's size, what is pruned before anything starts
     and why (the host's placement rule, doctor's flag table), its budget and the estimated wall time of
-    its server starts (:func:`orchestrator.config.space.format_search_plan`); "" without one. The search
-    is checked as the sweep checks it (:func:`orchestrator.config.search_checks.checked_space`).
+    its server starts (:func:`orchestrator.search.plan_text.format_search_plan`); "" without one. The search
+    is checked as the sweep checks it (:func:`orchestrator.search.checks.checked_space`).
     ``composed``: a configuration :func:`plan_selection` composed (the search's part is every
     candidate's), else the overrides are composed here."""
     loc = location or ConfigLocation()
     cfg, sources = composed if composed is not None else load(select(loc, overrides).rest, location=loc)
     if cfg.search is None:
         return ""
-    space = checked_space(cfg, sources)  # what the sweep refuses (orchestrator.config.search_checks)
+    space = checked_space(cfg, sources)  # what the sweep refuses (orchestrator.search.checks)
     check, flags = doctor_flag_check(cfg, probes if probes is not None else real_probes(PROJECT_ROOT))
     pruned = prune(space, cfg, check)
     return "\n" + format_search_plan(

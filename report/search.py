@@ -96,7 +96,8 @@ def _values(values: list[float] | None, *, at_least: bool = False) -> str:
 
 def trial_cells(trial: TrialRecord) -> list[str]:
     """A trial's cells under :data:`TRIALS_HEADER`, as plain text."""
-    why = trial.why if trial.state != "complete" or trial.same_as is not None else ""
+    said = trial.state != "complete" or trial.same_as is not None or trial.baseline  # the baseline's point
+    why = trial.why if said else ""
     value = _values(trial.values, at_least=trial.at_least)
     if trial.state == "pruned":
         value = f"{value} (screen)"

@@ -46,7 +46,6 @@ from contracts.results import RecoveryValidation, probe_writable
 from contracts.schema import CandidateConfig, GauntletConfig
 from contracts.secrets import redacted
 from contracts.sweepdir import record_planned
-from orchestrator.app.search import TrialTicket, confirmation_lines, reporter
 from orchestrator.ledger.events import SweepFinished
 from orchestrator.ledger.lock import SweepLock
 from orchestrator.ledger.requests import (
@@ -66,6 +65,8 @@ from orchestrator.recovery.promote import promote_after_sweep
 from orchestrator.recovery.recommend import recommendation_lines
 from orchestrator.recovery.restore import restore
 from orchestrator.recovery.status import what_runs
+from orchestrator.search.lines import confirmation_lines
+from orchestrator.search.study import TrialTicket, reporter
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.leftovers import stop_leftovers
 from orchestrator.servers.scheduler import job_lines

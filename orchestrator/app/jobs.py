@@ -44,7 +44,6 @@ from contracts.results import CapacityResult, read_model
 from contracts.schema import GauntletConfig
 from contracts.sweepdir import Results, with_blocks
 from gates.drift import evaluate_node_drift
-from orchestrator.app.search import TrialTicket, reporter
 from orchestrator.ledger.events import JobFinished, JobStarted
 from orchestrator.ledger.nodes import SIM_SPEED_VARIABLE, Place, acquire_slot
 from orchestrator.ledger.opening import JobInterrupted, stop_checkpoint, why_not_open
@@ -52,6 +51,7 @@ from orchestrator.measure.candidate import is_complete, run_candidate
 from orchestrator.measure.interleave import measure_block
 from orchestrator.measure.launch import launch_state
 from orchestrator.measure.trial import TrialOutcome, measure_trial
+from orchestrator.search.study import TrialTicket, reporter
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.seams import Seams, say_stderr
 

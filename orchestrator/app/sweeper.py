@@ -51,17 +51,19 @@ from contracts.search import Space
 from launch.preflight import real_probes
 from orchestrator.app.controller import SweepController, jobs_run_elsewhere
 from orchestrator.app.jobs import run_job
-from orchestrator.app.search import SearchRun, TrialTicket, opening_line
-from orchestrator.app.search_storage import storage_faults, storage_problem, storage_refusal
 from orchestrator.config.compose import sources_from_hydra, to_typed
 from orchestrator.config.compose_errors import translate_compose_error
-from orchestrator.config.search_checks import checked_space
 from orchestrator.config.secrets import REVEALED_FIELDS, conceal_field
-from orchestrator.config.space import doctor_flag_check
 from orchestrator.config.validate import Sources, check_candidate_names, validate
 from orchestrator.ledger.nodes import Place, job_place, launching_place
 from orchestrator.ledger.opening import write_opening
 from orchestrator.measure.trial import TrialOutcome
+from orchestrator.search.checks import checked_space
+from orchestrator.search.lines import opening_line
+from orchestrator.search.loop import SearchRun
+from orchestrator.search.prune import doctor_flag_check
+from orchestrator.search.storage import storage_faults, storage_problem, storage_refusal
+from orchestrator.search.study import TrialTicket
 
 #: The default side effects of a sweep (a dotted path, so a test can name a factory of fakes).
 REAL_SEAMS = "orchestrator.servers.seams.real_seams"
@@ -161,7 +163,7 @@ class GauntletJob:
         self.frozen = frozen
         self.controller: SweepController | None = controller
         self.seams = seams
-        #: A search's trials, by job: what each reports to the pruner (orchestrator.app.search).
+        #: A search's trials, by job: what each reports to the pruner (orchestrator.search).
         self.trials: dict[JobKey, TrialTicket] = {}
 
     def __getstate__(self) -> dict[str, Any]:
@@ -401,7 +403,7 @@ class SweeperCore(BasicSweeper):
 
     def _search(self, sweep_dir: Path) -> list[str | TrialOutcome]:
         """The search's trials as jobs through the launcher, then its winner's confirmation as an ordinary
-        candidate (orchestrator.app.search); the jobs' return values."""
+        candidate (orchestrator.search); the jobs' return values."""
         assert self.config is not None and self.searching is not None and self.space is not None
         cfg = self.searching
         baseline_option = str(self.config.hydra.runtime.choices.get("candidate@baseline", "baseline"))

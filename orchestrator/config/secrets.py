@@ -4,7 +4,7 @@ Pipeline position: inside composition (:mod:`orchestrator.config.compose` asks :
 resolve ``${oc.env:...}`` and :func:`value_problems` where a secret may stand), before Hydra reads the
 command line (:func:`password_problems`, from :mod:`orchestrator.config.overrides`), and in the sweep
 (:mod:`orchestrator.app.sweeper` moves a URL's password out of every composition with
-:func:`conceal_field`; :mod:`orchestrator.app.search` opens the storage with :func:`revealed`). Free of
+:func:`conceal_field`; :mod:`orchestrator.search.study` opens the storage with :func:`revealed`). Free of
 Hydra and OmegaConf: a resolver's nodes are read through their ``_key()`` only.
 
 A secret is written as a reference to the environment variable that holds it (``<from $HF_TOKEN>``), in

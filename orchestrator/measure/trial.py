@@ -1,6 +1,6 @@
 """One search trial: a point launched once, screened on the cheapest evidence, measured fully if promising.
 
-Pipeline position: the search's measuring step (:mod:`orchestrator.app.search` drives it, one job per
+Pipeline position: the search's measuring step (:mod:`orchestrator.search.loop` drives it, one job per
 trial), through the same :func:`~orchestrator.measure.launch.measured_launch` as every candidate, into
 ``search/candidates/<trial>/`` (a context whose directory is ``search/``: the judge never sees a trial).
 Fidelity, cheapest first, on one launch:

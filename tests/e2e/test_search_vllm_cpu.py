@@ -4,10 +4,11 @@ The space is 2 x 2 (``tests/e2e/conf/search/cpu_small.yaml``: max_num_seqs 1 or 
 1024 or 2048) over a baseline of one running sequence (``cpu_one_seq``); the objective is output tokens/s
 per GPU at 8 requests in flight, where max_num_seqs 1 serialises the requests and reads 5-7x below an 8
 whatever the machine's load (a ratio, not an absolute SLO that a loaded machine fails everywhere). Two
-points are launched (the seeded sampler asks an 8, then a 1): the winner must be the 8, measured again
-as an ordinary candidate, its verdict the gates' (whichever the shared cores' noise gives, said on the
-search's line as in verdicts.json), and the retained configuration restored and validated byte-for-byte,
-then stopped (nothing left running).
+points are launched (the baseline's point, a 1 with 2,048 tokens, asked first and launched: its tokens/s
+objective is not what the opening measured; then the seeded sampler's 8): the winner must be the 8,
+measured again as an ordinary candidate, its verdict the gates' (whichever the shared cores' noise gives,
+said on the search's line as in verdicts.json), and the retained configuration restored and validated
+byte-for-byte, then stopped (nothing left running).
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from contracts.layout import OffsitePaths, journal_file, offsite_dir
-from orchestrator.app.search_storage import storage_problem
 from orchestrator.ledger.lock import lock_dir
+from orchestrator.search.storage import storage_problem
 from tests.integration import sweep_helpers as h
 from tests.older_gauntlet import as_an_older_gauntlet_left_it
 from tests.ports import free_port

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("benchmarks", "contracts", "launch", "load", "gates", "report", "orchestrator")
 #: orchestrator/: the command line's modules, then its folders from the top layer down (pyproject.toml).
 ENTRY = ("__main__", "cli", "catalog", "plan", "doctor")
-SWEEP_FOLDERS = ("app", "recovery", "measure", "servers", "ledger", "config")
+SWEEP_FOLDERS = ("app", "search", "recovery", "measure", "servers", "ledger", "config")
 
 
 def lint_imports(cwd: Path, *, pythonpath: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -48,13 +48,16 @@ def _toy_house(tmp_path: Path, imports: dict[str, str]) -> Path:
     for folder in SWEEP_FOLDERS:
         (tmp_path / "orchestrator" / folder).mkdir()
         (tmp_path / "orchestrator" / folder / "__init__.py").write_text("")
-    # Every module the Hydra contract lets import Hydra or OmegaConf, with what it may import (read from
-    # pyproject.toml's ignore_imports, so a module added there is in the toy tree too).
-    hydra = next(c for c in config["contracts"] if "hydra" in c.get("forbidden_modules", []))
+    # Every module a "forbidden" contract lets import what it forbids elsewhere (Hydra and OmegaConf, Optuna),
+    # with what it may import (read from pyproject.toml's ignore_imports, so a module added there is in the
+    # toy tree too).
     allowed: dict[str, list[str]] = {}
-    for rule in hydra["ignore_imports"]:
-        module, target = rule.split(" -> ")
-        allowed.setdefault(module, []).append(target)
+    for contract in config["contracts"]:
+        if contract["type"] != "forbidden":
+            continue
+        for rule in contract.get("ignore_imports", []):
+            module, target = rule.split(" -> ")
+            allowed.setdefault(module, []).append(target)
     for module, targets in allowed.items():
         path = tmp_path.joinpath(*module.split(".")).with_suffix(".py")
         path.write_text("".join(f"import {t}\n" for t in targets))
@@ -125,6 +128,31 @@ def test_hydra_only_in_the_entry_point_and_config_composition(tmp_path: Path) ->
     assert done.returncode != 0
     assert "gates.stats -> omegaconf" in done.stdout
     assert "orchestrator.measure.begin -> hydra" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "importer",
+    [
+        "orchestrator.search.loop",  # the run loop sees a study through the adapter only
+        "orchestrator.search.rules",
+        "orchestrator.app.jobs",  # a trial's job reports to the pruner through the adapter
+        "report.search",
+        "benchmarks.search_quality",
+    ],
+)
+def test_optuna_only_in_the_searchs_adapter(tmp_path: Path, importer: str) -> None:
+    house = _toy_house(tmp_path, {importer: "import optuna\n"})
+    done = lint_imports(house, pythonpath=house)
+    assert done.returncode != 0
+    assert "Optuna only in the search's adapter BROKEN" in done.stdout
+    assert f"{importer} -> optuna" in done.stdout
+
+
+def test_the_optuna_adapter_may_import_optuna(tmp_path: Path) -> None:
+    house = _toy_house(tmp_path, {"orchestrator.app.jobs": "import orchestrator.search.study\n"})
+    assert (house / "orchestrator" / "search" / "study.py").read_text() == "import optuna\n"
+    done = lint_imports(house, pythonpath=house)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_the_sweep_folders_are_layers_in_their_declared_order() -> None:

@@ -14,9 +14,10 @@ from contracts.layout import CAPACITY_FILE, SweepPaths
 from contracts.results import CapacityResult, read_model, write_model
 from contracts.trials import SearchRecord, TrialRecord, Winner, read_search, write_search
 from contracts.verdicts import DriftResult, SweepVerdict, Verdict
-from orchestrator.app.search import _trial_line, best_trial, confirmation_lines
 from orchestrator.config.compose import load
 from orchestrator.measure.candidate import run_candidate
+from orchestrator.search.lines import confirmation_lines, trial_line
+from orchestrator.search.rules import best_trial
 from orchestrator.servers.context import SweepContext
 from report.slo import CapacityLine, capacity_short, capacity_text
 from tests.unit.fakes import FakeSupervisor, fake_seams
@@ -138,8 +139,8 @@ def test_a_trial_at_its_search_ceiling_reads_at_least_and_wins_its_tie(tmp_path:
     from contracts.search import SearchConfig
 
     search = SearchConfig(name="s", space={"max_num_seqs": "choice(1, 2)"}, objective="capacity")
-    assert _trial_line(_trial(3, 16, at_least=True), search).endswith("(capacity estimate \u2265 16)")
-    assert _trial_line(_trial(3, 16), search).endswith("(capacity estimate 16)")
+    assert trial_line(_trial(3, 16, at_least=True), search).endswith("(capacity estimate \u2265 16)")
+    assert trial_line(_trial(3, 16), search).endswith("(capacity estimate 16)")
     record = SearchRecord(name="s", objective="capacity", directions=["maximize"], space_size=10, trials=[])
     # Equal estimates: one measured 16 and failed above, the other held at 16 and was never run above.
     record.trials = [_trial(3, 16), _trial(6, 16, at_least=True)]

@@ -12,7 +12,7 @@ from contracts.layout import SweepPaths
 from contracts.results import CapacityResult, write_model
 from contracts.trials import PrunedPoint, SearchRecord, TrialRecord, Winner, write_search
 from contracts.verdicts import DriftResult, SweepVerdict, Verdict
-from report.search import SearchSection, search_model, search_section
+from report.search import SearchSection, search_model, search_section, trial_cells
 
 WINNER_YAML = "defaults: [baseline, _self_]\nname: s_t001\n"
 
@@ -184,3 +184,30 @@ def test_a_partial_record_says_so_and_every_point_started(tmp_path: Path) -> Non
 def test_no_search_no_section(tmp_path: Path) -> None:
     assert search_model(tmp_path, search_verdicts("keep")) is None
     assert search_section(None) == ""
+
+
+@pytest.mark.parametrize(
+    ("trial", "why"),
+    [
+        # the baseline's point, measured by the sweep's opening: its row says so (issue 43 item 5)
+        (
+            TrialRecord(
+                number=0,
+                name="s_t000",
+                params={"max_num_seqs": 1},
+                state="complete",
+                fidelity="full",
+                values=[8.0],
+                why="the baseline's point: its capacity measured by the sweep's opening, nothing launched",
+                baseline=True,
+            ),
+            "the baseline's point: its capacity measured by the sweep's opening, nothing launched",
+        ),
+        (
+            TrialRecord(number=1, name="s_t001", params={}, state="complete", values=[9.0], why="x"),
+            "",
+        ),
+    ],
+)
+def test_a_trial_row_says_why_when_its_figure_is_not_its_own_launch(trial: TrialRecord, why: str) -> None:
+    assert trial_cells(trial)[-1] == why

@@ -1,4 +1,4 @@
-"""A search's checks are one function (orchestrator.config.search_checks) that plan, doctor and the sweep
+"""A search's checks are one function (orchestrator.search.checks) that plan, doctor and the sweep
 all call: what the sweep refuses, plan and doctor refuse first, in the same words; an unreachable
 ``search.storage`` is found by doctor and at the sweep's opening, before the live service is stopped, and
 SQLAlchemy's errors are said as gauntlet's, the password masked (issue 42, item 12)."""
@@ -15,14 +15,14 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from contracts.errors import GauntletError
 from orchestrator import plan as plan_command
 from orchestrator.app import entry
-from orchestrator.app.search_storage import (
+from orchestrator.doctor import doctor, format_report
+from orchestrator.search.storage import (
     StorageFault,
     masked_url,
     storage_fault,
     storage_faults,
     storage_problem,
 )
-from orchestrator.doctor import doctor, format_report
 from orchestrator.servers.seams import Seams
 from tests.ports import free_port
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams, sim_probes

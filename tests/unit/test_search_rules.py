@@ -1,5 +1,5 @@
-"""The search's rules (orchestrator.app.search): when it stops, which trial is confirmed, the winner's file,
-and what Optuna is told for each trial's outcome."""
+"""The search's rules (orchestrator.search.rules, .lines, .study): when it stops, which trial is confirmed,
+the winner's file, and what Optuna is told for each trial's outcome."""
 
 from __future__ import annotations
 
@@ -14,16 +14,11 @@ from contracts.schema import CandidateConfig, SpeculativeConfig
 from contracts.search import Dimension, SearchConfig, Space
 from contracts.trials import SearchRecord, TrialRecord, Winner, read_search, write_search
 from contracts.verdicts import DriftResult, SweepVerdict, Verdict
-from orchestrator.app.search import (
-    best_trial,
-    confirmation_lines,
-    distributions,
-    open_study,
-    opening_line,
-    stop_reason,
-    winner_yaml,
-)
-from orchestrator.config.space import candidate_at, changed_fields, parse_space
+from orchestrator.config.space import parse_space
+from orchestrator.search.lines import confirmation_lines, opening_line
+from orchestrator.search.point import candidate_at, changed_fields
+from orchestrator.search.rules import best_trial, stop_reason, winner_yaml
+from orchestrator.search.study import distributions, open_study
 
 
 def _trial(number: int, value: float | None, *, state: str = "complete", launches: int = 1) -> TrialRecord:
@@ -186,7 +181,10 @@ def test_the_winner_is_a_candidate_file_on_the_baselines() -> None:
         values=[152.0],
     )
     layouts = {"tp4_dp2": {"tensor_parallel_size": 4, "data_parallel_size": 2}}
-    text = winner_yaml(SearchConfig(name="demo"), trial, "baseline", layouts)
+    base = CandidateConfig(
+        name="baseline", speculative=SpeculativeConfig(method="dspark", num_speculative_tokens=7)
+    )
+    text = winner_yaml(SearchConfig(name="demo"), trial, "baseline", layouts, base)
     assert text.startswith("# The best point of search demo (trial 7; the search's estimate: 152)")
     assert yaml.safe_load(text) == {
         "defaults": ["baseline", "_self_"],

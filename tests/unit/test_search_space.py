@@ -1,4 +1,5 @@
-"""The search space (orchestrator.config.space): Hydra's sweep syntax, points as candidates, pruning."""
+"""The search space (orchestrator.config.space; orchestrator.search.point, .prune, .plan_text): Hydra's sweep
+syntax, points as candidates, pruning, plan's lines."""
 
 from __future__ import annotations
 
@@ -21,17 +22,10 @@ from contracts.schema import (
 from contracts.search import SearchConfig
 from launch.preflight import Probes
 from launch.spec import LaunchSpec, render_spec
-from orchestrator.config.space import (
-    candidate_at,
-    doctor_flag_check,
-    format_search_plan,
-    grid,
-    parse_space,
-    point_overrides,
-    prune,
-    recorded_startup,
-    startup_estimate,
-)
+from orchestrator.config.space import parse_space
+from orchestrator.search.plan_text import format_search_plan, recorded_startup, startup_estimate
+from orchestrator.search.point import candidate_at, grid, point_overrides
+from orchestrator.search.prune import doctor_flag_check, prune
 
 LAYOUTS = {
     "tp2_dp4": {"tensor_parallel_size": 2, "data_parallel_size": 4, "enable_expert_parallel": True},
@@ -74,7 +68,8 @@ def _cfg(search: SearchConfig, *, gpus: int = 8, placement: str = "exact") -> Ga
 def test_hydra_sweep_syntax_is_parsed_into_dimensions(
     expr: str, values: tuple[Any, ...], interval: tuple[float, float, bool] | None
 ) -> None:
-    field = "layout" if "tp" in expr else "max_num_seqs"
+    # an interval of fractions on a float field (an integer field's must hold a whole number)
+    field = "layout" if "tp" in expr else "gpu_memory_utilization" if "0.95" in expr else "max_num_seqs"
     dim = parse_space(SearchConfig(space={field: expr}, layouts=LAYOUTS)).dimensions[0]
     assert dim.values == values
     if interval is not None:
@@ -181,7 +176,7 @@ def test_a_point_is_the_baseline_with_the_points_fields(
 def test_a_point_as_hydra_overrides_of_the_baselines_file(
     point: dict[str, Any], overrides: list[str]
 ) -> None:
-    got = point_overrides(point, LAYOUTS, baseline_option="baseline", name="s_t3")
+    got = point_overrides(point, LAYOUTS, _baseline(), baseline_option="baseline", name="s_t3")
     assert got == ["candidate=baseline", "candidate.name=s_t3", *overrides]
 
 

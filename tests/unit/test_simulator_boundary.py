@@ -46,11 +46,13 @@ def _house(tmp_path: Path, imports: dict[str, str]) -> Path:
     for folder in ["launch/sim", *folders]:
         (tmp_path / folder).mkdir(exist_ok=True)
         (tmp_path / folder / "__init__.py").write_text("")
-    hydra = next(c for c in contracts if c.get("forbidden_modules") == ["hydra", "omegaconf"])
-    allowed: dict[str, list[str]] = {}  # Hydra's own modules, each with the imports its rules allow
-    for rule in hydra["ignore_imports"]:
-        module, target = rule.split(" -> ")
-        allowed.setdefault(module, []).append(target)
+    allowed: dict[str, list[str]] = {}  # Hydra's and Optuna's own modules, each with the imports allowed
+    for contract in contracts:
+        if contract["type"] != "forbidden":
+            continue
+        for rule in contract.get("ignore_imports", []):
+            module, target = rule.split(" -> ")
+            allowed.setdefault(module, []).append(target)
     for module, targets in sorted(allowed.items()):
         (tmp_path / f"{module.replace('.', '/')}.py").write_text("".join(f"import {t}\n" for t in targets))
     for module in ("launch/sim/cli", "launch/sim/client", "launch/preflight", "orchestrator/servers/seams"):

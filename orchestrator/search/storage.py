@@ -1,8 +1,9 @@
-"""Whether a search's study storage (``search.storage``) can be reached, asked before anything is stopped.
+"""Where a search's study lives (``search.storage``), and whether it can be reached before anything stops.
 
 Pipeline position: the sweep's opening (:mod:`orchestrator.app.sweeper`, before the live service is
 stopped and the baseline measured) and ``doctor`` (:mod:`orchestrator.doctor`) call
-:func:`storage_problem`; around the search itself (:class:`orchestrator.app.search.SearchRun`),
+:func:`storage_problem`; the run loop (:class:`orchestrator.search.loop.SearchRun`) opens the study at
+:func:`storage_url`; around the search itself,
 :func:`storage_faults` turns SQLAlchemy's errors (Optuna's RDB storage) into gauntlet's tree. Either way the
 message names the URL with its password masked, what failed and what to check; never
 "unexpected sqlalchemy.exc.OperationalError ... This is a bug in gauntlet". One connection is opened and
@@ -24,6 +25,8 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, S
 from sqlalchemy.pool import NullPool
 
 from contracts.errors import ConfigError, GauntletError, PreflightError
+from contracts.layout import SweepPaths
+from contracts.search import SearchConfig
 from contracts.secrets import redacted
 from orchestrator.config.secrets import revealed
 
@@ -35,6 +38,15 @@ _TIMEOUT_DIALECTS = ("postgresql", "mysql", "mariadb")
 _USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)(?P<password>[^@\s]*)@")
 #: Connect once to a URL: raises what SQLAlchemy and the driver raise (the seam tests replace).
 Connect = Callable[[str], None]
+
+
+def storage_url(search: SearchConfig, sweep_dir: Path) -> str:
+    """``search.storage``, or the SQLite file in the sweep directory (``search/study.db``)."""
+    if search.storage:
+        return search.storage
+    path = SweepPaths(sweep_dir).study
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path.resolve()}"
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,11 @@
 """A search's own checks (``search=NAME``, conf/search/): one function for ``plan``, ``doctor`` and the sweep.
 
-Pipeline position: right after composition and validation, beside :mod:`orchestrator.config.validate`,
-which stays free of Hydra (a space's expressions are parsed by Hydra's grammar, :mod:`.space`). The
+Pipeline position: right after composition and validation (:mod:`orchestrator.config.validate`, which stays
+free of Hydra; a space's expressions are parsed by Hydra's grammar, :mod:`orchestrator.config.space`). The
 sweep's opening (:mod:`orchestrator.app.sweeper`), ``plan search=NAME`` (:mod:`orchestrator.plan`) and
 ``doctor`` (:mod:`orchestrator.doctor`) all call :func:`search_problems`, so a search the sweep would refuse
 is refused by ``plan`` and ``doctor`` first, with the same message. Whether ``search.storage`` can be
-reached is the environment's question, not the file's: :mod:`orchestrator.app.search_storage`.
+reached is the environment's question, not the file's: :mod:`.storage`.
 """
 
 from __future__ import annotations

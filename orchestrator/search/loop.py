@@ -1,0 +1,233 @@
+"""The search's run loop: the next point to launch, asked of Optuna, until a rule stops it; then the winner.
+
+Pipeline position: inside the sweep, between its opening (the baseline measured) and its close (restore,
+validate, judge, report). The sweeper (:mod:`orchestrator.app.sweeper`) runs :class:`SearchRun` instead of
+the jobs of the command line. :meth:`SearchRun.next_point` asks the study (:mod:`.study`) until it draws a
+point to launch: a point pruned before anything starts (:mod:`.prune`), or asked again, is told and
+recorded there and launches nothing. The points it gathers go out as a batch (:mod:`.batch`: one job each,
+``search.parallel`` side by side). The loop ends on :func:`~orchestrator.search.rules.stop_reason` or an
+exhausted space; its best point is written as ``search/winner.yaml`` and its overrides returned, so the
+sweep measures it again as an ordinary candidate against the baseline (the confirmation).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from contracts.layout import SweepPaths
+from contracts.results import CapacityResult, read_model
+from contracts.schema import GauntletConfig
+from contracts.search import Space
+from contracts.trials import SearchRecord, TrialRecord, Winner, read_search, write_search
+from orchestrator.measure.trial import TrialOutcome, measured_capacity
+from orchestrator.search.batch import Batch, LaunchBatch, LaunchJob, Pending, Seams, key
+from orchestrator.search.lines import launched_line, winner_line
+from orchestrator.search.point import (
+    Point,
+    baseline_point,
+    candidate_at,
+    changed_fields,
+    encode,
+    point_overrides,
+)
+from orchestrator.search.prune import FlagCheck, Pruned, declared_size, prune
+from orchestrator.search.rules import EXHAUSTED_AFTER, best_trial, stop_reason, winner_yaml
+from orchestrator.search.storage import storage_url
+from orchestrator.search.study import SearchStudy, directions
+
+
+class SearchRun:
+    """One search inside a sweep: ask, measure as a job, tell, until the budget or the stall rule stops it;
+    then the winner's overrides (its confirmation is the sweep's next job)."""
+
+    def __init__(
+        self,
+        cfg: GauntletConfig,
+        sweep_dir: Path,
+        *,
+        baseline_option: str,
+        space: Space,
+        flag_check: FlagCheck | None,
+        launch_job: LaunchJob,
+        say: Callable[[str], None],
+        clock: Callable[[], float] = time.monotonic,
+        launch_batch: LaunchBatch | None = None,
+    ) -> None:
+        assert cfg.search is not None
+        self.cfg, self.search, self.dir = cfg, cfg.search, sweep_dir
+        self.baseline_option = baseline_option
+        self.pruned: Pruned = prune(space, cfg, flag_check)
+        self.launch_job, self.say, self.clock = launch_job, say, clock
+        self.launch_batch = launch_batch
+        #: Trial numbers recorded (a resumed study numbers on); points asked in a row that launched nothing.
+        self.done: set[int] = set()
+        self.idle = 0
+        #: The baseline's own point, when the space holds it: asked first (None: not a point of the space).
+        self.baseline = baseline_point(self.pruned.space, cfg.baseline)
+
+    def _changes(self, trial: TrialRecord) -> int:
+        """How many of the baseline's settings the trial's point changes (the tie-break of best_trial)."""
+        base = self.cfg.baseline
+        try:
+            point = candidate_at(base, trial.params, self.pruned.space.layouts, base.name)
+        except ValueError:
+            return len(trial.params)
+        return len(changed_fields(base, point))
+
+    def level(self) -> tuple[float, float | None]:
+        """The screen's load level (search.load_level, else the baseline's capacity, else capacity.start)
+        and the baseline's capacity when it was measured."""
+        path = SweepPaths(self.dir).candidate(self.cfg.baseline.name).capacity
+        base = read_model(path, CapacityResult).capacity if path.exists() else None
+        if self.search.load_level is not None:
+            return self.search.load_level, base
+        return (base if base else self.cfg.capacity.start), base
+
+    def overrides(self, point: Point, name: str) -> list[str]:
+        """A point's job: the baseline's candidate file with the point's fields, named ``name``."""
+        layouts = self.pruned.space.layouts
+        return point_overrides(
+            point, layouts, self.cfg.baseline, baseline_option=self.baseline_option, name=name
+        )
+
+    def refusal(self, point: Point) -> str | None:
+        """Why ``point`` cannot start (pruned, or a point of a space too large to prune whose encoding
+        fails), or None."""
+        why = self.pruned.refusal(point)
+        if why is None and self.pruned.valid is None:
+            try:
+                encode(point, self.pruned.space.layouts, self.cfg.baseline)
+            except ValueError as exc:
+                why = str(exc)
+        return why
+
+    def baseline_outcome(self) -> TrialOutcome | None:
+        """The baseline's point as the sweep's opening measured it, when that is the trial's measurement:
+        the capacity objective (the opening's capacity search on the same profile, what a trial's full
+        fidelity runs); None otherwise (the point is launched as any other)."""
+        path = SweepPaths(self.dir).candidate(self.cfg.baseline.name).capacity
+        if self.search.objective != "capacity" or self.search.pareto or not path.exists():
+            return None
+        capacity, at_least = measured_capacity(path)
+        return TrialOutcome(
+            state="complete",
+            why="the baseline's point: its capacity measured by the sweep's opening, nothing launched",
+            fidelity="full",
+            values=[capacity if capacity is not None else 0.0],
+            at_least=at_least,
+        )
+
+    def run(self) -> list[str] | None:
+        search = self.search
+        level, base = self.level()
+        record = read_search(self.dir) or SearchRecord(
+            name=search.name,
+            objective=search.objective,
+            directions=directions(search),
+            space_size=self.pruned.space.size,
+            max_launches=search.max_launches,
+            max_gpu_hours=search.max_gpu_hours,
+        )
+        record.space_size = declared_size(self.pruned)
+        record.pruned, record.baseline, record.stopped = self.pruned.pruned, base, ""
+        study = SearchStudy(search, self.pruned.space, storage_url(search, self.dir))
+        if record.trials or study.interrupted:
+            self.say(f"search: resuming study {search.name} ({len(record.trials)} trial(s) recorded)")
+        self.done = {t.number for t in record.trials}
+        self._record_interrupted(record, study)
+        seams = Seams(self.launch_job, self.launch_batch, self.say, self.clock, self.overrides)
+        batch = Batch(search, study, record, seams, level=level, time_scale=self.cfg.host.time_scale)
+        if self.baseline is not None:  # asked first: what every point is judged against
+            batch.baseline = key(self.baseline)
+            study.enqueue({d.name: self.baseline[d.name] for d in self.pruned.space.dimensions})
+        #: Trials measured at once (search.parallel; 1: one after the other).
+        width = max(1, search.parallel) if self.launch_batch is not None else 1
+        while isinstance(step := self.next_point(study, record, batch), Pending):
+            batch.pending.append(step)
+            room = search.max_launches - record.launches  # a batch never launches past the budget
+            if len(batch.pending) >= min(width, room):
+                batch.flush()
+                write_search(self.dir, record)
+        if batch.pending:  # the space ran out of new points while a batch was filling
+            batch.flush()
+        record.stopped = step
+        if search.pareto:
+            front = study.pareto()
+            record.pareto = [t.number for t in record.trials if t.number in front]
+        return self._winner(record, step)
+
+    def next_point(self, study: SearchStudy, record: SearchRecord, batch: Batch) -> Pending | str:
+        """The next point to launch, or why the search stops. A point that launches nothing (pruned, asked
+        again, the baseline's measured by the opening, or the twin of one in flight) is told and recorded
+        here, and the study asked again."""
+        while (reason := stop_reason(record, self.search)) is None:
+            if self.idle >= EXHAUSTED_AFTER:
+                return f"the space is exhausted: {EXHAUSTED_AFTER} points asked in a row launched nothing"
+            asked = study.ask()
+            if asked.number in self.done:  # a resumed study numbers on; a record entry is never overwritten
+                continue
+            point = {**self.pruned.space.fixed, **asked.params}
+            pending = Pending(asked, point, f"{self.search.name}_t{asked.number:03d}")
+            if (refused := self.refusal(point)) is not None:
+                batch.told(pending, TrialOutcome(state="infeasible", why=f"pruned before start: {refused}"))
+            elif (earlier := batch.earlier(point)) is not None:
+                batch.reuse(pending, earlier)
+            elif key(point) == batch.baseline and (measured := self.baseline_outcome()) is not None:
+                batch.told(pending, measured, baseline=True)
+            elif batch.in_flight(point):
+                batch.echoes.append(pending)  # a point of the batch in flight: its result, after it
+            else:
+                self.idle = 0
+                return pending
+            self.idle += 1
+            write_search(self.dir, record)
+        return reason
+
+    def _record_interrupted(self, record: SearchRecord, study: SearchStudy) -> None:
+        """The trials the sweep stopped during: a launch spent (when it started), nothing learnt."""
+        for number, params in study.interrupted:
+            if number in self.done:
+                continue
+            name = f"{self.search.name}_t{number:03d}"
+            launched = SweepPaths(self.dir).trial(name).spec.exists()
+            item = TrialRecord(
+                number=number,
+                name=name,
+                params={**self.pruned.space.fixed, **params},
+                state="failed",
+                why="interrupted: the sweep stopped during this trial",
+                fidelity="start" if launched else "none",
+                launches=1 if launched else 0,
+            )
+            record.trials.append(item)
+            record.launches += item.launches
+            self.done.add(number)
+
+    def _winner(self, record: SearchRecord, reason: str) -> list[str] | None:
+        """The search's end: its line, the best point's file and record, and its overrides (None: nothing
+        was measured fully, the baseline stays)."""
+        best = best_trial(record, self._changes)
+        self.say(launched_line(record.distinct_launched, record.space_size, reason))
+        if best is None:
+            write_search(self.dir, record)
+            self.say("search: no trial was measured fully: nothing to confirm, the baseline stays")
+            return None
+        paths = SweepPaths(self.dir)
+        layouts = self.pruned.space.layouts
+        paths.winner.write_text(
+            winner_yaml(self.search, best, self.baseline_option, layouts, self.cfg.baseline)
+        )
+        yaml_file = paths.winner.relative_to(self.dir).as_posix()
+        record.winner = Winner(
+            name=best.name,
+            trial=best.number,
+            params=best.params,
+            estimate=best.values or [],
+            yaml_file=yaml_file,
+            at_least=best.at_least,
+        )
+        write_search(self.dir, record)
+        self.say(winner_line(best, yaml_file))
+        return self.overrides(best.params, best.name)

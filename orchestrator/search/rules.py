@@ -1,0 +1,115 @@
+"""The search's rules (pure): when it stops, which trial is confirmed, the winner's candidate file.
+
+Pipeline position: asked by the run loop (:mod:`.loop`) after each trial and at its end. The search stops
+when its budget (launches, GPU-hours) is spent or the best estimate stalls (:func:`stop_reason`; a space
+that keeps giving points that launch nothing is exhausted after :data:`EXHAUSTED_AFTER` of them). Its best
+point (:func:`best_trial`) is written as a candidate file (``search/winner.yaml``, :func:`winner_yaml`: the
+point's encoding, :mod:`.point`) and measured again as an ordinary candidate against the baseline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import yaml
+
+from contracts.metrics import fmt_estimate
+from contracts.schema import CandidateConfig
+from contracts.search import SearchConfig
+from contracts.trials import SearchRecord, TrialRecord
+from orchestrator.measure.trial import TrialOutcome
+from orchestrator.search.point import as_file_fields, encode
+
+#: How many points in a row the sampler may ask that launch nothing before the space counts as exhausted.
+EXHAUSTED_AFTER = 64
+
+
+def stop_reason(record: SearchRecord, search: SearchConfig) -> str | None:
+    """Why the search stops now (budget spent, improvement stalled), or None to go on."""
+    if record.launches >= search.max_launches:
+        return f"budget spent: {record.launches} of {search.max_launches} launches"
+    if search.max_gpu_hours is not None and record.gpu_hours >= search.max_gpu_hours:
+        return f"budget spent: {record.gpu_hours:.3g} of {search.max_gpu_hours:g} GPU-hours"
+    if search.pareto:
+        return None
+    # Only a trial measured fully could have improved the best estimate: a point that did not start, a
+    # screen the pruner stopped and a point asked again say nothing about a stall (the baseline's point,
+    # measured by the sweep's opening, is the first best estimate).
+    since, best = 0, None
+    for trial in record.trials:
+        if trial.same_as is not None or trial.state != "complete" or not trial.values:
+            continue
+        value = trial.values[0]
+        if best is None or value > best * (1 + search.min_improvement):
+            best, since = value, 0
+        else:
+            since += 1
+    if best is not None and since >= search.stall_trials:
+        return (
+            f"improvement stalled: {since} trials measured fully without a "
+            f"{search.min_improvement:.0%} better estimate"
+        )
+    return None
+
+
+def best_trial(
+    record: SearchRecord, changes: Callable[[TrialRecord], int] | None = None
+) -> TrialRecord | None:
+    """The trial to confirm: the highest first objective among fully measured trials (on the Pareto front
+    when there is one); None when no trial was measured fully. Equal estimates (a capacity search answers
+    on its grid of levels, so points near the optimum often tie) go to the point that changes the fewest of
+    the baseline's settings (``changes``), then to the earliest trial: a setting that bought nothing the
+    search could see is not a change to confirm. The baseline's own point is never the trial to confirm
+    (it would be measured against itself)."""
+    full = [
+        t
+        for t in record.trials
+        if t.state == "complete" and t.values and t.same_as is None and not t.baseline
+    ]
+    if record.pareto:
+        full = [t for t in full if t.number in record.pareto]
+    fewest = changes or (lambda _t: 0)
+    return max(full, key=lambda t: ((t.values or [0.0])[0], t.at_least, -fewest(t), -t.number), default=None)
+
+
+def trial_record(
+    number: int, name: str, point: dict[str, Any], outcome: TrialOutcome, wall_s: float
+) -> TrialRecord:
+    return TrialRecord(
+        number=number,
+        name=name,
+        params=point,
+        state=outcome.state,
+        why=outcome.why,
+        fidelity=outcome.fidelity,
+        values=outcome.values,
+        screen=outcome.screen,
+        launches=outcome.launches,
+        wall_s=round(wall_s, 3),
+        at_least=outcome.at_least,
+    )
+
+
+def winner_yaml(
+    search: SearchConfig,
+    trial: TrialRecord,
+    baseline_option: str,
+    layouts: Mapping[str, Mapping[str, Any]],
+    baseline: CandidateConfig,
+) -> str:
+    """The winner as a candidate file for conf/candidate/: the baseline's file with the point's fields
+    (the point's encoding, :func:`orchestrator.search.point.encode`, as a file's fields)."""
+    fields: dict[str, Any] = {
+        "name": trial.name,
+        "description": f"search {search.name}, trial {trial.number}",
+        **as_file_fields(encode(trial.params, layouts, baseline)),
+    }
+    estimate = fmt_estimate(trial.values, at_least=trial.at_least)
+    head = (
+        f"# The best point of search {search.name} (trial {trial.number}; the search's estimate: "
+        f"{estimate}),\n# measured again against the baseline as an ordinary candidate. "
+        "Drop it into conf/candidate/.\n"
+    )
+    body = yaml.safe_dump({"defaults": [baseline_option, "_self_"], **fields}, sort_keys=False)
+    return head + body

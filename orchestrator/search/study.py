@@ -1,0 +1,199 @@
+"""The search's Optuna adapter: the one module that imports Optuna (an import-linter contract holds it).
+
+Pipeline position: under the run loop (:mod:`.loop`, :mod:`.batch`) and a trial's job
+(:mod:`orchestrator.app.jobs`, :mod:`orchestrator.app.controller`: :func:`reporter`). The loop sees a study
+as :class:`SearchStudy` (ask a point, tell an outcome, the Pareto front) and a trial as :class:`Asked`;
+Optuna's own types stay here, so a change of Optuna, or of sampler, is a change of this module only. What
+is decided here: the sampler and pruner of ``search.sampler``/``search.pruner``, each field's distribution,
+and what Optuna is told for each outcome (:meth:`SearchStudy.tell`). Trials live in Optuna's RDB storage
+(``search/study.db`` by default): a resumed sweep reopens the study, and a trial a crash left running is
+marked failed.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import optuna
+
+from contracts.search import INTEGER_FIELDS, SearchConfig, Space
+from orchestrator.config.secrets import revealed
+from orchestrator.measure.trial import TrialOutcome
+
+#: The objective value an infeasible point is told (maximised objectives; a minimised one gets the largest).
+WORST_MAX, WORST_MIN = 0.0, 1e12
+
+
+@dataclass(frozen=True)
+class TrialTicket:
+    """What a trial's job needs to report to the pruner: the study's storage and the trial, the level."""
+
+    storage: str
+    study: str
+    trial_id: int
+    level: float
+    pareto: bool
+    #: The study's pruner (a loaded study gets Optuna's default pruner unless it is given again).
+    pruner: str
+    reduction_factor: int
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A trial Optuna asked for: its number, the point it drew, and Optuna's trial (opaque outside)."""
+
+    number: int
+    params: dict[str, Any]
+    trial: Any = field(compare=False, repr=False)
+
+    @property
+    def trial_id(self) -> int:
+        return int(self.trial._trial_id)
+
+
+def directions(search: SearchConfig) -> list[Literal["maximize", "minimize"]]:
+    return ["maximize", "minimize"] if search.pareto else ["maximize"]
+
+
+def make_sampler(search: SearchConfig) -> optuna.samplers.BaseSampler:
+    """``search.sampler``: random, or TPE, which learns from each trial's constraint (Trial.set_constraint:
+    > 0 infeasible). TPE models the fields jointly (``multivariate``, and ``group``: the fields a trial
+    drew together), since a deployment's fields interact (a layout moves the best batch and memory
+    settings), the Pareto search's too, which Optuna would otherwise model field by field. Where trials
+    may be in flight when it asks (``search.parallel`` > 1, or a shared study, ``search.storage``, where
+    another sweep's are) it counts them as bad (``constant_liar``), so trials measured side by side are
+    not asked at one point. A sequential search in its own study has nothing in flight when it asks:
+    there these settings ask the same points as Optuna's defaults."""
+    if search.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=search.seed)
+    with warnings.catch_warnings():  # group is marked experimental (Optuna 5.1)
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(
+            seed=search.seed,
+            n_startup_trials=search.startup_trials,
+            multivariate=True,
+            group=True,
+            constant_liar=search.parallel > 1 or search.storage is not None,
+        )
+
+
+def open_study(search: SearchConfig, storage: str) -> tuple[optuna.Study, list[optuna.trial.FrozenTrial]]:
+    """Create the study, or load it (a resumed sweep); a trial a crash left running is marked failed and
+    returned with the study."""
+    sampler = make_sampler(search)
+    pruner = make_pruner(search.pruner, search.reduction_factor)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(
+        storage=revealed(storage),  # a URL's password put back only here, in memory
+        study_name=search.name,
+        directions=directions(search),
+        sampler=sampler,
+        pruner=pruner,
+        load_if_exists=True,
+    )
+    left = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+    for trial in left:
+        study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+    return study, left
+
+
+def make_pruner(name: str, reduction_factor: int) -> optuna.pruners.BasePruner:
+    """The multi-fidelity rule: the screen (step 1) promotes a point to the full measurement (step 2)."""
+    if name == "hyperband":
+        return optuna.pruners.HyperbandPruner(
+            min_resource=1, max_resource=2, reduction_factor=reduction_factor
+        )
+    if name == "successive_halving":
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=reduction_factor)
+    return optuna.pruners.NopPruner()
+
+
+def distributions(space: Space) -> dict[str, optuna.distributions.BaseDistribution]:
+    """Optuna's distribution of each dimension: a categorical of its values, or an interval: of the whole
+    numbers in it for an integer field (``INTEGER_FIELDS``: a float there is no candidate), else of floats."""
+    out: dict[str, optuna.distributions.BaseDistribution] = {}
+    for dim in space.dimensions:
+        if dim.finite:
+            out[dim.name] = optuna.distributions.CategoricalDistribution(list(dim.values))
+            continue
+        assert dim.low is not None and dim.high is not None
+        if dim.name in INTEGER_FIELDS:  # parse_space refused an interval without a whole number
+            low, high = math.ceil(dim.low), math.floor(dim.high)
+            out[dim.name] = optuna.distributions.IntDistribution(low, high, log=dim.log)
+        else:
+            out[dim.name] = optuna.distributions.FloatDistribution(dim.low, dim.high, log=dim.log)
+    return out
+
+
+def reporter(ticket: TrialTicket) -> Callable[[int, float], bool]:
+    """The pruner's question for a trial's job: report (step, value), then whether to stop here."""
+    pruner = make_pruner(ticket.pruner, ticket.reduction_factor)
+    study = optuna.load_study(study_name=ticket.study, storage=revealed(ticket.storage), pruner=pruner)
+    trial = optuna.trial.Trial(study, ticket.trial_id)
+
+    def report(step: int, value: float) -> bool:
+        if ticket.pareto:
+            return False  # Optuna prunes single objectives only
+        trial.report(value, step)
+        return trial.should_prune()
+
+    return report
+
+
+class SearchStudy:
+    """A study as the run loop uses it: ask a point, tell what it found, read the Pareto front."""
+
+    def __init__(self, search: SearchConfig, space: Space, storage: str) -> None:
+        self.search, self.storage = search, storage
+        self.study, left = open_study(search, storage)
+        #: Trials a crash left running (now failed): their numbers and points.
+        self.interrupted = [(t.number, dict(t.params)) for t in left]
+        self.dists = distributions(space)
+
+    def enqueue(self, params: dict[str, Any]) -> None:
+        """Ask ``params`` next (the baseline's point, first); not again when the study holds it already (a
+        resumed sweep, a shared study)."""
+        self.study.enqueue_trial(params, skip_if_exists=True)
+
+    def ask(self) -> Asked:
+        trial = self.study.ask(self.dists)
+        return Asked(trial.number, dict(trial.params), trial)
+
+    def ticket(self, asked: Asked, level: float) -> TrialTicket:
+        """What ``asked``'s job reports to the pruner with (pickled to a launcher's worker)."""
+        search = self.search
+        return TrialTicket(
+            self.storage,
+            search.name,
+            asked.trial_id,
+            level,
+            search.pareto,
+            search.pruner,
+            search.reduction_factor,
+        )
+
+    def tell(self, asked: Asked, outcome: TrialOutcome, *, reused: bool = False) -> None:
+        """Tell Optuna what a trial found (``reused``: an earlier trial's, whose screen is reported here:
+        a measured trial's job reported its own)."""
+        state = optuna.trial.TrialState
+        trial: optuna.trial.Trial = asked.trial
+        trial.set_constraint("starts", 1.0 if outcome.state == "infeasible" else 0.0)
+        if outcome.state == "complete" and outcome.values:
+            self.study.tell(trial, outcome.values)
+        elif outcome.state == "pruned":
+            if reused and outcome.screen is not None and not self.search.pareto:
+                trial.report(outcome.screen, 1)
+            self.study.tell(trial, state=state.PRUNED)
+        elif outcome.state == "infeasible":
+            worst = [WORST_MAX, WORST_MIN][: len(directions(self.search))]
+            self.study.tell(trial, worst)
+        else:
+            self.study.tell(trial, state=state.FAIL)
+
+    def pareto(self) -> set[int]:
+        """The numbers of the trials on the study's Pareto front."""
+        return {t.number for t in self.study.best_trials}
