@@ -11,6 +11,7 @@ import pytest
 from contracts.results import ProfileSummary, RequestRecord, read_jsonl
 from contracts.schema import LengthConfig, WorkloadConfig
 from load import run_profile
+from orchestrator.ledger.lock import LOCK_DIR_ENV
 from tests.integration.conftest import (
     port,  # noqa: F401  (the fixture: a free port, cleaned after)
     reap_sweeps,  # noqa: F401  (autouse: a sweep left running is killed)
@@ -19,6 +20,15 @@ from tests.integration.test_sim_server import Server, candidate_argv, start
 from tests.markers import mark_folder
 
 SIM_TIME_SCALE = 50.0
+
+
+@pytest.fixture(autouse=True)
+def _private_sweep_locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fault tests that run the sweep controller on the default port take that port's lock: keep theirs
+    out of the host's, so a sweep running on this machine (port 8000) cannot refuse them (exit 4)."""
+    monkeypatch.setenv(LOCK_DIR_ENV, str(tmp_path / "locks"))
+
+
 SERVED_MODEL = "deepseek-v4-flash"
 
 
