@@ -41,6 +41,7 @@ from contracts.errors import (
     ResultFileError,
     RollbackError,
     SweepLockedError,
+    exit_code_for,
     sweep_dir_error,
 )
 from contracts.layout import PROMOTIONS_DIR, PromotionPaths, SweepPaths, hydra_job_configs, promotion_dir
@@ -53,6 +54,7 @@ from orchestrator.ledger.events import Promoted, PromotionFailed, PromotionStart
 from orchestrator.ledger.lock import SweepLock
 from orchestrator.measure.launch import RunLabels, measured_launch
 from orchestrator.recovery.handover import port_refusal
+from orchestrator.recovery.interrupted import interrupted_lines, sigterm_interrupts
 from orchestrator.recovery.locate import live_elsewhere, load_for_acting, resolve_sweep_dir
 from orchestrator.recovery.restore import read_retained_spec, restore, validate_retained
 from orchestrator.recovery.rollback import answer_for_the_service
@@ -466,9 +468,16 @@ def main_promote(args: list[str], seams_factory: Callable[[], Seams]) -> int:
         print(f"gauntlet promote: expected SWEEP_DIR NAME, got {' '.join(args) or 'nothing'}\n\n{USAGE}",
               file=sys.stderr)  # fmt: skip
         return PromotionRefused.exit_code
+    sweep_dir: Path | None = None
     try:
         seams = seams_factory()
-        return promote(resolve_sweep_dir(args[0]), args[1], seams)
+        sweep_dir = resolve_sweep_dir(args[0])
+        with sigterm_interrupts():  # SIGTERM unwinds as Ctrl-C does (the previous one restored), then said
+            return promote(sweep_dir, args[1], seams)
     except GauntletError as exc:
         print(f"gauntlet promote: {exc}", file=sys.stderr)
         return exc.exit_code
+    except KeyboardInterrupt as exc:
+        if sweep_dir is not None:
+            print("\n".join(interrupted_lines("promote", sweep_dir, seams, exc)), file=sys.stderr)
+        return exit_code_for(exc)
