@@ -240,20 +240,6 @@ def promotion_dir(sweep: Path, stamp: str) -> Path:
     return sweep / PROMOTIONS_DIR / stamp
 
 
-def promotion_dirs(sweep: Path) -> list[Path]:
-    """Every promotion's folder of ``sweep``, oldest first: by stamp, then by the ``-<n>`` of a later one
-    begun in the same second (``promotions/20261206T094712Z-2``)."""
-    root = sweep / PROMOTIONS_DIR
-    if not root.is_dir():
-        return []
-
-    def order(folder: Path) -> tuple[str, int]:
-        stamp, _, n = folder.name.partition("-")
-        return stamp, int(n) if n.isdigit() else 1
-
-    return sorted((f for f in root.iterdir() if f.is_dir()), key=order)
-
-
 def offsite_dir(lock_dir: Path, port: int) -> Path:
     """The copy of what rollback needs for the sweep on ``port``: ``<lock dir>/port-<port>/``."""
     return lock_dir / f"port-{port}"
@@ -496,6 +482,11 @@ class SweepPaths:
     def rollback(self, stamp: str) -> LaunchPaths:
         return LaunchPaths(rollback_dir(self.root, stamp))
 
+    @property
+    def promotions(self) -> Path:
+        """Every ``promote``'s folder is in it (``promotions/<stamp>/``)."""
+        return self.root / PROMOTIONS_DIR
+
     def promotion(self, stamp: str) -> PromotionPaths:
         return PromotionPaths(promotion_dir(self.root, stamp))
 
@@ -521,14 +512,9 @@ class PromotionPaths:
         as Hydra's config directories are, not a name of the sweep's own records."""
         return self.root / "conf"
 
-    @property
-    def candidate_dir(self) -> Path:
-        """Hydra's candidate group in :attr:`conf` (``conf/candidate/``)."""
-        return self.conf / "candidate"
-
     def candidate_file(self, name: str) -> Path:
         """The promoted candidate as a file of Hydra's candidate group (``conf/candidate/<name>.yaml``)."""
-        return self.candidate_dir / f"{name}.yaml"
+        return self.conf / "candidate" / f"{name}.yaml"
 
     @property
     def launch(self) -> LaunchPaths:

@@ -32,7 +32,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from contracts.layout import PromotionPaths, promotion_dirs
+from contracts.layout import PromotionPaths, SweepPaths
 from contracts.results import RecoveryValidation, read_model
 
 Outcome = Literal["promoted", "failed", "unfinished"]
@@ -74,7 +74,7 @@ def read_promotion(folder: Path) -> PromotionRecord:
     paths = PromotionPaths(folder)
     validation = _validation(paths.launch.validation)
     restored = _validation(paths.restored.validation)
-    names = sorted(p.stem for p in paths.candidate_dir.glob("*.yaml")) if paths.candidate_dir.is_dir() else []
+    names = sorted(p.stem for p in paths.conf.glob("*/*.yaml"))  # its candidate file (conf/candidate/)
     candidate = validation.candidate if validation is not None else (names[0] if names else "?")
     return PromotionRecord(
         stamp=folder.name,
@@ -87,6 +87,20 @@ def read_promotion(folder: Path) -> PromotionRecord:
 
 def _validation(path: Path) -> RecoveryValidation | None:
     return read_model(path, RecoveryValidation) if path.exists() else None
+
+
+def promotion_dirs(sweep_dir: Path) -> list[Path]:
+    """Every promotion's folder of ``sweep_dir``, oldest first: by stamp, then by the ``-<n>`` of a later
+    one begun in the same second (``promotions/20261206T094712Z-2``)."""
+    root = SweepPaths(sweep_dir).promotions
+    if not root.is_dir():
+        return []
+
+    def order(folder: Path) -> tuple[str, int]:
+        stamp, _, n = folder.name.partition("-")
+        return stamp, int(n) if n.isdigit() else 1
+
+    return sorted((f for f in root.iterdir() if f.is_dir()), key=order)
 
 
 def read_promotions(sweep_dir: Path) -> list[PromotionRecord]:
