@@ -482,6 +482,11 @@ class SweepPaths:
     def rollback(self, stamp: str) -> LaunchPaths:
         return LaunchPaths(rollback_dir(self.root, stamp))
 
+    @property
+    def promotions(self) -> Path:
+        """Every ``promote``'s folder is in it (``promotions/<stamp>/``)."""
+        return self.root / PROMOTIONS_DIR
+
     def promotion(self, stamp: str) -> PromotionPaths:
         return PromotionPaths(promotion_dir(self.root, stamp))
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from contracts.errors import EXIT_INCOMPLETE, GauntletError, ResultFileError
 from contracts.layout import CONFIG_FILE, VERDICTS_FILE, SweepPaths
+from contracts.promotion import baseline_state, live_facts, read_promotions
 from contracts.schema import GauntletConfig
 from contracts.sweepdir import read_sweep_config, sweep_dir_argument
 from contracts.verdicts import SweepVerdict, decision_label, spelled_reason, write_verdicts
@@ -48,17 +49,17 @@ def _shorten(text: str, width: int = SUMMARY_WIDTH) -> str:
     return line if len(line) <= width else line[: width - 3].rstrip() + "..."
 
 
-def summary_lines(verdicts: SweepVerdict) -> list[str]:
-    """One line per candidate (decision and the start of its reason), then what is retained and drift.
+def summary_lines(verdicts: SweepVerdict, promoted: str | None = None) -> list[str]:
+    """One line per candidate (decision and the start of its reason), then what is retained and drift;
+    ``promoted``: the candidate a promotion made live (``promotions/``), else a KEEP is only recommended.
 
     >>> from contracts.verdicts import DriftResult
     >>> summary_lines(SweepVerdict(baseline="b", retained="b", retained_reason="no candidate is KEEP",
     ...     drift=DriftResult(status="pass", message="no drift"), verdicts=[]))
     ['b  baseline  retained configuration', 'retained: b (no candidate is KEEP)', 'drift: pass: no drift']
     """
-    rows = [(verdicts.baseline, decision_label("baseline"), "retained configuration")]
-    if verdicts.retained != verdicts.baseline:
-        rows[0] = (verdicts.baseline, decision_label("baseline"), f"replaced by {verdicts.retained}")
+    state = baseline_state(verdicts.baseline, verdicts.retained, promoted)
+    rows = [(verdicts.baseline, decision_label("baseline"), state)]
     for v in verdicts.verdicts:
         label = decision_label(v.decision)
         reason = spelled_reason(v.decision, v.reason)  # a file judged before the one spelling, too
@@ -67,7 +68,8 @@ def summary_lines(verdicts: SweepVerdict) -> list[str]:
     name_w = max(len(r[0]) for r in rows)
     label_w = max(len(r[1]) for r in rows)
     lines = [f"{n.ljust(name_w)}  {d.ljust(label_w)}  {why}" for n, d, why in rows]
-    lines.append(f"retained: {verdicts.retained} ({_shorten(verdicts.retained_reason)})")
+    kept = "retained" if verdicts.retained in (verdicts.baseline, promoted) else "recommended"
+    lines.append(f"{kept}: {verdicts.retained} ({_shorten(verdicts.retained_reason)})")
     lines.append(f"drift: {verdicts.drift.status}: {_shorten(verdicts.drift.message)}")
     lines += [f"reversal: {r.candidate} ({r.direction} on the empty road)" for r in verdicts.reversals]
     incomplete = verdicts.incomplete
@@ -79,6 +81,15 @@ def summary_lines(verdicts: SweepVerdict) -> list[str]:
         else:
             lines.append("resume: resuming would measure nothing missing; each reason says what to change")
     return lines
+
+
+def promoted_name(sweep_dir: Path) -> str | None:
+    """The candidate the sweep's promotions left live (:mod:`contracts.promotion`); None when none did or
+    their records cannot be read (the judge's summary then calls a KEEP recommended, as before any)."""
+    try:
+        return live_facts(read_promotions(sweep_dir)).promoted_name
+    except ResultFileError:
+        return None
 
 
 def exit_code(verdicts: SweepVerdict) -> int:
@@ -128,6 +139,6 @@ def main(args: list[str]) -> int:
     except GauntletError as exc:
         print(f"gauntlet: judge: {exc}", file=sys.stderr)
         return exc.exit_code
-    print("\n".join(summary_lines(verdicts)), flush=True)
+    print("\n".join(summary_lines(verdicts, promoted_name(sweep_dir))), flush=True)
     print(f"gauntlet: verdicts written to {SweepPaths(sweep_dir).verdicts}", file=sys.stderr)
     return exit_code(verdicts)

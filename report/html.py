@@ -28,6 +28,7 @@ from contracts.results import CapacityResult
 from contracts.trials import TrialRecord
 from contracts.verdicts import KeyFigure, decision_label
 from report.cost import COST_HEADER, cost_cell, cost_label, cost_title
+from report.live import baseline_cell, live_card, live_lines
 from report.markdown import figure_cell, figure_value, why
 from report.model import CandidateRow, ReportModel
 from report.search import ALL_STARTED, TRIALS_HEADER, WINNER_HEADER, trial_cells, winner_rows
@@ -187,11 +188,8 @@ def _cards(report: ReportModel) -> list[str]:
     verdicts = ", ".join(f"{n} {decision_label(d)}" for d, n in sorted(counts.items())) or "none"
     recovery = "not run" if report.recovery is None else ("passed" if report.recovery.ok else "FAILED")
     drift = {"pass": "none", "fail": "DRIFT", "inconclusive": "inconclusive", "not_run": "not checked"}
-    kept = report.retained != report.baseline and (
-        report.recovery is None or report.recovery.candidate != report.retained
-    )
     cards = [
-        ("recommended (not live)" if kept else "retained", report.retained),
+        live_card(report),
         ("candidates", verdicts),
         ("baseline drift", drift[report.drift.status]),
         ("recovery validation", recovery),
@@ -206,16 +204,16 @@ def _cards(report: ReportModel) -> list[str]:
     return out
 
 
-def _decision_row(row: CandidateRow, retained: str) -> list[str]:
+def _decision_row(row: CandidateRow, baseline: str) -> list[str]:
     return [
         f'<td data-candidate="{_e(row.candidate)}"><code>{_e(row.candidate)}</code></td>',
         f'<td data-decision="{_e(row.decision)}">{_badge(row.decision)}</td>',
-        f"<td>{_e(why(row, retained))}</td>",
+        f"<td>{_e(why(row, baseline))}</td>",
     ]
 
 
 def _decision_table(report: ReportModel) -> list[str]:
-    rows = [_decision_row(r, report.retained) for r in report.rows]
+    rows = [_decision_row(r, baseline_cell(report)) for r in report.rows]
     header = ["candidate", "verdict", "failed requirement / gain / reason"]
     profile = report.cost_profile
     if report.cost and profile is not None:  # energy and cost on the headline profile (report.cost)
@@ -416,7 +414,10 @@ def _state(report: ReportModel) -> list[str]:
         f"<p><strong>Baseline drift: {_e(report.drift.status)}.</strong> {_e(report.drift.message)}</p>"
     )
     rec = report.recovery
-    if rec is None:
+    after = live_lines(report)
+    if after is not None:  # promoted since: what is live now, in the report's words (report.live)
+        out += [f"<p><strong>{_e(line)}</strong></p>" for line in after]
+    elif rec is None:
         out.append("<p><strong>Recovery validation: NOT RUN</strong> (no recovery/validation.json).</p>")
     else:
         state = "PASSED" if rec.ok else "FAILED"

@@ -24,6 +24,7 @@ from contracts.metrics import fmt_bounds, fmt_ratio, fmt_value
 from contracts.results import HostProbe
 from contracts.verdicts import DriftResult, KeyFigure, decision_label
 from report.cost import COST_HEADER, cost_cell, cost_label, cost_title
+from report.live import baseline_cell, live_lines, promotion_details, retained_line
 from report.model import CandidateRow, ReportModel
 from report.slo import capacity_short, capacity_text, fmt_interval
 
@@ -55,10 +56,11 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return lines
 
 
-def why(row: CandidateRow, retained: str) -> str:
-    """The decision table's short cell: the failed requirement, the gain, or the startup failure."""
+def why(row: CandidateRow, baseline: str) -> str:
+    """The decision table's short cell: the failed requirement, the gain, or the startup failure;
+    ``baseline``: the baseline's own cell (:func:`report.live.baseline_cell`)."""
     if row.decision == "baseline":
-        return "retained configuration" if row.candidate == retained else f"replaced by {retained}"
+        return baseline
     if row.decision == "incompatible":
         kind = row.startup.kind or "did not start"
         line = (row.startup.matched_line or "").strip()
@@ -124,26 +126,11 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3].rstrip() + "..."
 
 
-def _terminal_why(row: CandidateRow, retained: str, width: int) -> str:
+def _terminal_why(row: CandidateRow, baseline: str, width: int) -> str:
     """The decision table's cell cut to ``width``; a startup failure keeps its error, not the log prefix."""
     if row.decision == "incompatible" and (found := _ERROR.search(row.startup.matched_line or "")):
         return _clip(f"{row.startup.kind or 'did not start'}: {found.group(0)}", width)
-    return _clip(why(row, retained), width)
-
-
-def retained_line(report: ReportModel) -> str:
-    """What the gates retain and what the sweep restored, as two facts when they differ: a KEEP is the
-    gates' recommendation, while the restore after the sweep relaunched the baseline (``promote`` adopts
-    the recommendation), so the line never reads as if the kept candidate were serving."""
-    rec = report.recovery
-    recovery = "NOT RUN" if rec is None else ("PASSED" if rec.ok else f"FAILED: {rec.reason}")
-    if report.retained == report.baseline or (rec is not None and rec.candidate == report.retained):
-        return f"retained: {report.retained} ({report.retained_reason}); recovery validation {recovery}"
-    restored = report.baseline if rec is None else rec.candidate
-    return (
-        f"recommended: {report.retained} ({report.retained_reason}), not live; restored after the sweep: "
-        f"{restored}, recovery validation {recovery}"
-    )
+    return _clip(why(row, baseline), width)
 
 
 def render_terminal(report: ReportModel) -> str:
@@ -157,7 +144,7 @@ def render_terminal(report: ReportModel) -> str:
     out += table(
         ["candidate", "verdict", "failed requirement / gain / reason"],
         [
-            [r.candidate, decision_label(r.decision), _terminal_why(r, report.retained, room)]
+            [r.candidate, decision_label(r.decision), _terminal_why(r, baseline_cell(report), room)]
             for r in report.rows
         ],
     )
@@ -217,7 +204,7 @@ def _terminal_goodput(report: ReportModel) -> list[str]:
 def _decision_table(report: ReportModel) -> list[str]:
     """The decision table; with energy or cost figures, a column of them on the headline profile."""
     header = ["candidate", "verdict", "failed requirement / gain / reason"]
-    rows = [[r.candidate, decision_label(r.decision), why(r, report.retained)] for r in report.rows]
+    rows = [[r.candidate, decision_label(r.decision), why(r, baseline_cell(report))] for r in report.rows]
     profile = report.cost_profile
     if not report.cost or profile is None:
         return table(header, rows)
@@ -533,7 +520,10 @@ def _drift_section(drift: DriftResult) -> list[str]:
 
 def _recovery_section(report: ReportModel) -> list[str]:
     rec = report.recovery
-    if report.retained == report.baseline or (rec is not None and rec.candidate == report.retained):
+    after = live_lines(report, lambda name: f"**{name}**")
+    if after is not None:  # promoted since: what is live now first, then the sweep's own restore
+        lines = [*(f"- {line}" for line in after), "", *promotion_details(report), ""]
+    elif report.retained == report.baseline or (rec is not None and rec.candidate == report.retained):
         lines = [f"retained: **{report.retained}** ({report.retained_reason})", ""]
     else:
         restored = report.baseline if rec is None else rec.candidate
@@ -548,7 +538,7 @@ def _recovery_section(report: ReportModel) -> list[str]:
     same = rec.fingerprint == rec.recorded_fingerprint
     state = "PASSED" if rec.ok else "FAILED"
     lines += [
-        f"recovery validation: **{state}**: {rec.reason}",
+        f"recovery validation{' of the sweep' if after else ''}: **{state}**: {rec.reason}",
         f"- fingerprint {'matches' if same else 'DIFFERS from'} the one recorded at the start: "
         f"`{rec.fingerprint}`" + ("" if same else f" (recorded `{rec.recorded_fingerprint}`)"),
         f"- server pid: {rec.pid if rec.pid is not None else 'none'}",

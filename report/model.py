@@ -10,7 +10,7 @@ from ``verdicts.json``; only the words around them are chosen here.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -26,6 +26,7 @@ from contracts.layout import (
     candidate_root,
 )
 from contracts.metrics import by_severity, fmt_bounds, fmt_factor, fmt_ratio, fmt_value, slo_text
+from contracts.promotion import PromotionRecord, read_promotions
 from contracts.results import HostProbe, RecoveryValidation
 from contracts.schema import GauntletConfig
 from contracts.sweepdir import Results, load_baseline, read_host_probe, read_recovery_validation
@@ -170,6 +171,8 @@ class ReportModel(_Model):
     # The sweep's search (report.search): its estimate beside the confirmation's verdict, the trials, the
     # infeasible region, the winner's candidate file. None: the sweep ran no search.
     search: SearchSection | None = None
+    # The sweep's promotions (``promotions/<stamp>/``, oldest first): what they left live (report.live).
+    promotions: list[PromotionRecord] = Field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------------- reading
@@ -182,14 +185,17 @@ class SweepData:
     results: dict[str, Results]  # by candidate name, the baseline included
     probe: HostProbe | None
     recovery: RecoveryValidation | None
+    promotions: list[PromotionRecord] = field(default_factory=list)
 
 
 def read_sweep(sweep_dir: Path, names: Sequence[str]) -> SweepData:
-    """Run files, summaries and records of ``names``, the host probe and the recovery validation."""
+    """Run files, summaries and records of ``names``, the host probe, the recovery validation and the
+    promotions."""
     return SweepData(
         results={name: load_baseline(sweep_dir, candidate_root(name), name) for name in names},
         probe=read_host_probe(sweep_dir),
         recovery=read_recovery_validation(sweep_dir),
+        promotions=read_promotions(sweep_dir),
     )
 
 
@@ -472,6 +478,7 @@ def build_model(
         node_drift=verdicts.node_drift,
         blocks=len(base.blocks) if (base := data.results.get(verdicts.baseline)) is not None else 0,
         recovery=data.recovery,
+        promotions=data.promotions,
         plots=[PLOT_TTFT, PLOT_THROUGHPUT, PLOT_RANKING]
         + ([PLOT_PARETO, PLOT_GOODPUT] if capacity else [])
         + ([PLOT_SEARCH] if search is not None else []),

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from contracts.layout import PLOT_SEARCH, SweepPaths
 from contracts.metrics import fmt_estimate
+from contracts.promotion import baseline_state, live_facts, read_promotions
 from contracts.results import CapacityResult, read_model
 from contracts.trials import SearchRecord, TrialRecord, read_search
 from contracts.verdicts import Decision, SweepVerdict, decision_label
@@ -65,7 +66,7 @@ class SearchSection(_Model):
     stopped: str  # why the search stopped; "": still running or interrupted (the record is partial)
     baseline_name: str
     baseline: float | None  # the baseline's figure the screen was set from, when known
-    baseline_state: str  # "retained", or "replaced by NAME"
+    baseline_state: str  # "retained", "recommended: NAME", or "replaced by NAME (promoted)"
     summary: str  # the section's opening sentence (Markdown emphasis)
     winner: SearchWinner | None  # None: no trial was measured fully
     advice: str  # the recommendation or why there is none (Markdown emphasis and code)
@@ -216,7 +217,7 @@ def search_model(sweep_dir: Path, verdicts: SweepVerdict) -> SearchSection | Non
     if record is None:
         return None
     winner = _winner(sweep_dir, record, verdicts)
-    replaced = verdicts.retained != verdicts.baseline
+    promoted = live_facts(read_promotions(sweep_dir)).promoted_name
     return SearchSection(
         name=record.name,
         objective=record.objective,
@@ -228,7 +229,7 @@ def search_model(sweep_dir: Path, verdicts: SweepVerdict) -> SearchSection | Non
         stopped=record.stopped,
         baseline_name=verdicts.baseline,
         baseline=record.baseline,
-        baseline_state=f"replaced by {verdicts.retained}" if replaced else "retained",
+        baseline_state=baseline_state(verdicts.baseline, verdicts.retained, promoted, retained="retained"),
         summary=_summary(record),
         winner=winner,
         advice=_advice(winner),

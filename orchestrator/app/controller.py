@@ -19,6 +19,7 @@ started is stopped, the stored results are judged (the interrupted candidate is 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -274,9 +275,8 @@ class SweepController:
             say("interrupted during the restore: run `python -m orchestrator rollback` to finish it")
             raise
         code = 0 if self.validation.ok else RollbackError.exit_code
-        code = self._judge(code)
-        if self.cfg.run.promote_keep and reason == COMPLETED and self.requested is None:
-            self.validation, code = promote_after_sweep(self.sweep, self.validation, code)
+        promote = self.cfg.run.promote_keep and reason == COMPLETED and self.requested is None
+        code = self._judge(code, promote=promote)
         retained = self._after_sweep()
         if self.requested is not None and self.requested.action == "stop":
             reason = STOPPED_BY_USER
@@ -286,19 +286,32 @@ class SweepController:
         say(f"sweep directory: {self.dir}")
         return code
 
-    def _judge(self, code: int) -> int:
-        """Judge the stored results and render the report; the exit code, made worse by what went wrong."""
+    def _judge(self, code: int, *, promote: bool = False) -> int:
+        """Judge the stored results, then (``promote``: ``run.promote_keep``) promote the gates' KEEP, then
+        render the report, so that it says what is live after the promotion; the exit code, made worse by
+        what went wrong. A promotion that raises (Ctrl-C: it restored the previous configuration) still
+        leaves the report, rendered from the records, before the exception goes on."""
         say = self.sweep.say
         try:
             from gates.judge import exit_code, judge_sweep  # noqa: PLC0415  (stages load when a sweep closes)
             from report import write_report  # noqa: PLC0415
 
             verdicts = judge_sweep(self.dir, self.cfg)  # verdicts.json, then the report renders it
+            incomplete = exit_code(verdicts) == EXIT_INCOMPLETE
+            if promote and self.validation is not None:  # the restore ran (finish)
+                try:
+                    self.validation, code = promote_after_sweep(
+                        self.sweep, self.validation, code or (EXIT_INCOMPLETE if incomplete else 0)
+                    )
+                except BaseException:
+                    with contextlib.suppress(GauntletError, OSError):
+                        write_report(self.dir, self.cfg)  # what the interrupted promotion left, said
+                    raise
             text = write_report(self.dir, self.cfg).terminal  # the decision table and a summary
             print(text, flush=True)
             for line in confirmation_lines(self.dir, verdicts):  # a search's winner: the gates' word
                 say(line)
-            if exit_code(verdicts) == EXIT_INCOMPLETE:  # partial evidence: the sweep is not finished
+            if incomplete:  # partial evidence: the sweep is not finished
                 then = (
                     f"to complete the sweep: {verdicts.resume}"
                     if verdicts.resume

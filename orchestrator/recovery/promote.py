@@ -41,9 +41,10 @@ from contracts.errors import (
     ResultFileError,
     RollbackError,
     SweepLockedError,
+    exit_code_for,
     sweep_dir_error,
 )
-from contracts.layout import PROMOTIONS_DIR, PromotionPaths, hydra_job_configs, promotion_dir
+from contracts.layout import PROMOTIONS_DIR, PromotionPaths, SweepPaths, hydra_job_configs, promotion_dir
 from contracts.results import CandidateRun, RecoveryValidation, read_model, write_model
 from contracts.schema import CandidateConfig
 from contracts.verdicts import Verdict, decision_label, read_verdicts, spelled_reason
@@ -53,6 +54,7 @@ from orchestrator.ledger.events import Promoted, PromotionFailed, PromotionStart
 from orchestrator.ledger.lock import SweepLock
 from orchestrator.measure.launch import RunLabels, measured_launch
 from orchestrator.recovery.handover import port_refusal
+from orchestrator.recovery.interrupted import interrupted_lines, sigterm_interrupts
 from orchestrator.recovery.locate import live_elsewhere, load_for_acting, resolve_sweep_dir
 from orchestrator.recovery.restore import read_retained_spec, restore, validate_retained
 from orchestrator.recovery.rollback import answer_for_the_service
@@ -105,8 +107,9 @@ class Promotion:
     def candidate_file(self) -> Path:
         return self.folder.candidate_file(self.name)
 
-    def failure(self) -> PromotionError:
-        """A failed promotion as the error the command exits with (what failed, what runs now)."""
+    def failure(self, report: str | None = None) -> PromotionError:
+        """A failed promotion as the error the command exits with (what failed, what runs now; ``report``:
+        what was done about the sweep's report)."""
         back = self.restored
         if back is None:
             now = "nothing was restored"
@@ -119,7 +122,8 @@ class Promotion:
         return PromotionError(
             f"the promotion of {self.name} failed: {self.validation.reason}; {now}",
             hint=f"evidence in {self.folder.root}; `python -m orchestrator status` says what runs"
-            + ("" if back is not None and back.ok else ", `python -m orchestrator rollback` restores"),
+            + ("" if back is not None and back.ok else ", `python -m orchestrator rollback` restores")
+            + (f"; {report}" if report else ""),
         )
 
 
@@ -326,7 +330,7 @@ def _launch_and_validate(
             ctx.journal.append(ValidationFailed(candidate=kept.name, reason=result.reason))
             return result
         promoted = replace(ctx, cfg=replace(ctx.cfg, baseline=kept.candidate))
-        result = validate_retained(promoted, launch, kept.spec.fingerprint)
+        result = validate_retained(promoted, launch, kept.spec.fingerprint, promoted=True)
         if result.ok:
             launch.session.keep()  # the live service from now on
         return result
@@ -382,9 +386,12 @@ def promote(sweep_dir: Path, name: str, seams: Seams, *, out: TextIO = sys.stdou
                     hint=f"stop it first with `python -m orchestrator stop {live.sweep}`, then promote again "
                     f"(nothing serves until {name} is ready)",
                 )
-        promotion = promote_here(ctx, kept, new_promotion(sweep_dir))
+        try:
+            promotion = promote_here(ctx, kept, new_promotion(sweep_dir))
+        finally:  # the sweep's report says what the promotion left live (Ctrl-C included)
+            report = rerender_report(sweep_dir)
     if not promotion.ok:
-        raise promotion.failure()
+        raise promotion.failure(report)
     answer_for_the_service(sweep_dir, cfg.service.port, seams)  # `latest` and the copy name this sweep
     result = promotion.validation
     out.write(
@@ -392,9 +399,24 @@ def promote(sweep_dir: Path, name: str, seams: Seams, *, out: TextIO = sys.stdou
         f"load, and the retained configuration of {sweep_dir}\n  {result.reason}\n"
         f"  `python -m orchestrator rollback {sweep_dir}` restores it and `status` reports it; the next "
         f"sweep's baseline: -cd {promotion.folder.conf} candidate@baseline={name} "
-        f"({promotion.candidate_file})\n"
+        f"({promotion.candidate_file})\n  {report}\n"
     )
     return 0
+
+
+def rerender_report(sweep_dir: Path) -> str:
+    """Render the sweep's report again from its records, so that report.md and report.html say what the
+    promotion left live (:mod:`report.live`); what was done, in words (a failure is said, not raised: the
+    promotion's outcome stands either way)."""
+    from report import write_report  # noqa: PLC0415  (the report's plots load only when one is rendered)
+
+    paths = SweepPaths(sweep_dir)
+    try:
+        write_report(sweep_dir)
+    except (GauntletError, OSError) as exc:
+        again = f"`python -m orchestrator report {sweep_dir}`"
+        return f"the sweep's report was not rendered again ({exc}): {again}"
+    return f"the sweep's report says so: {paths.report_md}, {paths.report_html}"
 
 
 def promote_after_sweep(
@@ -446,9 +468,16 @@ def main_promote(args: list[str], seams_factory: Callable[[], Seams]) -> int:
         print(f"gauntlet promote: expected SWEEP_DIR NAME, got {' '.join(args) or 'nothing'}\n\n{USAGE}",
               file=sys.stderr)  # fmt: skip
         return PromotionRefused.exit_code
+    sweep_dir: Path | None = None
     try:
         seams = seams_factory()
-        return promote(resolve_sweep_dir(args[0]), args[1], seams)
+        sweep_dir = resolve_sweep_dir(args[0])
+        with sigterm_interrupts():  # SIGTERM unwinds as Ctrl-C does (the previous one restored), then said
+            return promote(sweep_dir, args[1], seams)
     except GauntletError as exc:
         print(f"gauntlet promote: {exc}", file=sys.stderr)
         return exc.exit_code
+    except KeyboardInterrupt as exc:
+        if sweep_dir is not None:
+            print("\n".join(interrupted_lines("promote", sweep_dir, seams, exc)), file=sys.stderr)
+        return exit_code_for(exc)

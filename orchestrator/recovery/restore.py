@@ -228,10 +228,13 @@ def validate_running(
         return validate_retained(ctx, launch, recorded)
 
 
-def validate_retained(ctx: SweepContext, launch: Launch, recorded: str) -> RecoveryValidation:
+def validate_retained(
+    ctx: SweepContext, launch: Launch, recorded: str, *, promoted: bool = False
+) -> RecoveryValidation:
     """Check the running retained server's effective config (against ``ctx.cfg.baseline``: the retained
     configuration's typed candidate, :func:`as_retained`), then run the recovery profiles against it;
-    writes validation.json, then the launch's run.json. A promotion validates its candidate with this."""
+    writes validation.json, then the launch's run.json. A promotion validates its candidate with this
+    (``promoted``: its reason says the candidate was promoted, not restored)."""
     session = launch.session
     spec = session.spec
     expected = expected_cache_config(ctx.cfg.service, ctx.cfg.baseline)
@@ -248,8 +251,13 @@ def validate_retained(ctx: SweepContext, launch: Launch, recorded: str) -> Recov
     launch.free_gpu_gib = free_memory(ctx, spec)
     checks.extend(recovery_load_checks(summaries, launch.watch))
     ok = all(c.ok for c in checks)
+    launched = (
+        f"promoted {spec.candidate} (launched byte-for-byte from its recorded spec)"
+        if promoted
+        else f"restored {spec.candidate} byte-for-byte"
+    )
     reason = (
-        f"restored {spec.candidate} byte-for-byte and served {len(summaries)} recovery run(s) cleanly"
+        f"{launched} and served {len(summaries)} recovery run(s) cleanly"
         if ok
         else "; ".join(f"{c.name}: expected {c.expected}, observed {c.observed}" for c in checks if not c.ok)
     )
@@ -269,7 +277,8 @@ def validate_retained(ctx: SweepContext, launch: Launch, recorded: str) -> Recov
         ctx.journal.append(Validated(candidate=spec.candidate, pid=session.pid, reason=reason))
     else:
         ctx.journal.append(ValidationFailed(candidate=spec.candidate, pid=session.pid, reason=reason))
-    ctx.say(("recovery validation passed: " if ok else "RECOVERY VALIDATION FAILED: ") + reason)
+    what = "the promotion's validation" if promoted else "recovery validation"
+    ctx.say((f"{what} passed: " if ok else f"{what.upper()} FAILED: ") + reason)
     return result
 
 

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from contracts.errors import GauntletError, PortInUseError, RollbackError, SweepDirError
+from contracts.errors import GauntletError, PortInUseError, RollbackError, SweepDirError, exit_code_for
 from contracts.layout import latest_link, point_latest, previous_latest, rollback_dir
 from contracts.results import RecoveryValidation
 from contracts.schema import GauntletConfig
@@ -30,6 +30,7 @@ from orchestrator.ledger.journal import Journal
 from orchestrator.ledger.live import LiveService, sweep_journal
 from orchestrator.ledger.nodes import launching_place
 from orchestrator.recovery.handover import ROLLBACK_WAIT_S, acting_on, cancel_remote_jobs
+from orchestrator.recovery.interrupted import interrupted_lines, sigterm_interrupts
 from orchestrator.recovery.locate import acting_sweep, live_elsewhere, load_for_acting
 from orchestrator.recovery.restore import as_retained, healthy_retained, restore, validate_running
 from orchestrator.servers.context import SweepContext
@@ -165,11 +166,17 @@ def new_rollback_dir(sweep_dir: Path, now: Callable[[], datetime] = lambda: date
 
 
 def main_rollback(args: list[str], seams_factory: Callable[[], Seams]) -> int:
+    sweep_dir: Path | None = None
     try:
         seams = seams_factory()
         sweep_dir = acting_sweep(args[0] if args else None, seams, command="rollback")
-        result = rollback(sweep_dir, seams)
+        with sigterm_interrupts():  # SIGTERM unwinds as Ctrl-C does, then says what it left
+            result = rollback(sweep_dir, seams)
     except GauntletError as exc:
         print(f"gauntlet rollback: {exc}", file=sys.stderr)
         return exc.exit_code
+    except KeyboardInterrupt as exc:
+        if sweep_dir is not None:
+            print("\n".join(interrupted_lines("rollback", sweep_dir, seams, exc)), file=sys.stderr)
+        return exit_code_for(exc)
     return 0 if result.ok else RollbackError.exit_code

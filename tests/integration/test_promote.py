@@ -86,6 +86,13 @@ def test_a_kept_candidate_promoted_serves_and_rollback_restores_it(tmp_path: Pat
         state = Journal(sweep / "journal.jsonl").replay()
         assert (state.retained_candidate, state.retained_fingerprint) == ("fast", fast.fingerprint)
         assert_one_healthy_retained(sweep, port)  # status: settled, on the promoted server
+        # promote rendered the sweep's report again; `report` reads the same records (promotions/<stamp>/)
+        assert "live: **fast** (promoted " in paths.report_md.read_text()
+        reported = run_cli(["report", str(sweep)], timeout=120)
+        assert reported.returncode == 0, reported.stdout + reported.stderr
+        said = " ".join(reported.stdout.split())
+        assert "live: fast (promoted " in said and "validation PASSED)" in said, said
+        assert "replaced by fast (promoted)" in said and "not live" not in said, said
 
         kill_servers(port)  # the promoted server dies: rollback restores it, not the baseline
         rolled = run_cli(["rollback", str(sweep)], timeout=300)

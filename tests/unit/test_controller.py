@@ -291,20 +291,27 @@ def test_a_failed_start_of_the_retained_spec_is_found_in_the_journal(
 
 
 @pytest.mark.parametrize(
-    ("promote_keep", "live", "last"),
+    ("promote_keep", "live", "last", "report"),
     [
         # The baseline is restored and stays live; the last line says what is recommended, how to adopt it.
-        ("false", "baseline", "recommended: tp4_dp2 (KEEP), not serving: `python -m orchestrator promote "),
-        # run.promote_keep: the KEEP is promoted at the sweep's end, by the path `promote` takes.
+        (
+            "false",
+            "baseline",
+            "recommended: tp4_dp2 (KEEP), not serving: `python -m orchestrator promote ",
+            ["| recommended: tp4_dp2 ", "recommended: tp4_dp2 (", "not live"],
+        ),
+        # run.promote_keep: the KEEP is promoted at the sweep's end, by the path `promote` takes; the report
+        # is rendered after the promotion, so that it says the same as the last lines.
         (
             "true",
             "tp4_dp2",
             "promoted: tp4_dp2 (KEEP) is the retained configuration; the next sweep's baseline: ",
+            ["| replaced by tp4_dp2 (promoted) ", "- live: tp4_dp2 (promoted ", "validation PASSED)"],
         ),
     ],
 )
 def test_a_sweep_with_a_keep_says_what_is_live_and_what_is_recommended(
-    tmp_path: Path, promote_keep: str, live: str, last: str
+    tmp_path: Path, promote_keep: str, live: str, last: str, report: list[str]
 ) -> None:
     sup = FakeSupervisor()
     faster = FakeLoad(speed={"tp4_dp2": 2.0})  # half the latency, twice the output: the gates keep it
@@ -321,3 +328,7 @@ def test_a_sweep_with_a_keep_says_what_is_live_and_what_is_recommended(
     assert messages[-1].startswith(last), messages[-1]
     finished = [e for e in Journal(sweep / "journal.jsonl").events() if isinstance(e, SweepFinished)]
     assert [(e.validated, e.retained) for e in finished] == [(True, "kept")]
+    text = (sweep / "report.md").read_text().replace("**", "")
+    for said in report:
+        assert said in text, text.split("## Retained configuration")[-1][:2000]
+    assert ("not live" in text) == (live == "baseline")

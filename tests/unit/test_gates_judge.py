@@ -148,9 +148,13 @@ def test_judge_errors(
 def test_a_kept_candidate_replaces_the_baseline_in_the_summary(tmp_path: Path, cfg: GauntletConfig) -> None:
     with_faster(tmp_path)
     write_config(tmp_path, cfg)
-    lines = summary_lines(judge_sweep(tmp_path))
-    assert lines[0].split()[:4] == ["baseline", "baseline", "replaced", "by"]
+    verdicts = judge_sweep(tmp_path)
+    lines = summary_lines(verdicts)  # kept, not promoted: a recommendation, the baseline still serves
+    assert lines[0].split()[2:] == ["recommended:", "faster"]
     assert lines[1].split()[:3] == ["faster", "KEEP", "latency"]
+    assert lines[2].startswith("recommended: faster (faster is kept")
+    lines = summary_lines(verdicts, promoted="faster")  # a promotion made it live (promotions/)
+    assert lines[0].split()[2:] == ["replaced", "by", "faster", "(promoted)"]
     assert lines[2].startswith("retained: faster (faster is kept")
 
 

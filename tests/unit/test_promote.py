@@ -9,6 +9,7 @@ lock holding its spec; a refused, a failed and an interrupted promotion; ``run.p
 from __future__ import annotations
 
 import dataclasses
+import html
 import io
 import json
 import shutil
@@ -455,3 +456,95 @@ def test_the_sweeps_summary_never_reads_as_if_the_kept_candidate_were_serving(
         baseline="baseline", retained=retained, retained_reason="why", recovery=recovery
     )
     assert retained_line(report) == line
+
+
+# ------------------------------------------------------------------------------------------ said truthfully
+
+
+@pytest.mark.parametrize(
+    ("act", "reason"),
+    [
+        ("sweep", "restored baseline byte-for-byte and served 1 recovery run(s) cleanly"),
+        (
+            "promote",
+            "promoted tp4_dp2 (launched byte-for-byte from its recorded spec) and served 1 recovery run(s) "
+            "cleanly",
+        ),
+        ("rollback", "restored tp4_dp2 byte-for-byte and served 1 recovery run(s) cleanly"),  # after promote
+    ],
+)
+def test_each_validation_says_how_its_server_was_launched(tmp_path: Path, act: str, reason: str) -> None:
+    """The sweep's restore and a rollback restored the retained configuration; a promotion launched a
+    candidate that was never the retained one: its validation says so, in its file and on the console."""
+    from contracts.results import RecoveryValidation, read_model
+
+    if act == "sweep":
+        ctx = kept_sweep(tmp_path, FakeSupervisor())
+        said = read_model(SweepPaths(ctx.dir).recovery.validation, RecoveryValidation).reason
+    else:
+        ctx, sup, out = promoted(tmp_path)
+        (file,) = ctx.dir.glob("promotions/*/launch/validation.json")
+        said = read_model(file, RecoveryValidation).reason
+        assert f"\n  {said}\n" in out
+        if act == "rollback":
+            sup.alive.clear()
+            said = rollback(ctx.dir, ctx.seams, out=io.StringIO()).reason
+    assert said == reason
+
+
+def _promoted_ok(ctx: SweepContext, sup: FakeSupervisor) -> None:
+    assert promote(ctx.dir, "tp4_dp2", ctx.seams, out=io.StringIO()) == 0
+
+
+def _promotion_fails(ctx: SweepContext, sup: FakeSupervisor) -> None:
+    with pytest.raises(PromotionError) as failed:
+        promote(ctx.dir, "tp4_dp2", fake_seams(sup, did_not_start(sup)))
+    assert "the sweep's report says so: " in str(failed.value.hint)
+
+
+def _promotion_interrupted(ctx: SweepContext, sup: FakeSupervisor) -> None:
+    def hook(candidate: str, profile: str, repeat: int) -> None:
+        if candidate == "tp4_dp2" and profile == "decode_heavy":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        promote(ctx.dir, "tp4_dp2", fake_seams(sup, FakeLoad(before=hook)))
+
+
+@pytest.mark.parametrize(
+    ("act", "says", "baseline"),
+    [
+        (_promoted_ok, "- live: tp4_dp2 (promoted ", "replaced by tp4_dp2 (promoted)"),
+        (
+            _promotion_fails,
+            "- the promotion of tp4_dp2 failed (",
+            "recommended: tp4_dp2",
+        ),
+        (
+            _promotion_interrupted,
+            "stopped before its validation (interrupted or an error)); the previous configuration baseline "
+            "was restored, validation PASSED",
+            "recommended: tp4_dp2",
+        ),
+    ],
+    ids=["promoted", "failed", "interrupted"],
+)
+def test_promote_renders_the_sweeps_report_again_from_the_records(
+    tmp_path: Path, act: Callable[[SweepContext, FakeSupervisor], None], says: str, baseline: str
+) -> None:
+    """The report the sweep rendered before the promotion said the KEEP was not live; after ``promote``
+    (done, failed or Ctrl-C) report.md, report.html and ``report`` say what the promotion left live."""
+    from report import write_report
+
+    sup = FakeSupervisor()
+    ctx = kept_sweep(tmp_path, sup)
+    write_report(ctx.dir)  # as the sweep's end rendered it
+    act(ctx, sup)
+    paths = SweepPaths(ctx.dir)
+    text = paths.report_md.read_text().replace("**", "")
+    assert says in text, text.split("## Retained configuration")[-1][:2000]
+    row = next(line for line in text.splitlines() if line.startswith("| baseline "))
+    assert f"| {baseline} " in row, row
+    page = html.unescape(paths.report_html.read_text()).replace("<code>", "").replace("</code>", "")
+    assert says.removeprefix("- ") in page
+    assert (baseline == "recommended: tp4_dp2") == ("not live" in text)

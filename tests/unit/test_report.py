@@ -290,7 +290,7 @@ def test_a_keep_replaces_the_baseline(tmp_path: Path, base_cfg: GauntletConfig) 
     assert decisions(text) == {"baseline": "baseline", "faster": "KEEP", "silent": "REJECT"}
     row = next(line for line in text.splitlines() if line.startswith("| faster "))
     assert "gain: " in row and "TTFT p50 0.8" in row and "no requirement failed" in row
-    assert "| baseline " in text and "replaced by faster" in text
+    assert "| baseline " in text and "recommended: faster" in text and "replaced by" not in text
     # the gates' pick, said apart from what the sweep restored (the baseline): not live until promoted
     assert "recommended: **faster** (faster is kept" in text
     assert "not live: the sweep restored **baseline** (below)" in text

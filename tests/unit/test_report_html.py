@@ -211,5 +211,5 @@ def test_the_search_section_of_the_page(
     estimate, confirmation, baseline = table.split("<tbody>", 1)[1].split("</tr>")[:3]
     assert "search&#x27;s estimate (trial 1, one launch)" in estimate and "badge" not in estimate
     assert f'class="badge {badge}"' in confirmation
-    assert ("replaced by s_t001" if decision == "keep" else "retained") in baseline
+    assert ("recommended: s_t001" if decision == "keep" else "retained") in baseline
     assert "<pre" in search and "name: s_t001" in search

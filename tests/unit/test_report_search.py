@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from contracts.layout import SweepPaths
-from contracts.results import CapacityResult, write_model
+from contracts.layout import PromotionPaths, SweepPaths, promotion_dir
+from contracts.results import CapacityResult, RecoveryValidation, write_model
 from contracts.trials import PrunedPoint, SearchRecord, TrialRecord, Winner, write_search
 from contracts.verdicts import DriftResult, SweepVerdict, Verdict
 from report.search import SearchSection, search_model, search_section, trial_cells
@@ -88,7 +88,7 @@ def searched(sweep: Path, decision: str | None, retained: str = "base") -> Searc
 
 #: decision on the winner, the configuration retained, its label, the advice, the baseline's row's verdict.
 VERDICT_ROWS = [
-    ("keep", "s_t001", "KEEP", "**Recommended**: `search/winner.yaml`", "replaced by s_t001"),
+    ("keep", "s_t001", "KEEP", "**Recommended**: `search/winner.yaml`", "recommended: s_t001"),
     ("reject", "base", "REJECT", "Not recommended: only a KEEP is", "retained"),
     ("incomplete", "base", "INCOMPLETE", "Not recommended: only a KEEP is", "retained"),
     (None, "base", "not judged", "Not recommended: only a KEEP is", "retained"),
@@ -211,3 +211,33 @@ def test_no_search_no_section(tmp_path: Path) -> None:
 )
 def test_a_trial_row_says_why_when_its_figure_is_not_its_own_launch(trial: TrialRecord, why: str) -> None:
     assert trial_cells(trial)[-1] == why
+
+
+@pytest.mark.parametrize(
+    ("validated", "base_state"),
+    [
+        (None, "recommended: s_t001"),  # never promoted: the winner is a recommendation
+        (True, "replaced by s_t001 (promoted)"),  # promoted: promotions/<stamp>/launch/ validated
+        (False, "recommended: s_t001"),  # its promotion failed: the baseline was restored
+    ],
+)
+def test_the_search_baseline_row_says_whether_the_winner_was_promoted(
+    tmp_path: Path, validated: bool | None, base_state: str
+) -> None:
+    if validated is not None:
+        launch = PromotionPaths(promotion_dir(tmp_path, "20261206T094712Z")).launch
+        launch.root.mkdir(parents=True)
+        fingerprint = "sha256:" + "0" * 64
+        write_model(
+            launch.validation,
+            RecoveryValidation(
+                ok=validated,
+                candidate="s_t001",
+                fingerprint=fingerprint,
+                recorded_fingerprint=fingerprint,
+                pid=7,
+                reason="promoted s_t001 (...)" if validated else "server events: died",
+            ),
+        )
+    text = search_section(searched(tmp_path, "keep", "s_t001"))
+    assert f"| baseline (base) | 128 | {base_state} |" in text
