@@ -32,7 +32,7 @@ from contracts.verdicts import Comparison, Evidence, GateStatus
 from gates.bootstrap import RunSample, throughput_ratio
 from gates.lag import LagOpen, lag_bounds, lag_effect, lag_open, lag_resolution, open_message, straddled
 from gates.significance import holm
-from gates.stats import RatioEstimate, latency_ratio, more_repeats, one_sided_p
+from gates.stats import RatioEstimate, latency_ratio, more_repeats, one_sided_p, two_run_guard
 
 
 @dataclass(frozen=True)
@@ -298,6 +298,7 @@ def throughput(
     side is set aside (:func:`set_aside`) and the message says which."""
     notes: list[str] = []
     sides: list[list[Repeat]] = []
+    measured = (len(candidate), len(baseline))  # before any outlier run is set aside
     for side, repeats in (("candidate", candidate), ("baseline", baseline)):
         kept, note = _without_outlier(
             repeats, [float(getattr(r.summary, metric)) for r in repeats], side, "tok/s"
@@ -312,6 +313,7 @@ def throughput(
         resamples=resamples,
         seed=seed,
     )
+    est = two_run_guard(est, measured)  # two runs: both may be outlier runs
     c_val = float(np.mean([float(getattr(rep.summary, metric)) for rep in candidate]))
     b_val = float(np.mean([float(getattr(rep.summary, metric)) for rep in baseline]))
     name = label or f"{profile} {'output' if metric == 'output_tps' else 'prompt'} tokens/s"
@@ -370,8 +372,10 @@ def latency(
     """
     notes: list[str] = []
     sides: list[list[Repeat]] = []
+    counts: list[int] = []
     for side, repeats in (("candidate", candidate), ("baseline", baseline)):
         present = [r for r in repeats if r.records]
+        counts.append(len(present))  # before any outlier run is set aside
         kept, note = _without_outlier(present, run_medians(present, extract), side, "s")
         sides.append(kept)
         notes += [note] if note else []
@@ -380,8 +384,8 @@ def latency(
     if not c_runs or not b_runs:
         return None
 
-    def estimate(level: float) -> RatioEstimate:
-        return latency_ratio(c_runs, b_runs, confidence=level)
+    def estimate(level: float) -> RatioEstimate:  # two runs on a side: both may be outlier runs
+        return two_run_guard(latency_ratio(c_runs, b_runs, confidence=level), (counts[0], counts[1]))
 
     est = estimate(confidence)
     c_all = [v for run in c_runs for v in run]
