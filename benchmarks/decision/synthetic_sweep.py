@@ -29,7 +29,7 @@ from contracts.layout import (
     repeat_dir,
     repeat_name,
 )
-from contracts.metrics import censored_median, stats
+from contracts.metrics import censored_median, percentile, stats
 from contracts.results import (
     CandidateRun,
     ClientHealth,
@@ -61,7 +61,7 @@ def write_profile(
     request_factors: Sequence[float] | None = None,
     concurrency: int = 1,
     ttft_factor: float = 1.0,
-    lag_p99: float = 0.0,
+    lags: Sequence[float] | None = None,
 ) -> float:
     """Write the run's records and summary; returns the run's duration (simulated seconds).
 
@@ -69,7 +69,8 @@ def write_profile(
     order) scale one request's latencies on top (per-request tails: in a closed loop of ``concurrency``
     slots the run lasts the added request-seconds / ``concurrency`` longer). ``ttft_factor`` scales the
     first token and the first visible answer only (a prefill wave later; the end stays, at least the
-    first token); ``lag_p99`` is the client's p99 dispatch lag the summary records.
+    first token); ``lags`` (by record order) is each request's dispatch lateness: it left that long
+    after it was scheduled (the summary's lag figures are read from them, as the load runner's are).
     """
     records = []
     extra = 0.0  # request-seconds added by per-request slowdowns
@@ -95,7 +96,7 @@ def write_profile(
                 warmup=False,
                 target_prompt_tokens=spec.prompt_tokens,
                 target_output_tokens=spec.max_tokens,
-                scheduled_s=rec.sent * clock,
+                scheduled_s=rec.sent * clock - (lags[pos] if lags else 0.0),
                 sent_s=rec.sent * clock,
                 ttft_s=first,
                 first_visible_s=shown,
@@ -107,6 +108,8 @@ def write_profile(
             )
         )
     write_jsonl(RepeatPaths(directory).records, records)
+    late = [max(0.0, r.sent_s - r.scheduled_s) for r in records]
+    lag_p99 = percentile(late, 99) or 0.0
     duration = result.duration * clock + extra / concurrency
     prompt_total = sum(r.prompt_tokens or 0 for r in records)
     output_total = sum(r.completion_tokens or 0 for r in records)
@@ -135,9 +138,9 @@ def write_profile(
         itl=stats([]),
         e2e=stats([r.end_s for r in records if r.end_s is not None]),
         client=ClientHealth(
-            dispatch_lag_p50_s=lag_p99 / 2,
+            dispatch_lag_p50_s=percentile(late, 50) or 0.0,
             dispatch_lag_p99_s=lag_p99,
-            dispatch_lag_max_s=lag_p99,
+            dispatch_lag_max_s=max(late, default=0.0),
             chunks_per_read_p99=1.0,
             client_cpu_percent=0.0,
             saturated=False,
@@ -242,6 +245,15 @@ class SweepRunner:
         loaded = run.profile in PROFILES and run.profile != "serial"
         ttft = self.model.ttft_factor(rng, loaded=loaded, profile=run.profile)
         lag = self.model.lag_p99(rng, loaded=loaded, profile=run.profile)
+        # Each request's own lateness from a stream of its own: the older draws stay where they were.
+        sends = [rec.sent for rec in sorted(result.records, key=lambda r: r.index)]
+        lags = self.model.request_lags(
+            np.random.default_rng(
+                derived_seed(self.key, self.model.name, run.side, run.profile, run.repeat, "lags")
+            ),
+            lag,
+            [s <= min(sends) + 1e-9 for s in sends],
+        )
         if run.side == "candidate":
             effect_clock, effect_ttft = self.effects.get(run.profile, (1.0, 1.0))
             clock, ttft = clock * effect_clock, ttft * effect_ttft
@@ -257,7 +269,7 @@ class SweepRunner:
             request_factors=factors,
             concurrency=concurrency,
             ttft_factor=ttft,
-            lag_p99=lag,
+            lags=lags,
         )
         self.counts[run.side] += 1
         self.position += 1
