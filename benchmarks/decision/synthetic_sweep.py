@@ -34,6 +34,7 @@ from contracts.results import (
     CandidateRun,
     ClientHealth,
     HostProbe,
+    Pricing,
     ProfileSummary,
     RequestRecord,
     ServerMetrics,
@@ -284,7 +285,9 @@ def side_root(side: str) -> str:
     return candidate_root(side)
 
 
-def write_run_json(sweep: Path, side: str, profiles: Sequence[str], *, started: bool = True) -> None:
+def write_run_json(
+    sweep: Path, side: str, profiles: Sequence[str], *, started: bool = True, pricing: Pricing | None = None
+) -> None:
     root = side_root(side)
     write_model(
         SweepPaths(sweep).at(root).run_file,
@@ -299,6 +302,7 @@ def write_run_json(sweep: Path, side: str, profiles: Sequence[str], *, started: 
             probe=HostProbe(driver=False, reason="simulated host", simulated=True),
             profiles=list(profiles),
             follows="candidate" if side == "block" else None,
+            pricing=pricing,
         ),
     )
 
@@ -327,11 +331,13 @@ def judge_sweep_once(
     answers: bool = False,
     effects: dict[str, tuple[float, float]] | None = None,
     confirm_runs: int = 0,
+    pricing: Pricing | None = None,
 ) -> Outcome:
     """Measure baseline, then the candidate repeat by repeat (looks per ``plan``), then (``interleave``)
     the baseline block after it, then recovery; judge. ``answers``: both sides also run the answer gate
     once (in their first repeat). ``confirm_runs``: after a side's fixed repeats, the profiles whose runs
-    disagree get up to that many more runs (:mod:`gates.confirm`, as the sweep does)."""
+    disagree get up to that many more runs (:mod:`gates.confirm`, as the sweep does). ``pricing``: the
+    host's prices each launch's run.json records (the cost gate judges only priced launches)."""
     shutil.rmtree(sweep, ignore_errors=True)
     blocks = len(recovery_profiles) * interleave_repeats
     planned = (baseline_repeats + plan.max_repeats) * len(PROFILES) + blocks + len(recovery_profiles)
@@ -345,12 +351,12 @@ def judge_sweep_once(
         if answers and k == 0:
             runner.run(Run("baseline", ANSWER_PROFILE, 0), base, side_runs=baseline_repeats * len(PROFILES))
             written.append(repeat_name(ANSWER_PROFILE, 0))
-    write_run_json(sweep, "baseline", written)
+    write_run_json(sweep, "baseline", written, pricing=pricing)
     if confirm_runs:
         written += confirm(runner, "baseline", base, baseline_repeats, confirm_runs)
-        write_run_json(sweep, "baseline", written)
+        write_run_json(sweep, "baseline", written, pricing=pricing)
     if not pool.starts(engine[0]):
-        write_run_json(sweep, "candidate", [], started=False)
+        write_run_json(sweep, "candidate", [], started=False, pricing=pricing)
         verdict = evaluate_sweep(sweep, gates, baseline="baseline")
         return Outcome(verdict.verdicts[0].decision, verdict.verdicts[0].reason, 0, 0.0)
     decision: str | None = None
@@ -367,23 +373,23 @@ def judge_sweep_once(
             )
             cand.append(repeat_name(ANSWER_PROFILE, 0))
         repeats += 1
-        write_run_json(sweep, "candidate", cand)
+        write_run_json(sweep, "candidate", cand, pricing=pricing)
         if repeats >= plan.min_repeats and plan.adaptive:
             look = evaluate_sweep(sweep, gates, baseline="baseline", plan=plan)
             decision, more = loop_decision(look.verdicts[0], plan.max_repeats - repeats)
     if confirm_runs and repeats >= plan.max_repeats:  # fixed, or an adaptive loop run to its last look
         cand += confirm(runner, "candidate", engine, repeats, confirm_runs)
-        write_run_json(sweep, "candidate", cand)
+        write_run_json(sweep, "candidate", cand, pricing=pricing)
     block: list[str] = []
     for k in range(1, interleave_repeats + 1):
         for profile in recovery_profiles:
             runner.run(Run("block", profile, k), base, side_runs=blocks)
             block.append(repeat_name(profile, k))
     if block:
-        write_run_json(sweep, "block", block)
+        write_run_json(sweep, "block", block, pricing=pricing)
     for profile in recovery_profiles:
         runner.run(Run("recovery", profile, 0), base, side_runs=len(recovery_profiles))
-    write_run_json(sweep, "recovery", [repeat_name(p, 0) for p in recovery_profiles])
+    write_run_json(sweep, "recovery", [repeat_name(p, 0) for p in recovery_profiles], pricing=pricing)
     verdict = evaluate_sweep(sweep, gates, baseline="baseline", plan=plan)
     only = verdict.verdicts[0]
     return Outcome(only.decision, only.reason, repeats, runner.time_s.get("candidate", 0.0), runner.masked())
