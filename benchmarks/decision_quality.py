@@ -13,6 +13,12 @@ Scenarios (candidate against the baseline, same engine, ``sim-speed`` scales eve
   at least 90% and kept at most 2.5%, as a uniform 20% regression and the identical candidate;
   ``serial_gain_loaded_loss`` (serial 15% faster, loaded TTFT 30% worse): kept at most 2.5% ("never"
   cannot be shown by sampling: the identical candidate's bar);
+- capacity searches with a launch effect (issue 42; :mod:`benchmarks.decision.capacity_runs`: every
+  launch searched at the search demo's settings, its capacity shifted by 3% sd from launch to launch, 5%
+  run-to-run margin noise, the latency profiles identical): ``capacity_identical`` kept at most 5% (and
+  rejected at most 5%), ``capacity_gain_15`` (a true 15% capacity gain) kept at least 80%;
+  ``capacity_identical_launch_5`` (5% from launch to launch, above the gates' 3% prior) reported; a
+  second table gives the capacity rule's own "capacity up beyond noise" rate beside the keeps;
 
 each under every noise model of :mod:`benchmarks.noise_models` (log-normal, Student-t, outlier run,
 drift, per-request tails), over ``--seeds`` seeds (40 by default), with the Wilson interval of each rate.
@@ -57,7 +63,13 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.decision.replays import ReplayPool  # noqa: E402
 from benchmarks.decision.scenarios import ANSWER_PROFILE, DEMO_MIX, PROFILES, SCENARIOS, SIM_PROFILE  # noqa: E402
 from benchmarks.decision.synthetic_sweep import Outcome, judge_sweep_once  # noqa: E402
-from benchmarks.decision.tables import Row, mix_table, scenario_table, scenario_time  # noqa: E402
+from benchmarks.decision.tables import (  # noqa: E402
+    Row,
+    capacity_table,
+    mix_table,
+    scenario_table,
+    scenario_time,
+)
 from benchmarks.noise_models import NOISE_MODELS  # noqa: E402
 from contracts.results import Pricing  # noqa: E402
 from gates.sequential import SequentialPlan  # noqa: E402
@@ -119,6 +131,7 @@ def run_task(task: Task) -> list[tuple[str, str, str, Outcome]]:
             "interleave_repeats": cfg.run.interleave_repeats if cfg.run.interleave else 0,
             "confirm_runs": cfg.run.confirm_runs if task.confirm_runs is None else task.confirm_runs,
             "pricing": pricing,
+            "capacity_in_blocks": cfg.capacity.in_blocks,
         }
         for name in task.scenarios:
             scenario = next(s for s in SCENARIOS if s.name == name)
@@ -132,6 +145,7 @@ def run_task(task: Task) -> list[tuple[str, str, str, Outcome]]:
                 key=key,
                 plan=plan,
                 effects=scenario.effects,
+                capacity=scenario.capacity,
                 **common,  # type: ignore[arg-type]
             )
             out.append(("scenario", name, "fixed" if task.fixed else "adaptive", outcome))
@@ -297,6 +311,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         wrong = [r for r in wrong if r.outcome.decision != scenario.expected]
         for r in wrong[:2]:
             print(f"  e.g. {scenario.name} / {r.model}: {r.outcome.reason[:300]}")
+    capacity = capacity_table(rows, models)
+    if capacity:
+        print("the capacity rule alone (issue 42, item 3):")
+        print("\n".join(capacity))
     spent = scenario_time(rows)
     if spent:
         print(spent)

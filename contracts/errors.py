@@ -27,6 +27,9 @@ class attribute ``exit_code`` (the one table; :func:`exit_code_for` reads it)::
     ├── GateError              gates cannot be evaluated from the stored results               6
     ├── JournalError           the journal is unreadable or inconsistent                       7
     ├── RollbackError          the retained configuration could not be restored and validated  7
+    │   └── PromotionError     the promoted candidate did not start or failed its validation   7
+    │                          (the previous retained configuration was restored)
+    ├── PromotionRefused       ``promote`` of a candidate that is not KEEP, or not the sweep's  2
     └── IncompleteSweep        judged, but some verdict is INCOMPLETE on evidence a resume      8
                                measures (an interrupted run, missing repeats, a dead baseline, a
                                harness fault); the report prints the resume command
@@ -40,6 +43,8 @@ import os
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from contracts.secrets import redacted
 
 if TYPE_CHECKING:  # results.py imports this module (ResultFileError); the record is only a type here
     from contracts.results import TeardownRecord
@@ -115,9 +120,9 @@ class ConfigProblem:
                 "; a secret is never given literally: put it in an environment variable and name the "
                 "variable (service.api_key_env, pass_env)"
             )
-        self.file = file
+        self.file = redacted(file)  # a URL's password is never shown (contracts.secrets)
         self.field = field
-        self.value = value
+        self.value = redacted(value) if isinstance(value, str) else value
         self.allowed = allowed
 
     def __str__(self) -> str:
@@ -310,6 +315,18 @@ class RollbackError(GauntletError):
     """The retained configuration could not be restored and validated."""
 
     exit_code = 7
+
+
+class PromotionError(RollbackError):
+    """``promote``: the kept candidate did not start or failed its validation under load; the previous
+    retained configuration was restored (the message says whether that one validated)."""
+
+
+class PromotionRefused(GauntletError):
+    """``promote`` of a candidate the sweep did not keep (its verdict named), or did not measure: nothing
+    was stopped or started."""
+
+    exit_code = 2
 
 
 class IncompleteSweep(GauntletError):

@@ -17,13 +17,19 @@ the report); it imports only the error tree. No other module spells one of these
         retained/spec.json  retained/vllm-config.yaml the retained configuration as recorded at the start
         candidates/<name>/                            one launch (also <baseline>@<node>)
             spec.json  vllm-config.yaml  server.log  run.json
+            candidate.yaml                            the typed candidate it measured (promote reads it)
             <profile>/r<k>/  summary.json  records.jsonl  metrics.json
             capacity.json  capacity/<level>/a<attempt>/
             blocks/after-<candidate>/                 the baseline again after a candidate: one launch
+                                                      (its runs, and its capacity.json with capacity/)
         recovery/                                     the restored retained configuration: one launch
             server.log  run.json  validation.json  <profile>/r<k>/
         rollbacks/<stamp>/                            each rollback's own launch or validation (the
             server.log  run.json  validation.json     sweep's recovery/ is never touched again)
+        promotions/<stamp>/                           each `promote`: the kept candidate made the retained one
+            spec.json  vllm-config.yaml               its recorded spec, copied byte-for-byte
+            conf/candidate/<name>.yaml                the candidate as a file (-cd conf candidate@baseline=)
+            launch/  restored/                        its launch and validation; the previous one restored
         search/                                       a search (conf/search/): its trials and winner
             trials.json  study.db  winner.yaml        the trial record, Optuna's storage, the winner
             candidates/<trial>/                       one launch per trial (spec.json ... capacity.json)
@@ -32,7 +38,7 @@ Outside the sweep directory, beside the port's lock (``<lock dir>``: orchestrato
 
     <lock dir>/port-<port>.lock  port-<port>.request.json
     <lock dir>/port-<port>/                          what rollback needs if the sweep directory is lost
-        sweep.json  config.yaml  spec.json  journal.jsonl  specs/<candidate>.json
+        sweep.json  config.yaml  spec.json  journal.jsonl  specs/<candidate>.json  specs/<promoted>.yaml
 """
 
 from __future__ import annotations
@@ -124,6 +130,15 @@ RECOVERY_ROOT = "recovery"
 VALIDATION_FILE = "validation.json"
 #: Each rollback's own result directory, ``rollbacks/<stamp>/`` (append-only evidence).
 ROLLBACKS_DIR = "rollbacks"
+#: The typed candidate a launch measured, in its directory (``promote`` writes it back as a candidate file).
+CANDIDATE_FILE = "candidate.yaml"
+#: Each ``promote``'s own folder, ``promotions/<stamp>/``: the candidate's spec copied byte-for-byte, the
+#: candidate as a file in a config directory (``conf/candidate/<name>.yaml``: Hydra's group of candidates),
+#: the promoted launch and its validation (``launch/``), and the previous retained configuration restored
+#: when the promotion failed (``restored/``).
+PROMOTIONS_DIR = "promotions"
+PROMOTED_LAUNCH_DIR = "launch"
+PROMOTION_RESTORED_DIR = "restored"
 #: The record of the copy kept outside the sweep directory (which sweep, which retained fingerprint).
 OFFSITE_FILE = "sweep.json"
 #: The launched servers' specs in that copy (``specs/<candidate>.json``).
@@ -203,6 +218,26 @@ def recovery_dir(sweep: Path) -> Path:
 def rollback_dir(sweep: Path, stamp: str) -> Path:
     """One rollback's result directory, ``<sweep>/rollbacks/<stamp>``."""
     return sweep / ROLLBACKS_DIR / stamp
+
+
+def hydra_job_configs(sweep: Path, candidate: str) -> list[Path]:
+    """Hydra's record of each job that measured ``candidate`` (``jobs/<n>-<candidate>/.hydra/config.yaml``,
+    by ``hydra.sweep.subdir``), in job order."""
+    found: list[tuple[int, Path]] = []
+    jobs = sweep / HYDRA_JOBS_DIR
+    if not jobs.is_dir():
+        return []
+    for folder in jobs.iterdir():
+        number, _, name = folder.name.partition("-")
+        config = folder / HYDRA_OUTPUT_DIR / CONFIG_FILE
+        if number.isdigit() and name == candidate and config.is_file():
+            found.append((int(number), config))
+    return [path for _, path in sorted(found)]
+
+
+def promotion_dir(sweep: Path, stamp: str) -> Path:
+    """One promotion's folder, ``<sweep>/promotions/<stamp>``."""
+    return sweep / PROMOTIONS_DIR / stamp
 
 
 def offsite_dir(lock_dir: Path, port: int) -> Path:
@@ -296,6 +331,11 @@ class LaunchPaths:
     def validation(self) -> Path:
         """A restore's or a rollback's validation of the retained server (``validation.json``)."""
         return self.root / VALIDATION_FILE
+
+    @property
+    def candidate_config(self) -> Path:
+        """The typed candidate this launch measured (``candidate.yaml``)."""
+        return self.root / CANDIDATE_FILE
 
     @property
     def blocks(self) -> Path:
@@ -442,6 +482,45 @@ class SweepPaths:
     def rollback(self, stamp: str) -> LaunchPaths:
         return LaunchPaths(rollback_dir(self.root, stamp))
 
+    def promotion(self, stamp: str) -> PromotionPaths:
+        return PromotionPaths(promotion_dir(self.root, stamp))
+
+
+@dataclass(frozen=True)
+class PromotionPaths:
+    """One ``promote``'s folder (``promotions/<stamp>/``)."""
+
+    root: Path
+
+    @property
+    def spec(self) -> Path:
+        """The promoted candidate's recorded spec, copied byte-for-byte (what its launch runs)."""
+        return self.root / SPEC_FILE
+
+    @property
+    def vllm_config(self) -> Path:
+        return self.root / VLLM_CONFIG_FILE
+
+    @property
+    def conf(self) -> Path:
+        """A config directory holding the promoted candidate (``-cd`` it, or copy its file into yours): named
+        as Hydra's config directories are, not a name of the sweep's own records."""
+        return self.root / "conf"
+
+    def candidate_file(self, name: str) -> Path:
+        """The promoted candidate as a file of Hydra's candidate group (``conf/candidate/<name>.yaml``)."""
+        return self.conf / "candidate" / f"{name}.yaml"
+
+    @property
+    def launch(self) -> LaunchPaths:
+        """The promoted candidate's launch and its validation under load."""
+        return LaunchPaths(self.root / PROMOTED_LAUNCH_DIR)
+
+    @property
+    def restored(self) -> LaunchPaths:
+        """The previous retained configuration, restored and validated after a failed promotion."""
+        return LaunchPaths(self.root / PROMOTION_RESTORED_DIR)
+
 
 @dataclass(frozen=True)
 class OffsitePaths:
@@ -470,6 +549,10 @@ class OffsitePaths:
     def specs(self) -> Path:
         """The launched servers' specs (``specs/<candidate>.json``)."""
         return self.root / OFFSITE_SPECS_DIR
+
+    def candidate_file(self, name: str) -> Path:
+        """A promoted candidate's file (``specs/<candidate>.yaml``): the restore checks its server with it."""
+        return self.specs / f"{name}.yaml"
 
 
 # ---------------------------------------------------------------- the latest sweep

@@ -11,7 +11,7 @@ gates, the judge's key figures, the report and the benchmarks all speak it, so a
 - noise and severity: :func:`excludes_one`, :func:`beyond_noise`, :func:`severity`, :func:`by_severity`;
 - the one definition of a reversal: :func:`find_reversal`;
 - formatting: :func:`fmt_value`, :func:`fmt_ratio`, :func:`fmt_bounds`, :func:`fmt_factor`,
-  :func:`fmt_repeats`.
+  :func:`fmt_repeats`, :func:`fmt_capacity` (and :func:`capacity_bound`), :func:`fmt_estimate`.
 
     >>> fmt_value(median([4.1, None, 3.9]), "s"), fmt_ratio(0.1192)
     ('4.10 s', '0.119x')
@@ -23,7 +23,7 @@ import math
 from collections.abc import Sequence
 from typing import Literal
 
-from contracts.results import CensoredMedian, RequestRecord, Stats
+from contracts.results import CapacityResult, CensoredMedian, RequestRecord, Stats
 from contracts.schema import SloConfig
 from contracts.verdicts import Comparison, KeyFigure, Reversal
 
@@ -314,6 +314,45 @@ def fmt_repeats(values: Sequence[float], unit: str) -> str:
         return "n/a"
     text = "/".join(fmt_value(v, unit).removesuffix(f" {unit}") for v in values)
     return f"{text} {unit}" if unit else text
+
+
+def fmt_capacity(capacity: float | None, high: float | None, unit: str, lowest: float | None = None) -> str:
+    """A capacity as the search measured it, never beyond a level it ran: ``128 concurrent [128, 152)``
+    (held at 128, failed at 152); ``≥ 16 concurrent`` where the SLO held at every level tried (16 the
+    highest); ``< 2 concurrent`` where it held at none (``lowest``: the lowest level tried).
+
+    >>> fmt_capacity(128, 152, "concurrent"), fmt_capacity(16, None, "concurrent")
+    ('128 concurrent [128, 152)', '≥ 16 concurrent')
+    >>> fmt_capacity(None, 2, "req/s", lowest=2), fmt_capacity(None, None, "req/s")
+    ('< 2 req/s', 'held the SLO at no level tried')
+    """
+    if capacity is None:
+        return "held the SLO at no level tried" if lowest is None else f"< {lowest:g} {unit}"
+    if high is None:
+        return f"≥ {capacity:g} {unit}"
+    return f"{capacity:g} {unit} [{capacity:g}, {high:g})"
+
+
+def fmt_estimate(values: Sequence[float] | None, *, at_least: bool = False) -> str:
+    """A search's objective values: ``216, 0.42``; the first a floor where the capacity search held the SLO
+    at every level it tried: ``≥ 16, 0.42`` (a ceiling is never printed as an estimate); ``-`` for none.
+
+    >>> fmt_estimate([16.0, 0.4213], at_least=True), fmt_estimate(None)
+    ('≥ 16, 0.4213', '-')
+    """
+    parts = [f"{v:.4g}" for v in values or []]
+    if parts and at_least:
+        parts[0] = f"≥ {parts[0]}"
+    return ", ".join(parts) or "-"
+
+
+def capacity_bound(cands: Sequence[CapacityResult], bases: Sequence[CapacityResult]) -> str:
+    """How a capacity ratio from these searches (each side's launches) bounds the true one: ``""`` an
+    estimate; ``"≥"`` a floor (a candidate's search held the SLO at every level it tried, or a
+    baseline's at none); ``"≤"`` a ceiling (the reverse); ``"?"`` both: no bound either way."""
+    floor = any(r.low is not None and r.high is None for r in cands) or any(r.low is None for r in bases)
+    ceiling = any(r.low is None for r in cands) or any(r.low is not None and r.high is None for r in bases)
+    return "?" if floor and ceiling else "≥" if floor else "≤" if ceiling else ""
 
 
 #: The latencies an SLO bounds, with their field in :class:`contracts.schema.SloConfig` and their label.

@@ -266,6 +266,10 @@ class CapacityPoint(_Model):
     goodput_tps: float
     output_tps: float
     tps_per_user: float | None  # 1 / median TPOT: the decode speed one user sees
+    # The load client's p99 dispatch lag in this run (s), and the lowest margin it allows: that lag added
+    # back to each latency counted from the send (gates.capacity_lag); None in older files (no lag read).
+    client_lag_s: float | None = None
+    margin_lag_undone: float | None = None
 
 
 class CapacityResult(_Model):
@@ -320,7 +324,7 @@ class DoctorProblem(_Model):
     """One thing ``doctor`` found that would make a launch fail."""
 
     candidate: str | None  # None: the host (every candidate)
-    check: Literal["program", "flags", "gpu", "memory", "weights", "port", "spec", "live service"]
+    check: Literal["program", "flags", "gpu", "memory", "weights", "port", "spec", "live service", "search"]
     message: str
 
     def line(self) -> str:

@@ -318,6 +318,10 @@ class GatesConfig:
     # Allowed loss of capacity at the SLO against the baseline, as a fraction (0.1 = 10%): the capacity
     # gate fails when the ratio is below 1 - tolerance and its interval lies below 1.
     capacity_tolerance: float = 0.1
+    # Launch-to-launch spread of one configuration's capacity at the SLO (sd of its log, 0.03 = 3%): an
+    # assumed prior, used where a side has one search; a larger spread measured between the baseline's
+    # launches replaces it (gates/capacity_interval.py, docs/capacity.md).
+    capacity_launch_sd: float = 0.03
 
     # How a lost visible answer is decided: "any_lost_answer_blocks" (a policy: fewer visible answers than
     # the baseline on the answer prompts rejects, whatever the noise; the exact test and the posterior are
@@ -384,6 +388,9 @@ class CapacityConfig:
     min_requests: int = 16
     # Requests sent first at each level and not counted (the server is already warm from the profiles).
     warmup_requests: int = 0
+    # Search the baseline's capacity again in each interleaved block (a fresh launch, run.interleave): the
+    # capacity gate averages the baseline's launches and measures their spread (docs/capacity.md).
+    in_blocks: bool = True
 
 
 @dataclass
@@ -416,6 +423,11 @@ class RunConfig:
     # What happens to the restored, validated retained server when the sweep ends: "keep" (it is the live
     # service and stays up; `python -m orchestrator stop` ends it) or "stop" (the demo: nothing is left).
     retained_after_sweep: str = "keep"
+    # At the sweep's end, when the gates keep a candidate (the one they recommend), promote it as
+    # `python -m orchestrator promote SWEEP NAME` would: launch its recorded spec, validate it under load
+    # and make it the retained configuration (a failed validation restores the baseline). false: the
+    # baseline stays live and the last lines give the command.
+    promote_keep: bool = False
     # A local "cluster" of N simulated nodes, for a launcher that runs jobs as parallel processes on this
     # machine (hydra/launcher=submitit_local): each job holds one node slot (its own simulator and port),
     # so at most N jobs measure at once. 0: jobs run where the launcher puts them (a real cluster).

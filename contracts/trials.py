@@ -50,6 +50,8 @@ class TrialRecord(_Model):
     gpu_hours: float = 0.0
     #: The same point as this earlier trial: its result reused, nothing launched.
     same_as: int | None = None
+    #: The first value is a floor: the capacity search held the SLO at every level it tried ("≥ 16").
+    at_least: bool = False
 
 
 class Confirmation(_Model):
@@ -59,6 +61,7 @@ class Confirmation(_Model):
     reason: str = ""
     #: Its capacity measured on the fresh launch (None: not measured, or not a capacity objective).
     capacity: float | None = None
+    at_least: bool = False  # that capacity is a floor: the SLO held at every level the search tried
 
 
 class Winner(_Model):
@@ -69,6 +72,7 @@ class Winner(_Model):
     params: dict[str, Any]
     estimate: list[float]
     yaml_file: str
+    at_least: bool = False  # the estimate's first value is a floor (TrialRecord.at_least)
 
 
 class SearchRecord(_Model):

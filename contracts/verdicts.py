@@ -26,16 +26,38 @@ GateStatus = Literal["pass", "fail", "inconclusive", "not_run"]
 GateRole = Literal["requirement", "gain"]
 Decision = Literal["keep", "reject", "neutral", "incompatible", "inconclusive", "incomplete"]
 
-#: How a decision is printed in a summary or a decision table (the baseline's own row included).
+#: How a decision is printed wherever a person reads it (the search's line, the verdict table, the sweep's
+#: last lines, ``judge``, the report, a reason's first word): one spelling, upper case, for every verdict;
+#: the baseline's own row is no verdict. Read it through :func:`decision_label`.
 DECISION_LABELS: dict[str, str] = {
     "baseline": "baseline",
     "keep": "KEEP",
     "reject": "REJECT",
-    "neutral": "neutral",
+    "neutral": "NEUTRAL",
     "incompatible": "INCOMPATIBLE",
     "inconclusive": "INCONCLUSIVE",
     "incomplete": "INCOMPLETE",
 }
+
+
+def decision_label(decision: str) -> str:
+    """A decision as it is printed (:data:`DECISION_LABELS`; an unknown word in upper case).
+
+    >>> decision_label("neutral"), decision_label("baseline")
+    ('NEUTRAL', 'baseline')
+    """
+    return DECISION_LABELS.get(decision, decision.upper())
+
+
+def spelled_reason(decision: str, reason: str) -> str:
+    """``reason`` with its first word, the decision (``"neutral: ..."``), spelled as the decision's label
+    (``"NEUTRAL: ..."``); a reason that does not start with it is returned as it is.
+
+    >>> spelled_reason("keep", "keep: latency gain"), spelled_reason("keep", "KEEP: latency gain")
+    ('KEEP: latency gain', 'KEEP: latency gain')
+    """
+    head = f"{decision}: "
+    return f"{decision_label(decision)}: {reason[len(head) :]}" if reason.startswith(head) else reason
 
 
 class _Model(BaseModel):
@@ -47,6 +69,46 @@ class Evidence(_Model):
 
     file: str
     requests: list[int] = Field(default_factory=list)  # RequestRecord.index values; empty = the whole file
+
+
+class MoreRepeats(_Model):
+    """How many more repeats per side might settle an inconclusive comparison, and how sure that is. The
+    interval narrows like 1/sqrt(repeats), but the effect it must clear is itself estimated from a few
+    runs (an estimate of 2 became 21 after 5 more repeats per side): a count if the effect is as large as
+    measured, a scale if it is only as large as what counts, and never a promise, since an interval that
+    is still inconclusive allows no effect at all."""
+
+    runs: int  # runs per side the estimate rests on
+    if_measured: int  # more repeats per side if the true effect is as large as measured
+    # ... if it is only as large as what counts (``threshold``: the tolerance or the minimum gain); None:
+    # beyond 200, or nothing short of "no change" counts (a tolerance of 0)
+    if_least: int | None = None
+    threshold: float | None = None  # the ratio that counts
+
+    def words(self) -> str:
+        """In words, e.g. ``2 or more repeat(s) per side may settle it: 2 if the effect is as large as
+        measured, about 17 if it is only as large as what counts (0.950x), and no number can be given if
+        it is smaller (the interval still allows no effect at all); estimated from 3 run(s) per side, it
+        may be far off``."""
+        least = (
+            f", about {self.if_least} if it is only as large as what counts ({self.threshold:.3f}x)"
+            if self.if_least is not None and self.if_least > self.if_measured and self.threshold is not None
+            else ""
+        )
+        return (
+            f"{self.if_measured} or more repeat(s) per side may settle it: {self.if_measured} if the effect "
+            f"is as large as measured{least}, and no number can be given if it is smaller (the interval "
+            f"still allows no effect at all); estimated from {self.runs} run(s) per side, it may be far off"
+        )
+
+
+class SetAside(_Model):
+    """A slow outlier run one side's comparison left out (more than 2x slower than the others' median)."""
+
+    side: Literal["candidate", "baseline"]
+    repeat: int  # the run's repeat number (``r<k>``)
+    value: float  # its figure (the comparison's unit)
+    factor: float  # how much slower than the median of the side's other runs (> 1)
 
 
 class Comparison(_Model):
@@ -65,11 +127,17 @@ class Comparison(_Model):
     n_candidate: int = 0  # repeats or requests behind the candidate's value
     n_baseline: int = 0
     more_repeats: int | None = None  # when inconclusive: repeats per side to add (estimate)
+    settle: MoreRepeats | None = None  # with ``more_repeats``: its range and what it rests on
     message: str = ""
     # Set when the evidence cannot decide this comparison whatever the repeats (``client_lag``: the
     # difference is within the load client's dispatch lag); the candidate is then ``incomplete``.
     undecidable: Literal["client_lag"] | None = None
     client_lag_s: float | None = None  # the dispatch lag (p99, s) that left it undecidable
+    # The slow outlier runs left out of this comparison (gates.compare.set_aside_runs); a KEEP names them.
+    set_aside: list[SetAside] = Field(default_factory=list)
+    # The ratio's interval at this comparison's share of the gain family (a capacity gain: it is a gain when
+    # the lower end is above 1; gates.gain_family); None where the comparison claims no gain of its own.
+    gain_interval: tuple[float, float] | None = None
 
 
 class Gap(_Model):
@@ -113,6 +181,9 @@ class GateResult(_Model):
     # or the configuration asks for none (no capacity search). Empty on a ``not_run``: the gate could not
     # run (its measurement is missing), and the candidate's verdict is ``incomplete``.
     not_applicable: str = ""
+    # Evidence the gate itself found missing (labelled items the load client could not send): each is a
+    # gap of the candidate's verdict, which is then ``incomplete`` whatever the gate's status.
+    gaps: list[Gap] = Field(default_factory=list)
 
 
 class KeyFigure(_Model):
@@ -168,7 +239,8 @@ class Verdict(_Model):
     failed: list[str] = Field(default_factory=list)  # names of the failed requirement gates
     gains: list[str] = Field(default_factory=list)  # improvements beyond noise, with numbers
     gates: list[GateResult] = Field(default_factory=list)
-    more_repeats: int | None = None  # when inconclusive: repeats per side that would likely settle it
+    more_repeats: int | None = None  # when inconclusive: repeats per side that may settle it (the fewest)
+    settle: MoreRepeats | None = None  # when inconclusive: the range behind ``more_repeats``, in its reason
     reversal: str | None = None  # serial and loaded rankings against the baseline disagree
     decision_before_drift: Decision | None = None  # set when baseline drift overrode the decision
     figures: list[KeyFigure] = Field(default_factory=list)  # empty when the candidate did not start

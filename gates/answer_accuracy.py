@@ -3,19 +3,25 @@
 Pipeline position: reads the labelled profile's records of both sides (``gates.accuracy.profile``: a
 ``.jsonl`` prompts file, :mod:`contracts.labelled`, sent at temperature 0; each record keeps its visible
 answer) and the set itself from the path the runs recorded. Each item is scored right or wrong on each side
-(:mod:`gates.answers`; a side's first finished answer of the item); the items scored on both sides are
-compared:
+(:mod:`gates.answers`; a side's first finished answer of the item). An item a side did not answer is
+told by whose fault (:func:`cause`): the server's (a 4xx, a timeout, no record) counts against the
+candidate (wrong) where the baseline answered it; an item the baseline did not answer has no reference
+and is left out on both sides; the load client's (``client``: it could not send the request) is a
+``harness`` gap naming the items (the verdict is incomplete), and an interrupted run's (``cancelled``) is
+left out (its ``interrupted`` gap says so). The message always says "k of N items unanswered" per side.
+The items scored are compared:
 
 - **accuracy** of each side with its exact (Clopper-Pearson) interval;
 - **the paired comparison**: McNemar's exact test on the discordant items (right on one side only) and
   the accuracy drop's exact conditional interval (:func:`gates.significance.mcnemar`). The gate fails when
   the drop's lower bound exceeds ``gates.accuracy.tolerance`` (with 0: McNemar's one-sided test rejects at
   the gates' level); a drop beyond the tolerance within noise is inconclusive; fewer than
-  ``gates.accuracy.min_items`` items scored on both sides is a gap (the verdict is incomplete);
-- **greedy agreement**: the items whose visible answer is identical on both sides (same text, same
-  completion tokens). A candidate that claims lossless decoding (no speculative decoding, or greedy draft
-  sampling) and agrees less than noise allows is flagged: below the baseline's own repeat-to-repeat
-  agreement by Fisher's one-sided exact test, or, with one baseline repeat, any item that differs.
+  ``gates.accuracy.min_items`` items scored is a gap (the verdict is incomplete);
+- **greedy agreement**: of the items answered on both sides, those whose visible answer is identical
+  (same text, same completion tokens). A candidate that claims lossless decoding (no speculative
+  decoding, or greedy draft sampling) and agrees less than noise allows is flagged: below the baseline's
+  own repeat-to-repeat agreement by Fisher's one-sided exact test, or, with one baseline repeat, any item
+  that differs. A flagged comparison makes a KEEP or a NEUTRAL verdict INCONCLUSIVE (:mod:`gates.quiet`).
 """
 
 from __future__ import annotations
@@ -24,13 +30,13 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from contracts.errors import HarnessError
 from contracts.labelled import LabelledItem, is_labelled, parse_labelled
 from contracts.results import RequestRecord
 from contracts.sweepdir import Repeat
-from contracts.verdicts import Comparison, Evidence, GateResult, GateStatus
+from contracts.verdicts import Comparison, Evidence, Gap, GateResult, GateStatus
 from gates.answers import correct
 from gates.registry import Gate, GateContext, register
 from gates.significance import PairedRates, clopper_pearson, compare_rates, mcnemar
@@ -84,28 +90,79 @@ def read_claim(spec_file: Path) -> str | None:
     return lossless_claim(data if isinstance(data, dict) else None)
 
 
+Side = Literal["candidate", "baseline"]
+
+#: Why an item has no answer when the server is not to blame: the request error -> whose fault, in words.
+NOT_THE_SERVERS: dict[str, str] = {
+    "client": "the load client could not send it",  # a harness fault (load.harness): a gap
+    "cancelled": "the run was interrupted",  # Ctrl-C or stop: the interrupted gap (gates.evidence)
+}
+
+
 @dataclass(frozen=True)
 class Scored:
-    """One side's answers on the labelled set: item -> its answers in repeat order (finished ones only)."""
+    """One side's answers on the labelled set: item -> its answers in repeat order (finished ones only),
+    and item -> its failed requests (with their records files)."""
 
     answers: dict[int, list[RequestRecord]]
     files: dict[int, str]  # item -> the records file of its first answer
+    failures: dict[int, list[tuple[RequestRecord, str]]]
 
     def first(self, item: int) -> RequestRecord:
         return self.answers[item][0]
 
+    def unanswered(self, size: int) -> list[int]:
+        """The items of a ``size``-item set with no finished answer."""
+        return [i for i in range(size) if i not in self.answers]
+
 
 def score_side(repeats: Sequence[Repeat], size: int) -> Scored:
-    """Each item's finished answers (record ``i`` asked item ``i % size``), in repeat order."""
+    """Each item's finished answers and failed requests (record ``i`` asked item ``i % size``), in repeat
+    order."""
     answers: dict[int, list[RequestRecord]] = {}
     files: dict[int, str] = {}
+    failures: dict[int, list[tuple[RequestRecord, str]]] = {}
     for rep in repeats:
         for record in rep.records:
+            item = record.index % size
             if record.ok and record.output_text is not None:
-                item = record.index % size
                 answers.setdefault(item, []).append(record)
                 files.setdefault(item, rep.records_file)
-    return Scored(answers, files)
+            elif not record.ok:
+                failures.setdefault(item, []).append((record, rep.records_file))
+    return Scored(answers, files, failures)
+
+
+def cause(side: Scored, item: int) -> str:
+    """Why ``side`` has no answer to ``item``: ``client`` or ``cancelled`` when any of its requests failed
+    so (:data:`NOT_THE_SERVERS`), else the first failed request's error class (the server's;
+    ``unfinished``: no error and no finish), or ``no record`` (none was recorded: a run cut short)."""
+    errors = [str(record.error or "unfinished") for record, _ in side.failures.get(item, [])]
+    return next((e for e in NOT_THE_SERVERS if e in errors), errors[0] if errors else "no record")
+
+
+def unanswered_words(side: str, items: Sequence[int], side_scored: Scored, size: int) -> str:
+    """``candidate: 15 of 40 items unanswered (http_4xx 10, timeout 5)``: always said, 0 included."""
+    counts: dict[str, int] = {}
+    for i in items:
+        counts[cause(side_scored, i)] = counts.get(cause(side_scored, i), 0) + 1
+    detail = f" ({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})" if counts else ""
+    return f"{side}: {len(items)} of {size} items unanswered{detail}"
+
+
+def harness_gap(
+    side: Literal["candidate", "baseline"], scored: Scored, items: Sequence[int], path: str
+) -> Gap:
+    """The labelled ``items`` the load client could not send to ``side``: a ``harness`` gap naming them."""
+    unsent = [(r, f) for i in items for r, f in scored.failures.get(i, []) if r.error == "client"]
+    return Gap(
+        kind="harness",
+        side=side,
+        message=f"{path}: item(s) {', '.join(map(str, items))} (0-based) unanswered by the {side}: the load "
+        f"client could not send them ({unsent[0][0].error_detail or 'no detail'}), the harness's fault, "
+        "not the server's; measuring again fills it",
+        file=unsent[0][1],
+    )
 
 
 def identical(a: RequestRecord, b: RequestRecord) -> bool:
@@ -199,16 +256,39 @@ class AnswerAccuracy(Gate):
         if isinstance(found, str):
             return self._result("not_run", found)
         items, path = found
-        c_side, b_side = score_side(cand, len(items)), score_side(base, len(items))
-        paired = sorted(set(c_side.answers) & set(b_side.answers))
+        size = len(items)
+        c_side, b_side = score_side(cand, size), score_side(base, size)
+        c_none, b_none = c_side.unanswered(size), b_side.unanswered(size)
+        unanswered = (
+            f"{unanswered_words('candidate', c_none, c_side, size)}; "
+            f"{unanswered_words('baseline', b_none, b_side, size)}"
+        )
+        sides: tuple[tuple[Side, Scored, list[int]], ...] = (
+            ("candidate", c_side, c_none),
+            ("baseline", b_side, b_none),
+        )
+        gaps = [
+            harness_gap(side, scored, client, path)
+            for side, scored, none in sides
+            if (client := [i for i in none if cause(scored, i) == "client"])
+        ]
+        # Scored: the baseline answered it, and the candidate answered it or failed it by the server's
+        # fault (wrong). The baseline's own failures leave no reference; the client's or an interrupt's
+        # are not the candidate's (a gap; the interrupted gap).
+        paired = [
+            i
+            for i in range(size)
+            if i in b_side.answers and (i in c_side.answers or cause(c_side, i) not in NOT_THE_SERVERS)
+        ]
         if len(paired) < acc.min_items:
             return self._result(
                 "not_run",
-                f"{len(paired)} of {len(items)} items of {path} scored on both sides (a finished answer on "
-                f"each; the candidate {len(c_side.answers)}, the baseline {len(b_side.answers)}): fewer than "
-                f"gates.accuracy.min_items = {acc.min_items}",
+                f"{len(paired)} of {size} items of {path} scored (the baseline's answer, and the candidate's "
+                f"or its failure by the server; {unanswered}): fewer than gates.accuracy.min_items = "
+                f"{acc.min_items}",
+                gaps=gaps,
             )
-        right_c = {i: correct(c_side.first(i).output_text, items[i]) for i in paired}
+        right_c = {i: i in c_side.answers and correct(c_side.first(i).output_text, items[i]) for i in paired}
         right_b = {i: correct(b_side.first(i).output_text, items[i]) for i in paired}
         lost = [i for i in paired if right_b[i] and not right_c[i]]
         won = [i for i in paired if right_c[i] and not right_b[i]]
@@ -217,10 +297,12 @@ class AnswerAccuracy(Gate):
         status = accuracy_status(rates, acc.tolerance)
         k_c, k_b = sum(right_c.values()), sum(right_b.values())
         low, high = rates.drop_interval
+        failed = sum(i not in c_side.answers for i in paired)
+        counted = f" ({failed} unanswered by the candidate's server, counted wrong)" if failed else ""
         paired_words = (
-            f"McNemar exact one-sided p {rates.p_value:.2g} on {len(lost)} item(s) lost, {len(won)} gained; "
-            f"drop {rates.drop * 100:+.1f} points ({confidence:.0%} interval [{low * 100:+.1f}, "
-            f"{high * 100:+.1f}]) against a {acc.tolerance * 100:g}-point tolerance"
+            f"McNemar exact one-sided p {rates.p_value:.2g} on {len(lost)} item(s) lost{counted}, "
+            f"{len(won)} gained; drop {rates.drop * 100:+.1f} points ({confidence:.0%} interval "
+            f"[{low * 100:+.1f}, {high * 100:+.1f}]) against a {acc.tolerance * 100:g}-point tolerance"
         )
         if status == "inconclusive":  # each item is scored once: more repeats add nothing, more items do
             paired_words += "; within noise: a larger labelled set would settle it"
@@ -238,27 +320,31 @@ class AnswerAccuracy(Gate):
             n_candidate=n,
             n_baseline=n,
             message=f"accuracy {_accuracy(k_c, n, confidence)} vs {_accuracy(k_b, n, confidence)} on "
-            f"{n} items; {paired_words}",
+            f"{n} items; {unanswered}; {paired_words}",
         )
-        agree = sum(identical(c_side.first(i), b_side.first(i)) for i in paired)
-        differ = [i for i in paired if not identical(c_side.first(i), b_side.first(i))]
-        flag, agreement_words = agreement_flag(
-            (agree, n), self_agreement(b_side), ctx.candidate_claim, confidence
-        )
+        both = [i for i in paired if i in c_side.answers]
+        differ = [i for i in both if not identical(c_side.first(i), b_side.first(i))]
         comparisons = [accuracy]
+        flag: GateStatus | None = None
+        agreement_words = "greedy agreement not measured (no item answered on both sides)"
+        if both:
+            agree = len(both) - len(differ)
+            flag, agreement_words = agreement_flag(
+                (agree, len(both)), self_agreement(b_side), ctx.candidate_claim, confidence
+            )
         if flag is not None:
             comparisons.append(
                 Comparison(
                     metric="greedy_agreement",
                     profile=profile,
                     status=flag,
-                    observed=agree / n,
+                    observed=agree / len(both),
                     baseline=1.0,
-                    ratio=agree / n,
+                    ratio=agree / len(both),
                     unit="agreement",
                     method="token-identical visible answers (text and completion tokens), item by item",
-                    n_candidate=n,
-                    n_baseline=n,
+                    n_candidate=len(both),
+                    n_baseline=len(both),
                     message=agreement_words,
                 )
             )
@@ -271,6 +357,7 @@ class AnswerAccuracy(Gate):
             threshold=accuracy.threshold,
             comparisons=comparisons,
             evidence=evidence,
+            gaps=gaps,
         )
 
     def _result(self, status: GateStatus, message: str, **fields: Any) -> GateResult:
@@ -279,8 +366,12 @@ class AnswerAccuracy(Gate):
 
 
 def _evidence(side: Scored, items: Sequence[int]) -> list[Evidence]:
-    """The records files and request indices of ``items``' first answers on ``side``."""
+    """The records files and request indices of ``items``' first answers on ``side`` (an unanswered item:
+    its failed requests)."""
     by_file: dict[str, list[int]] = {}
     for i in items:
-        by_file.setdefault(side.files[i], []).append(side.first(i).index)
+        if i in side.answers:
+            by_file.setdefault(side.files[i], []).append(side.first(i).index)
+        for record, file in side.failures.get(i, []) if i not in side.answers else []:
+            by_file.setdefault(file, []).append(record.index)
     return [Evidence(file=f, requests=sorted(set(r))) for f, r in by_file.items()]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Literal
 
 import numpy as np
 
@@ -28,11 +29,14 @@ from contracts.metrics import (
 )
 from contracts.results import RequestRecord
 from contracts.sweepdir import Repeat
-from contracts.verdicts import Comparison, Evidence, GateStatus
+from contracts.verdicts import Comparison, Evidence, GateStatus, SetAside
 from gates.bootstrap import RunSample, throughput_ratio
 from gates.lag import LagOpen, lag_bounds, lag_effect, lag_open, lag_resolution, open_message, straddled
+from gates.settle import settle_range
 from gates.significance import holm
 from gates.stats import RatioEstimate, latency_ratio, more_repeats, one_sided_p, two_run_guard
+
+Party = Literal["candidate", "baseline"]
 
 
 @dataclass(frozen=True)
@@ -190,15 +194,20 @@ def set_aside(
 
 
 def _without_outlier(
-    repeats: Sequence[Repeat], values: Sequence[float], side: str, unit: str
-) -> tuple[list[Repeat], str]:
-    """The side's repeats with its slow outlier runs set aside (:func:`set_aside_runs`), and a note
-    saying so (``unit`` "tok/s": a slow run is a low one)."""
+    repeats: Sequence[Repeat], values: Sequence[float], side: Party, unit: str
+) -> tuple[list[Repeat], str, list[SetAside]]:
+    """The side's repeats with its slow outlier runs set aside (:func:`set_aside_runs`), a note saying
+    so, and the runs set aside (``unit`` "tok/s": a slow run is a low one)."""
     aside = set_aside_runs(values, "lower" if unit == "tok/s" else "higher")
     if not aside:
-        return list(repeats), ""
+        return list(repeats), "", []
     rest = [v for i, v in enumerate(values) if i not in aside]
     centre = float(np.median(rest))
+    factor = [(centre / values[k]) if unit == "tok/s" else (values[k] / centre) for k in aside]
+    runs_aside = [
+        SetAside(side=side, repeat=repeats[k].summary.repeat, value=values[k], factor=f)
+        for k, f in zip(aside, factor, strict=True)
+    ]
     runs = ", ".join(
         f"r{repeats[k].summary.repeat} ({fmt_value(values[k], unit)}, {fmt_ratio(values[k] / centre)} the "
         "others' median)"
@@ -208,7 +217,7 @@ def _without_outlier(
     note = (
         f"{side} run{'s' if len(aside) > 1 else ''} {runs} set aside as {what} (beyond {SET_ASIDE_FACTOR:g}x)"
     )
-    return [r for i, r in enumerate(repeats) if i not in aside], note
+    return [r for i, r in enumerate(repeats) if i not in aside], note, runs_aside
 
 
 # --------------------------------------------------------------------------------------- comparisons
@@ -236,6 +245,7 @@ class Measured:
                 "message": self.comparison.message + why,
                 "status": "inconclusive",
                 "more_repeats": None,
+                "settle": None,
                 "undecidable": "client_lag",
                 "client_lag_s": self.client_lag_s,
             }
@@ -277,6 +287,7 @@ def estimated(
         n_candidate=counts[0],
         n_baseline=counts[1],
         more_repeats=more_repeats(est) if settles and status == "inconclusive" else None,
+        settle=settle_range(est, threshold) if settles and status == "inconclusive" else None,
         message=message,
     )
 
@@ -299,12 +310,15 @@ def throughput(
     notes: list[str] = []
     sides: list[list[Repeat]] = []
     measured = (len(candidate), len(baseline))  # before any outlier run is set aside
-    for side, repeats in (("candidate", candidate), ("baseline", baseline)):
-        kept, note = _without_outlier(
+    aside: list[SetAside] = []
+    pairs: tuple[tuple[Party, Sequence[Repeat]], ...] = (("candidate", candidate), ("baseline", baseline))
+    for side, repeats in pairs:
+        kept, note, runs = _without_outlier(
             repeats, [float(getattr(r.summary, metric)) for r in repeats], side, "tok/s"
         )
         sides.append(kept)
         notes += [note] if note else []
+        aside += runs
     candidate, baseline = sides
     est = throughput_ratio(
         [throughput_sample(rep, metric) for rep in candidate],
@@ -331,7 +345,7 @@ def throughput(
         counts=(len(candidate), len(baseline)),
         unit="tok/s",
         message=message,
-    )
+    ).model_copy(update={"set_aside": aside})
     return Measured(comparison, est, summary_evidence(candidate, baseline))
 
 
@@ -373,12 +387,15 @@ def latency(
     notes: list[str] = []
     sides: list[list[Repeat]] = []
     counts: list[int] = []
-    for side, repeats in (("candidate", candidate), ("baseline", baseline)):
+    aside: list[SetAside] = []
+    pairs: tuple[tuple[Party, Sequence[Repeat]], ...] = (("candidate", candidate), ("baseline", baseline))
+    for side, repeats in pairs:
         present = [r for r in repeats if r.records]
         counts.append(len(present))  # before any outlier run is set aside
-        kept, note = _without_outlier(present, run_medians(present, extract), side, "s")
+        kept, note, runs = _without_outlier(present, run_medians(present, extract), side, "s")
         sides.append(kept)
         notes += [note] if note else []
+        aside += runs
     candidate, baseline = sides
     c_runs, b_runs = per_repeat(candidate, extract), per_repeat(baseline, extract)
     if not c_runs or not b_runs:
@@ -422,7 +439,7 @@ def latency(
         counts=(n_c, n_b),
         unit="s",
         message=f"{label} {fmt_value(c_val, 's')} vs {fmt_value(b_val, 's')} ({detail})",
-    )
+    ).model_copy(update={"set_aside": aside})
     evidence = records_evidence(candidate) + records_evidence(baseline)
     measured = Measured(comparison, est, evidence, max(lags) if bounds else 0.0, bounds)
     if bounds is None or limit is None or c_val is None or b_val is None:
@@ -449,6 +466,7 @@ def lag_left_open(
         update={
             "status": "inconclusive",
             "more_repeats": more_repeats(found.far),
+            "settle": settle_range(found.far, found.limit),
             "message": f"{measured.comparison.message}; {sentence}, where the change is within noise "
             f"({fmt_interval(found.far)}): more repeats may settle it",
         }

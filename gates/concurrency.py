@@ -7,7 +7,9 @@ carries run-to-run variance; where the load client's dispatch lag, undone on eit
 ratio on both sides of the tolerance it never decides; see :func:`gates.compare.latency`). A regression
 counts only when it is beyond the tolerance and Holm's procedure over all the gate's comparisons
 rejects "no change" for it (:func:`gates.compare.requirement_family`: family-wise error control across
-profiles and metrics).
+profiles and metrics). A candidate's run its profile's time bound stopped, where the baseline finished
+every run in time, is judged by its requests completed per second against the baseline's, with
+``throughput_tolerance``, in the same family (:mod:`gates.time_bound`).
 """
 
 from __future__ import annotations
@@ -29,24 +31,25 @@ from gates.compare import (
     requirement_family,
     throughput,
 )
-from gates.evidence import finished_in_time, lost_how, unfinished
+from gates.evidence import lost_how
 from gates.registry import Gate, GateContext, register
+from gates.time_bound import time_bound_comparisons
 
 
 def loaded_plans(ctx: GateContext) -> tuple[list[Planned], list[Comparison]]:
     """Every loaded comparison that can be measured (at any confidence), and the ones that cannot (or
-    that need no statistics: a run the time bound stopped, :func:`time_bound_findings`). Only runs that
-    ran to their end are samples: a run cut short (a lost server, the time bound) is not."""
+    that need no statistics: a majority of runs the time bound stopped, :mod:`gates.time_bound`). Only
+    runs that ran to their end are samples: a run cut short (a lost server, the time bound) is not; a
+    run the time bound stopped is judged by its rate (:func:`gates.time_bound.time_bound_comparisons`)."""
     cfg = ctx.cfg
-    planned: list[Planned] = []
-    unmeasured: list[Comparison] = time_bound_findings(ctx)
+    planned, unmeasured, bounded = time_bound_comparisons(ctx)
     for profile in cfg.loaded_profiles:
         base = ctx.baseline.samples(profile)
         cand = ctx.candidate.samples(profile)
         if not base:
             continue
         if not cand:
-            if not any(c.profile == profile for c in unmeasured):  # the time bound's finding says it
+            if profile not in bounded:  # the time bound's rate comparison says it
                 unmeasured.append(_no_sample(ctx, profile))
             continue
         for metric in ("output_tps", "prompt_tps"):
@@ -58,39 +61,6 @@ def loaded_plans(ctx: GateContext) -> tuple[list[Planned], list[Comparison]]:
             )
         planned.append(Planned("lower", partial(_ttft, profile, cand, base, ctx.cfg)))
     return planned, unmeasured
-
-
-def time_bound_findings(ctx: GateContext) -> list[Comparison]:
-    """A candidate's runs the time bound stopped, on any profile the baseline finished in time: each is a
-    failed comparison ("did not finish N of M requests within T s"), no sample; measuring again gives the
-    same. Where the baseline did not finish in time either, the evidence check names it (``time_bound``)."""
-    out: list[Comparison] = []
-    for profile, reps in ctx.candidate.profiles.items():
-        if not finished_in_time(ctx.baseline, profile):
-            continue
-        base = ctx.baseline.repeats(profile)
-        longest = max(rep.summary.duration_s for rep in base)
-        for rep in reps:
-            if not rep.summary.time_bound:
-                continue
-            s = rep.summary
-            out.append(
-                Comparison(
-                    metric="finished_requests",
-                    profile=profile,
-                    status="fail",
-                    observed=float(s.completed),
-                    baseline=float(s.num_requests),  # the baseline finished them all
-                    ratio=s.completed / s.num_requests if s.num_requests else 0.0,
-                    threshold=1.0,
-                    unit="requests",
-                    n_candidate=1,
-                    n_baseline=len(base),
-                    message=f"{profile} r{s.repeat} {unfinished(s)}; the baseline finished each of its "
-                    f"{len(base)} run(s) in time (the longest in {longest:.3g} s)",
-                )
-            )
-    return out
 
 
 def _no_sample(ctx: GateContext, profile: str) -> Comparison:

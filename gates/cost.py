@@ -4,9 +4,15 @@ Pipeline position: reads each run's output tokens/s (its summary), its energy (`
 and the host's prices recorded with the launch (``run.json``'s ``pricing``), through
 :func:`contracts.cost.run_usd_per_mtok`. Two optional bounds (``gates.cost``): ``tolerance`` compares the
 candidate's runs with the baseline's by the requirement rule (worse beyond the tolerance and beyond noise
-fails: :data:`gates.compare.REQUIREMENT_RULES`, the runs' log-scale t-interval); ``max_usd_per_mtok`` is a
-budget (fails when the interval of the candidate's runs lies above it). Without a price
-(``host.gpu_hour_price``) or without a bound the gate is not applicable by design, and says the figures.
+fails: :data:`gates.compare.REQUIREMENT_RULES`); ``max_usd_per_mtok`` is a budget (fails when the
+candidate's runs lie above it beyond noise). Each comparison is guarded as the throughput comparison is
+(:mod:`gates.run_ratio`: a minority of slow runs set aside, the single-run rule, one run against one run
+deciding only beyond 4x), and every comparison of the gate, over every loaded profile, is one family
+under Holm's procedure (:func:`gates.compare.requirement_family`). Without a price
+(``host.gpu_hour_price``) or without a bound the gate is not applicable by design, and says the figures;
+a host that prices power (``host.power_price_kwh``) without a run's energy reading is a gate that could
+not run (``not_run``: the verdict is INCOMPLETE, naming the host). Why its own test rather than the
+concurrency gate's tokens/s: docs/accuracy-and-cost.md.
 """
 
 from __future__ import annotations
@@ -14,19 +20,32 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from functools import partial
 
-from scipy.stats import t as student_t
-
-from contracts.cost import run_usd_per_mtok
+from contracts.cost import run_usd_per_mtok, total_watts
 from contracts.layout import repeat_name
 from contracts.metrics import fmt_ratio
-from contracts.sweepdir import Results
+from contracts.sweepdir import Repeat, Results
 from contracts.verdicts import Comparison, Evidence, GateResult
-from gates.compare import estimated, judge_requirement, missing, overall_status, summary_evidence
+from gates.compare import (
+    Measured,
+    Planned,
+    estimated,
+    fmt_interval,
+    judge_requirement,
+    missing,
+    overall_status,
+    requirement_family,
+    summary_evidence,
+)
 from gates.registry import Gate, GateContext, register
-from gates.stats import RatioEstimate, run_level_ratio
+from gates.run_ratio import RunValues, bound_ratio, guarded_ratio, without_slow_runs
 
 UNIT = "$/Mtok"
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.3g} {UNIT}"
 
 
 def run_costs(results: Results, profile: str) -> list[float | None] | None:
@@ -45,28 +64,37 @@ def run_costs(results: Results, profile: str) -> list[float | None] | None:
     ]
 
 
-def budget_estimate(costs: Sequence[float], budget: float, confidence: float) -> RatioEstimate:
-    """The runs' geometric-mean cost over ``budget``, with a t-interval over the runs' log costs (one run:
-    unbounded, its noise not measured)."""
-    logs = [math.log(c) for c in costs]
-    mean = statistics.fmean(logs)
-    n = len(logs)
-    if n < 2:
-        low, high, note = 0.0, math.inf, "1 run: run-to-run noise not measured"
-    else:
-        half = float(student_t.ppf(0.5 + confidence / 2, n - 1)) * statistics.stdev(logs) / math.sqrt(n)
-        low, high, note = math.exp(mean - half) / budget, math.exp(mean + half) / budget, ""
-    return RatioEstimate(
-        ratio=math.exp(mean) / budget,
-        low=low,
-        high=high,
-        confidence=confidence,
-        method="t-interval over the runs' log $/Mtok",
-        n_candidate=n,
-        n_baseline=0,
-        repeats=n,
-        note=note,
-    )
+def unmetered(results: Results, profile: str) -> list[Repeat]:
+    """The runs of ``profile`` that ran to their end without the energy reading the host's priced power
+    needs (``host.power_price_kwh`` set: their $/Mtok is unknown, not the GPU-hours alone)."""
+    run = results.run
+    if run is None or run.pricing is None or run.pricing.power_price_kwh is None:
+        return []
+    return [
+        rep
+        for rep in results.samples(profile)
+        if total_watts(run.energy.get(repeat_name(profile, rep.summary.repeat))) is None
+    ]
+
+
+def side_costs(results: Results, profile: str, side: str) -> RunValues | None:
+    """Each finished run's $/Mtok with its name (``r1``), the runs whose cost is known; None without one."""
+    run = results.run
+    if run is None or run.pricing is None:
+        return None
+    known = [
+        (f"r{rep.summary.repeat}", cost)
+        for rep in results.samples(profile)
+        if (
+            cost := run_usd_per_mtok(
+                run.pricing, rep.summary.output_tps, run.energy.get(repeat_name(profile, rep.summary.repeat))
+            )
+        )
+        is not None
+    ]
+    if not known:
+        return None
+    return RunValues(side, tuple(r for r, _ in known), tuple(c for _, c in known))
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -89,6 +117,90 @@ def cost_figures(ctx: GateContext, profiles: Sequence[str]) -> str:
     return "; ".join(parts)
 
 
+def _notes(*notes: str) -> str:
+    return "".join(f"; {n}" for n in notes if n)
+
+
+def against_baseline(  # noqa: PLR0917 (bound with functools.partial; the last argument is the level)
+    profile: str,
+    cand: RunValues,
+    base: RunValues,
+    tolerance: float,
+    evidence: list[Evidence],
+    confidence: float,
+) -> Measured:
+    """The candidate's $/Mtok against the baseline's on ``profile`` at ``confidence`` (a Holm step's)."""
+    c, c_note = without_slow_runs(cand, "higher", _fmt)
+    b, b_note = without_slow_runs(base, "higher", _fmt)
+    est = guarded_ratio(c.values, b.values, confidence=confidence, statistic=UNIT)
+    c_val, b_val = _mean(c.values), _mean(b.values)
+    comparison = estimated(
+        est,
+        lambda e: judge_requirement(e, "lower", tolerance),
+        metric="usd_per_mtok",
+        profile=profile,
+        values=(c_val, b_val),
+        counts=(len(c.values), len(b.values)),
+        unit=UNIT,
+        message=f"{profile} {_fmt(c_val)} vs {_fmt(b_val)} ({fmt_ratio(est.ratio)}, {fmt_interval(est)}; "
+        f"{len(c.values)} vs {len(b.values)} runs{_notes(est.note, c_note, b_note)})",
+    )
+    return Measured(comparison, est, evidence)
+
+
+def against_budget(
+    profile: str, cand: RunValues, budget: float, evidence: list[Evidence], confidence: float
+) -> Measured:
+    """The candidate's $/Mtok on ``profile`` against the budget at ``confidence`` (a Holm step's)."""
+    c, c_note = without_slow_runs(cand, "higher", _fmt)
+    est = bound_ratio(c.values, budget, confidence=confidence, statistic=UNIT)
+    level = f"{est.confidence:.1%}".replace(".0%", "%")
+    interval = f"{level} CI [{est.low * budget:.3g}, {est.high * budget:.3g}]"
+    comparison = estimated(
+        est,
+        lambda e: judge_requirement(e, "lower", 0.0),
+        metric="usd_per_mtok_budget",
+        profile=profile,
+        values=(_mean(c.values), budget),
+        counts=(len(c.values), 0),
+        unit=UNIT,
+        message=f"{profile} {_fmt(_mean(c.values))} against the budget {budget:.3g} {UNIT} ({interval}; "
+        f"{len(c.values)} runs{_notes(est.note, c_note)})",
+    )
+    return Measured(comparison, est, evidence)
+
+
+def unpriced_energy(ctx: GateContext, profiles: Sequence[str]) -> tuple[str, str] | None:
+    """(what is missing, naming the host; the run file of the launch without it) when a host that prices
+    power has no energy reading for a run the gate needs (the candidate's; the baseline's too with a
+    tolerance); None when nothing is missing."""
+    sides = [("candidate", ctx.candidate)]
+    if ctx.cfg.cost.tolerance is not None:
+        sides.append(("baseline", ctx.baseline))
+    parts: list[str] = []
+    first_file = ""
+    for side, results in sides:
+        cut = [(p, rep) for p in profiles for rep in unmetered(results, p)]
+        run = results.run
+        if not cut or run is None or run.pricing is None:  # unmetered: power priced, so neither is None
+            continue
+        first_file = first_file or results.run_file
+        energy = run.energy.get(repeat_name(cut[0][0], cut[0][1].summary.repeat))
+        why = (energy.reason if energy is not None else None) or "no energy record in run.json"
+        listed = ", ".join(f"{p} r{rep.summary.repeat}" for p, rep in cut)
+        parts.append(
+            f"host {run.host!r} prices power (host.power_price_kwh = {run.pricing.power_price_kwh:g} $/kWh) "
+            f"but the {side} {results.name!r} has no energy reading for {listed} ({why})"
+        )
+    if not parts:
+        return None
+    return (
+        "; ".join(parts) + ": $/Mtok unknown without its energy part; measure the GPUs' energy on that host "
+        "(NVML), or set host.power_price_kwh: null to price the GPU-hours only",
+        first_file,
+    )
+
+
 @register
 class Cost(Gate):
     """$ per million output tokens not worse than the baseline's beyond tolerance and noise, or within a
@@ -99,7 +211,7 @@ class Cost(Gate):
     requirement = "cost per million output tokens not worse than the baseline's (or within the budget)"
     failure = "cost per token"
 
-    def _not_run(self, message: str, not_applicable: str) -> GateResult:
+    def _not_run(self, message: str, not_applicable: str, evidence: Sequence[Evidence] = ()) -> GateResult:
         return GateResult(
             gate=self.name,
             failure=self.failure,
@@ -108,6 +220,7 @@ class Cost(Gate):
             unit=UNIT,
             message=message,
             not_applicable=not_applicable,
+            evidence=list(evidence),
         )
 
     def evaluate(self, ctx: GateContext) -> GateResult:
@@ -126,83 +239,62 @@ class Cost(Gate):
         if not profiles:
             why = ctx.not_asked(loaded) or "the baseline has no loaded run to compare with"
             return self._not_run(why, ctx.not_asked(loaded))
-        comparisons: list[Comparison] = []
+        planned: list[Planned] = []
+        unmeasured: list[Comparison] = []
         for profile in profiles:
-            comparisons += self._profile(ctx, profile)
+            plans, gaps = self._plans(ctx, profile)
+            planned += plans
+            unmeasured += gaps
+        measured = requirement_family(planned, ctx.cfg.confidence)
+        comparisons = [m.comparison for m in measured] + unmeasured
         status = overall_status([c.status for c in comparisons])
-        worst = max(comparisons, key=lambda c: c.ratio if c.ratio is not None else -1.0)
+        energy = unpriced_energy(ctx, profiles)
+        if energy is not None and status != "fail":  # a failure decides; the rest could only add one
+            message, run_file = energy
+            return self._not_run(message, "", [Evidence(file=run_file)])
+        deciding = [m for m in measured if m.comparison.status == status] or measured
+        worst = max(deciding, key=lambda m: m.estimate.ratio, default=None)
+        found = worst.comparison if worst else None
+        message = "; ".join(c.message for c in comparisons)
+        if energy is not None:
+            message += f"; {energy[0]}"
         return GateResult(
             gate=self.name,
             failure=self.failure,
             role=self.role,
             status=status,
-            observed=worst.observed,
-            threshold=worst.threshold,
-            baseline=worst.baseline,
-            interval=worst.interval,
+            observed=found.observed if found else None,
+            threshold=found.threshold if found else None,
+            baseline=found.baseline if found else None,
+            interval=found.interval if found else None,
             unit=UNIT,
-            message="; ".join(c.message for c in comparisons),
-            evidence=[
-                Evidence(file=ctx.candidate.run_file),
-                *summary_evidence(ctx.candidate.samples(worst.profile)),
-            ],
+            message=message,
+            evidence=[Evidence(file=ctx.candidate.run_file), *(worst.evidence if worst else [])],
             comparisons=comparisons,
         )
 
-    def _profile(self, ctx: GateContext, profile: str) -> list[Comparison]:
-        bounds, confidence = ctx.cfg.cost, ctx.cfg.confidence
-        cand = _known(run_costs(ctx.candidate, profile))
+    def _plans(self, ctx: GateContext, profile: str) -> tuple[list[Planned], list[Comparison]]:
+        """The comparisons of ``profile`` to measure (at a Holm step's level), and those that cannot be:
+        none for a side without the energy its priced power needs (:func:`unpriced_energy` says it)."""
+        bounds = ctx.cfg.cost
+        if unmetered(ctx.candidate, profile):
+            return [], []
+        cand = side_costs(ctx.candidate, profile, "candidate")
         if cand is None:
-            return [
-                missing(
-                    "usd_per_mtok",
-                    profile,
-                    "candidate",
-                    f"{profile}: $/Mtok not known for the candidate (no finished run, or power priced "
-                    "without the run's energy)",
-                )
-            ]
-        out: list[Comparison] = []
-        if bounds.tolerance is not None:
-            tolerance = bounds.tolerance
-            base = _known(run_costs(ctx.baseline, profile))
+            why = f"{profile}: $/Mtok not known for the candidate (no run ran to its end)"
+            return [], [missing("usd_per_mtok", profile, "candidate", why)]
+        plans: list[Planned] = []
+        gaps: list[Comparison] = []
+        cand_evidence = summary_evidence(ctx.candidate.samples(profile))
+        if bounds.tolerance is not None and not unmetered(ctx.baseline, profile):
+            base = side_costs(ctx.baseline, profile, "baseline")
             if base is None:
-                out.append(missing("usd_per_mtok", profile, "baseline"))
+                gaps.append(missing("usd_per_mtok", profile, "baseline"))
             else:
-                est = run_level_ratio(cand, base, confidence=confidence, statistic="mean")
-                out.append(
-                    estimated(
-                        est,
-                        lambda e: judge_requirement(e, "lower", tolerance),
-                        metric="usd_per_mtok",
-                        profile=profile,
-                        values=(_mean(cand), _mean(base)),
-                        counts=(len(cand), len(base)),
-                        unit=UNIT,
-                        message=f"{profile} {_mean(cand):.3g} vs {_mean(base):.3g} {UNIT} "
-                        f"({fmt_ratio(est.ratio)}, {confidence:.0%} CI [{fmt_ratio(est.low)}, "
-                        f"{fmt_ratio(est.high)}]; {len(cand)} vs {len(base)} runs)",
-                    )
-                )
+                evidence = cand_evidence + summary_evidence(ctx.baseline.samples(profile))
+                measure = partial(against_baseline, profile, cand, base, bounds.tolerance, evidence)
+                plans.append(Planned("lower", measure))
         if bounds.max_usd_per_mtok is not None:
-            budget = bounds.max_usd_per_mtok
-            est = budget_estimate(cand, budget, confidence)
-            bounds_text = (
-                f"{confidence:.0%} CI [{est.low * budget:.3g}, {est.high * budget:.3g}]"
-                if math.isfinite(est.high)
-                else est.note
-            )
-            out.append(
-                estimated(
-                    est,
-                    lambda e: judge_requirement(e, "lower", 0.0),
-                    metric="usd_per_mtok_budget",
-                    profile=profile,
-                    values=(_mean(cand), budget),
-                    counts=(len(cand), 0),
-                    unit=UNIT,
-                    message=f"{profile} {_mean(cand):.3g} {UNIT} against the budget {budget:.3g} "
-                    f"({bounds_text}; {len(cand)} runs)",
-                )
-            )
-        return out
+            measure = partial(against_budget, profile, cand, bounds.max_usd_per_mtok, cand_evidence)
+            plans.append(Planned("lower", measure))
+        return plans, gaps

@@ -18,7 +18,7 @@ from contracts.errors import EXIT_INCOMPLETE, GauntletError, ResultFileError
 from contracts.layout import CONFIG_FILE, VERDICTS_FILE, SweepPaths
 from contracts.schema import GauntletConfig
 from contracts.sweepdir import read_sweep_config, sweep_dir_argument
-from contracts.verdicts import DECISION_LABELS, SweepVerdict, write_verdicts
+from contracts.verdicts import SweepVerdict, decision_label, spelled_reason, write_verdicts
 from gates.evidence import Expected
 from gates.sequential import candidate_plan
 from gates.verdict import evaluate_sweep
@@ -52,16 +52,18 @@ def summary_lines(verdicts: SweepVerdict) -> list[str]:
     """One line per candidate (decision and the start of its reason), then what is retained and drift.
 
     >>> from contracts.verdicts import DriftResult
-    >>> summary_lines(SweepVerdict(baseline="b", retained="b", retained_reason="no candidate is keep",
+    >>> summary_lines(SweepVerdict(baseline="b", retained="b", retained_reason="no candidate is KEEP",
     ...     drift=DriftResult(status="pass", message="no drift"), verdicts=[]))
-    ['b  baseline  retained configuration', 'retained: b (no candidate is keep)', 'drift: pass: no drift']
+    ['b  baseline  retained configuration', 'retained: b (no candidate is KEEP)', 'drift: pass: no drift']
     """
-    rows = [(verdicts.baseline, DECISION_LABELS["baseline"], "retained configuration")]
+    rows = [(verdicts.baseline, decision_label("baseline"), "retained configuration")]
     if verdicts.retained != verdicts.baseline:
-        rows[0] = (verdicts.baseline, DECISION_LABELS["baseline"], f"replaced by {verdicts.retained}")
+        rows[0] = (verdicts.baseline, decision_label("baseline"), f"replaced by {verdicts.retained}")
     for v in verdicts.verdicts:
-        reason = v.reason.split(": ", 1)[1] if v.reason.startswith(f"{v.decision}: ") else v.reason
-        rows.append((v.candidate, DECISION_LABELS[v.decision], _shorten(reason)))
+        label = decision_label(v.decision)
+        reason = spelled_reason(v.decision, v.reason)  # a file judged before the one spelling, too
+        reason = reason.split(": ", 1)[1] if reason.startswith(f"{label}: ") else reason
+        rows.append((v.candidate, label, _shorten(reason)))
     name_w = max(len(r[0]) for r in rows)
     label_w = max(len(r[1]) for r in rows)
     lines = [f"{n.ljust(name_w)}  {d.ljust(label_w)}  {why}" for n, d, why in rows]

@@ -6,9 +6,10 @@ profile, each judged on its repeats' medians (Welch's t on their logs, so run-to
 interval; a loaded gain counts only as far as it holds with the candidate's own lateness added back,
 and a comparison the lag could move across ``latency_tolerance`` counts neither as a gain nor as worse:
 :mod:`gates.lag`).
-Their intervals are Bonferroni-adjusted so that the family "some latency improved" keeps the
-configured confidence; a gain must reach ``min_gain`` and exclude "no change", and no latency may be
-worse beyond ``latency_tolerance`` and noise (the serial/loaded reversal is not a gain).
+Their intervals are Bonferroni-adjusted so that the family "some latency improved" keeps its share of
+the configured confidence (all of it, or half with a capacity search: :mod:`gates.gain_family`); a
+gain must reach ``min_gain`` and exclude "no change", and no latency may be worse beyond
+``latency_tolerance`` and noise (the serial/loaded reversal is not a gain).
 
 **The serial gain is one test** (:func:`serial_combined`): serial median TTFT and serial median request
 latency move together (a run's host slowness scales both), so two Bonferroni slots for them test nearly
@@ -28,7 +29,9 @@ from contracts.metrics import e2e_value, fmt_ratio, fmt_value, ttft_value
 from contracts.results import RequestRecord
 from contracts.verdicts import Comparison, GateResult, GateStatus
 from gates.compare import Measured, fmt_interval, judge_gain, latency, max_more, worse_beyond_noise
+from gates.gain_family import latency_family
 from gates.registry import Gate, GateContext, register
+from gates.settle import settle_range
 from gates.significance import bonferroni
 from gates.stats import more_repeats
 
@@ -45,7 +48,8 @@ def latency_measurements(ctx: GateContext) -> list[Measured]:
     for profile in cfg.loaded_profiles:
         if ctx.baseline.samples(profile) and ctx.candidate.samples(profile):
             plan.append((profile, "ttft_p50", "ttft"))
-    confidence = bonferroni(cfg.confidence, len(plan))
+    # The latency family's share of "some gain" (the capacity gain has the rest: gates.gain_family).
+    confidence = bonferroni(latency_family(ctx), len(plan))
     out: list[Measured] = []
     for profile, metric, kind in plan:
         label = {
@@ -104,7 +108,7 @@ def serial_combined(ctx: GateContext, metrics: int, serial: list[Measured]) -> M
     cand, base = ctx.candidate.samples(cfg.serial_profile), ctx.baseline.samples(cfg.serial_profile)
     if not cand or not base or metrics < 2:
         return None
-    alpha = (1 - cfg.confidence) * 2 / metrics
+    alpha = (1 - latency_family(ctx)) * 2 / metrics
     measured = latency(
         SERIAL_COMBINED,
         cfg.serial_profile,
@@ -171,14 +175,16 @@ def gain_with_the_lag(m: Measured, min_gain: float, tolerance: float) -> Measure
     )
     if status == "inconclusive":
         message = f"{c.message}; {added} ({fmt_interval(worst)}): a possible gain within noise"
-        more = more_repeats(worst)
+        more, settle = more_repeats(worst), settle_range(worst, 1 - min_gain)
     else:
         hidden = "; no regression can be hidden" if m.lag_bounds[1] <= 1 + tolerance else ""
         message = (
             f"{c.message}; not counted as a gain: {added}, short of the {min_gain:.0%} minimum gain{hidden}"
         )
-        more = None
-    comparison = c.model_copy(update={"status": status, "more_repeats": more, "message": message})
+        more, settle = None, None
+    comparison = c.model_copy(
+        update={"status": status, "more_repeats": more, "settle": settle, "message": message}
+    )
     return replace(m, comparison=comparison)
 
 

@@ -1,8 +1,9 @@
 """Stability: zero preemptions, no server restart and no failed request on the accepted workloads.
 
-Pipeline position: reads each accepted profile's summaries (server /metrics deltas, failed requests),
-their records (which requests failed) and the watcher's events in ``run.json``. Absolute requirements:
-the baseline's values are shown for context, not compared against.
+Pipeline position: reads the summaries of each accepted profile and of the labelled profile, when the
+sweep ran it (server /metrics deltas, failed requests), their records (which requests failed) and the
+watcher's events in ``run.json``. Absolute requirements: the baseline's values are shown for context, not
+compared against.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from contracts.results import RequestRecord
+from contracts.schema import GatesConfig
 from contracts.sweepdir import Repeat
 from contracts.verdicts import Comparison, Evidence, GateResult, GateStatus
 from gates.compare import missing, overall_status, records_evidence
@@ -38,7 +40,9 @@ class Stability(Gate):
         # The accepted profiles the sweep ran (run.profiles): those either side measured. The baseline ran
         # every profile of run.profiles before any candidate; one lost before it is a gap of its own
         # (gates.evidence), and the candidate's own runs are judged all the same (an absolute requirement).
-        ran = [p for p in ctx.cfg.accepted_profiles if ctx.baseline.repeats(p) or ctx.candidate.repeats(p)]
+        # The labelled profile counts too whenever the sweep ran it: an item the candidate failed is a
+        # failed request here, whatever the accuracy gate makes of it.
+        ran = [p for p in watched(ctx.cfg) if ctx.baseline.repeats(p) or ctx.candidate.repeats(p)]
         not_ran = [p for p in ctx.cfg.accepted_profiles if p not in ran]
         for profile in ran:
             repeats = ctx.candidate.repeats(profile)
@@ -76,6 +80,13 @@ class Stability(Gate):
             # None of its profiles ran on either side: the sweep was not asked for them, by design.
             not_applicable=message if status == "not_run" else "",
         )
+
+
+def watched(cfg: GatesConfig) -> list[str]:
+    """The profiles the gate reads: ``gates.accepted_profiles`` and the labelled profile
+    (``gates.accuracy.profile``) where the sweep ran it."""
+    labelled = cfg.accuracy.profile
+    return [*cfg.accepted_profiles, *([labelled] if labelled not in cfg.accepted_profiles else [])]
 
 
 def _cut_by_loss(comparison: Comparison, repeats: Sequence[Repeat], lost: str | None) -> Comparison:

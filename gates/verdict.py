@@ -11,8 +11,10 @@ interrupted run, missing repeats, a baseline lost under load, a harness fault, a
 client's lag leaves undecidable, or an enabled gate that could not run (``not_run`` not by design:
 :func:`not_run_gaps`) -> ``incomplete``; a requirement inconclusive -> ``inconclusive``; a latency gain
 beyond noise, or capacity at the SLO up beyond noise with no latency worse -> ``keep``; a gain within noise
--> ``inconclusive``; otherwise (a capacity gain bought with a latency loss included) ``neutral``. Drift beyond
-noise turns every measured decision (not an incomplete one) into ``inconclusive``.
+-> ``inconclusive``; otherwise (a capacity gain bought with a latency loss included) ``neutral``; a keep or a
+neutral with a quiet signal (:mod:`gates.quiet`: a flagged comparison, slow runs back in the confirmation
+runs) -> ``inconclusive``, and a keep names the runs it set aside. Drift beyond noise turns every measured
+decision (not an incomplete one) into ``inconclusive``.
 
     >>> evaluate_sweep(Path("sweeps/2025-01-01"), GatesConfig(), baseline="baseline")  # doctest: +SKIP
 """
@@ -44,9 +46,12 @@ from contracts.verdicts import (
     DriftResult,
     Gap,
     GateResult,
+    MoreRepeats,
     Reversal,
     SweepVerdict,
     Verdict,
+    decision_label,
+    spelled_reason,
 )
 from gates.answer_accuracy import read_claim
 from gates.compare import brief
@@ -61,8 +66,10 @@ from gates.figures import (
     reversal,
     reversal_note,
 )
+from gates.quiet import Confirmations, confirmation_runs, heard
 from gates.registry import REGISTRY, Gate, GateContext, selected_gates
 from gates.sequential import SequentialPlan
+from gates.settle import combined, settle_words
 
 
 def _label(gate: str) -> str:
@@ -94,13 +101,18 @@ def _load_gains(results: Sequence[GateResult], cfg: GatesConfig) -> list[Compari
 
 
 def _capacity_gains(results: Sequence[GateResult], cfg: GatesConfig) -> list[Comparison]:
-    """Capacity at the SLO up by min_gain with its whole interval above 1: more users served within the
-    SLO is a gain in its own right (what a search for capacity is after), not only "not worse"."""
+    """Capacity at the SLO up by min_gain with its whole interval at the capacity's share of the gain
+    family above 1 (``gain_interval``: gates.gain_family): more users served within the SLO is a gain in
+    its own right (what a search for capacity is after), not only "not worse"; never one the client's lag
+    leaves undecidable."""
     cap = _gate(results, "capacity")
     return [
         c
         for c in (cap.comparisons if cap else [])
-        if c.ratio is not None and c.ratio >= 1 + cfg.min_gain and excludes_one(c.interval, "above")
+        if c.ratio is not None
+        and c.undecidable is None
+        and c.ratio >= 1 + cfg.min_gain
+        and excludes_one(c.gain_interval or c.interval, "above")
     ]
 
 
@@ -194,10 +206,11 @@ def _incomplete(verdict: Verdict, gaps: Sequence[Gap], resume: str | None) -> Ve
         update={
             "decision": "incomplete",
             "decision_on_partial": partial.decision if partial else None,
-            "reason": f"incomplete: {missing}{then}{so_far}",
+            "reason": f"{decision_label('incomplete')}: {missing}{then}{so_far}",
             "missing": list(gaps),
             "resume": command,
             "more_repeats": None,
+            "settle": None,
         }
     )
 
@@ -210,12 +223,16 @@ def decide(
     *,
     gaps: Sequence[Gap] = (),
     resume: str | None = None,
+    confirmations: Confirmations | None = None,
 ) -> Verdict:
     """Apply the verdict rules to one candidate's gate results (``gaps``: its evidence's, from
-    :func:`gates.evidence.evidence_gaps`; ``resume``: the command that measures what is missing)."""
+    :func:`gates.evidence.evidence_gaps`; ``resume``: the command that measures what is missing;
+    ``confirmations``: its confirmation runs, :func:`gates.quiet.confirmation_runs`)."""
     verdict = _decide(candidate, results, cfg)
     if verdict.decision == "incompatible":
         return verdict
+    verdict = heard(verdict, results, confirmations)  # a flag, slow runs that recur, runs set aside
+    gaps = [*gaps, *(gap for g in results for gap in g.gaps)]  # a gate's own: labelled items unsent
     # What resuming cannot fill: comparisons within the client's lag, gates that could not run.
     unsettled = [*lag_gaps(results), *not_run_gaps(results)]
     if gaps:  # never keep or reject on partial evidence
@@ -240,13 +257,14 @@ def _decide(candidate: str, results: Sequence[GateResult], cfg: GatesConfig) -> 
     gains += [c.message for c in capacity]
     decision: Decision
     more: int | None = None
+    settle: MoreRepeats | None = None
     if compat is not None and compat.status == "fail":
         decision = "incompatible"
         reason = f"incompatible: {compat.message} (a compatibility failure, not a performance result)"
         return Verdict(
             candidate=candidate,
             decision=decision,
-            reason=reason,
+            reason=spelled_reason(decision, reason),
             failed=["compatibility"],
             gates=list(results),
         )
@@ -254,7 +272,7 @@ def _decide(candidate: str, results: Sequence[GateResult], cfg: GatesConfig) -> 
         return Verdict(
             candidate=candidate,
             decision="inconclusive",
-            reason=f"inconclusive: {compat.message}",
+            reason=f"{decision_label('inconclusive')}: {compat.message}",
             gates=list(results),
         )
     if failed:
@@ -297,7 +315,8 @@ def _decide(candidate: str, results: Sequence[GateResult], cfg: GatesConfig) -> 
         pending = [c for g in sources for c in g.comparisons]
         unmeasured = any(c.status == "inconclusive" and c.ratio is None for c in pending)
         if more:
-            reason += f"; about {more} more repeat(s) per side would likely settle it"
+            settle = combined(pending)
+            reason += f"; {settle_words(pending, more)}"
         elif unmeasured:
             reason += "; rerun the missing or unreadable measurement"
         else:
@@ -305,11 +324,12 @@ def _decide(candidate: str, results: Sequence[GateResult], cfg: GatesConfig) -> 
     return Verdict(
         candidate=candidate,
         decision=decision,
-        reason=reason,
+        reason=spelled_reason(decision, reason),
         failed=[g.gate for g in failed],
         gains=gains,
         gates=list(results),
         more_repeats=more,
+        settle=settle,
     )
 
 
@@ -375,16 +395,18 @@ def _judge_candidate(
     resume: str,
     *,
     begun: bool = True,
+    confirmed: Confirmations | None = None,
 ) -> tuple[Verdict, Reversal | None]:
     """Every gate on one candidate, the decision, its key figures and its reversal (if any). ``begun``:
-    its directory exists (without it, and without ``run.json``, the sweep never reached it)."""
+    its directory exists (without it, and without ``run.json``, the sweep never reached it); ``confirmed``:
+    its confirmation runs (:func:`gates.quiet.confirmation_runs`)."""
     cfg, baseline, candidate, name = ctx.cfg, ctx.baseline, ctx.candidate, ctx.candidate.name
     compat = _evaluated(next(g for g in gates if g.name == "compatibility"), ctx, None)
     results = [compat] + [_evaluated(g, ctx, compat) for g in gates if g.name != "compatibility"]
     gaps = evidence_gaps(candidate, baseline, expected) if candidate.started else []
     if candidate.run is None:  # stopped during its launch, or never reached: measuring it completes it
         gaps = [not_measured(candidate, begun=begun)]
-    verdict = decide(name, baseline.name, results, cfg, gaps=gaps, resume=resume)
+    verdict = decide(name, baseline.name, results, cfg, gaps=gaps, resume=resume, confirmations=confirmed)
     if not candidate.started:
         return verdict, None
     figures = key_figures(specs, candidate, baseline, results)
@@ -440,9 +462,13 @@ def evaluate_sweep(
             host=host,
             host_kind=expected.host_kind if expected is not None else None,
             candidate_claim=read_claim(LaunchPaths(candidate_dir(sweep_dir, name)).spec),
+            sweep_confidence=cfg.confidence,
         )
         begun = candidate_dir(sweep_dir, name).is_dir()
-        verdict, rev = _judge_candidate(ctx, gates, specs, expected, resume_command(sweep_dir), begun=begun)
+        confirmed = confirmation_runs(results[name], plan, expected)
+        verdict, rev = _judge_candidate(
+            ctx, gates, specs, expected, resume_command(sweep_dir), begun=begun, confirmed=confirmed
+        )
         verdicts.append(verdict)
         reversals += [rev] if rev else []
     if reference is None:  # the serving host measured no baseline: comparing it would mix two nodes
@@ -523,7 +549,7 @@ def _retained(baseline: str, verdicts: Sequence[Verdict], *, drifted: bool) -> t
     keeps = [v for v in verdicts if v.decision == "keep"]
     if not keeps:
         why = " (baseline drift made every measured verdict inconclusive)" if drifted else ""
-        return baseline, f"no candidate is keep: {baseline} stays{why}"
+        return baseline, f"no candidate is {decision_label('keep')}: {baseline} stays{why}"
     best = max(keeps, key=_load_score)
     others = f" (best of {len(keeps)} kept candidates by loaded output tokens/s)" if len(keeps) > 1 else ""
     return best.candidate, f"{best.candidate} is kept{others}: {best.reason}"
@@ -536,6 +562,6 @@ def _drifted(verdict: Verdict, why: str) -> Verdict:
         update={
             "decision": "inconclusive",
             "decision_before_drift": verdict.decision,
-            "reason": f"inconclusive: {why} (without the drift: {verdict.reason})",
+            "reason": f"{decision_label('inconclusive')}: {why} (without the drift: {verdict.reason})",
         }
     )

@@ -22,7 +22,8 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from contracts.errors import LaunchError
-from launch.spec import ENV_REFERENCE, SECRET_NAME, SERVER_API_KEY_ENV, LaunchSpec
+from contracts.secrets import ENV_REFERENCE
+from launch.spec import SECRET_NAME, SERVER_API_KEY_ENV, LaunchSpec
 
 #: Environment variables a server inherits from the orchestrator's environment (besides spec.env and
 #: spec.pass_env): what a shell, Python, CUDA and the Hugging Face cache need to work on the host.

@@ -23,17 +23,14 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from contracts.errors import LaunchError, SpecError, SpecTamperedError
+from contracts.errors import HarnessError, LaunchError, SpecError, SpecTamperedError
 from contracts.schema import CandidateConfig, HostConfig, NodeLayout, ServiceConfig, host_layout
+from contracts.secrets import ENV_REFERENCE, referenced
 
 SPEC_VERSION = 1
 
 #: Environment variable names whose values are secrets: they may only be passed through by name.
 SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL)", re.IGNORECASE)
-#: A value taken from gauntlet's environment at launch, as every file and message shows it: composition
-#: writes ``${oc.env:HF_TOKEN}`` of a secret as ``<from $HF_TOKEN>`` (orchestrator.config.compose), and
-#: only the server's environment gets the value (:func:`launch.command.child_env`).
-ENV_REFERENCE = re.compile(r"<from \$([A-Za-z_][A-Za-z0-9_]*)>")
 #: vLLM flags whose values are secrets.
 SECRET_FLAGS = frozenset({"api-key"})
 #: The variable vLLM reads its API key from when --api-key is not given (the server gets the key there).
@@ -46,14 +43,18 @@ CPU_BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
 HEAD_ADDRESS = "{head_address}"
 
 
-def env_reference(name: str) -> str:
-    """How a value of the environment variable ``name`` is written: ``<from $HF_TOKEN>``."""
-    return f"<from ${name}>"
+#: How to give the API key's variable a value without the line break a file's last line brings.
+API_KEY_HINT = "strip it: export {name}=\"$(tr -d '\\r\\n' < KEYFILE)\" (the value is never shown)"
 
 
-def referenced(value: str) -> list[str]:
-    """The environment variables ``value`` takes values from (``<from $NAME>``), in order."""
-    return ENV_REFERENCE.findall(value)
+def api_key_problem(name: str, value: str) -> str | None:
+    """What is wrong with the API key in ``$name`` (its value is never shown), or None: a line break, which
+    would end the Authorization header early (a key read from a file with its newline)."""
+    if "\r" not in value and "\n" not in value:
+        return None
+    body = value.rstrip("\r\n")
+    where = "a trailing newline" if body and "\n" not in body and "\r" not in body else "a line break"
+    return f"the API key in ${name} (service.api_key_env) has {where}: no request header can carry it"
 
 
 def _json(value: Any) -> str:
@@ -171,7 +172,8 @@ class LaunchSpec:
         )
 
     def api_key(self, environ: Mapping[str, str]) -> str | None:
-        """The served API's key from ``environ`` (None when the spec needs none); refuses a missing one."""
+        """The served API's key from ``environ`` (None when the spec needs none); refuses a missing one, and
+        one with a line break (no header can carry it: the harness's input, never the server's fault)."""
         if self.api_key_env is None:
             return None
         value = environ.get(self.api_key_env, "")
@@ -180,6 +182,8 @@ class LaunchSpec:
                 f"service.api_key_env names {self.api_key_env}, which is not set in gauntlet's environment",
                 hint=f"export {self.api_key_env}=<the key> before the sweep (it is never written anywhere)",
             )
+        if (problem := api_key_problem(self.api_key_env, value)) is not None:
+            raise HarnessError(problem, hint=API_KEY_HINT.format(name=self.api_key_env))
         return value
 
     def to_json(self) -> str:

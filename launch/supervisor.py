@@ -270,8 +270,8 @@ class Supervisor:
             f"{spec.candidate} was not started",
             evidence=[h.describe() for h in holders],
             hint=(
-                "stop that process (if gauntlet started it: python -m orchestrator rollback), "
-                "or set service.port to a free port"
+                "stop that process, or set service.port to a free port; if gauntlet started it, "
+                "`python -m orchestrator status` names the sweep that answers for it"
             ),
         )
 

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from contracts.errors import LoadError
+from contracts.errors import HarnessError, LoadError
 from contracts.schema import LoadConfig
 from load.sse import Read, ResponseDecoder
 
@@ -202,30 +202,81 @@ def default_loop_factory() -> LoopFactory | None:
     return uvloop.new_event_loop
 
 
-def tls_context(load: LoadConfig | None) -> ssl.SSLContext:
-    """The TLS settings of an ``https://`` base URL: ``load.ca_bundle`` (else the system trust store) and
-    ``load.client_cert``/``client_key`` for mutual TLS; a file that cannot be used is a LoadError naming
-    the field."""
-    ca = load.ca_bundle if load is not None else None
+#: A fault of one of the client's TLS files: (its field, the file, why the client cannot use it).
+TlsFault = tuple[str, str, str]
+
+
+class _Encrypted(Exception):
+    """A private key asked for its passphrase (OpenSSL would prompt on the terminal and stall the run)."""
+
+
+def _no_passphrase() -> str:
+    raise _Encrypted
+
+
+def _tls(load: LoadConfig | None) -> tuple[ssl.SSLContext | None, TlsFault | None]:
+    """The TLS context of ``load`` (the system trust store when None), or the first file it cannot use."""
+    ca, cert, key = (load.ca_bundle, load.client_cert, load.client_key) if load else (None, None, None)
+    for name, path in (("load.ca_bundle", ca), ("load.client_cert", cert), ("load.client_key", key)):
+        if path is None:
+            continue
+        try:
+            open(path, "rb").close()  # can this user read it (not a directory, no EACCES)?
+        except OSError as exc:
+            return None, (name, path, f"cannot be read ({exc.strerror or exc})")
     try:
         context = ssl.create_default_context(cafile=ca)
     except (OSError, ssl.SSLError) as exc:
-        raise LoadError(
-            f"load.ca_bundle = {ca!r}: not a readable PEM CA bundle ({exc})",
-            hint="point load.ca_bundle at the PEM file of the CA that signed the server's certificate",
-        ) from exc
-    if load is not None and load.client_cert:
+        return None, ("load.ca_bundle", str(ca), f"not a PEM CA bundle ({exc})")
+    if cert:
         try:
-            context.load_cert_chain(load.client_cert, load.client_key)
+            context.load_cert_chain(cert, key, password=_no_passphrase)
+        except _Encrypted:
+            why = "an encrypted private key: the client cannot type its passphrase (decrypt it: openssl pkey)"
+            return None, ("load.client_key" if key else "load.client_cert", key or cert, why)
         except (OSError, ssl.SSLError) as exc:
-            raise LoadError(
-                f"load.client_cert = {load.client_cert!r}, load.client_key = {load.client_key!r}: "
-                f"not a usable PEM certificate and key ({exc})",
-                hint="load.client_cert is the certificate (PEM); load.client_key its private key, unless the "
-                "key is in the same file",
-            ) from exc
+            pair = "load.client_key" if key else "the same file"
+            return None, (
+                "load.client_cert",
+                cert,
+                f"not a PEM certificate whose private key is {pair} ({exc})",
+            )
     context.set_alpn_protocols(["http/1.1"])
+    return context, None
+
+
+def tls_fault(load: LoadConfig | None) -> TlsFault | None:
+    """The first of ``load``'s TLS files the client cannot use (missing, unreadable, not PEM, a key that
+    does not match its certificate or asks for a passphrase), or None: what composition refuses."""
+    return _tls(load)[1]
+
+
+def tls_context(load: LoadConfig | None) -> ssl.SSLContext:
+    """The TLS settings of an ``https://`` base URL: ``load.ca_bundle`` (else the system trust store) and
+    ``load.client_cert``/``client_key`` for mutual TLS. A file the client cannot use is the harness's
+    fault, never the server's: a HarnessError naming the field and the file."""
+    context, fault = _tls(load)
+    if fault is not None:
+        field_name, path, why = fault
+        raise HarnessError(
+            f"{field_name} = {path!r}: {why}; the load client's own file, not the server",
+            hint=f"point {field_name} at a PEM file this user can read (docs/load-runner.md, TLS)",
+        )
+    assert context is not None
     return context
+
+
+def check_headers(headers: Mapping[str, str]) -> None:
+    """Refuse a header with a line break (an API key read from a file with its newline): it would end the
+    request's head early. The harness's input, not the server: a HarnessError naming the header, never
+    its value."""
+    for name, value in headers.items():
+        if any(c in name + value for c in "\r\n"):
+            raise HarnessError(
+                f"the load client's header {name!r} has a line break; the harness's input, not the server",
+                hint="a header value is one line: strip the newline from the API key's variable "
+                "(service.api_key_env)",
+            )
 
 
 #: Descriptors kept free beyond the streams' connections (files, pipes, /metrics, the loop's own).
@@ -267,11 +318,7 @@ class RawStreamClient:
         self.port = parts.port or (443 if self.tls is not None else 80)
         self.prefix = parts.path.rstrip("/")
         self.clock = clock
-        for name, value in (headers or {}).items():
-            if any(c in name + value for c in "\r\n"):
-                raise LoadError(
-                    f"header {name!r} has a line break", hint="a header value is one line (check the API key)"
-                )
+        check_headers(headers or {})
         self._extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
         self._idle: list[_Conn] = []
         self._address: tuple[socket.AddressFamily, Any] | None = None

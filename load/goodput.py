@@ -127,3 +127,32 @@ def slo_summary(records: Sequence[RequestRecord], slo: SloConfig, *, duration_s:
         goodput_tps=good_tokens / duration_s if duration_s > 0 else 0.0,
         violations=violations,
     )
+
+
+#: The SLO metrics counted from the request's send: a request sent late meets a shorter queue, so the load
+#: client's dispatch lag can lower them by up to that lag (TPOT, the time between tokens, is not counted
+#: from the send).
+FROM_SEND = ("ttft", "first_visible", "e2e")
+
+
+def margin_lag_undone(slo: SloSummary, lag_s: float) -> float:
+    """The run's SLO margin with the client's lag added back to every percentile counted from the send:
+    the lowest margin that lateness could have hidden (the capacity gate's lag rule, docs/capacity.md).
+
+    >>> s = SloSummary(name="x", percentile=99, thresholds={"ttft": 1.0, "tpot": 0.1},
+    ...                observed={"ttft": 0.98, "tpot": 0.05}, met=True, margin=1.0204, good_requests=1,
+    ...                attainment=1.0, goodput_rps=1.0, goodput_tps=1.0)
+    >>> round(margin_lag_undone(s, 0.03), 3)  # 1 / (0.98 + 0.03): held only thanks to the lag
+    0.99
+    """
+    if lag_s <= 0:
+        return slo.margin
+    margins: list[float] = []
+    for metric, limit in slo.thresholds.items():
+        value = slo.observed.get(metric)
+        if value is None:
+            margins.append(0.0)
+            continue
+        late = value + lag_s if metric in FROM_SEND else value
+        margins.append(math.inf if late <= 0 else limit / late)
+    return min(min(margins, default=math.inf), slo.margin, 1e6)

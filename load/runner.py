@@ -42,6 +42,7 @@ from load.client import (
     LoopFactory,
     RawStreamClient,
     StreamClient,
+    check_headers,
     default_loop_factory,
     tls_context,
 )
@@ -266,6 +267,7 @@ class _Run:
         """Plan, warm up, measure; ``stop`` (the orchestrator's) and the time bound end it early."""
         self.t0_ns = self.collector.t0_ns = self.clock()
         self.headers = headers
+        check_headers(headers)  # before any request: a line break is the harness's input, not the server
         base_url = self.info.base_url
         tls = tls_context(self.load) if base_url.startswith("https:") and transport is None else None
         aux = httpx.AsyncClient(

@@ -1,4 +1,4 @@
-"""Command line of gauntlet: ``python -m orchestrator [plan|doctor|list|judge|report|compare|rollback|...]``.
+"""Command line of gauntlet: ``python -m orchestrator [plan|doctor|list|judge|report|rollback|promote|...]``.
 
 Subcommands are dispatched here; anything else is a Hydra run of the sweep (``-m candidate=glob(*)``).
 Every command takes Hydra's flags, parsed by Hydra's own parser: the sweep is a ``@hydra.main`` app,
@@ -33,6 +33,9 @@ USAGE = """usage: python -m orchestrator [COMMAND] [hydra overrides]
                                      experiment, gates) with each file's description and path
   rollback [SWEEP_DIR]               stop what gauntlet started, restore the retained configuration
                                      byte-for-byte and validate it under load (default: the latest sweep)
+  promote SWEEP_DIR NAME             make NAME, a candidate the sweep kept (KEEP), the live service: launch
+                                     its recorded spec, validate it under load, make it the retained
+                                     configuration (a failure restores the previous one, validated)
   stop [SWEEP_DIR]                   stop every server gauntlet started for the sweep, the retained one
                                      included, restoring nothing (default: the latest sweep; `make stop`)
   status [SWEEP_DIR] [--json]        what gauntlet has running, its fingerprint, and whether it is healthy
@@ -84,6 +87,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         rest, force = _without(rest, "--force")
         refused = _compare_on_running(_compare_dirs(rest), force=force)
         return refused if refused is not None else across.main(rest)
+    if command == "promote":
+        from orchestrator.recovery import promote  # noqa: PLC0415
+        from orchestrator.servers.seams import real_seams  # noqa: PLC0415
+
+        return promote.main_promote(rest, real_seams)
     if command == "status" and "--json" in rest:
         rest = [a for a in rest if a != "--json"]
         return run_sweep_dir_command(command, rest, _handler(command, as_json=True))

@@ -11,23 +11,22 @@ sweep runs the same checks when it opens, before it stops the live service.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from contracts.errors import ConfigError, GauntletError, LaunchError, SpecError
-from contracts.layout import journal_file, previous_latest
+from contracts.errors import ConfigError, LaunchError, SpecError
 from contracts.paths import PROJECT_ROOT
 from contracts.results import DoctorProblem, DoctorReport
 from contracts.schema import GauntletConfig
 from launch.preflight import Probes, diagnose, real_probes
-from launch.spec import LaunchSpec, diff_specs, render_spec
+from launch.spec import render_spec
+from orchestrator.app.search_storage import StorageFault, storage_problem
+from orchestrator.config.candidates import CandidateComposer, LeftOut, named_candidates
 from orchestrator.config.command import run_composing_command
-from orchestrator.config.compose import ConfigLocation, load, select
-from orchestrator.config.validate import check_candidate_names
-from orchestrator.ledger.events import LiveServer
-from orchestrator.ledger.journal import Journal
-from orchestrator.ledger.nodes import launching_place
+from orchestrator.config.compose import ConfigLocation, select
+from orchestrator.config.search_checks import search_problems
+from orchestrator.config.validate import Sources, check_candidate_names
+from orchestrator.ledger.live import LiveService, live_service, live_service_mismatch
 
 #: Exit code when doctor finds a problem: a launch would fail (LaunchError's code).
 EXIT_PROBLEMS = LaunchError.exit_code
@@ -35,67 +34,44 @@ EXIT_PROBLEMS = LaunchError.exit_code
 DOCTOR_USAGE = """usage: python -m orchestrator doctor [hydra flags] [overrides]
 
 Check, before anything is started or stopped, that the host can start every selected candidate (all of
-the group by default; `candidate=a,b` selects): the server program and its version, every flag and value
-of each rendered command line against the installed vLLM's own --help (the simulator's parser on
-host=sim), GPUs from NVML against the host config and each TP x DP placement, a memory-fit estimate,
-the weights or HF_TOKEN, and the port. One line per problem; exit 4 when there is any.
+the group the host can place by default, the others listed; `candidate=a,b` selects): the server program
+and its version, every flag and value of each rendered command line against the installed vLLM's own
+--help (the simulator's parser on host=sim), GPUs from NVML against the host config and each TP x DP
+placement, a memory-fit estimate, the weights or HF_TOKEN, the port, and with search=NAME the search's
+settings and its study's database (search.storage). One line per problem; exit 4 when there is any.
 
 """
 
 
-@dataclass(frozen=True)
-class LiveService:
-    """The retained server the latest sweep (or rollback) left serving: what a sweep takes over."""
-
-    server: LiveServer
-    sweep: Path
-
-    def describe(self) -> str:
-        return f"{self.server.candidate} (pid {self.server.pid}, {self.server.role}) of {self.sweep}"
-
-
 def gauntlet_live_service(cfg: GauntletConfig, alive: Callable[[int, float], bool]) -> LiveService | None:
-    """The live retained server the latest sweep under ``run.sweeps_dir`` left on the service's port, or
-    None: what a sweep's opening takes over (records, checks against the baseline, stops), read the same
-    way (:func:`orchestrator.servers.leftovers.take_over_live_service`). A candidate's server left by a
-    crashed sweep is not it: a sweep does not stop that one, so its port stays a problem.
-    ``alive(pid, create_time)``: the same process still runs."""
-    latest = previous_latest(Path(cfg.run.sweeps_dir))
-    if latest is None or not journal_file(latest).is_file():
-        return None
-    try:
-        state = Journal.of_sweep(latest, launching_place()).replay()
-    except GauntletError:
-        return None
-    for server in state.retained_live:
-        if server.port == cfg.service.port and alive(server.pid, server.create_time):
-            return LiveService(server, latest)
-    return None
+    """The live retained server gauntlet left on the service's port, found as the sweep's opening finds it
+    (:func:`orchestrator.ledger.live.live_service`: the copy beside the port's lock, then the latest sweep
+    under ``run.sweeps_dir``), or None. A candidate's server left by a crashed sweep is not it: a sweep
+    does not stop that one, so its port stays a problem. ``alive(pid, create_time)``: the same process
+    still runs."""
+    return live_service(
+        cfg.service.port,
+        lambda server: alive(server.pid, server.create_time),
+        sweeps_dir=Path(cfg.run.sweeps_dir),
+    )
 
 
-def live_service_problem(cfg: GauntletConfig, live: LiveService) -> DoctorProblem | None:
-    """The sweep's opening refuses a live service whose spec is not the configured baseline's: said now."""
+def live_service_problem(cfg: GauntletConfig, live: LiveService, baseline_file: str) -> DoctorProblem | None:
+    """The sweep's opening refuses a live service whose spec is not the configured baseline's: said now,
+    in the opening's words (:func:`orchestrator.ledger.live.live_service_mismatch`)."""
     try:
         spec = render_spec(cfg.service, cfg.baseline, cfg.host)
     except SpecError:
         return None  # the baseline's own spec problem is reported by the checks
-    if live.server.fingerprint == spec.fingerprint:
+    mismatch = live_service_mismatch(live, spec, baseline_file)
+    if mismatch is None:
         return None
-    differences = ""
-    try:
-        found = diff_specs(LaunchSpec.read(Path(live.server.spec_file)), spec)
-        differences = f" ({'; '.join(found[:3])}{'; ...' if len(found) > 3 else ''})" if found else ""
-    except (OSError, SpecError):
-        pass
+    found = mismatch.differences
+    differences = f" ({'; '.join(found[:3])}{'; ...' if len(found) > 3 else ''})" if found else ""
     return DoctorProblem(
         candidate=cfg.baseline.name,
         check="live service",
-        message=(
-            f"the live service {live.describe()} runs {live.server.fingerprint}, but the configured "
-            f"baseline renders {spec.fingerprint}{differences}: a sweep would refuse before stopping it; "
-            "make the baseline's candidate file describe the live service, or stop it first with "
-            "`python -m orchestrator stop`"
-        ),
+        message=f"{mismatch.message}{differences}: a sweep would refuse before stopping it; {mismatch.hint}",
     )
 
 
@@ -111,28 +87,41 @@ def doctor(
     location: ConfigLocation | None = None,
     probes: Probes | None = None,
     alive: Callable[[int, float], bool] = _alive,
+    storage: Callable[[str | None], StorageFault | None] = storage_problem,
 ) -> DoctorReport:
     """Compose every selected candidate and diagnose them together (config problems count, per candidate).
 
     When gauntlet's own live service (left by the latest sweep) holds the port, the port and free-memory
-    checks are skipped as in a sweep, which stops that server before it measures."""
+    checks are skipped as in a sweep, which stops that server before it measures. A search is checked as
+    the sweep checks it (:func:`orchestrator.config.search_checks.search_problems`), and its study's
+    database reached (``storage``: :func:`orchestrator.app.search_storage.storage_problem`)."""
     loc = location or ConfigLocation()
     selection = select(loc, overrides)
     check_candidate_names(selection.search_path)
+    named = named_candidates(overrides)
     configs: list[GauntletConfig] = []
     problems: list[DoctorProblem] = []
-    for option in selection.candidates:
-        try:
-            cfg, _ = load([*selection.rest, f"candidate={option}"], location=loc)
-        except ConfigError as exc:
-            for text in dict.fromkeys(str(p) for p in exc.problems):
-                if all(text != known.message for known in problems):  # the baseline's recurs in every load
-                    problems.append(DoctorProblem(candidate=option, check="spec", message=text))
-            continue
-        configs.append(cfg)
+    left_out: list[LeftOut] = []
+    sources: Sources | None = None
+    with CandidateComposer(loc, selection.rest) as composer:  # the part candidates share, composed once
+        for option in selection.candidates:
+            try:
+                got = composer.load(option) if named else composer.load_fitting(option)
+            except ConfigError as exc:
+                for text in dict.fromkeys(str(p) for p in exc.problems):
+                    if all(text != known.message for known in problems):  # the baseline's recurs in each
+                        problems.append(DoctorProblem(candidate=option, check="spec", message=text))
+                continue
+            if isinstance(got, str):  # not named, and the host cannot place it: not what would run here
+                left_out.append(LeftOut(option, got))
+                continue
+            cfg, sources = got
+            configs.append(cfg)
     if not configs:
         return DoctorReport(problems=problems)
     first = configs[0]
+    assert sources is not None
+    problems.extend(search_doctor_problems(first, sources, storage))
     live = gauntlet_live_service(first, alive)
     report = diagnose(
         first,
@@ -141,14 +130,38 @@ def doctor(
         live_service=live is None,
     )
     notes = list(report.notes)
+    if left_out:
+        why = "; ".join(f"{item.option}: {item.why}" for item in left_out)
+        notes.append(
+            f"not checked: {len(left_out)} candidate(s) of the group that host '{first.host.name}' cannot "
+            f"place (no candidate=... was named; `candidate=NAME` checks one as a sweep would): {why}"
+        )
     if live is not None:
         notes.append(
             f"port and free GPU memory: held by gauntlet's live service {live.describe()}; "
             "a sweep stops it first"
         )
-        if (mismatch := live_service_problem(first, live)) is not None:
+        if (mismatch := live_service_problem(first, live, sources.baseline_file())) is not None:
             problems.append(mismatch)
     return DoctorReport(problems=[*problems, *report.problems], notes=notes)
+
+
+def search_doctor_problems(
+    cfg: GauntletConfig, sources: Sources, storage: Callable[[str | None], StorageFault | None]
+) -> list[DoctorProblem]:
+    """What the sweep's opening would refuse of the search, said now: its settings (the same problems, the
+    same words) and its study's database out of reach."""
+    if cfg.search is None:
+        return []
+    _, found = search_problems(cfg, sources)
+    problems = [DoctorProblem(candidate=None, check="search", message=str(p)) for p in found]
+    fault = storage(cfg.search.storage)
+    if fault is not None:
+        message = (
+            f"{fault.message()}: a sweep would refuse before stopping the live service; check {fault.check}"
+        )
+        problems.append(DoctorProblem(candidate=None, check="search", message=message))
+    return problems
 
 
 def format_report(report: DoctorReport) -> str:

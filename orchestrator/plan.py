@@ -14,15 +14,16 @@ from typing import TextIO
 
 from contracts.errors import ConfigError, ConfigProblem, SpecError
 from contracts.paths import PROJECT_ROOT
+from contracts.schema import GauntletConfig
 from launch.preflight import Probes, real_probes
 from launch.spec import LaunchSpec, render_spec
-from orchestrator.config.candidates import CandidateComposer
+from orchestrator.config.candidates import CandidateComposer, LeftOut, format_left_out, named_candidates
 from orchestrator.config.command import run_composing_command
 from orchestrator.config.compose import ConfigLocation, load, select
+from orchestrator.config.search_checks import checked_space
 from orchestrator.config.space import (
     doctor_flag_check,
     format_search_plan,
-    parse_space,
     prune,
     recorded_startup,
     startup_estimate,
@@ -39,24 +40,50 @@ class PlannedCandidate:
     is_baseline: bool
 
 
+@dataclass(frozen=True)
+class Planned:
+    """What ``plan`` found: the candidates as a sweep would launch them, those left out, and one composed
+    configuration (the search's plan reads it; None when nothing composed)."""
+
+    candidates: list[PlannedCandidate]
+    left_out: list[LeftOut]
+    composed: tuple[GauntletConfig, Sources] | None
+
+
 def plan(overrides: Sequence[str] = (), location: ConfigLocation | None = None) -> list[PlannedCandidate]:
     """Render the launch spec of every candidate selected by ``overrides`` (all of the group by default).
 
     ``location`` carries Hydra's ``--config-path/--config-name/--config-dir``; candidates found on the
     whole search path (``--config-dir``, ``hydra.searchpath``) count, as for the sweep's ``glob(*)``.
+    Without ``candidate=``, those the host cannot place are left out (:func:`plan_selection`).
     """
+    return plan_selection(overrides, location).candidates
+
+
+def plan_selection(overrides: Sequence[str] = (), location: ConfigLocation | None = None) -> Planned:
+    """:func:`plan`, with what it left out. Named candidates are validated as the sweep validates them
+    (every problem refused); without ``candidate=`` the group's candidates that the host's placement rule
+    refuses (the shipped 8-GPU ones on a smaller host) are left out and listed, since no sweep on this
+    host would run them; the baseline is never left out."""
     loc = location or ConfigLocation()
     selection = select(loc, overrides)
     check_candidate_names(selection.search_path)
     sources = Sources(search_path=selection.search_path)
+    named = named_candidates(overrides)
     planned: list[PlannedCandidate] = []
+    left_out: list[LeftOut] = []
     problems: list[ConfigProblem] = []
+    composed: tuple[GauntletConfig, Sources] | None = None
     baseline_name: str | None = None
     seen: set[str] = set()
     with CandidateComposer(loc, selection.rest) as composer:  # the part candidates share, composed once
         for option in selection.candidates:
             try:
-                cfg, _ = composer.load(option)
+                got = composer.load(option) if named else composer.load_fitting(option)
+                if isinstance(got, str):
+                    left_out.append(LeftOut(option, got))
+                    continue
+                cfg, cfg_sources = got
                 spec = render_spec(cfg.service, cfg.candidate, cfg.host)
             except ConfigError as exc:
                 for problem in exc.problems:  # each once, as the candidates share files
@@ -72,12 +99,13 @@ def plan(overrides: Sequence[str] = (), location: ConfigLocation | None = None) 
                 problems.append(problem)
                 continue
             baseline_name = cfg.baseline.name
+            composed = composed or (cfg, cfg_sources)
             planned.append(PlannedCandidate(option, spec, cfg.candidate.name == cfg.baseline.name))
     if problems:
         raise ConfigError(problems)
     if baseline_name is not None:
         planned.sort(key=lambda p: (not p.is_baseline, p.option))
-    return planned
+    return Planned(planned, left_out, composed)
 
 
 def format_plan(planned: Sequence[PlannedCandidate]) -> str:
@@ -110,16 +138,22 @@ def format_plan(planned: Sequence[PlannedCandidate]) -> str:
 
 
 def search_plan(
-    overrides: Sequence[str] = (), location: ConfigLocation | None = None, probes: Probes | None = None
+    overrides: Sequence[str] = (),
+    location: ConfigLocation | None = None,
+    probes: Probes | None = None,
+    composed: tuple[GauntletConfig, Sources] | None = None,
 ) -> str:
     """With a search selected (``search=NAME``): its space's size, what is pruned before anything starts
     and why (the host's placement rule, doctor's flag table), its budget and the estimated wall time of
-    its server starts (:func:`orchestrator.config.space.format_search_plan`); "" without one."""
+    its server starts (:func:`orchestrator.config.space.format_search_plan`); "" without one. The search
+    is checked as the sweep checks it (:func:`orchestrator.config.search_checks.checked_space`).
+    ``composed``: a configuration :func:`plan_selection` composed (the search's part is every
+    candidate's), else the overrides are composed here."""
     loc = location or ConfigLocation()
-    cfg, sources = load(select(loc, overrides).rest, location=loc)
+    cfg, sources = composed if composed is not None else load(select(loc, overrides).rest, location=loc)
     if cfg.search is None:
         return ""
-    space = parse_space(cfg.search, where=sources.describe("search"))
+    space = checked_space(cfg, sources)  # what the sweep refuses (orchestrator.config.search_checks)
     check, flags = doctor_flag_check(cfg, probes if probes is not None else real_probes(PROJECT_ROOT))
     pruned = prune(space, cfg, check)
     return "\n" + format_search_plan(
@@ -130,11 +164,21 @@ def search_plan(
 PLAN_USAGE = """usage: python -m orchestrator plan [hydra flags] [overrides]
 
 Compose and validate every candidate (or those `candidate=a,b` / `candidate=glob(tp*)` name) as the sweep
-would, and print the exact command, environment and fingerprint of each; nothing is started. Hydra's flags
+would, and print the exact command, environment and fingerprint of each; nothing is started. Without
+`candidate=`, those the host cannot place (TP x DP) are listed as not planned. With `search=NAME`, the
+search is checked as the sweep checks it and its space, pruning and budget are printed. Hydra's flags
 work as on the sweep: -cd/--config-dir adds your own config dir (its candidates join the group),
 -cp/--config-path and -cn/--config-name choose the primary config, --cfg/--info show instead of planning.
 
 """
+
+
+def _planned_with_search(overrides: Sequence[str], location: ConfigLocation) -> tuple[Planned, str]:
+    planned = plan_selection(overrides, location)
+    search = search_plan(overrides, location, composed=planned.composed)
+    if planned.left_out and planned.candidates:
+        search = "\n" + format_left_out(planned.left_out, planned.candidates[0].spec.host) + search
+    return planned, search
 
 
 def main(argv: Sequence[str], out: TextIO | None = None) -> int:
@@ -143,7 +187,7 @@ def main(argv: Sequence[str], out: TextIO | None = None) -> int:
         argv,
         command="plan",
         usage=PLAN_USAGE,
-        act=lambda overrides, location: (plan(overrides, location), search_plan(overrides, location)),
-        render=lambda both: (format_plan(both[0]) + both[1], 0),
+        act=_planned_with_search,
+        render=lambda both: (format_plan(both[0].candidates) + both[1], 0),
         out=out,
     )

@@ -170,8 +170,9 @@ def summary_rows(
     verdicts: SweepVerdict | None = None,
 ) -> Iterator[dict[str, object]]:
     """Every profile repeat (a baseline's blocks after its own), then every capacity-search run, candidate
-    by candidate, then the recovery run, then one row per candidate that measured nothing (every candidate
-    ``results`` or ``verdicts`` names); each with its candidate's verdict."""
+    by candidate (a baseline's blocks' searches after its own), then the recovery run, then one row per
+    candidate that measured nothing (every candidate ``results`` or ``verdicts`` names); each with its
+    candidate's verdict."""
     decided = decisions(verdicts)
     measured = {name for name, res in results.items() if res.profiles or res.blocks}
     yield from _with_verdict(_measured_rows(sweep_dir, results, recovery), decided)
@@ -192,17 +193,18 @@ def _measured_rows(
                 for rep in reps:
                     yield summary_row(name, "block", rep.summary, rep.summary_file)
     for name, res in results.items():
-        if res.capacity is None:
-            continue
-        for point in res.capacity.points:
-            file = f"{res.root}/{point.summary_file}"
-            try:
-                summary = read_model(sweep_dir / file, ProfileSummary)
-            except GauntletError:
-                continue  # capacity.json names it; a deleted run leaves no row rather than a broken one
-            row = summary_row(name, "capacity", summary, file)
-            row["load_level"] = point.level  # also for a profile repeat the search reused
-            yield row
+        for launch in (res, *res.blocks):  # a baseline's blocks search again (capacity.in_blocks)
+            if launch.capacity is None:
+                continue
+            for point in launch.capacity.points:
+                file = f"{launch.root}/{point.summary_file}"
+                try:
+                    summary = read_model(sweep_dir / file, ProfileSummary)
+                except GauntletError:
+                    continue  # capacity.json names it; a deleted run leaves no row rather than a broken one
+                row = summary_row(name, "capacity", summary, file)
+                row["load_level"] = point.level  # also for a profile repeat the search reused
+                yield row
     if recovery is not None:
         for reps in recovery.profiles.values():
             for rep in reps:

@@ -26,11 +26,12 @@ from contracts.layout import (
 from contracts.metrics import fmt_bounds, fmt_ratio
 from contracts.results import CapacityResult
 from contracts.trials import TrialRecord
-from contracts.verdicts import DECISION_LABELS, KeyFigure
+from contracts.verdicts import KeyFigure, decision_label
 from report.cost import COST_HEADER, cost_cell, cost_label, cost_title
 from report.markdown import figure_cell, figure_value, why
 from report.model import CandidateRow, ReportModel
 from report.search import ALL_STARTED, TRIALS_HEADER, WINNER_HEADER, trial_cells, winner_rows
+from report.slo import capacity_value, launches_text
 
 HTML_FILE = REPORT_HTML
 
@@ -101,7 +102,7 @@ def _e(text: object) -> str:
 
 
 def _badge(decision: str) -> str:
-    return f'<span class="badge d-{_e(decision)}">{_e(DECISION_LABELS[decision])}</span>'
+    return f'<span class="badge d-{_e(decision)}">{_e(decision_label(decision))}</span>'
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], *, table_id: str = "") -> list[str]:
@@ -183,11 +184,14 @@ def _cards(report: ReportModel) -> list[str]:
     for row in report.rows:
         if row.decision != "baseline":
             counts[row.decision] = counts.get(row.decision, 0) + 1
-    verdicts = ", ".join(f"{n} {DECISION_LABELS[d]}" for d, n in sorted(counts.items())) or "none"
+    verdicts = ", ".join(f"{n} {decision_label(d)}" for d, n in sorted(counts.items())) or "none"
     recovery = "not run" if report.recovery is None else ("passed" if report.recovery.ok else "FAILED")
     drift = {"pass": "none", "fail": "DRIFT", "inconclusive": "inconclusive", "not_run": "not checked"}
+    kept = report.retained != report.baseline and (
+        report.recovery is None or report.recovery.candidate != report.retained
+    )
     cards = [
-        ("retained", report.retained),
+        ("recommended (not live)" if kept else "retained", report.retained),
         ("candidates", verdicts),
         ("baseline drift", drift[report.drift.status]),
         ("recovery validation", recovery),
@@ -284,14 +288,11 @@ def _capacity(report: ReportModel, capacity: Mapping[str, CapacityResult]) -> li
     ]
     rows: list[list[str]] = []
     for line in report.capacity:
-        high = "unbounded" if line.high is None else f"{line.high:g}"
-        cap = (
-            "held at no level" if line.capacity is None else f"{line.capacity:g} [{line.capacity:g}, {high})"
-        )
+        cap = capacity_value(line).replace(f" {line.unit}", "")  # the column's header has the unit
+        cap += f"; {launches_text(line)}" if launches_text(line) else ""
+        shown = (f"{line.bound} " if line.bound else "") + fmt_ratio(line.ratio)
         ratio = (
-            ""
-            if line.ratio is None
-            else f"{fmt_ratio(line.ratio)}{fmt_bounds(line.interval)} (capacity gate: {line.status})"
+            "" if line.ratio is None else f"{shown}{fmt_bounds(line.interval)} (capacity gate: {line.status})"
         )
         status = f" s-{line.status}" if line.status in ("fail", "inconclusive") else ""
         search = capacity.get(line.candidate)
@@ -419,10 +420,13 @@ def _state(report: ReportModel) -> list[str]:
         out.append("<p><strong>Recovery validation: NOT RUN</strong> (no recovery/validation.json).</p>")
     else:
         state = "PASSED" if rec.ok else "FAILED"
-        out.append(
-            f"<p><strong>Retained: <code>{_e(report.retained)}</code>; recovery validation {state}</strong>: "
-            f"{_e(rec.reason)}</p>"
+        what = (
+            f"Retained: <code>{_e(report.retained)}</code>"
+            if rec.candidate == report.retained
+            else f"Recommended: <code>{_e(report.retained)}</code>, not live; restored after the sweep: "
+            f"<code>{_e(rec.candidate)}</code>"
         )
+        out.append(f"<p><strong>{what}; recovery validation {state}</strong>: {_e(rec.reason)}</p>")
     return out
 
 

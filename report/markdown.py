@@ -22,10 +22,10 @@ from contracts.layout import (
 )
 from contracts.metrics import fmt_bounds, fmt_ratio, fmt_value
 from contracts.results import HostProbe
-from contracts.verdicts import DECISION_LABELS, DriftResult, KeyFigure
+from contracts.verdicts import DriftResult, KeyFigure, decision_label
 from report.cost import COST_HEADER, cost_cell, cost_label, cost_title
 from report.model import CandidateRow, ReportModel
-from report.slo import capacity_text, fmt_interval
+from report.slo import capacity_short, capacity_text, fmt_interval
 
 
 def figure_value(fig: KeyFigure, *, baseline: bool = False) -> str:
@@ -76,7 +76,7 @@ def render_markdown(report: ReportModel) -> str:
     details = [r for r in report.rows if r.decision != "baseline"]
     if details:
         out += ["", "Details (the gates' reasons, with numbers):", ""]
-        out += [f"- **{r.candidate}** ({DECISION_LABELS[r.decision]}): {r.reason}" for r in details]
+        out += [f"- **{r.candidate}** ({decision_label(r.decision)}): {r.reason}" for r in details]
     out += _figures_section(report)
     out += _nodes_section(report)
     out += _slo_section(report)
@@ -131,6 +131,21 @@ def _terminal_why(row: CandidateRow, retained: str, width: int) -> str:
     return _clip(why(row, retained), width)
 
 
+def retained_line(report: ReportModel) -> str:
+    """What the gates retain and what the sweep restored, as two facts when they differ: a KEEP is the
+    gates' recommendation, while the restore after the sweep relaunched the baseline (``promote`` adopts
+    the recommendation), so the line never reads as if the kept candidate were serving."""
+    rec = report.recovery
+    recovery = "NOT RUN" if rec is None else ("PASSED" if rec.ok else f"FAILED: {rec.reason}")
+    if report.retained == report.baseline or (rec is not None and rec.candidate == report.retained):
+        return f"retained: {report.retained} ({report.retained_reason}); recovery validation {recovery}"
+    restored = report.baseline if rec is None else rec.candidate
+    return (
+        f"recommended: {report.retained} ({report.retained_reason}), not live; restored after the sweep: "
+        f"{restored}, recovery validation {recovery}"
+    )
+
+
 def render_terminal(report: ReportModel) -> str:
     """What the sweep prints at its end: the decision table (cells cut to the terminal's width) and a
     short summary (retained configuration, recovery, drift, capacity, goodput, reversals); report.md and
@@ -142,17 +157,12 @@ def render_terminal(report: ReportModel) -> str:
     out += table(
         ["candidate", "verdict", "failed requirement / gain / reason"],
         [
-            [r.candidate, DECISION_LABELS[r.decision], _terminal_why(r, report.retained, room)]
+            [r.candidate, decision_label(r.decision), _terminal_why(r, report.retained, room)]
             for r in report.rows
         ],
     )
     out.append("")
-    rec = report.recovery
-    recovery = "NOT RUN" if rec is None else ("PASSED" if rec.ok else f"FAILED: {rec.reason}")
-    out += textwrap.wrap(
-        f"retained: {report.retained} ({report.retained_reason}); recovery validation {recovery}",
-        TERMINAL_WIDTH,
-    )
+    out += textwrap.wrap(retained_line(report), TERMINAL_WIDTH)
     drift = {
         "pass": "none beyond noise",
         "fail": "DRIFT beyond noise: every measured verdict is inconclusive",
@@ -163,8 +173,12 @@ def render_terminal(report: ReportModel) -> str:
     if report.capacity:
         first = report.capacity[0]
         parts = [
-            f"{line.candidate} {'none' if line.capacity is None else f'{line.capacity:g}'}"
-            + (f" ({fmt_ratio(line.ratio)})" if line.ratio is not None else "")
+            f"{line.candidate} {capacity_short(line)}"
+            + (
+                f" ({line.bound + ' ' if line.bound else ''}{fmt_ratio(line.ratio)})"
+                if line.ratio is not None
+                else ""
+            )
             for line in report.capacity
         ]
         out += textwrap.wrap(
@@ -203,7 +217,7 @@ def _terminal_goodput(report: ReportModel) -> list[str]:
 def _decision_table(report: ReportModel) -> list[str]:
     """The decision table; with energy or cost figures, a column of them on the headline profile."""
     header = ["candidate", "verdict", "failed requirement / gain / reason"]
-    rows = [[r.candidate, DECISION_LABELS[r.decision], why(r, report.retained)] for r in report.rows]
+    rows = [[r.candidate, decision_label(r.decision), why(r, report.retained)] for r in report.rows]
     profile = report.cost_profile
     if not report.cost or profile is None:
         return table(header, rows)
@@ -518,8 +532,17 @@ def _drift_section(drift: DriftResult) -> list[str]:
 
 
 def _recovery_section(report: ReportModel) -> list[str]:
-    lines = [f"retained: **{report.retained}** ({report.retained_reason})", ""]
     rec = report.recovery
+    if report.retained == report.baseline or (rec is not None and rec.candidate == report.retained):
+        lines = [f"retained: **{report.retained}** ({report.retained_reason})", ""]
+    else:
+        restored = report.baseline if rec is None else rec.candidate
+        lines = [
+            f"recommended: **{report.retained}** ({report.retained_reason}); not live: the sweep restored "
+            f"**{restored}** (below), and `python -m orchestrator promote SWEEP {report.retained}` adopts "
+            "the recommendation",
+            "",
+        ]
     if rec is None:
         return [*lines, "recovery validation: **NOT RUN** (no recovery/validation.json)"]
     same = rec.fingerprint == rec.recorded_fingerprint

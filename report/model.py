@@ -40,6 +40,8 @@ from contracts.verdicts import (
     Reversal,
     SweepVerdict,
     Verdict,
+    decision_label,
+    spelled_reason,
 )
 from report.cost import CostRow, cost_rows, headline_profile
 from report.search import SearchSection, search_model
@@ -249,7 +251,7 @@ def row_summary(verdict: Verdict | None) -> str:
     if verdict is None:
         return "the gates returned no verdict for this candidate"
     if verdict.decision_before_drift is not None:
-        return f"baseline drift (would have been {verdict.decision_before_drift})"
+        return f"baseline drift (would have been {decision_label(verdict.decision_before_drift)})"
     if verdict.decision == "reject":
         failed = _gates_short(verdict, "fail")
         no_gain = "" if verdict.gains else "; no clear load advantage"
@@ -262,15 +264,13 @@ def row_summary(verdict: Verdict | None) -> str:
         return "not measured: resuming the sweep measures it (the command below)"
     if verdict.decision == "incomplete":
         said = verdict.decision_on_partial
-        partial = f" (the partial evidence said {said}; not acted on)" if said else ""
+        partial = f" (the partial evidence said {decision_label(said)}; not acted on)" if said else ""
         return f"missing: {_few([g.message for g in verdict.missing])}{partial}"
     if verdict.decision == "inconclusive":
         unsure = _gates_short(verdict, "inconclusive") or _gates_short(verdict, "inconclusive", gain=True)
-        more = (
-            f"; about {verdict.more_repeats} more repeat(s) per side would settle it"
-            if verdict.more_repeats
-            else ""
-        )
+        more = f"; {verdict.settle.words()}" if verdict.settle is not None else ""
+        if not more and verdict.more_repeats:  # a file judged before the range: no number is promised
+            more = f"; {verdict.more_repeats} or more repeat(s) per side may settle it (an estimate)"
         return f"unsettled: {unsure or verdict.reason}{more}"
     return verdict.reason
 
@@ -344,7 +344,7 @@ def _row(name: str, verdict: Verdict | None, startup: StartupInfo) -> CandidateR
     return CandidateRow(
         candidate=name,
         decision=verdict.decision,
-        reason=verdict.reason,
+        reason=spelled_reason(verdict.decision, verdict.reason),
         summary=row_summary(verdict),
         failed=verdict.failed,
         failed_messages=[

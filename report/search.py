@@ -17,9 +17,10 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict
 
 from contracts.layout import PLOT_SEARCH, SweepPaths
+from contracts.metrics import fmt_estimate
 from contracts.results import CapacityResult, read_model
 from contracts.trials import SearchRecord, TrialRecord, read_search
-from contracts.verdicts import DECISION_LABELS, Decision, SweepVerdict
+from contracts.verdicts import Decision, SweepVerdict, decision_label
 
 #: The trials table's columns (report.md and report.html).
 TRIALS_HEADER = ("trial", "point", "state", "fidelity", "estimate", "launches", "wall s", "why")
@@ -48,6 +49,7 @@ class SearchWinner(_Model):
     recommended: bool  # only a KEEP is
     yaml_file: str  # the winner's candidate file, relative to the sweep directory
     yaml: str | None  # its text as written, ready for conf/candidate/ (None: the file is missing)
+    at_least: bool = False  # the estimate's first value is a floor (held the SLO at every level tried)
 
 
 class SearchSection(_Model):
@@ -87,14 +89,15 @@ def _params(params: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items())
 
 
-def _values(values: list[float] | None) -> str:
-    return ", ".join(f"{v:.4g}" for v in values or []) or "-"
+def _values(values: list[float] | None, *, at_least: bool = False) -> str:
+    """Objective values as measured: a capacity the search never measured beyond reads ``≥ 16``."""
+    return fmt_estimate(values, at_least=at_least)
 
 
 def trial_cells(trial: TrialRecord) -> list[str]:
     """A trial's cells under :data:`TRIALS_HEADER`, as plain text."""
     why = trial.why if trial.state != "complete" or trial.same_as is not None else ""
-    value = _values(trial.values)
+    value = _values(trial.values, at_least=trial.at_least)
     if trial.state == "pruned":
         value = f"{value} (screen)"
     return [
@@ -114,10 +117,13 @@ def winner_rows(section: SearchSection) -> list[WinnerRow]:
     winner = section.winner
     if winner is None:
         return []
-    verdict = DECISION_LABELS[winner.decision] if winner.decision is not None else "not judged"
+    verdict = decision_label(winner.decision) if winner.decision is not None else "not judged"
     rows = [
         WinnerRow(
-            f"search's estimate (trial {winner.trial}, one launch)", _values(winner.estimate), "-", None
+            f"search's estimate (trial {winner.trial}, one launch)",
+            _values(winner.estimate, at_least=winner.at_least),
+            "-",
+            None,
         ),
         WinnerRow(
             f"confirmation ({winner.name} measured again, the gates)",
@@ -178,8 +184,15 @@ def _winner(sweep_dir: Path, record: SearchRecord, verdicts: SweepVerdict) -> Se
     measured: float | None = None
     measured_text = "-"
     if paths.candidate(name).capacity.exists():
-        measured = read_model(paths.candidate(name).capacity, CapacityResult).capacity
-        measured_text = f"{measured:g}" if measured is not None else "below the lowest level"
+        found = read_model(paths.candidate(name).capacity, CapacityResult)
+        measured = found.capacity
+        lowest = min((p.level for p in found.points), default=None)
+        if measured is None:
+            measured_text = (
+                "below the lowest level" if lowest is None else f"< {lowest:g} (below the lowest level)"
+            )
+        else:  # never more than the search measured: held at every level tried is a floor
+            measured_text = f"≥ {measured:g}" if found.high is None else f"{measured:g}"
     return SearchWinner(
         name=name,
         trial=record.winner.trial,
@@ -191,6 +204,7 @@ def _winner(sweep_dir: Path, record: SearchRecord, verdicts: SweepVerdict) -> Se
         recommended=verdict is not None and verdict.decision == "keep",
         yaml_file=record.winner.yaml_file,
         yaml=paths.winner.read_text() if paths.winner.exists() else None,
+        at_least=record.winner.at_least,
     )
 
 

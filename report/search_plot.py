@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from contracts.layout import PLOT_SEARCH, SweepPaths
+from contracts.metrics import fmt_estimate
 from contracts.trials import SearchRecord, TrialRecord
+from contracts.verdicts import decision_label
 
 #: How a trial is drawn: measured in full, stopped after its screen, or no value (infeasible, failed).
 PointKind = Literal["measured", "screened", "infeasible", "failed"]
@@ -100,7 +102,8 @@ def search_title(record: SearchRecord) -> str:
     elif record.confirmation is None:
         state = f"stopped ({record.stopped}); winner {record.winner.name} not confirmed yet"
     else:
-        state = f"stopped ({record.stopped}); winner {record.winner.name}: {record.confirmation.decision}"
+        said = decision_label(record.confirmation.decision)
+        state = f"stopped ({record.stopped}); winner {record.winner.name}: {said}"
     return f"{head}\n{state}"
 
 
@@ -138,7 +141,8 @@ def search_figure(plt: Any, record: SearchRecord, title: str) -> Any:
                    label=f"baseline {record.baseline:g}")  # fmt: skip
     confirmed = record.confirmation
     if capacity and confirmed is not None and confirmed.capacity is not None:
-        label = f"confirmation {confirmed.decision}: {confirmed.capacity:g}"
+        shown = fmt_estimate([confirmed.capacity], at_least=confirmed.at_least)  # never beyond a level tried
+        label = f"confirmation {decision_label(confirmed.decision)}: {shown}"
         ax.plot([record.launches], [confirmed.capacity], "D", markersize=8, color="#9467bd",
                 linestyle="none", label=label)  # fmt: skip
     if not points:

@@ -16,7 +16,7 @@ from statistics import fmean, stdev
 from pydantic import BaseModel, ConfigDict, Field
 from scipy import stats as sps
 
-from contracts.metrics import fmt_bounds, fmt_ratio
+from contracts.metrics import capacity_bound, fmt_bounds, fmt_capacity, fmt_ratio
 from contracts.results import CapacityResult
 from contracts.sweepdir import Results
 from contracts.verdicts import GateStatus, SweepVerdict
@@ -53,6 +53,11 @@ class CapacityLine(_Model):
     interval: tuple[float, float] | None = None
     status: GateStatus | None = None
     notes: list[str] = Field(default_factory=list)
+    lowest: float | None = None  # the lowest level the search tried (a capacity held nowhere is below it)
+    #: How the ratio bounds the true one (contracts.metrics.capacity_bound): "", "≥" or "≤".
+    bound: str = ""
+    #: The same configuration searched again on fresh launches (the baseline's interleaved blocks).
+    launches: list[float | None] = Field(default_factory=list)
 
 
 class GoodputRow(_Model):
@@ -128,6 +133,8 @@ def _at_capacity(result: CapacityResult) -> tuple[float | None, float | None, fl
 def capacity_lines(verdicts: SweepVerdict, results: Mapping[str, Results]) -> list[CapacityLine]:
     """A line per candidate that has a capacity search, baseline first."""
     gates = {v.candidate: next((g for g in v.gates if g.gate == "capacity"), None) for v in verdicts.verdicts}
+    base = results.get(verdicts.baseline)
+    bases = [] if base is None else [r for r in [base.capacity, *(b.capacity for b in base.blocks)] if r]
     out: list[CapacityLine] = []
     for name, res in results.items():
         cap = res.capacity
@@ -135,6 +142,7 @@ def capacity_lines(verdicts: SweepVerdict, results: Mapping[str, Results]) -> li
             continue
         goodput, output, per_user = _at_capacity(cap)
         gate = gates.get(name)
+        again = [b.capacity.capacity for b in res.blocks if b.capacity is not None]
         out.append(
             CapacityLine(
                 candidate=name,
@@ -152,6 +160,9 @@ def capacity_lines(verdicts: SweepVerdict, results: Mapping[str, Results]) -> li
                 interval=gate.interval if gate is not None else None,
                 status=gate.status if gate is not None else None,
                 notes=list(cap.notes),
+                lowest=min((p.level for p in cap.points), default=None),
+                bound=capacity_bound([cap], bases) if name != verdicts.baseline else "",
+                launches=[cap.capacity, *again] if again else [],
             )
         )
     return out
@@ -195,16 +206,42 @@ def fmt_interval(value: Interval, unit: str = "") -> str:
     return text
 
 
+def capacity_value(line: CapacityLine) -> str:
+    """The capacity as measured, never beyond a level the search ran: ``16 concurrent [16, 22)``,
+    ``≥ 16 concurrent`` (held at every level tried), ``< 2 concurrent (the SLO held at no level tried)``."""
+    text = fmt_capacity(line.capacity, line.high, line.unit, line.lowest)
+    if line.capacity is None:
+        return f"{text} (the SLO held at no level tried)" if line.lowest is not None else text
+    return text + (" (the SLO held at every level tried)" if line.high is None else "")
+
+
+def capacity_short(line: CapacityLine) -> str:
+    """The capacity alone, for the terminal: ``128``, ``≥ 16``, ``< 2``, ``none`` (held nowhere)."""
+    if line.capacity is None:
+        return "none" if line.lowest is None else f"< {line.lowest:g}"
+    return f"≥ {line.capacity:g}" if line.high is None else f"{line.capacity:g}"
+
+
+def launches_text(line: CapacityLine) -> str:
+    """The same configuration searched on several launches: ``16, 8 concurrent on 2 launches (spread
+    49%)``; "" with one launch. A spread this large is the launch-to-launch variance the gate allows for."""
+    found = [v for v in line.launches if v is not None and v > 0]
+    if len(line.launches) < 2:
+        return ""
+    values = ", ".join("none" if v is None else f"{v:g}" for v in line.launches)
+    spread = f" (spread {stdev([math.log(v) for v in found]):.0%})" if len(found) > 1 else ""
+    return f"{values} {line.unit} on {len(line.launches)} launches{spread}"
+
+
 def capacity_text(line: CapacityLine, baseline: str) -> str:
     """``tp4_dp2: capacity 16 concurrent [16, 22), 0.125x [0.09x-0.17x] of baseline; at capacity ...``."""
-    if line.capacity is None:
-        head = f"{line.candidate}: the SLO held at no level tried"
-    else:
-        high = "unbounded" if line.high is None else f"{line.high:g}"
-        head = f"{line.candidate}: capacity {line.capacity:g} {line.unit} [{line.capacity:g}, {high})"
+    head = f"{line.candidate}: capacity {capacity_value(line)}"
     if line.ratio is not None:
-        head += f", {fmt_ratio(line.ratio)}{fmt_bounds(line.interval)} of {baseline}"
+        shown = (f"{line.bound} " if line.bound else "") + fmt_ratio(line.ratio)
+        head += f", {shown}{fmt_bounds(line.interval)} of {baseline}"
         head += f" (capacity gate: {line.status})"
+    if launches_text(line):
+        head += f"; the same configuration measured {launches_text(line)}"
     parts = []
     if line.goodput_tps is not None:
         parts.append(f"goodput {_num(line.goodput_tps)} tok/s")

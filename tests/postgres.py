@@ -3,7 +3,8 @@
 ``Cluster`` runs ``initdb`` and ``pg_ctl`` (as the ``postgres`` user when the tests run as root: PostgreSQL
 refuses to run as root), listens on 127.0.0.1 at a free port with trust authentication, and hands out a
 fresh database per test as a SQLAlchemy URL (``postgresql+psycopg://...``: psycopg 3, the driver SQLAlchemy
-2 names first for PostgreSQL). ``pg_ctl stop -m immediate`` and the folder's removal end it.
+2 names first for PostgreSQL); :meth:`Cluster.password_role` adds a role that must give its password.
+``pg_ctl stop -m immediate`` and the folder's removal end it.
 
 Where the binaries are missing, ``missing_reason`` says why and the fixture skips; with
 ``GAUNTLET_REQUIRE_POSTGRES=1`` (CI installs the package) it fails instead.
@@ -15,6 +16,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -74,11 +76,12 @@ def missing_reason() -> str | None:
 
 @dataclass(frozen=True)
 class Cluster:
-    """A running cluster: where its programs are, its port and its socket folder."""
+    """A running cluster: where its programs are, its port, its socket folder and its data folder."""
 
     bindir: Path
     port: int
     socket_dir: Path
+    data_dir: Path
 
     def url(self, database: str) -> str:
         """The SQLAlchemy URL of ``database`` on this cluster."""
@@ -94,6 +97,38 @@ class Cluster:
             timeout=30,
         )
         return self.url(name)
+
+    def password_role(self, name: str, password: str) -> str:
+        """A role that must give ``password`` over TCP (scram-sha-256: a line of ``pg_hba.conf`` above the
+        trust lines, the first that matches decides) and a database of its own; returns the database's URL
+        without the password. ``password`` is letters and digits (it is spliced into SQL)."""
+        assert name.isidentifier() and password.isalnum()
+        hba = self.data_dir / "pg_hba.conf"
+        hba.write_text(f"host all {name} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+        _run([str(self.bindir / "pg_ctl"), "-D", str(self.data_dir), "reload"])
+        for sql in (
+            f"CREATE ROLE {name} LOGIN PASSWORD '{password}'",
+            f"CREATE DATABASE {name} OWNER {name}",
+        ):
+            _run([str(self.bindir / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", SUPERUSER,
+                  "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-c", sql])  # fmt: skip
+        url = f"postgresql+psycopg://{name}@127.0.0.1:{self.port}/{name}"
+        deadline = time.monotonic() + 30  # the reload is a signal: wait until the server asks for it
+        while not self._refused_without_password(url):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{hba}: the server still lets {name} in without a password")
+            time.sleep(0.05)
+        return url
+
+    def _refused_without_password(self, url: str) -> bool:
+        import psycopg  # the driver is optional (missing_reason says so)
+
+        dsn = url.replace("postgresql+psycopg://", "postgresql://")
+        try:
+            psycopg.connect(dsn, connect_timeout=10, passfile="/dev/null", password="").close()
+        except psycopg.OperationalError as exc:
+            return "password" in str(exc)
+        return False
 
 
 @contextmanager
@@ -114,7 +149,7 @@ def running_cluster(bindir: Path) -> Iterator[Cluster]:
         _run([str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(top / "server.log"),
               "-w", "-t", "60", "start"])  # fmt: skip
         started = True
-        yield Cluster(bindir=bindir, port=port, socket_dir=sockets)
+        yield Cluster(bindir=bindir, port=port, socket_dir=sockets, data_dir=data)
     finally:
         if started:
             _run([str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"], check=False)

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.decision.capacity_runs import write_capacity
 from benchmarks.decision.replays import ReplayPool, derived_seed
-from benchmarks.decision.scenarios import ANSWER_PROFILE, PROFILES
+from benchmarks.decision.scenarios import ANSWER_PROFILE, PROFILES, CapacityPlan
 from benchmarks.noise_models import OUTLIER_SIDES, NoiseModel
 from contracts.layout import (
     RECOVERY_ROOT,
@@ -45,6 +46,7 @@ from contracts.results import (
 from contracts.schema import GatesConfig
 from contracts.sweepdir import load_results
 from gates import evaluate_sweep
+from gates.capacity import before_search
 from gates.confirm import to_confirm
 from gates.sequential import SequentialPlan, loop_decision
 from launch.sim.replay import ReplayRequest, ReplayResult
@@ -314,6 +316,9 @@ class Outcome:
     repeats: int  # candidate repeats measured
     time_s: float  # simulated seconds of the candidate's runs
     masked: tuple[str, ...] = ()  # SweepRunner.masked: profiles most of whose runs were outliers
+    #: the capacity gate claimed "capacity up beyond noise" (the verdict lists it as a gain), whatever the
+    #: decision; None without a capacity search
+    capacity_gain: bool | None = None
 
 
 def judge_sweep_once(
@@ -332,12 +337,17 @@ def judge_sweep_once(
     effects: dict[str, tuple[float, float]] | None = None,
     confirm_runs: int = 0,
     pricing: Pricing | None = None,
+    capacity: CapacityPlan | None = None,
+    capacity_in_blocks: bool = True,
 ) -> Outcome:
     """Measure baseline, then the candidate repeat by repeat (looks per ``plan``), then (``interleave``)
     the baseline block after it, then recovery; judge. ``answers``: both sides also run the answer gate
     once (in their first repeat). ``confirm_runs``: after a side's fixed repeats, the profiles whose runs
     disagree get up to that many more runs (:mod:`gates.confirm`, as the sweep does). ``pricing``: the
-    host's prices each launch's run.json records (the cost gate judges only priced launches)."""
+    host's prices each launch's run.json records (the cost gate judges only priced launches).
+    ``capacity``: each launch's capacity search after its runs, as the sweep does (the block's with
+    ``capacity_in_blocks``); the looks judge without the capacity gate
+    (:func:`gates.capacity.before_search`)."""
     shutil.rmtree(sweep, ignore_errors=True)
     blocks = len(recovery_profiles) * interleave_repeats
     planned = (baseline_repeats + plan.max_repeats) * len(PROFILES) + blocks + len(recovery_profiles)
@@ -355,6 +365,9 @@ def judge_sweep_once(
     if confirm_runs:
         written += confirm(runner, "baseline", base, baseline_repeats, confirm_runs)
         write_run_json(sweep, "baseline", written, pricing=pricing)
+    if capacity is not None:
+        write_capacity(sweep / side_root("baseline"), capacity, model, key=key, side="baseline", factor=1.0)
+    look_gates = before_search(gates) if capacity is not None else gates
     if not pool.starts(engine[0]):
         write_run_json(sweep, "candidate", [], started=False, pricing=pricing)
         verdict = evaluate_sweep(sweep, gates, baseline="baseline")
@@ -375,11 +388,15 @@ def judge_sweep_once(
         repeats += 1
         write_run_json(sweep, "candidate", cand, pricing=pricing)
         if repeats >= plan.min_repeats and plan.adaptive:
-            look = evaluate_sweep(sweep, gates, baseline="baseline", plan=plan)
+            look = evaluate_sweep(sweep, look_gates, baseline="baseline", plan=plan)
             decision, more = loop_decision(look.verdicts[0], plan.max_repeats - repeats)
     if confirm_runs and repeats >= plan.max_repeats:  # fixed, or an adaptive loop run to its last look
         cand += confirm(runner, "candidate", engine, repeats, confirm_runs)
         write_run_json(sweep, "candidate", cand, pricing=pricing)
+    if capacity is not None:
+        write_capacity(
+            sweep / side_root("candidate"), capacity, model, key=key, side="candidate", factor=capacity.factor
+        )
     block: list[str] = []
     for k in range(1, interleave_repeats + 1):
         for profile in recovery_profiles:
@@ -387,12 +404,16 @@ def judge_sweep_once(
             block.append(repeat_name(profile, k))
     if block:
         write_run_json(sweep, "block", block, pricing=pricing)
+        if capacity is not None and capacity_in_blocks:
+            write_capacity(sweep / side_root("block"), capacity, model, key=key, side="block", factor=1.0)
     for profile in recovery_profiles:
         runner.run(Run("recovery", profile, 0), base, side_runs=len(recovery_profiles))
     write_run_json(sweep, "recovery", [repeat_name(p, 0) for p in recovery_profiles], pricing=pricing)
     verdict = evaluate_sweep(sweep, gates, baseline="baseline", plan=plan)
     only = verdict.verdicts[0]
-    return Outcome(only.decision, only.reason, repeats, runner.time_s.get("candidate", 0.0), runner.masked())
+    claimed = any(" capacity at SLO " in gain for gain in only.gains) if capacity is not None else None
+    spent = runner.time_s.get("candidate", 0.0)
+    return Outcome(only.decision, only.reason, repeats, spent, runner.masked(), claimed)
 
 
 def confirm(runner: SweepRunner, side: str, engine: tuple[str, float], repeats: int, extra: int) -> list[str]:

@@ -114,3 +114,29 @@ def mix_table(results: Sequence[Row]) -> tuple[list[str], bool]:
         f"{saving:.0%} less (required >= 30%, same majority verdicts: {'yes' if same else 'NO'})"
     )
     return lines, saving >= 0.30 and same
+
+
+def capacity_table(results: Sequence[Row], models: Sequence[str]) -> list[str]:
+    """The capacity scenarios' capacity rule alone: how often the capacity gate claimed "capacity up beyond
+    noise" (whatever the other gates made of the verdict), beside the verdict's keeps."""
+    lines = [
+        "| scenario | noise | mode | seeds | capacity up beyond noise [95% Wilson] | kept [95% Wilson] |",
+        "|---|---|---|---|---|---|",
+    ]
+    for scenario, model, mode in (
+        (s, m, d) for s in SCENARIOS if s.capacity is not None for m in models for d in ("fixed", "adaptive")
+    ):
+        got = [
+            r.outcome
+            for r in results
+            if r.group == "scenario" and r.candidate == scenario.name and r.model == model and r.mode == mode
+        ]
+        if not got:
+            continue
+        claimed = sum(bool(o.capacity_gain) for o in got)
+        kept = sum(o.decision == "keep" for o in got)
+        lines.append(
+            f"| {scenario.name} | {model} | {mode} | {len(got)} | {_rate(claimed, len(got))} | "
+            f"{_rate(kept, len(got))} |"
+        )
+    return lines if len(lines) > 2 else []

@@ -4,7 +4,8 @@ Pipeline position: the top of the orchestrator box, under the Hydra sweeper
 (:mod:`orchestrator.app.sweeper`), which owns one :class:`SweepController` per sweep and calls it in
 order: :meth:`~SweepController.open` (lock, leftovers, the retained spec, the live service stopped, the
 baseline measured), :meth:`~SweepController.measure` once per job that runs in this process, then
-:meth:`~SweepController.finish` (restore, validate under load, judge, report) or, after a failure or
+:meth:`~SweepController.finish` (restore, validate under load, judge, report; with ``run.promote_keep``
+the gates' KEEP promoted: :mod:`orchestrator.recovery.promote`) or, after a failure or
 Ctrl-C, :meth:`~SweepController.settle`, which restores once and turns what happened into an exit code.
 Everything here takes typed configs; nothing imports Hydra, so the controller is tested with fake seams.
 
@@ -40,9 +41,10 @@ from contracts.errors import (
     exit_code_for,
     sweep_dir_error,
 )
-from contracts.layout import candidates_dir, point_latest, previous_latest
+from contracts.layout import candidates_dir
 from contracts.results import RecoveryValidation, probe_writable
 from contracts.schema import CandidateConfig, GauntletConfig
+from contracts.secrets import redacted
 from contracts.sweepdir import record_planned
 from orchestrator.app.search import TrialTicket, confirmation_lines, reporter
 from orchestrator.ledger.events import SweepFinished
@@ -59,6 +61,9 @@ from orchestrator.measure.begin import begin
 from orchestrator.measure.candidate import run_candidate
 from orchestrator.measure.interleave import measure_block
 from orchestrator.measure.trial import TrialOutcome, measure_trial
+from orchestrator.recovery.locate import readable_journal
+from orchestrator.recovery.promote import promote_after_sweep
+from orchestrator.recovery.recommend import recommendation_lines
 from orchestrator.recovery.restore import restore
 from orchestrator.recovery.status import what_runs
 from orchestrator.servers.context import SweepContext
@@ -68,6 +73,8 @@ from orchestrator.servers.seams import Seams, real_seams, say_stderr
 
 #: Where an unexpected exception's traceback is written (in the sweep directory, or the working one).
 ERROR_LOG = "gauntlet-error.log"
+#: Why a sweep that ran every job closes (only such a sweep promotes its KEEP with run.promote_keep).
+COMPLETED = "sweep completed"
 
 
 class SweepController:
@@ -120,10 +127,12 @@ class SweepController:
         jobs_elsewhere: bool = False,
         candidates: Sequence[CandidateConfig] = (),
         title: str | None = None,
+        baseline_file: str = "the baseline's candidate file",
     ) -> None:
         """Open ``sweep_dir``: begin (leftovers, retained spec), measure the baseline.
 
-        ``title`` replaces the opening line's "sweep of N job(s)" (a search names its space and budget).
+        ``title`` replaces the opening line's "sweep of N job(s)" (a search names its space and budget);
+        ``baseline_file``: the file the user selected as the baseline, which a refusal names.
 
         With ``jobs_elsewhere`` (zero-downtime) the live service keeps serving and no baseline is measured
         here: every job measures the baseline on its own node. ``candidates`` (every job's) are checked by
@@ -142,8 +151,6 @@ class SweepController:
                 ctx.say(f"{title} in {sweep_dir} {where}")
             else:
                 ctx.say(f"sweep of {len(names)} job(s) in {sweep_dir} {where}: {', '.join(names)}")
-        sweeps = Path(cfg.run.sweeps_dir)
-        previous = previous_latest(sweeps)
         try:  # a sweep that cannot write its evidence stops before it touches the live service
             for folder in (sweep_dir, candidates_dir(sweep_dir)):
                 probe_writable(folder)
@@ -153,8 +160,13 @@ class SweepController:
             raise disk from exc
         if names is not None:  # the judge names the candidates the sweep never reached
             record_planned(sweep_dir, names)
-        point_latest(sweeps, sweep_dir)
-        begin(ctx, previous=previous, keep_live=jobs_elsewhere, candidates=candidates)
+        begin(  # `latest` moves here once nothing refuses the opening (never to a sweep that started nothing)
+            ctx,
+            sweeps=Path(cfg.run.sweeps_dir),
+            keep_live=jobs_elsewhere,
+            candidates=candidates,
+            baseline_file=baseline_file,
+        )
         if jobs_elsewhere:
             return
         run = run_candidate(ctx, cfg.baseline, role="baseline")
@@ -262,6 +274,8 @@ class SweepController:
             raise
         code = 0 if self.validation.ok else RollbackError.exit_code
         code = self._judge(code)
+        if self.cfg.run.promote_keep and reason == COMPLETED and self.requested is None:
+            self.validation, code = promote_after_sweep(self.sweep, self.validation, code)
         retained = self._after_sweep()
         if self.requested is not None and self.requested.action == "stop":
             reason = STOPPED_BY_USER
@@ -330,7 +344,7 @@ class SweepController:
         self.closing = True
         if self.disk_failure is not None:
             return self.settle(self.disk_failure)
-        return self.finish(reason="sweep completed")
+        return self.finish(reason=COMPLETED)
 
     def settle(self, exc: BaseException) -> int:
         """After a failure or an interrupt: say what happened, restore once if a server was touched,
@@ -399,6 +413,12 @@ class SweepController:
             self.ctx.say(line)
         for line in what_runs(self.ctx.dir, self.ctx.servers.seams):  # the process table's word
             self.ctx.say(line)
+        try:  # what the gates recommend, said apart from what runs
+            recommendations = recommendation_lines(self.ctx.dir, readable_journal(self.ctx.dir).replay())
+        except (GauntletError, OSError):
+            recommendations = []
+        for line in recommendations:
+            self.ctx.say(line)
 
 
 def explain(exc: BaseException, where: Path | str) -> str:
@@ -408,7 +428,7 @@ def explain(exc: BaseException, where: Path | str) -> str:
     directory's ``gauntlet-error-<pid>.log``) and to stderr with ``--verbose``/``GAUNTLET_VERBOSE=1``;
     ``str(exc)`` alone tells nobody anything.
     """
-    text = "".join(traceback.format_exception(exc))
+    text = redacted("".join(traceback.format_exception(exc)))  # no URL password in a log or a message
     log = (
         Path(where) / ERROR_LOG
         if where
@@ -420,7 +440,8 @@ def explain(exc: BaseException, where: Path | str) -> str:
         saved = f"traceback in {log}"
     except OSError:
         saved = "the traceback could not be saved"
-    head = f"unexpected {type(exc).__module__}.{type(exc).__qualname__}: {exc}".replace("builtins.", "")
+    kind = f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins.")
+    head = f"unexpected {kind}: {redacted(str(exc))}"
     if verbose():
         return f"{text.rstrip()}\n{head}"
     return f"{head} ({saved}; --verbose prints it). This is a bug in gauntlet: please report it."

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -24,24 +24,23 @@ from typing import Any, Literal
 import optuna
 import yaml
 
-from contracts.errors import ConfigError, ConfigProblem
 from contracts.layout import SweepPaths
+from contracts.metrics import fmt_estimate
 from contracts.results import CapacityResult, read_model
 from contracts.schema import GauntletConfig
-from contracts.search import OBJECTIVES, PRUNERS, SAMPLERS, SearchConfig, Space
+from contracts.search import SearchConfig, Space
 from contracts.trials import Confirmation, SearchRecord, TrialRecord, Winner, read_search, write_search
-from contracts.verdicts import DECISION_LABELS, SweepVerdict
+from contracts.verdicts import SweepVerdict, decision_label
+from orchestrator.config.secrets import revealed
 from orchestrator.config.space import (
     FlagCheck,
     Pruned,
     candidate_at,
     changed_fields,
-    parse_space,
     point_overrides,
     prune,
 )
-from orchestrator.config.validate import Sources
-from orchestrator.measure.trial import TrialOutcome
+from orchestrator.measure.trial import TrialOutcome, measured_capacity
 
 #: How many points in a row the sampler may ask that launch nothing before the space counts as exhausted.
 EXHAUSTED_AFTER = 64
@@ -88,7 +87,7 @@ def open_study(search: SearchConfig, storage: str) -> tuple[optuna.Study, list[o
     pruner = make_pruner(search.pruner, search.reduction_factor)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
-        storage=storage,
+        storage=revealed(storage),  # a URL's password put back only here, in memory
         study_name=search.name,
         directions=directions(search),
         sampler=sampler,
@@ -127,7 +126,7 @@ def distributions(space: Space) -> dict[str, optuna.distributions.BaseDistributi
 def reporter(ticket: TrialTicket) -> Callable[[int, float], bool]:
     """The pruner's question for a trial's job: report (step, value), then whether to stop here."""
     pruner = make_pruner(ticket.pruner, ticket.reduction_factor)
-    study = optuna.load_study(study_name=ticket.study, storage=ticket.storage, pruner=pruner)
+    study = optuna.load_study(study_name=ticket.study, storage=revealed(ticket.storage), pruner=pruner)
     trial = optuna.trial.Trial(study, ticket.trial_id)
 
     def report(step: int, value: float) -> bool:
@@ -137,34 +136,6 @@ def reporter(ticket: TrialTicket) -> Callable[[int, float], bool]:
         return trial.should_prune()
 
     return report
-
-
-def search_space(cfg: GauntletConfig, sources: Sources) -> Space:
-    """The sweep's search space, checked before anything starts: parsed (a ConfigError names the file),
-    and the capacity profile the screen and the capacity objective measure."""
-    assert cfg.search is not None
-    where = sources.describe("search")
-    space = parse_space(cfg.search, where=where)
-    problems = []
-    if cfg.capacity.profile is None:
-        problems.append(
-            ConfigProblem(
-                where, "capacity.profile", None, "a workload: a search screens and measures capacity on it"
-            )
-        )
-    if cfg.search.objective not in OBJECTIVES:
-        problems.append(
-            ConfigProblem(where, "search.objective", cfg.search.objective, f"one of {OBJECTIVES}")
-        )
-    if cfg.search.sampler not in SAMPLERS:
-        problems.append(ConfigProblem(where, "search.sampler", cfg.search.sampler, f"one of {SAMPLERS}"))
-    if cfg.search.pruner not in PRUNERS:
-        problems.append(ConfigProblem(where, "search.pruner", cfg.search.pruner, f"one of {PRUNERS}"))
-    if cfg.search.max_launches < 1:
-        problems.append(ConfigProblem(where, "search.max_launches", cfg.search.max_launches, ">= 1"))
-    if problems:
-        raise ConfigError(problems)
-    return space
 
 
 # ---------------------------------------------------------------- the rules (pure)
@@ -221,7 +192,7 @@ def best_trial(
     if record.pareto:
         full = [t for t in full if t.number in record.pareto]
     fewest = changes or (lambda _t: 0)
-    return max(full, key=lambda t: ((t.values or [0.0])[0], -fewest(t), -t.number), default=None)
+    return max(full, key=lambda t: ((t.values or [0.0])[0], t.at_least, -fewest(t), -t.number), default=None)
 
 
 def trial_record(
@@ -238,6 +209,7 @@ def trial_record(
         screen=outcome.screen,
         launches=outcome.launches,
         wall_s=round(wall_s, 3),
+        at_least=outcome.at_least,
     )
 
 
@@ -261,7 +233,7 @@ def winner_yaml(
         fields["speculative"] = None
     elif spec:
         fields["speculative"] = spec
-    estimate = ", ".join(f"{v:.4g}" for v in trial.values or [])
+    estimate = fmt_estimate(trial.values, at_least=trial.at_least)
     head = (
         f"# The best point of search {search.name} (trial {trial.number}; the search's estimate: "
         f"{estimate}),\n# measured again against the baseline as an ordinary candidate. "
@@ -419,6 +391,7 @@ class SearchRun:
             params=best.params,
             estimate=best.values or [],
             yaml_file=paths.winner.relative_to(self.dir).as_posix(),
+            at_least=best.at_least,
         )
         write_search(self.dir, record)
         self.say(
@@ -438,6 +411,7 @@ class SearchRun:
             fidelity=earlier.fidelity,
             values=earlier.values,
             screen=earlier.screen,
+            at_least=earlier.at_least,
         )
         self._tell(study, trial, outcome, reused=True)
         item = trial_record(trial.number, name, point, outcome, 0.0)
@@ -558,7 +532,7 @@ def _layout_pruned(pruned: Pruned) -> int:
 
 
 def _values(trial: TrialRecord) -> str:
-    return ", ".join(f"{v:.4g}" for v in trial.values or []) or "-"
+    return fmt_estimate(trial.values, at_least=trial.at_least)
 
 
 def _trial_line(trial: TrialRecord, search: SearchConfig) -> str:
@@ -579,20 +553,17 @@ def confirmation_lines(sweep_dir: Path, verdicts: SweepVerdict) -> list[str]:
         record.confirmation = Confirmation(decision="incomplete", reason="the confirmation was not measured")
         write_search(sweep_dir, record)
         return [f"search: winner {name}: INCOMPLETE (its confirmation was not measured)"]
-    cap_path = SweepPaths(sweep_dir).candidate(name).capacity
-    capacity = read_model(cap_path, CapacityResult).capacity if cap_path.exists() else None
-    record.confirmation = Confirmation(decision=verdict.decision, reason=verdict.reason, capacity=capacity)
+    capacity, at_least = measured_capacity(SweepPaths(sweep_dir).candidate(name).capacity)
+    record.confirmation = Confirmation(
+        decision=verdict.decision, reason=verdict.reason, capacity=capacity, at_least=at_least
+    )
     write_search(sweep_dir, record)
-    label = DECISION_LABELS.get(verdict.decision, verdict.decision.upper())
-    measured = f", confirmation's capacity {capacity:g}" if capacity is not None else ""
+    label = decision_label(verdict.decision)
+    measured = f", confirmation's capacity {fmt_estimate([capacity], at_least=at_least)}" if capacity else ""
     advice = (
         f"recommended: {record.winner.yaml_file}"
         if verdict.decision == "keep"
         else "not recommended: only a KEEP is; the baseline stays"
     )
-    estimate = _join(record.winner.estimate)
+    estimate = fmt_estimate(record.winner.estimate, at_least=record.winner.at_least)
     return [f"search: winner {name}: {label} (search's estimate {estimate}{measured}; {advice})"]
-
-
-def _join(values: Sequence[float]) -> str:
-    return ", ".join(f"{v:.4g}" for v in values) or "-"

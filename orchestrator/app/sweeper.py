@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,9 +51,12 @@ from contracts.search import Space
 from launch.preflight import real_probes
 from orchestrator.app.controller import SweepController, jobs_run_elsewhere
 from orchestrator.app.jobs import run_job
-from orchestrator.app.search import SearchRun, TrialTicket, opening_line, search_space
+from orchestrator.app.search import SearchRun, TrialTicket, opening_line
+from orchestrator.app.search_storage import storage_faults, storage_problem, storage_refusal
 from orchestrator.config.compose import sources_from_hydra, to_typed
 from orchestrator.config.compose_errors import translate_compose_error
+from orchestrator.config.search_checks import checked_space
+from orchestrator.config.secrets import REVEALED_FIELDS, conceal_field
 from orchestrator.config.space import doctor_flag_check
 from orchestrator.config.validate import Sources, check_candidate_names, validate
 from orchestrator.ledger.nodes import Place, job_place, launching_place
@@ -109,7 +112,8 @@ class FrozenConfigLoader(ConfigLoader):
     def load_sweep_config(self, master_config: DictConfig, sweep_overrides: list[str]) -> DictConfig:
         key = tuple(sweep_overrides)
         if key not in self.compositions:
-            self.compositions[key] = self.inner.load_sweep_config(master_config, list(sweep_overrides))
+            composed = self.inner.load_sweep_config(master_config, list(sweep_overrides))
+            self.compositions[key] = conceal(composed)  # Hydra's .hydra/ and the launcher's pickles too
         return copy.deepcopy(self.compositions[key])
 
     def load_configuration(
@@ -188,8 +192,6 @@ class GauntletJob:
 def _check_parallel(cfg: GauntletConfig, launcher: str) -> None:
     """``search.parallel`` > 1 needs a launcher that runs jobs side by side, each on a node of its own."""
     assert cfg.search is not None
-    if cfg.search.parallel < 1:
-        raise ConfigError([ConfigProblem("<search>", "search.parallel", cfg.search.parallel, ">= 1")])
     if cfg.search.parallel > 1 and not jobs_run_elsewhere(launcher, cfg):
         allowed = (
             "1 with this launcher: trials side by side need one that runs jobs on nodes of their own "
@@ -221,12 +223,29 @@ def without_hydra(config: DictConfig) -> DictConfig:
     return cfg
 
 
+def conceal(config: DictConfig, environ: MutableMapping[str, str] = os.environ) -> DictConfig:
+    """``config`` (changed in place, and returned) with each URL password of a field read back where it is
+    used (``search.storage``) moved to the environment the sweep and its jobs run in (a launcher's job
+    inherits it): every file, Hydra's records and the pickled jobs then carry ``<from $VAR>``, and the
+    search opens its storage with the password put back (orchestrator.config.secrets)."""
+    for field in REVEALED_FIELDS:
+        value = OmegaConf.select(config, field, default=None, throw_on_resolution_failure=False)
+        found = conceal_field(field, value)
+        if found is not None:
+            environ[found.variable] = found.password
+            with open_dict(config):
+                OmegaConf.update(config, field, found.value, merge=False)
+    return config
+
+
 def save_config(config: DictConfig, sweep_dir: Path) -> None:
-    """The sweep's composed config and its command-line overrides, as the recorded-sweep commands read."""
+    """The sweep's composed config and its command-line overrides, as the recorded-sweep commands read;
+    the overrides as typed (``${oc.env:VAR}`` is not resolved: its value may be a secret)."""
     sweep_dir.mkdir(parents=True, exist_ok=True)
     paths = SweepPaths(sweep_dir)
     paths.config.write_text(OmegaConf.to_yaml(without_hydra(config), resolve=True))
-    overrides: list[str] = [str(o) for o in config.hydra.overrides.task]
+    typed = OmegaConf.to_container(config.hydra.overrides.task, resolve=False)
+    overrides = [str(o) for o in typed] if isinstance(typed, list) else []
     paths.overrides.write_text("\n".join(overrides) + ("\n" if overrides else ""))
 
 
@@ -260,6 +279,7 @@ class SweeperCore(BasicSweeper):
         self.base_overrides: list[str] = []
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        conceal(config)  # before the launcher holds it: no URL password in multirun.yaml or a pickled job
         self.loader = FrozenConfigLoader(hydra_context.config_loader)
         context = HydraContext(config_loader=self.loader, callbacks=hydra_context.callbacks)
         job = self.job = GauntletJob(self.frozen, self.controller, self.seams)
@@ -341,8 +361,11 @@ class SweeperCore(BasicSweeper):
             check_candidate_names(sources_from_hydra(self.config.hydra).search_path)
             self.validate_batch_is_legal(jobs)
             if typed.search is not None:  # its space is checked before the first file, as the jobs are
-                self.space = search_space(typed, sources_from_hydra(self.config.hydra))
+                self.space = checked_space(typed, sources_from_hydra(self.config.hydra))
                 _check_parallel(typed, str(self.config.hydra.launcher.get("_target_", "")))
+                # its study's database, reached before the live service is stopped (doctor asks the same)
+                if (fault := storage_problem(typed.search.storage)) is not None:
+                    raise storage_refusal(fault)
                 self.searching = typed
                 # Each trial is a job of the command line's overrides (less a candidate it names) + its point.
                 self.base_overrides = [o for o in jobs[0] if not o.lstrip("+~").startswith("candidate")]
@@ -357,7 +380,13 @@ class SweeperCore(BasicSweeper):
             if typed.search is not None and self.space is not None:  # a search, not a sweep of one job
                 title = opening_line(typed.search, self.space)
             self.controller.open(
-                typed, sweep_dir, names=names, jobs_elsewhere=elsewhere, candidates=chosen, title=title
+                typed,
+                sweep_dir,
+                names=names,
+                jobs_elsewhere=elsewhere,
+                candidates=chosen,
+                title=title,
+                baseline_file=sources_from_hydra(self.config.hydra).baseline_file(),
             )
             write_opening(sweep_dir, "open", node=node)
         except BaseException as exc:
@@ -425,7 +454,9 @@ class SweeperCore(BasicSweeper):
             say=self.controller.sweep.say,
             launch_batch=launch_batch,
         )
-        winner = run.run()
+        assert cfg.search is not None
+        with storage_faults(cfg.search.storage or str(SweepPaths(sweep_dir).study)):  # gauntlet's words
+            winner = run.run()
         if winner is not None:
             launch_job(winner, None)
         return results

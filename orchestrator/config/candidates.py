@@ -48,7 +48,7 @@ from orchestrator.config.compose import (
 )
 from orchestrator.config.compose_errors import translate_compose_error
 from orchestrator.config.guard import YamlReads
-from orchestrator.config.validate import Sources, validate
+from orchestrator.config.validate import Sources, placement_refusal, validate
 
 GROUP = "candidate"
 #: A ``defaults`` entry of a plain candidate file that names another option of the group.
@@ -102,6 +102,24 @@ class CandidateComposer:
 
     def load(self, option: str) -> tuple[GauntletConfig, Sources]:
         """What :func:`orchestrator.config.compose.load` returns for ``[*rest, "candidate=<option>"]``."""
+        typed, sources = self.typed(option)
+        validate(typed, sources)
+        return typed, sources
+
+    def load_fitting(self, option: str) -> tuple[GauntletConfig, Sources] | str:
+        """:meth:`load`, or why the host cannot place this candidate (its TP x DP: the placement rule
+        validation applies) when it is not the baseline: what ``plan`` and ``doctor`` leave out, saying
+        so, when no candidate was named. Any other problem, and the baseline's, is raised as by ``load``."""
+        typed, sources = self.typed(option)
+        if typed.candidate.name != typed.baseline.name:
+            why = placement_refusal(typed.candidate, typed.host)
+            if why is not None:
+                return why
+        validate(typed, sources)
+        return typed, sources
+
+    def typed(self, option: str) -> tuple[GauntletConfig, Sources]:
+        """``[*rest, "candidate=<option>"]`` composed and typed, not yet validated."""
         overrides = [*self.rest, f"{GROUP}={option}"]
         check_before_composing(self.location, overrides, self.reads)
         hydra = self._started()
@@ -139,10 +157,35 @@ class CandidateComposer:
         return typed, sources
 
 
+@dataclass(frozen=True)
+class LeftOut:
+    """A candidate of the group the host cannot place, left out of an unnamed selection (``plan`` and
+    ``doctor`` without ``candidate=``): the option and why (the placement rule's words)."""
+
+    option: str
+    why: str
+
+
+def named_candidates(overrides: Sequence[str]) -> bool:
+    """Whether the command line names its candidates (``candidate=a,b``, ``candidate=glob(my_*)``)."""
+    return any(o.split("=", 1)[0].lstrip("+~") == "candidate" for o in overrides if "=" in o)
+
+
+def format_left_out(left_out: Sequence[LeftOut], host: str) -> str:
+    """The candidates an unnamed selection left out, one line each (why), and how to check one anyway."""
+    if not left_out:
+        return ""
+    lines = [
+        f"not planned: {len(left_out)} candidate(s) of the group that host '{host}' cannot place (no "
+        "candidate=... was named; `candidate=NAME` checks one as a sweep would, and refuses it):"
+    ]
+    lines += [f"  {item.option}: {item.why}" for item in left_out]
+    return "\n".join(lines) + "\n"
+
+
 def _typed(cfg: DictConfig, sources: Sources) -> tuple[GauntletConfig, Sources]:
-    typed = to_typed(cfg, sources)
-    validate(typed, sources)
-    return typed, sources
+    """The composition typed (a ``ConfigError`` for a key no schema field names); validated by the caller."""
+    return to_typed(cfg, sources), sources
 
 
 def _is_candidate(package: str | None) -> bool:

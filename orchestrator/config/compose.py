@@ -41,12 +41,14 @@ from contracts.schema import (
     WorkloadConfig,
 )
 from contracts.search import SearchConfig
-from launch.spec import SECRET_NAME, env_reference, referenced
+from contracts.secrets import env_reference
+from launch.spec import SECRET_NAME
 from orchestrator.config.compose_errors import translate_compose_error, unknown_keys
 from orchestrator.config.extras import check_extras
 from orchestrator.config.guard import YamlReads, check_yaml_files, config_roots
 from orchestrator.config.overrides import check_overrides
 from orchestrator.config.resolvers import gpus_per_node, job_minutes
+from orchestrator.config.secrets import secret_value, value_problems
 from orchestrator.config.validate import Sources, validate
 
 #: The module whose ``@hydra.main`` runs the sweep: a relative ``--config-path`` resolves against its
@@ -83,45 +85,33 @@ def secret_variables(root: Any) -> set[str]:
     return {str(name) for name in named if isinstance(name, str) and "${" not in name}
 
 
-def secret_env(key: str, *default: Any, _root_: Any) -> str | None:
+def secret_env(key: str, *default: Any, _root_: Any, _node_: Any, _parent_: Any) -> str | None:
     """``${oc.env:KEY[,default]}`` as gauntlet resolves it: OmegaConf's own, except that a set variable
     whose value is a secret (its name has TOKEN, KEY, SECRET, PASSWORD ...; a pass_env or api_key_env
-    name) resolves to ``<from $KEY>``. The value itself reaches only the server's environment, at launch
-    (:func:`launch.command.child_env`); the config, every file, message and fingerprint has the name."""
-    if key in os.environ and (SECRET_NAME.search(key) or key in secret_variables(_root_)):
-        return env_reference(key)
+    name; a URL with a password, or the value of a secret-looking env key: secrets.secret_value)
+    resolves to ``<from $KEY>``. The value itself reaches only the server's environment, at launch
+    (:func:`launch.command.child_env`), or the search's storage; every file, message and fingerprint
+    has the name."""
     value: str | None = oc.env(key, *default)
-    return value
-
-
-#: Where a value from a secret variable may go: a value of an ``env`` mapping (the server's environment).
-_ENV_SECTIONS = ("host", "service", "candidate", "baseline")
+    secret = (
+        SECRET_NAME.search(key) or key in secret_variables(_root_) or secret_value(value, _node_, _parent_)
+    )
+    return env_reference(key) if key in os.environ and secret else value
 
 
 def secret_problems(cfg: DictConfig, sources: Sources | None = None) -> list[ConfigProblem]:
-    """Every value of ``cfg`` outside an ``env`` mapping that carries a secret variable's value
-    (``<from $HF_TOKEN>``): a name becomes directory names and reports, a flag the server's command
-    line, which every user of the host can read (ps)."""
+    """Every value of ``cfg`` where a secret may not stand (orchestrator.config.secrets.value_problems): a
+    variable's value (``<from $HF_TOKEN>``) outside an ``env`` mapping becomes directory names and
+    reports, a flag the server's command line, which every user of the host can read (ps)."""
     try:
         container = OmegaConf.to_container(cfg, resolve=True)
     except OmegaConfBaseException:
         return []  # typing the config reports the interpolation that does not resolve
-    problems = []
-    for path, value in _strings(container, ()):
-        if len(path) == 3 and path[0] in _ENV_SECTIONS and path[1] == "env":
-            continue
-        for variable in referenced(value):
-            problems.append(
-                ConfigProblem(
-                    _field_origin(sources or Sources(), path),
-                    ".".join(path),
-                    value,
-                    f"no value of ${variable}, a secret (names and command-line flags are written and "
-                    f"shown everywhere); pass it through the server's environment (service.pass_env / "
-                    f"env: {{NAME: ${{oc.env:{variable}}}}})",
-                )
-            )
-    return problems
+    return [
+        ConfigProblem(_field_origin(sources or Sources(), path), ".".join(path), value, allowed)
+        for path, value in _strings(container, ())
+        for allowed in value_problems(path, value)
+    ]
 
 
 def _strings(node: Any, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], str]]:

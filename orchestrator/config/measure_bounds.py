@@ -8,9 +8,11 @@ Pipeline position: :func:`orchestrator.config.validate.validate` calls :func:`ca
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from contracts.errors import ConfigProblem
 from contracts.schema import GauntletConfig
+from orchestrator.config.accuracy import Origins
 
 
 def _price(value: object) -> bool:
@@ -22,10 +24,19 @@ def _price(value: object) -> bool:
     )
 
 
-def cost_problems(cfg: GauntletConfig, host_file: str, gates_file: str) -> list[ConfigProblem]:
+def _origin(src: Origins, group: str, key_path: Sequence[str]) -> str:
+    """The file (or command-line override) that set ``group.key_path``, else the group's file."""
+    choice = src.choices.get(group)
+    return src.origin(group, choice, key_path) if choice is not None else src.describe(group)
+
+
+def cost_problems(cfg: GauntletConfig, src: Origins) -> list[ConfigProblem]:
     """``host.gpu_hour_price`` and ``host.power_price_kwh`` (each None or a price >= 0; a power price only
-    with a GPU-hour price) and ``gates.cost``'s bounds (None, or a tolerance >= 0 and a budget > 0)."""
+    with a GPU-hour price) and ``gates.cost``'s bounds (None, or a tolerance >= 0 and a budget > 0; a
+    bound only with a GPU-hour price: without one the cost gate has nothing to judge, and a bound the
+    user set would be dropped in silence)."""
     host, bounds, out = cfg.host, cfg.gates.cost, []
+    host_file, gates_file = src.describe("host"), src.describe("gates")
     if not _price(host.gpu_hour_price):
         allowed = "$ per GPU-hour, a number >= 0, or null (no cost figures)"
         out.append(ConfigProblem(host_file, "host.gpu_hour_price", host.gpu_hour_price, allowed))
@@ -41,6 +52,20 @@ def cost_problems(cfg: GauntletConfig, host_file: str, gates_file: str) -> list[
     if not _price(bounds.max_usd_per_mtok) or bounds.max_usd_per_mtok == 0:
         allowed = "$ per million output tokens, a number > 0, or null (no budget)"
         out.append(ConfigProblem(gates_file, "gates.cost.max_usd_per_mtok", bounds.max_usd_per_mtok, allowed))
+    if host.gpu_hour_price is None:
+        price_at = _origin(src, "host", ["gpu_hour_price"])
+        for key, value in (("tolerance", bounds.tolerance), ("max_usd_per_mtok", bounds.max_usd_per_mtok)):
+            if value is None:
+                continue
+            allowed = (
+                f"null unless host.gpu_hour_price is set: a cost bound needs the host's $ per GPU-hour, and "
+                f"host.gpu_hour_price is null ({price_at}); set host.gpu_hour_price to your provider's $ per "
+                f"GPU-hour (in the host's file, or e.g. host.gpu_hour_price=2.5 on the command line), or "
+                f"leave gates.cost.{key} null"
+            )
+            out.append(
+                ConfigProblem(_origin(src, "gates", ["cost", key]), f"gates.cost.{key}", value, allowed)
+            )
     return out
 
 

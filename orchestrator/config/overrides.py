@@ -5,7 +5,9 @@ Hydra composes anything (the sweep's entry and :func:`orchestrator.config.compos
 reads naturally (``conf/config.yaml`` says of the search group "null = none"), but Hydra cannot set a
 config group to null on the command line and raises ``ValueError: Config group override must be a string
 or a list. Got NoneType`` with a traceback; the problem here names the override, the group's configs and
-Hydra's way to drop a group, ``~search``. Free of Hydra; pure apart from listing the groups' directories.
+Hydra's way to drop a group, ``~search``. A URL's password on the command line is refused here too
+(:func:`orchestrator.config.secrets.password_problems`), before Hydra records it. Free of Hydra; pure apart
+from listing the groups' directories.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from contracts.errors import COMMAND_LINE, ConfigError, ConfigProblem
+from orchestrator.config.secrets import password_problems
 
 
 def null_group_problems(overrides: Sequence[str], roots: Sequence[Path]) -> list[ConfigProblem]:
@@ -38,6 +41,6 @@ def null_group_problems(overrides: Sequence[str], roots: Sequence[Path]) -> list
 
 def check_overrides(overrides: Sequence[str], roots: Sequence[Path]) -> None:
     """Raise ConfigError before composition for an override Hydra would refuse with a traceback."""
-    problems = null_group_problems(overrides, roots)
+    problems = [*null_group_problems(overrides, roots), *password_problems(overrides)]
     if problems:
         raise ConfigError(problems, hint="change the override named above; nothing was started")

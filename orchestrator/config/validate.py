@@ -35,6 +35,7 @@ from contracts.schema import (
 from load.sources import source_problems
 from load.workload import ARRIVALS, parse_prompts
 from orchestrator.config.accuracy import accuracy_problems, labelled_file_problems
+from orchestrator.config.client_inputs import api_key_problems, tls_problems
 from orchestrator.config.guard import abuse_problems, yaml_file_problems
 from orchestrator.config.measure_bounds import capacity_problems, cost_problems
 
@@ -122,6 +123,14 @@ class Sources:
         path = self.group_file(group, choice)
         return display_path(path) if path else f"<{package}>"
 
+    def baseline_file(self) -> str:
+        """The baseline the user selected (``candidate@baseline``) as a refusal names it: its file, from
+        their ``--config-dir`` when it is there, and any command-line override of ``baseline.*``."""
+        keys = [o for o in self.overrides if o.lstrip("+~").startswith("baseline.")]
+        return " and ".join(
+            [self.describe("candidate@baseline"), *(f"command-line override {o!r}" for o in keys)]
+        )
+
 
 def display_path(path: Path) -> str:
     """A config file as an error names it: relative to the project root when it is inside it."""
@@ -157,6 +166,21 @@ def _parent_in_group(raw: Mapping[str, Any]) -> str | None:
     return None
 
 
+def placement_refusal(cand: CandidateConfig, host: HostConfig) -> str | None:
+    """Why ``host`` cannot place the candidate's TP x DP (its GPUs, its placement rule, its nodes), or None
+    (also when TP or DP is below 1: a problem of the value, said on its own)."""
+    tp, dp = cand.tensor_parallel_size, cand.data_parallel_size
+    if tp < 1 or dp < 1:
+        return None
+    why = placement_problem(
+        tp, dp, gpus=host.gpu_count, placement=host.placement, where=f"host '{host.name}'"
+    )
+    if why:
+        return why
+    layout = host_layout(tp, dp, host)
+    return layout if isinstance(layout, str) else None
+
+
 def candidate_problems(cand: CandidateConfig, host: HostConfig, where: Any) -> list[ConfigProblem]:
     """Problems of one candidate on one host. ``where(key_path)`` names the file that set a field."""
     out: list[ConfigProblem] = []
@@ -170,24 +194,13 @@ def candidate_problems(cand: CandidateConfig, host: HostConfig, where: Any) -> l
         if int(getattr(cand, key)) < 1:
             bad([key], getattr(cand, key), "an integer >= 1")
     tp, dp = cand.tensor_parallel_size, cand.data_parallel_size
-    if tp >= 1 and dp >= 1:
-        allowed = placement_problem(
-            tp, dp, gpus=host.gpu_count, placement=host.placement, where=f"host '{host.name}'"
+    if (allowed := placement_refusal(cand, host)) is not None:
+        files = dict.fromkeys([where(["tensor_parallel_size"]), where(["data_parallel_size"])])
+        out.append(
+            ConfigProblem(
+                " + ".join(files), "tensor_parallel_size x data_parallel_size", f"{tp} x {dp}", allowed
+            )
         )
-        if allowed:
-            files = dict.fromkeys([where(["tensor_parallel_size"]), where(["data_parallel_size"])])
-            out.append(
-                ConfigProblem(
-                    " + ".join(files), "tensor_parallel_size x data_parallel_size", f"{tp} x {dp}", allowed
-                )
-            )
-        elif isinstance(layout := host_layout(tp, dp, host), str):
-            files = dict.fromkeys([where(["tensor_parallel_size"]), where(["data_parallel_size"])])
-            out.append(
-                ConfigProblem(
-                    " + ".join(files), "tensor_parallel_size x data_parallel_size", f"{tp} x {dp}", layout
-                )
-            )
     gmu = cand.gpu_memory_utilization
     if not (isinstance(gmu, int | float) and 0 < gmu <= 1):
         bad(["gpu_memory_utilization"], gmu, "a fraction in (0, 1]")
@@ -351,7 +364,7 @@ MAX_LOAD_WORKERS = 256
 
 
 def load_problems(load: LoadConfig, sources: Sources | None = None) -> list[ConfigProblem]:
-    """Problems of the ``load`` section: worker count, lateness bound, TLS files that are not there."""
+    """Problems of the ``load`` section: worker count, lateness bound, TLS files the client cannot use."""
     where = (sources or Sources()).top_origin
     out: list[ConfigProblem] = []
     if not 1 <= load.workers <= MAX_LOAD_WORKERS:
@@ -360,13 +373,7 @@ def load_problems(load: LoadConfig, sources: Sources | None = None) -> list[Conf
     if load.max_send_lateness_s is not None and load.max_send_lateness_s <= 0:
         key = "load.max_send_lateness_s"
         out.append(ConfigProblem(where(key), key, load.max_send_lateness_s, "seconds > 0, or null"))
-    for key, value in (
-        ("load.ca_bundle", load.ca_bundle),
-        ("load.client_cert", load.client_cert),
-        ("load.client_key", load.client_key),
-    ):
-        if value is not None and not Path(value).is_file():
-            out.append(ConfigProblem(where(key), key, value, "a readable PEM file, or null"))
+    out.extend(tls_problems(load, where))  # each file readable, PEM, the key its certificate's
     if load.client_key is not None and load.client_cert is None:
         key = "load.client_key"
         out.append(ConfigProblem(where(key), key, load.client_key, "null unless load.client_cert is set"))
@@ -452,8 +459,11 @@ def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
                 )
     problems.extend(run_problems(cfg.run, src))
     problems.extend(load_problems(cfg.load, src))
+    problems.extend(
+        api_key_problems(cfg.service, src.origin("service", src.choices.get("service"), ["api_key_env"]))
+    )
     problems.extend(capacity_problems(cfg, src.describe("slo"), "conf/config.yaml"))
-    problems.extend(cost_problems(cfg, host_file, src.describe("gates")))
+    problems.extend(cost_problems(cfg, src))
     from gates import REGISTRY  # noqa: PLC0415  (gates register themselves on import)
 
     for name in cfg.gates.enabled:

@@ -14,6 +14,11 @@ The life of one server::
              └─▶ (crash before the pid was recorded: the next run finds it by argv and start time)
     started ─▶ startup_failed          the server never became ready (the supervisor tore it down)
     adopted                            a server an earlier run left, now in this process's hands
+
+A promotion (``promote``, or ``run.promote_keep`` at a sweep's end)::
+
+    promotion_started ─▶ (the live service stopped) launching ... ready ─▶ validated ─▶ promoted
+                     └─▶ promotion_failed ─▶ restoring ... (the previous retained configuration)
 """
 
 from __future__ import annotations
@@ -338,6 +343,41 @@ class ValidationFailed(_Candidate):
     pid: int | None = None
 
 
+# ---------------------------------------------------------------------------------------------- promote
+
+
+class PromotionStarted(_Candidate):
+    """``promote`` begins: the kept candidate's spec (``spec_file``, copied from its recorded one) is about
+    to replace the retained configuration (``previous``); until :class:`Promoted`, the retained one is
+    still ``previous``, so a promotion interrupted here is undone by ``rollback``."""
+
+    event = "promotion_started"
+    fingerprint: str
+    spec_file: str
+    candidate_file: str  # the candidate as a file of Hydra's candidate group (the next sweep's baseline)
+    previous: str | None = None  # the retained configuration's fingerprint until now
+    previous_candidate: str | None = None
+
+
+class Promoted(_Process):
+    """The promoted candidate started and its validation under load passed: it is the retained
+    configuration from here on (what ``rollback`` restores, ``status`` reports, the next sweep finds)."""
+
+    event = "promoted"
+    fingerprint: str
+    spec_file: str
+    candidate_file: str
+
+
+class PromotionFailed(_Candidate):
+    """The promoted candidate did not start, failed its validation or was interrupted: the retained
+    configuration stays the previous one (restored next)."""
+
+    event = "promotion_failed"
+    fingerprint: str
+    reason: str
+
+
 class RollbackRequested(Event):
     """``python -m orchestrator rollback`` started on this sweep."""
 
@@ -386,6 +426,9 @@ EVENT_TYPES: dict[str, type[Event]] = {
         Restored,
         Validated,
         ValidationFailed,
+        PromotionStarted,
+        Promoted,
+        PromotionFailed,
         RollbackRequested,
         StopRequested,
         StopFinished,

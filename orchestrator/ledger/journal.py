@@ -39,7 +39,11 @@ from orchestrator.ledger.events import (
     JobStarted,
     Launching,
     LiveServer,
+    Promoted,
+    PromotionFailed,
+    PromotionStarted,
     RetainedRecorded,
+    RollbackRequested,
     Started,
     StartupFailed,
     SweepFinished,
@@ -53,7 +57,7 @@ from orchestrator.ledger.nodes import Place
 E = TypeVar("E", bound=Event)
 
 #: Event fields that name a file in the sweep directory.
-_FILE_FIELDS = ("spec_file", "log_path")
+_FILE_FIELDS = ("spec_file", "log_path", "candidate_file")
 
 
 def utc_now() -> str:
@@ -68,6 +72,12 @@ class JournalState:
     pending: list[Launching] = field(default_factory=list)  # announced spawns whose pid was never recorded
     retained_spec_file: str | None = None
     retained_fingerprint: str | None = None
+    #: The retained configuration's candidate name, and its candidate file when a promotion made it the
+    #: retained one (None: the sweep's configured baseline, recorded when it began).
+    retained_candidate: str | None = None
+    retained_candidate_file: str | None = None
+    #: A promotion begun and not ended (interrupted: ``rollback`` restores the retained configuration).
+    promoting: PromotionStarted | None = None
     last_event: str | None = None
     events: int = 0
     finished: bool = False
@@ -277,6 +287,17 @@ def replay(events: Iterable[Event]) -> JournalState:
             case RetainedRecorded():
                 state.retained_spec_file = event.spec_file
                 state.retained_fingerprint = event.fingerprint
+                state.retained_candidate, state.retained_candidate_file = event.candidate, None
+            case PromotionStarted():
+                state.promoting = event
+            case Promoted():
+                state.retained_spec_file = event.spec_file
+                state.retained_fingerprint = event.fingerprint
+                state.retained_candidate = event.candidate
+                state.retained_candidate_file = event.candidate_file
+                state.promoting = None
+            case PromotionFailed() | RollbackRequested():  # a rollback abandons an unfinished promotion
+                state.promoting = None
             case Launching():
                 state.pending.append(event)
             case Started() | Adopted():

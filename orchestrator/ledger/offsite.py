@@ -29,7 +29,7 @@ from contracts.layout import (
     retained_spec_file,
 )
 from orchestrator.ledger.events import Event
-from orchestrator.ledger.journal import Journal, utc_now
+from orchestrator.ledger.journal import Journal, replay, utc_now
 from orchestrator.ledger.lock import lock_dir
 
 
@@ -78,11 +78,14 @@ class JournalMirror:
 def keep_offsite(journal: Journal, sweep_dir: Path, port: int, *, base: Path | None = None) -> Offsite:
     """Copy what rollback needs out of ``sweep_dir`` and mirror ``journal`` there from now on.
 
-    Called when the sweep has recorded its retained spec (``retained/spec.json``) and its config.
+    Called when the sweep has recorded its retained spec (``retained/spec.json``) and its config, and again
+    when a promotion made another spec the retained one (the journal's last word on it is what is copied).
     Raises OSError when the copy cannot be written (the caller says so and goes on).
     """
     folder = offsite_dir(base if base is not None else lock_dir(), port)
-    spec_text = retained_spec_file(sweep_dir).read_text()
+    events = journal.events()
+    recorded = replay(events).retained_spec_file
+    spec_text = (Path(recorded) if recorded else retained_spec_file(sweep_dir)).read_text()
     fingerprint = str(json.loads(spec_text).get("fingerprint", ""))
     if folder.exists():
         shutil.rmtree(folder)  # the previous sweep on this port: its copy is not this one's
@@ -92,7 +95,7 @@ def keep_offsite(journal: Journal, sweep_dir: Path, port: int, *, base: Path | N
     config = SweepPaths(sweep_dir).config
     if config.exists():
         offsite.config.write_text(config.read_text())
-    for event in journal.events():  # the journal so far (a resumed sweep's history too)
+    for event in events:  # the journal so far (a resumed sweep's history too)
         _append(offsite, event)
     record = {"sweep_dir": offsite.sweep_dir, "fingerprint": fingerprint, "at": utc_now()}
     _write_atomic(OffsitePaths(folder).record, json.dumps(record) + "\n")
@@ -114,6 +117,18 @@ def find_offsite(sweep_dir: Path, *, base: Path | None = None) -> Offsite | None
         if isinstance(data, dict) and data.get("sweep_dir") == wanted:
             return Offsite(folder=record.parent, sweep_dir=wanted, fingerprint=str(data.get("fingerprint")))
     return None
+
+
+def port_offsite(port: int, *, base: Path | None = None) -> Offsite | None:
+    """The copy kept for ``port``: the last sweep that took over the service there (None: no readable one)."""
+    folder = offsite_dir(base if base is not None else lock_dir(), port)
+    try:
+        data = json.loads(OffsitePaths(folder).record.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not data.get("sweep_dir"):
+        return None
+    return Offsite(folder=folder, sweep_dir=str(data["sweep_dir"]), fingerprint=str(data.get("fingerprint")))
 
 
 def attach(journal: Journal, sweep_dir: Path, *, base: Path | None = None) -> Offsite | None:
@@ -162,6 +177,12 @@ def _append(offsite: Offsite, event: Event) -> None:
     spec_file = line.get("spec_file")
     if isinstance(spec_file, str) and spec_file:
         line["spec_file"] = str(_keep_spec(offsite, event, spec_file))
+    candidate_file = line.get("candidate_file")
+    if isinstance(candidate_file, str) and candidate_file:  # a promotion's: the restore reads it
+        kept = offsite.paths.candidate_file(str(line.get("candidate", "server")))
+        if Path(candidate_file).exists():
+            shutil.copyfile(candidate_file, kept)
+        line["candidate_file"] = str(kept)
     text = json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n"
     fd = os.open(offsite.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
@@ -171,11 +192,14 @@ def _append(offsite: Offsite, event: Event) -> None:
 
 
 def _keep_spec(offsite: Offsite, event: Event, spec_file: str) -> Path:
-    """The copy of a launched server's spec (the retained one is ``spec.json`` of the copy)."""
+    """The copy of a launched server's spec (the retained one is ``spec.json`` of the copy: a retained
+    server, or the recorded retained spec, with the copy's fingerprint; a promoted candidate's launch
+    before the copy was made its own, or the baseline's record after it, are copied under ``specs/``)."""
     source = Path(spec_file)
     role = getattr(event, "role", None)
     candidate = getattr(event, "candidate", "server")
-    if role == "retained" or source.resolve() == retained_spec_file(Path(offsite.sweep_dir)).resolve():
+    retained = role == "retained" or source.resolve() == retained_spec_file(Path(offsite.sweep_dir)).resolve()
+    if retained and getattr(event, "fingerprint", offsite.fingerprint) == offsite.fingerprint:
         return offsite.spec
     target = offsite.paths.specs / f"{candidate}.json"
     if source.exists():

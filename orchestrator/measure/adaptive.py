@@ -11,7 +11,8 @@ sweep tells a candidate that stopped early from one that was interrupted.
 from __future__ import annotations
 
 from contracts.errors import GauntletError
-from contracts.verdicts import Decision
+from contracts.verdicts import Decision, decision_label
+from gates.capacity import before_search
 from gates.sequential import SequentialPlan, candidate_plan, loop_decision
 from gates.verdict import evaluate_sweep
 from orchestrator.ledger.events import DiscardingPartial, RepeatLooked, RepeatsSettled, Role
@@ -37,7 +38,7 @@ def look(
     try:
         verdict = evaluate_sweep(
             ctx.dir,
-            ctx.cfg.gates,
+            before_search(ctx.cfg.gates),  # the capacity search runs after the loop
             baseline=ctx.cfg.baseline.name,
             candidates=[run.candidate],
             plan=plan,
@@ -54,7 +55,7 @@ def look(
         why = " (within the load client's lag; another comparison can still settle): one more repeat"
     else:
         why = ""
-    ctx.say(f"{run.candidate}: after {repeats} repeat(s): {decision}{why}")
+    ctx.say(f"{run.candidate}: after {repeats} repeat(s): {decision_label(decision)}{why}")
     return acted, more
 
 

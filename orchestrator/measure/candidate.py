@@ -1,7 +1,7 @@
 """Measuring one candidate: launch it, run every profile with its repeats under a watcher, tear it down.
 
 Pipeline position: the orchestrator's middle step (config -> launch spec -> server -> load -> records).
-Results go to ``candidates/<name>/`` (spec.json, vllm-config.yaml, server.log, run.json and
+Results go to ``candidates/<name>/`` (spec.json, vllm-config.yaml, candidate.yaml, server.log, run.json and
 ``<profile>/r<k>/`` from the load runner); a candidate whose results are complete is skipped, which is
 what makes resuming a sweep work. A server that dies, or a profile that cannot complete, is evidence in
 run.json, not a crash of the sweep.
@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import cast
 
+from contracts.candidate_file import write_candidate_record
+from contracts.layout import LaunchPaths
 from contracts.results import CandidateRun, DoctorReport, StartupRecord, read_model
 from contracts.schema import CandidateConfig
 from contracts.sweepdir import Results, load_results
@@ -88,6 +90,7 @@ def run_candidate(
         ctx.say(f"{name}: {refused.matched_line} ({refused.kind})")
         return run
     with measured_launch(ctx, spec, out, role=role, labels=labels, discard_as=name) as launch:
+        write_candidate_record(LaunchPaths(out).candidate_config, candidate)  # what `promote` writes back
         if not launch.ready:
             startup = launch.run.startup
             ctx.say(f"{name}: did not start ({startup.kind}): {startup.matched_line or '-'}")

@@ -10,16 +10,20 @@ Runs go to ``candidates/<name>/capacity/<level>/a<attempt>/``; the answer to
 ``candidates/<name>/capacity.json`` (:class:`~contracts.results.CapacityResult`). Within a search no
 level is measured twice except to settle noise, and the level the profile itself is configured at
 reuses the sweep's own repeats of it when they measured the same requests (:func:`sweep_run`); a
-resumed sweep measures a candidate without ``capacity.json`` again, as it does any incomplete one.
+resumed sweep measures a candidate without ``capacity.json`` again, as it does any incomplete one. The
+baseline is searched again in each interleaved block (``capacity.in_blocks``,
+:mod:`orchestrator.measure.interleave`), into the block's directory: a fresh launch of the same
+configuration, whose capacity the gate averages with the opening's and compares with it.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 from contracts.layout import SUMMARY_FILE, LaunchPaths, capacity_run_root, repeat_name
-from contracts.metrics import slo_text
+from contracts.metrics import fmt_capacity, slo_text
 from contracts.results import (
     CapacityPoint,
     CapacityResult,
@@ -29,6 +33,7 @@ from contracts.results import (
     write_model,
 )
 from contracts.schema import CandidateConfig, CapacityConfig, WorkloadConfig
+from load.goodput import margin_lag_undone
 from load.workload import scaled_counts
 from orchestrator.measure.capacity_search import SearchResult, SearchSettings, search
 from orchestrator.measure.profile import measure_profile, server_lost
@@ -70,6 +75,7 @@ def _point(summary: ProfileSummary, level: float, attempt: int, file: str) -> Ca
     slo = summary.slo
     assert slo is not None  # the sweep passes its SLO to every run
     tpot = summary.tpot.p50 if summary.tpot is not None else None
+    lag = summary.client.dispatch_lag_p99_s
     return CapacityPoint(
         level=level,
         attempt=attempt,
@@ -81,34 +87,57 @@ def _point(summary: ProfileSummary, level: float, attempt: int, file: str) -> Ca
         goodput_tps=slo.goodput_tps,
         output_tps=summary.output_tps,
         tps_per_user=1 / tpot if tpot else None,
+        client_lag_s=lag,
+        margin_lag_undone=margin_lag_undone(slo, lag),
     )
 
 
+@dataclass(frozen=True)
+class SearchSite:
+    """Where one capacity search of a launch goes: its directory, how its lines name it, and how many of
+    the launch's own runs of the capacity profile (``<profile>/r1..``) a level may reuse."""
+
+    out: Path  # candidates/<name>/, or the baseline's block directory
+    label: str  # "tp4_dp2", "baseline (block after tp4_dp2)"
+    own_runs: int  # runs of the capacity profile the launch measured (0: none to reuse)
+
+
+def candidate_site(ctx: SweepContext, name: str) -> SearchSite:
+    """A candidate's (or the opening baseline's) search: its directory and its own repeats of the profile."""
+    cap = ctx.cfg.capacity
+    assert cap.profile is not None
+    own = ctx.repeats_of(cap.profile) if cap.profile in ctx.cfg.run.profiles else 0
+    return SearchSite(ctx.candidate_dir(name), name, own)
+
+
 def sweep_run(
-    ctx: SweepContext, candidate: str, level: float, attempt: int
+    ctx: SweepContext, site: SearchSite, level: float, attempt: int
 ) -> tuple[ProfileSummary, str] | None:
-    """The sweep's own repeat ``attempt`` of the capacity profile, reused as a run of ``level`` when that
+    """The launch's own repeat ``attempt`` of the capacity profile, reused as a run of ``level`` when that
     is the profile's configured rate or concurrency and it measured the requests the level would send
     (its warmup may differ: the server is warm either way). None when there is nothing to reuse."""
     cap = ctx.cfg.capacity
     assert cap.profile is not None
     wl = ctx.cfg.workloads[cap.profile]
     own = wl.rate if wl.mode == "open" else wl.concurrency
-    if cap.profile not in ctx.cfg.run.profiles or own is None or float(own) != level:
+    if own is None or float(own) != level:
         return None
     measured, _ = scaled_counts(wl, ctx.cfg.run.scale)
-    if measured != level_workload(wl, cap, level).num_requests or attempt > ctx.repeats_of(cap.profile):
+    if measured != level_workload(wl, cap, level).num_requests or attempt > site.own_runs:
         return None
     rel = f"{repeat_name(cap.profile, attempt)}/{SUMMARY_FILE}"
-    path = ctx.candidate_dir(candidate) / rel
+    path = site.out / rel
     if not path.exists():
         return None
     summary = read_model(path, ProfileSummary)
     return None if summary.slo is None or summary.interrupted else (summary, rel)
 
 
-def run_capacity(ctx: SweepContext, session: ServerSession, candidate: CandidateConfig) -> list[WatchEvent]:
-    """Search the candidate's capacity at the SLO (when ``capacity.profile`` is set); write capacity.json.
+def run_capacity(
+    ctx: SweepContext, session: ServerSession, candidate: CandidateConfig, site: SearchSite | None = None
+) -> list[WatchEvent]:
+    """Search the candidate's capacity at the SLO (when ``capacity.profile`` is set); write capacity.json
+    (into ``site``: default the candidate's directory, :func:`candidate_site`).
 
     Returns what the watcher saw; a lost server ends the search early (the result says so); a fault of
     the load harness ends it without an answer (the candidate is incomplete, never the sweep's end).
@@ -118,13 +147,14 @@ def run_capacity(ctx: SweepContext, session: ServerSession, candidate: Candidate
         return []
     wl = ctx.cfg.workloads[cap.profile]
     integer = wl.mode != "open"
-    out = ctx.candidate_dir(candidate.name)
+    site = site or candidate_site(ctx, candidate.name)
+    out = site.out
     points: list[CapacityPoint] = []
     events: list[WatchEvent] = []
 
     def probe(level: float, attempt: int) -> float:
         label = level_label(level, integer=integer)
-        reused = sweep_run(ctx, candidate.name, level, attempt)
+        reused = sweep_run(ctx, site, level, attempt)
         if reused is not None:
             summary, file = reused
         else:
@@ -147,7 +177,7 @@ def run_capacity(ctx: SweepContext, session: ServerSession, candidate: Candidate
         point = _point(summary, level, attempt, file)
         points.append(point)
         ctx.say(
-            f"{candidate.name}: capacity {label}: SLO {'held' if point.met else 'missed'} "
+            f"{site.label}: capacity {label}: SLO {'held' if point.met else 'missed'} "
             f"(margin {point.margin:.2f}, attainment {point.attainment:.0%})"
             + (f", reused {file}" if reused is not None else "")
         )
@@ -163,11 +193,11 @@ def run_capacity(ctx: SweepContext, session: ServerSession, candidate: Candidate
     except _HarnessFault as exc:
         # Not evidence about the server: no capacity.json (the run.json's harness event and the missing
         # answer make the candidate incomplete; a resume measures it again), and the sweep goes on.
-        ctx.say(f"{candidate.name}: capacity search stopped: {exc}; measured again on resume")
+        ctx.say(f"{site.label}: capacity search stopped: {exc}; measured again on resume")
         return events
     result = capacity_result(ctx, candidate=candidate, wl=wl, found=found, points=points, notes=notes)
     write_model(LaunchPaths(out).capacity, result)
-    ctx.say(capacity_line(result))
+    ctx.say(capacity_line(result, label=site.label))
     return events
 
 
@@ -191,12 +221,7 @@ def capacity_result(
 ) -> CapacityResult:
     cap = ctx.cfg.capacity
     integer = wl.mode != "open"
-    if found.stopped_by_budget:
-        notes.append(f"capacity.max_points ({cap.max_points}) ran out before the resolution was reached")
-    if found.low is None:
-        notes.append(f"the SLO failed even at capacity.min_level ({cap.min_level:g})")
-    if found.high is None and found.low is not None:
-        notes.append(f"the SLO held at capacity.max_level ({cap.max_level:g}): the capacity is at least that")
+    notes += search_notes(found, [p.level for p in points], cap)
     return CapacityResult(
         candidate=candidate.name,
         profile=wl.name,
@@ -215,14 +240,51 @@ def capacity_result(
     )
 
 
-def capacity_line(result: CapacityResult) -> str:
-    """One line: ``baseline: capacity 96 concurrent [96, 108) at SLO interactive (...), 9 runs``."""
-    if result.capacity is None:
-        value = f"below {min((p.level for p in result.points), default=0):g} {result.unit}"
-    else:
-        high = "unbounded" if result.high is None else f"{result.high:g}"
-        value = f"{result.capacity:g} {result.unit} [{result.capacity:g}, {high})"
+def search_notes(found: SearchResult, levels: list[float], cap: CapacityConfig) -> list[str]:
+    """What the search's answer is and is not, in words: a bound the search never measured beyond is said
+    as such (the highest or lowest level it ran), and so is a budget that ran out before a bound.
+
+    >>> s = SearchResult(low=16.0, high=None, decided={4.0: True, 8.0: True, 16.0: True})
+    >>> note = search_notes(s, [4.0, 8.0, 16.0], CapacityConfig(start=4, max_level=32, max_points=3))[0]
+    >>> note.startswith("the SLO held at every level tried, up to 16; capacity.max_points (3)"), note[-40:]
+    (True, 'the capacity is ≥ 16, not known above it')
+    """
+    notes: list[str] = []
+    if found.stopped_by_budget:
+        notes.append(f"capacity.max_points ({cap.max_points}) ran out before the resolution was reached")
+    if not levels:
+        return notes
+    top, bottom = max(levels), min(levels)
+    if found.low is None:
+        where = (
+            f"failed even at capacity.min_level ({cap.min_level:g})"
+            if bottom <= cap.min_level
+            else f"held at no level tried, down to {bottom:g}; capacity.max_points ({cap.max_points}) ran "
+            f"out before capacity.min_level ({cap.min_level:g}) was tried"
+        )
+        fix = (
+            "a looser SLO or a lower capacity.min_level"
+            if bottom <= cap.min_level
+            else "more capacity.max_points or a lower capacity.start"
+        )
+        notes.append(f"the SLO {where}: the capacity is < {bottom:g}; {fix} measures it")
+    elif found.high is None:
+        where = (
+            f"at capacity.max_level ({top:g})"
+            if top >= cap.max_level
+            else f"at every level tried, up to {top:g}; capacity.max_points ({cap.max_points}) ran out "
+            f"before capacity.max_level ({cap.max_level:g}) was tried"
+        )
+        notes.append(f"the SLO held {where}: the capacity is ≥ {top:g}, not known above it")
+    return notes
+
+
+def capacity_line(result: CapacityResult, *, label: str | None = None) -> str:
+    """One line: ``baseline: capacity 96 concurrent [96, 108) at SLO interactive (...), 9 runs``; a bound
+    the search never measured beyond reads ``≥ 16 concurrent`` or ``< 2 concurrent``."""
+    lowest = min((p.level for p in result.points), default=None)
+    value = fmt_capacity(result.capacity, result.high, result.unit, lowest)
     return (
-        f"{result.candidate}: capacity {value} at SLO {result.slo} ({result.slo_text}) on "
+        f"{label or result.candidate}: capacity {value} at SLO {result.slo} ({result.slo_text}) on "
         f"{result.profile}, {len(result.points)} runs"
     )

@@ -147,6 +147,28 @@ class _Searcher:
                     return
                 res.high = level
 
+    def extend(self) -> None:
+        """A bracket re-opened at one end by a reversed call (every level failed, or none did) is bracketed
+        again from its other end, as step 1 does, within the budget: "held at every level tried" is then
+        a bound the search reached, never one a reversal left behind."""
+        s, res = self.settings, self.result
+        if res.high is None and res.low is not None:
+            level = res.low
+            while level < s.max_level and self.budget_left:
+                level = _clip(max(level * s.growth, level + 1), s)
+                if not self.holds(level):
+                    res.high = level
+                    return
+                res.low = level
+        elif res.low is None and res.high is not None:
+            level = res.high
+            while level > s.min_level and self.budget_left:
+                level = _clip(level / s.growth, s)
+                if self.holds(level):
+                    res.low = level
+                    return
+                res.high = level
+
     def bisect(self) -> None:
         s, res = self.settings, self.result
         while res.low is not None and res.high is not None and not resolved(res.low, res.high, s):
@@ -183,6 +205,7 @@ class _Searcher:
             res.high = min(failed) if failed else None
             below = [lv for lv, held in res.decided.items() if held and (res.high is None or lv < res.high)]
             res.low = max(below) if below else None
+            self.extend()
             self.bisect()
 
 

@@ -9,6 +9,11 @@ block is a fresh launch of the retained spec that runs ``run.recovery_profiles``
 
     candidates/<baseline>[@<node>]/blocks/after-<candidate>/
         spec.json  vllm-config.yaml  server.log  run.json (follows: <candidate>)  <profile>/r<k>/
+        capacity.json  capacity/<level>/a<k>/      (capacity.profile set and capacity.in_blocks)
+
+With a capacity search configured (and ``capacity.in_blocks``, the default) the block also searches the
+baseline's capacity again: the capacity gate averages the baseline's launches and measures how far one
+configuration's capacity moves from launch to launch (:mod:`gates.capacity_interval`).
 
 The gates read blocks with the baseline (:func:`contracts.sweepdir.load_baseline`): the drift check
 compares the opening repeats with the blocks (and the recovery), and the gates' baseline sample includes
@@ -20,6 +25,8 @@ from __future__ import annotations
 from contracts.layout import block_dir, block_name
 from contracts.results import CandidateRun
 from contracts.schema import CandidateConfig
+from contracts.sweepdir import Results
+from orchestrator.measure.capacity import SearchSite, run_capacity
 from orchestrator.measure.launch import (
     RunLabels,
     launch_complete,
@@ -42,8 +49,14 @@ def measure_block(ctx: SweepContext, baseline: CandidateConfig, *, after: str) -
         for repeat in range(1, ctx.cfg.run.interleave_repeats + 1)
         for profile in ctx.cfg.run.recovery_profiles
     ]
+    cap = ctx.cfg.capacity
+    search = cap.profile is not None and cap.in_blocks
+
+    def expected(_run: CandidateRun, state: Results) -> list[tuple[str, int]] | None:
+        return None if search and state.capacity is None else runs  # a block without its search: again
+
     state = launch_state(ctx, out, name)  # what resume judges: read once
-    if state is not None and launch_complete(state, lambda _run, _state: runs):
+    if state is not None and launch_complete(state, expected):
         return skip_complete(ctx, state, label=label, journal_as=journal_as)
     ctx.check_stop()
     labels = RunLabels(is_baseline=True, phase="baseline", node=ctx.node, follows=after)
@@ -57,4 +70,7 @@ def measure_block(ctx: SweepContext, baseline: CandidateConfig, *, after: str) -
                 if server_lost(launch.measure(profile, repeat)):
                     ctx.say(f"{label}: the server died under load; the block ends here")
                     break
+            if search and not launch.lost:
+                own = ctx.cfg.run.interleave_repeats if cap.profile in ctx.cfg.run.recovery_profiles else 0
+                launch.watch.extend(run_capacity(ctx, launch.session, baseline, SearchSite(out, label, own)))
     return launch.recorded

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from statistics import mean
 
 from contracts.layout import LaunchPaths
@@ -50,6 +51,7 @@ class TrialOutcome:
     launches: int = 0
     gpus: int = 0
     notes: list[str] = field(default_factory=list)
+    at_least: bool = False  # the capacity search held the SLO at every level it tried: values[0] is a floor
 
 
 def objective_of(search: SearchConfig, summary: ProfileSummary, gpus: int) -> float:
@@ -138,7 +140,8 @@ def measure_trial(
         if value is None:
             outcome.state, outcome.why = "failed", "the full measurement did not complete"
             return outcome
-        outcome.values, outcome.fidelity = [value], "full"
+        outcome.values, outcome.fidelity = [value[0]], "full"
+        outcome.at_least = value[1]
         if search.pareto:
             latency = _serial_latency(trials, launch)
             if latency is None:
@@ -161,20 +164,29 @@ def _full(
     first: ProfileSummary,
     at_level: Callable[[int], ProfileSummary | None],
     gpus: int,
-) -> float | None:
-    """The full fidelity: the capacity search's answer (0 when even the lowest level failed), or the mean
-    of two runs at the level."""
+) -> tuple[float, bool] | None:
+    """The full fidelity: the capacity search's answer (0 when even the lowest level failed; a floor,
+    flagged, when the SLO held at every level it tried), or the mean of two runs at the level."""
     if search.objective == "capacity":
         events = run_capacity(ctx, session, candidate)
         path = ctx.paths.candidate(candidate.name).capacity
         if not path.exists() or server_lost(events):
             return None
-        result = read_model(path, CapacityResult)
-        return result.capacity if result.capacity is not None else 0.0
+        capacity, at_least = measured_capacity(path)
+        return (capacity if capacity is not None else 0.0), at_least
     second = at_level(2)
     if second is None:
         return None
-    return mean([objective_of(search, first, gpus), objective_of(search, second, gpus)])
+    return mean([objective_of(search, first, gpus), objective_of(search, second, gpus)]), False
+
+
+def measured_capacity(path: Path) -> tuple[float | None, bool]:
+    """A ``capacity.json``'s capacity and whether it is a floor (the SLO held at every level the search
+    tried: "≥ 16", never more than was measured); (None, False) without the file or a capacity."""
+    if not path.exists():
+        return None, False
+    result = read_model(path, CapacityResult)
+    return result.capacity, result.capacity is not None and result.high is None
 
 
 def _serial_latency(ctx: SweepContext, launch: Launch) -> float | None:

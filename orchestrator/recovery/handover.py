@@ -163,9 +163,10 @@ def acting_on(
         lock.release()
 
 
-def port_refusal(port: int, holder: Holder, sweep_dir: Path, action: Action) -> SweepLockedError:
-    """Why ``action`` on ``sweep_dir`` cannot take the port's lock from ``holder`` (pure): another
-    ``stop``/``rollback`` of the same sweep is waited for; another sweep's holder is named."""
+def port_refusal(port: int, holder: Holder, sweep_dir: Path, action: str) -> SweepLockedError:
+    """Why ``action`` (``stop``, ``rollback``, ``promote``) on ``sweep_dir`` cannot take the port's lock from
+    ``holder`` (pure): another ``stop``/``rollback``/``promote`` of the same sweep is waited for; another
+    sweep's holder is named."""
     pid = holder.pid or "?"
     if holder.owns(sweep_dir):
         return SweepLockedError(

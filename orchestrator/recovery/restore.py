@@ -20,7 +20,8 @@ from pathlib import Path
 
 import httpx
 
-from contracts.errors import RollbackError, SpecError
+from contracts.candidate_file import read_candidate
+from contracts.errors import ResultFileError, RollbackError, SpecError
 from contracts.layout import LaunchPaths, recovery_dir
 from contracts.results import (
     ProfileSummary,
@@ -81,6 +82,7 @@ def restore(
             f"{ctx.journal.path}: no retained configuration was recorded",
             hint="nothing to restore: this sweep never started",
         )
+    ctx = as_retained(ctx, state)  # a promoted candidate is the retained configuration's typed config
     # Verify the recorded spec before touching anything: a refused restore must leave the host as it was.
     spec_path = Path(state.retained_spec_file)
     spec = read_retained_spec(spec_path, state.retained_fingerprint, ctx.render(ctx.cfg.baseline))
@@ -120,6 +122,24 @@ def restore(
         session.keep()  # the live service from now on, whatever the validation finds
         ctx.journal.append(Restored(candidate=spec.candidate, pid=session.pid, fingerprint=spec.fingerprint))
         return validate_retained(ctx, launch, state.retained_fingerprint)
+
+
+def as_retained(ctx: SweepContext, state: JournalState) -> SweepContext:
+    """``ctx`` with the retained configuration as its baseline: the candidate a promotion made the retained
+    one (read from the candidate file it wrote), else the sweep's configured baseline. What the restore
+    renders for its evidence and checks the running server's effective configuration against."""
+    if state.retained_candidate_file is None:
+        return ctx
+    try:
+        candidate = read_candidate(Path(state.retained_candidate_file))
+    except ResultFileError as exc:
+        raise RollbackError(
+            f"the retained configuration {state.retained_candidate} was promoted, and its candidate file "
+            f"cannot be read: {exc.message}",
+            hint="put the file back (it is in the sweep's promotions/ folder); its spec alone is not enough "
+            "to check the server's effective configuration",
+        ) from exc
+    return replace(ctx, cfg=replace(ctx.cfg, baseline=candidate))
 
 
 def failed_start(events: Sequence[Event], fingerprint: str) -> StartupFailed | None:
@@ -209,17 +229,22 @@ def validate_running(
 
 
 def validate_retained(ctx: SweepContext, launch: Launch, recorded: str) -> RecoveryValidation:
-    """Check the running retained server's effective config, then run the recovery profiles against it;
-    writes validation.json, then the launch's run.json."""
+    """Check the running retained server's effective config (against ``ctx.cfg.baseline``: the retained
+    configuration's typed candidate, :func:`as_retained`), then run the recovery profiles against it;
+    writes validation.json, then the launch's run.json. A promotion validates its candidate with this."""
     session = launch.session
     spec = session.spec
     expected = expected_cache_config(ctx.cfg.service, ctx.cfg.baseline)
     checks = effective_config_checks(spec, recorded, expected, transport=ctx.seams.transport)
     summaries: list[ProfileSummary] = []
-    for repeat in range(1, ctx.cfg.run.recovery_repeats + 1):
-        for profile in ctx.cfg.run.recovery_profiles:
-            launch.measure(profile, repeat)
-            summaries.append(launch.summary(profile, repeat))
+    runs = [(p, r) for r in range(1, ctx.cfg.run.recovery_repeats + 1) for p in ctx.cfg.run.recovery_profiles]
+    for profile, repeat in runs:
+        seen = launch.measure(profile, repeat)
+        summary_file = LaunchPaths(launch.out).repeat(profile, repeat).summary
+        if not summary_file.exists():  # the run ended without its summary: say what ended it, stop here
+            checks.append(unfinished_run_check(profile, repeat, seen))
+            break
+        summaries.append(launch.summary(profile, repeat))
     launch.free_gpu_gib = free_memory(ctx, spec)
     checks.extend(recovery_load_checks(summaries, launch.watch))
     ok = all(c.ok for c in checks)
@@ -248,13 +273,14 @@ def validate_retained(ctx: SweepContext, launch: Launch, recorded: str) -> Recov
     return result
 
 
-def read_retained_spec(path: Path, recorded_fingerprint: str, configured: LaunchSpec | None) -> LaunchSpec:
-    """The recorded retained spec, refused (saying what differs) unless it has the journal's fingerprint."""
+def read_retained_spec(
+    path: Path, recorded_fingerprint: str, configured: LaunchSpec | None, *, act: str = "restore"
+) -> LaunchSpec:
+    """The recorded retained spec, refused (saying what differs) unless it has the journal's fingerprint
+    (``act``: what is refused, for the message; ``promote`` checks its candidate's spec with it)."""
     text = path.read_text() if path.exists() else None
     if text is None:
-        raise RollbackError(
-            f"{path}: the recorded retained spec is missing", hint="it cannot be restored safely"
-        )
+        raise RollbackError(f"{path}: the recorded spec is missing", hint=f"it cannot be {act}d safely")
     try:
         spec = LaunchSpec.from_json(text, source=str(path))
     except SpecError as exc:
@@ -266,13 +292,13 @@ def read_retained_spec(path: Path, recorded_fingerprint: str, configured: Launch
             except SpecError:
                 evidence = ["the file is not a launch spec any more"]
         raise RollbackError(
-            f"refusing to restore: {exc.message}",
+            f"refusing to {act}: {exc.message}",
             evidence=[f"compared with the configured baseline: {d}" for d in evidence],
             hint="the recorded retained spec was modified; put back the original or start a new sweep",
         ) from exc
     if spec.fingerprint != recorded_fingerprint:
         raise RollbackError(
-            f"refusing to restore: {path} is {spec.fingerprint}, the journal recorded {recorded_fingerprint}",
+            f"refusing to {act}: {path} is {spec.fingerprint}, the journal recorded {recorded_fingerprint}",
             evidence=diff_specs(configured, spec) if configured else [],
             hint="the recorded retained spec was replaced; put back the original",
         )
@@ -380,6 +406,22 @@ def _same(observed: str, expected: str) -> bool:
         return abs(float(observed) - float(expected)) < 1e-9
     except ValueError:
         return observed == expected
+
+
+def unfinished_run_check(profile: str, repeat: int, seen: Sequence[WatchEvent]) -> RecoveryCheck:
+    """A recovery run that wrote no summary (the server lost, the load runner failed): a failed check
+    naming what the watcher saw, instead of a missing file (pure).
+
+    >>> unfinished_run_check("decode_heavy", 1, []).observed
+    'no summary written (nothing seen by the watcher)'
+    """
+    what = "; ".join(f"{e.kind}: {e.detail}" for e in seen) or "nothing seen by the watcher"
+    return RecoveryCheck(
+        name=f"{profile}/r{repeat} ran",
+        ok=False,
+        expected="a finished run",
+        observed=f"no summary written ({what})",
+    )
 
 
 def recovery_load_checks(

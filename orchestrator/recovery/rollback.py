@@ -20,16 +20,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from contracts.errors import GauntletError, RollbackError, SweepDirError
-from contracts.layout import rollback_dir
+from contracts.errors import GauntletError, PortInUseError, RollbackError, SweepDirError
+from contracts.layout import latest_link, point_latest, previous_latest, rollback_dir
 from contracts.results import RecoveryValidation
 from contracts.schema import GauntletConfig
 from orchestrator.ledger import offsite
 from orchestrator.ledger.events import RollbackRequested
+from orchestrator.ledger.journal import Journal
+from orchestrator.ledger.live import LiveService, sweep_journal
+from orchestrator.ledger.nodes import launching_place
 from orchestrator.recovery.handover import ROLLBACK_WAIT_S, acting_on, cancel_remote_jobs
-from orchestrator.recovery.locate import load_for_acting, resolve_sweep_dir
-from orchestrator.recovery.restore import healthy_retained, restore, validate_running
+from orchestrator.recovery.locate import acting_sweep, live_elsewhere, load_for_acting
+from orchestrator.recovery.restore import as_retained, healthy_retained, restore, validate_running
 from orchestrator.servers.context import SweepContext
+from orchestrator.servers.leftovers import runs_now
 from orchestrator.servers.seams import Seams
 
 
@@ -62,6 +66,8 @@ def rollback(
                 cause=exc.cause,
                 hint=exc.hint,
             ) from exc
+    if result.ok and act.holder is None:
+        answer_for_the_service(sweep_dir, cfg.service.port, seams)
     verdict = "OK" if result.ok else "FAILED"
     out.write(
         f"rollback {verdict}: {result.candidate} {result.fingerprint} pid {result.pid}\n  {result.reason}\n"
@@ -74,18 +80,78 @@ def _rollback_here(sweep_dir: Path, cfg: GauntletConfig, seams: Seams) -> Recove
     ctx = SweepContext.open(cfg, sweep_dir, seams)
     offsite.attach(ctx.journal, sweep_dir)
     state = ctx.journal.replay()
+    runs = runs_now(ctx.servers)
+    if not state.pending and not any(runs(s) for s in state.live.values()):  # whose is the port, then?
+        live = live_elsewhere(sweep_dir, seams, cfg.service.port)
+        if live is not None:  # refused before this sweep's journal or its jobs are touched
+            raise held_by_live_service(sweep_dir, cfg.service.port, live, state.retained_fingerprint)
     ctx.journal.append(RollbackRequested(live=len(state.live)))
     cancel_remote_jobs(ctx.journal, sweep_dir, seams)
     keep = healthy_retained(ctx.servers, state)
     others = [s for s in state.live.values() if keep is None or s.pid != keep.pid]
     target = new_rollback_dir(sweep_dir)
     seams.say(f"this rollback's evidence: {target}")
+    if state.promoting is not None:
+        seams.say(
+            f"a promotion of {state.promoting.candidate} was interrupted (begun {state.promoting.at}): the "
+            f"retained configuration is still {state.retained_candidate or 'the one recorded'}, restored here"
+        )
     if keep is not None and not others and not state.pending:
         seams.say(
             f"the retained configuration is already the one healthy server (pid {keep.pid}); validating it"
         )
-        return validate_running(ctx, keep, target, state.retained_fingerprint or "")
+        return validate_running(as_retained(ctx, state), keep, target, state.retained_fingerprint or "")
     return restore(ctx, reason="rollback", out=target)
+
+
+def held_by_live_service(
+    sweep_dir: Path, port: int, live: LiveService, retained: str | None
+) -> PortInUseError:
+    """``rollback`` of a sweep none of whose servers runs, while gauntlet's live service on its port is
+    another sweep's (pure): refused before anything is stopped or started, naming that sweep."""
+    same = live.server.fingerprint == retained
+    what = (
+        "the same retained configuration this sweep recorded"
+        if same
+        else f"{live.server.fingerprint}, not this sweep's retained {retained or '(none recorded)'}"
+    )
+    instead = (
+        ""
+        if same
+        else f"; to serve this sweep's retained configuration instead, stop the live service first with "
+        f"`python -m orchestrator stop {live.sweep}` (nothing serves until this one is restored)"
+    )
+    return PortInUseError(
+        f"service port {port} is held by gauntlet's live service, {live.describe()}, which runs {what}; "
+        f"nothing of {sweep_dir} runs, and nothing was stopped or started",
+        hint=f"`python -m orchestrator status {live.sweep}` says its state and `python -m orchestrator "
+        f"rollback {live.sweep}` validates it{instead}",
+    )
+
+
+def answer_for_the_service(sweep_dir: Path, port: int, seams: Seams) -> None:
+    """After this sweep's retained server was validated as the live service: the ledger says so again.
+    ``<sweeps>/latest`` (beside the sweep) that points to a sweep with no server of its own running is
+    moved here, and the copy beside the port's lock that names another sweep is made this one's."""
+    sweeps = sweep_dir.parent
+    latest = previous_latest(sweeps)
+    if latest is not None and latest.resolve() != sweep_dir.resolve():
+        try:
+            idle = not sweep_journal(latest).replay().live
+        except (GauntletError, OSError):
+            idle = False
+        if idle:
+            point_latest(sweeps, sweep_dir)
+            seams.say(
+                f"{latest_link(sweeps)} pointed to {latest}, which runs no server; it points to "
+                f"{sweep_dir} again, whose retained server is the live service"
+            )
+    kept = offsite.port_offsite(port)
+    if kept is None or Path(kept.sweep_dir) != sweep_dir.resolve():
+        try:
+            offsite.keep_offsite(Journal.of_sweep(sweep_dir, launching_place()), sweep_dir, port)
+        except OSError as exc:
+            seams.say(f"could not keep a copy of the retained configuration beside the port's lock: {exc}")
 
 
 def new_rollback_dir(sweep_dir: Path, now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> Path:
@@ -100,8 +166,9 @@ def new_rollback_dir(sweep_dir: Path, now: Callable[[], datetime] = lambda: date
 
 def main_rollback(args: list[str], seams_factory: Callable[[], Seams]) -> int:
     try:
-        sweep_dir = resolve_sweep_dir(args[0] if args else None)
-        result = rollback(sweep_dir, seams_factory())
+        seams = seams_factory()
+        sweep_dir = acting_sweep(args[0] if args else None, seams, command="rollback")
+        result = rollback(sweep_dir, seams)
     except GauntletError as exc:
         print(f"gauntlet rollback: {exc}", file=sys.stderr)
         return exc.exit_code

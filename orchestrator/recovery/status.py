@@ -4,7 +4,8 @@ Pipeline position: outside the sweep (``status``) and at its end (:func:`what_ru
 lines, :mod:`orchestrator.app.controller`), reading the journal or, when the sweep directory lost it, the copy
 beside the port's lock (:mod:`.locate`). A recorded server is looked up in the process table (same pid and
 start time) and asked ``/health``; the state is settled (validated), restored but not yet validated, stopped
-by the user, a sweep running, or not settled (:data:`STATES`).
+by the user, a sweep running, a promotion interrupted, or not settled (:data:`STATES`). What runs and what
+the gates recommend are said apart (:mod:`.recommend`).
 """
 
 from __future__ import annotations
@@ -32,9 +33,11 @@ from orchestrator.ledger.events import (
     ValidationFailed,
 )
 from orchestrator.ledger.journal import JournalState, RemoteJob
-from orchestrator.ledger.lock import Holder, running_sweep
+from orchestrator.ledger.live import LiveService
+from orchestrator.ledger.lock import Holder, SweepLock, running_sweep
 from orchestrator.ledger.requests import STOPPED_BY_USER
-from orchestrator.recovery.locate import readable_journal, resolve_sweep_dir, sweep_port
+from orchestrator.recovery.locate import acting_sweep, live_elsewhere, readable_journal, sweep_port
+from orchestrator.recovery.recommend import recommendation, recommendation_lines
 from orchestrator.servers.leftovers import read_for_stopping
 from orchestrator.servers.seams import Seams
 from orchestrator.servers.session import Servers
@@ -77,6 +80,12 @@ def what_runs(sweep_dir: Path, seams: Seams) -> list[str]:
         why = "stopped by the user: nothing gauntlet started for this sweep is running"
     else:
         why = "nothing gauntlet started for this sweep is running"
+    elsewhere = live_elsewhere(sweep_dir, seams)
+    if elsewhere is not None:  # a sweep refused at its opening: the live service was left as it was
+        why += (
+            f"; the live service on port {elsewhere.server.port}, {elsewhere.describe()}, runs as it was "
+            f"(`python -m orchestrator status {elsewhere.sweep}`)"
+        )
     return [*lines, why]
 
 
@@ -86,7 +95,8 @@ def _who(live: LiveServer) -> str:
 
 def _describe(live: LiveServer, where: str, *, healthy: bool) -> str:
     state = "live" if healthy else "alive but NOT answering /health"
-    return f"{_who(live)} {state}: pid {live.pid} at {where} (fingerprint {live.fingerprint})"
+    what = f", configuration {live.candidate}" if live.role == "retained" else ""
+    return f"{_who(live)} {state}: pid {live.pid} at {where} (fingerprint {live.fingerprint}){what}"
 
 
 def _gone(live: LiveServer, sweep_dir: Path) -> str:
@@ -126,7 +136,16 @@ STATES: dict[str, tuple[str, bool]] = {
         "nothing gauntlet started is running",
         True,
     ),
+    "promotion_interrupted": (
+        "a promotion was interrupted: the retained configuration is still the previous one; "
+        "`python -m orchestrator rollback` restores it",
+        False,
+    ),
     "running": ("a sweep is running on this directory; `stop` or `rollback` ends it", False),
+    "live_elsewhere": (
+        "nothing this sweep started runs; the live service on its port is another sweep's (named above)",
+        False,
+    ),
     "not_settled": (
         "not settled; `python -m orchestrator rollback` restores the retained configuration",
         False,
@@ -140,6 +159,8 @@ def sweep_state(
     """Which of :data:`STATES` the journal and the servers found say (pure)."""
     if running:
         return "running"
+    if state.promoting is not None:
+        return "promotion_interrupted"
     alive = [ln for ln in lines if ln.alive]
     if not alive and not state.pending:
         last = _last_act(events)
@@ -182,17 +203,38 @@ def status(sweep_dir: Path, seams: Seams, *, out: TextIO | None = None, as_json:
     lines = [_status_line(servers, state, live, warnings) for live in state.live.values()]
     jobs = servers.journal.remote_jobs()
     holder = None if state.finished else _running_sweep(sweep_dir)  # a finished sweep runs no more
+    if holder is None and state.promoting is not None:
+        holder = _running_promote(sweep_dir)
     word = sweep_state(events, state, lines, running=holder is not None)
+    elsewhere = None if holder is not None else live_elsewhere(sweep_dir, seams)
+    if elsewhere is not None and word == "not_settled" and not any(ln.alive for ln in lines):
+        word = "live_elsewhere"
     text, ok = STATES[word]
     if holder is not None:
         text = f"a sweep is running on this directory (pid {holder.pid}); `stop` or `rollback` ends it"
+        if holder.role == "promote" and state.promoting is not None:
+            text = f"a promotion of {state.promoting.candidate} is running (pid {holder.pid}); wait for it"
+    if word == "promotion_interrupted" and state.promoting is not None:
+        text = (
+            f"the promotion of {state.promoting.candidate} (begun {state.promoting.at}) was interrupted: "
+            f"the retained configuration is still {state.retained_candidate or 'the recorded one'}; "
+            f"`python -m orchestrator rollback {sweep_dir}` restores it"
+        )
+    recommendations = recommendation_lines(sweep_dir, state)
+    if elsewhere is not None and word == "live_elsewhere":
+        text = (
+            f"nothing this sweep started runs; the live service on port {elsewhere.server.port} is "
+            f"{elsewhere.describe()}: `python -m orchestrator status {elsewhere.sweep}` says its state"
+        )
     if as_json:
         facts = status_facts(sweep_dir, state, lines, warnings, jobs, settled=word == "settled")
         facts.update(state=word, state_text=text, exit_code=0 if ok else 1)
+        facts["live_service"] = None if elsewhere is None else _elsewhere_facts(elsewhere, servers)
+        facts.update(_retained_facts(sweep_dir, state))
         out.write(json.dumps(facts, indent=2) + "\n")
         return 0 if ok else 1
     out.write(f"sweep: {sweep_dir}\n")
-    out.write(f"retained configuration: {state.retained_fingerprint or '(none recorded)'}\n")
+    out.write(f"retained configuration: {state.retained_fingerprint or '(none recorded)'}{_named(state)}\n")
     if not lines:
         out.write("nothing gauntlet started is running\n")
     for line in lines:
@@ -203,6 +245,8 @@ def status(sweep_dir: Path, seams: Seams, *, out: TextIO | None = None, as_json:
             f"  {live.candidate:<20} {tag:<9} pid {live.pid:<7} port {live.port:<5} {health:<18} "
             f"{live.fingerprint}\n"
         )
+    if elsewhere is not None:
+        out.write(f"live service on port {elsewhere.server.port}: {_elsewhere_line(elsewhere, servers)}\n")
     for warning in warnings:
         out.write(f"warning: {warning}\n")
     for pending in state.pending:
@@ -213,14 +257,73 @@ def status(sweep_dir: Path, seams: Seams, *, out: TextIO | None = None, as_json:
             f"  job {job.job} on {job.node} ({job.executor or 'unknown executor'}): {state_word}, "
             f"{len(job.live)} server(s) per its journal (not checked from here)\n"
         )
+    for advice in recommendations:
+        out.write(f"{advice}\n")
     out.write(f"state: {text}\n")
     return 0 if ok else 1
+
+
+def _named(state: JournalState) -> str:
+    """The retained configuration's name, and whether a promotion made it the retained one."""
+    if state.retained_candidate is None:
+        return ""
+    how = ", promoted" if state.retained_candidate_file is not None else ""
+    return f" ({state.retained_candidate}{how})"
+
+
+def _retained_facts(sweep_dir: Path, state: JournalState) -> dict[str, object]:
+    """``status --json``: the retained configuration's name and candidate file (a promotion's), the
+    gates' recommendation and whether it is adopted, an interrupted promotion."""
+    rec = recommendation(sweep_dir, state)
+    return {
+        "retained_candidate": state.retained_candidate,
+        "retained_candidate_file": state.retained_candidate_file,
+        "recommended": None if rec is None else {"candidate": rec.name, "promoted": rec.promoted},
+        "promoting": None if state.promoting is None else state.promoting.candidate,
+    }
+
+
+def _elsewhere_healthy(live: LiveService, servers: Servers) -> bool:
+    try:
+        session = servers.adopt(live.server, read_for_stopping(live.server.spec_file))
+    except (OSError, SpecError):
+        return False
+    return session is not None and servers.seams.supervisor.health(session.running) == 200
+
+
+def _elsewhere_line(live: LiveService, servers: Servers) -> str:
+    health = "healthy" if _elsewhere_healthy(live, servers) else "alive, NOT healthy"
+    return f"{live.describe()}, {health}, {live.server.fingerprint} (not this sweep's)"
+
+
+def _elsewhere_facts(live: LiveService, servers: Servers) -> dict[str, object]:
+    return {
+        "sweep": str(live.sweep),
+        "candidate": live.server.candidate,
+        "pid": live.server.pid,
+        "port": live.server.port,
+        "fingerprint": live.server.fingerprint,
+        "healthy": _elsewhere_healthy(live, servers),
+    }
 
 
 def _running_sweep(sweep_dir: Path) -> Holder | None:
     """The sweep of ``sweep_dir`` that holds its port's lock now (None: none runs, or it is unknown)."""
     port = sweep_port(sweep_dir)
     return None if port is None else running_sweep(sweep_dir, port)
+
+
+def _running_promote(sweep_dir: Path) -> Holder | None:
+    """The ``promote`` of ``sweep_dir`` that holds its port's lock now (None: none does)."""
+    port = sweep_port(sweep_dir)
+    if port is None:
+        return None
+    lock = SweepLock.for_port(port)
+    holder = lock.try_acquire(sweep_dir, role="status")
+    if holder is None:
+        lock.release()
+        return None
+    return holder if holder.owns(sweep_dir) and holder.role == "promote" else None
 
 
 def status_facts(
@@ -284,8 +387,9 @@ def _status_line(servers: Servers, state: JournalState, live: LiveServer, warnin
 
 def main_status(args: list[str], seams_factory: Callable[[], Seams], *, as_json: bool = False) -> int:
     try:
-        sweep_dir = resolve_sweep_dir(args[0] if args else None)
-        return status(sweep_dir, seams_factory(), as_json=as_json)
+        seams = seams_factory()
+        sweep_dir = acting_sweep(args[0] if args else None, seams, command="status")
+        return status(sweep_dir, seams, as_json=as_json)
     except GauntletError as exc:
         print(f"gauntlet status: {exc}", file=sys.stderr)
         return exc.exit_code

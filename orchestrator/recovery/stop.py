@@ -19,7 +19,7 @@ from orchestrator.ledger.events import StopFinished, StopRequested
 from orchestrator.ledger.journal import Journal
 from orchestrator.ledger.nodes import launching_place
 from orchestrator.recovery.handover import STOP_WAIT_S, acting_on, cancel_remote_jobs
-from orchestrator.recovery.locate import reinstate_if_lost, resolve_sweep_dir, sweep_port
+from orchestrator.recovery.locate import acting_sweep, reinstate_if_lost, sweep_port
 from orchestrator.servers.leftovers import stop_leftovers
 from orchestrator.servers.seams import Seams
 from orchestrator.servers.session import Servers
@@ -64,7 +64,8 @@ def stop(sweep_dir: Path, seams: Seams, *, out: TextIO = sys.stdout, wait_s: flo
 
 def main_stop(args: list[str], seams_factory: Callable[[], Seams]) -> int:
     try:
-        stop(resolve_sweep_dir(args[0] if args else None), seams_factory())
+        seams = seams_factory()
+        stop(acting_sweep(args[0] if args else None, seams, command="stop"), seams)
     except GauntletError as exc:
         print(f"gauntlet stop: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -9,16 +9,16 @@ sweep left as the live service: it must be the configured baseline, and is stopp
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from contracts.errors import PreflightError, SpecError
+from contracts.errors import SpecError
 from contracts.layout import SERVER_LOG
-from launch.spec import HEAD_ADDRESS, LaunchSpec, diff_specs
+from launch.spec import HEAD_ADDRESS, LaunchSpec
 from orchestrator.ledger.events import Follower, Launching, LiveServer, TornDown, Vanished
-from orchestrator.ledger.journal import Journal, JournalState
-from orchestrator.ledger.nodes import launching_place
+from orchestrator.ledger.journal import JournalState
+from orchestrator.ledger.live import LiveService, sweep_journal
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.seams import ProcessInfo
 from orchestrator.servers.session import Servers
@@ -28,6 +28,19 @@ def read_for_stopping(spec_file: str) -> LaunchSpec:
     """A recorded spec read without trusting it: stopping needs the port, not an intact fingerprint."""
     spec, recorded = LaunchSpec.parse_json(Path(spec_file).read_text(), source=spec_file)
     return replace(spec, fingerprint=recorded)
+
+
+def runs_now(servers: Servers) -> Callable[[LiveServer], bool]:
+    """Whether a recorded server still runs: the same pid and start time, through the supervisor (its spec
+    read without trusting it, as for stopping); what :func:`orchestrator.ledger.live.live_service` asks."""
+
+    def alive(server: LiveServer) -> bool:
+        try:
+            return servers.adopt(server, read_for_stopping(server.spec_file)) is not None
+        except (OSError, SpecError):
+            return False
+
+    return alive
 
 
 def find_unrecorded(pending: Launching, processes: Sequence[ProcessInfo]) -> list[tuple[int, float]]:
@@ -128,42 +141,31 @@ def _stop_recorded(servers: Servers, live: LiveServer, reason: str) -> int:
     return 1
 
 
-def take_over_live_service(
-    ctx: SweepContext, previous: Path, spec: LaunchSpec, *, keep: bool = False
-) -> None:
-    """A retained server a previous sweep or rollback left running is the live service: record, stop.
+def take_over_live_service(ctx: SweepContext, live: LiveService, *, keep: bool = False) -> None:
+    """The live retained server another sweep or rollback left serving (``live``, found from the ledger and
+    checked against the configured baseline by :func:`orchestrator.measure.begin.begin`): record, stop.
 
-    With ``keep`` (zero-downtime) it is recorded in this sweep's journal and its fingerprint checked, but
-    not stopped: this sweep now answers for it, and ``rollback``/``stop`` of this sweep find it.
+    With ``keep`` (zero-downtime) it is recorded in this sweep's journal but not stopped: this sweep now
+    answers for it, and ``rollback``/``stop`` of this sweep find it.
     """
-    previous_journal = Journal.of_sweep(previous, launching_place())
-    for live in previous_journal.replay().retained_live:
-        try:
-            live_spec = LaunchSpec.read(Path(live.spec_file))
-        except (OSError, SpecError) as exc:
-            ctx.say(f"cannot read the live server's spec {live.spec_file}: {exc}; leaving pid {live.pid}")
-            continue
-        session = ctx.servers.adopt(live, live_spec)
-        if session is None:
-            continue
-        if live_spec.fingerprint != spec.fingerprint:  # a configuration problem found before anything is
-            # touched, as the doctor finds it (exit 4); exit 7 is the journal's and rollback's
-            raise PreflightError(
-                f"the live service (pid {live.pid}, recorded in {previous}) runs {live_spec.fingerprint}, "
-                f"but the configured baseline renders {spec.fingerprint}",
-                evidence=diff_specs(live_spec, spec),
-                hint="make conf/candidate/baseline.yaml describe the live service, or stop it first "
-                "with `python -m orchestrator stop`",
-            )
-        ctx.journal.append(live.adopted(source=str(previous)))  # a retained server: it stays "retained"
-        if keep:
-            ctx.say(
-                f"live service {live.candidate} (pid {live.pid}) recorded and left serving "
-                "(zero-downtime: no candidate runs on this host)"
-            )
-            continue
-        ctx.say(f"live service {live.candidate} (pid {live.pid}) recorded as the baseline; stopping it")
-        session.teardown()
-        previous_journal.append(
-            TornDown(candidate=live.candidate, pid=live.pid, fingerprint=live.fingerprint, by=str(ctx.dir))
+    server, previous = live.server, live.sweep
+    try:
+        live_spec = LaunchSpec.read(Path(server.spec_file))
+    except (OSError, SpecError) as exc:
+        ctx.say(f"cannot read the live server's spec {server.spec_file}: {exc}; leaving pid {server.pid}")
+        return
+    session = ctx.servers.adopt(server, live_spec)
+    if session is None:
+        return
+    ctx.journal.append(server.adopted(source=str(previous)))  # a retained server: it stays "retained"
+    if keep:
+        ctx.say(
+            f"live service {server.candidate} (pid {server.pid}) recorded and left serving "
+            "(zero-downtime: no candidate runs on this host)"
         )
+        return
+    ctx.say(f"live service {server.candidate} (pid {server.pid}) recorded as the baseline; stopping it")
+    session.teardown()
+    sweep_journal(previous).append(
+        TornDown(candidate=server.candidate, pid=server.pid, fingerprint=server.fingerprint, by=str(ctx.dir))
+    )

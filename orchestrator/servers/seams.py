@@ -20,6 +20,7 @@ import httpx
 from contracts.energy import EnergyMeter, Unmeasured
 from contracts.results import GpuMemory, HostProbe, ProfileSummary, TeardownRecord, WatchEvent
 from contracts.schema import LoadConfig, SloConfig, WorkloadConfig
+from contracts.secrets import redacted
 from launch.spec import LaunchSpec
 
 if TYPE_CHECKING:
@@ -80,7 +81,8 @@ class Say(Protocol):
 
 
 def say_stderr(message: str) -> None:
-    print(f"gauntlet: {message}", file=sys.stderr, flush=True)
+    """A line for the user on stderr; a URL's password in it is shown as ``***`` (contracts.secrets)."""
+    print(f"gauntlet: {redacted(message)}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)

@@ -41,8 +41,20 @@ def test_demo_sweep_reproduces_the_case_study(tmp_path: Path, port: int) -> None
     assert_finished(done.returncode, done.stdout[-4000:] + done.stderr[-4000:], sweep)
     verdicts = json.loads((sweep / "verdicts.json").read_text())
     by_name = {v["candidate"]: v for v in verdicts["verdicts"]}
+    drift = verdicts["drift"]
+    # On a loaded machine the baseline can move under the sweep (its opening decode_heavy read 3,900 tok/s
+    # against 5,300 later once, 1.33x): then every measured verdict is INCONCLUSIVE, as it must be, and the
+    # decision the data fixes is the one the drift voided (tests/e2e/test_sweep_vllm_cpu.py does the same).
+    drifted = drift["status"] == "fail"
+
+    def decided(verdict: dict[str, object]) -> object:
+        if drifted and verdict["decision"] == "inconclusive":
+            assert "BASELINE DRIFT" in str(verdict["reason"]), verdict["reason"]
+            return verdict["decision_before_drift"]
+        return verdict["decision"]
+
     # TP4 x DP2 wins the empty road and loses the shared one.
-    assert by_name["tp4_dp2"]["decision"] == "reject"
+    assert decided(by_name["tp4_dp2"]) == "reject"
     assert "concurrency" in by_name["tp4_dp2"]["failed"]
     assert by_name["tp4_dp2"]["reversal"]
     # Probabilistic drafts: fewer visible answers, and no throughput advantage under load. (The reason's
@@ -50,7 +62,7 @@ def test_demo_sweep_reproduces_the_case_study(tmp_path: Path, port: int) -> None
     # decode_heavy's median can land one prefill wave apart in all three runs of a side, docs/gates.md
     # Drift, and a 3-against-3 interval then claims it: 0.652x [0.427x, 0.994x] in one run.)
     spec = by_name["spec_probabilistic"]
-    assert spec["decision"] == "reject"
+    assert decided(spec) == "reject"
     assert spec["failed"] == ["answer_reliability", "answer_accuracy"]
     # Its answers to the labelled set: the simulator's stated model changes a quarter of them (McNemar).
     assert (
@@ -73,16 +85,15 @@ def test_demo_sweep_reproduces_the_case_study(tmp_path: Path, port: int) -> None
     # ABA: the baseline measured again after each candidate that started (not after the incompatible).
     blocks = sorted(p.name for p in (sweep / "candidates" / "baseline" / "blocks").iterdir())
     assert blocks == ["after-spec_probabilistic", "after-tp4_dp2"]
-    drift = verdicts["drift"]
     assert (drift["blocks"], drift["recovery"]) == (2, True), drift["message"]
-    assert drift["status"] != "fail" and drift["min_detectable_drift"] is not None, drift["message"]
+    assert drift["min_detectable_drift"] is not None, drift["message"]
     assert "2 interleaved baseline block(s) and the end-of-sweep recovery" in drift["message"]
     assert "2 interleaved block(s) of the recovery profiles" in (sweep / "report.md").read_text()
     validation = json.loads((sweep / "recovery" / "validation.json").read_text())
     assert validation["ok"], validation["reason"]
     # The decision table is printed, and says where the numbers come from.
     assert "SIMULATED" in done.stdout
-    assert "| tp4_dp2" in done.stdout and "REJECT" in done.stdout
+    assert "| tp4_dp2" in done.stdout and "REJECT" in done.stdout  # or "(would have been REJECT)"
     for name in ("report.md", "report.json", "ttft.png", "throughput.png", "ranking.png"):
         assert (sweep / name).stat().st_size > 0, name
     # Capacity at the SLO: a line per candidate that started, tp4_dp2's far below the baseline's.

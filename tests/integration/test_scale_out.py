@@ -104,12 +104,15 @@ def test_a_failed_opening_starts_no_job(tmp_path: Path, cluster_port: int) -> No
     sweep = tmp_path / "sweeps" / "broken"
     (sweep / "retained").mkdir(parents=True)
     (sweep / "retained" / "spec.json").write_text("{not a spec")  # the opening cannot record the baseline
-    code, out, _ = run_sweep(
+    # a sweep whose opening refuses does not move sweeps/latest (it answers for nothing): wait on the process
+    proc = start(
         ["-m", "candidate=tp4_dp2,twin", *PARALLEL, "run.simulated_nodes=2", f"hydra.sweep.dir={sweep}"],
         sweeps=tmp_path / "sweeps",
         port=cluster_port,
     )
-    assert code != 0, out
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode != 0, out
+    assert not (tmp_path / "sweeps" / "latest").exists(), "a sweep that did not open moved sweeps/latest"
     opening = json.loads((sweep / "opening.json").read_text())
     assert opening["state"] == "failed", opening
     # the opening's write probe may leave candidates/ itself; no launch folder may be in it

@@ -16,7 +16,7 @@ from contracts.layout import SweepPaths
 from contracts.results import CandidateRun, read_model
 from contracts.trials import read_search
 from orchestrator.servers.scheduler import launcher_executor
-from tests.integration.sweep_helpers import assert_finished, kill_servers, run_sweep
+from tests.integration.sweep_helpers import assert_finished_capacity_open, kill_servers, run_sweep
 from tests.integration.test_search_storage import FAST
 from tests.ports import port_is_free
 
@@ -48,7 +48,7 @@ def test_two_trials_run_side_by_side_each_paired_with_its_nodes_baseline(
     code, out, sweep = run_sweep(
         [*FAST, *parallel, "search.max_launches=2"], sweeps=tmp_path / "sweeps", port=cluster_port
     )
-    assert_finished(code, out, sweep)
+    assert_finished_capacity_open(code, out, sweep)
     record = read_search(sweep)
     assert record is not None and record.launches == 2, out[-3000:]
     # Hydra's record names the submitit launcher: how `stop` and `rollback` find the trials' jobs.

@@ -26,6 +26,7 @@ from contracts.results import (
     write_model,
 )
 from contracts.schema import WorkloadConfig
+from launch.preflight import Probes
 from launch.spec import LaunchSpec
 from launch.supervisor import Server
 from launch.tracking import NodeProcess
@@ -145,8 +146,8 @@ def summary(
     )
 
 
-def records(n: int, *, ttft_s: float = 0.5) -> list[RequestRecord]:
-    """``n`` measured requests that each took ``ttft_s`` to the first (visible) token and 1 s in all."""
+def records(n: int, *, ttft_s: float = 0.5, end_s: float = 1.0) -> list[RequestRecord]:
+    """``n`` measured requests that each took ``ttft_s`` to the first (visible) token and ``end_s`` in all."""
     return [
         RequestRecord(
             index=i,
@@ -157,7 +158,7 @@ def records(n: int, *, ttft_s: float = 0.5) -> list[RequestRecord]:
             sent_s=0.0,
             ttft_s=ttft_s,
             first_visible_s=ttft_s,
-            end_s=1.0,
+            end_s=end_s,
             prompt_tokens=100,
             completion_tokens=250,
             finish_reason="length",
@@ -173,6 +174,8 @@ class FakeLoad:
 
     calls: list[tuple[str, str, int]] = field(default_factory=list)
     before: Callable[[str, str, int], None] | None = None
+    #: A candidate's speed against the baseline's (2.0: half the latency, twice the output tok/s).
+    speed: dict[str, float] = field(default_factory=dict)
 
     def __call__(
         self,
@@ -193,12 +196,15 @@ class FakeLoad:
         on_window = kw.get("on_window")  # the measured window's edges, as the load runner calls them
         if on_window is not None:
             on_window("start")
-        result = summary(candidate, workload.name, repeat, fingerprint)
+        factor = self.speed.get(candidate, 1.0)
+        result = summary(candidate, workload.name, repeat, fingerprint, output_tps=1000.0 * factor)
         if on_window is not None:
             on_window("end")
         write_model(out_dir / SUMMARY_FILE, result)
         # The summary's requests, each as its median says (the gates' latency comparisons read them).
-        write_jsonl(out_dir / RECORDS_FILE, records(result.num_requests))
+        write_jsonl(
+            out_dir / RECORDS_FILE, records(result.num_requests, ttft_s=0.5 / factor, end_s=1 / factor)
+        )
         return result
 
 
@@ -240,4 +246,21 @@ def fake_seams(supervisor: FakeSupervisor, load: FakeLoad, messages: list[str] |
         watch_interval_s=0.01,
         stop=threading.Event(),
         processes=lambda: [],
+    )
+
+
+def sim_probes() -> Probes:
+    """doctor's probes of a simulated host: the simulator's parser, a free port, nothing else to find."""
+    from launch.sim.cli import build_parser
+
+    return Probes(
+        host=lambda: HostProbe(driver=False, reason="simulated", simulated=True),
+        resolve=list,
+        version=lambda program: None,
+        help_text=lambda program, version: "",
+        sim_help=lambda: build_parser().format_help(),
+        read_file=lambda path: None,
+        hf_snapshot=lambda model: None,
+        port_in_use=lambda host, port: False,
+        environ={},
     )

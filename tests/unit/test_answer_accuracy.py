@@ -333,10 +333,13 @@ def test_a_loss_within_noise_is_inconclusive_and_equal_answers_pass(tmp_path: Pa
 
 
 def test_too_few_items_scored_is_a_gap_and_the_verdict_is_incomplete(tmp_path: Path) -> None:
-    cand = [_answers(missing=range(25))]
-    result = _evaluate(tmp_path, cand, [_answers()])
+    """The baseline failed 25 items: no reference for them (the candidate's own failures would count
+    against it: tests/unit/test_unanswered_items.py)."""
+    base = [_answers(missing=range(25))]
+    result = _evaluate(tmp_path, [_answers()], base)
     assert result.status == "not_run" and not result.not_applicable
     assert "15 of 40 items" in result.message and "gates.accuracy.min_items = 20" in result.message
+    assert "baseline: 25 of 40 items unanswered (http_5xx 25)" in result.message
     verdict = decide("c", "baseline", [result], CFG)
     assert verdict.decision == "incomplete"
     assert "answer_accuracy: could not run (15 of 40 items" in verdict.reason

@@ -200,11 +200,13 @@ def test_a_circle_inside_the_launcher_breaks_the_build(tmp_path: Path) -> None:
 
 
 def test_commands_that_rebuild_from_disk_do_not_load_hydra() -> None:
-    """judge, report, rollback, stop and status read config.yaml typed, without Hydra or OmegaConf."""
+    """judge, report, rollback, stop, status and promote read config.yaml typed, without Hydra or
+    OmegaConf."""
     code = (
         "import sys\n"
         "import gates.judge, report, orchestrator.__main__\n"
         "import orchestrator.recovery.rollback, orchestrator.recovery.stop, orchestrator.recovery.status\n"
+        "import orchestrator.recovery.promote\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('hydra', 'omegaconf')))\n"
     )
     done = subprocess.run(

@@ -60,7 +60,7 @@ def _gain(status: GateStatus, worse: bool) -> GateResult:
         (1.29, (1.12, 1.45), "fail", False, "keep", "capacity at the SLO up beyond noise"),
         (1.29, (1.12, 1.45), "inconclusive", False, "keep", "capacity at the SLO up beyond noise"),
         # A latency gain keeps as before; the capacity gain is listed beside it.
-        (1.29, (1.12, 1.45), "pass", False, "keep", "keep: latency gain beyond noise"),
+        (1.29, (1.12, 1.45), "pass", False, "keep", "KEEP: latency gain beyond noise"),
         # More capacity, a serial latency worse beyond tolerance: a trade-off the gates do not make.
         (1.29, (1.12, 1.45), "fail", True, "neutral", "a trade-off"),
         # Within noise (the demo's confirmation read 1.174x [0.996x-1.38x]): no gain.

@@ -288,3 +288,36 @@ def test_a_failed_start_of_the_retained_spec_is_found_in_the_journal(
 
     found = failed_start(events, "sha256:a")  # type: ignore[arg-type]
     assert (found.kind if found is not None else None) == failed
+
+
+@pytest.mark.parametrize(
+    ("promote_keep", "live", "last"),
+    [
+        # The baseline is restored and stays live; the last line says what is recommended, how to adopt it.
+        ("false", "baseline", "recommended: tp4_dp2 (KEEP), not serving: `python -m orchestrator promote "),
+        # run.promote_keep: the KEEP is promoted at the sweep's end, by the path `promote` takes.
+        (
+            "true",
+            "tp4_dp2",
+            "promoted: tp4_dp2 (KEEP) is the retained configuration; the next sweep's baseline: ",
+        ),
+    ],
+)
+def test_a_sweep_with_a_keep_says_what_is_live_and_what_is_recommended(
+    tmp_path: Path, promote_keep: str, live: str, last: str
+) -> None:
+    sup = FakeSupervisor()
+    faster = FakeLoad(speed={"tp4_dp2": 2.0})  # half the latency, twice the output: the gates keep it
+    code, messages, sweep = run_sweep(
+        tmp_path, sup, "run.repeats=3", f"run.promote_keep={promote_keep}", load=faster
+    )
+    assert code == 0, messages[-5:]
+    (server,) = sup.alive.values()
+    assert server.spec.candidate == live
+    state = Journal(sweep / "journal.jsonl").replay()
+    assert (state.retained_candidate, state.retained_fingerprint) == (live, server.spec.fingerprint)
+    assert messages[-2].startswith(f"retained server live: pid {server.pid} at ")
+    assert f"configuration {live};" in messages[-2]
+    assert messages[-1].startswith(last), messages[-1]
+    finished = [e for e in Journal(sweep / "journal.jsonl").events() if isinstance(e, SweepFinished)]
+    assert [(e.validated, e.retained) for e in finished] == [(True, "kept")]

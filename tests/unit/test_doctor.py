@@ -488,7 +488,11 @@ def test_doctor_names_a_live_service_the_baseline_does_not_describe(tmp_path: Pa
         "argv[14] (--data-parallel-size): recorded '2', now '4'; "
         "config: recorded 'tensor-parallel-size: 4'; ...)"
     )
-    assert problem.message.endswith("or stop it first with `python -m orchestrator stop`")
+    assert problem.message.endswith(
+        ": a sweep would refuse before stopping it; make conf/candidate/baseline.yaml describe the live "
+        "service (or select the baseline file that does: candidate@baseline=NAME), or stop it first with "
+        f"`python -m orchestrator stop {tmp_path / 'sweeps' / '20261204-090000'}`"
+    )
 
 
 def test_a_candidates_server_left_by_a_crashed_sweep_is_not_the_live_service(tmp_path: Path) -> None:

@@ -22,8 +22,9 @@ from contracts.results import (
 )
 from contracts.schema import CostGateConfig, GatesConfig, HostConfig
 from contracts.sweepdir import Repeat, Results
-from gates.cost import Cost, budget_estimate
+from gates.cost import Cost
 from gates.registry import GateContext
+from gates.run_ratio import bound_ratio
 from launch.nvml import NvmlEnergy, NvmlProbe, _PowerWindow
 from orchestrator import catalog
 from tests.unit.fakes import summary
@@ -349,6 +350,7 @@ def test_cost_gate(
 
 
 def test_cost_gate_without_energy_when_power_is_priced_is_missing_evidence() -> None:
+    """The rule's table: tests/unit/test_cost_gate_rules.py (a not_run gap naming the host)."""
     cand = _results("c", BASE, kwh=0.15)
     assert cand.run is not None
     bare = cand.run.model_copy(update={"energy": {}})
@@ -356,15 +358,16 @@ def test_cost_gate_without_energy_when_power_is_priced_is_missing_evidence() -> 
     ctx = GateContext(GatesConfig(loaded_profiles=["decode_heavy"], cost=CostGateConfig(tolerance=0.05)),
                       _results("baseline", BASE, kwh=0.15), cand)  # fmt: skip
     result = Cost().evaluate(ctx)
-    assert result.status == "inconclusive" and not result.not_applicable
-    assert "not known" in result.message
+    assert result.status == "not_run" and not result.not_applicable
+    assert "host 'sim' prices power" in result.message and "no energy record in run.json" in result.message
 
 
 def test_budget_interval_widens_with_run_noise() -> None:
-    tight = budget_estimate([2.0, 2.01, 1.99], 1.0, 0.95)
-    loose = budget_estimate([1.0, 3.0, 2.0], 1.0, 0.95)
+    tight = bound_ratio([2.0, 2.01, 1.99], 1.0, confidence=0.95, statistic="$/Mtok")
+    loose = bound_ratio([1.0, 3.0, 2.0], 1.0, confidence=0.95, statistic="$/Mtok")
     assert tight.low > 1.9 and loose.low < tight.low
-    assert math.isinf(budget_estimate([2.0], 1.0, 0.95).high)
+    one = bound_ratio([2.0], 1.0, confidence=0.95, statistic="$/Mtok")  # one run: the single-run rule
+    assert (one.low, one.high, one.p_value) == (0.5, 8.0, 1.0)
 
 
 def test_run_cost_prices_the_runs_energy() -> None:

@@ -87,8 +87,11 @@ def replicates(log_capacity: float, *, failed: int, seed: int, n: int = 1000) ->
         pytest.param(0, 0, (0.45, 0.499), (0.501, 0.55), id="every_replicate_fitted"),
         pytest.param(10, 10, (0.45, 0.499), (0.501, 0.55), id="1pct_unknown_within_the_tails"),
         pytest.param(100, 100, (0.0, 0.0), (np.inf, np.inf), id="10pct_unknown_is_not_a_ratio_of_one"),
-        pytest.param(100, 0, (0.45, 0.499), (np.inf, np.inf), id="10pct_candidate_unbounded"),
-        pytest.param(0, 100, (0.0, 0.0), (0.501, 0.55), id="10pct_baseline_unbounded"),
+        # One side's fit failed: the replicate is unknown at both ends, never that side's best case (issue 42,
+        # item 3: a candidate without a fit read as unbounded, which kept the lower end where it was).
+        pytest.param(10, 0, (0.45, 0.499), (0.501, 0.55), id="1pct_candidate_unknown_within_the_tails"),
+        pytest.param(100, 0, (0.0, 0.0), (np.inf, np.inf), id="10pct_candidate_unknown_at_both_ends"),
+        pytest.param(0, 100, (0.0, 0.0), (np.inf, np.inf), id="10pct_baseline_unknown_at_both_ends"),
     ],
 )
 def test_a_replicate_without_a_fit_widens_the_interval_and_never_reads_as_one(
@@ -97,9 +100,9 @@ def test_a_replicate_without_a_fit_widens_the_interval_and_never_reads_as_one(
     low: tuple[float, float],
     high: tuple[float, float],
 ) -> None:
-    """The true ratio is 0.5; replicates where a side's margin stopped falling are unbounded on that side,
-    and where both failed the ratio is unknown: counted at both ends, never as 1 (which would cap the
-    upper end at 1 and make a 0.5x loss look decided)."""
+    """The true ratio is 0.5; a replicate where either side's margin stopped falling has no ratio: counted
+    at both ends, never as 1 (which would cap the upper end at 1 and make a 0.5x loss look decided) and
+    never as that side's best case (a candidate without a fit is not an unbounded candidate)."""
     cand = fit(replicates(np.log(50.0), failed=cand_failed, seed=1))
     base = fit(replicates(np.log(100.0), failed=base_failed, seed=2))
     ratio, (got_low, got_high) = fitted_ratio(cand, base, 0.95)

@@ -106,7 +106,7 @@ def test_the_command_prints_one_line_per_candidate(study: Path, capsys: pytest.C
         "spec_probabilistic": "REJECT",
         "tp4_dp2": "REJECT",
     }
-    assert "retained: baseline (no candidate is keep: baseline stays)" in out
+    assert "retained: baseline (no candidate is KEEP: baseline stays)" in out
     assert "drift: pass: no drift beyond noise" in out
     assert "reversal: tp4_dp2 (faster on the empty road)" in out
     assert f"verdicts written to {study / 'verdicts.json'}" in err
@@ -165,7 +165,8 @@ def _verdict(name: str, decision: str, reason: str) -> Verdict:
             _verdict("a", "reject", "reject: stability: 3 preemptions"),
             "a  REJECT    stability: 3 preemptions",
         ),
-        (_verdict("a", "neutral", "neutral: fails nothing"), "a  neutral   fails nothing"),
+        (_verdict("a", "neutral", "neutral: fails nothing"), "a  NEUTRAL   fails nothing"),  # an older file
+        (_verdict("a", "keep", "KEEP: a gain"), "a  KEEP      a gain"),
         (
             _verdict("a", "inconclusive", "inconclusive: " + "x " * 80),
             "a  INCONCLUSIVE  " + ("x " * 49).strip() + "...",

@@ -15,6 +15,7 @@ from contracts.errors import EXIT_INCOMPLETE, GateError, ResultFileError
 from contracts.results import CapacityResult, GpuMemory, HostProbe, WatchEvent, write_model
 from contracts.schema import GatesConfig
 from contracts.sweepdir import record_planned, resume_command
+from contracts.verdicts import decision_label
 from gates import GateResult, SweepVerdict, Verdict, evaluate_sweep, read_verdicts, write_verdicts
 from gates.evidence import Expected
 from gates.judge import exit_code
@@ -249,7 +250,7 @@ def test_decision_table(
     verdict = _verdict(evaluate_sweep(tmp_path, CFG, baseline="baseline"), "cand")
     assert verdict.decision == decision, verdict.reason
     assert verdict.failed == failed
-    assert verdict.reason.startswith(decision)
+    assert verdict.reason.startswith(f"{decision_label(decision)}: ")  # one spelling: the label
 
 
 GPU = HostProbe(
@@ -405,7 +406,8 @@ def test_inconclusive_says_how_many_more_repeats(tmp_path: Path) -> None:
     verdict = _verdict(evaluate_sweep(tmp_path, CFG, baseline="baseline"), "cand")
     assert verdict.decision == "inconclusive"
     assert verdict.more_repeats is not None and verdict.more_repeats >= 1
-    assert f"about {verdict.more_repeats} more repeat(s) per side" in verdict.reason
+    assert f"{verdict.more_repeats} or more repeat(s) per side may settle it" in verdict.reason
+    assert "it may be far off" in verdict.reason and verdict.settle is not None
     conc = _gate(verdict, "concurrency")
     assert conc.status == "inconclusive"
     assert conc.more_repeats == verdict.more_repeats
@@ -545,7 +547,7 @@ def test_a_candidate_stopped_during_its_launch_or_never_reached_is_incomplete(tm
         verdict = _verdict(sweep, name)
         assert verdict.decision == "incomplete", verdict.reason
         assert [g.kind for g in verdict.missing] == ["not_measured"]
-        assert verdict.reason == f"incomplete: {said}; to complete it: {resume_command(tmp_path)}"
+        assert verdict.reason == f"INCOMPLETE: {said}; to complete it: {resume_command(tmp_path)}"
         assert verdict.resume == resume_command(tmp_path) and verdict.decision_on_partial is None
     assert sweep.resume == resume_command(tmp_path) and sweep.retained == "baseline"
     assert exit_code(sweep) == EXIT_INCOMPLETE

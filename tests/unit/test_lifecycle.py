@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from contracts.errors import HarnessError, RollbackError, StartupFailure
+from contracts.errors import HarnessError, LoadError, RollbackError, StartupFailure
 from contracts.results import CandidateRun, RecoveryValidation, read_model
 from orchestrator.config.compose import load
 from orchestrator.ledger.events import Started
@@ -172,6 +172,38 @@ def test_a_second_begin_adopts_and_stops_leftovers_of_this_sweep(tmp_path: Path)
     assert any("stopping tp4_dp2" in m for m in messages)
 
 
+@pytest.mark.parametrize(
+    ("error", "seen"),
+    [
+        (LoadError("the load runner could not open its connections"), "unhealthy"),
+        (HarnessError("load.ca_bundle /etc/ca.pem: missing"), "harness"),
+    ],
+)
+def test_a_recovery_run_without_a_summary_is_a_failed_validation_saying_why(
+    tmp_path: Path, error: Exception, seen: str
+) -> None:
+    """A recovery run that ends without its summary (the load runner failed, the server was lost) fails the
+    validation with a check naming what the watcher saw; before, the restore stopped on "summary.json:
+    missing", a result-file error that named neither the run nor its cause."""
+
+    def fail_the_recovery(candidate: str, profile: str, repeat: int) -> None:
+        if phase["recovery"]:
+            raise error
+
+    phase = {"recovery": False}
+    sup, fake = FakeSupervisor(), FakeLoad(before=fail_the_recovery)
+    life, _ = make(tmp_path, sup, fake)
+    begin(life)
+    run_candidate(life, life.cfg.baseline, role="baseline")
+    phase["recovery"] = True
+    result = restore(life, reason="sweep completed")
+    assert not result.ok
+    (check,) = [c for c in result.checks if c.name == "decode_heavy/r1 ran"]
+    assert not check.ok and check.observed.startswith(f"no summary written ({seen}: ")
+    assert str(error).splitlines()[0] in check.observed
+    assert "decode_heavy/r1 ran: expected a finished run" in result.reason
+
+
 def test_recovery_checks_table() -> None:
     clean = summary("baseline", "decode_heavy", 1, "sha256:b")
     assert all(c.ok for c in recovery_load_checks([clean], []))
@@ -291,7 +323,7 @@ def test_a_live_service_that_is_not_the_configured_baseline_is_a_preflight_refus
     cfg, _ = load([*OVERRIDES, "candidate@baseline=tp4_dp2"])  # a baseline that renders another spec
     second = SweepContext.open(cfg, tmp_path / "b" / "sweep", fake_seams(sup, FakeLoad(), []))
     with pytest.raises(PreflightError) as info:
-        begin(second, previous=first.dir)
+        begin(second)  # the live service is found from the port's ledger, not given
     assert info.value.exit_code == 4
     assert "but the configured baseline renders" in info.value.message
     assert list(sup.alive) == [live_pid]  # the live service keeps serving

@@ -257,16 +257,26 @@ def test_sigterm_cancels_the_run_and_raises_after_the_loop(tmp_path: Path) -> No
     def raising(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
-    server = FakeServer({i: "stall" for i in range(4, 14)})
+    class Signalling(FakeServer):
+        """Sends the SIGTERM once both slots hold a stalled stream (requests 0-3 done, 4 and 5 in flight):
+        a condition, not a delay, so a loaded machine cannot send it before request 3 has finished."""
+
+        stalls = 0
+
+        async def stalled(self) -> AsyncIterator[bytes]:
+            self.stalls += 1
+            if self.stalls == 2:
+                os.kill(os.getpid(), signal.SIGTERM)
+            async for chunk in super().stalled():
+                yield chunk
+
+    server = Signalling({i: "stall" for i in range(4, 14)})
     previous = signal.signal(signal.SIGTERM, raising)
-    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
     try:
-        timer.start()
         with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
             run(tmp_path, server, workload=profile(concurrency=2))
         assert signal.getsignal(signal.SIGTERM) is raising  # the sweep's handler is back
     finally:
-        timer.cancel()
         signal.signal(signal.SIGTERM, previous)
     summary = read_model(tmp_path / "summary.json", ProfileSummary)
     assert summary.interrupted and summary.completed == 2  # the finished requests are kept

@@ -291,7 +291,9 @@ def test_a_keep_replaces_the_baseline(tmp_path: Path, base_cfg: GauntletConfig) 
     row = next(line for line in text.splitlines() if line.startswith("| faster "))
     assert "gain: " in row and "TTFT p50 0.8" in row and "no requirement failed" in row
     assert "| baseline " in text and "replaced by faster" in text
-    assert "retained: **faster**" in text
+    # the gates' pick, said apart from what the sweep restored (the baseline): not live until promoted
+    assert "recommended: **faster** (faster is kept" in text
+    assert "not live: the sweep restored **baseline** (below)" in text
     assert "No reversal" in section(text, "Serial versus loaded ranking")
     silent = next(line for line in text.splitlines() if line.startswith("| visible-answer censored median "))
     assert silent.split("|")[4].strip() == "inf (censored)"
@@ -361,7 +363,7 @@ def test_missing_profiles_and_unmeasured_candidates_still_report(
     assert decisions(text) == {"baseline": "baseline", "broken": "INCOMPATIBLE", "partial": "INCOMPLETE"}
     row = next(line for line in text.splitlines() if line.startswith("| partial "))
     assert "missing: candidates/partial/decode_heavy: 0 of 3 repeat(s) on disk" in row
-    assert "(the partial evidence said inconclusive; not acted on)" in row
+    assert "(the partial evidence said INCONCLUSIVE; not acted on)" in row
     assert "- partial: candidates/partial/answer_gate: 0 of 1 repeat(s) on disk" in text
     assert f"python -m orchestrator -m 'candidate=glob(*)' hydra.sweep.dir={tmp_path}" in text
     figures = {
@@ -417,7 +419,7 @@ def test_drift_beyond_noise_is_loud(tmp_path: Path, base_cfg: GauntletConfig) ->
     text = judged_report(finish_sweep(tmp_path, base_cfg), base_cfg)
     assert "**DRIFT: the baseline moved beyond noise" in text
     assert decisions(text)["faster"] == "INCONCLUSIVE"
-    assert "baseline drift (would have been keep)" in text
+    assert "baseline drift (would have been KEEP)" in text
 
 
 @pytest.mark.parametrize(

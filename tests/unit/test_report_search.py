@@ -140,7 +140,7 @@ def test_the_model_holds_the_estimate_the_confirmation_and_the_gates_decision(
             slo_text="TTFT p99 <= 1 s",
             capacity=found,
             low=found,
-            high=None,
+            high=None if found is None else found * 1.25,  # failed one step up: the capacity is measured
             resolution=0.25,
             gpus=8,
         )

@@ -17,6 +17,7 @@ from contracts.trials import read_search
 from orchestrator.app.search import SearchRun, TrialTicket
 from orchestrator.app.sweeper import _check_parallel
 from orchestrator.config.compose import load
+from orchestrator.config.search_checks import checked_space
 from orchestrator.config.space import parse_space
 from orchestrator.measure.trial import TrialOutcome
 
@@ -114,9 +115,17 @@ def test_a_point_asked_again_while_its_twin_is_in_flight_takes_the_twins_result(
 def test_search_parallel_needs_a_launcher_that_runs_jobs_side_by_side(
     launcher: str, parallel: int, nodes: int, refused: str | None
 ) -> None:
-    cfg, _ = load(["search=demo", f"search.parallel={parallel}", f"run.simulated_nodes={nodes}"])
-    if refused is None:
+    cfg, sources = load(
+        ["search=demo", "capacity.profile=decode_heavy", f"search.parallel={parallel}",
+         f"run.simulated_nodes={nodes}"]
+    )  # fmt: skip
+
+    def opening() -> None:  # what the sweep's opening checks, in its order
+        checked_space(cfg, sources)
         _check_parallel(cfg, launcher)
+
+    if refused is None:
+        opening()
         return
     with pytest.raises(ConfigError, match=refused):
-        _check_parallel(cfg, launcher)
+        opening()

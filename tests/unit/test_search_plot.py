@@ -111,8 +111,8 @@ def test_the_plot_marks_infeasible_trials_on_the_floor_and_says_the_search_is_no
     ("confirmation", "title_says", "diamond"),
     [
         (None, "winner demo_t4 not confirmed yet", False),
-        (Confirmation(decision="keep", capacity=30.0), "winner demo_t4: keep", True),
-        (Confirmation(decision="incomplete", reason="drift"), "winner demo_t4: incomplete", False),
+        (Confirmation(decision="keep", capacity=30.0), "winner demo_t4: KEEP", True),
+        (Confirmation(decision="incomplete", reason="drift"), "winner demo_t4: INCOMPLETE", False),
     ],
 )
 def test_the_winner_is_starred_and_its_confirmation_drawn_only_when_measured(
@@ -127,7 +127,7 @@ def test_the_winner_is_starred_and_its_confirmation_drawn_only_when_measured(
         star = lines["winner demo_t4 (search estimate)"]
         assert (list(star.get_xdata()), list(star.get_ydata())) == ([5], [32.0])
         assert title_says in fig.axes[0].get_title()
-        assert any(label.startswith("confirmation keep: 30") for label in lines) is diamond
+        assert any(label.startswith("confirmation KEEP: 30") for label in lines) is diamond
     finally:
         plt.close(fig)
 

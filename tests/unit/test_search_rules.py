@@ -227,6 +227,8 @@ def _verdicts(decision: str | None) -> SweepVerdict:
     [
         ("keep", "search: winner s_t000: KEEP (search's estimate 100; recommended: search/winner.yaml)"),
         ("reject", "search: winner s_t000: REJECT (search's estimate 100; not recommended: only a KEEP is; "),
+        ("neutral", "search: winner s_t000: NEUTRAL (search's estimate 100; not recommended"),  # issue 42
+        ("inconclusive", "search: winner s_t000: INCONCLUSIVE (search's estimate 100; not recommended"),
         ("incomplete", "search: winner s_t000: INCOMPLETE (search's estimate 100; not recommended"),
         (None, "search: winner s_t000: INCOMPLETE (its confirmation was not measured)"),
     ],

@@ -154,6 +154,41 @@ def test_rollback_after_stop_restores_the_retained_configuration(tmp_path: Path)
     assert live.role == "retained" and list(sup.alive) == [live.pid]
 
 
+@pytest.mark.parametrize(
+    ("edit", "refused"),
+    [
+        ({}, ""),  # the control: nothing to say
+        ({"gates": {"cost": {"tolerance": 0.05}}, "host": {"gpu_hour_price": None}}, "gates.cost.tolerance"),
+    ],
+)
+def test_rollback_acts_on_a_recorded_config_that_a_newer_check_refuses(
+    tmp_path: Path, edit: dict[str, dict[str, object]], refused: str
+) -> None:
+    """A sweep recorded before a check existed (here: a cost bound without a GPU-hour price, refused at
+    compose time since issue 42) is rolled back as recorded, the check's finding said, never refused: the
+    restore relaunches the fingerprint-checked retained spec, and nothing else stands between the user and
+    it."""
+    import yaml
+
+    sup = FakeSupervisor()
+    ctx = restored_sweep(tmp_path, sup)
+    stop(ctx.dir, ctx.seams, out=io.StringIO())
+    raw = yaml.safe_load(_config_yaml(ctx))
+    for section, values in edit.items():
+        for key, value in values.items():
+            if isinstance(value, dict):
+                raw[section][key].update(value)
+            else:
+                raw[section][key] = value
+    (ctx.dir / "config.yaml").write_text(yaml.safe_dump(raw))
+    said: list[str] = []
+    result = rollback(ctx.dir, replace(ctx.seams, say=said.append), out=io.StringIO())
+    assert result.ok, result.reason
+    notes = [m for m in said if "no longer passes this version's checks" in m]
+    assert bool(notes) == bool(refused), said
+    assert all(refused in m and "acting on it as recorded" in m for m in notes)
+
+
 def _config_yaml(ctx: SweepContext) -> str:
     import dataclasses
 
