@@ -217,3 +217,47 @@ def test_the_gain_decision_moves_one_way_as_the_candidates_lag_grows(
         assert statuses[-1] == expected, (effect, worst)
     ranks = [_RANK[s] for s in statuses]
     assert ranks == sorted(ranks, reverse=True) and ranks[0] == 2 and ranks[-1] == 0
+
+
+SETTLE_CASES = [
+    # the sweep (an OPEN_CASES or GAIN_CASES row's runs), the gate and the threshold the settle range
+    # names (None: no range, nothing for more repeats to settle)
+    # The lag's far end within noise: the repeats that may settle it are counted at that end, and the
+    # verdict's words ("N or more repeats ... N if the effect is as measured, about M if only 1.05x")
+    # read the same estimate as its count (no range was given: the near end had passed).
+    pytest.param("noise_decides", "concurrency", 1.05, id="open_within_noise_a_range_at_the_far_end"),
+    pytest.param("lag_decides", "concurrency", None, id="undecidable_no_range"),
+    # A gain within noise once the candidate's lateness is added back: its range at 1 - min_gain (none
+    # was given: the raw comparison had passed).
+    pytest.param("gain_0.947x", "latency_gain", 0.95, id="gain_within_noise_with_the_lag_a_range"),
+    pytest.param("gain_0.975x", "latency_gain", None, id="no_gain_no_range"),
+]
+
+
+@pytest.mark.parametrize(("case", "gate", "threshold"), SETTLE_CASES)
+def test_a_comparison_the_lag_leaves_within_noise_says_how_sure_its_more_repeats_are(
+    tmp_path: Path, case: str, gate: str, threshold: float | None
+) -> None:
+    if case.startswith("gain_"):
+        lag = {"gain_0.947x": 0.035, "gain_0.975x": 0.046}[case]
+        decided = _sweep(
+            tmp_path,
+            {"short": (0.344, 0.354, 0.334), "decode_heavy": TIGHT},
+            {"short": TIGHT, "decode_heavy": TIGHT},
+            lag={"cand": lag},
+            lagged=["short"],
+        ).verdicts[0]
+    else:
+        cand, kind, span = {
+            "noise_decides": ((0.38, 0.45, 0.40), "none", 0.03),
+            "lag_decides": ((0.412, 0.42, 0.41), "burst", 0.024),
+        }[case]
+        sweep = _lagged_sweep(tmp_path, cand, TIGHT, kind, span)
+        decided = evaluate_sweep(sweep, CFG, baseline="baseline").verdicts[0]
+    c = _ttft(decided, gate, "short")
+    if threshold is None:
+        assert c.settle is None and c.more_repeats is None, c.message
+        return
+    assert c.status == "inconclusive" and c.settle is not None, c.message
+    assert c.settle.threshold == pytest.approx(threshold)
+    assert c.more_repeats is not None and c.settle.if_measured == c.more_repeats
