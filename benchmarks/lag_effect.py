@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.sim_throughput import start_server  # noqa: E402
+from contracts.layout import candidate_dir, candidate_root  # noqa: E402
 from contracts.results import RequestRecord  # noqa: E402
 from contracts.sweepdir import load_results  # noqa: E402
 from gates.lag import run_lag_effect  # noqa: E402
@@ -77,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="gauntlet-lag-") as tmp:
             for k in range(args.runs):
                 for profile in profiles:
-                    out = Path(tmp) / "candidates" / "baseline" / profile / f"r{k}"
+                    out = candidate_dir(Path(tmp), "baseline") / profile / f"r{k}"
                     run_profile(
                         f"http://127.0.0.1:{port}",
                         cfg.service.served_model_name,
@@ -91,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         time_scale=args.time_scale,
                         progress=False,
                     )
-                    run = load_results(Path(tmp), "candidates/baseline", "baseline").profiles[profile][k]
+                    run = load_results(Path(tmp), candidate_root("baseline"), "baseline").profiles[profile][k]
                     f = describe(run.records)
                     effect = run_lag_effect(run, _ttft)
                     print(
