@@ -71,6 +71,7 @@ from benchmarks.decision.tables import (  # noqa: E402
     scenario_time,
 )
 from benchmarks.noise_models import NOISE_MODELS  # noqa: E402
+from contracts.results import Pricing  # noqa: E402
 from gates.sequential import SequentialPlan  # noqa: E402
 from orchestrator.config.compose import load  # noqa: E402
 
@@ -88,9 +89,12 @@ class Task:
     #: ``--client-lag-ms``: the loaded runs' p99 dispatch lag range (s) of the models that draw one
     client_lag_s: tuple[float, float] | None = None
     confirm_runs: int | None = None  # ``--confirm-runs``; None: the config's run.confirm_runs
+    cost_tolerance: float | None = None  # ``--cost-tolerance``: the cost gate on, the launches priced
 
 
 _POOLS: dict[tuple[float, int, int], ReplayPool] = {}
+#: $ per GPU-hour of the priced launches with ``--cost-tolerance`` (conf/host/sim.yaml's gpu_hour_price).
+COST_GPU_HOUR_PRICE = 2.5
 
 
 def _pool(scale: float, seed: int, size: int) -> ReplayPool:
@@ -109,7 +113,10 @@ def run_task(task: Task) -> list[tuple[str, str, str, Outcome]]:
         cfg.gates,
         loaded_profiles=[p for p in cfg.gates.loaded_profiles if p in PROFILES],
         bootstrap_resamples=resamples,
+        cost=replace(cfg.gates.cost, tolerance=task.cost_tolerance),
     )
+    # The cost gate judges only launches whose run.json records the host's prices (the sim host's).
+    pricing = Pricing(gpus=8, gpu_hour_price=COST_GPU_HOUR_PRICE) if task.cost_tolerance is not None else None
     model = NOISE_MODELS[task.model]
     if task.client_lag_s is not None and model.lag_p99_s[1] > 0:
         model = replace(model, lag_p99_s=task.client_lag_s, lag_by_profile=())
@@ -123,6 +130,7 @@ def run_task(task: Task) -> list[tuple[str, str, str, Outcome]]:
             "recovery_profiles": cfg.run.recovery_profiles,
             "interleave_repeats": cfg.run.interleave_repeats if cfg.run.interleave else 0,
             "confirm_runs": cfg.run.confirm_runs if task.confirm_runs is None else task.confirm_runs,
+            "pricing": pricing,
             "capacity_in_blocks": cfg.capacity.in_blocks,
         }
         for name in task.scenarios:
@@ -212,6 +220,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run.confirm_runs (default: the shipped config's, 2): after fixed repeats, up to N more runs "
         "of a profile whose runs disagree beyond 2x or lost a slow run set aside (gates.confirm); 0: none",
     )
+    parser.add_argument(
+        "--cost-tolerance",
+        type=float,
+        default=None,
+        help="gates.cost.tolerance (default: off, as shipped): the cost gate judges each loaded profile's "
+        f"$/Mtok, every launch priced at ${COST_GPU_HOUR_PRICE:g} per GPU-hour (the sim host's), no power",
+    )
     args = parser.parse_args(argv)
     models = args.model or list(NOISE_MODELS)
     mix_models = args.mix_model or ["lognormal", "student_t"]
@@ -229,6 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"repeats; scale {args.scale}; profiles {', '.join(PROFILES)}; seed {args.seed}; "
         f"bootstrap resamples {args.resamples}; confirmation runs "
         f"{'as configured' if args.confirm_runs is None else args.confirm_runs}; "
+        f"cost gate {'off' if args.cost_tolerance is None else f'tolerance {args.cost_tolerance:g}'}; "
         f"demo mix under {', '.join(mix_models)}"
     )
     for model in models:
@@ -255,6 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 (args.client_lag_ms[0] / 1000, args.client_lag_ms[1] / 1000) if args.client_lag_ms else None
             ),
             confirm_runs=args.confirm_runs,
+            cost_tolerance=args.cost_tolerance,
         )
         for k in range(args.seeds)
         for model in models

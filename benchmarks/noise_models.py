@@ -16,6 +16,8 @@ timestamp of the run (TTFT, latencies, duration, hence tokens/s), and optionally
   a closed loop the slot is held that much longer, so the run lasts ``sum(extra) / concurrency`` longer;
 - ``outlier_runs``: log-normal, and every run (the candidate's first repeat included) is, with
   probability ``run_outlier_rate`` (one in ten), ``outlier_factor`` (3x) slower (issue 21);
+- ``bimodal_ttft``: log-normal, and decode_heavy's median TTFT in the measured model's two clusters
+  (below), nothing else: what bimodal run-level TTFT alone does to the gates (issue 42);
 - ``measured``: drawn from the project's own HTTP runs of the simulator (docs/measurements/sim-ttft-spread.md;
   docs/measurements/decision-quality.md, "The measured model at the benchmark's time scale"): output tokens/s
   within 3.3% over 24 runs (run log-sd 0.03); decode_heavy's median TTFT in two clusters from prefill waves
@@ -30,7 +32,9 @@ timestamp of the run (TTFT, latencies, duration, hence tokens/s), and optionally
   ms), decode_heavy 15.8-27.0 ms (model 15-30 ms: 128 streams sent at once), prefill_10k not measured
   (decode_heavy's range). A first version drew 2-9 ms for every loaded profile: short's lag in simulated
   seconds at time scale 5 (5.2-8.8 ms; the client's wall lag is what stays, and simulated lag is wall lag
-  times the scale).
+  times the scale). Every loaded run's records carry each request's own lateness in that run's range
+  (:meth:`NoiseModel.request_lags`: a burst late along its send order, a closed loop's turnarounds a
+  fraction of a millisecond), as the load runner's records do.
 
     >>> model = NOISE_MODELS["drift"]
     >>> round(model.run_factor(np.random.default_rng(0), position=1.0, outlier=False) / 1.0, 2) > 0
@@ -40,12 +44,16 @@ timestamp of the run (TTFT, latencies, duration, hence tokens/s), and optionally
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import norm
 
 TAIL_CAP = 20.0  # a per-request slowdown is at most this factor (a request is timed out eventually)
+#: A closed loop's turnaround lateness, median (s): a slot's next request leaves this long after its
+#: last one ended (measured 0.25-0.35 ms over HTTP at time scale 1 on the shared 2-core machine)
+TURNAROUND_LAG_S = 0.0003
 #: The sides whose runs can be outliers: the baseline's opening repeats, the candidate, and the baseline's
 #: block after the candidate (ABA). The recovery run is left out (docs/measurements/decision-quality.md
 #: says why).
@@ -113,6 +121,29 @@ class NoiseModel:
         low, high = dict(self.lag_by_profile).get(profile, self.lag_p99_s)
         return float(rng.uniform(low, high)) if loaded and high > 0 else 0.0
 
+    def request_lags(self, rng: np.random.Generator, span: float, burst: Sequence[bool]) -> list[float]:
+        """Each request's own dispatch lateness (s) in a loaded run whose lag was drawn as ``span``
+        (:meth:`lag_p99`), by record order; ``burst``: the request was sent at the run's first instant
+        (its slot's first request). The shape is what the load runner's records show over HTTP at time
+        scale 1 (docs/measurements/decision-quality.md, "Each request's own lateness"): a burst sent at
+        once leaves later along its send order, up to ``span`` (``span * q ** 0.75`` at position ``q``
+        in 0..1: half the burst later than 0.59 of it, as measured 0.50-0.67); a closed loop's
+        turnarounds are a fraction of a millisecond late (log-normal, median 0.3 ms, log-sd 0.35; measured
+        medians 0.25-0.35 ms, p90 0.37-0.52 ms), at most ``span``. Nothing without a span."""
+        if span <= 0:
+            return [0.0] * len(burst)
+        size = sum(burst)
+        position = 0
+        out: list[float] = []
+        for first in burst:
+            if first:
+                q = position / (size - 1) if size > 1 else 1.0
+                out.append(span * q**0.75)
+                position += 1
+            else:
+                out.append(min(span, TURNAROUND_LAG_S * math.exp(0.35 * float(rng.normal()))))
+        return out
+
     def request_factors(self, rng: np.random.Generator, n: int) -> list[float]:
         """One factor per request (1.0 unless a heavy-tailed slowdown hits it)."""
         if self.tail_rate <= 0:
@@ -149,6 +180,15 @@ NOISE_MODELS: dict[str, NoiseModel] = {
             "log-normal 0.03; every run, the first repeat included, 3x slower with probability 0.1",
             run_outlier_rate=0.1,
             outlier_factor=3.0,
+        ),
+        NoiseModel(
+            "bimodal_ttft",
+            "log-normal 0.03; decode_heavy's TTFT in two clusters, 0.93-1.07x or (half the runs) 1.22-1.56x "
+            "(the measured model's prefill waves alone: no drift, no outlier runs, no client lag)",
+            ttft_slow_rate=0.5,
+            ttft_fast=(0.25 / 0.27, 0.29 / 0.27),
+            ttft_slow=(0.33 / 0.27, 0.42 / 0.27),
+            ttft_profiles=("decode_heavy",),
         ),
         NoiseModel(
             "measured",

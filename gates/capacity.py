@@ -54,8 +54,8 @@ from gates.capacity_interval import (
     side_estimate,
     without_lag,
 )
-from gates.compare import straddled
 from gates.gain_family import capacity_confidence
+from gates.lag import straddled
 from gates.registry import REGISTRY, Gate, GateContext, register
 
 __all__ = [

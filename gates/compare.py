@@ -31,9 +31,10 @@ from contracts.results import RequestRecord
 from contracts.sweepdir import Repeat
 from contracts.verdicts import Comparison, Evidence, GateStatus, SetAside
 from gates.bootstrap import RunSample, throughput_ratio
+from gates.lag import LagOpen, lag_bounds, lag_effect, lag_open, lag_resolution, open_message, straddled
 from gates.settle import settle_range
 from gates.significance import holm
-from gates.stats import RatioEstimate, latency_ratio, more_repeats, one_sided_p
+from gates.stats import RatioEstimate, latency_ratio, more_repeats, one_sided_p, two_run_guard
 
 Party = Literal["candidate", "baseline"]
 
@@ -229,11 +230,12 @@ class Measured:
     comparison: Comparison
     estimate: RatioEstimate
     evidence: list[Evidence]
-    #: the raw difference is within the load client's dispatch lag (:func:`lag_bounds` hold "no change")
-    within_client_lag: bool = False
-    client_lag_s: float = 0.0  # the larger side's lag resolution of that comparison (s; 0: none)
+    client_lag_s: float = 0.0  # the larger side's dispatch lag, p99 mean over its runs (s; 0: none)
     #: where the ratio lies once the client's lateness is undone (:func:`lag_bounds`), None without lag
     lag_bounds: tuple[float, float] | None = None
+    #: the lag can move the ratio across a limit (:mod:`gates.lag`): undecidable, or unsettled by noise
+    #: and the lag together; never a failed requirement, never a gain
+    lag_open: bool = False
 
     def undecidable(self, why: str) -> Measured:
         """This comparison marked as left undecidable by the client's lag (status inconclusive), ``why``
@@ -243,11 +245,12 @@ class Measured:
                 "message": self.comparison.message + why,
                 "status": "inconclusive",
                 "more_repeats": None,
+                "settle": None,
                 "undecidable": "client_lag",
                 "client_lag_s": self.client_lag_s,
             }
         )
-        return replace(self, comparison=comparison)
+        return replace(self, comparison=comparison, lag_open=True)
 
 
 Judge = Callable[[RatioEstimate], tuple[GateStatus, float]]
@@ -306,6 +309,7 @@ def throughput(
     side is set aside (:func:`set_aside`) and the message says which."""
     notes: list[str] = []
     sides: list[list[Repeat]] = []
+    measured = (len(candidate), len(baseline))  # before any outlier run is set aside
     aside: list[SetAside] = []
     pairs: tuple[tuple[Party, Sequence[Repeat]], ...] = (("candidate", candidate), ("baseline", baseline))
     for side, repeats in pairs:
@@ -323,6 +327,7 @@ def throughput(
         resamples=resamples,
         seed=seed,
     )
+    est = two_run_guard(est, measured)  # two runs: both may be outlier runs
     c_val = float(np.mean([float(getattr(rep.summary, metric)) for rep in candidate]))
     b_val = float(np.mean([float(getattr(rep.summary, metric)) for rep in baseline]))
     name = label or f"{profile} {'output' if metric == 'output_tps' else 'prompt'} tokens/s"
@@ -344,48 +349,6 @@ def throughput(
     return Measured(comparison, est, summary_evidence(candidate, baseline))
 
 
-def lag_resolution(runs: Sequence[Repeat]) -> float:
-    """How far the load client's lateness can move the compared value of one side: the mean over the
-    runs compared of each run's p99 dispatch lag (``summary.json: client.dispatch_lag_p99_s``, the
-    records' seconds). A run's median TTFT can be lowered by at most about its own lag (a request sent
-    late meets a queue shorter by what drained meanwhile); the value compared is the geometric mean of
-    the runs' medians, so each run moves it by 1/n of its own lag: one slow run does not mask the rest.
-
-    >>> lag_resolution([])
-    0.0
-    """
-    lags = [rep.summary.client.dispatch_lag_p99_s for rep in runs]
-    return float(np.mean(lags)) if lags else 0.0
-
-
-def lag_bounds(candidate: float, baseline: float, lag: tuple[float, float]) -> tuple[float, float]:
-    """Where the ratio ``candidate / baseline`` can lie once the load client's lateness is undone, both
-    ways. Lateness only lowers the TTFT of the runs it was in, each side's compared value by at most its
-    lag resolution (:func:`lag_resolution`; ``lag``: candidate's, baseline's): the candidate's true value
-    is in ``[c, c + lag_c]`` and the baseline's in ``[b, b + lag_b]``, so the ratio is in
-    ``[c / (b + lag_b), (c + lag_c) / b]``.
-
-    >>> lo, hi = lag_bounds(0.40, 0.40, (0.24, 0.0))   # looks the same, but could be 1.6x
-    >>> round(lo, 3), round(hi, 3)
-    (1.0, 1.6)
-    """
-    c_lag, b_lag = lag
-    return candidate / (baseline + b_lag), (candidate + c_lag) / baseline
-
-
-def straddled(bounds: tuple[float, float] | None, limits: Sequence[float]) -> float | None:
-    """The first of ``limits`` (ratios a change is material beyond, e.g. ``1 + latency_tolerance``) that
-    ``bounds`` straddle: the client's lag alone may decide which side of it the ratio is on. None when
-    every limit lies outside the bounds (the lag cannot move the comparison across one).
-
-    >>> straddled((1.0, 1.6), [1.05]), straddled((0.95, 1.04), [1.05]), straddled((1.1, 1.3), [1.05])
-    (1.05, None, None)
-    """
-    if bounds is None or not bounds[0] < bounds[1]:
-        return None
-    return next((t for t in limits if bounds[0] <= t <= bounds[1]), None)
-
-
 def latency(
     metric: str,
     profile: str,
@@ -398,6 +361,7 @@ def latency(
     label: str,
     client_lag: bool = False,
     lag_limits: Sequence[float] = (),
+    lag_confidence: float | None = None,
 ) -> Measured | None:
     """Median latency, candidate against baseline, with the repeat as the unit.
 
@@ -408,23 +372,26 @@ def latency(
 
     ``client_lag`` (loaded profiles): requests that leave late meet a shorter queue, so under load the
     client's own lateness lowers the TTFT of the runs it was late in (TTFT counts from the send), each
-    side's compared value by at most its :func:`lag_resolution` (the runs this comparison reads, not
-    every run of the sweep). The ratio without the lateness lies within :func:`lag_bounds`, both ways
-    (the candidate's lag added to it, the baseline's to the baseline). When those bounds straddle one of
-    ``lag_limits`` (the ratios a change is material beyond: ``1 + latency_tolerance`` for a
-    regression), the client alone may have made or hidden the difference, and the comparison is
-    undecidable: ``inconclusive``, marked ``undecidable="client_lag"`` with the lag (the verdict is then
-    ``incomplete``; more repeats do not help, a less loaded client does). Bounds that lie wholly beyond
-    a limit or wholly inside it decide as any other comparison: a regression beyond the tolerance even
-    against the flattered baseline is judged on its interval, a difference within it even with the
-    candidate's lag added is not a regression.
+    side's compared value by at most :func:`gates.lag.lag_effect` (its requests' own lateness, over the
+    runs this comparison reads). The ratio without the lateness lies within :func:`gates.lag.lag_bounds`,
+    both ways (the candidate's effect added to it, the baseline's to the baseline). When those bounds
+    straddle one of ``lag_limits`` (the ratios a change is material beyond: ``1 + latency_tolerance``
+    for a regression), the comparison is open (:func:`lag_left_open`): undecidable (``inconclusive``,
+    marked ``undecidable="client_lag"`` with the lag; the verdict ``incomplete``; a less loaded client
+    settles it, more repeats do not) where at the far end of the bounds the change is beyond noise at
+    ``lag_confidence`` (default ``confidence``; one level for every gate), else ``inconclusive`` as a
+    change within noise. Bounds that lie wholly beyond a limit or wholly inside it decide as any other
+    comparison: a regression beyond the tolerance even against the flattered baseline is judged on its
+    interval, a difference within it even with the candidate's lateness added is not a regression.
     """
     notes: list[str] = []
     sides: list[list[Repeat]] = []
+    counts: list[int] = []
     aside: list[SetAside] = []
     pairs: tuple[tuple[Party, Sequence[Repeat]], ...] = (("candidate", candidate), ("baseline", baseline))
     for side, repeats in pairs:
         present = [r for r in repeats if r.records]
+        counts.append(len(present))  # before any outlier run is set aside
         kept, note, runs = _without_outlier(present, run_medians(present, extract), side, "s")
         sides.append(kept)
         notes += [note] if note else []
@@ -433,7 +400,11 @@ def latency(
     c_runs, b_runs = per_repeat(candidate, extract), per_repeat(baseline, extract)
     if not c_runs or not b_runs:
         return None
-    est = latency_ratio(c_runs, b_runs, confidence=confidence)
+
+    def estimate(level: float) -> RatioEstimate:  # two runs on a side: both may be outlier runs
+        return two_run_guard(latency_ratio(c_runs, b_runs, confidence=level), (counts[0], counts[1]))
+
+    est = estimate(confidence)
     c_all = [v for run in c_runs for v in run]
     b_all = [v for run in b_runs for v in run]
     censored = sum(math.isinf(v) for v in c_all)
@@ -453,10 +424,11 @@ def latency(
         detail += f"; {est.note}"
     detail += "".join(f"; {n}" for n in notes)
     lags = (lag_resolution(candidate), lag_resolution(baseline)) if client_lag else (0.0, 0.0)
+    # What the lateness can have done to each side's value: its requests' own lateness (gates.lag).
+    effects = (lag_effect(candidate, extract), lag_effect(baseline, extract)) if client_lag else (0.0, 0.0)
     bounds: tuple[float, float] | None = None
-    if max(lags) > 0 and c_val is not None and b_val is not None and 0 < b_val < math.inf > c_val:
-        bounds = lag_bounds(c_val, b_val, lags)
-    within_lag = bounds is not None and bounds[0] <= 1 <= bounds[1]
+    if max(effects) > 0 and c_val is not None and b_val is not None and 0 < b_val < math.inf > c_val > 0:
+        bounds = lag_bounds(c_val, b_val, effects)
     limit = straddled(bounds, lag_limits)
     comparison = estimated(
         est,
@@ -469,17 +441,37 @@ def latency(
         message=f"{label} {fmt_value(c_val, 's')} vs {fmt_value(b_val, 's')} ({detail})",
     ).model_copy(update={"set_aside": aside})
     evidence = records_evidence(candidate) + records_evidence(baseline)
-    measured = Measured(comparison, est, evidence, within_lag, max(lags) if bounds else 0.0, bounds)
-    if bounds is None or limit is None:
+    measured = Measured(comparison, est, evidence, max(lags) if bounds else 0.0, bounds)
+    if bounds is None or limit is None or c_val is None or b_val is None:
         return measured
-    why = (
-        f"; with the load client's dispatch lag (p99, mean over each side's runs: candidate "
-        f"{fmt_value(lags[0], 's')}, baseline {fmt_value(lags[1], 's')}) undone, the ratio lies anywhere in "
-        f"[{fmt_ratio(bounds[0])}, {fmt_ratio(bounds[1])}], across {fmt_ratio(limit)}: requests sent late "
-        "meet a shorter queue, so the client may have made or hidden the difference; more repeats will "
-        "not settle it, a less loaded client will"
+    # One level for "the lag alone decides" in every gate that reads this comparison (their own levels
+    # differ: Holm's steps, Bonferroni's share), so the verdict and each gate say the same of it.
+    at = est if lag_confidence in (None, confidence) else estimate(lag_confidence)
+    return lag_left_open(measured, lag_open(at, c_val / b_val, bounds, limit), lags, effects)
+
+
+def lag_left_open(
+    measured: Measured, found: LagOpen, lags: tuple[float, float], effects: tuple[float, float]
+) -> Measured:
+    """A comparison whose lag bounds straddle a limit (:mod:`gates.lag`): undecidable when the lag alone
+    decides it (at the far end of the bounds a change beyond noise), else a change within noise at the
+    far end (``inconclusive``, with the repeats that would settle that end)."""
+    sentence = open_message(found, lags, effects)
+    if found.undecidable:
+        return measured.undecidable(
+            f"; {sentence}: requests sent late meet a shorter queue, so the client may have made or hidden "
+            "the difference; more repeats will not settle it, a less loaded client will"
+        )
+    comparison = measured.comparison.model_copy(
+        update={
+            "status": "inconclusive",
+            "more_repeats": more_repeats(found.far),
+            "settle": settle_range(found.far, found.limit),
+            "message": f"{measured.comparison.message}; {sentence}, where the change is within noise "
+            f"({fmt_interval(found.far)}): more repeats may settle it",
+        }
     )
-    return measured.undecidable(why)
+    return replace(measured, comparison=comparison, lag_open=True)
 
 
 @dataclass(frozen=True)
@@ -514,9 +506,8 @@ def requirement_family(planned: Sequence[Planned], confidence: float) -> list[Me
             out.append(measured)
             continue
         again = plan.measure(1 - 2 * level) or measured
-        # the client's lag may have made or hidden it (gates.compare.latency): undecidable, never a fail
-        undecided = again.comparison.undecidable == "client_lag"
-        status: GateStatus = "fail" if rejected and not undecided else "inconclusive"
+        # the client's lag may have made or hidden it (gates.lag): open, never a fail
+        status: GateStatus = "fail" if rejected and not again.lag_open else "inconclusive"
         level_text = f"{confidence * 100:.2f}".rstrip("0").rstrip(".") + "%"
         note = (
             f"Holm step {ranks[i] + 1} of {len(first)}, family-wise {level_text}: "

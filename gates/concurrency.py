@@ -114,6 +114,7 @@ def _ttft(
         label=f"{profile} median TTFT",
         client_lag=True,
         lag_limits=(1 + cfg.latency_tolerance,),
+        lag_confidence=cfg.confidence,
     )
 
 

@@ -3,8 +3,9 @@
 Pipeline position: the gain gate (role ``gain``): it decides ``keep`` against ``neutral``, never
 ``reject``. Metrics: serial median TTFT and median request latency, and median TTFT of every loaded
 profile, each judged on its repeats' medians (Welch's t on their logs, so run-to-run variance is in the
-interval; a loaded gain within the load client's dispatch lag is no gain, and a comparison the lag
-could move across ``latency_tolerance`` counts neither as a gain nor as worse: it is undecidable).
+interval; a loaded gain counts only as far as it holds with the candidate's own lateness added back,
+and a comparison the lag could move across ``latency_tolerance`` counts neither as a gain nor as worse:
+:mod:`gates.lag`).
 Their intervals are Bonferroni-adjusted so that the family "some latency improved" keeps its share of
 the configured confidence (all of it, or half with a capacity search: :mod:`gates.gain_family`); a
 gain must reach ``min_gain`` and exclude "no change", and no latency may be worse beyond
@@ -27,10 +28,12 @@ from dataclasses import replace
 from contracts.metrics import e2e_value, fmt_ratio, fmt_value, ttft_value
 from contracts.results import RequestRecord
 from contracts.verdicts import Comparison, GateResult, GateStatus
-from gates.compare import Measured, judge_gain, latency, max_more, worse_beyond_noise
+from gates.compare import Measured, fmt_interval, judge_gain, latency, max_more, worse_beyond_noise
 from gates.gain_family import latency_family
 from gates.registry import Gate, GateContext, register
+from gates.settle import settle_range
 from gates.significance import bonferroni
+from gates.stats import more_repeats
 
 
 def latency_measurements(ctx: GateContext) -> list[Measured]:
@@ -66,6 +69,7 @@ def latency_measurements(ctx: GateContext) -> list[Measured]:
             # One request at a time meets no queue: sending it late does not change its latency.
             client_lag=profile != cfg.serial_profile,
             lag_limits=(1 + cfg.latency_tolerance,),
+            lag_confidence=cfg.confidence,  # the concurrency gate's: one answer to "does the lag decide?"
         )
         if measured is not None:
             out.append(measured)
@@ -131,37 +135,56 @@ def serial_combined(ctx: GateContext, metrics: int, serial: list[Measured]) -> M
     )
 
 
-def lag_bounded(m: Measured, tolerance: float) -> Measured:
-    """A loaded comparison that looks **better** by no more than the client's lag is never a gain.
+def gain_with_the_lag(m: Measured, min_gain: float, tolerance: float) -> Measured:
+    """A loaded gain counts only as far as it holds with the candidate's own lateness added back.
 
-    Lateness only lowers the late runs' TTFT, so without it the ratio could be as high as
-    ``(candidate + lag) / baseline`` (:func:`gates.compare.lag_bounds`), at least 1 here. Where that
-    worst case crosses ``1 + tolerance`` the comparison is already undecidable
-    (:func:`gates.compare.latency`); within it nothing material can be hidden and the comparison is
-    decided: no gain (``fail`` in this gate, which only counts gains), the message says why.
+    Lateness only lowers the late runs' TTFT (:mod:`gates.lag`), so without it the candidate could be as
+    slow as ``(candidate + effect) / baseline`` (:func:`gates.lag.lag_bounds`): the gain is judged on
+    the estimate and interval scaled by that factor, exactly as :func:`gates.compare.judge_gain` judges
+    any gain. So the decision moves one way as the lag grows, gain, then a gain within noise, then no
+    gain, with no step at one lag value: a 0.86x gain whose worst case is 0.975x is no gain (short of
+    ``min_gain``), as is one whose worst case is 1.0x. A comparison the lag leaves open across ``1 +
+    tolerance`` (:attr:`Measured.lag_open`) is left as it is: never a gain either.
 
     >>> from gates.stats import RatioEstimate
     >>> from contracts.verdicts import Comparison
-    >>> c = Comparison(metric="ttft_p50", profile="short", status="pass", observed=0.030,
-    ...                baseline=0.035, ratio=0.857, message="short median TTFT")
-    >>> est = RatioEstimate(0.857, 0.7, 0.95, 0.99, "t", 3, 3, 3)
-    >>> lag_bounded(Measured(c, est, [], True, 0.005, (0.857, 1.0)), 0.05).comparison.status
+    >>> c = Comparison(metric="ttft_p50", profile="short", status="pass", observed=0.344,
+    ...                baseline=0.40, ratio=0.86, message="short median TTFT")
+    >>> est = RatioEstimate(0.86, 0.84, 0.88, 0.99, "t", 3, 3, 3)
+    >>> gain_with_the_lag(Measured(c, est, [], 0.05, (0.86, 0.975)), 0.05, 0.05).comparison.status
     'fail'
-    >>> lag_bounded(Measured(c, est, [], False, 0.004, (0.857, 0.971)), 0.05).comparison.status
+    >>> gain_with_the_lag(Measured(c, est, [], 0.02, (0.86, 0.90)), 0.05, 0.05).comparison.status
     'pass'
     """
     c = m.comparison
-    if not m.within_client_lag or m.lag_bounds is None or c.undecidable is not None:
+    if m.lag_bounds is None or m.lag_open or c.status == "fail" or not c.observed or not c.baseline:
         return m
-    if c.status == "fail" or c.observed is None or c.baseline is None or not c.observed < c.baseline:
+    factor = m.lag_bounds[1] * c.baseline / c.observed  # (c + effect) / c
+    if factor <= 1:
         return m
-    message = (
-        f"{c.message}; not counted as a gain: within the load client's dispatch lag (p99 "
-        f"{fmt_value(m.client_lag_s, 's')}), and even if the client's lateness made all of the difference, "
-        f"the candidate is at most {fmt_ratio(m.lag_bounds[1])} the baseline (within the {tolerance:.0%} "
-        "tolerance): no regression can be hidden"
+    est = m.estimate
+    worst = replace(est, ratio=est.ratio * factor, low=est.low * factor, high=est.high * factor)
+    status, _ = judge_gain(worst, "lower", min_gain)
+    if status == c.status:
+        return m
+    effect = m.lag_bounds[1] * c.baseline - c.observed
+    added = (
+        f"with the candidate's own lateness added back (at most {fmt_value(effect, 's')} on its median; the "
+        f"load client's dispatch lag p99 {fmt_value(m.client_lag_s, 's')}) the candidate is at most "
+        f"{fmt_ratio(worst.ratio)} the baseline"
     )
-    comparison = c.model_copy(update={"status": "fail", "more_repeats": None, "message": message})
+    if status == "inconclusive":
+        message = f"{c.message}; {added} ({fmt_interval(worst)}): a possible gain within noise"
+        more, settle = more_repeats(worst), settle_range(worst, 1 - min_gain)
+    else:
+        hidden = "; no regression can be hidden" if m.lag_bounds[1] <= 1 + tolerance else ""
+        message = (
+            f"{c.message}; not counted as a gain: {added}, short of the {min_gain:.0%} minimum gain{hidden}"
+        )
+        more, settle = None, None
+    comparison = c.model_copy(
+        update={"status": status, "more_repeats": more, "settle": settle, "message": message}
+    )
     return replace(m, comparison=comparison)
 
 
@@ -177,9 +200,9 @@ class LatencyGain(Gate):
 
     def evaluate(self, ctx: GateContext) -> GateResult:
         tolerance = ctx.cfg.latency_tolerance
-        # A comparison the client's lag leaves undecidable (gates.compare.latency) is never dropped; a
-        # gain within the lag is no gain.
-        measured = [lag_bounded(m, tolerance) for m in latency_measurements(ctx)]
+        # A comparison the client's lag leaves open (gates.lag) is never dropped; a gain counts only as
+        # far as it holds with the candidate's lateness added back.
+        measured = [gain_with_the_lag(m, ctx.cfg.min_gain, tolerance) for m in latency_measurements(ctx)]
         # The serial claim is one test (serial_combined); the two serial metrics stay for "worse".
         serial = [m for m in measured if m.comparison.metric != "ttft_p50"]
         combined = serial_combined(ctx, len(measured), serial) if len(serial) == 2 else None
@@ -198,10 +221,10 @@ class LatencyGain(Gate):
         # Within the load client's lag a difference is undecidable, worse or better: it is never
         # dropped, and it never counts towards a keep (the verdict is incomplete: gates.verdict).
         undecided = [m for m in measured if m.comparison.undecidable is not None]
-        maybe = [m for m in claims if m.comparison.status == "inconclusive" and m not in undecided]
-        worse = [
-            m for m in measured if worse_beyond_noise(m.estimate, "lower", tolerance) and m not in undecided
-        ]
+        # Open across the tolerance by the lag and the noise together: no keep, more repeats may settle it.
+        unsettled = [m for m in measured if m.lag_open and m not in undecided]
+        maybe = [m for m in claims if m.comparison.status == "inconclusive" and not m.lag_open]
+        worse = [m for m in measured if worse_beyond_noise(m.estimate, "lower", tolerance) and not m.lag_open]
         best = min(measured, key=lambda m: m.estimate.ratio)
         status: GateStatus
         if worse:
@@ -215,6 +238,13 @@ class LatencyGain(Gate):
                 f"{better}undecidable within the load client's lag: "
                 f"{'; '.join(m.comparison.message for m in undecided)}"
             )
+        elif unsettled:
+            status = "inconclusive"
+            better = f"{'; '.join(m.comparison.message for m in gains)} but " if gains else ""
+            message = (
+                f"{better}unsettled within the load client's lag and noise: "
+                f"{'; '.join(m.comparison.message for m in unsettled)}"
+            )
         elif gains:
             status = "pass"
             message = "; ".join(m.comparison.message for m in gains)
@@ -226,8 +256,8 @@ class LatencyGain(Gate):
             message = (
                 f"no latency gain of {ctx.cfg.min_gain:.0%} beyond noise (best: {best.comparison.message})"
             )
-        deciding = (gains or maybe or worse or undecided or [best])[0]
-        evidence = [e for m in (gains or worse or maybe or undecided) for e in m.evidence]
+        deciding = (gains or maybe or worse or undecided or unsettled or [best])[0]
+        evidence = [e for m in (gains or worse or maybe or undecided or unsettled) for e in m.evidence]
         return GateResult(
             gate=self.name,
             role=self.role,

@@ -30,11 +30,12 @@ from contracts.layout import (
     repeat_dir,
     repeat_name,
 )
-from contracts.metrics import censored_median, stats
+from contracts.metrics import censored_median, percentile, stats
 from contracts.results import (
     CandidateRun,
     ClientHealth,
     HostProbe,
+    Pricing,
     ProfileSummary,
     RequestRecord,
     ServerMetrics,
@@ -63,7 +64,7 @@ def write_profile(
     request_factors: Sequence[float] | None = None,
     concurrency: int = 1,
     ttft_factor: float = 1.0,
-    lag_p99: float = 0.0,
+    lags: Sequence[float] | None = None,
 ) -> float:
     """Write the run's records and summary; returns the run's duration (simulated seconds).
 
@@ -71,7 +72,8 @@ def write_profile(
     order) scale one request's latencies on top (per-request tails: in a closed loop of ``concurrency``
     slots the run lasts the added request-seconds / ``concurrency`` longer). ``ttft_factor`` scales the
     first token and the first visible answer only (a prefill wave later; the end stays, at least the
-    first token); ``lag_p99`` is the client's p99 dispatch lag the summary records.
+    first token); ``lags`` (by record order) is each request's dispatch lateness: it left that long
+    after it was scheduled (the summary's lag figures are read from them, as the load runner's are).
     """
     records = []
     extra = 0.0  # request-seconds added by per-request slowdowns
@@ -97,7 +99,7 @@ def write_profile(
                 warmup=False,
                 target_prompt_tokens=spec.prompt_tokens,
                 target_output_tokens=spec.max_tokens,
-                scheduled_s=rec.sent * clock,
+                scheduled_s=rec.sent * clock - (lags[pos] if lags else 0.0),
                 sent_s=rec.sent * clock,
                 ttft_s=first,
                 first_visible_s=shown,
@@ -109,6 +111,8 @@ def write_profile(
             )
         )
     write_jsonl(RepeatPaths(directory).records, records)
+    late = [max(0.0, r.sent_s - r.scheduled_s) for r in records]
+    lag_p99 = percentile(late, 99) or 0.0
     duration = result.duration * clock + extra / concurrency
     prompt_total = sum(r.prompt_tokens or 0 for r in records)
     output_total = sum(r.completion_tokens or 0 for r in records)
@@ -137,9 +141,9 @@ def write_profile(
         itl=stats([]),
         e2e=stats([r.end_s for r in records if r.end_s is not None]),
         client=ClientHealth(
-            dispatch_lag_p50_s=lag_p99 / 2,
+            dispatch_lag_p50_s=percentile(late, 50) or 0.0,
             dispatch_lag_p99_s=lag_p99,
-            dispatch_lag_max_s=lag_p99,
+            dispatch_lag_max_s=max(late, default=0.0),
             chunks_per_read_p99=1.0,
             client_cpu_percent=0.0,
             saturated=False,
@@ -244,6 +248,15 @@ class SweepRunner:
         loaded = run.profile in PROFILES and run.profile != "serial"
         ttft = self.model.ttft_factor(rng, loaded=loaded, profile=run.profile)
         lag = self.model.lag_p99(rng, loaded=loaded, profile=run.profile)
+        # Each request's own lateness from a stream of its own: the older draws stay where they were.
+        sends = [rec.sent for rec in sorted(result.records, key=lambda r: r.index)]
+        lags = self.model.request_lags(
+            np.random.default_rng(
+                derived_seed(self.key, self.model.name, run.side, run.profile, run.repeat, "lags")
+            ),
+            lag,
+            [s <= min(sends) + 1e-9 for s in sends],
+        )
         if run.side == "candidate":
             effect_clock, effect_ttft = self.effects.get(run.profile, (1.0, 1.0))
             clock, ttft = clock * effect_clock, ttft * effect_ttft
@@ -259,7 +272,7 @@ class SweepRunner:
             request_factors=factors,
             concurrency=concurrency,
             ttft_factor=ttft,
-            lag_p99=lag,
+            lags=lags,
         )
         self.counts[run.side] += 1
         self.position += 1
@@ -274,7 +287,9 @@ def side_root(side: str) -> str:
     return candidate_root(side)
 
 
-def write_run_json(sweep: Path, side: str, profiles: Sequence[str], *, started: bool = True) -> None:
+def write_run_json(
+    sweep: Path, side: str, profiles: Sequence[str], *, started: bool = True, pricing: Pricing | None = None
+) -> None:
     root = side_root(side)
     write_model(
         SweepPaths(sweep).at(root).run_file,
@@ -289,6 +304,7 @@ def write_run_json(sweep: Path, side: str, profiles: Sequence[str], *, started: 
             probe=HostProbe(driver=False, reason="simulated host", simulated=True),
             profiles=list(profiles),
             follows="candidate" if side == "block" else None,
+            pricing=pricing,
         ),
     )
 
@@ -320,15 +336,18 @@ def judge_sweep_once(
     answers: bool = False,
     effects: dict[str, tuple[float, float]] | None = None,
     confirm_runs: int = 0,
+    pricing: Pricing | None = None,
     capacity: CapacityPlan | None = None,
     capacity_in_blocks: bool = True,
 ) -> Outcome:
     """Measure baseline, then the candidate repeat by repeat (looks per ``plan``), then (``interleave``)
     the baseline block after it, then recovery; judge. ``answers``: both sides also run the answer gate
     once (in their first repeat). ``confirm_runs``: after a side's fixed repeats, the profiles whose runs
-    disagree get up to that many more runs (:mod:`gates.confirm`, as the sweep does). ``capacity``: each
-    launch's capacity search after its runs, as the sweep does (the block's with ``capacity_in_blocks``);
-    the looks judge without the capacity gate (:func:`gates.capacity.before_search`)."""
+    disagree get up to that many more runs (:mod:`gates.confirm`, as the sweep does). ``pricing``: the
+    host's prices each launch's run.json records (the cost gate judges only priced launches).
+    ``capacity``: each launch's capacity search after its runs, as the sweep does (the block's with
+    ``capacity_in_blocks``); the looks judge without the capacity gate
+    (:func:`gates.capacity.before_search`)."""
     shutil.rmtree(sweep, ignore_errors=True)
     blocks = len(recovery_profiles) * interleave_repeats
     planned = (baseline_repeats + plan.max_repeats) * len(PROFILES) + blocks + len(recovery_profiles)
@@ -342,15 +361,15 @@ def judge_sweep_once(
         if answers and k == 0:
             runner.run(Run("baseline", ANSWER_PROFILE, 0), base, side_runs=baseline_repeats * len(PROFILES))
             written.append(repeat_name(ANSWER_PROFILE, 0))
-    write_run_json(sweep, "baseline", written)
+    write_run_json(sweep, "baseline", written, pricing=pricing)
     if confirm_runs:
         written += confirm(runner, "baseline", base, baseline_repeats, confirm_runs)
-        write_run_json(sweep, "baseline", written)
+        write_run_json(sweep, "baseline", written, pricing=pricing)
     if capacity is not None:
         write_capacity(sweep / side_root("baseline"), capacity, model, key=key, side="baseline", factor=1.0)
     look_gates = before_search(gates) if capacity is not None else gates
     if not pool.starts(engine[0]):
-        write_run_json(sweep, "candidate", [], started=False)
+        write_run_json(sweep, "candidate", [], started=False, pricing=pricing)
         verdict = evaluate_sweep(sweep, gates, baseline="baseline")
         return Outcome(verdict.verdicts[0].decision, verdict.verdicts[0].reason, 0, 0.0)
     decision: str | None = None
@@ -367,13 +386,13 @@ def judge_sweep_once(
             )
             cand.append(repeat_name(ANSWER_PROFILE, 0))
         repeats += 1
-        write_run_json(sweep, "candidate", cand)
+        write_run_json(sweep, "candidate", cand, pricing=pricing)
         if repeats >= plan.min_repeats and plan.adaptive:
             look = evaluate_sweep(sweep, look_gates, baseline="baseline", plan=plan)
             decision, more = loop_decision(look.verdicts[0], plan.max_repeats - repeats)
     if confirm_runs and repeats >= plan.max_repeats:  # fixed, or an adaptive loop run to its last look
         cand += confirm(runner, "candidate", engine, repeats, confirm_runs)
-        write_run_json(sweep, "candidate", cand)
+        write_run_json(sweep, "candidate", cand, pricing=pricing)
     if capacity is not None:
         write_capacity(
             sweep / side_root("candidate"), capacity, model, key=key, side="candidate", factor=capacity.factor
@@ -384,12 +403,12 @@ def judge_sweep_once(
             runner.run(Run("block", profile, k), base, side_runs=blocks)
             block.append(repeat_name(profile, k))
     if block:
-        write_run_json(sweep, "block", block)
+        write_run_json(sweep, "block", block, pricing=pricing)
         if capacity is not None and capacity_in_blocks:
             write_capacity(sweep / side_root("block"), capacity, model, key=key, side="block", factor=1.0)
     for profile in recovery_profiles:
         runner.run(Run("recovery", profile, 0), base, side_runs=len(recovery_profiles))
-    write_run_json(sweep, "recovery", [repeat_name(p, 0) for p in recovery_profiles])
+    write_run_json(sweep, "recovery", [repeat_name(p, 0) for p in recovery_profiles], pricing=pricing)
     verdict = evaluate_sweep(sweep, gates, baseline="baseline", plan=plan)
     only = verdict.verdicts[0]
     claimed = any(" capacity at SLO " in gain for gain in only.gains) if capacity is not None else None

@@ -92,3 +92,44 @@ def test_the_older_models_draw_nothing_new() -> None:
         assert not model.run_outlier(rng) and model.ar_step(rng, 0.0) == 0.0
         assert model.ttft_factor(rng, loaded=True) == 1.0 and model.lag_p99(rng, loaded=True) == 0.0
         assert rng.bit_generator.state == before, name
+
+
+@pytest.mark.parametrize(
+    ("burst", "span", "median", "most"),
+    [
+        # decode_heavy: 128 requests scheduled at once, sent one after another (measured over HTTP at
+        # time scale 1: the burst's median lateness 0.50-0.67 of its largest)
+        pytest.param(128, 0.024, (0.55 * 0.024, 0.62 * 0.024), 0.024, id="a_burst_late_along_its_send_order"),
+        # short: a 32-way burst, then 96 turnarounds a fraction of a millisecond late (measured medians
+        # 0.25-0.35 ms)
+        pytest.param(32, 0.005, (0.0002, 0.0004), 0.005, id="a_closed_loop_mostly_turnarounds"),
+        pytest.param(128, 0.0, (0.0, 0.0), 0.0, id="no_span_no_lateness"),
+    ],
+)
+def test_each_request_is_late_as_the_load_runners_records_show(
+    burst: int, span: float, median: tuple[float, float], most: float
+) -> None:
+    """Issue 42: the gates read each request's own lateness (gates/lag.py), so the benchmark's records
+    carry one, in the run's drawn range (the summary's figures are read from them)."""
+    firsts = [i < burst for i in range(128)]
+    lags = NOISE_MODELS["measured"].request_lags(np.random.default_rng(7), span, firsts)
+    assert len(lags) == 128 and min(lags) >= 0.0 and max(lags) <= most + 1e-12
+    assert median[0] <= float(np.median(lags)) <= median[1]
+    burst_lags = lags[:burst]
+    assert burst_lags == sorted(burst_lags)  # later in the send order, later
+    if span:
+        assert burst_lags[-1] == pytest.approx(span)
+
+
+def test_the_bimodal_model_is_the_measured_models_clusters_alone() -> None:
+    """Issue 42's bimodal decode TTFT: decode_heavy's two clusters, log-normal runs, nothing else."""
+    model, measured = NOISE_MODELS["bimodal_ttft"], NOISE_MODELS["measured"]
+    assert (model.ttft_slow_rate, model.ttft_fast, model.ttft_slow, model.ttft_profiles) == (
+        measured.ttft_slow_rate,
+        measured.ttft_fast,
+        measured.ttft_slow,
+        measured.ttft_profiles,
+    )
+    rng = np.random.default_rng(8)
+    assert not model.run_outlier(rng) and model.ar_step(rng, 0.0) == 0.0
+    assert model.lag_p99(rng, loaded=True, profile="decode_heavy") == 0.0
