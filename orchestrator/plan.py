@@ -22,6 +22,7 @@ from orchestrator.config.command import run_composing_command
 from orchestrator.config.compose import ConfigLocation, load, select
 from orchestrator.config.validate import Sources, check_candidate_names, display_path
 from orchestrator.search.checks import checked_space
+from orchestrator.search.flags import FLAG_HINT, flag_problems
 from orchestrator.search.plan_text import format_search_plan, recorded_startup, startup_estimate
 from orchestrator.search.prune import doctor_flag_check, prune
 
@@ -150,6 +151,8 @@ def search_plan(
         return ""
     space = checked_space(cfg, sources)  # what the sweep refuses (orchestrator.search.checks)
     check, flags = doctor_flag_check(cfg, probes if probes is not None else real_probes(PROJECT_ROOT))
+    if refused := flag_problems(cfg, space, check, where=sources.describe("search")):
+        raise ConfigError(refused, hint=FLAG_HINT)  # a flag vLLM would refuse: the sweep's opening too
     pruned = prune(space, cfg, check)
     return "\n" + format_search_plan(
         cfg, space, pruned, flags=flags, startup=startup_estimate(cfg, recorded_startup(cfg))

@@ -59,6 +59,7 @@ from orchestrator.ledger.nodes import Place, job_place, launching_place
 from orchestrator.ledger.opening import write_opening
 from orchestrator.measure.trial import TrialOutcome
 from orchestrator.search.checks import checked_space
+from orchestrator.search.flags import refuse_flags
 from orchestrator.search.lines import opening_line
 from orchestrator.search.loop import SearchRun
 from orchestrator.search.prune import doctor_flag_check
@@ -364,6 +365,8 @@ class SweeperCore(BasicSweeper):
             self.validate_batch_is_legal(jobs)
             if typed.search is not None:  # its space is checked before the first file, as the jobs are
                 self.space = checked_space(typed, sources_from_hydra(self.config.hydra))
+                where = sources_from_hydra(self.config.hydra).describe("search")
+                refuse_flags(typed, self.space, real_probes(PROJECT_ROOT), where=where)  # vLLM's flags
                 _check_parallel(typed, str(self.config.hydra.launcher.get("_target_", "")))
                 # its study's database, reached before the live service is stopped (doctor asks the same)
                 if (fault := storage_problem(typed.search.storage)) is not None:

@@ -121,7 +121,7 @@ def distributions(space: Space) -> dict[str, optuna.distributions.BaseDistributi
             out[dim.name] = optuna.distributions.CategoricalDistribution(list(dim.values))
             continue
         assert dim.low is not None and dim.high is not None
-        if dim.name in INTEGER_FIELDS:  # parse_space refused an interval without a whole number
+        if dim.integer or dim.name in INTEGER_FIELDS:  # parse_space refused one without a whole number
             low, high = math.ceil(dim.low), math.floor(dim.high)
             out[dim.name] = optuna.distributions.IntDistribution(low, high, log=dim.log)
         else:
