@@ -34,6 +34,7 @@ from orchestrator.search.point import (
 )
 from orchestrator.search.prune import FlagCheck, Pruned, declared_size, prune
 from orchestrator.search.rules import EXHAUSTED_AFTER, best_trial, stop_reason, winner_yaml
+from orchestrator.search.shared import new_sweep_id
 from orchestrator.search.storage import storage_url
 from orchestrator.search.study import SearchStudy, directions
 
@@ -54,8 +55,11 @@ class SearchRun:
         say: Callable[[str], None],
         clock: Callable[[], float] = time.monotonic,
         launch_batch: LaunchBatch | None = None,
+        fingerprint: dict[str, str] | None = None,
     ) -> None:
         assert cfg.search is not None
+        #: What the study's trials measure (orchestrator.search.shared); None: not compared.
+        self.fingerprint = fingerprint
         self.cfg, self.search, self.dir = cfg, cfg.search, sweep_dir
         self.baseline_option = baseline_option
         self.pruned: Pruned = prune(space, cfg, flag_check)
@@ -132,7 +136,12 @@ class SearchRun:
         )
         record.space_size = declared_size(self.pruned)
         record.pruned, record.baseline, record.stopped = self.pruned.pruned, base, ""
-        study = SearchStudy(search, self.pruned.space, storage_url(search, self.dir))
+        record.sweep_id = record.sweep_id or new_sweep_id()  # a resume keeps its own
+        url = storage_url(search, self.dir)
+        study = SearchStudy(
+            search, self.pruned.space, url, sweep=record.sweep_id, fingerprint=self.fingerprint
+        )
+        write_search(self.dir, record)  # the sweep's id kept before its first trial is asked
         if record.trials or study.interrupted:
             self.say(f"search: resuming study {search.name} ({len(record.trials)} trial(s) recorded)")
         self.done = {t.number for t in record.trials}

@@ -6,8 +6,10 @@ as :class:`SearchStudy` (ask a point, tell an outcome, the Pareto front) and a t
 Optuna's own types stay here, so a change of Optuna, or of sampler, is a change of this module only. What
 is decided here: the sampler and pruner of ``search.sampler``/``search.pruner``, each field's distribution,
 and what Optuna is told for each outcome (:meth:`SearchStudy.tell`). Trials live in Optuna's RDB storage
-(``search/study.db`` by default): a resumed sweep reopens the study, and a trial a crash left running is
-marked failed.
+(``search/study.db`` by default): a resumed sweep reopens the study, and a trial a crash of *this* sweep
+left running is marked failed (each trial is tagged with its sweep's id; a colleague's running trials in a
+shared study are theirs). A study stores its fingerprint (:mod:`.shared`) when it is made, and a sweep
+whose own differs is refused before it asks anything.
 """
 
 from __future__ import annotations
@@ -23,6 +25,13 @@ import optuna
 from contracts.search import INTEGER_FIELDS, SearchConfig, Space
 from orchestrator.config.secrets import revealed
 from orchestrator.measure.trial import TrialOutcome
+from orchestrator.search.shared import (
+    FINGERPRINT_ATTR,
+    SWEEP_ATTR,
+    fingerprint_problems,
+    mismatch_error,
+)
+from orchestrator.search.storage import masked_url
 
 #: The objective value an infeasible point is told (maximised objectives; a minimised one gets the largest).
 WORST_MAX, WORST_MIN = 0.0, 1e12
@@ -81,9 +90,13 @@ def make_sampler(search: SearchConfig) -> optuna.samplers.BaseSampler:
         )
 
 
-def open_study(search: SearchConfig, storage: str) -> tuple[optuna.Study, list[optuna.trial.FrozenTrial]]:
-    """Create the study, or load it (a resumed sweep); a trial a crash left running is marked failed and
-    returned with the study."""
+def open_study(
+    search: SearchConfig, storage: str, *, sweep: str = "", fingerprint: dict[str, str] | None = None
+) -> tuple[optuna.Study, list[optuna.trial.FrozenTrial]]:
+    """Create the study, or load it (a resumed sweep, a shared study); a trial sweep ``sweep`` left
+    running (a crash of this sweep) is marked failed and returned with the study, a running trial of
+    another sweep left alone. ``fingerprint``: stored when the study is made; a study whose stored one
+    differs is refused (ConfigError naming each field), nothing told."""
     sampler = make_sampler(search)
     pruner = make_pruner(search.pruner, search.reduction_factor)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -95,10 +108,39 @@ def open_study(search: SearchConfig, storage: str) -> tuple[optuna.Study, list[o
         pruner=pruner,
         load_if_exists=True,
     )
-    left = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+    if fingerprint is not None:
+        check_fingerprint(study, fingerprint, storage)
+    running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+    left = [t for t in running if t.user_attrs.get(SWEEP_ATTR) == sweep]
     for trial in left:
         study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
     return study, left
+
+
+def stored_fingerprint(search: SearchConfig, storage: str) -> dict[str, str] | None:
+    """The fingerprint of the study ``search.name`` at ``storage``, without creating it (None: no such
+    study yet, or one made before fingerprints)."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    rdb = optuna.storages.RDBStorage(revealed(storage))
+    try:
+        study_id = rdb.get_study_id_from_name(search.name)
+        stored = rdb.get_study_user_attrs(study_id).get(FINGERPRINT_ATTR)
+    except KeyError:  # no study of that name
+        return None
+    finally:
+        rdb.engine.dispose()
+    return dict(stored) if isinstance(stored, dict) else None
+
+
+def check_fingerprint(study: optuna.Study, fingerprint: dict[str, str], storage: str) -> None:
+    """Store ``fingerprint`` with a study that has none; refuse one whose stored fingerprint differs."""
+    stored = study.user_attrs.get(FINGERPRINT_ATTR)
+    if not isinstance(stored, dict):
+        study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
+        return
+    name = study.study_name
+    if problems := fingerprint_problems(stored, fingerprint, study=name, where=masked_url(storage)):
+        raise mismatch_error(problems, name)
 
 
 def make_pruner(name: str, reduction_factor: int) -> optuna.pruners.BasePruner:
@@ -114,7 +156,8 @@ def make_pruner(name: str, reduction_factor: int) -> optuna.pruners.BasePruner:
 
 def distributions(space: Space) -> dict[str, optuna.distributions.BaseDistribution]:
     """Optuna's distribution of each dimension: a categorical of its values, or an interval: of the whole
-    numbers in it for an integer field (``INTEGER_FIELDS``: a float there is no candidate), else of floats."""
+    numbers in it for an integer field (``INTEGER_FIELDS``: a float there is no candidate, or an extra
+    flag's ``int(interval(a,b))``), else of floats."""
     out: dict[str, optuna.distributions.BaseDistribution] = {}
     for dim in space.dimensions:
         if dim.finite:
@@ -147,9 +190,17 @@ def reporter(ticket: TrialTicket) -> Callable[[int, float], bool]:
 class SearchStudy:
     """A study as the run loop uses it: ask a point, tell what it found, read the Pareto front."""
 
-    def __init__(self, search: SearchConfig, space: Space, storage: str) -> None:
-        self.search, self.storage = search, storage
-        self.study, left = open_study(search, storage)
+    def __init__(
+        self,
+        search: SearchConfig,
+        space: Space,
+        storage: str,
+        *,
+        sweep: str = "",
+        fingerprint: dict[str, str] | None = None,
+    ) -> None:
+        self.search, self.storage, self.sweep = search, storage, sweep
+        self.study, left = open_study(search, storage, sweep=sweep, fingerprint=fingerprint)
         #: Trials a crash left running (now failed): their numbers and points.
         self.interrupted = [(t.number, dict(t.params)) for t in left]
         self.dists = distributions(space)
@@ -160,7 +211,9 @@ class SearchStudy:
         self.study.enqueue_trial(params, skip_if_exists=True)
 
     def ask(self) -> Asked:
+        """The next trial, tagged with this sweep's id (a resume fails only its own running trials)."""
         trial = self.study.ask(self.dists)
+        trial.set_user_attr(SWEEP_ATTR, self.sweep)
         return Asked(trial.number, dict(trial.params), trial)
 
     def ticket(self, asked: Asked, level: float) -> TrialTicket:
