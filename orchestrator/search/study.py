@@ -15,13 +15,17 @@ whose own differs is refused before it asks anything.
 from __future__ import annotations
 
 import math
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import optuna
+import sqlalchemy.exc
+from sqlalchemy.pool import NullPool
 
+from contracts.errors import ConfigError
 from contracts.search import INTEGER_FIELDS, SearchConfig, Space
 from orchestrator.config.secrets import revealed
 from orchestrator.measure.trial import TrialOutcome
@@ -95,13 +99,22 @@ def open_study(
 ) -> tuple[optuna.Study, list[optuna.trial.FrozenTrial]]:
     """Create the study, or load it (a resumed sweep, a shared study); a trial sweep ``sweep`` left
     running (a crash of this sweep) is marked failed and returned with the study, a running trial of
-    another sweep left alone. ``fingerprint``: stored when the study is made; a study whose stored one
-    differs is refused (ConfigError naming each field), nothing told."""
+    another sweep left alone (an untagged one is sweep ""'s). ``fingerprint``: stored when the study is
+    made; a study whose stored one differs is refused (ConfigError naming each field), nothing told."""
+    study, left, _ = _open(search, storage, sweep=sweep, fingerprint=fingerprint)
+    return study, left
+
+
+def _open(
+    search: SearchConfig, storage: str, *, sweep: str, fingerprint: dict[str, str] | None
+) -> tuple[optuna.Study, list[optuna.trial.FrozenTrial], optuna.storages.RDBStorage]:
     sampler = make_sampler(search)
     pruner = make_pruner(search.pruner, search.reduction_factor)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    prepare_tables(storage)
+    rdb = optuna.storages.RDBStorage(revealed(storage))  # a URL's password put back only here, in memory
     study = optuna.create_study(
-        storage=revealed(storage),  # a URL's password put back only here, in memory
+        storage=rdb,
         study_name=search.name,
         directions=directions(search),
         sampler=sampler,
@@ -109,12 +122,40 @@ def open_study(
         load_if_exists=True,
     )
     if fingerprint is not None:
-        check_fingerprint(study, fingerprint, storage)
+        try:
+            check_fingerprint(study, fingerprint, storage)
+        except ConfigError:
+            rdb.engine.dispose()  # refused: nothing of this sweep stays connected
+            raise
     running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-    left = [t for t in running if t.user_attrs.get(SWEEP_ATTR) == sweep]
+    left = [t for t in running if t.user_attrs.get(SWEEP_ATTR, "") == sweep]
     for trial in left:
         study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
-    return study, left
+    return study, left, rdb
+
+
+#: Tries at making a database server's tables while another sweep makes them too.
+TABLE_TRIES = 4
+
+
+def prepare_tables(storage: str, *, tries: int = TABLE_TRIES) -> None:
+    """Make Optuna's tables in a database server's storage, once: two sweeps that open a fresh database
+    at the same moment race on making them (PostgreSQL refuses the loser's duplicate enum type, a unique
+    violation); the loser tries again and finds them made. Its connections are closed at once
+    (``NullPool``). A SQLite file has one writer at a time and is left to Optuna."""
+    url = revealed(storage)
+    if url.startswith("sqlite"):
+        return
+    for attempt in range(1, tries + 1):
+        try:
+            rdb = optuna.storages.RDBStorage(url, engine_kwargs={"poolclass": NullPool})
+        except sqlalchemy.exc.IntegrityError:
+            if attempt == tries:
+                raise
+            time.sleep(0.2 * attempt)
+        else:
+            rdb.engine.dispose()
+            return
 
 
 def stored_fingerprint(search: SearchConfig, storage: str) -> dict[str, str] | None:
@@ -200,7 +241,7 @@ class SearchStudy:
         fingerprint: dict[str, str] | None = None,
     ) -> None:
         self.search, self.storage, self.sweep = search, storage, sweep
-        self.study, left = open_study(search, storage, sweep=sweep, fingerprint=fingerprint)
+        self.study, left, self.rdb = _open(search, storage, sweep=sweep, fingerprint=fingerprint)
         #: Trials a crash left running (now failed): their numbers and points.
         self.interrupted = [(t.number, dict(t.params)) for t in left]
         self.dists = distributions(space)
@@ -246,6 +287,10 @@ class SearchStudy:
             self.study.tell(trial, worst)
         else:
             self.study.tell(trial, state=state.FAIL)
+
+    def close(self) -> None:
+        """Close the study's connections to its storage (a process that goes on without it)."""
+        self.rdb.engine.dispose()
 
     def pareto(self) -> set[int]:
         """The numbers of the trials on the study's Pareto front."""
