@@ -151,6 +151,8 @@ class SearchRun:
         if self.baseline is not None:  # asked first: what every point is judged against
             batch.baseline = key(self.baseline)
             study.enqueue({d.name: self.baseline[d.name] for d in self.pruned.space.dimensions})
+        if (previous := study.previous_winner()) is not None:  # a shared study's best: measured here too
+            study.enqueue_again(previous)
         #: Trials measured at once (search.parallel; 1: one after the other).
         width = max(1, search.parallel) if self.launch_batch is not None else 1
         while isinstance(step := self.next_point(study, record, batch), Pending):

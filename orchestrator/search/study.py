@@ -251,6 +251,35 @@ class SearchStudy:
         resumed sweep, a shared study)."""
         self.study.enqueue_trial(params, skip_if_exists=True)
 
+    def previous_winner(self) -> dict[str, Any] | None:
+        """The best fully measured point of the study's other sweeps (a shared study's earlier sweeps,
+        whose fingerprint matched), to measure again first; None: there is none, this sweep asked it
+        already or has it waiting (a resume), or the study is a Pareto one (no single best)."""
+        if self.search.pareto:
+            return None
+        state = optuna.trial.TrialState
+        trials = self.study.get_trials(deepcopy=False)
+        theirs = [
+            t
+            for t in trials
+            if t.state == state.COMPLETE
+            and t.user_attrs.get(SWEEP_ATTR) not in (None, self.sweep)
+            and t.values
+        ]
+        if not theirs:
+            return None
+        best = max(theirs, key=lambda t: t.values[0])
+        params = dict(best.params)
+        mine = (t for t in trials if t.user_attrs.get(SWEEP_ATTR) == self.sweep or t.state == state.WAITING)
+        # a waiting trial holds its point as Optuna's "fixed_params" until it is asked
+        return (
+            None if any((t.params or t.system_attrs.get("fixed_params")) == params for t in mine) else params
+        )
+
+    def enqueue_again(self, params: dict[str, Any]) -> None:
+        """Ask ``params`` next although the study measured them (the previous winner, measured again here)."""
+        self.study.enqueue_trial(params, skip_if_exists=False)
+
     def ask(self) -> Asked:
         """The next trial, tagged with this sweep's id (a resume fails only its own running trials)."""
         trial = self.study.ask(self.dists)

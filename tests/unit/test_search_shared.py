@@ -233,3 +233,32 @@ def test_a_study_keeps_its_fingerprint_and_refuses_another(tmp_path: Path, base:
     assert [p.field for p in refused.value.problems] == ["vllm", "slo"]
     assert refused.value.hint is not None and "search.name=shared_2" in refused.value.hint
     assert stored_fingerprint(search, url) == ours  # the study's own kept
+
+
+@pytest.mark.parametrize(
+    ("sweep", "pareto", "expected"),
+    [
+        ("b", False, {"max_num_seqs": 16}),  # a colleague's best, measured again first by the next sweep
+        ("a", False, None),  # a resume of the sweep that measured it: its own trials are its own
+        ("b", True, None),  # a Pareto study has no one best point
+    ],
+)
+def test_the_previous_winner_of_a_matching_study_is_asked_first(
+    tmp_path: Path, sweep: str, pareto: bool, expected: dict[str, int] | None
+) -> None:
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    earlier = _study(url, "a")
+    for value in (8, 16, 32):
+        earlier.enqueue_again({"max_num_seqs": value})
+        asked = earlier.ask()
+        earlier.tell(asked, TrialOutcome(state="complete", values=[{8: 1.0, 16: 3.0, 32: 2.0}[value]]))
+    search = SearchConfig(name="shared", space={"max_num_seqs": "choice(8,16,32,64)"}, storage=url)
+    search.pareto = False
+    later = SearchStudy(search, parse_space(search), url, sweep=sweep)
+    later.search.pareto = pareto  # asked of the same study as a Pareto search would ask it
+    assert later.previous_winner() == expected
+    if expected is not None:
+        later.enqueue_again(expected)
+        assert later.previous_winner() is None  # waiting already: a resume does not ask it twice
+        assert later.ask().params == expected
+        assert later.previous_winner() is None  # asked by this sweep
