@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-#: Candidate fields a space may vary (``layout`` picks one of ``SearchConfig.layouts``: TP x DP x EP).
+#: Candidate fields a space may vary (``layout`` picks one of ``SearchConfig.layouts``: TP x DP x EP);
+#: besides them, any vLLM flag through the candidate's ``extra_args`` (:data:`EXTRA_PREFIX`).
 SEARCH_FIELDS = (
     "layout",
     "max_num_seqs",
@@ -22,7 +23,13 @@ SEARCH_FIELDS = (
     "speculative.method",
     "speculative.num_speculative_tokens",
     "moe_backend",
+    "kv_cache_dtype",
 )
+#: A space's field ``extra_args.<flag>`` varies one of vLLM's flags that no typed field renders (the flag's
+#: name without ``--``, e.g. ``extra_args.block_size``, ``extra_args.enable_prefix_caching``): the point's
+#: value goes into the candidate's ``extra_args`` (true -> ``--flag``, false -> ``--no-flag``), and plan
+#: checks every value against the installed vLLM's flags (doctor's flag table).
+EXTRA_PREFIX = "extra_args."
 #: Fields of SEARCH_FIELDS that take whole numbers (CandidateConfig's and SpeculativeConfig's ``int``): an
 #: interval over one is sampled as integers, and a point's value for one is an integer
 #: (tests/unit/test_search_point.py reads the types, so the two cannot drift apart).
@@ -46,7 +53,9 @@ class SearchConfig:
     name: str = "search"
     # The space: candidate field -> Hydra sweep expression, choice(a,b), range(start,stop,step),
     # interval(low,high) or tag(log,interval(low,high)); a plain value fixes the field. Nested keys
-    # (speculative: {method: ...}) name nested fields. Fields: contracts.search.SEARCH_FIELDS.
+    # (speculative: {method: ...}) name nested fields. Fields: contracts.search.SEARCH_FIELDS, and any
+    # vLLM flag as extra_args: {block_size: choice(16, 32), enable_prefix_caching: choice(true, false)}
+    # (int(interval(a,b)) draws a flag's whole numbers; interval(a,b) fractions).
     space: dict[str, Any] = field(default_factory=dict)
     # Named layouts for the `layout` field: name -> {tensor_parallel_size, data_parallel_size,
     # enable_expert_parallel, enable_eplb}; plan checks each against the host's placement rule.
@@ -101,6 +110,8 @@ class Dimension:
     low: float | None = None
     high: float | None = None
     log: bool = False
+    #: interval: drawn as whole numbers (an integer field, or ``int(interval(a,b))`` on an extra flag).
+    integer: bool = False
 
     @property
     def finite(self) -> bool:

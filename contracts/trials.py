@@ -99,6 +99,9 @@ class SearchRecord(_Model):
     #: Multi-objective: the trial numbers on the Pareto front.
     pareto: list[int] = []
     confirmation: Confirmation | None = None
+    #: This sweep's id in its study: each trial it asks is tagged with it, so a resume fails only the
+    #: trials this sweep left running (a shared study's other sweeps run their own); "" before the study.
+    sweep_id: str = ""
 
     @property
     def distinct_launched(self) -> int:

@@ -22,8 +22,10 @@ from orchestrator.config.command import run_composing_command
 from orchestrator.config.compose import ConfigLocation, load, select
 from orchestrator.config.validate import Sources, check_candidate_names, display_path
 from orchestrator.search.checks import checked_space
+from orchestrator.search.flags import FLAG_HINT, flag_problems
 from orchestrator.search.plan_text import format_search_plan, recorded_startup, startup_estimate
 from orchestrator.search.prune import doctor_flag_check, prune
+from orchestrator.search.shared import remote_launcher, sqlite_parallel_problem
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,12 @@ def search_plan(
         return ""
     space = checked_space(cfg, sources)  # what the sweep refuses (orchestrator.search.checks)
     check, flags = doctor_flag_check(cfg, probes if probes is not None else real_probes(PROJECT_ROOT))
+    where = sources.describe("search")
+    if refused := flag_problems(cfg, space, check, where=where):
+        raise ConfigError(refused, hint=FLAG_HINT)  # a flag vLLM would refuse: the sweep's opening too
+    remote = remote_launcher(list(overrides))  # SQLite written from other nodes: the sweep's opening too
+    if (shared := sqlite_parallel_problem(cfg.search, remote=remote, where=where)) is not None:
+        raise ConfigError([shared], hint="nothing was started")
     pruned = prune(space, cfg, check)
     return "\n" + format_search_plan(
         cfg, space, pruned, flags=flags, startup=startup_estimate(cfg, recorded_startup(cfg))

@@ -58,6 +58,7 @@ from orchestrator.config.validate import Sources, check_candidate_names, validat
 from orchestrator.ledger.nodes import Place, job_place, launching_place
 from orchestrator.ledger.opening import write_opening
 from orchestrator.measure.trial import TrialOutcome
+from orchestrator.search.admit import admit_search
 from orchestrator.search.checks import checked_space
 from orchestrator.search.lines import opening_line
 from orchestrator.search.loop import SearchRun
@@ -278,6 +279,8 @@ class SweeperCore(BasicSweeper):
         self.searching: GauntletConfig | None = None
         self.job_index = 0
         self.space: Space | None = None
+        #: The search's study fingerprint, computed at the opening (orchestrator.search.shared).
+        self.fingerprint: dict[str, str] | None = None
         self.base_overrides: list[str] = []
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
@@ -368,6 +371,14 @@ class SweeperCore(BasicSweeper):
                 # its study's database, reached before the live service is stopped (doctor asks the same)
                 if (fault := storage_problem(typed.search.storage)) is not None:
                     raise storage_refusal(fault)
+                # vLLM's flags, SQLite from other nodes, a shared study of another configuration
+                self.fingerprint = admit_search(
+                    typed,
+                    self.space,
+                    real_probes(PROJECT_ROOT),
+                    where=sources_from_hydra(self.config.hydra).describe("search"),
+                    launcher=str(self.config.hydra.launcher.get("_target_", "")),
+                )
                 self.searching = typed
                 # Each trial is a job of the command line's overrides (less a candidate it names) + its point.
                 self.base_overrides = [o for o in jobs[0] if not o.lstrip("+~").startswith("candidate")]
@@ -455,6 +466,7 @@ class SweeperCore(BasicSweeper):
             launch_job=launch_job,
             say=self.controller.sweep.say,
             launch_batch=launch_batch,
+            fingerprint=self.fingerprint,
         )
         assert cfg.search is not None
         with storage_faults(cfg.search.storage or str(SweepPaths(sweep_dir).study)):  # gauntlet's words

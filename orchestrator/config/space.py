@@ -12,6 +12,7 @@ is as a candidate, and what of the space cannot start, is the search's own wing:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -20,7 +21,18 @@ from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSw
 from hydra.errors import HydraException
 
 from contracts.errors import ConfigError, ConfigProblem
-from contracts.search import INTEGER_FIELDS, LAYOUT_FIELDS, SEARCH_FIELDS, Dimension, SearchConfig, Space
+from contracts.search import (
+    EXTRA_PREFIX,
+    INTEGER_FIELDS,
+    LAYOUT_FIELDS,
+    SEARCH_FIELDS,
+    Dimension,
+    SearchConfig,
+    Space,
+)
+
+#: A vLLM flag's name as ``extra_args.<flag>`` spells it (without ``--``).
+_FLAG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
 
 def _flatten(space: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -39,6 +51,16 @@ def override_text(value: Any) -> str:
     return str(value)
 
 
+def is_search_field(name: str) -> bool:
+    """Whether a space may vary ``name``: a field of ``SEARCH_FIELDS``, or ``extra_args.<flag>``.
+
+    >>> [is_search_field(n) for n in ("max_num_seqs", "extra_args.block_size", "extra_args.", "block_size")]
+    [True, True, False, False]
+    """
+    flag = name.removeprefix(EXTRA_PREFIX)
+    return name in SEARCH_FIELDS or (flag != name and _FLAG_NAME.fullmatch(flag) is not None)
+
+
 def parse_space(search: SearchConfig, *, where: str = "<search>") -> Space:
     """``search.space`` as a :class:`Space`; every problem (unknown field, bad expression, unknown layout,
     empty space) in one :class:`ConfigError` naming the file, the field, the value and what is allowed."""
@@ -46,10 +68,10 @@ def parse_space(search: SearchConfig, *, where: str = "<search>") -> Space:
     problems: list[ConfigProblem] = []
     dims: list[Dimension] = []
     fixed: dict[str, Any] = {}
-    allowed = f"one of {', '.join(SEARCH_FIELDS)}"
+    allowed = f"one of {', '.join(SEARCH_FIELDS)}, or {EXTRA_PREFIX}<flag> for any other vLLM flag"
     for name, raw in _flatten(search.space):
         field = f"search.space.{name}"
-        if name not in SEARCH_FIELDS:
+        if not is_search_field(name):
             problems.append(ConfigProblem(where, field, raw, f"a candidate field a search varies: {allowed}"))
             continue
         try:
@@ -80,19 +102,22 @@ def parse_space(search: SearchConfig, *, where: str = "<search>") -> Space:
                 continue
             low, high = float(value.start), float(value.end)
             log = "log" in value.tags
+            # an extra flag's type is its own: int(interval(a,b)) (Hydra keeps its bounds whole) is integers
+            cast = name.startswith(EXTRA_PREFIX) and all(type(v) is int for v in (value.start, value.end))
+            whole = name in INTEGER_FIELDS or cast
             if not low < high or (log and low <= 0):
                 problems.append(
                     ConfigProblem(where, field, raw, "interval(low,high), low < high (low > 0 with log)")
                 )
                 continue
-            if name in INTEGER_FIELDS and math.ceil(low) > math.floor(high):
+            if whole and math.ceil(low) > math.floor(high):
                 problems.append(
                     ConfigProblem(
                         where, field, raw, f"an interval holding a whole number ({name} takes integers)"
                     )
                 )
                 continue
-            dims.append(Dimension(name, low=low, high=high, log=log))
+            dims.append(Dimension(name, low=low, high=high, log=log, integer=whole))
             continue
         else:
             fixed[name] = value

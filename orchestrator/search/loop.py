@@ -34,6 +34,7 @@ from orchestrator.search.point import (
 )
 from orchestrator.search.prune import FlagCheck, Pruned, declared_size, prune
 from orchestrator.search.rules import EXHAUSTED_AFTER, best_trial, stop_reason, winner_yaml
+from orchestrator.search.shared import new_sweep_id
 from orchestrator.search.storage import storage_url
 from orchestrator.search.study import SearchStudy, directions
 
@@ -54,8 +55,11 @@ class SearchRun:
         say: Callable[[str], None],
         clock: Callable[[], float] = time.monotonic,
         launch_batch: LaunchBatch | None = None,
+        fingerprint: dict[str, str] | None = None,
     ) -> None:
         assert cfg.search is not None
+        #: What the study's trials measure (orchestrator.search.shared); None: not compared.
+        self.fingerprint = fingerprint
         self.cfg, self.search, self.dir = cfg, cfg.search, sweep_dir
         self.baseline_option = baseline_option
         self.pruned: Pruned = prune(space, cfg, flag_check)
@@ -132,7 +136,12 @@ class SearchRun:
         )
         record.space_size = declared_size(self.pruned)
         record.pruned, record.baseline, record.stopped = self.pruned.pruned, base, ""
-        study = SearchStudy(search, self.pruned.space, storage_url(search, self.dir))
+        record.sweep_id = record.sweep_id or new_sweep_id()  # a resume keeps its own
+        url = storage_url(search, self.dir)
+        study = SearchStudy(
+            search, self.pruned.space, url, sweep=record.sweep_id, fingerprint=self.fingerprint
+        )
+        write_search(self.dir, record)  # the sweep's id kept before its first trial is asked
         if record.trials or study.interrupted:
             self.say(f"search: resuming study {search.name} ({len(record.trials)} trial(s) recorded)")
         self.done = {t.number for t in record.trials}
@@ -142,6 +151,8 @@ class SearchRun:
         if self.baseline is not None:  # asked first: what every point is judged against
             batch.baseline = key(self.baseline)
             study.enqueue({d.name: self.baseline[d.name] for d in self.pruned.space.dimensions})
+        if (previous := study.previous_winner()) is not None:  # a shared study's best: measured here too
+            study.enqueue_again(previous)
         #: Trials measured at once (search.parallel; 1: one after the other).
         width = max(1, search.parallel) if self.launch_batch is not None else 1
         while isinstance(step := self.next_point(study, record, batch), Pending):

@@ -4,8 +4,9 @@ Pipeline position: the search's vocabulary, used by pruning (:mod:`.prune`), the
 :mod:`.batch`) and the winner's file (:mod:`.rules`). A point is field -> value (dotted for nested fields,
 ``layout`` naming one of ``search.layouts``). :func:`encode` turns it, once, into what it changes in the
 baseline's candidate file: the top-level fields it sets (a layout expanded to its fields, an integer field's
-value as an ``int``) and its speculative block (absent: the baseline's kept; None: off, the one rule of
-:func:`speculative_off`; a dict: its fields merged onto the baseline's block). Every form of a point is
+value as an ``int``), its speculative block (absent: the baseline's kept; None: off, the one rule of
+:func:`speculative_off`; a dict: its fields merged onto the baseline's block) and its extra vLLM flags
+(``extra_args.<flag>``: merged onto the baseline's ``extra_args``). Every form of a point is
 that encoding written out: the typed candidate (:func:`as_candidate`, what pruning renders and the
 tie-break counts), the Hydra overrides of the trial's job (:func:`as_overrides`) and the winner's candidate
 file (:func:`as_file_fields`), so the three cannot disagree on what a point is. Pure.
@@ -19,7 +20,7 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from contracts.schema import CandidateConfig
-from contracts.search import INTEGER_FIELDS, SPECULATIVE_OFF, Space
+from contracts.search import EXTRA_PREFIX, INTEGER_FIELDS, SPECULATIVE_OFF, Space
 from orchestrator.config.space import override_text
 
 #: A point of the space: field (dotted for nested ones) -> value.
@@ -29,6 +30,8 @@ Changes = dict[str, Any]
 #: The candidate field that holds the speculative block, and the prefix of its fields in a point.
 SPECULATIVE = "speculative"
 _SPEC_PREFIX = f"{SPECULATIVE}."
+#: The candidate field that holds further vLLM flags (a point's ``extra_args.<flag>``).
+EXTRA = EXTRA_PREFIX.rstrip(".")
 
 
 def speculative_off(point: Mapping[str, Any]) -> bool:
@@ -59,6 +62,8 @@ def encode(
             changes.setdefault(SPECULATIVE, None if off else spec)
             if not off:
                 spec[field.removeprefix(_SPEC_PREFIX)] = _whole(field, value)
+        elif field.startswith(EXTRA_PREFIX):
+            changes.setdefault(EXTRA, {})[extra_key(baseline, field)] = value
         else:
             changes[field] = _whole(field, value)
     if spec and baseline.speculative is None:
@@ -69,6 +74,19 @@ def encode(
             f"{_SPEC_PREFIX}method {SPECULATIVE_OFF}); measure speculative decoding as a candidate file"
         )
     return changes
+
+
+def extra_key(baseline: CandidateConfig, field: str) -> str:
+    """The ``extra_args`` key of a point's ``extra_args.<flag>``: the baseline's own key when it sets the
+    flag (in either spelling: vLLM reads ``--block_size`` as ``--block-size``), else the flag's dashed
+    spelling, as vLLM's ``--help`` and the simulator's parser write it.
+
+    >>> base = CandidateConfig(name="b", extra_args={"enable_prefix_caching": True})
+    >>> extra_key(base, "extra_args.enable-prefix-caching"), extra_key(base, "extra_args.block_size")
+    ('enable_prefix_caching', 'block-size')
+    """
+    flag = field.removeprefix(EXTRA_PREFIX).replace("_", "-")
+    return next((k for k in baseline.extra_args if k.replace("_", "-") == flag), flag)
 
 
 def _whole(field: str, value: Any) -> Any:
@@ -89,15 +107,20 @@ def as_candidate(
     if block is not None:
         assert baseline.speculative is not None  # encode refuses a block the baseline has not
         fields[SPECULATIVE] = replace(baseline.speculative, **block)
+    if EXTRA in fields:
+        fields[EXTRA] = {**baseline.extra_args, **fields[EXTRA]}
     return replace(baseline, name=name, description=description, **fields)
 
 
 def as_overrides(changes: Changes, *, baseline_option: str, name: str) -> list[str]:
     """The encoded point as Hydra overrides of one job: the baseline's candidate file, renamed, with the
-    changes (a speculative block field by field, merged onto the baseline's; off as null)."""
+    changes (a speculative block field by field, merged onto the baseline's; off as null; an extra flag
+    added to the baseline's ``extra_args``, or set there: ``++``)."""
     out = [f"candidate={baseline_option}", f"candidate.name={name}"]
     for field, value in changes.items():
-        if field != SPECULATIVE:
+        if field == EXTRA:
+            out.extend(f"++candidate.{EXTRA}.{k}={override_text(v)}" for k, v in value.items())
+        elif field != SPECULATIVE:
             out.append(f"candidate.{field}={override_text(value)}")
         elif value is None:
             out.append(f"candidate.{SPECULATIVE}=null")
@@ -108,7 +131,8 @@ def as_overrides(changes: Changes, *, baseline_option: str, name: str) -> list[s
 
 def as_file_fields(changes: Changes) -> dict[str, Any]:
     """The encoded point as a candidate file's fields over the baseline's (``defaults: [baseline,
-    _self_]``: Hydra merges a speculative block onto the baseline's, and null turns it off)."""
+    _self_]``: Hydra merges a speculative block and extra flags onto the baseline's, and null turns
+    speculative decoding off)."""
     return {k: (dict(v) if isinstance(v, dict) else v) for k, v in changes.items()}
 
 
@@ -138,8 +162,9 @@ def describe(point: Mapping[str, Any]) -> str:
 
 
 def changed_fields(baseline: CandidateConfig, candidate: CandidateConfig) -> list[str]:
-    """The candidate fields a point changes from the baseline (``speculative.*`` one by one; name and
-    description are not settings). A field the baseline leaves unset and the point sets counts as changed.
+    """The candidate fields a point changes from the baseline (``speculative.*`` and ``extra_args.*`` one
+    by one; name and description are not settings). A field the baseline leaves unset and the point sets
+    counts as changed.
 
     >>> base = CandidateConfig(name="b", max_num_batched_tokens=16384)
     >>> changed_fields(base, replace(base, name="c", max_num_seqs=64, max_num_batched_tokens=16384))
@@ -147,9 +172,10 @@ def changed_fields(baseline: CandidateConfig, candidate: CandidateConfig) -> lis
     """
 
     def flat(c: CandidateConfig) -> dict[str, Any]:
-        out = {k: v for k, v in asdict(c).items() if k not in ("name", "description", SPECULATIVE)}
+        out = {k: v for k, v in asdict(c).items() if k not in ("name", "description", SPECULATIVE, EXTRA)}
         spec = asdict(c.speculative) if c.speculative is not None else {}
         out.update({f"{_SPEC_PREFIX}{k}": v for k, v in spec.items()})
+        out.update({f"{EXTRA_PREFIX}{k}": v for k, v in c.extra_args.items()})
         return out
 
     before, after = flat(baseline), flat(candidate)
@@ -186,6 +212,8 @@ def _setting(baseline: CandidateConfig, field: str) -> Any:
     if field.startswith(_SPEC_PREFIX):
         block = baseline.speculative
         return None if block is None else getattr(block, field.removeprefix(_SPEC_PREFIX))
+    if field.startswith(EXTRA_PREFIX):  # a flag the baseline leaves to vLLM's default is no point's value
+        return baseline.extra_args.get(extra_key(baseline, field))
     return getattr(baseline, field, None)
 
 

@@ -6,23 +6,36 @@ as :class:`SearchStudy` (ask a point, tell an outcome, the Pareto front) and a t
 Optuna's own types stay here, so a change of Optuna, or of sampler, is a change of this module only. What
 is decided here: the sampler and pruner of ``search.sampler``/``search.pruner``, each field's distribution,
 and what Optuna is told for each outcome (:meth:`SearchStudy.tell`). Trials live in Optuna's RDB storage
-(``search/study.db`` by default): a resumed sweep reopens the study, and a trial a crash left running is
-marked failed.
+(``search/study.db`` by default): a resumed sweep reopens the study, and a trial a crash of *this* sweep
+left running is marked failed (each trial is tagged with its sweep's id; a colleague's running trials in a
+shared study are theirs). A study stores its fingerprint (:mod:`.shared`) when it is made, and a sweep
+whose own differs is refused before it asks anything.
 """
 
 from __future__ import annotations
 
 import math
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import optuna
+import sqlalchemy.exc
+from sqlalchemy.pool import NullPool
 
+from contracts.errors import ConfigError
 from contracts.search import INTEGER_FIELDS, SearchConfig, Space
 from orchestrator.config.secrets import revealed
 from orchestrator.measure.trial import TrialOutcome
+from orchestrator.search.shared import (
+    FINGERPRINT_ATTR,
+    SWEEP_ATTR,
+    fingerprint_problems,
+    mismatch_error,
+)
+from orchestrator.search.storage import masked_url
 
 #: The objective value an infeasible point is told (maximised objectives; a minimised one gets the largest).
 WORST_MAX, WORST_MIN = 0.0, 1e12
@@ -81,24 +94,94 @@ def make_sampler(search: SearchConfig) -> optuna.samplers.BaseSampler:
         )
 
 
-def open_study(search: SearchConfig, storage: str) -> tuple[optuna.Study, list[optuna.trial.FrozenTrial]]:
-    """Create the study, or load it (a resumed sweep); a trial a crash left running is marked failed and
-    returned with the study."""
+def open_study(
+    search: SearchConfig, storage: str, *, sweep: str = "", fingerprint: dict[str, str] | None = None
+) -> tuple[optuna.Study, list[optuna.trial.FrozenTrial]]:
+    """Create the study, or load it (a resumed sweep, a shared study); a trial sweep ``sweep`` left
+    running (a crash of this sweep) is marked failed and returned with the study, a running trial of
+    another sweep left alone (an untagged one is sweep ""'s). ``fingerprint``: stored when the study is
+    made; a study whose stored one differs is refused (ConfigError naming each field), nothing told."""
+    study, left, _ = _open(search, storage, sweep=sweep, fingerprint=fingerprint)
+    return study, left
+
+
+def _open(
+    search: SearchConfig, storage: str, *, sweep: str, fingerprint: dict[str, str] | None
+) -> tuple[optuna.Study, list[optuna.trial.FrozenTrial], optuna.storages.RDBStorage]:
     sampler = make_sampler(search)
     pruner = make_pruner(search.pruner, search.reduction_factor)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    prepare_tables(storage)
+    rdb = optuna.storages.RDBStorage(revealed(storage))  # a URL's password put back only here, in memory
     study = optuna.create_study(
-        storage=revealed(storage),  # a URL's password put back only here, in memory
+        storage=rdb,
         study_name=search.name,
         directions=directions(search),
         sampler=sampler,
         pruner=pruner,
         load_if_exists=True,
     )
-    left = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+    if fingerprint is not None:
+        try:
+            check_fingerprint(study, fingerprint, storage)
+        except ConfigError:
+            rdb.engine.dispose()  # refused: nothing of this sweep stays connected
+            raise
+    running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+    left = [t for t in running if t.user_attrs.get(SWEEP_ATTR, "") == sweep]
     for trial in left:
         study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
-    return study, left
+    return study, left, rdb
+
+
+#: Tries at making a database server's tables while another sweep makes them too.
+TABLE_TRIES = 4
+
+
+def prepare_tables(storage: str, *, tries: int = TABLE_TRIES) -> None:
+    """Make Optuna's tables in a database server's storage, once: two sweeps that open a fresh database
+    at the same moment race on making them (PostgreSQL refuses the loser's duplicate enum type, a unique
+    violation); the loser tries again and finds them made. Its connections are closed at once
+    (``NullPool``). A SQLite file has one writer at a time and is left to Optuna."""
+    url = revealed(storage)
+    if url.startswith("sqlite"):
+        return
+    for attempt in range(1, tries + 1):
+        try:
+            rdb = optuna.storages.RDBStorage(url, engine_kwargs={"poolclass": NullPool})
+        except sqlalchemy.exc.IntegrityError:
+            if attempt == tries:
+                raise
+            time.sleep(0.2 * attempt)
+        else:
+            rdb.engine.dispose()
+            return
+
+
+def stored_fingerprint(search: SearchConfig, storage: str) -> dict[str, str] | None:
+    """The fingerprint of the study ``search.name`` at ``storage``, without creating it (None: no such
+    study yet, or one made before fingerprints)."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    rdb = optuna.storages.RDBStorage(revealed(storage))
+    try:
+        study_id = rdb.get_study_id_from_name(search.name)
+        stored = rdb.get_study_user_attrs(study_id).get(FINGERPRINT_ATTR)
+    except KeyError:  # no study of that name
+        return None
+    finally:
+        rdb.engine.dispose()
+    return dict(stored) if isinstance(stored, dict) else None
+
+
+def check_fingerprint(study: optuna.Study, fingerprint: dict[str, str], storage: str) -> None:
+    """Store ``fingerprint`` with a study that has none; refuse one whose stored fingerprint differs."""
+    stored = study.user_attrs.get(FINGERPRINT_ATTR)
+    if not isinstance(stored, dict):
+        study.set_user_attr(FINGERPRINT_ATTR, fingerprint)
+        return
+    name = study.study_name
+    if problems := fingerprint_problems(stored, fingerprint, study=name, where=masked_url(storage)):
+        raise mismatch_error(problems, name)
 
 
 def make_pruner(name: str, reduction_factor: int) -> optuna.pruners.BasePruner:
@@ -114,14 +197,15 @@ def make_pruner(name: str, reduction_factor: int) -> optuna.pruners.BasePruner:
 
 def distributions(space: Space) -> dict[str, optuna.distributions.BaseDistribution]:
     """Optuna's distribution of each dimension: a categorical of its values, or an interval: of the whole
-    numbers in it for an integer field (``INTEGER_FIELDS``: a float there is no candidate), else of floats."""
+    numbers in it for an integer field (``INTEGER_FIELDS``: a float there is no candidate, or an extra
+    flag's ``int(interval(a,b))``), else of floats."""
     out: dict[str, optuna.distributions.BaseDistribution] = {}
     for dim in space.dimensions:
         if dim.finite:
             out[dim.name] = optuna.distributions.CategoricalDistribution(list(dim.values))
             continue
         assert dim.low is not None and dim.high is not None
-        if dim.name in INTEGER_FIELDS:  # parse_space refused an interval without a whole number
+        if dim.integer or dim.name in INTEGER_FIELDS:  # parse_space refused one without a whole number
             low, high = math.ceil(dim.low), math.floor(dim.high)
             out[dim.name] = optuna.distributions.IntDistribution(low, high, log=dim.log)
         else:
@@ -147,9 +231,17 @@ def reporter(ticket: TrialTicket) -> Callable[[int, float], bool]:
 class SearchStudy:
     """A study as the run loop uses it: ask a point, tell what it found, read the Pareto front."""
 
-    def __init__(self, search: SearchConfig, space: Space, storage: str) -> None:
-        self.search, self.storage = search, storage
-        self.study, left = open_study(search, storage)
+    def __init__(
+        self,
+        search: SearchConfig,
+        space: Space,
+        storage: str,
+        *,
+        sweep: str = "",
+        fingerprint: dict[str, str] | None = None,
+    ) -> None:
+        self.search, self.storage, self.sweep = search, storage, sweep
+        self.study, left, self.rdb = _open(search, storage, sweep=sweep, fingerprint=fingerprint)
         #: Trials a crash left running (now failed): their numbers and points.
         self.interrupted = [(t.number, dict(t.params)) for t in left]
         self.dists = distributions(space)
@@ -159,8 +251,39 @@ class SearchStudy:
         resumed sweep, a shared study)."""
         self.study.enqueue_trial(params, skip_if_exists=True)
 
+    def previous_winner(self) -> dict[str, Any] | None:
+        """The best fully measured point of the study's other sweeps (a shared study's earlier sweeps,
+        whose fingerprint matched), to measure again first; None: there is none, this sweep asked it
+        already or has it waiting (a resume), or the study is a Pareto one (no single best)."""
+        if self.search.pareto:
+            return None
+        state = optuna.trial.TrialState
+        trials = self.study.get_trials(deepcopy=False)
+        theirs = [
+            t
+            for t in trials
+            if t.state == state.COMPLETE
+            and t.user_attrs.get(SWEEP_ATTR) not in (None, self.sweep)
+            and t.values
+        ]
+        if not theirs:
+            return None
+        best = max(theirs, key=lambda t: t.values[0])
+        params = dict(best.params)
+        mine = (t for t in trials if t.user_attrs.get(SWEEP_ATTR) == self.sweep or t.state == state.WAITING)
+        # a waiting trial holds its point as Optuna's "fixed_params" until it is asked
+        return (
+            None if any((t.params or t.system_attrs.get("fixed_params")) == params for t in mine) else params
+        )
+
+    def enqueue_again(self, params: dict[str, Any]) -> None:
+        """Ask ``params`` next although the study measured them (the previous winner, measured again here)."""
+        self.study.enqueue_trial(params, skip_if_exists=False)
+
     def ask(self) -> Asked:
+        """The next trial, tagged with this sweep's id (a resume fails only its own running trials)."""
         trial = self.study.ask(self.dists)
+        trial.set_user_attr(SWEEP_ATTR, self.sweep)
         return Asked(trial.number, dict(trial.params), trial)
 
     def ticket(self, asked: Asked, level: float) -> TrialTicket:
@@ -193,6 +316,10 @@ class SearchStudy:
             self.study.tell(trial, worst)
         else:
             self.study.tell(trial, state=state.FAIL)
+
+    def close(self) -> None:
+        """Close the study's connections to its storage (a process that goes on without it)."""
+        self.rdb.engine.dispose()
 
     def pareto(self) -> set[int]:
         """The numbers of the trials on the study's Pareto front."""

@@ -1,11 +1,13 @@
 """A search on real vLLM on CPU (tiny model): the best point found, confirmed through the gates, restored.
 
-The space is 2 x 2 (``tests/e2e/conf/search/cpu_small.yaml``: max_num_seqs 1 or 8, max_num_batched_tokens
-1024 or 2048) over a baseline of one running sequence (``cpu_one_seq``); the objective is output tokens/s
-per GPU at 8 requests in flight, where max_num_seqs 1 serialises the requests and reads 5-7x below an 8
-whatever the machine's load (a ratio, not an absolute SLO that a loaded machine fails everywhere). Two
-points are launched (the baseline's point, a 1 with 2,048 tokens, asked first and launched: its tokens/s
-objective is not what the opening measured; then the seeded sampler's 8): the winner must be the 8,
+The space is 2 x 2 x 2 (``tests/e2e/conf/search/cpu_small.yaml``: max_num_seqs 1 or 8, and two vLLM flags
+as extra flags, ``extra_args.enable_prefix_caching`` true or false and ``extra_args.block_size`` 32 or 128)
+over a baseline of one running sequence (``cpu_one_seq``); the objective is output tokens/s per GPU at 8
+requests in flight, where max_num_seqs 1 serialises the requests and reads 5-7x below an 8 whatever the
+machine's load (a ratio, not an absolute SLO that a loaded machine fails everywhere). Two points are
+launched (the seeded sampler's (1, false, 32) and (8, true, 128)), each extra flag at both of its values
+on the real vLLM's command line (``--no-enable-prefix-caching``, ``--block-size 32``, ...), checked against
+the installed vLLM's flags first; the winner must be the 8,
 measured again as an ordinary candidate, its verdict the gates' (whichever the shared cores' noise gives,
 said on the search's line as in verdicts.json), and the retained configuration restored and validated
 byte-for-byte, then stopped (nothing left running).
@@ -20,8 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from contracts.layout import SweepPaths
 from contracts.trials import read_search
 from contracts.verdicts import decision_label, read_verdicts
+from launch.spec import LaunchSpec
 from tests.e2e.conftest import ROOT
 from tests.ports import free_port, port_is_free
 
@@ -58,9 +62,17 @@ def test_a_search_on_real_vllm_finds_the_best_point_confirms_it_and_restores(
     sweep = (sweeps / "latest").resolve()
     record = read_search(sweep)
     assert record is not None and record.launches == 2, out[-5000:]
-    assert "search: launched 2 of 4 configurations (budget spent: 2 of 2 launches)" in out
+    assert "search: launched 2 of 8 configurations (budget spent: 2 of 2 launches)" in out
     launched = [t for t in record.trials if t.launches]
     assert {t.params["max_num_seqs"] for t in launched} == {1, 8}, record.trials
+    # The two extra flags, each at both of its values, on the command lines real vLLM started with.
+    assert {t.params["extra_args.enable_prefix_caching"] for t in launched} == {True, False}
+    assert {t.params["extra_args.block_size"] for t in launched} == {32, 128}
+    for trial in launched:
+        argv = LaunchSpec.read(SweepPaths(sweep).trial(trial.name).spec).argv
+        caching = trial.params["extra_args.enable_prefix_caching"]
+        assert ("--enable-prefix-caching" if caching else "--no-enable-prefix-caching") in argv, argv
+        assert argv[argv.index("--block-size") + 1] == str(trial.params["extra_args.block_size"]), argv
     # The best point: max_num_seqs 8, ahead of every max_num_seqs 1 trial the search measured.
     assert record.winner is not None, [(t.name, t.state, t.why) for t in record.trials]
     assert record.winner.params["max_num_seqs"] == 8, record.trials

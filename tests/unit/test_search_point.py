@@ -26,6 +26,11 @@ from orchestrator.search.rules import winner_yaml
 
 LAYOUTS = {"tp4_dp2": {"tensor_parallel_size": 4, "data_parallel_size": 2, "enable_expert_parallel": True}}
 NO_SPEC = "defaults:\n  - baseline\n  - _self_\nname: nospec\nspeculative: null\n"
+#: A baseline that sets two vLLM flags itself, one in each spelling.
+CACHING = (
+    "defaults:\n  - baseline\n  - _self_\nname: caching\n"
+    "extra_args: {enable_prefix_caching: true, block-size: 16}\n"
+)
 REFUSED = "refused"
 
 
@@ -35,6 +40,7 @@ def conf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("conf") / "conf"
     shutil.copytree(CONF_DIR, root)
     (root / "candidate" / "nospec.yaml").write_text(NO_SPEC)
+    (root / "candidate" / "caching.yaml").write_text(CACHING)
     return root
 
 
@@ -109,6 +115,25 @@ def _forms(conf: Path, base_option: str, point: dict[str, Any]) -> list[dict[str
         # but overrides Hydra cannot merge into the baseline's null block: a failed launch each)
         ("nospec", {"speculative.method": "ngram", "speculative.num_speculative_tokens": 3}, REFUSED),
         ("nospec", {"speculative.num_speculative_tokens": 3}, REFUSED),
+        # any vLLM flag (extra_args.<flag>, issue 43 item 6): added to the baseline's extra_args in vLLM's
+        # dashed spelling, or set under the baseline's own key when it sets the flag in either spelling
+        (
+            "baseline",
+            {"extra_args.block_size": 32, "extra_args.enable_prefix_caching": False},
+            {"extra_args": {"block-size": 32, "enable-prefix-caching": False}},
+        ),
+        (
+            "caching",
+            {"extra_args.enable-prefix-caching": False, "max_num_seqs": 64},
+            {"extra_args": {"enable_prefix_caching": False, "block-size": 16}, "max_num_seqs": 64},
+        ),
+        (
+            "caching",
+            {"extra_args.block_size": 128},
+            {"extra_args": {"enable_prefix_caching": True, "block-size": 128}},
+        ),
+        ("baseline", {"extra_args.async_scheduling": True}, {"extra_args": {"async-scheduling": True}}),
+        ("baseline", {"kv_cache_dtype": "fp8_e5m2"}, {"kv_cache_dtype": "fp8_e5m2"}),
     ],
 )
 def test_the_candidate_the_overrides_and_the_winners_file_are_one_candidate(
