@@ -55,6 +55,8 @@ class TrialRecord(_Model):
     #: The baseline's own point, asked first: its result is the sweep's opening measurement of the
     #: baseline when there is one (nothing launched); never the winner (it would be confirmed against itself).
     baseline: bool = False
+    #: The startup class of a point that did not start ("out-of-memory", ...; launch.failures), else "".
+    startup: str = ""
 
 
 class Confirmation(_Model):

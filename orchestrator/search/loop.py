@@ -132,7 +132,8 @@ class SearchRun:
         )
         record.space_size = declared_size(self.pruned)
         record.pruned, record.baseline, record.stopped = self.pruned.pruned, base, ""
-        study = SearchStudy(search, self.pruned.space, storage_url(search, self.dir))
+        noise = self.cfg.capacity.noise  # the screen's run-to-run noise: a screen within it is not cut
+        study = SearchStudy(search, self.pruned.space, storage_url(search, self.dir), noise)
         if record.trials or study.interrupted:
             self.say(f"search: resuming study {search.name} ({len(record.trials)} trial(s) recorded)")
         self.done = {t.number for t in record.trials}

@@ -88,6 +88,7 @@ def trial_record(
         launches=outcome.launches,
         wall_s=round(wall_s, 3),
         at_least=outcome.at_least,
+        startup=outcome.startup,
     )
 
 
