@@ -57,6 +57,9 @@ class TrialRecord(_Model):
     baseline: bool = False
     #: The startup class of a point that did not start ("out-of-memory", ...; launch.failures), else "".
     startup: str = ""
+    #: At the capacity found: the SLO margin and attainment (what breaks a tie at the capacity ceiling).
+    margin: float | None = None
+    attainment: float | None = None
 
 
 class Confirmation(_Model):
@@ -100,6 +103,8 @@ class SearchRecord(_Model):
     winner: Winner | None = None
     #: Multi-objective: the trial numbers on the Pareto front.
     pareto: list[int] = []
+    #: The best point found is the baseline's own configuration: nothing confirmed, nothing to change.
+    best_is_baseline: bool = False
     confirmation: Confirmation | None = None
 
     @property

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from statistics import mean
+from statistics import mean, median
 
 from contracts.layout import LaunchPaths
 from contracts.results import CapacityResult, ProfileSummary, WatchEvent, read_model
@@ -60,6 +60,10 @@ class TrialOutcome:
     at_least: bool = False  # the capacity search held the SLO at every level it tried: values[0] is a floor
     #: The startup class of a point that did not start (launch.failures: "out-of-memory", ...), else "".
     startup: str = ""
+    #: At the capacity it found: the SLO margin (median of that level's runs) and attainment; what breaks
+    #: a tie of two points at the capacity ceiling (both held the SLO at max_level).
+    margin: float | None = None
+    attainment: float | None = None
 
 
 def objective_of(search: SearchConfig, summary: ProfileSummary, gpus: int) -> float:
@@ -100,7 +104,7 @@ def measure_trial(
         if not launch.ready:
             startup = launch.run.startup
             outcome.state, outcome.fidelity = "infeasible", "start"
-            outcome.startup = startup.kind
+            outcome.startup = startup.kind or ""
             line = startup.matched_line or "-"
             outcome.why = f"did not start ({startup.kind}): {line[:160]}{'...' if len(line) > 160 else ''}"
             return outcome
@@ -153,6 +157,8 @@ def measure_trial(
             return unfinished(outcome, watched, "the full measurement")
         outcome.values, outcome.fidelity = [value[0]], "full"
         outcome.at_least = value[1]
+        if search.objective == "capacity":
+            outcome.margin, outcome.attainment = held_at(trials.paths.candidate(name).capacity)
         if search.pareto:
             latency = _serial_latency(trials, launch)
             if latency is None:
@@ -215,6 +221,18 @@ def measured_capacity(path: Path) -> tuple[float | None, bool]:
         return None, False
     result = read_model(path, CapacityResult)
     return result.capacity, result.capacity is not None and result.high is None
+
+
+def held_at(path: Path) -> tuple[float | None, float | None]:
+    """A ``capacity.json``'s SLO margin (the median of the runs at its capacity level) and attainment (their
+    mean) at the capacity it found; (None, None) without the file, a capacity or a run at that level."""
+    if not path.exists():
+        return None, None
+    result = read_model(path, CapacityResult)
+    runs = [p for p in result.points if result.capacity is not None and p.level == result.capacity]
+    if not runs:
+        return None, None
+    return median(p.margin for p in runs), mean(p.attainment for p in runs)
 
 
 def _serial_latency(ctx: SweepContext, launch: Launch) -> float | None:

@@ -21,9 +21,9 @@ from contracts.results import CapacityResult, read_model
 from contracts.schema import GauntletConfig
 from contracts.search import Space
 from contracts.trials import SearchRecord, TrialRecord, Winner, read_search, write_search
-from orchestrator.measure.trial import TrialOutcome, measured_capacity
+from orchestrator.measure.trial import TrialOutcome
 from orchestrator.search.batch import Batch, LaunchBatch, LaunchJob, Pending, Seams, key
-from orchestrator.search.lines import launched_line, winner_line
+from orchestrator.search.lines import baseline_best_line, launched_line, winner_line
 from orchestrator.search.point import (
     Point,
     baseline_point,
@@ -33,7 +33,8 @@ from orchestrator.search.point import (
     point_overrides,
 )
 from orchestrator.search.prune import FlagCheck, Pruned, declared_size, prune
-from orchestrator.search.rules import EXHAUSTED_AFTER, best_trial, stop_reason, winner_yaml
+from orchestrator.search.reuse import opening_outcome
+from orchestrator.search.rules import EXHAUSTED_AFTER, best_trial, is_baseline, stop_reason, winner_yaml
 from orchestrator.search.storage import storage_url
 from orchestrator.search.study import SearchStudy, directions
 
@@ -104,20 +105,13 @@ class SearchRun:
         return why
 
     def baseline_outcome(self) -> TrialOutcome | None:
-        """The baseline's point as the sweep's opening measured it, when that is the trial's measurement:
-        the capacity objective (the opening's capacity search on the same profile, what a trial's full
-        fidelity runs); None otherwise (the point is launched as any other)."""
+        """The baseline's point as the sweep's opening measured it, when that is the trial's measurement
+        (:func:`orchestrator.search.reuse.opening_outcome`); None otherwise (the point is launched as any
+        other)."""
         path = SweepPaths(self.dir).candidate(self.cfg.baseline.name).capacity
-        if self.search.objective != "capacity" or self.search.pareto or not path.exists():
-            return None
-        capacity, at_least = measured_capacity(path)
-        return TrialOutcome(
-            state="complete",
-            why="the baseline's point: its capacity measured by the sweep's opening, nothing launched",
-            fidelity="full",
-            values=[capacity if capacity is not None else 0.0],
-            at_least=at_least,
-        )
+        base = self.cfg.baseline
+        gpus = base.tensor_parallel_size * base.data_parallel_size
+        return opening_outcome(self.search, path, self.level()[0], gpus)
 
     def run(self) -> list[str] | None:
         search = self.search
@@ -214,6 +208,11 @@ class SearchRun:
         if best is None:
             write_search(self.dir, record)
             self.say("search: no trial was measured fully: nothing to confirm, the baseline stays")
+            return None
+        if is_baseline(best, self._changes):  # confirming it would measure the configuration against itself
+            record.best_is_baseline = True
+            write_search(self.dir, record)
+            self.say(baseline_best_line(best))
             return None
         paths = SweepPaths(self.dir)
         layouts = self.pruned.space.layouts
