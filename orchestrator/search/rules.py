@@ -25,12 +25,19 @@ from orchestrator.search.point import as_file_fields, encode
 EXHAUSTED_AFTER = 64
 
 
-def stop_reason(record: SearchRecord, search: SearchConfig) -> str | None:
-    """Why the search stops now (budget spent, improvement stalled), or None to go on."""
+def stop_reason(record: SearchRecord, search: SearchConfig, untried: int = 0) -> str | None:
+    """Why the search stops now (budget spent, improvement stalled), or None to go on. A stall waits while
+    ``untried`` values of the space's lists have no trial yet (:mod:`.coverage`: the loop asks them)."""
     if record.launches >= search.max_launches:
         return f"budget spent: {record.launches} of {search.max_launches} launches"
     if search.max_gpu_hours is not None and record.gpu_hours >= search.max_gpu_hours:
         return f"budget spent: {record.gpu_hours:.3g} of {search.max_gpu_hours:g} GPU-hours"
+    stalled = stall_reason(record, search)
+    return stalled if stalled is not None and untried == 0 else None
+
+
+def stall_reason(record: SearchRecord, search: SearchConfig) -> str | None:
+    """Why the best estimate has stalled, or None (a Pareto search never stalls: it stops on its budget)."""
     if search.pareto:
         return None
     # Only a trial measured fully could have improved the best estimate: a point that did not start, a
