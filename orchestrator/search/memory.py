@@ -90,7 +90,7 @@ def memory_refusal(point: Mapping[str, Any], known: Mapping[str, Ceiling]) -> st
     where = f"layout {layout_of(point)}" if layout_of(point) else "this layout"
     started = f"; {ceiling.started:g} started" if ceiling.started is not None else ""
     return (
-        f"{where} did not start at {UTILIZATION}={ceiling.refused:g} (out of memory, trial {ceiling.trial})"
+        f"{where} did not start at {UTILIZATION}={ceiling.refused:g} (out-of-memory, trial {ceiling.trial})"
         f"{started}: no higher value of it is launched"
     )
 

@@ -308,7 +308,7 @@ def test_a_utilisation_its_layout_ran_out_of_memory_at_is_pruned_before_launch(
     why = memory_refusal(point, known)
     assert (why is not None) is refused
     if why is not None:
-        assert "layout a did not start at gpu_memory_utilization=0.9 (out of memory, trial 0)" in why
+        assert "layout a did not start at gpu_memory_utilization=0.9 (out-of-memory, trial 0)" in why
 
 
 @pytest.mark.parametrize(
