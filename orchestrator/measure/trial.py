@@ -160,13 +160,9 @@ def measure_trial(
         if search.objective == "capacity":
             outcome.margin, outcome.attainment = held_at(trials.paths.candidate(name).capacity)
         if search.pareto:
-            latency = _serial_latency(trials, launch)
+            latency = _serial_latency(trials, launch, watched)
             if latency is None:
-                outcome.state, outcome.why = (
-                    "failed",
-                    "the serial run for the latency objective did not complete",
-                )
-                return outcome
+                return unfinished(outcome, watched, "the serial run for the latency objective")
             outcome.values.append(latency)
         outcome.state = "complete"
         return outcome
@@ -235,9 +231,11 @@ def held_at(path: Path) -> tuple[float | None, float | None]:
     return median(p.margin for p in runs), mean(p.attainment for p in runs)
 
 
-def _serial_latency(ctx: SweepContext, launch: Launch) -> float | None:
+def _serial_latency(ctx: SweepContext, launch: Launch, watched: list[WatchEvent]) -> float | None:
     """Median end-to-end seconds of one run of the serial profile (the Pareto front's second objective)."""
     profile = ctx.cfg.gates.serial_profile
-    if server_lost(launch.measure(profile, 1)):
+    events = launch.measure(profile, 1)
+    watched.extend(events)
+    if server_lost(events):
         return None
     return launch.summary(profile, 1).e2e.p50
