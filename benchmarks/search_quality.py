@@ -474,7 +474,10 @@ def in_process_job(
         gpus = engine.tensor_parallel_size * engine.data_parallel_size
         why = surface.startup(engine)
         if why is not None:
-            return TrialOutcome(state="infeasible", fidelity="start", why=why, launches=1, gpus=gpus)
+            startup = why.split(":", 1)[0]  # the startup class, as a launched trial records it
+            return TrialOutcome(
+                state="infeasible", fidelity="start", why=why, launches=1, gpus=gpus, startup=startup
+            )
 
         def measured(level: float, attempt: int) -> float:
             rng = random.Random(f"{seed}:{point_key(point)}:{level}:{attempt}")

@@ -55,6 +55,11 @@ class TrialRecord(_Model):
     #: The baseline's own point, asked first: its result is the sweep's opening measurement of the
     #: baseline when there is one (nothing launched); never the winner (it would be confirmed against itself).
     baseline: bool = False
+    #: The startup class of a point that did not start ("out-of-memory", ...; launch.failures), else "".
+    startup: str = ""
+    #: At the capacity found: the SLO margin and attainment (what breaks a tie at the capacity ceiling).
+    margin: float | None = None
+    attainment: float | None = None
 
 
 class Confirmation(_Model):
@@ -98,6 +103,8 @@ class SearchRecord(_Model):
     winner: Winner | None = None
     #: Multi-objective: the trial numbers on the Pareto front.
     pareto: list[int] = []
+    #: The best point found is the baseline's own configuration: nothing confirmed, nothing to change.
+    best_is_baseline: bool = False
     confirmation: Confirmation | None = None
     #: This sweep's id in its study: each trial it asks is tagged with it, so a resume fails only the
     #: trials this sweep left running (a shared study's other sweeps run their own); "" before the study.

@@ -267,28 +267,32 @@ def _check_weights(found: _Found, cfg: GauntletConfig, probes: Probes) -> None:
         found.notes.append(f"weights: {model} will be downloaded with HF_TOKEN")
 
 
-def _check_memory(
-    found: _Found, cfg: GauntletConfig, cands: Sequence[CandidateConfig], probes: Probes
-) -> None:
+def memory_fit_check(
+    cfg: GauntletConfig, probes: Probes
+) -> tuple[Callable[[CandidateConfig], str | None] | None, str]:
+    """doctor's memory-fit estimate (:func:`launch.memfit.fit`) as a check of one candidate (why it cannot
+    fit its GPUs, or None), and a line on what it read; no check (and why) where it cannot be estimated: a
+    host that is not a GPU host (the simulator models its own memory; vLLM on CPU sizes its KV cache in
+    GiB) or has no GPU memory figure (no line then), no readable ``config.json``."""
     host = cfg.host
+    if host.kind != "gpu":
+        return None, ""  # doctor says nothing of it there
     probe = probes.host()
     totals = [g.total_gib for g in probe.gpus] if probe.driver else []
     gpu_gib = min(totals) if totals else host.gpu_memory_gib
     if gpu_gib <= 0:
-        return
+        return None, ""
     where, text = _model_files(cfg, probes)
     if text is None:
-        found.notes.append(f"memory fit: no config.json of {cfg.service.model} here, not estimated")
-        return
+        return None, f"memory fit: no config.json of {cfg.service.model} here, not estimated"
     index = probes.read_file(f"{where}/model.safetensors.index.json")
     try:
         total = json.loads(index).get("metadata", {}).get("total_size") if index else None
         shape = model_shape(json.loads(text), weight_bytes=float(total) if total else None)
     except (ValueError, AttributeError) as exc:
-        found.notes.append(f"memory fit: {where}/config.json unreadable ({exc}), not estimated")
-        return
-    found.notes.append(f"memory fit: weights ~{shape.weight_bytes / GIB:.1f} GiB, {gpu_gib:.1f} GiB per GPU")
-    for cand in cands:
+        return None, f"memory fit: {where}/config.json unreadable ({exc}), not estimated"
+
+    def check(cand: CandidateConfig) -> str | None:
         estimate = fit(
             shape,
             tp=cand.tensor_parallel_size,
@@ -299,11 +303,27 @@ def _check_memory(
             max_model_len=cfg.service.max_model_len,
             kv_cache_dtype=cand.kv_cache_dtype or cfg.service.kv_cache_dtype,
         )
-        if estimate.problem is not None:
-            placement = f"TP{cand.tensor_parallel_size} x DP{cand.data_parallel_size}" + (
-                " with EP" if cand.enable_expert_parallel else ""
-            )
-            found.add(cand.name, "memory", f"{placement}: {estimate.problem}")
+        if estimate.problem is None:
+            return None
+        placement = f"TP{cand.tensor_parallel_size} x DP{cand.data_parallel_size}" + (
+            " with EP" if cand.enable_expert_parallel else ""
+        )
+        return f"{placement}: {estimate.problem}"
+
+    return check, f"memory fit: weights ~{shape.weight_bytes / GIB:.1f} GiB, {gpu_gib:.1f} GiB per GPU"
+
+
+def _check_memory(
+    found: _Found, cfg: GauntletConfig, cands: Sequence[CandidateConfig], probes: Probes
+) -> None:
+    check, note = memory_fit_check(cfg, probes)
+    if note:
+        found.notes.append(note)
+    if check is None:
+        return
+    for cand in cands:
+        if (problem := check(cand)) is not None:
+            found.add(cand.name, "memory", problem)
 
 
 # ---------------------------------------------------------------- the real probes

@@ -48,7 +48,7 @@ from contracts.layout import SweepPaths
 from contracts.paths import PROJECT_ROOT
 from contracts.schema import GauntletConfig
 from contracts.search import Space
-from launch.preflight import real_probes
+from launch.preflight import memory_fit_check, real_probes
 from orchestrator.app.controller import SweepController, jobs_run_elsewhere
 from orchestrator.app.jobs import run_job
 from orchestrator.config.compose import sources_from_hydra, to_typed
@@ -456,7 +456,9 @@ class SweeperCore(BasicSweeper):
             results.append(value)
             return value
 
-        check, _ = doctor_flag_check(cfg, real_probes(PROJECT_ROOT))
+        probes = real_probes(PROJECT_ROOT)
+        check, _ = doctor_flag_check(cfg, probes)
+        memory, _ = memory_fit_check(cfg, probes)
         run = SearchRun(
             cfg,
             sweep_dir,
@@ -467,6 +469,7 @@ class SweeperCore(BasicSweeper):
             say=self.controller.sweep.say,
             launch_batch=launch_batch,
             fingerprint=self.fingerprint,
+            memory_check=memory,
         )
         assert cfg.search is not None
         with storage_faults(cfg.search.storage or str(SweepPaths(sweep_dir).study)):  # gauntlet's words

@@ -5,7 +5,11 @@ trial), through the same :func:`~orchestrator.measure.launch.measured_launch` as
 ``search/candidates/<trial>/`` (a context whose directory is ``search/``: the judge never sees a trial).
 Fidelity, cheapest first, on one launch:
 
-1. **start**: a point that does not start is infeasible (its startup class is the reason);
+1. **start**: a point that does not start is infeasible (its startup class is the reason, and
+   ``startup`` the class, which the search's memory probe reads: :mod:`orchestrator.search.memory`); a
+   server that starts and is then lost under load (died, OOM-killed, hung) at any later step is
+   infeasible too (:func:`died_under_load`): the sampler learns it as a constraint, and the point is never
+   launched again;
 2. **screen**: one run of the capacity profile at the screen level (the baseline's capacity): its SLO
    margin x the level is a rough estimate, reported to the pruner (``report(1, estimate)``), which may stop
    the trial here (pruned);
@@ -20,16 +24,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from statistics import mean
+from statistics import mean, median
 
 from contracts.layout import LaunchPaths
-from contracts.results import CapacityResult, ProfileSummary, read_model
+from contracts.results import CapacityResult, ProfileSummary, WatchEvent, read_model
 from contracts.schema import CandidateConfig
 from contracts.search import SearchConfig
 from contracts.trials import Fidelity, TrialState
 from orchestrator.measure.capacity import level_label, level_workload, run_capacity
 from orchestrator.measure.launch import Launch, RunLabels, measured_launch
-from orchestrator.measure.profile import measure_profile, server_lost
+from orchestrator.measure.profile import LOST, measure_profile, server_lost
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.session import ServerSession
 
@@ -37,6 +41,8 @@ from orchestrator.servers.session import ServerSession
 Report = Callable[[int, float], bool]
 #: Step numbers the pruner sees.
 SCREEN_STEP, FULL_STEP = 1, 2
+#: How an infeasible trial's reason begins when its server started and was then lost under load.
+DIED_UNDER_LOAD = "the server started and was lost under load"
 
 
 @dataclass
@@ -52,6 +58,12 @@ class TrialOutcome:
     gpus: int = 0
     notes: list[str] = field(default_factory=list)
     at_least: bool = False  # the capacity search held the SLO at every level it tried: values[0] is a floor
+    #: The startup class of a point that did not start (launch.failures: "out-of-memory", ...), else "".
+    startup: str = ""
+    #: At the capacity it found: the SLO margin (median of that level's runs) and attainment; what breaks
+    #: a tie of two points at the capacity ceiling (both held the SLO at max_level).
+    margin: float | None = None
+    attainment: float | None = None
 
 
 def objective_of(search: SearchConfig, summary: ProfileSummary, gpus: int) -> float:
@@ -92,11 +104,14 @@ def measure_trial(
         if not launch.ready:
             startup = launch.run.startup
             outcome.state, outcome.fidelity = "infeasible", "start"
+            outcome.startup = startup.kind or ""
             line = startup.matched_line or "-"
             outcome.why = f"did not start ({startup.kind}): {line[:160]}{'...' if len(line) > 160 else ''}"
             return outcome
         outcome.fidelity = "start"
         label = level_label(level, integer=integer)
+        #: What the watcher saw while load ran (a server lost under load makes the point infeasible).
+        watched: list[WatchEvent] = []
 
         def at_level(attempt: int) -> ProfileSummary | None:
             run = LaunchPaths(out).repeat(f"screen@{label}", attempt)
@@ -110,14 +125,14 @@ def measure_trial(
                 load_level=level,
             )
             launch.watch.extend(seen)
+            watched.extend(seen)
             if server_lost(seen) or any(e.kind == "harness" for e in seen):
                 return None
             return read_model(run.summary, ProfileSummary)
 
         first = at_level(1)
         if first is None or first.slo is None:
-            outcome.state, outcome.why = "failed", f"the screening run at {label} did not complete"
-            return outcome
+            return unfinished(outcome, watched, f"the screening run at {label}")
         outcome.fidelity = "screen"
         if search.objective == "capacity":
             outcome.screen = screen_estimate(level, first.slo.margin)
@@ -136,20 +151,18 @@ def measure_trial(
             first=first,
             at_level=at_level,
             gpus=gpus,
+            watched=watched,
         )
         if value is None:
-            outcome.state, outcome.why = "failed", "the full measurement did not complete"
-            return outcome
+            return unfinished(outcome, watched, "the full measurement")
         outcome.values, outcome.fidelity = [value[0]], "full"
         outcome.at_least = value[1]
+        if search.objective == "capacity":
+            outcome.margin, outcome.attainment = held_at(trials.paths.candidate(name).capacity)
         if search.pareto:
-            latency = _serial_latency(trials, launch)
+            latency = _serial_latency(trials, launch, watched)
             if latency is None:
-                outcome.state, outcome.why = (
-                    "failed",
-                    "the serial run for the latency objective did not complete",
-                )
-                return outcome
+                return unfinished(outcome, watched, "the serial run for the latency objective")
             outcome.values.append(latency)
         outcome.state = "complete"
         return outcome
@@ -164,11 +177,13 @@ def _full(
     first: ProfileSummary,
     at_level: Callable[[int], ProfileSummary | None],
     gpus: int,
+    watched: list[WatchEvent],
 ) -> tuple[float, bool] | None:
     """The full fidelity: the capacity search's answer (0 when even the lowest level failed; a floor,
     flagged, when the SLO held at every level it tried), or the mean of two runs at the level."""
     if search.objective == "capacity":
         events = run_capacity(ctx, session, candidate)
+        watched.extend(events)
         path = ctx.paths.candidate(candidate.name).capacity
         if not path.exists() or server_lost(events):
             return None
@@ -180,6 +195,21 @@ def _full(
     return mean([objective_of(search, first, gpus), objective_of(search, second, gpus)]), False
 
 
+def unfinished(outcome: TrialOutcome, events: list[WatchEvent], during: str) -> TrialOutcome:
+    """A step that did not complete: a server that started and was then lost under load (died, OOM-killed,
+    hung, unhealthy: ``LOST``) makes the point infeasible (a constraint the sampler learns; the point is
+    never launched again); anything else (a harness fault, a run without an SLO figure) is a failed trial,
+    which says nothing of the point."""
+    event = next((e for e in events if e.kind in LOST), None)
+    if event is None:
+        outcome.state, outcome.why = "failed", f"{during} did not complete"
+        return outcome
+    detail = event.detail[:160] + ("..." if len(event.detail) > 160 else "")
+    outcome.state = "infeasible"
+    outcome.why = f"{DIED_UNDER_LOAD} ({event.kind}) during {during}: {detail}"
+    return outcome
+
+
 def measured_capacity(path: Path) -> tuple[float | None, bool]:
     """A ``capacity.json``'s capacity and whether it is a floor (the SLO held at every level the search
     tried: "≥ 16", never more than was measured); (None, False) without the file or a capacity."""
@@ -189,9 +219,23 @@ def measured_capacity(path: Path) -> tuple[float | None, bool]:
     return result.capacity, result.capacity is not None and result.high is None
 
 
-def _serial_latency(ctx: SweepContext, launch: Launch) -> float | None:
+def held_at(path: Path) -> tuple[float | None, float | None]:
+    """A ``capacity.json``'s SLO margin (the median of the runs at its capacity level) and attainment (their
+    mean) at the capacity it found; (None, None) without the file, a capacity or a run at that level."""
+    if not path.exists():
+        return None, None
+    result = read_model(path, CapacityResult)
+    runs = [p for p in result.points if result.capacity is not None and p.level == result.capacity]
+    if not runs:
+        return None, None
+    return median(p.margin for p in runs), mean(p.attainment for p in runs)
+
+
+def _serial_latency(ctx: SweepContext, launch: Launch, watched: list[WatchEvent]) -> float | None:
     """Median end-to-end seconds of one run of the serial profile (the Pareto front's second objective)."""
     profile = ctx.cfg.gates.serial_profile
-    if server_lost(launch.measure(profile, 1)):
+    events = launch.measure(profile, 1)
+    watched.extend(events)
+    if server_lost(events):
         return None
     return launch.summary(profile, 1).e2e.p50

@@ -48,6 +48,14 @@ def launched_line(distinct: int, size: int | None, reason: str) -> str:
     return f"search: launched {distinct} of {of} configurations ({reason})"
 
 
+def baseline_best_line(best: TrialRecord) -> str:
+    """The search's end when its best point is the baseline's configuration: no confirmation launch."""
+    return (
+        f"search: your current configuration is the best found (estimate {estimate(best)}, trial "
+        f"{best.number}): nothing to confirm, the baseline stays"
+    )
+
+
 def winner_line(best: TrialRecord, yaml_file: str) -> str:
     return (
         f"search: best point {best.name} (estimate {estimate(best)}): measured again against the baseline "

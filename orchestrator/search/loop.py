@@ -15,15 +15,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from contracts.layout import SweepPaths
 from contracts.results import CapacityResult, read_model
 from contracts.schema import GauntletConfig
 from contracts.search import Space
 from contracts.trials import SearchRecord, TrialRecord, Winner, read_search, write_search
-from orchestrator.measure.trial import TrialOutcome, measured_capacity
+from orchestrator.measure.trial import TrialOutcome
 from orchestrator.search.batch import Batch, LaunchBatch, LaunchJob, Pending, Seams, key
-from orchestrator.search.lines import launched_line, winner_line
+from orchestrator.search.coverage import cover_point, untried
+from orchestrator.search.lines import baseline_best_line, launched_line, winner_line
+from orchestrator.search.memory import MemoryCheck, ceilings, memory_refusal, next_probe, within_ceiling
 from orchestrator.search.point import (
     Point,
     baseline_point,
@@ -33,7 +36,15 @@ from orchestrator.search.point import (
     point_overrides,
 )
 from orchestrator.search.prune import FlagCheck, Pruned, declared_size, prune
-from orchestrator.search.rules import EXHAUSTED_AFTER, best_trial, stop_reason, winner_yaml
+from orchestrator.search.reuse import opening_outcome
+from orchestrator.search.rules import (
+    EXHAUSTED_AFTER,
+    best_trial,
+    is_baseline,
+    stall_reason,
+    stop_reason,
+    winner_yaml,
+)
 from orchestrator.search.shared import new_sweep_id
 from orchestrator.search.storage import storage_url
 from orchestrator.search.study import SearchStudy, directions
@@ -56,6 +67,7 @@ class SearchRun:
         clock: Callable[[], float] = time.monotonic,
         launch_batch: LaunchBatch | None = None,
         fingerprint: dict[str, str] | None = None,
+        memory_check: MemoryCheck | None = None,
     ) -> None:
         assert cfg.search is not None
         #: What the study's trials measure (orchestrator.search.shared); None: not compared.
@@ -65,6 +77,8 @@ class SearchRun:
         self.pruned: Pruned = prune(space, cfg, flag_check)
         self.launch_job, self.say, self.clock = launch_job, say, clock
         self.launch_batch = launch_batch
+        #: doctor's memory-fit estimate of a point's candidate (None: not estimated on this host).
+        self.memory_check = memory_check
         #: Trial numbers recorded (a resumed study numbers on); points asked in a row that launched nothing.
         self.done: set[int] = set()
         self.idle = 0
@@ -108,20 +122,13 @@ class SearchRun:
         return why
 
     def baseline_outcome(self) -> TrialOutcome | None:
-        """The baseline's point as the sweep's opening measured it, when that is the trial's measurement:
-        the capacity objective (the opening's capacity search on the same profile, what a trial's full
-        fidelity runs); None otherwise (the point is launched as any other)."""
+        """The baseline's point as the sweep's opening measured it, when that is the trial's measurement
+        (:func:`orchestrator.search.reuse.opening_outcome`); None otherwise (the point is launched as any
+        other)."""
         path = SweepPaths(self.dir).candidate(self.cfg.baseline.name).capacity
-        if self.search.objective != "capacity" or self.search.pareto or not path.exists():
-            return None
-        capacity, at_least = measured_capacity(path)
-        return TrialOutcome(
-            state="complete",
-            why="the baseline's point: its capacity measured by the sweep's opening, nothing launched",
-            fidelity="full",
-            values=[capacity if capacity is not None else 0.0],
-            at_least=at_least,
-        )
+        base = self.cfg.baseline
+        gpus = base.tensor_parallel_size * base.data_parallel_size
+        return opening_outcome(self.search, path, self.level()[0], gpus)
 
     def run(self) -> list[str] | None:
         search = self.search
@@ -138,8 +145,9 @@ class SearchRun:
         record.pruned, record.baseline, record.stopped = self.pruned.pruned, base, ""
         record.sweep_id = record.sweep_id or new_sweep_id()  # a resume keeps its own
         url = storage_url(search, self.dir)
+        noise = self.cfg.capacity.noise  # the screen's run-to-run noise: a screen within it is not cut
         study = SearchStudy(
-            search, self.pruned.space, url, sweep=record.sweep_id, fingerprint=self.fingerprint
+            search, self.pruned.space, url, sweep=record.sweep_id, fingerprint=self.fingerprint, noise=noise
         )
         write_search(self.dir, record)  # the sweep's id kept before its first trial is asked
         if record.trials or study.interrupted:
@@ -173,15 +181,22 @@ class SearchRun:
         """The next point to launch, or why the search stops. A point that launches nothing (pruned, asked
         again, the baseline's measured by the opening, or the twin of one in flight) is told and recorded
         here, and the study asked again."""
-        while (reason := stop_reason(record, self.search)) is None:
+        space = self.pruned.space
+        while (
+            reason := stop_reason(record, self.search, len(gaps := untried(space, record.trials)))
+        ) is None:
             if self.idle >= EXHAUSTED_AFTER:
                 return f"the space is exhausted: {EXHAUSTED_AFTER} points asked in a row launched nothing"
+            self._steer(study, record, batch, gaps)
             asked = study.ask()
             if asked.number in self.done:  # a resumed study numbers on; a record entry is never overwritten
                 continue
-            point = {**self.pruned.space.fixed, **asked.params}
+            point = {**space.fixed, **asked.params}
             pending = Pending(asked, point, f"{self.search.name}_t{asked.number:03d}")
-            if (refused := self.refusal(point)) is not None:
+            refused = self.refusal(point) or memory_refusal(point, ceilings(record.trials))
+            if refused is None and self.memory_check is not None:
+                refused = self.memory_check(candidate_at(self.cfg.baseline, point, space.layouts, "point"))
+            if refused is not None:
                 batch.told(pending, TrialOutcome(state="infeasible", why=f"pruned before start: {refused}"))
             elif (earlier := batch.earlier(point)) is not None:
                 batch.reuse(pending, earlier)
@@ -195,6 +210,24 @@ class SearchRun:
             self.idle += 1
             write_search(self.dir, record)
         return reason
+
+    def _steer(
+        self, study: SearchStudy, record: SearchRecord, batch: Batch, gaps: list[tuple[str, Any]]
+    ) -> None:
+        """Ask a point of the search's own before the sampler's, when one is due: a layout's start probe
+        (:func:`~orchestrator.search.memory.next_probe`), or, when the search would stall with a value of a
+        list untried, the best point with that value (:mod:`.coverage`)."""
+        space = self.pruned.space
+        names = [d.name for d in space.dimensions]
+        probe = next_probe(space, record.trials, self.cfg.baseline, [p.point for p in batch.pending])
+        if probe is None and gaps and stall_reason(record, self.search) is not None:
+            best = best_trial(record, self._changes)
+            base = best.params if best is not None else self.baseline
+            if base is not None:
+                field, value = gaps[0]
+                probe = within_ceiling(cover_point(base, field, value), ceilings(record.trials))
+        if probe is not None:
+            study.enqueue({name: probe[name] for name in names if name in probe})
 
     def _record_interrupted(self, record: SearchRecord, study: SearchStudy) -> None:
         """The trials the sweep stopped during: a launch spent (when it started), nothing learnt."""
@@ -224,6 +257,11 @@ class SearchRun:
         if best is None:
             write_search(self.dir, record)
             self.say("search: no trial was measured fully: nothing to confirm, the baseline stays")
+            return None
+        if is_baseline(best, self._changes):  # confirming it would measure the configuration against itself
+            record.best_is_baseline = True
+            write_search(self.dir, record)
+            self.say(baseline_best_line(best))
             return None
         paths = SweepPaths(self.dir)
         layouts = self.pruned.space.layouts

@@ -15,6 +15,8 @@ from contracts.layout import SweepPaths, previous_latest
 from contracts.results import CandidateRun, read_model
 from contracts.schema import GauntletConfig
 from contracts.search import SearchConfig, Space
+from orchestrator.search.coverage import fewest_launches
+from orchestrator.search.memory import UTILIZATION
 from orchestrator.search.prune import Pruned
 
 
@@ -57,6 +59,7 @@ def format_search_plan(
         f"  budget: {search.max_launches} launches{hours}; stops after {search.stall_trials} trials "
         f"measured fully without a {search.min_improvement:.0%} better estimate"
     )
+    lines.extend(_failure_lines(search, pruned.space))
     startup_s, source = startup
     wall = estimated_wall_s(search, startup_s)
     lines.append(
@@ -64,6 +67,32 @@ def format_search_plan(
         f"confirmation launches at {startup_s:g} s each, from {source}; the load runs come on top)"
     )
     return "\n".join(lines) + "\n"
+
+
+def _failure_lines(search: SearchConfig, space: Space) -> list[str]:
+    """What the stall waits for (every listed value tried, :mod:`.coverage`) and whether the budget can
+    pay for it; the start probe of each layout's utilisation (:mod:`.memory`)."""
+    out: list[str] = []
+    need = fewest_launches(space)
+    if need and not search.pareto:
+        longest = max((d for d in space.dimensions if d.finite), key=lambda d: len(d.values))
+        if search.max_launches < need:
+            out.append(
+                f"  the budget of {search.max_launches} launches cannot try every value of {longest.name} "
+                f"({need} values): the search cannot stall, it stops on its budget"
+            )
+        else:
+            out.append(
+                f"  a stall waits until every listed value has been tried (at least {need} launches: "
+                f"{longest.name} has {need} values)"
+            )
+    util = next((d for d in space.dimensions if d.name == UTILIZATION), None)
+    if util is not None and util.finite and len(util.values) > 1:
+        out.append(
+            f"  start probe: each layout launched at its highest {UTILIZATION} first, one value down at a "
+            "time until one starts; higher values of a layout that ran out of memory are not launched"
+        )
+    return out
 
 
 def _duration(seconds: float) -> str:

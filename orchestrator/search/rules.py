@@ -25,12 +25,19 @@ from orchestrator.search.point import as_file_fields, encode
 EXHAUSTED_AFTER = 64
 
 
-def stop_reason(record: SearchRecord, search: SearchConfig) -> str | None:
-    """Why the search stops now (budget spent, improvement stalled), or None to go on."""
+def stop_reason(record: SearchRecord, search: SearchConfig, untried: int = 0) -> str | None:
+    """Why the search stops now (budget spent, improvement stalled), or None to go on. A stall waits while
+    ``untried`` values of the space's lists have no trial yet (:mod:`.coverage`: the loop asks them)."""
     if record.launches >= search.max_launches:
         return f"budget spent: {record.launches} of {search.max_launches} launches"
     if search.max_gpu_hours is not None and record.gpu_hours >= search.max_gpu_hours:
         return f"budget spent: {record.gpu_hours:.3g} of {search.max_gpu_hours:g} GPU-hours"
+    stalled = stall_reason(record, search)
+    return stalled if stalled is not None and untried == 0 else None
+
+
+def stall_reason(record: SearchRecord, search: SearchConfig) -> str | None:
+    """Why the best estimate has stalled, or None (a Pareto search never stalls: it stops on its budget)."""
     if search.pareto:
         return None
     # Only a trial measured fully could have improved the best estimate: a point that did not start, a
@@ -56,21 +63,38 @@ def stop_reason(record: SearchRecord, search: SearchConfig) -> str | None:
 def best_trial(
     record: SearchRecord, changes: Callable[[TrialRecord], int] | None = None
 ) -> TrialRecord | None:
-    """The trial to confirm: the highest first objective among fully measured trials (on the Pareto front
-    when there is one); None when no trial was measured fully. Equal estimates (a capacity search answers
-    on its grid of levels, so points near the optimum often tie) go to the point that changes the fewest of
-    the baseline's settings (``changes``), then to the earliest trial: a setting that bought nothing the
-    search could see is not a change to confirm. The baseline's own point is never the trial to confirm
-    (it would be measured against itself)."""
-    full = [
-        t
-        for t in record.trials
-        if t.state == "complete" and t.values and t.same_as is None and not t.baseline
-    ]
+    """The best point: the highest first objective among fully measured trials (on the Pareto front when
+    there is one), the baseline's own point among them; None when no trial was measured fully. Two points
+    at the capacity ceiling (both held the SLO at max_level: ``at_least``) are told apart by their SLO
+    margin there, then their attainment (:func:`ceiling_key`). Equal estimates (a capacity search answers
+    on its grid of levels, so points near the optimum often tie) go to the point that changes the fewest
+    of the baseline's settings (``changes``; the baseline's point changes none), then to the earliest
+    trial: a setting that bought nothing the search could see is not a change to confirm. When the best
+    is the baseline's configuration (:func:`is_baseline`) there is nothing to confirm."""
+    full = [t for t in record.trials if t.state == "complete" and t.values and t.same_as is None]
     if record.pareto:
         full = [t for t in full if t.number in record.pareto]
     fewest = changes or (lambda _t: 0)
-    return max(full, key=lambda t: ((t.values or [0.0])[0], t.at_least, -fewest(t), -t.number), default=None)
+    return max(
+        full,
+        key=lambda t: ((t.values or [0.0])[0], t.at_least, *ceiling_key(t), -fewest(t), -t.number),
+        default=None,
+    )
+
+
+def ceiling_key(trial: TrialRecord) -> tuple[float, float]:
+    """What breaks a tie at the capacity ceiling (the SLO held at max_level: no higher level was tried):
+    the SLO margin there, then the attainment; nothing (0, 0) below the ceiling, where the capacity
+    search's grid, not a margin, is the measurement."""
+    if not trial.at_least:
+        return 0.0, 0.0
+    return (trial.margin or 0.0), (trial.attainment or 0.0)
+
+
+def is_baseline(trial: TrialRecord, changes: Callable[[TrialRecord], int] | None = None) -> bool:
+    """Whether a trial's point is the baseline's configuration (its own point, or one that changes none of
+    its settings): confirming it would measure the configuration against itself."""
+    return trial.baseline or (changes is not None and changes(trial) == 0)
 
 
 def trial_record(
@@ -88,6 +112,9 @@ def trial_record(
         launches=outcome.launches,
         wall_s=round(wall_s, 3),
         at_least=outcome.at_least,
+        startup=outcome.startup,
+        margin=outcome.margin,
+        attainment=outcome.attainment,
     )
 
 

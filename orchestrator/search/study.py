@@ -29,6 +29,7 @@ from contracts.errors import ConfigError
 from contracts.search import INTEGER_FIELDS, SearchConfig, Space
 from orchestrator.config.secrets import revealed
 from orchestrator.measure.trial import TrialOutcome
+from orchestrator.search.screen_rule import screen_outranked
 from orchestrator.search.shared import (
     FINGERPRINT_ATTR,
     SWEEP_ATTR,
@@ -53,6 +54,8 @@ class TrialTicket:
     #: The study's pruner (a loaded study gets Optuna's default pruner unless it is given again).
     pruner: str
     reduction_factor: int
+    #: The screen's relative noise (capacity.noise): a screen within it of the rung's best is not cut.
+    noise: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -95,21 +98,27 @@ def make_sampler(search: SearchConfig) -> optuna.samplers.BaseSampler:
 
 
 def open_study(
-    search: SearchConfig, storage: str, *, sweep: str = "", fingerprint: dict[str, str] | None = None
+    search: SearchConfig,
+    storage: str,
+    *,
+    sweep: str = "",
+    fingerprint: dict[str, str] | None = None,
+    noise: float = 0.0,
 ) -> tuple[optuna.Study, list[optuna.trial.FrozenTrial]]:
     """Create the study, or load it (a resumed sweep, a shared study); a trial sweep ``sweep`` left
     running (a crash of this sweep) is marked failed and returned with the study, a running trial of
     another sweep left alone (an untagged one is sweep ""'s). ``fingerprint``: stored when the study is
-    made; a study whose stored one differs is refused (ConfigError naming each field), nothing told."""
-    study, left, _ = _open(search, storage, sweep=sweep, fingerprint=fingerprint)
+    made; a study whose stored one differs is refused (ConfigError naming each field), nothing told.
+    ``noise``: the screen's run-to-run noise, within which the pruner cuts nothing."""
+    study, left, _ = _open(search, storage, sweep=sweep, fingerprint=fingerprint, noise=noise)
     return study, left
 
 
 def _open(
-    search: SearchConfig, storage: str, *, sweep: str, fingerprint: dict[str, str] | None
+    search: SearchConfig, storage: str, *, sweep: str, fingerprint: dict[str, str] | None, noise: float = 0.0
 ) -> tuple[optuna.Study, list[optuna.trial.FrozenTrial], optuna.storages.RDBStorage]:
     sampler = make_sampler(search)
-    pruner = make_pruner(search.pruner, search.reduction_factor)
+    pruner = make_pruner(search.pruner, search.reduction_factor, noise)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     prepare_tables(storage)
     rdb = optuna.storages.RDBStorage(revealed(storage))  # a URL's password put back only here, in memory
@@ -184,15 +193,41 @@ def check_fingerprint(study: optuna.Study, fingerprint: dict[str, str], storage:
         raise mismatch_error(problems, name)
 
 
-def make_pruner(name: str, reduction_factor: int) -> optuna.pruners.BasePruner:
-    """The multi-fidelity rule: the screen (step 1) promotes a point to the full measurement (step 2)."""
+def make_pruner(name: str, reduction_factor: int, noise: float = 0.0) -> optuna.pruners.BasePruner:
+    """The multi-fidelity rule: the screen (step 1) promotes a point to the full measurement (step 2);
+    a point the halving rule would cut goes on while its screen is within ``noise`` of its rung's best
+    (:class:`NoisePruner`)."""
     if name == "hyperband":
-        return optuna.pruners.HyperbandPruner(
-            min_resource=1, max_resource=2, reduction_factor=reduction_factor
+        return NoisePruner(
+            optuna.pruners.HyperbandPruner(min_resource=1, max_resource=2, reduction_factor=reduction_factor),
+            noise,
         )
     if name == "successive_halving":
-        return optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=reduction_factor)
+        return NoisePruner(
+            optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=reduction_factor), noise
+        )
     return optuna.pruners.NopPruner()
+
+
+class NoisePruner(optuna.pruners.BasePruner):
+    """Optuna's halving rule, and a screen beyond noise below its rung's best
+    (:func:`orchestrator.search.screen_rule.screen_outranked`): both must say cut."""
+
+    def __init__(self, inner: optuna.pruners.BasePruner, noise: float) -> None:
+        self.inner, self.noise = inner, noise
+
+    def prune(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> bool:
+        if not self.inner.prune(study, trial):
+            return False
+        step = trial.last_step
+        if step is None:
+            return False
+        others = [
+            t.intermediate_values[step]
+            for t in study.get_trials(deepcopy=False)
+            if t.number != trial.number and step in t.intermediate_values
+        ]
+        return screen_outranked(trial.intermediate_values[step], others, self.noise)
 
 
 def distributions(space: Space) -> dict[str, optuna.distributions.BaseDistribution]:
@@ -215,7 +250,7 @@ def distributions(space: Space) -> dict[str, optuna.distributions.BaseDistributi
 
 def reporter(ticket: TrialTicket) -> Callable[[int, float], bool]:
     """The pruner's question for a trial's job: report (step, value), then whether to stop here."""
-    pruner = make_pruner(ticket.pruner, ticket.reduction_factor)
+    pruner = make_pruner(ticket.pruner, ticket.reduction_factor, ticket.noise)
     study = optuna.load_study(study_name=ticket.study, storage=revealed(ticket.storage), pruner=pruner)
     trial = optuna.trial.Trial(study, ticket.trial_id)
 
@@ -239,9 +274,10 @@ class SearchStudy:
         *,
         sweep: str = "",
         fingerprint: dict[str, str] | None = None,
+        noise: float = 0.0,
     ) -> None:
-        self.search, self.storage, self.sweep = search, storage, sweep
-        self.study, left, self.rdb = _open(search, storage, sweep=sweep, fingerprint=fingerprint)
+        self.search, self.storage, self.sweep, self.noise = search, storage, sweep, noise
+        self.study, left, self.rdb = _open(search, storage, sweep=sweep, fingerprint=fingerprint, noise=noise)
         #: Trials a crash left running (now failed): their numbers and points.
         self.interrupted = [(t.number, dict(t.params)) for t in left]
         self.dists = distributions(space)
@@ -297,6 +333,7 @@ class SearchStudy:
             search.pareto,
             search.pruner,
             search.reduction_factor,
+            self.noise,
         )
 
     def tell(self, asked: Asked, outcome: TrialOutcome, *, reused: bool = False) -> None:

@@ -240,9 +240,52 @@ def test_plan_says_the_size_what_was_pruned_and_why_the_budget_and_the_wall_time
         "  left to search: 2 point(s)",
         "  flags checked",
         "  budget: 5 launches; stops after 8 trials measured fully without a 2% better estimate",
+        "  a stall waits until every listed value has been tried (at least 2 launches: max_num_seqs has 2 "
+        "values)",
         "  estimated wall time of its server starts: 7 min (5 + 2 confirmation launches at 60 s each, from a "
         "bound; the load runs come on top)",
     ]
+
+
+@pytest.mark.parametrize(
+    ("space", "max_launches", "expected"),
+    [
+        # a stall waits for every listed value; a budget too small to try them says so
+        (
+            {"max_num_seqs": "choice(1,2,3)"},
+            5,
+            ["  a stall waits until every listed value has been tried (at least 3"],
+        ),
+        (
+            {"max_num_seqs": "choice(1,2,3)"},
+            2,
+            ["  the budget of 2 launches cannot try every value of max_num_seqs (3"],
+        ),
+        # a listed utilisation: each layout's highest that starts is probed first
+        (
+            {"gpu_memory_utilization": "choice(0.8,0.9)"},
+            5,
+            [
+                "  a stall waits until every listed value",
+                "  start probe: each layout launched at its highest",
+            ],
+        ),
+        ({"max_num_seqs": "interval(1,8)"}, 5, []),
+    ],
+)
+def test_plan_says_what_a_stall_waits_for_and_the_start_probe(
+    space: dict[str, str], max_launches: int, expected: list[str]
+) -> None:
+    search = SearchConfig(name="s", space=space, max_launches=max_launches)
+    cfg = _cfg(search)
+    parsed = parse_space(search)
+    text = format_search_plan(cfg, parsed, prune(parsed, cfg), flags="f", startup=(60.0, "a bound"))
+    lines = text.splitlines()
+    start = next(k for k, line in enumerate(lines) if line.startswith("  budget: "))
+    told = lines[start + 1 : -1]
+    assert len(told) == len(expected) and all(
+        line.startswith(e) for line, e in zip(told, expected, strict=True)
+    )
 
 
 def _probes(*, sim_help: str = "", resolve_fails: bool = False) -> Probes:
