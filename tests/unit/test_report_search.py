@@ -105,7 +105,9 @@ def test_the_search_section_puts_the_estimate_beside_the_confirmations_verdict(
     assert f"| confirmation (s_t001 measured again, the gates) | - | {shown} |" in text
     assert f"| baseline (base) | 128 | {base_state} |" in text
     assert advice in text
-    assert "| 2 | max_num_seqs=128 | pruned | screen | 9 (screen) | 1 |" in text
+    assert (
+        "| 2 | 128 | pruned | 9 | - | 1 | 1 | 0.0 | screen not among the best: not measured in full |" in text
+    )
     assert "- pruned before start: layout=tp8_dp2: TP x DP = 16 exceeds the 8 GPUs" in text
     assert "- trial 0 (max_num_seqs=64): OOM" in text
     assert "```yaml\ndefaults: [baseline, _self_]\nname: s_t001\n```" in text
@@ -170,7 +172,7 @@ def test_without_a_winner_nothing_is_confirmed_or_recommended(tmp_path: Path) ->
     text = search_section(section)
     assert "No trial was measured fully: nothing was confirmed, the baseline stays." in text
     assert "search's estimate" not in text and "Recommended" not in text and "```yaml" not in text
-    assert "| 1 | max_num_seqs=256 | complete | full | 152 | 1 |" in text
+    assert "| 1 | 256 | complete | - | 152 | 1 | 1 | 5.5 |  |" in text
 
 
 def test_a_partial_record_says_so_and_every_point_started(tmp_path: Path) -> None:
