@@ -57,12 +57,12 @@ class TrialPoint:
 
 
 def _kind(trial: TrialRecord) -> PointKind | None:
+    if trial.state == "running" or trial.same_as is not None:
+        return None  # nothing to show yet; a repeated point (even one that did not start) is its first's
     if trial.state == "infeasible" or trial.broken:
         return "infeasible"
     if trial.state == "failed":
         return "failed"
-    if trial.state == "running" or trial.same_as is not None:
-        return None  # nothing to show yet; a repeated point is its earlier trial's dot
     if trial.state == "complete" and trial.fidelity == "full" and trial.values:
         return "measured"
     return "screened" if trial.screen is not None else None

@@ -100,6 +100,46 @@ PLOT_ROWS = [
 ]
 
 
+#: Trials, then the launches at which the objective's panel draws a cross (no value) and their labels.
+CROSS_ROWS = [
+    (  # a point that did not start, asked again twice: one cross, at its one launch
+        [
+            _trial(0, "infeasible", fidelity="start", why="OOM"),
+            _trial(1, "complete", fidelity="full", values=[20.0]),
+            _trial(2, "infeasible", fidelity="start", why="same point as trial 0: OOM", same_as=0),
+            _trial(3, "infeasible", fidelity="start", why="same point as trial 0: OOM", same_as=0),
+        ],
+        [1],
+    ),
+    (  # a point that broke a requirement is a cross, not a value
+        [_trial(0, "complete", fidelity="full", screen=9.0, values=[30.0], constraints={"ttft": 0.2})],
+        [1],
+    ),
+    ([_trial(0, "failed", why="the client's host stalled"), _trial(1, "failed", why="x", same_as=0)], [1]),
+]
+
+
+@pytest.mark.parametrize(("trials", "crosses"), CROSS_ROWS)
+def test_a_point_without_a_value_is_one_cross_however_often_it_was_asked(
+    trials: list[TrialRecord], crosses: list[int]
+) -> None:
+    plt = _pyplot()
+    fig = search_figure(plt, _record(trials), "t")
+    try:
+        drawn = [
+            int(x)
+            for line in fig.axes[0].get_lines()
+            if str(line.get_label()).startswith(("infeasible", "failed"))
+            for x in line.get_xdata()
+        ]
+        assert drawn == crosses
+        assert _panel_values(fig.axes[0]) == sorted(
+            v for t in trials if t.same_as is None and not t.broken and t.values for v in t.values[:1]
+        )
+    finally:
+        plt.close(fig)
+
+
 def _panel_values(ax: Any) -> list[float]:
     """The data values a panel plots (markers only: the baseline's and best-so-far lines excluded)."""
     out: list[float] = []
