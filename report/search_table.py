@@ -122,7 +122,7 @@ def _why(trial: TrialRecord) -> str:
     if trial.state == "complete":
         return ""
     if trial.state == "pruned":
-        return "screen not among the best: not measured in full"
+        return "screen not among the best"
     why = " ".join(trial.why.split())
     if len(why) <= WHY_WIDTH:
         return why

@@ -105,9 +105,7 @@ def test_the_search_section_puts_the_estimate_beside_the_confirmations_verdict(
     assert f"| confirmation (s_t001 measured again, the gates) | - | {shown} |" in text
     assert f"| baseline (base) | 128 | {base_state} |" in text
     assert advice in text
-    assert (
-        "| 2 | 128 | pruned | 9 | - | 1 | 1 | 0.0 | screen not among the best: not measured in full |" in text
-    )
+    assert "| 2 | 128 | pruned | 9 | - | 1 | 1 | 0.0 | screen not among the best |" in text
     assert "- pruned before start: layout=tp8_dp2: TP x DP = 16 exceeds the 8 GPUs" in text
     assert "- trial 0 (max_num_seqs=64): OOM" in text
     assert "```yaml\ndefaults: [baseline, _self_]\nname: s_t001\n```" in text
