@@ -60,6 +60,15 @@ class TrialRecord(_Model):
     #: At the capacity found: the SLO margin and attainment (what breaks a tie at the capacity ceiling).
     margin: float | None = None
     attainment: float | None = None
+    #: Each gated requirement measured at the trial's screen, by name: its violation as Optuna's
+    #: ``set_constraint`` takes it (> 0: broken by that much, in the requirement's own terms; <= 0: met).
+    #: Empty: no requirement was measured (the report then shades only the points that did not start).
+    constraints: dict[str, float] = {}
+
+    @property
+    def broken(self) -> list[str]:
+        """The requirements this trial's screen broke (a violation above 0), in recorded order."""
+        return [name for name, violation in self.constraints.items() if violation > 0]
 
 
 class Confirmation(_Model):

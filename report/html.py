@@ -25,13 +25,13 @@ from contracts.layout import (
 )
 from contracts.metrics import fmt_bounds, fmt_ratio
 from contracts.results import CapacityResult
-from contracts.trials import TrialRecord
 from contracts.verdicts import KeyFigure, decision_label
 from report.cost import COST_HEADER, cost_cell, cost_label, cost_title
 from report.live import baseline_cell, live_card, live_lines
 from report.markdown import figure_cell, figure_value, why
 from report.model import CandidateRow, ReportModel
-from report.search import ALL_STARTED, TRIALS_HEADER, WINNER_HEADER, trial_cells, winner_rows
+from report.search import ALL_STARTED, trials_table, winner_header, winner_rows
+from report.search_table import TrialRow
 from report.slo import capacity_value, launches_text
 
 HTML_FILE = REPORT_HTML
@@ -44,9 +44,11 @@ PLOT_CAPTIONS: dict[str, str] = {
     PLOT_RANKING: "Rank by serial latency against rank under load (red: a reversal)",
     PLOT_PARETO: "Output tok/s per GPU against tok/s per user along each capacity search (star: capacity)",
     PLOT_GOODPUT: "Goodput and SLO attainment against load, with the SLO's target",
-    PLOT_SEARCH: "The search: each trial's objective estimate against the launches spent so far (filled: "
-    "measured in full, hollow: stopped after its screen, crosses: did not start or failed), the best "
-    "estimate so far, the winner starred, the baseline dashed, the confirmation's capacity as a diamond",
+    PLOT_SEARCH: "The search. Left, top: the objective measured in full against the launches spent (crosses: "
+    "did not start, broke a requirement or failed), the best so far as a line, the winner starred, the "
+    "baseline dashed, the confirmation's capacity as a diamond. Left, below, on an axis of its own: each "
+    "trial's screen, a rough estimate (hollow: stopped there, never measured in full). Right: the feasible "
+    "region over the two fields tried most (shade: best value measured in full; hatched red: infeasible)",
 }
 
 _CSS = """
@@ -346,10 +348,11 @@ def _search(report: ReportModel) -> list[str]:
         for row in winner_rows(section)
     ]
     if rows:
-        out += _table(WINNER_HEADER, rows, table_id="search-winner")
+        out += _table(winner_header(section), rows, table_id="search-winner")
     out.append(f"<p>{_inline(section.advice)}</p>")
-    trials = [_trial_row(t) for t in section.trials]
-    out += ["<h3>Trials</h3>", *_table(TRIALS_HEADER, trials, table_id="search-trials")]
+    header, table = trials_table(section)
+    trials = [_trial_row(row, cells) for row, cells in table]
+    out += ["<h3>Trials</h3>", *_table(header, trials, table_id="search-trials")]
     out.append("<h3>Infeasible region</h3>")
     if section.infeasible:
         items = [f"<li>{_e(line)}</li>" for line in section.infeasible]
@@ -365,9 +368,12 @@ def _search(report: ReportModel) -> list[str]:
     return out
 
 
-def _trial_row(trial: TrialRecord) -> list[str]:
-    number, *rest = trial_cells(trial)
-    first = f'<td data-trial="{_e(number)}" data-state="{_e(trial.state)}">{_e(number)}</td>'
+def _trial_row(row: TrialRow, cells: list[str]) -> list[str]:
+    """A point's row: its trial number carries its state and the trials folded into it (data-*)."""
+    number, *rest = cells
+    folded = " ".join(str(n) for n in row.repeats)
+    first = f'<td data-trial="{_e(number)}" data-state="{_e(row.state)}" data-asked="{row.asked}"'
+    first += f' data-repeats="{_e(folded)}">{_e(number)}</td>' if folded else f">{_e(number)}</td>"
     return [first, *(f"<td>{_e(cell)}</td>" for cell in rest)]
 
 

@@ -446,7 +446,8 @@ def build_model(
     capacity = capacity_lines(verdicts, data.results)
     ordered = {n: data.results[n] for n in names if n in data.results}
     cost = cost_rows(ordered, cfg.gates.loaded_profiles)
-    search = search_model(sweep_dir, verdicts)
+    profile = cfg.workloads.get(cfg.capacity.profile) if cfg.capacity.profile is not None else None
+    search = search_model(sweep_dir, verdicts, capacity_mode=profile.mode if profile is not None else None)
     return ReportModel(
         search=search,
         cost=cost,

@@ -21,6 +21,7 @@ from contracts.schema import GauntletConfig
 from contracts.trials import read_search
 from contracts.verdicts import Ranking
 from report.model import ReportModel, SweepData
+from report.search import confirmation_of
 from report.search_plot import write_search_plot
 from report.slo_plots import write_slo_plots
 
@@ -104,7 +105,10 @@ def write_plots(sweep_dir: Path, cfg: GauntletConfig, report: ReportModel, data:
             _save(fig[0], sweep_dir / fig[1])
             plt.close(fig[0])
         write_slo_plots(plt, sweep_dir, results=data.results, colors=colors, slo=cfg.slo, title=title)
-        write_search_plot(plt, sweep_dir, read_search(sweep_dir), title)
+        record = read_search(sweep_dir)  # the confirmation as judged: trials.json records it after the report
+        confirmation = confirmation_of(report.search, record) if record is not None else None
+        unit = report.search.unit if report.search is not None else ""
+        write_search_plot(plt, sweep_dir, record, title, confirmation=confirmation, unit=unit)
 
 
 def _grid(plt: Any, panels: int, *, cols: int, width: float, height: float) -> tuple[Any, list[Axes]]:

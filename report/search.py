@@ -1,12 +1,14 @@
-"""The report's search section: the search's estimate beside the confirmation's verdict, the trials, the
-infeasible region and the winner's candidate file.
+"""The report's search section: the search's estimate beside the confirmation's verdict, the trials (one
+row per point, a column per field: :mod:`report.search_table`), the infeasible region and the winner's
+candidate file.
 
 Pipeline position: part of the report, read from ``search/trials.json`` (:mod:`contracts.trials`),
 ``search/winner.yaml`` and ``verdicts.json``; it decides nothing. :func:`search_model` builds the section
 as data (:class:`SearchSection`, ``report.json``'s ``search``); report.md (:func:`search_section`) and
 report.html render that model and take every word from the helpers here, so the three cannot disagree. A
 trial's figure is labelled as the search's estimate; the winner's verdict is the gates' on its
-confirmation, and only a KEEP is called a recommendation. Without a search there is no section.
+confirmation, and only a KEEP is called a recommendation; the screen's estimate is in the objective's
+unit, in a column of its own, never the full figure. Without a search there is no section.
 """
 
 from __future__ import annotations
@@ -20,17 +22,27 @@ from contracts.layout import PLOT_SEARCH, SweepPaths
 from contracts.metrics import fmt_estimate
 from contracts.promotion import baseline_state, live_facts, read_promotions
 from contracts.results import CapacityResult, read_model
-from contracts.trials import SearchRecord, TrialRecord, read_search
+from contracts.trials import Confirmation, SearchRecord, TrialRecord, read_search
 from contracts.verdicts import Decision, SweepVerdict, decision_label
+from report.search_table import (
+    TrialRow,
+    objective_unit,
+    row_cells,
+    search_fields,
+    trial_rows,
+    trials_header,
+)
 
-#: The trials table's columns (report.md and report.html).
-TRIALS_HEADER = ("trial", "point", "state", "fidelity", "estimate", "launches", "wall s", "why")
-#: The columns of the table that puts the search's estimate beside the confirmation.
+#: The columns of the table that puts the search's estimate beside the confirmation (:func:`winner_header`).
 WINNER_HEADER = ("", "figure", "verdict")
 #: What the infeasible region says when every point tried started.
 ALL_STARTED = "Every point tried started."
 #: The sentence under the trials table about the plot (report.html embeds the plot itself).
-PLOT_NOTE = f"`{PLOT_SEARCH}`: each trial's estimate against the launches spent so far."
+PLOT_NOTE = (
+    f"`{PLOT_SEARCH}`: the objective measured in full against the launches spent (best so far as a line), "
+    "the screens' rough estimates on an axis of their own, and the feasible region over the two fields "
+    "tried most."
+)
 
 
 class _Model(BaseModel):
@@ -51,6 +63,7 @@ class SearchWinner(_Model):
     yaml_file: str  # the winner's candidate file, relative to the sweep directory
     yaml: str | None  # its text as written, ready for conf/candidate/ (None: the file is missing)
     at_least: bool = False  # the estimate's first value is a floor (held the SLO at every level tried)
+    measured_at_least: bool = False  # the confirmation's capacity is a floor (held at every level tried)
 
 
 class SearchSection(_Model):
@@ -59,6 +72,7 @@ class SearchSection(_Model):
     name: str
     objective: str
     directions: list[Literal["maximize", "minimize"]]
+    unit: str = ""  # the objective's unit, the screen's too ("concurrent", "req/s", "tok/s"); "": unknown
     space_size: int | None  # None: a continuous space
     distinct_launched: int  # configurations launched
     launches: int
@@ -70,7 +84,7 @@ class SearchSection(_Model):
     summary: str  # the section's opening sentence (Markdown emphasis)
     winner: SearchWinner | None  # None: no trial was measured fully
     advice: str  # the recommendation or why there is none (Markdown emphasis and code)
-    trials: list[TrialRecord]
+    trials: list[TrialRecord]  # as recorded; the report's table folds repeats (:func:`trials_table`)
     infeasible: list[str]  # what was pruned before start, then the trials that did not start
 
 
@@ -95,23 +109,33 @@ def _values(values: list[float] | None, *, at_least: bool = False) -> str:
     return fmt_estimate(values, at_least=at_least)
 
 
-def trial_cells(trial: TrialRecord) -> list[str]:
-    """A trial's cells under :data:`TRIALS_HEADER`, as plain text."""
-    said = trial.state != "complete" or trial.same_as is not None or trial.baseline  # the baseline's point
-    why = trial.why if said else ""
-    value = _values(trial.values, at_least=trial.at_least)
-    if trial.state == "pruned":
-        value = f"{value} (screen)"
-    return [
-        str(trial.number),
-        _params(trial.params),
-        trial.state,
-        trial.fidelity,
-        value,
-        str(trial.launches),
-        f"{trial.wall_s:.1f}",
-        why,
-    ]
+def trials_table(section: SearchSection) -> tuple[tuple[str, ...], list[tuple[TrialRow, list[str]]]]:
+    """The trials table of report.md and report.html: its header (a column per search field, the
+    objective's unit named) and one row per point with its cells (repeats folded into the point's row)."""
+    fields = search_fields(section.trials)
+    pareto = len(section.directions) > 1
+    constraints = any(t.constraints for t in section.trials)
+    header = trials_header(section.objective, section.unit, fields, pareto=pareto, constraints=constraints)
+    rows = trial_rows(section.trials)
+    return header, [(r, row_cells(r, fields, pareto=pareto, constraints=constraints)) for r in rows]
+
+
+def confirmation_of(section: SearchSection | None, record: SearchRecord) -> Confirmation | None:
+    """The winner's confirmation as the report knows it: the gates' verdict in ``verdicts.json`` (a report
+    is rendered only after the judge, so a winner without a verdict was not measured: INCOMPLETE), else
+    what trials.json recorded. The sweep writes trials.json's confirmation after its report; this is why
+    the report's plot never says "not confirmed yet" of a judged winner."""
+    winner = section.winner if section is not None else None
+    if winner is None or record.winner is None or winner.name != record.winner.name:
+        return record.confirmation
+    if winner.decision is None:
+        return Confirmation(decision="incomplete", reason="the confirmation was not measured")
+    return Confirmation(decision=winner.decision, capacity=winner.measured, at_least=winner.measured_at_least)
+
+
+def winner_header(section: SearchSection) -> tuple[str, ...]:
+    """:data:`WINNER_HEADER` with the objective's unit on the figures' column."""
+    return ("", f"figure ({section.unit})", "verdict") if section.unit else WINNER_HEADER
 
 
 def winner_rows(section: SearchSection) -> list[WinnerRow]:
@@ -185,6 +209,7 @@ def _winner(sweep_dir: Path, record: SearchRecord, verdicts: SweepVerdict) -> Se
     paths = SweepPaths(sweep_dir)
     measured: float | None = None
     measured_text = "-"
+    at_least = False
     if paths.candidate(name).capacity.exists():
         found = read_model(paths.candidate(name).capacity, CapacityResult)
         measured = found.capacity
@@ -194,7 +219,8 @@ def _winner(sweep_dir: Path, record: SearchRecord, verdicts: SweepVerdict) -> Se
                 "below the lowest level" if lowest is None else f"< {lowest:g} (below the lowest level)"
             )
         else:  # never more than the search measured: held at every level tried is a floor
-            measured_text = f"≥ {measured:g}" if found.high is None else f"{measured:g}"
+            at_least = found.high is None
+            measured_text = f"≥ {measured:g}" if at_least else f"{measured:g}"
     return SearchWinner(
         name=name,
         trial=record.winner.trial,
@@ -207,12 +233,16 @@ def _winner(sweep_dir: Path, record: SearchRecord, verdicts: SweepVerdict) -> Se
         yaml_file=record.winner.yaml_file,
         yaml=paths.winner.read_text() if paths.winner.exists() else None,
         at_least=record.winner.at_least,
+        measured_at_least=at_least,
     )
 
 
-def search_model(sweep_dir: Path, verdicts: SweepVerdict) -> SearchSection | None:
+def search_model(
+    sweep_dir: Path, verdicts: SweepVerdict, *, capacity_mode: str | None = None
+) -> SearchSection | None:
     """The search's section as data, from ``search/trials.json``, ``search/winner.yaml`` and the verdicts
-    (None when the sweep ran no search)."""
+    (None when the sweep ran no search); ``capacity_mode`` is capacity.profile's workload mode (closed or
+    open), which names a capacity's unit (None: the unit is not said)."""
     record = read_search(sweep_dir)
     if record is None:
         return None
@@ -222,6 +252,7 @@ def search_model(sweep_dir: Path, verdicts: SweepVerdict) -> SearchSection | Non
         name=record.name,
         objective=record.objective,
         directions=record.directions,
+        unit=objective_unit(record.objective, capacity_mode),
         space_size=record.space_size,
         distinct_launched=record.distinct_launched,
         launches=record.launches,
@@ -255,12 +286,13 @@ def search_section(section: SearchSection | None) -> str:
         return ""
     out = ["", "## Search", "", section.summary, ""]
     if section.winner is not None:
-        out += [_md_row(WINNER_HEADER), "|---|---|---|"]
+        out += [_md_row(winner_header(section)), "|---|---|---|"]
         out += [_md_row(row[:3]) for row in winner_rows(section)]
         out.append("")
     out.append(section.advice)
-    out += ["", "### Trials", "", _md_row(TRIALS_HEADER), "|" + "---|" * len(TRIALS_HEADER)]
-    out += [_md_row(trial_cells(t)) for t in section.trials]
+    header, rows = trials_table(section)
+    out += ["", "### Trials", "", _md_row(header), "|" + "---|" * len(header)]
+    out += [_md_row(cells) for _row, cells in rows]
     out += ["", PLOT_NOTE]
     out += ["", "### Infeasible region", ""]
     out += [f"- {line}" for line in section.infeasible] or [ALL_STARTED]

@@ -9,11 +9,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from contracts.layout import PLOT_PARETO, PLOT_SEARCH, SweepPaths
 from contracts.results import read_model
 from contracts.schema import GauntletConfig
-from contracts.trials import write_search
+from contracts.trials import Confirmation, write_search
 from contracts.verdicts import read_verdicts
 from gates.judge import judge_sweep
 from report import main, write_report
@@ -174,12 +175,38 @@ def test_report_json_carries_the_search_and_the_page_shows_it(with_search: Path)
         ("1", "complete"),
         ("2", "pruned"),
     ]
-    assert "<td>9 (screen)</td>" in trials
+    assert "<td>128</td><td>pruned</td><td>9</td><td>-</td>" in trials  # screen 9; not measured in full
     assert "<script>" not in section
     assert "# &lt;script&gt;alert(&quot;&amp;&quot;)&lt;/script&gt;" in section
     assert f'data-plot="{PLOT_SEARCH}"' in page
     md = (with_search / "report.md").read_text()
     assert "## Search" in md and "| confirmation (tp4_dp2 measured again, the gates) |" in md
+
+
+#: The search's winner (tp4_dp2 is judged REJECT in the case study; s_t009 has no verdict) and
+#: trials.json's confirmation (None: the sweep's end, before the search records it), then what
+#: search.png's title says.
+PLOT_TITLE_ROWS = [
+    ("tp4_dp2", None, "winner tp4_dp2: REJECT"),
+    ("tp4_dp2", Confirmation(decision="reject"), "winner tp4_dp2: REJECT"),
+    ("s_t009", None, "winner s_t009: INCOMPLETE"),
+]
+
+
+@pytest.mark.parametrize(("winner", "recorded", "said"), PLOT_TITLE_ROWS)
+def test_search_png_says_the_gates_word_on_the_winner_when_the_report_is_written(
+    built: tuple[Path, Built], tmp_path: Path, winner: str, recorded: Confirmation | None, said: str
+) -> None:
+    sweep = tmp_path / "sweep"
+    shutil.copytree(built[0], sweep)
+    record = search_record()
+    assert record.winner is not None
+    update = {"winner": record.winner.model_copy(update={"name": winner}), "confirmation": recorded}
+    write_search(sweep, record.model_copy(update=update))
+    write_report(sweep, sweep_config())
+    with Image.open(sweep / PLOT_SEARCH) as png:
+        title = png.text["Title"]  # type: ignore[attr-defined]
+    assert said in title and "not confirmed yet" not in title
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,8 @@ from contracts.layout import PromotionPaths, SweepPaths, promotion_dir
 from contracts.results import CapacityResult, RecoveryValidation, write_model
 from contracts.trials import PrunedPoint, SearchRecord, TrialRecord, Winner, write_search
 from contracts.verdicts import DriftResult, SweepVerdict, Verdict
-from report.search import SearchSection, search_model, search_section, trial_cells
+from report.search import SearchSection, search_model, search_section
+from report.search_table import row_cells, search_fields, trial_rows
 
 WINNER_YAML = "defaults: [baseline, _self_]\nname: s_t001\n"
 
@@ -105,7 +106,7 @@ def test_the_search_section_puts_the_estimate_beside_the_confirmations_verdict(
     assert f"| confirmation (s_t001 measured again, the gates) | - | {shown} |" in text
     assert f"| baseline (base) | 128 | {base_state} |" in text
     assert advice in text
-    assert "| 2 | max_num_seqs=128 | pruned | screen | 9 (screen) | 1 |" in text
+    assert "| 2 | 128 | pruned | 9 | - | 1 | 1 | 0.0 | screen not among the best |" in text
     assert "- pruned before start: layout=tp8_dp2: TP x DP = 16 exceeds the 8 GPUs" in text
     assert "- trial 0 (max_num_seqs=64): OOM" in text
     assert "```yaml\ndefaults: [baseline, _self_]\nname: s_t001\n```" in text
@@ -170,7 +171,7 @@ def test_without_a_winner_nothing_is_confirmed_or_recommended(tmp_path: Path) ->
     text = search_section(section)
     assert "No trial was measured fully: nothing was confirmed, the baseline stays." in text
     assert "search's estimate" not in text and "Recommended" not in text and "```yaml" not in text
-    assert "| 1 | max_num_seqs=256 | complete | full | 152 | 1 |" in text
+    assert "| 1 | 256 | complete | - | 152 | 1 | 1 | 5.5 |  |" in text
 
 
 def test_a_partial_record_says_so_and_every_point_started(tmp_path: Path) -> None:
@@ -201,7 +202,7 @@ def test_no_search_no_section(tmp_path: Path) -> None:
                 why="the baseline's point: its capacity measured by the sweep's opening, nothing launched",
                 baseline=True,
             ),
-            "the baseline's point: its capacity measured by the sweep's opening, nothing launched",
+            "the baseline's point",  # the reason's first clause: the table's cell is short
         ),
         (
             TrialRecord(number=1, name="s_t001", params={}, state="complete", values=[9.0], why="x"),
@@ -210,7 +211,7 @@ def test_no_search_no_section(tmp_path: Path) -> None:
     ],
 )
 def test_a_trial_row_says_why_when_its_figure_is_not_its_own_launch(trial: TrialRecord, why: str) -> None:
-    assert trial_cells(trial)[-1] == why
+    assert row_cells(trial_rows([trial])[0], search_fields([trial]))[-1] == why
 
 
 @pytest.mark.parametrize(

@@ -58,7 +58,7 @@ def test_trial_points_place_each_trial_at_the_launches_spent_when_it_ended() -> 
     assert trial_points(_record()) == [
         TrialPoint(0, "demo_t0", 1, 24.0, "measured"),
         TrialPoint(1, "demo_t1", 2, None, "infeasible"),
-        TrialPoint(2, "demo_t2", 3, 8.0, "screened"),
+        TrialPoint(2, "demo_t2", 3, None, "screened", 8.0),  # a screen: on its own axis, no value
         # trial 3 reused trial 0's point: no dot, no launch
         TrialPoint(4, "demo_t4", 5, 32.0, "measured"),
         TrialPoint(5, "demo_t5", 6, None, "failed"),
@@ -81,8 +81,8 @@ def test_best_so_far(values: list[tuple[str, float | None]], direction: str, exp
 
 
 def _drawn(fig: Any) -> dict[str, Any]:
-    (ax,) = fig.axes
-    return {line.get_label(): line for line in ax.get_lines()}
+    """The lines of the objective's panel (the figure's first axes), by label."""
+    return {line.get_label(): line for line in fig.axes[0].get_lines()}
 
 
 def test_the_plot_marks_infeasible_trials_on_the_floor_and_says_the_search_is_not_final() -> None:
@@ -90,7 +90,7 @@ def test_the_plot_marks_infeasible_trials_on_the_floor_and_says_the_search_is_no
     fig = search_figure(plt, _record(), "sweep-x")
     try:
         lines = _drawn(fig)
-        (ax,) = fig.axes
+        ax = fig.axes[0]
         infeasible = next(line for label, line in lines.items() if label.startswith("infeasible"))
         assert list(infeasible.get_xdata()) == [2]
         assert list(infeasible.get_ydata()) == [0.03]  # axes fraction: the floor, whatever the values
@@ -100,8 +100,8 @@ def test_the_plot_marks_infeasible_trials_on_the_floor_and_says_the_search_is_no
         best = lines["best measured so far"]
         assert list(best.get_xdata()) == [1, 5, 6] and list(best.get_ydata()) == [24.0, 32.0, 32.0]
         assert "baseline 16" in lines
-        assert "still running: not final" in ax.get_title()
-        assert "launched 6 of 16 configurations, 6 of 8 launches" in ax.get_title()
+        assert "still running: not final" in fig.get_suptitle()
+        assert "launched 6 of 16 configurations, 6 of 8 launches" in fig.get_suptitle()
         assert not any(label.startswith(("winner", "confirmation")) for label in lines)
     finally:
         plt.close(fig)
@@ -126,7 +126,7 @@ def test_the_winner_is_starred_and_its_confirmation_drawn_only_when_measured(
         lines = _drawn(fig)
         star = lines["winner demo_t4 (search estimate)"]
         assert (list(star.get_xdata()), list(star.get_ydata())) == ([5], [32.0])
-        assert title_says in fig.axes[0].get_title()
+        assert title_says in fig.get_suptitle()
         assert any(label.startswith("confirmation KEEP: 30") for label in lines) is diamond
     finally:
         plt.close(fig)
