@@ -21,6 +21,7 @@ from orchestrator.config.candidates import CandidateComposer, LeftOut, format_le
 from orchestrator.config.command import run_composing_command
 from orchestrator.config.compose import ConfigLocation, load, select
 from orchestrator.config.search_checks import checked_space
+from orchestrator.config.search_defaults import format_derived
 from orchestrator.config.space import (
     doctor_flag_check,
     format_search_plan,
@@ -156,9 +157,10 @@ def search_plan(
     space = checked_space(cfg, sources)  # what the sweep refuses (orchestrator.config.search_checks)
     check, flags = doctor_flag_check(cfg, probes if probes is not None else real_probes(PROJECT_ROOT))
     pruned = prune(space, cfg, check)
-    return "\n" + format_search_plan(
+    text = format_search_plan(
         cfg, space, pruned, flags=flags, startup=startup_estimate(cfg, recorded_startup(cfg))
     )
+    return "\n" + text + format_derived(sources.derived)
 
 
 PLAN_USAGE = """usage: python -m orchestrator plan [hydra flags] [overrides]
