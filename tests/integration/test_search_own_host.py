@@ -22,18 +22,20 @@ from tests.integration import sweep_helpers as h
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "search.md"
 SECTION = "## Search on your own host"
-#: What makes the sweep short on the shared cores; nothing here is a setting the page needs.
+#: What makes the sweep short on the shared cores; nothing here is a setting the page needs. The baseline's
+#: interleaved blocks stay on: each is launched from the trial's own baseline, which shows whether the
+#: user's baseline (candidate@baseline) reached every trial.
 FAST = [
     f"hydra.searchpath=[file://{ROOT / 'tests' / 'integration' / 'conf'}]",
     "+experiment=sim_small",
     "search.max_launches=2",
     "run.confirm_runs=0",
-    "run.interleave=false",
     "run.retained_after_sweep=stop",
     "capacity.max_points=3",
     "capacity.waves=1",
     "capacity.min_requests=8",
     "capacity.noise=0",
+    "capacity.in_blocks=false",
     "++host.sim_args.sim-startup-s=0.2",
 ]
 
