@@ -98,6 +98,8 @@ def test_the_pages_search_of_one_field_plans_and_runs_on_ones_own_host(tmp_path:
     assert f"search: {ceiling}" in out  # said at the opening
     config = yaml.safe_load(SweepPaths(sweep).config.read_text())
     assert config["capacity"]["max_level"] == 512 and config["capacity"]["start"] == 128  # and recorded
+    levels = re.findall(r"my_base: capacity c(\d+):", out)  # and used: the baseline's search starts there
+    assert levels and levels[0] == "128", levels
     record = read_search(sweep)
     assert record is not None and record.winner is not None, out[-3000:]
     assert record.launches <= 2 and re.search(r"search: launched \d of 3 configurations", out), out[-3000:]

@@ -365,3 +365,40 @@ def test_a_search_without_capacity_profile_is_told_what_to_set(
     assert code == 2
     assert f"{d}/search/seqs.yaml: capacity.profile = None: a workload: a search screens and measures" in err
     assert f"set it on the command line {offered}" in err, err
+
+
+@pytest.mark.parametrize(
+    ("gpus", "named"),
+    [
+        (2, []),  # the shipped 8-GPU candidate, the default of `candidate`, is not the search's
+        (2, ["candidate=my_base"]),
+        (8, []),
+    ],
+)
+def test_a_search_needs_no_candidate_on_the_users_host(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], gpus: int, named: list[str]
+) -> None:
+    d = my_conf(tmp_path)
+    (d / "host").mkdir()
+    (d / "host" / "mylab.yaml").write_text(
+        (CONF_DIR / "host" / "sim.yaml")
+        .read_text()
+        .replace("name: sim", "name: mylab")
+        .replace("gpu_count: 8", f"gpu_count: {gpus}")
+    )
+    (d / "candidate" / "my_base.yaml").write_text(
+        "defaults:\n  - baseline\n  - _self_\nname: my_base\nmax_num_seqs: 64\n"
+        f"tensor_parallel_size: 2\ndata_parallel_size: {gpus // 2}\n"
+    )
+    failure = StartupFailure("exited", kind="bad-args", exit_code=2, matched_line="error: --x")
+    sup, messages = FakeSupervisor(failures={"my_base": failure}), []
+    _FAKES.append((sup, FakeLoad(), messages))
+    try:
+        entry.main(
+            ["-cd", str(d), "-m", f"run.sweeps_dir={tmp_path / 'sweeps'}", SEAMS, "host=mylab", *MINE, *named]
+        )
+    finally:
+        _FAKES.pop()
+    err = capsys.readouterr().err
+    assert "conf/candidate/baseline.yaml" not in err, err
+    assert sup.started == ["my_base"], (messages, err)  # opened: the baseline launched (and failed here)
