@@ -20,6 +20,7 @@ from launch.spec import LaunchSpec, render_spec
 from orchestrator.config.candidates import CandidateComposer, LeftOut, format_left_out, named_candidates
 from orchestrator.config.command import run_composing_command
 from orchestrator.config.compose import ConfigLocation, load, select
+from orchestrator.config.search_defaults import format_derived
 from orchestrator.config.validate import Sources, check_candidate_names, display_path
 from orchestrator.search.checks import checked_space
 from orchestrator.search.flags import FLAG_HINT, flag_problems
@@ -159,9 +160,10 @@ def search_plan(
     if (shared := sqlite_parallel_problem(cfg.search, remote=remote, where=where)) is not None:
         raise ConfigError([shared], hint="nothing was started")
     pruned = prune(space, cfg, check)
-    return "\n" + format_search_plan(
+    text = format_search_plan(
         cfg, space, pruned, flags=flags, startup=startup_estimate(cfg, recorded_startup(cfg))
     )
+    return "\n" + text + format_derived(sources.derived)
 
 
 PLAN_USAGE = """usage: python -m orchestrator plan [hydra flags] [overrides]

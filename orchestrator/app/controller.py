@@ -130,10 +130,12 @@ class SweepController:
         candidates: Sequence[CandidateConfig] = (),
         title: str | None = None,
         baseline_file: str = "the baseline's candidate file",
+        notes: Sequence[str] = (),
     ) -> None:
         """Open ``sweep_dir``: begin (leftovers, retained spec), measure the baseline.
 
         ``title`` replaces the opening line's "sweep of N job(s)" (a search names its space and budget);
+        ``notes`` follow it (the values a search derived, orchestrator.config.search_defaults);
         ``baseline_file``: the file the user selected as the baseline, which a refusal names.
 
         With ``jobs_elsewhere`` (zero-downtime) the live service keeps serving and no baseline is measured
@@ -153,6 +155,8 @@ class SweepController:
                 ctx.say(f"{title} in {sweep_dir} {where}")
             else:
                 ctx.say(f"sweep of {len(names)} job(s) in {sweep_dir} {where}: {', '.join(names)}")
+        for note in notes:
+            ctx.say(note)
         try:  # a sweep that cannot write its evidence stops before it touches the live service
             for folder in (sweep_dir, candidates_dir(sweep_dir)):
                 probe_writable(folder)

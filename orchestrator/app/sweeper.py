@@ -51,8 +51,10 @@ from contracts.search import Space
 from launch.preflight import memory_fit_check, real_probes
 from orchestrator.app.controller import SweepController, jobs_run_elsewhere
 from orchestrator.app.jobs import run_job
+from orchestrator.config.candidates import named_candidates
 from orchestrator.config.compose import sources_from_hydra, to_typed
 from orchestrator.config.compose_errors import translate_compose_error
+from orchestrator.config.search_defaults import apply_search_defaults
 from orchestrator.config.secrets import REVEALED_FIELDS, conceal_field
 from orchestrator.config.validate import Sources, check_candidate_names, validate
 from orchestrator.ledger.nodes import Place, job_place, launching_place
@@ -241,6 +243,13 @@ def conceal(config: DictConfig, environ: MutableMapping[str, str] = os.environ) 
     return config
 
 
+def _names_candidate(override: str) -> bool:
+    """Whether a command-line override picks or sets the measured candidate (``candidate=x``,
+    ``candidate.max_num_seqs=8``); ``candidate@baseline=...`` picks the baseline, which a trial keeps."""
+    key = override.lstrip("+~").split("=", 1)[0]
+    return key == "candidate" or key.startswith("candidate.")
+
+
 def save_config(config: DictConfig, sweep_dir: Path) -> None:
     """The sweep's composed config and its command-line overrides, as the recorded-sweep commands read;
     the overrides as typed (``${oc.env:VAR}`` is not resolved: its value may be a secret)."""
@@ -319,6 +328,7 @@ class SweeperCore(BasicSweeper):
                 sources = sources_from_hydra(composed.hydra)
                 sources.overrides = list(key)
                 typed = to_typed(without_hydra(composed), sources)
+                apply_search_defaults(typed, sources)
                 validate(typed, sources)
             except ConfigError as exc:
                 add(exc.problems)
@@ -359,8 +369,12 @@ class SweeperCore(BasicSweeper):
         # A sweep refused by another's lock (or by its config) writes nothing: the lock and every check
         # come before the first file.
         typed = to_typed(without_hydra(self.config), sources_from_hydra(self.config.hydra))
+        derived = apply_search_defaults(typed, sources_from_hydra(self.config.hydra))  # as each job's
         self.controller.lock_port(typed.service.port, sweep_dir)
         opened = False
+        baseline_option = str(self.config.hydra.runtime.choices.get("candidate@baseline", "baseline"))
+        if typed.search is not None and not named_candidates(arguments):  # its trials are the baseline's
+            arguments = [*arguments, f"candidate={baseline_option}"]
         try:
             jobs = self.jobs(arguments)
             check_candidate_names(sources_from_hydra(self.config.hydra).search_path)
@@ -381,11 +395,13 @@ class SweeperCore(BasicSweeper):
                 )
                 self.searching = typed
                 # Each trial is a job of the command line's overrides (less a candidate it names) + its point.
-                self.base_overrides = [o for o in jobs[0] if not o.lstrip("+~").startswith("candidate")]
+                self.base_overrides = [o for o in jobs[0] if not _names_candidate(o)]
             write_opening(sweep_dir, "opening", node=node)
             opened = True
             launcher = str(self.config.hydra.launcher.get("_target_", ""))
             elsewhere = jobs_run_elsewhere(launcher, typed)
+            for item in derived:  # recorded where the recorded-sweep commands read the configuration
+                OmegaConf.update(self.config, item.field, item.value, merge=False)
             save_config(self.config, sweep_dir)
             chosen = [self.frozen[tuple(job)].candidate for job in jobs]
             names = [c.name for c in chosen]
@@ -400,6 +416,7 @@ class SweeperCore(BasicSweeper):
                 candidates=chosen,
                 title=title,
                 baseline_file=sources_from_hydra(self.config.hydra).baseline_file(),
+                notes=[f"search: {item.line}" for item in derived],
             )
             write_opening(sweep_dir, "open", node=node)
         except BaseException as exc:

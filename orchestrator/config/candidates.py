@@ -48,6 +48,7 @@ from orchestrator.config.compose import (
 )
 from orchestrator.config.compose_errors import translate_compose_error
 from orchestrator.config.guard import YamlReads
+from orchestrator.config.search_defaults import apply_search_defaults
 from orchestrator.config.validate import Sources, placement_refusal, validate
 
 GROUP = "candidate"
@@ -103,6 +104,7 @@ class CandidateComposer:
     def load(self, option: str) -> tuple[GauntletConfig, Sources]:
         """What :func:`orchestrator.config.compose.load` returns for ``[*rest, "candidate=<option>"]``."""
         typed, sources = self.typed(option)
+        apply_search_defaults(typed, sources)
         validate(typed, sources)
         return typed, sources
 
@@ -115,6 +117,7 @@ class CandidateComposer:
             why = placement_refusal(typed.candidate, typed.host)
             if why is not None:
                 return why
+        apply_search_defaults(typed, sources)
         validate(typed, sources)
         return typed, sources
 

@@ -48,6 +48,7 @@ from orchestrator.config.extras import check_extras
 from orchestrator.config.guard import YamlReads, check_yaml_files, config_roots
 from orchestrator.config.overrides import check_overrides
 from orchestrator.config.resolvers import gpus_per_node, job_minutes
+from orchestrator.config.search_defaults import apply_search_defaults
 from orchestrator.config.secrets import secret_value, value_problems
 from orchestrator.config.validate import Sources, validate
 
@@ -579,5 +580,6 @@ def load(
     """Compose, type and validate: the one call an entry point needs."""
     cfg, sources = compose_config(overrides, config_dir=config_dir, location=location)
     typed = to_typed(cfg, sources)
+    apply_search_defaults(typed, sources)
     validate(typed, sources)
     return typed, sources

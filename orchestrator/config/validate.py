@@ -72,6 +72,8 @@ class Sources:
     overrides: list[str] = field(default_factory=list)
     # The primary config's name (``--config-name``): the file that sets run.*, gates.* profile lists.
     config_name: str = "config"
+    # Values a search derived rather than read (orchestrator.config.search_defaults), one line each.
+    derived: list[str] = field(default_factory=list)
 
     def override_of(self, dotted: str) -> str | None:
         """The command-line override that sets ``dotted`` (``run.repeats=0``), if one does."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 from contracts.errors import ConfigError, ConfigProblem
 from contracts.schema import GauntletConfig
 from contracts.search import OBJECTIVES, PRUNERS, SAMPLERS, Space
+from orchestrator.config.search_defaults import capacity_profile_problem
 from orchestrator.config.space import parse_space
 from orchestrator.config.validate import Sources
 
@@ -33,11 +34,7 @@ def search_problems(cfg: GauntletConfig, sources: Sources) -> tuple[Space | None
     except ConfigError as exc:
         problems.extend(exc.problems)
     if cfg.capacity.profile is None:
-        problems.append(
-            ConfigProblem(
-                where, "capacity.profile", None, "a workload: a search screens and measures capacity on it"
-            )
-        )
+        problems.append(capacity_profile_problem(cfg, where))
     if search.objective not in OBJECTIVES:
         problems.append(ConfigProblem(where, "search.objective", search.objective, f"one of {OBJECTIVES}"))
     if search.sampler not in SAMPLERS:
