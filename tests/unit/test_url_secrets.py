@@ -20,6 +20,7 @@ import optuna
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
+import orchestrator.search.study as study_module
 from contracts.errors import ConfigError, ConfigProblem
 from contracts.search import SearchConfig
 from contracts.secrets import conceal_url, only_password_references, redacted, url_password
@@ -191,14 +192,19 @@ def test_the_study_is_opened_with_the_password_put_back_and_a_trial_carries_only
     real = optuna.create_study
 
     def create_study(**kw: Any) -> optuna.Study:
-        opened.append(kw["storage"])
         return real(study_name=kw["study_name"], directions=kw["directions"])  # in memory
 
+    class Storage:  # the database's storage (a class: optuna checks isinstance): the URL it connects with
+        def __init__(self, url: str, **kw: Any) -> None:
+            opened.append(url)
+
     monkeypatch.setattr(optuna, "create_study", create_study)
+    monkeypatch.setattr(optuna.storages, "RDBStorage", Storage)
+    monkeypatch.setattr(study_module, "prepare_tables", lambda url: opened.append(revealed(url)))
     monkeypatch.setenv(VARIABLE, PASSWORD)
     concealed = f"postgresql+psycopg://team:<from ${VARIABLE}>@db.example:5432/gauntlet"
     open_study(SearchConfig(name="s", space={}, storage=concealed), concealed)
-    assert opened == [URL]
+    assert opened == [URL, URL]  # the tables made, then the study opened: with the password put back
     ticket = TrialTicket(concealed, "s", 1, 8.0, False, "none", 3)  # what a launcher's job pickles
     assert PASSWORD not in pickle.dumps(ticket).decode("latin-1")
 
