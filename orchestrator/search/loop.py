@@ -47,7 +47,8 @@ from orchestrator.search.rules import (
 )
 from orchestrator.search.shared import new_sweep_id
 from orchestrator.search.storage import storage_url
-from orchestrator.search.study import SearchStudy, directions
+from orchestrator.search.study import Asked, SearchStudy, directions
+from orchestrator.servers.shield import interrupts_held
 
 
 class SearchRun:
@@ -188,7 +189,7 @@ class SearchRun:
             if self.idle >= EXHAUSTED_AFTER:
                 return f"the space is exhausted: {EXHAUSTED_AFTER} points asked in a row launched nothing"
             self._steer(study, record, batch, gaps)
-            asked = study.ask()
+            asked = ask_tagged(study, self.say)
             if asked.number in self.done:  # a resumed study numbers on; a record entry is never overwritten
                 continue
             point = {**space.fixed, **asked.params}
@@ -280,3 +281,12 @@ class SearchRun:
         write_search(self.dir, record)
         self.say(winner_line(best, yaml_file))
         return self.overrides(best.params, best.name)
+
+
+def ask_tagged(study: SearchStudy, say: Callable[[str], None]) -> Asked:
+    """The study's next trial, asked and tagged with this sweep's id as one step: Ctrl-C, SIGTERM or a
+    request that arrives between the two acts after them, as a teardown's does. Before, one there left a
+    RUNNING trial without the tag, which no resume of this sweep recognised as its own (the PostgreSQL
+    resume test, on a loaded machine)."""
+    with interrupts_held(say, "tagging the trial just asked with this sweep's id"):
+        return study.ask()

@@ -101,12 +101,20 @@ def test_the_pages_search_of_one_field_plans_and_runs_on_ones_own_host(tmp_path:
     levels = re.findall(r"my_base: capacity c(\d+):", out)  # and used: the baseline's search starts there
     assert levels and levels[0] == "128", levels
     record = read_search(sweep)
-    assert record is not None and record.winner is not None, out[-3000:]
+    assert record is not None, out[-3000:]
     assert record.launches <= 2 and re.search(r"search: launched \d of 3 configurations", out), out[-3000:]
+    # Either a winner confirmed, or the baseline's own point best (issue 43 item 11: said, nothing
+    # confirmed): which one is the noise's to give, since a point may tie the baseline at its capacity.
+    if record.best_is_baseline:
+        assert record.winner is None and "search: your current configuration is the best found" in out
+        confirmed: set[str] = set()
+    else:
+        assert record.winner is not None, out[-3000:]
+        confirmed = {record.winner.name}
     # The user's baseline is every trial's and the confirmation's: the only candidates judged are it and
     # the winner (a search that lost candidate@baseline judged the shipped baseline too).
     judged = {v.candidate for v in read_verdicts(sweep).verdicts} - {"my_base"}
-    assert judged == {record.winner.name}, judged
-    assert {p.name for p in SweepPaths(sweep).candidates.iterdir()} == {"my_base", record.winner.name}
+    assert judged == confirmed, judged
+    assert {p.name for p in SweepPaths(sweep).candidates.iterdir()} == {"my_base", *confirmed}
     assert "recovery validation passed: restored my_base byte-for-byte" in out
     assert h.sim_servers(port) == []  # run.retained_after_sweep=stop: nothing left running

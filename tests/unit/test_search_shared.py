@@ -9,6 +9,8 @@ SLURM was accepted."""
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from launch.preflight import Probes
 from orchestrator.config.compose import load
 from orchestrator.config.space import parse_space
 from orchestrator.measure.trial import TrialOutcome
+from orchestrator.search.loop import ask_tagged
 from orchestrator.search.shared import (
     FINGERPRINT_FIELDS,
     SWEEP_ATTR,
@@ -262,3 +265,28 @@ def test_the_previous_winner_of_a_matching_study_is_asked_first(
         assert later.previous_winner() is None  # waiting already: a resume does not ask it twice
         assert later.ask().params == expected
         assert later.previous_winner() is None  # asked by this sweep
+
+
+@pytest.mark.parametrize("held", [True, False])
+def test_an_interrupt_while_a_trial_is_asked_leaves_it_tagged_with_its_sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held: bool
+) -> None:
+    """Ctrl-C between asking a trial and tagging it acts after the tag (the loop's ask_tagged): the
+    trial is this sweep's, so its resume fails it. The unheld row is the bug the hold prevents."""
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    study = _study(url, "mine")
+    real = optuna.trial.Trial.set_user_attr
+
+    def interrupted(trial: optuna.trial.Trial, key: str, value: object) -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C lands between the ask and the tag
+        real(trial, key, value)
+
+    monkeypatch.setattr(optuna.trial.Trial, "set_user_attr", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ask_tagged(study, lambda _: None) if held else study.ask()
+    monkeypatch.undo()
+    (trial,) = optuna.load_study(study_name="shared", storage=url).trials
+    assert (trial.user_attrs.get(SWEEP_ATTR) == "mine") is held
+    _study(url, "mine")  # this sweep resumes: a trial it tagged is failed, an untagged one left running
+    expected = optuna.trial.TrialState.FAIL if held else optuna.trial.TrialState.RUNNING
+    assert _state(url, 0) == expected
