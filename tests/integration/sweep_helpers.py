@@ -89,6 +89,8 @@ def run_sweep(args: Sequence[str], *, sweeps: Path, port: int, timeout: float = 
     """Run a sweep to its end: exit code, its output (stdout and stderr together), its directory."""
     proc = start(args, sweeps=sweeps, port=port)
     out, _ = proc.communicate(timeout=timeout)
+    if not (sweeps / "latest").exists():  # it ended without one: refused at its opening, say why
+        raise AssertionError(f"the sweep exited {proc.returncode} without a sweep directory:\n{out[-3000:]}")
     return proc.returncode, out, sweep_dir(sweeps)
 
 

@@ -29,7 +29,7 @@ from orchestrator.ledger.journal import Journal
 from orchestrator.servers.scheduler import sweep_job_ids
 from tests.integration.sweep_helpers import (
     ROOT,
-    assert_finished,
+    assert_finished_capacity_open,
     kill_servers,
     run_cli,
     run_sweep,
@@ -293,22 +293,24 @@ def test_a_two_node_job_gets_two_nodes_of_the_local_cluster(slurm_cluster: None)
 
 
 def test_a_search_runs_its_trials_as_parallel_slurm_jobs_each_paired_with_its_nodes_baseline(
-    slurm_cluster: None, tmp_path: Path, cluster_port: int
+    slurm_cluster: None, tmp_path: Path, cluster_port: int, postgres_url: str
 ) -> None:
     """``search.parallel=2`` on ``hydra/launcher=gauntlet_slurm`` (issue 34, item 6): one batch of two trials
     goes out as one SLURM job array, each job on a simulated node of its own measuring that node's baseline
-    first; the winner's confirmation is a SLURM job too; nothing is left queued or serving."""
+    first; the winner's confirmation is a SLURM job too; nothing is left queued or serving. The study is a
+    PostgreSQL database, as a sweep whose trials run on other nodes requires (SQLite is refused there)."""
     sweeps = tmp_path / "sweeps"
     args = [
         *SEARCH_FAST,
         *ON_THIS_CLUSTER,
+        f"search.storage={postgres_url}",
         "search.parallel=2",
         "search.max_launches=2",
         "run.simulated_nodes=2",
         "run.retained_after_sweep=stop",
     ]
     code, out, sweep = run_sweep(args, sweeps=sweeps, port=cluster_port, timeout=400)
-    assert_finished(code, out, sweep)
+    assert_finished_capacity_open(code, out, sweep)  # its two capacity levels bracket nothing
     record = read_search(sweep)
     assert record is not None and record.launches == 2, out[-3000:]
     paths = SweepPaths(sweep)
