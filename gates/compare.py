@@ -29,9 +29,10 @@ from contracts.metrics import (
 )
 from contracts.results import RequestRecord
 from contracts.sweepdir import Repeat
-from contracts.verdicts import Comparison, Evidence, GateStatus, SetAside
+from contracts.verdicts import Comparison, Evidence, GateStatus
 from gates.bootstrap import RunSample, throughput_ratio
 from gates.lag import LagOpen, lag_bounds, lag_effect, lag_open, lag_resolution, open_message, straddled
+from gates.set_aside import without_outliers
 from gates.settle import settle_range
 from gates.significance import holm
 from gates.stats import RatioEstimate, latency_ratio, more_repeats, one_sided_p, two_run_guard
@@ -139,87 +140,6 @@ def records_evidence(
     return out
 
 
-# ------------------------------------------------------------------------------------ outlier runs
-
-#: A run more than this factor slower than the median of its side's other runs is set aside (a minority
-#: of the side's runs at most: one of 3 or 4, two of 5 or 6; only when the runs left agree within the
-#: factor): one run in ten 2-3x slower (a cold burst, a busy host; issue 21) is not the configuration,
-#: while the prefill-wave clusters of loaded TTFT (up to 1.7x between runs of one configuration) stay in.
-#: Only slow runs: a host makes runs slower, never faster, and with two slow runs among three the fast
-#: one is the odd one out but the true one (setting it aside kept 4 of 20 identical candidates in the
-#: benchmark). Two slow runs of five (8% of sides under one-in-ten outliers) widened the interval so
-#: much that 15% gains ended inconclusive at 5 repeats per side (issue 21).
-SET_ASIDE_FACTOR = 2.0
-
-
-def set_aside_runs(
-    values: Sequence[float], slow: Better = "higher", factor: float = SET_ASIDE_FACTOR
-) -> list[int]:
-    """The indices of a side's slow outlier runs to set aside (ascending), or none. ``slow``: which way a
-    slow run moves the value (latencies ``higher``, tokens/s ``lower``). The fewest slowest runs, at most
-    ``(n - 1) // 2`` of them, such that the runs left agree within ``factor`` and each run set aside is
-    beyond ``factor`` from their median.
-
-    >>> set_aside_runs([0.40, 0.41, 0.39, 1.2, 1.25]), set_aside_runs([0.40, 0.41, 1.2, 1.25])
-    ([3, 4], [])
-    """
-    n = len(values)
-    if n < 3 or any(not (v > 0 and math.isfinite(v)) for v in values):
-        return []
-    logs = np.log(np.asarray(values, dtype=np.float64)) * (1.0 if slow == "higher" else -1.0)
-    order = [int(i) for i in np.argsort(-logs, kind="stable")]  # slowest first
-    limit = math.log(factor)
-    for k in range(1, (n - 1) // 2 + 1):
-        aside, rest = order[:k], order[k:]
-        kept = logs[rest]
-        centre = float(np.median(kept))
-        if float(kept.max() - kept.min()) <= limit and all(logs[i] - centre > limit for i in aside):
-            return sorted(aside)
-    return []
-
-
-def set_aside(
-    values: Sequence[float], slow: Better = "higher", factor: float = SET_ASIDE_FACTOR
-) -> int | None:
-    """The index of the one slow run of a side to set aside (:func:`set_aside_runs` when it sets aside
-    exactly one), or None.
-
-    >>> set_aside([0.40, 0.41, 1.25]), set_aside([0.40, 0.41, 0.62]), set_aside([0.4, 1.2])
-    (2, None, None)
-    >>> set_aside([0.40, 1.20, 1.25]), set_aside([9000.0, 3000.0, 9100.0], "lower")   # only a slow run
-    (None, 1)
-    """
-    runs = set_aside_runs(values, slow, factor)
-    return runs[0] if len(runs) == 1 else None
-
-
-def _without_outlier(
-    repeats: Sequence[Repeat], values: Sequence[float], side: Party, unit: str
-) -> tuple[list[Repeat], str, list[SetAside]]:
-    """The side's repeats with its slow outlier runs set aside (:func:`set_aside_runs`), a note saying
-    so, and the runs set aside (``unit`` "tok/s": a slow run is a low one)."""
-    aside = set_aside_runs(values, "lower" if unit == "tok/s" else "higher")
-    if not aside:
-        return list(repeats), "", []
-    rest = [v for i, v in enumerate(values) if i not in aside]
-    centre = float(np.median(rest))
-    factor = [(centre / values[k]) if unit == "tok/s" else (values[k] / centre) for k in aside]
-    runs_aside = [
-        SetAside(side=side, repeat=repeats[k].summary.repeat, value=values[k], factor=f)
-        for k, f in zip(aside, factor, strict=True)
-    ]
-    runs = ", ".join(
-        f"r{repeats[k].summary.repeat} ({fmt_value(values[k], unit)}, {fmt_ratio(values[k] / centre)} the "
-        "others' median)"
-        for k in aside
-    )
-    what = "one outlier run" if len(aside) == 1 else f"{len(aside)} outlier runs of {len(values)}"
-    note = (
-        f"{side} run{'s' if len(aside) > 1 else ''} {runs} set aside as {what} (beyond {SET_ASIDE_FACTOR:g}x)"
-    )
-    return [r for i, r in enumerate(repeats) if i not in aside], note, runs_aside
-
-
 # --------------------------------------------------------------------------------------- comparisons
 
 
@@ -306,20 +226,12 @@ def throughput(
 ) -> Measured:
     """Aggregate tokens/s (``output_tps`` or ``prompt_tps``), mean over repeats: the two-stage bootstrap
     interval widened to the run-level one (:func:`gates.bootstrap.throughput_ratio`). One outlier run per
-    side is set aside (:func:`set_aside`) and the message says which."""
-    notes: list[str] = []
-    sides: list[list[Repeat]] = []
+    side is set aside where that moves the ratio toward no change (:func:`gates.set_aside.without_outliers`)
+    and the message says which."""
     measured = (len(candidate), len(baseline))  # before any outlier run is set aside
-    aside: list[SetAside] = []
-    pairs: tuple[tuple[Party, Sequence[Repeat]], ...] = (("candidate", candidate), ("baseline", baseline))
-    for side, repeats in pairs:
-        kept, note, runs = _without_outlier(
-            repeats, [float(getattr(r.summary, metric)) for r in repeats], side, "tok/s"
-        )
-        sides.append(kept)
-        notes += [note] if note else []
-        aside += runs
-    candidate, baseline = sides
+    (candidate, baseline), notes, aside = without_outliers(
+        (candidate, baseline), lambda reps: [float(getattr(r.summary, metric)) for r in reps], "tok/s"
+    )
     est = throughput_ratio(
         [throughput_sample(rep, metric) for rep in candidate],
         [throughput_sample(rep, metric) for rep in baseline],
@@ -384,19 +296,11 @@ def latency(
     comparison: a regression beyond the tolerance even against the flattered baseline is judged on its
     interval, a difference within it even with the candidate's lateness added is not a regression.
     """
-    notes: list[str] = []
-    sides: list[list[Repeat]] = []
-    counts: list[int] = []
-    aside: list[SetAside] = []
-    pairs: tuple[tuple[Party, Sequence[Repeat]], ...] = (("candidate", candidate), ("baseline", baseline))
-    for side, repeats in pairs:
-        present = [r for r in repeats if r.records]
-        counts.append(len(present))  # before any outlier run is set aside
-        kept, note, runs = _without_outlier(present, run_medians(present, extract), side, "s")
-        sides.append(kept)
-        notes += [note] if note else []
-        aside += runs
-    candidate, baseline = sides
+    present = ([r for r in candidate if r.records], [r for r in baseline if r.records])
+    counts = [len(present[0]), len(present[1])]  # before any outlier run is set aside
+    (candidate, baseline), notes, aside = without_outliers(
+        present, lambda reps: run_medians(reps, extract), "s"
+    )
     c_runs, b_runs = per_repeat(candidate, extract), per_repeat(baseline, extract)
     if not c_runs or not b_runs:
         return None

@@ -5,7 +5,7 @@ Pipeline position: between the load runner and the gates. After a launch's fixed
 opening, a candidate with fixed repeats) the sweep asks :func:`to_confirm` which profiles need one more
 run (:mod:`orchestrator.measure.candidate`), measures it, and asks again, up to ``run.confirm_runs``
 more runs per profile. The gates then read every run on disk; a minority of slow runs is set aside there
-(:func:`gates.compare.set_aside_runs`).
+(:func:`gates.set_aside.set_aside_runs`).
 
 Why: one run in ten 2-3x slower (a cold burst, a busy host; issue 21) is set aside when it is one of
 three. When two of three runs of a profile are slow, no rule on those three can tell them from a real 3x
@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 from contracts.metrics import Better, e2e_value, fmt_value, ttft_value
 from contracts.sweepdir import Repeat, Results
-from gates.compare import SET_ASIDE_FACTOR, run_medians, set_aside_runs
+from gates.compare import run_medians
+from gates.set_aside import SET_ASIDE_FACTOR, set_aside_runs
 
 #: The run-level figures the gates compare: name, which way a slow run moves it, unit, each run's value.
 FIGURES: tuple[tuple[str, Better, str, Callable[[Sequence[Repeat]], list[float]]], ...] = (
@@ -38,7 +39,7 @@ FIGURES: tuple[tuple[str, Better, str, Callable[[Sequence[Repeat]], list[float]]
 
 def disagree(values: Sequence[float], slow: Better, factor: float = SET_ASIDE_FACTOR) -> bool:
     """A side's runs of one figure spread beyond ``factor`` and no minority of slow runs explains it
-    (:func:`gates.compare.set_aside_runs` sets none aside): another run can tell which are the outliers.
+    (:func:`gates.set_aside.set_aside_runs` sets none aside): another run can tell which are the outliers.
     Fewer than two runs, or a censored or zero value (a failure is evidence, not noise): never.
 
     >>> disagree([0.40, 0.41, 1.25], "higher"), disagree([0.40, 1.2, 1.25], "higher")
@@ -79,7 +80,7 @@ class Disagreement:
 
 def disagreement(profile: str, repeats: Sequence[Repeat], wanted: int = 0) -> Disagreement | None:
     """The first figure whose runs of ``profile`` disagree (:func:`disagree`), or whose slow outlier runs,
-    once set aside (:func:`gates.compare.set_aside_runs`), leave fewer than ``wanted`` runs to compare;
+    once set aside (:func:`gates.set_aside.set_aside_runs`), leave fewer than ``wanted`` runs to compare;
     None if neither. Interrupted runs are left to the evidence check (``incomplete``), not confirmed."""
     if not repeats or any(rep.summary.interrupted for rep in repeats):
         return None

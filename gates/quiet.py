@@ -9,7 +9,7 @@ Pipeline position: :func:`gates.verdict.decide` asks :func:`heard` after the rul
   deploys it), and a correctness question no gate settles is no reason to act;
 - **a slow minority that recurs after the confirmation runs**: a run the candidate measured as a
   confirmation run (:mod:`gates.confirm`: a profile's runs beyond the fixed repeats) is itself set aside
-  as a slow outlier (:func:`gates.compare.set_aside_runs`). The confirmation runs were to show the slow runs
+  as a slow outlier (:func:`gates.set_aside.set_aside_runs`). The confirmation runs were to show the slow runs
   rare; a slow one among them says they recur, a finding about the candidate (or the host) that the
   comparison of its other runs hides: a KEEP becomes **INCONCLUSIVE**, a NEUTRAL names it (the baseline
   stays either way). Two slow runs among the fixed repeats that the confirmation runs outnumber are the
@@ -25,9 +25,9 @@ from collections.abc import Mapping, Sequence
 
 from contracts.sweepdir import Results
 from contracts.verdicts import Comparison, GateResult, SetAside, Verdict, decision_label
-from gates.compare import SET_ASIDE_FACTOR
 from gates.evidence import Expected
 from gates.sequential import SequentialPlan
+from gates.set_aside import SET_ASIDE_FACTOR
 
 #: profile -> the repeat numbers of the candidate's confirmation runs of it.
 Confirmations = Mapping[str, frozenset[int]]

@@ -5,7 +5,7 @@ rule) and the gates that compare a per-run figure of their own: the cost gate's 
 tokens (:mod:`gates.cost`) and the time bound's requests completed per second (:mod:`gates.time_bound`).
 It does for such a figure what :func:`gates.compare.throughput` does for tokens/s (docs/gates.md):
 
-- a minority of slow runs per side is set aside (:func:`gates.compare.set_aside_runs`) and the message
+- a minority of slow runs per side is set aside (:func:`gates.set_aside.set_aside_runs`) and the message
   says which;
 - two runs or more on a side: the t-interval on the log per-run values (:func:`gates.stats.run_level_ratio`);
   one run against several decides only an effect beyond 4x (:func:`gates.stats.single_run_guard`);
@@ -30,7 +30,7 @@ import numpy as np
 from scipy.stats import t as student_t
 
 from contracts.metrics import Better, fmt_ratio
-from gates.compare import SET_ASIDE_FACTOR, set_aside_runs
+from gates.set_aside import SET_ASIDE_FACTOR, set_aside_runs
 from gates.stats import (
     ONE_REPEAT_NOTE,
     RatioEstimate,
@@ -50,7 +50,7 @@ class RunValues:
 
 
 def without_slow_runs(side: RunValues, slow: Better, fmt: Callable[[float], str]) -> tuple[RunValues, str]:
-    """``side`` with its slow outlier runs set aside (:func:`gates.compare.set_aside_runs`; ``slow``: which
+    """``side`` with its slow outlier runs set aside (:func:`gates.set_aside.set_aside_runs`; ``slow``: which
     way a slow run moves the figure), and a note that says which, as the throughput comparison writes it
     ("" when none).
 

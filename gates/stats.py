@@ -369,7 +369,7 @@ def two_run_guard(
     repeats; ``measured``: each side's runs before any was set aside) decides only an effect beyond what
     outlier runs can produce, as :func:`single_run_guard` does for one run.
 
-    A slow outlier run is set aside only among three runs or more (:func:`gates.compare.set_aside_runs`);
+    A slow outlier run is set aside only among three runs or more (:func:`gates.set_aside.set_aside_runs`);
     of two, both can be the host's slow runs (one in ten 3x slower: 1% of a look's profiles) or one mode
     of a bimodal figure (decode_heavy's prefill waves: half the runs 1.2-1.6x), and the t-interval, which
     takes runs for normal draws, reads them as the configuration (issue 42: such looks were most of the

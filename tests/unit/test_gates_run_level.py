@@ -21,9 +21,9 @@ from contracts.metrics import fmt_ratio
 from contracts.schema import GatesConfig
 from gates import Comparison, SweepVerdict, Verdict, evaluate_sweep
 from gates.bootstrap import RunSample, bootstrap_ratio, throughput_ratio
-from gates.compare import set_aside, set_aside_runs
 from gates.judge import exit_code
 from gates.sequential import SequentialPlan
+from gates.set_aside import set_aside, set_aside_runs
 from gates.stats import (
     ONE_REPEAT_NOTE,
     OUTLIER_FACTOR,
