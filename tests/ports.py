@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import random
 import socket
+from pathlib import Path
+
+#: Ports a sweep serves on from its ``service.port``: the port itself, then ``port + 1 + k`` for the
+#: parallel jobs' simulated nodes and trials (orchestrator/app/jobs.py); more than any test asks.
+SPAN = 8
+#: The lowest port handed out: above the well-known and registered services most hosts run.
+LOWEST = 20000
 
 
-def free_port() -> int:
-    """A port nobody listens on right now (bind port 0 and read it back)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _ephemeral_low(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> int:
+    """The first port of the kernel's ephemeral range (Linux's default 32768 where it cannot be read)."""
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def port_is_free(port: int) -> bool:
@@ -21,3 +30,19 @@ def port_is_free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def free_port(span: int = SPAN) -> int:
+    """A port nobody listens on right now, with the ``span - 1`` ports after it free too.
+
+    Chosen below the kernel's ephemeral range: a port from it (``bind(0)``) can be taken by any client
+    connection's source port on the machine before the sweep's simulated node binds ``port + 1`` (an
+    integration run at load 4 once failed on ``PortInUseError: port 46158 ... already taken``).
+    """
+    high = _ephemeral_low() - span
+    picker = random.Random()
+    for _ in range(1000):
+        base = picker.randrange(LOWEST, high)
+        if all(port_is_free(base + k) for k in range(span)):
+            return base
+    raise RuntimeError(f"no {span} free consecutive ports in [{LOWEST}, {high + span})")

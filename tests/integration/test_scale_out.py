@@ -35,7 +35,7 @@ from tests.integration.sweep_helpers import (
     sweep_dir,
     wait_for,
 )
-from tests.ports import port_is_free
+from tests.ports import free_port
 
 pytest.importorskip(
     "hydra_plugins.hydra_submitit_launcher", reason="the .[slurm] extra (make setup installs it)"
@@ -49,13 +49,10 @@ PARALLEL = ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10"]
 @pytest.fixture
 def cluster_port() -> Iterator[int]:
     """A port with the next two free as well (the serving host, then one per simulated node)."""
-    for base in range(21000, 40000, 7):
-        if all(port_is_free(base + k) for k in range(3)):
-            yield base
-            for k in range(3):
-                kill_servers(base + k)
-            return
-    pytest.fail("no block of 3 free ports")
+    base = free_port(span=3)  # below the ephemeral range, its two neighbours free too
+    yield base
+    for k in range(3):
+        kill_servers(base + k)
 
 
 def decisions(sweep: Path) -> dict[str, str]:

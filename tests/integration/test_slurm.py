@@ -39,7 +39,7 @@ from tests.integration.sweep_helpers import (
     wait_for,
 )
 from tests.integration.test_search_storage import FAST as SEARCH_FAST
-from tests.ports import port_is_free
+from tests.ports import free_port
 
 pytest.importorskip(
     "hydra_plugins.hydra_submitit_launcher", reason="the .[slurm] extra (make setup installs it)"
@@ -84,13 +84,10 @@ def slurm_cluster() -> None:
 @pytest.fixture
 def cluster_port() -> Iterator[int]:
     """A port with the next two free as well (the serving host, then one per simulated node)."""
-    for base in range(24001, 32000, 7):  # below the ephemeral range (32768-), apart from test_scale_out
-        if all(port_is_free(base + k) for k in range(3)):
-            yield base
-            for k in range(3):
-                kill_servers(base + k)
-            return
-    pytest.fail("no block of 3 free ports")
+    base = free_port(span=3)  # below the ephemeral range, its two neighbours free too
+    yield base
+    for k in range(3):
+        kill_servers(base + k)
 
 
 def queued(job_ids: set[str]) -> set[str]:
