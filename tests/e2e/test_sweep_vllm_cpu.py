@@ -2,11 +2,14 @@
 against that measurement.
 
 One sweep: the baseline TP1 x DP2 (one core per replica), the re-layout TP2 x DP1, ngram speculative
-decoding, a deliberate regression (max_num_seqs 1 under 16-way concurrency) and an FP8 KV cache the CPU
-refuses; then the baseline restored and validated. These are CPU measurements of a 2-layer model on a
-shared 2-core machine: they test that gauntlet launches, measures and judges real vLLM, not how any
-layout performs on GPUs. The verdicts of the layout and speculative candidates are whatever this CPU
-gives; only the regression's rejection and the FP8 refusal are asserted.
+decoding, a deliberate regression (max_num_seqs 1 under 16-way concurrency) and a flag the installed vLLM
+does not know (doctor refuses it, never launched); then the baseline restored and validated. These are
+CPU measurements of a 2-layer model on a shared 2-core machine: they test that gauntlet launches, measures
+and judges real vLLM, not how any layout performs on GPUs. The verdicts of the layout and speculative
+candidates are whatever this CPU gives; only the regression's rejection and the unknown flag's refusal are
+asserted. A launch that real vLLM refuses on this CPU (an FP8 KV cache) is tests/e2e/test_vllm_cpu.py's:
+here it cost one more vLLM startup (50-100 s) on the e2e stage's longest worker, for the launcher path
+that test covers.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from tests.ports import free_port
 
 pytestmark = pytest.mark.slow
 
-CANDIDATES = ("cpu_baseline", "cpu_tp2", "cpu_ngram", "cpu_seqs1", "cpu_fp8")
+CANDIDATES = ("cpu_baseline", "cpu_tp2", "cpu_ngram", "cpu_seqs1")
 #: A flag the installed vLLM does not know: doctor names it and the sweep never launches it.
 BOGUS = "cpu_bogus_flag"
 #: The simulator's profile of this host (launch/sim/profiles/cpu2_tiny_head80.json).
@@ -67,8 +70,8 @@ def _summaries(sweep: Path, candidate: str, profile: str) -> list[ProfileSummary
     ]
 
 
-# Five vLLM startups of 40-80 s each (four candidates and the restore) and the FP8 refusal: 7-10 minutes on
-# two idle cores, up to 15 on a shared machine; past the suite's 600 s default, within the sweep's own bound.
+# Five vLLM startups of 30-100 s each (four candidates and the restore): about 7 minutes on two idle cores,
+# up to 12 on a shared machine; past the suite's 600 s default, within the sweep's own bound.
 @pytest.mark.timeout(1800)
 def test_case_study_candidates_on_real_vllm_and_the_simulator_against_them(
     vllm_cpu: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -117,10 +120,6 @@ def test_case_study_candidates_on_real_vllm_and_the_simulator_against_them(
             assert set(extra) <= {f"{p}/r{k}" for k in (6, 7) for p in ("serial", "short")}, extra
             if extra:
                 assert f"{name}: " in done.stderr and "confirmation run 1 of at most 2" in done.stderr
-        # The CPU refuses an FP8 KV cache for head size 80: incompatible, with vLLM's own line.
-        fp8 = read_model(layout.candidate_dir(sweep, "cpu_fp8") / layout.RUN_FILE, CandidateRun)
-        assert (fp8.startup.ok, fp8.startup.kind) == (False, "incompatible")
-        assert fp8.startup.matched_line and "fp8" in fp8.startup.matched_line.lower()
         # doctor named the flag the installed vLLM does not know: never launched.
         bogus = read_model(layout.candidate_dir(sweep, "cpu_bogus_flag") / layout.RUN_FILE, CandidateRun)
         assert (bogus.startup.ok, bogus.startup.kind) == (False, "bad-args")
@@ -157,7 +156,7 @@ def test_case_study_candidates_on_real_vllm_and_the_simulator_against_them(
             assert seqs1.decision == "reject", seqs1
         concurrency = next(g for g in seqs1.gates if g.gate == "concurrency")
         assert "concurrency" in seqs1.failed and concurrency.status == "fail" and concurrency.evidence
-        assert verdicts["cpu_fp8"].decision == "incompatible"
+        assert verdicts["cpu_bogus_flag"].decision == "incompatible"
         for name in ("cpu_tp2", "cpu_ngram"):  # judged, whatever this CPU makes of them
             judged = ("keep", "neutral", "reject", "inconclusive", "incomplete")
             assert verdicts[name].decision in judged, verdicts[name]
