@@ -186,6 +186,9 @@ class SloSummary(_Model):
     goodput_tps: float  # output tokens of the good requests / duration_s
     violations: dict[str, int] = Field(default_factory=dict)  # SloMetric -> requests over its threshold
     # (failed requests count against every metric)
+    # The margin with each request's own send lateness added back to the latencies counted from the send
+    # (load.goodput.late_margin); None: no record was late, or an older summary (the p99 rule applies).
+    margin_lag_undone: float | None = None
 
 
 class LoadSettings(_Model):
@@ -266,8 +269,9 @@ class CapacityPoint(_Model):
     goodput_tps: float
     output_tps: float
     tps_per_user: float | None  # 1 / median TPOT: the decode speed one user sees
-    # The load client's p99 dispatch lag in this run (s), and the lowest margin it allows: that lag added
-    # back to each latency counted from the send (gates.capacity_lag); None in older files (no lag read).
+    # The load client's p99 dispatch lag in this run (s), and the lowest margin its lateness allows: each
+    # request's own added back to its latencies counted from the send (the summary's slo.margin_lag_undone;
+    # older summaries: the p99 lag added to every request); None in older files (no lag read).
     client_lag_s: float | None = None
     margin_lag_undone: float | None = None
 

@@ -289,7 +289,7 @@ def compare_capacities(
         levels = "; ".join(f"at {m[0]:g} the margin {m[1]:.3f} reads {m[2]:.3f}" for m in moved[:3])
         limit = f"across {fmt_ratio(crosses)}" if crosses is not None else f"below the {gain:.0%} gain"
         text += (
-            f"; with the load client's dispatch lag added back to each run's latencies "
+            f"; with each request's own send lateness added back to its run's latencies "
             f"({levels or 'the fit moves'}), the ratio lies anywhere in "
             f"[{fmt_ratio(lag_bounds[0])}, {fmt_ratio(lag_bounds[1])}], {limit}: "
             "requests sent late meet a shorter queue, so the client may have made or hidden the difference; "

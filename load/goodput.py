@@ -5,7 +5,9 @@ Pipeline position: part of the load runner's collect step. :func:`load.collect.s
 the summary's ``slo`` field, which the capacity search, the capacity gate and the report read. A request
 *meets* the SLO when every set threshold holds for it (a failed request meets none); the run *holds* it
 when every bounded latency's percentile is at or under its threshold, failed or censored requests
-counting as +inf. Example::
+counting as +inf. The summary also holds the margin with each request's own send lateness added back
+(:func:`late_margin`), which the capacity search records as the lowest margin the load client's lateness
+could have hidden. Example::
 
     >>> from contracts.schema import SloConfig
     >>> slo_summary([], SloConfig(ttft_s=2.0), duration_s=0.0).met
@@ -15,11 +17,23 @@ counting as +inf. Example::
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from contracts.metrics import stats
 from contracts.results import RequestRecord, SloSummary, Stats
 from contracts.schema import SloConfig
+
+#: The SLO metrics counted from the request's send: a request sent late meets a shorter queue, so the load
+#: client's dispatch lag can lower them by up to that lag (TPOT, the time between tokens, is not counted
+#: from the send).
+FROM_SEND = ("ttft", "first_visible", "e2e")
+
+
+def own_lateness(record: RequestRecord) -> float:
+    """How late the request left against its schedule (``sent_s - scheduled_s``, at least 0), in the
+    records' seconds: host seconds, as its latencies and the SLO's thresholds (on the simulator, wall
+    seconds times ``time_scale``; the summary's ``client.dispatch_lag_p99_s`` is their p99)."""
+    return max(0.0, record.sent_s - record.scheduled_s)
 
 
 def tpot_value(record: RequestRecord) -> float:
@@ -96,9 +110,10 @@ def slo_summary(records: Sequence[RequestRecord], slo: SloConfig, *, duration_s:
     violations: dict[str, int] = {}
     margins: list[float] = []
     good = [True] * len(measured)
+    by_metric: dict[str, list[float]] = {}
     for metric, limit in limits.items():
         extract = SLO_METRICS[metric][1]
-        values = [extract(r) for r in measured]
+        values = by_metric[metric] = [extract(r) for r in measured]
         value = censored_percentile(values, slo.percentile)
         finite = math.isfinite(value)
         observed[metric] = value if finite else None
@@ -114,6 +129,10 @@ def slo_summary(records: Sequence[RequestRecord], slo: SloConfig, *, duration_s:
     if not measured:
         margin = 0.0
     good_tokens = sum(r.completion_tokens or 0 for r in good_records)
+    lateness = [own_lateness(r) for r in measured]
+    undone = None
+    if any(d > 0 for d in lateness):
+        undone = late_margin(by_metric, lateness, limits, slo.percentile, margin=min(margin, 1e6))
     return SloSummary(
         name=slo.name,
         percentile=slo.percentile,
@@ -126,18 +145,50 @@ def slo_summary(records: Sequence[RequestRecord], slo: SloConfig, *, duration_s:
         goodput_rps=len(good_records) / duration_s if duration_s > 0 else 0.0,
         goodput_tps=good_tokens / duration_s if duration_s > 0 else 0.0,
         violations=violations,
+        margin_lag_undone=undone,
     )
 
 
-#: The SLO metrics counted from the request's send: a request sent late meets a shorter queue, so the load
-#: client's dispatch lag can lower them by up to that lag (TPOT, the time between tokens, is not counted
-#: from the send).
-FROM_SEND = ("ttft", "first_visible", "e2e")
+def late_margin(
+    values: Mapping[str, Sequence[float]],
+    lateness: Sequence[float],
+    limits: Mapping[str, float],
+    percentile: float,
+    *,
+    margin: float,
+) -> float:
+    """The run's SLO margin with each request's own lateness added back (the capacity gate's lag rule,
+    docs/capacity.md): a request sent ``d`` late met at most the queue it would have met on time, so its
+    latencies counted from the send (:data:`FROM_SEND`) would have been at most ``value + d``; each bounded
+    metric's percentile is taken over those (TPOT's over its values), the margin is the lowest threshold
+    over percentile, never above the observed ``margin``. ``values``: each metric's per-request values
+    (+inf: failed or censored), ``lateness`` each request's (:func:`own_lateness`), in the same order.
+
+    A burst sent at once whose late requests are not the slow ones moves the percentile little; where the
+    slowest requests are the latest (one burst queued in prefill waves along its send order) it moves by
+    about their lateness, as :func:`margin_lag_undone` (the run's p99 lag added to every request) does.
+
+    >>> v = {"ttft": [0.1] * 90 + [0.9] * 10}
+    >>> burst = [0.03] * 50 + [0.0003] * 50       # the opening burst late, the slow requests on time
+    >>> round(late_margin(v, burst, {"ttft": 1.0}, 99, margin=1 / 0.9), 3)   # 1 / 0.9003
+    1.111
+    >>> round(late_margin(v, [0.03] * 100, {"ttft": 1.0}, 99, margin=1 / 0.9), 3)   # all 30 ms late: 1 / 0.93
+    1.075
+    """
+    margins: list[float] = []
+    for metric, limit in limits.items():
+        own = values[metric]
+        if metric in FROM_SEND:
+            own = [v + d for v, d in zip(own, lateness, strict=True)]
+        value = censored_percentile(own, percentile)
+        margins.append(0.0 if not math.isfinite(value) else math.inf if value <= 0 else limit / value)
+    return min(min(margins, default=math.inf), margin, 1e6)
 
 
 def margin_lag_undone(slo: SloSummary, lag_s: float) -> float:
-    """The run's SLO margin with the client's lag added back to every percentile counted from the send:
-    the lowest margin that lateness could have hidden (the capacity gate's lag rule, docs/capacity.md).
+    """The run's SLO margin with the client's p99 lag added back to every percentile counted from the send:
+    the rule for a summary without :attr:`SloSummary.margin_lag_undone` (written before each request's own
+    lateness was counted, or whose records carry none), as :func:`gates.lag.run_lag_effect` falls back.
 
     >>> s = SloSummary(name="x", percentile=99, thresholds={"ttft": 1.0, "tpot": 0.1},
     ...                observed={"ttft": 0.98, "tpot": 0.05}, met=True, margin=1.0204, good_requests=1,

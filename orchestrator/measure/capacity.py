@@ -76,6 +76,9 @@ def _point(summary: ProfileSummary, level: float, attempt: int, file: str) -> Ca
     assert slo is not None  # the sweep passes its SLO to every run
     tpot = summary.tpot.p50 if summary.tpot is not None else None
     lag = summary.client.dispatch_lag_p99_s
+    # Each request's own lateness added back (the records' seconds, as the margin's); a summary without it
+    # (older, or no record late) falls back to its p99 lag added to every request.
+    undone = slo.margin_lag_undone if slo.margin_lag_undone is not None else margin_lag_undone(slo, lag)
     return CapacityPoint(
         level=level,
         attempt=attempt,
@@ -88,7 +91,7 @@ def _point(summary: ProfileSummary, level: float, attempt: int, file: str) -> Ca
         output_tps=summary.output_tps,
         tps_per_user=1 / tpot if tpot else None,
         client_lag_s=lag,
-        margin_lag_undone=margin_lag_undone(slo, lag),
+        margin_lag_undone=undone,
     )
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.decision.capacity_runs import CAPACITY, write_capacity
+from benchmarks.decision.capacity_runs import CAPACITY, level_margins, write_capacity
 from benchmarks.decision.scenarios import SCENARIOS, CapacityPlan, bars
 from benchmarks.noise_models import NOISE_MODELS
 
@@ -58,3 +58,20 @@ def test_each_launch_is_searched_with_its_own_launch_effect(
         assert all(p.margin_lag_undone is not None and p.margin_lag_undone <= p.margin for p in result.points)
     spread = abs(math.log((runs["baseline"].low or 1) / (runs["block"].low or 1)))
     assert spread <= 0.2
+
+
+@pytest.mark.parametrize(
+    ("level", "margin", "span"),
+    [(8, 1.02, 0.015), (128, 1.02, 0.03), (147, 0.98, 0.03), (256, 1.3, 0.02), (40, 0.7, 0.025)],
+)
+def test_a_levels_margin_counts_each_requests_own_lateness(level: float, margin: float, span: float) -> None:
+    """The benchmark records what the sweep records (load.goodput.late_margin over the level's one burst,
+    its last prefill wave the slowest and the latest): between the p99 rule and the margin observed, at
+    least the last wave's first request's lateness below the p99 rule. Before: the p99 rule."""
+    observed, lag, undone = level_margins(level, margin, span)
+    p99_rule = 1 / (1 / margin + lag)
+    n = max(8, level)
+    first_of_last_wave = span * ((n - n // 4) / (n - 1)) ** 0.75
+    assert observed == margin and lag == pytest.approx(span * 0.99**0.75, rel=0.02)
+    assert p99_rule < undone < margin
+    assert 1 / undone - 1 / margin == pytest.approx(first_of_last_wave, rel=0.05)
