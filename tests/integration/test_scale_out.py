@@ -65,13 +65,18 @@ def job_journals(sweep: Path) -> list[Path]:
 
 
 def test_a_parallel_sweep_gives_the_serial_sweeps_verdicts(tmp_path: Path, cluster_port: int) -> None:
+    # Three repeats a side (sim_small has two): in parallel the node's baseline adds its block's run, and
+    # two candidate runs against three baseline runs decide only beyond 4x (gates.stats.two_run_guard), so
+    # tp4_dp2's 0.49x read INCONCLUSIVE there and REJECT serially whenever no confirmation run was taken
+    # (an integration run at load 4). With three, neither side is guarded and both read the same.
+    three = "run.repeats=3"
     code, out, serial = run_sweep(
-        ["-m", "candidate=tp4_dp2,eplb"], sweeps=tmp_path / "serial", port=cluster_port
+        ["-m", "candidate=tp4_dp2,eplb", three], sweeps=tmp_path / "serial", port=cluster_port
     )
     assert code == 0, out
     kill_servers(cluster_port)
     code, out, parallel = run_sweep(
-        ["-m", "candidate=baseline,tp4_dp2,eplb", *PARALLEL, "run.simulated_nodes=2"],
+        ["-m", "candidate=baseline,tp4_dp2,eplb", three, *PARALLEL, "run.simulated_nodes=2"],
         sweeps=tmp_path / "parallel",
         port=cluster_port,
     )
