@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.sim_throughput import start_server  # noqa: E402
-from contracts.layout import RECORDS_FILE, candidate_dir, candidate_root  # noqa: E402
+from contracts.layout import RepeatPaths, candidate_dir, candidate_root  # noqa: E402
 from contracts.results import RequestRecord  # noqa: E402
 from contracts.sweepdir import load_results  # noqa: E402
 from gates.lag import run_lag_effect  # noqa: E402
@@ -94,7 +94,9 @@ def capacity_runs(port: int, levels: Sequence[int], runs: int) -> None:
                     time_scale=1.0,
                     progress=False,
                 )
-                records = [RequestRecord.model_validate_json(line) for line in (out / RECORDS_FILE).open()]
+                records = [
+                    RequestRecord.model_validate_json(line) for line in RepeatPaths(out).records.open()
+                ]
                 late = np.array([max(0.0, r.sent_s - r.scheduled_s) for r in records])
                 ttft = np.array([_ttft(r) for r in records])
                 p99, lagged, lag = (float(np.percentile(x, 99)) for x in (ttft, ttft + late, late))
