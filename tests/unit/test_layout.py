@@ -1,5 +1,5 @@
 """One owner of the sweep directory's layout: no product module or benchmark but :mod:`contracts.layout`
-spells a name.
+(with its part split by concern, :mod:`contracts.layout_search`) spells a name.
 
 A name is spelled when a string (not a docstring) is a path with one of the layout's file names as a part
 (``"run.json"``, ``f"{rel}/summary.json"``, ``.with_name("server.log")``), a path with one of its folder
