@@ -32,6 +32,7 @@ the report); it imports only the error tree. No other module spells one of these
             launch/  restored/                        its launch and validation; the previous one restored
         search/                                       a search (conf/search/): its trials and winner
             trials.json  study.db  winner.yaml        the trial record, Optuna's storage, the winner
+            <finalist>.yaml                           each further finalist confirmed (search.confirm_top)
             candidates/<trial>/                       one launch per trial (spec.json ... capacity.json)
 
 Outside the sweep directory, beside the port's lock (``<lock dir>``: orchestrator.ledger.lock)::
@@ -48,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contracts.errors import GauntletError
+from contracts.layout_search import SearchFiles
 
 # ---------------------------------------------------------------- the sweep directory
 #: The composed configuration of a sweep, as the sweep wrote it (resolved YAML, Hydra's own keys removed).
@@ -144,12 +146,7 @@ OFFSITE_FILE = "sweep.json"
 #: The launched servers' specs in that copy (``specs/<candidate>.json``).
 OFFSITE_SPECS_DIR = "specs"
 
-#: A search's folder (conf/search/): the trial record, Optuna's SQLite storage, the winner as a candidate
-#: file, and each trial's launch under ``search/candidates/<trial>/``.
-SEARCH_DIR = "search"
-TRIALS_FILE = "trials.json"
-STUDY_FILE = "study.db"
-WINNER_FILE = "winner.yaml"
+#: A search's folder and its files: :mod:`contracts.layout_search` (this layout's part, split by concern).
 
 # ---------------------------------------------------------------- the sweeps folder
 #: Where sweeps go when no configuration says otherwise (``run.sweeps_dir``).
@@ -354,8 +351,9 @@ class LaunchPaths:
 
 
 @dataclass(frozen=True)
-class SweepPaths:
-    """A sweep directory: its records, and each launch's directory (:class:`LaunchPaths`)."""
+class SweepPaths(SearchFiles):
+    """A sweep directory: its records, and each launch's directory (:class:`LaunchPaths`); a search's
+    files (``search/``) are :class:`~contracts.layout_search.SearchFiles`'."""
 
     root: Path
 
@@ -434,26 +432,6 @@ class SweepPaths:
     @property
     def retained_spec(self) -> Path:
         return retained_spec_file(self.root)
-
-    @property
-    def search(self) -> Path:
-        """A search's folder (``search/``); its trials' launches are ``search/candidates/<trial>/``."""
-        return self.root / SEARCH_DIR
-
-    @property
-    def trials(self) -> Path:
-        """The search's trial record (``search/trials.json``: contracts.trials.SearchRecord)."""
-        return self.search / TRIALS_FILE
-
-    @property
-    def study(self) -> Path:
-        """Optuna's SQLite storage of the search (``search/study.db``), when no storage URL is set."""
-        return self.search / STUDY_FILE
-
-    @property
-    def winner(self) -> Path:
-        """The search's best point as a candidate file (``search/winner.yaml``), ready for conf/candidate/."""
-        return self.search / WINNER_FILE
 
     @property
     def search_plot(self) -> Path:

@@ -38,9 +38,12 @@ INTEGER_FIELDS = ("max_num_seqs", "max_num_batched_tokens", "speculative.num_spe
 LAYOUT_FIELDS = ("tensor_parallel_size", "data_parallel_size", "enable_expert_parallel", "enable_eplb")
 #: ``speculative.method`` value that turns speculative decoding off.
 SPECULATIVE_OFF = "off"
-#: What a search maximises: capacity at the SLO (the capacity search's answer), goodput (output tokens/s
-#: of requests that met the SLO) or output tokens/s per GPU, both at ``load_level``.
-OBJECTIVES = ("capacity", "goodput", "tps_per_gpu")
+#: What a search optimises: capacity at the SLO (the capacity search's answer), goodput (output tokens/s
+#: of requests that met the SLO) or output tokens/s per GPU, both at ``load_level`` (maximised); or $ per
+#: million output tokens at the capacity the SLO allows (minimised; needs ``host.gpu_hour_price``).
+OBJECTIVES = ("capacity", "goodput", "tps_per_gpu", "usd_per_mtok_at_slo")
+#: The objectives a search minimises (the others it maximises).
+MINIMISED = ("usd_per_mtok_at_slo",)
 SAMPLERS = ("tpe", "random")
 PRUNERS = ("successive_halving", "hyperband", "none")
 
@@ -60,7 +63,8 @@ class SearchConfig:
     # Named layouts for the `layout` field: name -> {tensor_parallel_size, data_parallel_size,
     # enable_expert_parallel, enable_eplb}; plan checks each against the host's placement rule.
     layouts: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # What the search maximises: capacity (default), goodput or tps_per_gpu (OBJECTIVES).
+    # What the search optimises: capacity (default), goodput, tps_per_gpu (maximised) or
+    # usd_per_mtok_at_slo ($ per million output tokens at the SLO's capacity, minimised) (OBJECTIVES).
     objective: str = "capacity"
     # Also minimise the serial latency (median end-to-end time of the serial profile): a Pareto front of
     # capacity vs latency instead of one best point (no pruning: Optuna prunes single objectives only).
@@ -90,6 +94,11 @@ class SearchConfig:
     # search only when its screen is among the best 1/reduction_factor; none measures every point fully.
     pruner: str = "successive_halving"
     reduction_factor: int = 3
+    # Confirmations, inside the budget: the search's trials leave this many launches of max_launches (and
+    # their GPU-hours) for them. The best confirm_top distinct feasible points are confirmed together
+    # against the baseline; while none is a KEEP and the budget lasts, the runner-ups one at a time. The
+    # recommendation is the best confirmed KEEP.
+    confirm_top: int = 2
     # Trials measured at once, each a job on a node of its own with that node's baseline (docs/search.md):
     # needs a launcher that runs jobs side by side (hydra/launcher=gauntlet_slurm, or gauntlet_local with
     # run.simulated_nodes); 1 = one trial after the other in the sweeping process.

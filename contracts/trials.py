@@ -7,6 +7,7 @@ figure is the search's *estimate*; the verdict on the winner is the confirmation
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -47,7 +48,10 @@ class TrialRecord(_Model):
     screen: float | None = None
     launches: int = 0
     wall_s: float = 0.0
+    #: Its charge to the budget: GPUs x its own host seconds, plus its node baseline's (search/budget.py).
     gpu_hours: float = 0.0
+    #: Launches of its node's baseline measured first for it (a parallel search), charged with it.
+    baseline_launches: int = 0
     #: The same point as this earlier trial: its result reused, nothing launched.
     same_as: int | None = None
     #: The first value is a floor: the capacity search held the SLO at every level it tried ("≥ 16").
@@ -60,9 +64,12 @@ class TrialRecord(_Model):
     #: At the capacity found: the SLO margin and attainment (what breaks a tie at the capacity ceiling).
     margin: float | None = None
     attainment: float | None = None
-    #: Each gated requirement measured at the trial's screen, by name: its violation as Optuna's
-    #: ``set_constraint`` takes it (> 0: broken by that much, in the requirement's own terms; <= 0: met).
-    #: Empty: no requirement was measured (the report then shades only the points that did not start).
+    #: Each gated requirement ruled on at the trial's screen (orchestrator.measure.trial_constraints), by
+    #: name ("serial latency", "prefill_10k TTFT"): its violation size, the one figure Optuna's
+    #: ``set_constraint`` is told, the console, trials.json and the report show: > 0 broken by that
+    #: fraction beyond the gates' limit (+0.12: 12% beyond), <= 0 met. Empty: no requirement was ruled on
+    #: (a point that did not start, a record written before constraints; the report then shades only the
+    #: points that did not start).
     constraints: dict[str, float] = {}
 
     @property
@@ -72,9 +79,11 @@ class TrialRecord(_Model):
 
 
 class Confirmation(_Model):
-    """The winner measured again as an ordinary candidate: the gates' verdict on it."""
+    """A finalist measured again as an ordinary candidate: the gates' verdict on it."""
 
     decision: str
+    #: The finalist confirmed (empty in records written before several were: the winner).
+    name: str = ""
     reason: str = ""
     #: Its capacity measured on the fresh launch (None: not measured, or not a capacity objective).
     capacity: float | None = None
@@ -90,6 +99,24 @@ class Winner(_Model):
     estimate: list[float]
     yaml_file: str
     at_least: bool = False  # the estimate's first value is a floor (TrialRecord.at_least)
+
+
+class Tradeoff(_Model):
+    """What the search found when no confirmed point is a KEEP (or to say what a KEEP cost): the best
+    estimate and the gated requirements it breaks, the best point that met every one, what to relax."""
+
+    #: The trial with the best estimate among those whose screen broke a constraint (None: none was
+    #: better than the best feasible point), its estimate and its broken constraints (name -> size).
+    best_name: str | None = None
+    best_estimate: float | None = None
+    best_broken: dict[str, float] = {}
+    #: The best trial that met every constraint (the first finalist), its estimate and its ratio to the
+    #: baseline's figure (None: no baseline figure, or not the capacity objective).
+    feasible_name: str | None = None
+    feasible_estimate: float | None = None
+    feasible_gain: float | None = None
+    #: What a user could relax to take the best estimate: one sentence per gate setting.
+    relax: list[str] = []
 
 
 class SearchRecord(_Model):
@@ -115,6 +142,20 @@ class SearchRecord(_Model):
     #: The best point found is the baseline's own configuration: nothing confirmed, nothing to change.
     best_is_baseline: bool = False
     confirmation: Confirmation | None = None
+    #: The distinct feasible points confirmed, in the order they were (best estimate first: the first
+    #: search.confirm_top together, then each runner-up after no KEEP); ``winner`` is the first. Empty in
+    #: records written before several were confirmed.
+    finalists: list[Winner] = []
+    #: Each finalist's confirmation after the judge, in the finalists' order (``confirmation``: the
+    #: recommended one's, else the first's).
+    confirmations: list[Confirmation] = []
+    #: Launches (and GPU-hours) of the confirmations, counted in ``launches`` and ``gpu_hours`` too: the
+    #: budget holds the search's trials and its confirmations.
+    confirm_launches: int = 0
+    #: The recommendation: the best confirmed KEEP's name; None: no finalist was a KEEP.
+    recommended: str | None = None
+    #: The trade-off the search found (orchestrator.search.confirm), written at the search's end.
+    tradeoff: Tradeoff | None = None
     #: This sweep's id in its study: each trial it asks is tagged with it, so a resume fails only the
     #: trials this sweep left running (a shared study's other sweeps run their own); "" before the study.
     sweep_id: str = ""
@@ -123,6 +164,17 @@ class SearchRecord(_Model):
     def distinct_launched(self) -> int:
         """Configurations launched (a trial that reused an earlier one's point launched nothing)."""
         return sum(1 for t in self.trials if t.launches > 0)
+
+
+def best_keep(
+    finalists: Sequence[Winner], decisions: Mapping[str, str], capacities: Mapping[str, float | None]
+) -> Winner | None:
+    """The recommendation: among the finalists the gates KEEP (``decisions``: name -> decision), the highest
+    capacity measured on its confirmation (``capacities``), then the search's order (best estimate
+    first); None when no finalist is a KEEP. The search's console and the report both ask it."""
+    order = {w.name: i for i, w in enumerate(finalists)}
+    keeps = [w for w in finalists if decisions.get(w.name) == "keep"]
+    return max(keeps, key=lambda w: (capacities.get(w.name) or 0.0, -order[w.name]), default=None)
 
 
 def read_search(sweep: Path) -> SearchRecord | None:

@@ -30,6 +30,7 @@ from contracts.sweepdir import (
     read_sweep_config,
     sweep_dir_argument,
 )
+from contracts.trials import read_search
 from contracts.verdicts import VERDICTS_SCHEMA_VERSION, SweepVerdict, read_verdicts
 from report.export import write_summaries_csv
 from report.html import HTML_FILE, PLOT_CAPTIONS, render_html
@@ -37,7 +38,8 @@ from report.markdown import render_markdown, render_terminal
 from report.model import build_model, read_sweep
 from report.plots import write_plots
 from report.rerun import rerun_section
-from report.search import search_section
+from report.search import confirmed, search_section
+from report.search_tradeoff import tradeoff_section
 
 
 def read_judgement(sweep_dir: Path) -> SweepVerdict:
@@ -92,6 +94,9 @@ def write_report(sweep_dir: Path, cfg: GauntletConfig | None = None) -> Built:
     data = read_sweep(sweep_dir, [*names, *node_baseline_names(sweep_dir)])
     report = build_model(sweep_dir, cfg, verdicts, data, names)
     text = render_markdown(report) + search_section(report.search)
+    text += tradeoff_section(
+        search_record := read_search(sweep_dir), verdicts, confirmed(sweep_dir, search_record)
+    )
     text += rerun_section(sweep_dir, cfg, verdicts.baseline)
     write_plots(sweep_dir, cfg, report, data)
     recovery = (

@@ -22,7 +22,7 @@ from contracts.layout import PLOT_SEARCH, SweepPaths
 from contracts.metrics import fmt_estimate
 from contracts.promotion import baseline_state, live_facts, read_promotions
 from contracts.results import CapacityResult, read_model
-from contracts.trials import Confirmation, SearchRecord, TrialRecord, read_search
+from contracts.trials import Confirmation, SearchRecord, TrialRecord, Winner, best_keep, read_search
 from contracts.verdicts import Decision, SweepVerdict, decision_label
 from report.search_table import (
     TrialRow,
@@ -127,7 +127,7 @@ def confirmation_of(section: SearchSection | None, record: SearchRecord) -> Conf
     the report's plot never says "not confirmed yet" of a judged winner."""
     winner = section.winner if section is not None else None
     if winner is None or record.winner is None or winner.name != record.winner.name:
-        return record.confirmation
+        return record.confirmation  # a recommended runner-up's verdict is recorded after the report
     if winner.decision is None:
         return Confirmation(decision="incomplete", reason="the confirmation was not measured")
     return Confirmation(decision=winner.decision, capacity=winner.measured, at_least=winner.measured_at_least)
@@ -201,12 +201,34 @@ def _infeasible(record: SearchRecord) -> list[str]:
 # ------------------------------------------------------------------------------------------- building
 
 
+def _shown(sweep_dir: Path, record: SearchRecord, verdicts: SweepVerdict) -> Winner | None:
+    """The finalist the section shows: the recommendation (:func:`contracts.trials.best_keep`) when a
+    finalist is a KEEP, else the first (``record.winner``)."""
+    finalists = record.finalists or ([record.winner] if record.winner is not None else [])
+    decisions = {v.candidate: v.decision for v in verdicts.verdicts}
+    return best_keep(finalists, decisions, confirmed(sweep_dir, record)) or record.winner
+
+
+def confirmed(sweep_dir: Path, record: SearchRecord | None) -> dict[str, float | None]:
+    """Each finalist's capacity measured on its confirmation (None: not measured)."""
+    finalists = (record.finalists or ([record.winner] if record.winner else [])) if record else []
+    paths = SweepPaths(sweep_dir)
+    return {w.name: measured_capacity_of(paths.candidate(w.name).capacity) for w in finalists}
+
+
+def measured_capacity_of(path: Path) -> float | None:
+    """A confirmation's capacity (``capacity.json``), None without one."""
+    return read_model(path, CapacityResult).capacity if path.exists() else None
+
+
 def _winner(sweep_dir: Path, record: SearchRecord, verdicts: SweepVerdict) -> SearchWinner | None:
-    if record.winner is None:
+    shown = _shown(sweep_dir, record, verdicts)
+    if shown is None:
         return None
-    name = record.winner.name
+    name = shown.name
     verdict = next((v for v in verdicts.verdicts if v.candidate == name), None)
     paths = SweepPaths(sweep_dir)
+    yaml_path = sweep_dir / shown.yaml_file
     measured: float | None = None
     measured_text = "-"
     at_least = False
@@ -223,16 +245,16 @@ def _winner(sweep_dir: Path, record: SearchRecord, verdicts: SweepVerdict) -> Se
             measured_text = f"≥ {measured:g}" if at_least else f"{measured:g}"
     return SearchWinner(
         name=name,
-        trial=record.winner.trial,
-        params=record.winner.params,
-        estimate=record.winner.estimate,
+        trial=shown.trial,
+        params=shown.params,
+        estimate=shown.estimate,
         measured=measured,
         measured_text=measured_text,
         decision=verdict.decision if verdict is not None else None,
         recommended=verdict is not None and verdict.decision == "keep",
-        yaml_file=record.winner.yaml_file,
-        yaml=paths.winner.read_text() if paths.winner.exists() else None,
-        at_least=record.winner.at_least,
+        yaml_file=shown.yaml_file,
+        yaml=yaml_path.read_text() if yaml_path.is_file() else None,
+        at_least=shown.at_least,
         measured_at_least=at_least,
     )
 

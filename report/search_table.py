@@ -155,7 +155,10 @@ def _constraints(row: TrialRow) -> str:
         return "-"
     if not row.broken:
         return "all met"
-    return "broke " + ", ".join(f"{name} by {row.constraints[name]:.3g}" for name in row.broken)
+    # the violation size is a fraction beyond the gates' limit (TrialRecord.constraints): as the console
+    return "broke " + ", ".join(
+        f"{name} {row.constraints[name]:+.1%} beyond its limit" for name in row.broken
+    )
 
 
 def row_cells(

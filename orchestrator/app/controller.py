@@ -66,7 +66,7 @@ from orchestrator.recovery.promote import promote_after_sweep
 from orchestrator.recovery.recommend import recommendation_lines
 from orchestrator.recovery.restore import restore
 from orchestrator.recovery.status import what_runs
-from orchestrator.search.lines import confirmation_lines
+from orchestrator.search.confirm import confirmation_lines
 from orchestrator.search.study import TrialTicket, reporter
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.leftovers import stop_leftovers

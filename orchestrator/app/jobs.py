@@ -199,7 +199,13 @@ def run_trial(ctx: SweepContext, place: Place, ticket: TrialTicket) -> TrialOutc
     paired on its own node, is what decides."""
     cfg = ctx.cfg
     assert cfg.search is not None
+    started, opened = time.monotonic(), time.time()
     base = node_baseline(ctx, place.node)
+    run_file = ctx.paths.candidate(base).run_file
+    measured = run_file.exists() and run_file.stat().st_mtime >= opened  # not a reused one
+    base_gpu_s = (
+        (time.monotonic() - started) * cfg.baseline.tensor_parallel_size * cfg.baseline.data_parallel_size
+    )
     level = ticket.level
     capacity = ctx.paths.candidate(base).capacity
     if cfg.search.load_level is None and capacity.exists():
@@ -207,6 +213,8 @@ def run_trial(ctx: SweepContext, place: Place, ticket: TrialTicket) -> TrialOutc
     paired = replace(ctx, paired_baseline=base)
     outcome = measure_trial(paired, cfg.candidate, search=cfg.search, level=level, report=reporter(ticket))
     outcome.why = f"{outcome.why} (on {place.node}, paired with {base})".strip()
+    if measured:  # the node's baseline, measured for this trial: charged to the search's budget with it
+        outcome.baseline_launches, outcome.baseline_gpu_s = 1, round(base_gpu_s, 3)
     return outcome
 
 

@@ -430,8 +430,8 @@ class SweeperCore(BasicSweeper):
     # ---------------------------------------------------------------- a search (conf/search/)
 
     def _search(self, sweep_dir: Path) -> list[str | TrialOutcome]:
-        """The search's trials as jobs through the launcher, then its winner's confirmation as an ordinary
-        candidate (orchestrator.search); the jobs' return values."""
+        """The search's trials as jobs through the launcher, then its finalists' confirmations as ordinary
+        candidates, inside its budget (orchestrator.search); the jobs' return values."""
         assert self.config is not None and self.searching is not None and self.space is not None
         cfg = self.searching
         baseline_option = str(self.config.hydra.runtime.choices.get("candidate@baseline", "baseline"))
@@ -490,7 +490,19 @@ class SweeperCore(BasicSweeper):
         )
         assert cfg.search is not None
         with storage_faults(cfg.search.storage or str(SweepPaths(sweep_dir).study)):  # gauntlet's words
-            winner = run.run()
-        if winner is not None:
-            launch_job(winner, None)
+            run.run()
+        run.confirm(lambda names: decisions_so_far(sweep_dir, cfg, names))  # inside the search's budget
         return results
+
+
+def decisions_so_far(sweep_dir: Path, cfg: GauntletConfig, names: list[str]) -> dict[str, str]:
+    """The gates' decision on each of ``names`` from the results stored so far (the judge, run between a
+    search's confirmations to decide whether a runner-up is confirmed; verdicts.json is written at the
+    sweep's close, not here); {} when the stored results cannot be judged yet (then no KEEP is known)."""
+    from gates.judge import judge  # noqa: PLC0415  (stages load when a sweep closes; here, when it confirms)
+
+    try:
+        verdicts = judge(sweep_dir, cfg)
+    except (GauntletError, OSError, ValueError):
+        return {}
+    return {v.candidate: v.decision for v in verdicts.verdicts if v.candidate in names}

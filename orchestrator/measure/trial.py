@@ -12,7 +12,10 @@ Fidelity, cheapest first, on one launch:
    launched again;
 2. **screen**: one run of the capacity profile at the screen level (the baseline's capacity): its SLO
    margin x the level is a rough estimate, reported to the pruner (``report(1, estimate)``), which may stop
-   the trial here (pruned);
+   the trial here (pruned); before it is asked, one run of each constraint profile
+   (:mod:`.trial_constraints`: the serial and accepted profiles at their own load, against the baseline's
+   opening runs): a point that breaks a gated requirement is infeasible at its screen (which requirement,
+   by how much: ``constraints``) and never measured fully;
 3. **full**: the capacity search (capacity objective), or a second run at the level (goodput, tokens/s
    per GPU); with ``pareto`` also one serial run for the latency objective.
 
@@ -21,11 +24,13 @@ A trial's figure is the search's estimate; no verdict is drawn here.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from statistics import mean, median
 
+from contracts.cost import capacity_output_tps, usd_per_mtok
 from contracts.layout import LaunchPaths
 from contracts.results import CapacityResult, ProfileSummary, WatchEvent, read_model
 from contracts.schema import CandidateConfig
@@ -34,6 +39,21 @@ from contracts.trials import Fidelity, TrialState
 from orchestrator.measure.capacity import level_label, level_workload, run_capacity
 from orchestrator.measure.launch import Launch, RunLabels, measured_launch
 from orchestrator.measure.profile import LOST, measure_profile, server_lost
+from orchestrator.measure.trial_accuracy import (
+    accuracy_profile,
+    probe_size,
+    requirement_name,
+    space_fields,
+    touches_lossy,
+)
+from orchestrator.measure.trial_constraints import (
+    baseline_runs,
+    broken,
+    constraint_profiles,
+    describe,
+    requirements,
+    violations,
+)
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.session import ServerSession
 
@@ -43,6 +63,8 @@ Report = Callable[[int, float], bool]
 SCREEN_STEP, FULL_STEP = 1, 2
 #: How an infeasible trial's reason begins when its server started and was then lost under load.
 DIED_UNDER_LOAD = "the server started and was lost under load"
+#: The $/Mtok of a point that served nothing within the SLO (a finite worst, as Optuna is told).
+WORST_USD = 1e12
 
 
 @dataclass
@@ -64,6 +86,15 @@ class TrialOutcome:
     #: a tie of two points at the capacity ceiling (both held the SLO at max_level).
     margin: float | None = None
     attainment: float | None = None
+    #: Each gated requirement ruled on at the screen (:mod:`.trial_constraints`): its violation size, > 0
+    #: broken by that fraction beyond the gates' limit (``TrialRecord.constraints``).
+    constraints: dict[str, float] = field(default_factory=dict)
+    #: The trial's own wall seconds in its job, launch to teardown (0: not timed): its budget share.
+    seconds: float = 0.0
+    #: The node's baseline measured first for this trial (a parallel search's node opening): its launches
+    #: and GPU-seconds (wall), charged to the search's budget with the trial.
+    baseline_launches: int = 0
+    baseline_gpu_s: float = 0.0
 
 
 def objective_of(search: SearchConfig, summary: ProfileSummary, gpus: int) -> float:
@@ -74,6 +105,16 @@ def objective_of(search: SearchConfig, summary: ProfileSummary, gpus: int) -> fl
     return summary.output_tps / max(1, gpus)
 
 
+def usd_at(output_tps: float, gpus: int, gpu_hour_price: float | None) -> float:
+    """$ per million output tokens of ``gpus`` GPUs at ``output_tps`` (:func:`contracts.cost.usd_per_mtok`,
+    the GPUs' price; the search's checks refuse this objective without ``host.gpu_hour_price``); no
+    throughput is the worst cost Optuna is told (``WORST_USD``)."""
+    if gpu_hour_price is None:
+        raise ValueError("search.objective usd_per_mtok_at_slo needs host.gpu_hour_price")
+    cost = usd_per_mtok(output_tps, gpus=max(1, gpus), gpu_hour_price=gpu_hour_price)
+    return cost if cost is not None else WORST_USD
+
+
 def screen_estimate(level: float, margin: float) -> float:
     """The screen's estimate of capacity: the level scaled by its SLO margin (>= 1 held), a rough figure
     the pruner ranks points by; the full search replaces it."""
@@ -81,9 +122,25 @@ def screen_estimate(level: float, margin: float) -> float:
 
 
 def measure_trial(
+    ctx: SweepContext,
+    candidate: CandidateConfig,
+    *,
+    search: SearchConfig,
+    level: float,
+    report: Report,
+    clock: Callable[[], float] = time.monotonic,
+) -> TrialOutcome:
+    """Launch ``candidate`` once into ``search/candidates/<name>/`` and measure it as far as it earns,
+    timed (``TrialOutcome.seconds``: the trial's own share of the budget)."""
+    start = clock()
+    outcome = _measure_trial(ctx, candidate, search=search, level=level, report=report)
+    outcome.seconds = round(clock() - start, 3)
+    return outcome
+
+
+def _measure_trial(
     ctx: SweepContext, candidate: CandidateConfig, *, search: SearchConfig, level: float, report: Report
 ) -> TrialOutcome:
-    """Launch ``candidate`` once into ``search/candidates/<name>/`` and measure it as far as it earns."""
     trials = replace(ctx, dir=ctx.paths.search)  # candidate_dir(name): search/candidates/<name>
     cap = ctx.cfg.capacity
     if cap.profile is None:
@@ -136,9 +193,20 @@ def measure_trial(
         outcome.fidelity = "screen"
         if search.objective == "capacity":
             outcome.screen = screen_estimate(level, first.slo.margin)
+        elif search.objective == "usd_per_mtok_at_slo":  # the level's tokens/s, scaled by a missed SLO
+            outcome.screen = usd_at(
+                first.output_tps * min(1.0, first.slo.margin), gpus, ctx.cfg.host.gpu_hour_price
+            )
         else:
             outcome.screen = objective_of(search, first, gpus)
         ctx.say(f"{name}: screen at {label}: estimate {outcome.screen:.3g} ({search.objective})")
+        sizes = _constraints(ctx, launch, watched, lossy=touches_lossy(space_fields(search.space)))
+        if sizes is None:
+            return unfinished(outcome, watched, "a constraint profile's screening run")
+        outcome.constraints = sizes
+        if broken(sizes):  # the gates would refuse it: not promoted, whatever its estimate
+            outcome.state, outcome.why = "infeasible", f"screen breaks a constraint: {describe(sizes)}"
+            return outcome
         if not search.pareto and report(SCREEN_STEP, outcome.screen):
             outcome.state, outcome.why = "pruned", f"screen estimate {outcome.screen:.3g} not among the best"
             outcome.values = [outcome.screen]
@@ -168,6 +236,51 @@ def measure_trial(
         return outcome
 
 
+def _constraints(
+    ctx: SweepContext, launch: Launch, watched: list[WatchEvent], *, lossy: bool
+) -> dict[str, float] | None:
+    """One run of each constraint profile on the trial's launch, ruled on against the baseline's opening
+    runs on this node (:mod:`.trial_constraints`), and, when the space touches a lossy setting
+    (``lossy``), one run of the labelled profile scored as the accuracy gate scores it
+    (:mod:`.trial_accuracy`); None when a run did not complete (its events in ``watched``: a server lost
+    under load makes the point infeasible)."""
+    labelled = accuracy_profile(ctx.cfg) if lossy else None
+    profiles = constraint_profiles(ctx.cfg)
+    if not profiles and labelled is None:
+        return {}
+    base_launch = ctx.paths.candidate(ctx.paired_baseline or ctx.cfg.baseline.name)
+    base = baseline_runs(base_launch.root, profiles)
+    runs: dict[str, ProfileSummary] = {}
+    for profile in profiles:
+        ctx.check_stop()
+        events = launch.measure(profile, 1)
+        watched.extend(events)
+        if server_lost(events):
+            return None
+        path = LaunchPaths(launch.out).repeat(profile, 1).summary
+        if not path.exists():
+            return None
+        runs[profile] = read_model(path, ProfileSummary)
+    sizes = violations(requirements(profiles, ctx.cfg.gates), base, runs, ctx.cfg.gates)
+    if labelled is not None:
+        ctx.check_stop()
+        events = launch.measure(labelled, 1)
+        watched.extend(events)
+        if server_lost(events):
+            return None
+        root = ctx.paths.root
+        size = probe_size(
+            root,
+            base_launch.root.relative_to(root).as_posix(),
+            launch.out.relative_to(root).as_posix(),
+            labelled,
+            ctx.cfg.gates,
+        )
+        if size is not None:
+            sizes[requirement_name(labelled)] = size
+    return sizes
+
+
 def _full(
     ctx: SweepContext,
     session: ServerSession,
@@ -180,14 +293,18 @@ def _full(
     watched: list[WatchEvent],
 ) -> tuple[float, bool] | None:
     """The full fidelity: the capacity search's answer (0 when even the lowest level failed; a floor,
-    flagged, when the SLO held at every level it tried), or the mean of two runs at the level."""
-    if search.objective == "capacity":
+    flagged, when the SLO held at every level it tried), the $/Mtok at that capacity's tokens/s, or the
+    mean of two runs at the level."""
+    if search.objective in ("capacity", "usd_per_mtok_at_slo"):
         events = run_capacity(ctx, session, candidate)
         watched.extend(events)
         path = ctx.paths.candidate(candidate.name).capacity
         if not path.exists() or server_lost(events):
             return None
         capacity, at_least = measured_capacity(path)
+        if search.objective == "usd_per_mtok_at_slo":  # a floor of capacity is a ceiling of cost
+            tps = capacity_output_tps(read_model(path, CapacityResult))
+            return usd_at(tps or 0.0, gpus, ctx.cfg.host.gpu_hour_price), at_least
         return (capacity if capacity is not None else 0.0), at_least
     second = at_level(2)
     if second is None:
@@ -232,8 +349,11 @@ def held_at(path: Path) -> tuple[float | None, float | None]:
 
 
 def _serial_latency(ctx: SweepContext, launch: Launch, watched: list[WatchEvent]) -> float | None:
-    """Median end-to-end seconds of one run of the serial profile (the Pareto front's second objective)."""
+    """Median end-to-end seconds of one run of the serial profile (the Pareto front's second objective):
+    the constraint's serial run when the screen measured it on this launch, else one run now."""
     profile = ctx.cfg.gates.serial_profile
+    if LaunchPaths(launch.out).repeat(profile, 1).summary.exists():
+        return launch.summary(profile, 1).e2e.p50
     events = launch.measure(profile, 1)
     watched.extend(events)
     if server_lost(events):

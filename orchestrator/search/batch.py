@@ -18,6 +18,7 @@ from typing import Any
 from contracts.search import SearchConfig
 from contracts.trials import SearchRecord, TrialRecord
 from orchestrator.measure.trial import TrialOutcome
+from orchestrator.search.budget import trial_cost
 from orchestrator.search.lines import trial_line
 from orchestrator.search.point import Point
 from orchestrator.search.rules import trial_record
@@ -101,6 +102,7 @@ class Batch:
             values=earlier.values,
             screen=earlier.screen,
             at_least=earlier.at_least,
+            constraints=dict(earlier.constraints),
         )
         self.study.tell(asked.asked, outcome, reused=True)
         item = trial_record(asked.asked.number, asked.name, asked.point, outcome, 0.0)
@@ -114,10 +116,11 @@ class Batch:
         for pending, (outcome, wall) in zip(self.pending, self._measure(), strict=True):
             self.study.tell(pending.asked, outcome)
             item = trial_record(pending.asked.number, pending.name, pending.point, outcome, wall)
-            item.gpu_hours = outcome.gpus * wall * self.time_scale / 3600
+            cost = trial_cost(outcome, wall, self.time_scale)  # its own share, its node baseline's too
+            item.gpu_hours, item.baseline_launches = cost.gpu_hours, outcome.baseline_launches
             item.baseline = key(pending.point) == self.baseline
             record.trials.append(item)
-            record.launches += outcome.launches
+            record.launches += cost.launches
             record.gpu_hours += item.gpu_hours
             self.seen[key(pending.point)] = item
             self.seams.say(trial_line(item, self.search))

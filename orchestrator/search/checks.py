@@ -43,6 +43,14 @@ def search_problems(cfg: GauntletConfig, sources: Sources) -> tuple[Space | None
         problems.append(ConfigProblem(where, "search.pruner", search.pruner, f"one of {PRUNERS}"))
     if search.max_launches < 1:
         problems.append(ConfigProblem(where, "search.max_launches", search.max_launches, ">= 1"))
+    if search.objective == "usd_per_mtok_at_slo" and cfg.host.gpu_hour_price is None:
+        problems.append(
+            ConfigProblem(
+                where, "host.gpu_hour_price", None, "a price ($ per GPU-hour): the objective is $/Mtok"
+            )
+        )
+    if search.confirm_top < 1:
+        problems.append(ConfigProblem(where, "search.confirm_top", search.confirm_top, ">= 1"))
     if search.parallel < 1:
         problems.append(ConfigProblem(where, "search.parallel", search.parallel, ">= 1"))
     return space, problems

@@ -1,32 +1,32 @@
-"""What the search says on the console, and the winner's verdict recorded beside it.
+"""What the search says on the console while it runs and confirms.
 
 Pipeline position: the sweep's opening (:func:`opening_line`, :mod:`orchestrator.app.sweeper`), each
-trial and the search's end (:mod:`.loop`, :mod:`.batch`), and after the judge
-(:func:`confirmation_lines`, :mod:`orchestrator.app.controller`): the gates' verdict on the winner, not
-the search's estimate, decides, and only a KEEP is recommended.
+trial, the search's end and its confirmations (:mod:`.loop`, :mod:`.batch`). After the judge, the
+finalists' verdicts and the recommendation (or the honest answer) are :mod:`.confirm`'s.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 
-from contracts.layout import SweepPaths
 from contracts.metrics import fmt_estimate
 from contracts.search import SearchConfig, Space
-from contracts.trials import Confirmation, TrialRecord, read_search, write_search
-from contracts.verdicts import SweepVerdict, decision_label
-from orchestrator.measure.trial import measured_capacity
+from contracts.trials import TrialRecord, Winner
+from contracts.verdicts import decision_label
+from orchestrator.search.budget import kept_launches
 
 
 def opening_line(search: SearchConfig, space: Space) -> str:
     """What a search sweep opens with: the search, its space's size and budget (not a sweep of one job)."""
     size = f"{space.size} configurations" if space.size is not None else "a continuous space"
     budget = f"{search.max_launches} launches"
+    if kept := kept_launches(search):  # the confirmations spend the same budget
+        budget += f", {kept} of them kept for the confirmations"
     if search.max_gpu_hours is not None:
         budget += f" or {search.max_gpu_hours:g} GPU-hours"
     return (
         f"search {search.name} over {size} (budget: {budget}; stalled after {search.stall_trials} trials "
-        "measured fully without a better estimate), its winner then confirmed against the baseline,"
+        "measured fully without a better estimate), its best points then confirmed against the baseline,"
     )
 
 
@@ -63,29 +63,14 @@ def winner_line(best: TrialRecord, yaml_file: str) -> str:
     )
 
 
-def confirmation_lines(sweep_dir: Path, verdicts: SweepVerdict) -> list[str]:
-    """After the judge: the winner's verdict (the confirmation's, not the search's estimate), recorded in
-    trials.json; only a KEEP is the recommendation."""
-    record = read_search(sweep_dir)
-    if record is None or record.winner is None:
-        return []
-    name = record.winner.name
-    verdict = next((v for v in verdicts.verdicts if v.candidate == name), None)
-    if verdict is None:
-        record.confirmation = Confirmation(decision="incomplete", reason="the confirmation was not measured")
-        write_search(sweep_dir, record)
-        return [f"search: winner {name}: INCOMPLETE (its confirmation was not measured)"]
-    capacity, at_least = measured_capacity(SweepPaths(sweep_dir).candidate(name).capacity)
-    record.confirmation = Confirmation(
-        decision=verdict.decision, reason=verdict.reason, capacity=capacity, at_least=at_least
+def runner_up_line(confirmed: Sequence[Winner], decided: Mapping[str, str], runner_up: TrialRecord) -> str:
+    """After a round of confirmations without a KEEP (``decided``: the gates' decision on each so far; a
+    finalist it could not judge yet reads "not judged"): the runner-up is confirmed next."""
+    said = ", ".join(
+        f"{w.name} {decision_label(decided[w.name]) if w.name in decided else 'not judged'}"
+        for w in confirmed
     )
-    write_search(sweep_dir, record)
-    label = decision_label(verdict.decision)
-    measured = f", confirmation's capacity {fmt_estimate([capacity], at_least=at_least)}" if capacity else ""
-    advice = (
-        f"recommended: {record.winner.yaml_file}"
-        if verdict.decision == "keep"
-        else "not recommended: only a KEEP is; the baseline stays"
+    return (
+        f"search: no KEEP among the confirmed ({said}): confirming the runner-up {runner_up.name} (estimate "
+        f"{estimate(runner_up)})"
     )
-    told = fmt_estimate(record.winner.estimate, at_least=record.winner.at_least)
-    return [f"search: winner {name}: {label} (search's estimate {told}{measured}; {advice})"]

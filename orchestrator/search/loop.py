@@ -6,8 +6,12 @@ the jobs of the command line. :meth:`SearchRun.next_point` asks the study (:mod:
 point to launch: a point pruned before anything starts (:mod:`.prune`), or asked again, is told and
 recorded there and launches nothing. The points it gathers go out as a batch (:mod:`.batch`: one job each,
 ``search.parallel`` side by side). The loop ends on :func:`~orchestrator.search.rules.stop_reason` or an
-exhausted space; its best point is written as ``search/winner.yaml`` and its overrides returned, so the
-sweep measures it again as an ordinary candidate against the baseline (the confirmation).
+exhausted space, its trials' share of the budget spent (:mod:`.budget`: the confirmations' launches are
+kept). Then :meth:`SearchRun.confirm`: the best ``search.confirm_top`` distinct feasible points
+(:func:`~orchestrator.search.confirm.finalists`) are written as candidate files (``search/winner.yaml``,
+then ``search/<name>.yaml``) and measured again together, each as an ordinary candidate against the
+baseline, charged to the same budget; while the gates KEEP none of them and the budget lasts, the
+runner-up is confirmed next, one at a time.
 """
 
 from __future__ import annotations
@@ -24,8 +28,10 @@ from contracts.search import Space
 from contracts.trials import SearchRecord, TrialRecord, Winner, read_search, write_search
 from orchestrator.measure.trial import TrialOutcome
 from orchestrator.search.batch import Batch, LaunchBatch, LaunchJob, Pending, Seams, key
+from orchestrator.search.budget import confirmation_room, kept_launches
+from orchestrator.search.confirm import NO_BETTER, finalists, tradeoff
 from orchestrator.search.coverage import cover_point, untried
-from orchestrator.search.lines import baseline_best_line, launched_line, winner_line
+from orchestrator.search.lines import baseline_best_line, launched_line, runner_up_line, winner_line
 from orchestrator.search.memory import MemoryCheck, ceilings, memory_refusal, next_probe, within_ceiling
 from orchestrator.search.point import (
     Point,
@@ -85,6 +91,8 @@ class SearchRun:
         self.idle = 0
         #: The baseline's own point, when the space holds it: asked first (None: not a point of the space).
         self.baseline = baseline_point(self.pruned.space, cfg.baseline)
+        #: The distinct feasible points left to confirm, best first (set at the search's end).
+        self.queue: list[TrialRecord] = []
 
     def _changes(self, trial: TrialRecord) -> int:
         """How many of the baseline's settings the trial's point changes (the tie-break of best_trial)."""
@@ -131,7 +139,9 @@ class SearchRun:
         gpus = base.tensor_parallel_size * base.data_parallel_size
         return opening_outcome(self.search, path, self.level()[0], gpus)
 
-    def run(self) -> list[str] | None:
+    def run(self) -> list[TrialRecord]:
+        """Search until a rule stops it; the distinct feasible points worth a confirmation, best first
+        (:meth:`confirm` measures them)."""
         search = self.search
         level, base = self.level()
         record = read_search(self.dir) or SearchRecord(
@@ -166,7 +176,7 @@ class SearchRun:
         width = max(1, search.parallel) if self.launch_batch is not None else 1
         while isinstance(step := self.next_point(study, record, batch), Pending):
             batch.pending.append(step)
-            room = search.max_launches - record.launches  # a batch never launches past the budget
+            room = search.max_launches - kept_launches(search) - record.launches  # never past its share
             if len(batch.pending) >= min(width, room):
                 batch.flush()
                 write_search(self.dir, record)
@@ -176,7 +186,7 @@ class SearchRun:
         if search.pareto:
             front = study.pareto()
             record.pareto = [t.number for t in record.trials if t.number in front]
-        return self._winner(record, step)
+        return self._finish(record, step)
 
     def next_point(self, study: SearchStudy, record: SearchRecord, batch: Batch) -> Pending | str:
         """The next point to launch, or why the search stops. A point that launches nothing (pruned, asked
@@ -250,37 +260,84 @@ class SearchRun:
             record.launches += item.launches
             self.done.add(number)
 
-    def _winner(self, record: SearchRecord, reason: str) -> list[str] | None:
-        """The search's end: its line, the best point's file and record, and its overrides (None: nothing
-        was measured fully, the baseline stays)."""
-        best = best_trial(record, self._changes)
+    def _finish(self, record: SearchRecord, reason: str) -> list[TrialRecord]:
+        """The search's end: its line, the trade-off found, and the points worth a confirmation, best first
+        (empty: nothing was measured fully and met every constraint, or the best is the baseline's own
+        configuration, which is said and never confirmed against itself)."""
         self.say(launched_line(record.distinct_launched, record.space_size, reason))
-        if best is None:
-            write_search(self.dir, record)
-            self.say("search: no trial was measured fully: nothing to confirm, the baseline stays")
-            return None
-        if is_baseline(best, self._changes):  # confirming it would measure the configuration against itself
-            record.best_is_baseline = True
-            write_search(self.dir, record)
-            self.say(baseline_best_line(best))
-            return None
+        self.queue = finalists(record, None, self._changes)
+        maximize = directions(self.search)[0] == "maximize"
+        record.tradeoff = tradeoff(record, self.queue, self.cfg.gates, maximize)
+        write_search(self.dir, record)
+        if not self.queue:
+            feasible = record.model_copy(update={"trials": [t for t in record.trials if not t.broken]})
+            best = best_trial(feasible, self._changes)
+            if best is not None and is_baseline(best, self._changes):  # nothing to confirm against itself
+                record.best_is_baseline = True
+                write_search(self.dir, record)
+                self.say(baseline_best_line(best))
+            else:
+                self.say(
+                    f"{NO_BETTER}: no trial was measured fully and met every constraint: nothing to confirm"
+                )
+        return list(self.queue)
+
+    def confirm(self, verdicts: Callable[[list[str]], dict[str, str]]) -> None:
+        """Confirm the finalists inside the budget: the best ``search.confirm_top`` together, then, while
+        the gates KEEP none of those confirmed (``verdicts``: the gates' decision on each named candidate
+        as stored so far; a name it cannot judge counts as no KEEP), the runner-up, one at a time. Each
+        confirmation is an ordinary candidate's job (``launch_job`` without a ticket), charged one launch
+        and its GPUs x its wall time to the search's budget."""
+        record = read_search(self.dir)
+        if record is None or not self.queue:
+            return
+        record.finalists = []
+        size = max(1, self.search.confirm_top)
+        while self.queue and (room := confirmation_room(record, self.search)) > 0:
+            if record.finalists:  # a round after no KEEP: the runner-up
+                decided = verdicts([w.name for w in record.finalists])
+                if any(decided.get(w.name) == "keep" for w in record.finalists):
+                    break
+                self.say(runner_up_line(record.finalists, decided, self.queue[0]))
+            round_ = self.queue[: min(size if not record.finalists else 1, room)]
+            self.queue = self.queue[len(round_) :]
+            for best in round_:
+                self._confirm_one(record, best)
+        if self.queue and not confirmation_room(record, self.search):
+            left = ", ".join(t.name for t in self.queue[:3]) + (" ..." if len(self.queue) > 3 else "")
+            self.say(f"search: the budget is spent; not confirmed: {left}")
+        if not record.finalists and self.queue:
+            self.say(
+                f"search: the budget ({self.search.max_launches} launches) holds no confirmation: raise "
+                f"search.max_launches to confirm {self.queue[0].name}"
+            )
+
+    def _confirm_one(self, record: SearchRecord, best: TrialRecord) -> None:
+        """Write ``best``'s candidate file, record it as a finalist, launch its confirmation, charge it."""
         paths = SweepPaths(self.dir)
-        layouts = self.pruned.space.layouts
-        paths.winner.write_text(
-            winner_yaml(self.search, best, self.baseline_option, layouts, self.cfg.baseline)
+        path = paths.winner if not record.finalists else paths.finalist(best.name)
+        path.write_text(
+            winner_yaml(self.search, best, self.baseline_option, self.pruned.space.layouts, self.cfg.baseline)
         )
-        yaml_file = paths.winner.relative_to(self.dir).as_posix()
-        record.winner = Winner(
+        finalist = Winner(
             name=best.name,
             trial=best.number,
             params=best.params,
             estimate=best.values or [],
-            yaml_file=yaml_file,
+            yaml_file=path.relative_to(self.dir).as_posix(),
             at_least=best.at_least,
         )
+        record.finalists.append(finalist)
+        record.winner = record.finalists[0]
         write_search(self.dir, record)
-        self.say(winner_line(best, yaml_file))
-        return self.overrides(best.params, best.name)
+        self.say(winner_line(best, finalist.yaml_file))
+        start = self.clock()
+        self.launch_job(self.overrides(best.params, best.name), None)
+        gpus = _gpus(self.cfg, best.params, self.pruned.space.layouts)
+        record.launches += 1
+        record.confirm_launches += 1
+        record.gpu_hours += gpus * (self.clock() - start) * self.cfg.host.time_scale / 3600
+        write_search(self.dir, record)
 
 
 def ask_tagged(study: SearchStudy, say: Callable[[str], None]) -> Asked:
@@ -290,3 +347,12 @@ def ask_tagged(study: SearchStudy, say: Callable[[str], None]) -> Asked:
     resume test, on a loaded machine)."""
     with interrupts_held(say, "tagging the trial just asked with this sweep's id"):
         return study.ask()
+
+
+def _gpus(cfg: GauntletConfig, point: Point, layouts: dict[str, dict[str, Any]]) -> int:
+    """The GPUs a point's candidate holds (TP x DP)."""
+    try:
+        candidate = candidate_at(cfg.baseline, point, layouts, "point")
+    except ValueError:
+        candidate = cfg.baseline
+    return candidate.tensor_parallel_size * candidate.data_parallel_size

@@ -19,6 +19,7 @@ from contracts.schema import CandidateConfig
 from contracts.search import SearchConfig
 from contracts.trials import SearchRecord, TrialRecord
 from orchestrator.measure.trial import TrialOutcome
+from orchestrator.search.budget import trials_budget_spent
 from orchestrator.search.point import as_file_fields, encode
 
 #: How many points in a row the sampler may ask that launch nothing before the space counts as exhausted.
@@ -26,12 +27,11 @@ EXHAUSTED_AFTER = 64
 
 
 def stop_reason(record: SearchRecord, search: SearchConfig, untried: int = 0) -> str | None:
-    """Why the search stops now (budget spent, improvement stalled), or None to go on. A stall waits while
+    """Why the search's trials stop now (their budget spent: the budget less what the confirmations keep,
+    :mod:`.budget`; improvement stalled), or None to go on. A stall waits while
     ``untried`` values of the space's lists have no trial yet (:mod:`.coverage`: the loop asks them)."""
-    if record.launches >= search.max_launches:
-        return f"budget spent: {record.launches} of {search.max_launches} launches"
-    if search.max_gpu_hours is not None and record.gpu_hours >= search.max_gpu_hours:
-        return f"budget spent: {record.gpu_hours:.3g} of {search.max_gpu_hours:g} GPU-hours"
+    if (spent := trials_budget_spent(record, search)) is not None:  # less what the confirmations keep
+        return spent
     stalled = stall_reason(record, search)
     return stalled if stalled is not None and untried == 0 else None
 
@@ -44,11 +44,12 @@ def stall_reason(record: SearchRecord, search: SearchConfig) -> str | None:
     # screen the pruner stopped and a point asked again say nothing about a stall (the baseline's point,
     # measured by the sweep's opening, is the first best estimate).
     since, best = 0, None
+    sign = objective_sign(record)
     for trial in record.trials:
         if trial.same_as is not None or trial.state != "complete" or not trial.values:
             continue
         value = trial.values[0]
-        if best is None or value > best * (1 + search.min_improvement):
+        if best is None or sign * (value - best) > abs(best) * search.min_improvement:
             best, since = value, 0
         else:
             since += 1
@@ -75,11 +76,17 @@ def best_trial(
     if record.pareto:
         full = [t for t in full if t.number in record.pareto]
     fewest = changes or (lambda _t: 0)
+    sign = objective_sign(record)
     return max(
         full,
-        key=lambda t: ((t.values or [0.0])[0], t.at_least, *ceiling_key(t), -fewest(t), -t.number),
+        key=lambda t: (sign * (t.values or [0.0])[0], t.at_least, *ceiling_key(t), -fewest(t), -t.number),
         default=None,
     )
+
+
+def objective_sign(record: SearchRecord) -> float:
+    """+1 where the first objective is maximised, -1 where minimised ($/Mtok): "better" either way."""
+    return -1.0 if record.directions and record.directions[0] == "minimize" else 1.0
 
 
 def ceiling_key(trial: TrialRecord) -> tuple[float, float]:
@@ -115,6 +122,7 @@ def trial_record(
         startup=outcome.startup,
         margin=outcome.margin,
         attainment=outcome.attainment,
+        constraints=dict(outcome.constraints),
     )
 
 

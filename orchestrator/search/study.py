@@ -26,7 +26,7 @@ import sqlalchemy.exc
 from sqlalchemy.pool import NullPool
 
 from contracts.errors import ConfigError
-from contracts.search import INTEGER_FIELDS, SearchConfig, Space
+from contracts.search import INTEGER_FIELDS, MINIMISED, SearchConfig, Space
 from orchestrator.config.secrets import revealed
 from orchestrator.measure.trial import TrialOutcome
 from orchestrator.search.screen_rule import screen_outranked
@@ -72,7 +72,9 @@ class Asked:
 
 
 def directions(search: SearchConfig) -> list[Literal["maximize", "minimize"]]:
-    return ["maximize", "minimize"] if search.pareto else ["maximize"]
+    """The objective's direction (MINIMISED: $/Mtok), then, with ``pareto``, the serial latency's."""
+    first: Literal["maximize", "minimize"] = "minimize" if search.objective in MINIMISED else "maximize"
+    return [first, "minimize"] if search.pareto else [first]
 
 
 def make_sampler(search: SearchConfig) -> optuna.samplers.BaseSampler:
@@ -341,7 +343,13 @@ class SearchStudy:
         a measured trial's job reported its own)."""
         state = optuna.trial.TrialState
         trial: optuna.trial.Trial = asked.trial
-        trial.set_constraint("starts", 1.0 if outcome.state == "infeasible" else 0.0)
+        # Optuna's constraints (> 0 infeasible; TPE ranks infeasible trials by their sum): the point did
+        # not start (or was lost under load), or its screen broke a gated requirement by that fraction.
+        trial.set_constraint(
+            "starts", 1.0 if outcome.state == "infeasible" and not outcome.constraints else 0.0
+        )
+        for name, size in outcome.constraints.items():
+            trial.set_constraint(name, size)
         if outcome.state == "complete" and outcome.values:
             self.study.tell(trial, outcome.values)
         elif outcome.state == "pruned":
@@ -349,7 +357,7 @@ class SearchStudy:
                 trial.report(outcome.screen, 1)
             self.study.tell(trial, state=state.PRUNED)
         elif outcome.state == "infeasible":
-            worst = [WORST_MAX, WORST_MIN][: len(directions(self.search))]
+            worst = [WORST_MAX if d == "maximize" else WORST_MIN for d in directions(self.search)]
             self.study.tell(trial, worst)
         else:
             self.study.tell(trial, state=state.FAIL)

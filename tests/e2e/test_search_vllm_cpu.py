@@ -85,10 +85,11 @@ def test_a_search_on_real_vllm_finds_the_best_point_confirms_it_and_restores(
     confirmation = record.confirmation
     assert confirmation is not None and confirmation.decision == verdict.decision
     assert verdict.decision in ("keep", "neutral", "reject", "inconclusive", "incomplete"), verdict
-    line = re.search(rf"search: winner {record.winner.name}: ([A-Z]+) \(.*\)$", out, re.MULTILINE)
+    line = re.search(rf"search: confirmed {record.winner.name} \(1 of \d\): ([A-Z]+) \(.*\)$", out, re.M)
     assert line is not None, out[-5000:]
     assert line.group(1) == decision_label(verdict.decision), (line.group(0), verdict.reason)
-    assert ("; recommended: " in line.group(0)) is (verdict.decision == "keep"), line.group(0)
+    recommend = f"search: recommend {record.winner.name}: KEEP ("
+    assert (recommend in out) is (verdict.decision == "keep"), out[-3000:]
     # Restored byte-for-byte and validated, then stopped (run.retained_after_sweep: stop).
     assert "recovery validation passed: restored cpu_one_seq byte-for-byte" in out, out[-5000:]
     assert port_is_free(port)

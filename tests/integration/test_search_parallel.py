@@ -46,11 +46,15 @@ def test_two_trials_run_side_by_side_each_paired_with_its_nodes_baseline(
 ) -> None:
     parallel = ["search.parallel=2", "hydra/launcher=gauntlet_local", "run.simulated_nodes=2"]
     code, out, sweep = run_sweep(
-        [*FAST, *parallel, "search.max_launches=2"], sweeps=tmp_path / "sweeps", port=cluster_port
+        [*FAST, *parallel, "search.max_launches=5", "search.confirm_top=1"],
+        sweeps=tmp_path / "sweeps",
+        port=cluster_port,
     )
     assert_finished_capacity_open(code, out, sweep)
     record = read_search(sweep)
-    assert record is not None and record.launches == 2, out[-3000:]
+    # two trials, the two nodes' baselines measured for them (charged with them), one confirmation
+    assert record is not None and record.launches == 5 and record.confirm_launches == 1, out[-3000:]
+    assert sum(t.baseline_launches for t in record.trials) == 2
     # Hydra's record names the submitit launcher: how `stop` and `rollback` find the trials' jobs.
     assert launcher_executor(sweep) == "local"
     paths = SweepPaths(sweep)

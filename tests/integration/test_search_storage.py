@@ -65,7 +65,8 @@ def _study(url: str) -> list[optuna.trial.FrozenTrial]:
 def test_a_search_in_postgres_resumes_where_it_stopped_and_a_second_sweep_reads_its_study(
     tmp_path: Path, port: int, postgres_url: str
 ) -> None:
-    args = [*FAST, f"search.storage={postgres_url}", "search.max_launches=2"]
+    # two trials, and one launch kept for the confirmation (search/small.yaml: confirm_top 1)
+    args = [*FAST, f"search.storage={postgres_url}", "search.max_launches=3"]
     proc = start(args, sweeps=tmp_path / "sweeps", port=port)
     sweep = sweep_dir(tmp_path / "sweeps")
     wait_for(lambda: bool(_launched(read_search(sweep))), timeout=120, what="the search's first trial")
@@ -84,7 +85,7 @@ def test_a_search_in_postgres_resumes_where_it_stopped_and_a_second_sweep_reads_
     assert after is not None and after.stopped.startswith("budget spent"), out[-3000:]
     for number, trial in first.items():  # kept as they were, not measured again
         assert after.trials[[t.number for t in after.trials].index(number)] == trial
-    assert after.launches == 2 and len(_launched(after)) == 2
+    assert after.launches == 2 + after.confirm_launches and len(_launched(after)) == 2
     numbers = [t.number for t in after.trials]
     assert numbers == sorted(set(numbers)), numbers  # the study numbers on: no trial number twice
     stored = {t.number: t for t in _study(postgres_url)}

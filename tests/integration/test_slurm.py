@@ -302,7 +302,9 @@ def test_a_search_runs_its_trials_as_parallel_slurm_jobs_each_paired_with_its_no
         *ON_THIS_CLUSTER,
         f"search.storage={postgres_url}",
         "search.parallel=2",
-        "search.max_launches=2",
+        # two trials, their two nodes' baselines (charged with them), one launch kept for the confirmation
+        "search.max_launches=5",
+        "search.confirm_top=1",
         "run.simulated_nodes=2",
         "run.retained_after_sweep=stop",
     ]
@@ -323,6 +325,6 @@ def test_a_search_runs_its_trials_as_parallel_slurm_jobs_each_paired_with_its_no
     for trial in record.trials:  # each trial's SLURM id and final state as SLURM reports it
         assert re.search(rf"job \S+\s+{trial.name}\s+sim-node-\d\s+COMPLETED", out), out[-3000:]
     assert record.winner is not None and record.confirmation is not None
-    assert f"search: winner {record.winner.name}: " in out
+    assert f"search: confirmed {record.winner.name} (1 of 1): " in out
     assert not queued(jobs)
     assert all(not sim_servers(cluster_port + k) for k in range(3))

@@ -16,7 +16,8 @@ from contracts.trials import SearchRecord, TrialRecord, Winner, read_search, wri
 from contracts.verdicts import DriftResult, SweepVerdict, Verdict
 from orchestrator.config.compose import load
 from orchestrator.measure.candidate import run_candidate
-from orchestrator.search.lines import confirmation_lines, trial_line
+from orchestrator.search.confirm import confirmation_lines
+from orchestrator.search.lines import trial_line
 from orchestrator.search.rules import best_trial
 from orchestrator.servers.context import SweepContext
 from report.slo import CapacityLine, capacity_short, capacity_text
@@ -188,7 +189,7 @@ def test_the_confirmations_capacity_is_what_it_measured(
         drift=DriftResult.model_construct(),
         verdicts=[Verdict(candidate="s_t000", decision="neutral", reason="r")],
     )
-    (line,) = confirmation_lines(tmp_path, verdicts)
+    line = confirmation_lines(tmp_path, verdicts)[0]  # the finalist's own line
     assert "search's estimate \u2265 16" in line and shown in line, line
     confirmation = read_search(tmp_path).confirmation  # type: ignore[union-attr]
     assert confirmation is not None and confirmation.at_least is (high is None)

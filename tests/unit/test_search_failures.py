@@ -431,7 +431,7 @@ def _oom_at_09(job: dict[str, str]) -> TrialOutcome:
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_a_utilisation_that_never_starts_costs_one_launch_per_layout(tmp_path: Path, seed: int) -> None:
     launched, record, _ = _run(
-        tmp_path, _oom_at_09, "search.max_launches=30", "search.stall_trials=99", f"search.seed={seed}"
+        tmp_path, _oom_at_09, "search.max_launches=32", "search.stall_trials=99", f"search.seed={seed}"
     )
     out_of_memory = [t for t in record.trials if t.startup == "out-of-memory"]
     assert len(out_of_memory) == 3 and len({t.params["layout"] for t in out_of_memory}) == 3

@@ -73,8 +73,12 @@ def _search(tmp_path: Path, *overrides: str) -> tuple[list[list[str]], Any]:
 def test_trials_go_out_in_batches_of_search_parallel_within_the_budget(
     tmp_path: Path, parallel: int, budget: int, groups: list[int]
 ) -> None:
+    kept = 2  # the launches the trials keep for the confirmations (search.confirm_top), not launched here
     launched, record = _search(
-        tmp_path, f"search.parallel={parallel}", f"search.max_launches={budget}", "search.stall_trials=99"
+        tmp_path,
+        f"search.parallel={parallel}",
+        f"search.max_launches={budget + kept}",
+        "search.stall_trials=99",
     )
     assert [len(g) for g in launched] == groups
     assert record is not None and record.launches == budget

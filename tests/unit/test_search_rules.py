@@ -15,7 +15,8 @@ from contracts.search import Dimension, SearchConfig, Space
 from contracts.trials import SearchRecord, TrialRecord, Winner, read_search, write_search
 from contracts.verdicts import DriftResult, SweepVerdict, Verdict
 from orchestrator.config.space import parse_space
-from orchestrator.search.lines import confirmation_lines, opening_line
+from orchestrator.search.confirm import NO_BETTER, confirmation_lines
+from orchestrator.search.lines import opening_line
 from orchestrator.search.point import candidate_at, changed_fields
 from orchestrator.search.rules import best_trial, stop_reason, winner_yaml
 from orchestrator.search.study import distributions, open_study
@@ -47,8 +48,13 @@ def _record(trials: list[TrialRecord], **kw: Any) -> SearchRecord:
     ("values", "search", "expected"),
     [
         # budget in launches
-        ([100, 110, 120], SearchConfig(max_launches=3), "budget spent: 3 of 3 launches"),
-        ([100, 110], SearchConfig(max_launches=3), None),
+        # budget in launches, less what the trials keep for the confirmations (search.confirm_top, 2)
+        ([100, 110, 120], SearchConfig(max_launches=5), "budget spent: 3 of 5 launches (2 kept for the "),
+        ([100, 110], SearchConfig(max_launches=5), None),
+        ([100, 110], SearchConfig(max_launches=3, confirm_top=1), "budget spent: 2 of 3 launches (1 kept "),
+        ([100, 110], SearchConfig(max_launches=4), "budget spent: 2 of 4 launches (2 kept for the "),
+        # a search launches at least one trial: a budget of one keeps nothing for a confirmation
+        ([100], SearchConfig(max_launches=1), "budget spent: 1 of 1 launches"),
         # stall: 3 launched trials in a row no better than 2% over the best
         ([100, 101, 99, 101.9], SearchConfig(stall_trials=3), "improvement stalled: 3 trials measured fully"),
         ([100, 101, 99, 102.1], SearchConfig(stall_trials=3), None),
@@ -74,7 +80,7 @@ def test_the_search_stops_on_its_budget_or_when_improvement_stalls(
 
 def test_points_that_launched_nothing_do_not_spend_the_budget_nor_the_stall() -> None:
     trials = [_trial(0, 100), *[_trial(k, None, state="infeasible", launches=0) for k in range(1, 9)]]
-    assert stop_reason(_record(trials), SearchConfig(max_launches=3, stall_trials=2)) is None
+    assert stop_reason(_record(trials), SearchConfig(max_launches=5, stall_trials=2)) is None
 
 
 @pytest.mark.parametrize(
@@ -83,12 +89,14 @@ def test_points_that_launched_nothing_do_not_spend_the_budget_nor_the_stall() ->
         (
             (Dimension("max_num_seqs", (64, 128, 256)), Dimension("layout", ("a", "b"))),
             SearchConfig(name="demo", max_launches=48, stall_trials=6),
-            "search demo over 6 configurations (budget: 48 launches; stalled after 6 trials measured fully",
+            "search demo over 6 configurations (budget: 48 launches, 2 of them kept for the confirmations; "
+            "stalled after 6 trials measured fully",
         ),
         (
             (Dimension("gpu_memory_utilization", low=0.6, high=0.8),),
             SearchConfig(name="wide", max_launches=10, max_gpu_hours=2.5),
-            "search wide over a continuous space (budget: 10 launches or 2.5 GPU-hours;",
+            "search wide over a continuous space (budget: 10 launches, 2 of them kept for the confirmations "
+            "or 2.5 GPU-hours;",
         ),
     ],
 )
@@ -97,7 +105,7 @@ def test_a_search_sweep_opens_with_its_space_and_budget(
 ) -> None:
     line = opening_line(search, Space(dimensions=dims, layouts={}, fixed={}))
     assert line.startswith(expected), line
-    assert "job(s)" not in line and line.endswith("confirmed against the baseline,")
+    assert "job(s)" not in line and line.endswith("its best points then confirmed against the baseline,")
 
 
 def test_failed_starts_do_not_count_towards_the_stall() -> None:
@@ -223,12 +231,12 @@ def _verdicts(decision: str | None) -> SweepVerdict:
 @pytest.mark.parametrize(
     ("decision", "line"),
     [
-        ("keep", "search: winner s_t000: KEEP (search's estimate 100; recommended: search/winner.yaml)"),
-        ("reject", "search: winner s_t000: REJECT (search's estimate 100; not recommended: only a KEEP is; "),
-        ("neutral", "search: winner s_t000: NEUTRAL (search's estimate 100; not recommended"),  # issue 42
-        ("inconclusive", "search: winner s_t000: INCONCLUSIVE (search's estimate 100; not recommended"),
-        ("incomplete", "search: winner s_t000: INCOMPLETE (search's estimate 100; not recommended"),
-        (None, "search: winner s_t000: INCOMPLETE (its confirmation was not measured)"),
+        ("keep", "search: recommend s_t000: KEEP (search's estimate 100; search/winner.yaml)"),
+        ("reject", f"{NO_BETTER}: confirmed s_t000 REJECT; the baseline stays"),
+        ("neutral", f"{NO_BETTER}: confirmed s_t000 NEUTRAL; the baseline stays"),  # issue 42
+        ("inconclusive", f"{NO_BETTER}: confirmed s_t000 INCONCLUSIVE; the baseline stays"),
+        ("incomplete", f"{NO_BETTER}: confirmed s_t000 INCOMPLETE; the baseline stays"),
+        (None, f"{NO_BETTER}: confirmed s_t000 INCOMPLETE; the baseline stays"),
     ],
 )
 def test_the_winners_line_is_the_confirmations_verdict_and_only_a_keep_is_recommended(
@@ -237,12 +245,21 @@ def test_the_winners_line_is_the_confirmations_verdict_and_only_a_keep_is_recomm
     assert confirmation_lines(tmp_path, _verdicts(decision)) == []  # no search: no line
     record = _record([_trial(0, 100)])
     write_search(tmp_path, record)
-    assert confirmation_lines(tmp_path, _verdicts(decision)) == []  # no winner: no line
+    # no finalist: the honest answer (the baseline stays)
+    assert confirmation_lines(tmp_path, _verdicts(decision)) == [
+        f"{NO_BETTER}: no point was measured fully and met every constraint; the baseline stays"
+    ]
+    record.best_is_baseline = True  # the baseline's configuration is the best found: said, nothing more
+    write_search(tmp_path, record)
+    assert confirmation_lines(tmp_path, _verdicts(decision)) == []
+    record.best_is_baseline = False
     record.winner = Winner(
         name="s_t000", trial=0, params={}, estimate=[100.0], yaml_file="search/winner.yaml"
     )
     write_search(tmp_path, record)
-    (got,) = confirmation_lines(tmp_path, _verdicts(decision))
-    assert got.startswith(line)
+    got = confirmation_lines(tmp_path, _verdicts(decision))
+    label = (decision or "incomplete").upper()
+    assert got[0].startswith(f"search: confirmed s_t000 (1 of 1): {label} (search's estimate 100")
+    assert got[1] == line  # the one finalist's verdict decides: only a KEEP is recommended
     confirmation = read_search(tmp_path).confirmation  # type: ignore[union-attr]
     assert confirmation is not None and confirmation.decision == (decision or "incomplete")

@@ -141,7 +141,8 @@ def _search(tmp_path: Path, *overrides: str, value: float = 50.0) -> tuple[list[
         f"search.storage={MEMORY}",
         "search.stall_trials=99",
     ]
-    cfg, _ = load(["search=demo", "search.max_launches=3", *fast, *overrides])
+    # 3 trials: +2 launches kept for the confirmations (search.confirm_top), not launched here
+    cfg, _ = load(["search=demo", "search.max_launches=5", *fast, *overrides])
     assert cfg.search is not None
     launched: list[list[str]] = []
 

@@ -1,0 +1,83 @@
+"""What a trial costs the search's budget (pure): its launches and GPU-hours, its own share only; and
+what the trials leave for the confirmations.
+
+Pipeline position: :meth:`orchestrator.search.batch.Batch.flush` charges each trial with
+:func:`trial_cost` before :func:`~orchestrator.search.rules.stop_reason` reads the budget. A trial pays
+for its own time on its GPUs (``TrialOutcome.seconds``, timed inside its job), not the batch's: trials
+measured side by side share the batch's wall time, and a point pruned at its screen, or infeasible there,
+frees its GPUs long before a fully measured neighbour does, so cheap screens buy more points. The node's
+baseline a parallel trial measured first (``baseline_launches``, ``baseline_gpu_s``: a node's opening, or
+its re-measurement after drift or age) is charged to the trial that caused it. The budget holds the
+confirmations too: the trials stop at the budget less ``search.confirm_top`` launches
+(:func:`trials_budget_spent`), and each confirmation is charged as it runs (:func:`confirmation_room`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from contracts.search import SearchConfig
+from contracts.trials import SearchRecord
+from orchestrator.measure.trial import TrialOutcome
+
+
+@dataclass(frozen=True)
+class Cost:
+    """One trial's charge: server launches, and GPU-hours in host time."""
+
+    launches: int
+    gpu_hours: float
+
+
+def trial_cost(outcome: TrialOutcome, wall_s: float, time_scale: float) -> Cost:
+    """``outcome``'s charge: its launches and its node baseline's, and GPUs x its own seconds (else the
+    batch's ``wall_s``, for a job that did not time itself) plus the node baseline's GPU-seconds, scaled
+    from wall to host time (``time_scale``).
+
+    >>> trial_cost(TrialOutcome(state="pruned", launches=1, gpus=8, seconds=90.0), 360.0, 1.0)
+    Cost(launches=1, gpu_hours=0.2)
+    """
+    own = outcome.seconds if outcome.seconds > 0 else wall_s
+    gpu_s = outcome.gpus * own + outcome.baseline_gpu_s
+    return Cost(outcome.launches + outcome.baseline_launches, gpu_s * time_scale / 3600)
+
+
+def kept_launches(search: SearchConfig) -> int:
+    """Launches of ``search.max_launches`` the trials leave for the confirmations: ``confirm_top``, at most
+    all but one (a search launches at least one trial).
+
+    >>> kept_launches(SearchConfig(max_launches=48)), kept_launches(SearchConfig(max_launches=1))
+    (2, 0)
+    """
+    return max(0, min(search.confirm_top, search.max_launches - 1))
+
+
+def confirmation_gpu_hours(record: SearchRecord) -> float:
+    """What one confirmation is expected to cost in GPU-hours before any was measured: the costliest trial
+    measured fully (a capacity search on one launch, as a confirmation's own is; its other profiles make a
+    confirmation cost more, which the budget charges when it has run); 0 before any."""
+    full = [t.gpu_hours for t in record.trials if t.fidelity == "full" and t.launches > 0]
+    return max(full, default=0.0)
+
+
+def trials_budget_spent(record: SearchRecord, search: SearchConfig) -> str | None:
+    """Why the search's trials stop on their budget (the budget less what is kept for the confirmations:
+    :func:`kept_launches`, and as many GPU-hours as that many confirmations are expected to cost), or None."""
+    kept = kept_launches(search)
+    share = search.max_launches - kept
+    also = f" ({kept} kept for the confirmations)" if kept else ""
+    if record.launches >= share:
+        return f"budget spent: {record.launches} of {search.max_launches} launches{also}"
+    if search.max_gpu_hours is not None:
+        kept_h = kept * confirmation_gpu_hours(record)
+        if record.gpu_hours + kept_h >= search.max_gpu_hours:
+            held = f" ({kept_h:.3g} kept for the confirmations)" if kept_h else ""
+            return f"budget spent: {record.gpu_hours:.3g} of {search.max_gpu_hours:g} GPU-hours{held}"
+    return None
+
+
+def confirmation_room(record: SearchRecord, search: SearchConfig) -> int:
+    """Confirmations the budget still holds now (launches left; none once the GPU-hours are spent)."""
+    if search.max_gpu_hours is not None and record.gpu_hours >= search.max_gpu_hours:
+        return 0
+    return max(0, search.max_launches - record.launches)

@@ -1,0 +1,216 @@
+"""The search's finalists, their confirmation, and an honest answer when none is better (pure rules, lines).
+
+Pipeline position: the search's end (:mod:`.loop`: :func:`finalists` ranks the points to confirm and
+:func:`tradeoff` records what the search found) and after the judge (:func:`confirmation_lines`,
+:mod:`orchestrator.app.controller`). The best ``search.confirm_top`` distinct feasible points are
+measured again together, each as an ordinary candidate against the baseline, inside the search's budget;
+while none is a KEEP and the budget lasts, the runner-ups one at a time (:meth:`.loop.SearchRun.confirm`).
+The recommendation is the best confirmed KEEP. When none is a KEEP the last lines say so, with the
+trade-off: the best estimate and the gated requirement it breaks by how much, the best point that met
+every constraint and its gain, and the gate setting a user could relax to take the first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from contracts.layout import SweepPaths
+from contracts.metrics import fmt_estimate
+from contracts.schema import GatesConfig
+from contracts.trials import (
+    Confirmation,
+    SearchRecord,
+    Tradeoff,
+    TrialRecord,
+    Winner,
+    best_keep,
+    read_search,
+    write_search,
+)
+from contracts.verdicts import SweepVerdict, decision_label
+from orchestrator.measure.trial import measured_capacity
+from orchestrator.search.rules import best_trial, is_baseline
+
+#: The line that opens the honest answer (``make demo-search`` ends with it or with a recommendation).
+NO_BETTER = "search: no configuration beats the baseline on every profile"
+
+
+def broken_of(trial: TrialRecord) -> dict[str, float]:
+    """The trial's violated constraints (size > 0), worst first."""
+    return dict(sorted(((k, v) for k, v in trial.constraints.items() if v > 0), key=lambda kv: -kv[1]))
+
+
+def _key(trial: TrialRecord) -> str:
+    return repr(sorted(trial.params.items()))
+
+
+def finalists(
+    record: SearchRecord, k: int | None = None, changes: Callable[[TrialRecord], int] | None = None
+) -> list[TrialRecord]:
+    """The ``k`` (None: all) best distinct feasible points, in
+    :func:`~orchestrator.search.rules.best_trial`'s order (measured fully, none of their constraints
+    broken), down to the baseline's own configuration (:func:`~orchestrator.search.rules.is_baseline`):
+    it and every point the search ranked below it are not worth a confirmation; empty when it is the
+    best."""
+    left = [t for t in record.trials if not broken_of(t)]
+    out: list[TrialRecord] = []
+    while k is None or len(out) < k:
+        best = best_trial(record.model_copy(update={"trials": left}), changes)
+        if best is None or is_baseline(best, changes):
+            break
+        out.append(best)
+        left = [t for t in left if _key(t) != _key(best)]
+    return out
+
+
+def estimate_of(trial: TrialRecord) -> float | None:
+    """The trial's figure: its full estimate, else its screen's (a point whose screen broke a constraint
+    was never measured fully)."""
+    return trial.values[0] if trial.values else trial.screen
+
+
+def relax_advice(broken: dict[str, float], gates: GatesConfig) -> list[str]:
+    """For each broken constraint, the gate setting that would admit it (its size beyond the limit)."""
+    out: list[str] = []
+    for name, size in broken.items():
+        if name == "accuracy" or name.endswith(" accuracy"):  # accuracy points beyond the tolerance
+            need = gates.accuracy.tolerance + size
+            out.append(f"{name}: gates.accuracy.tolerance {need:.2f} (now {gates.accuracy.tolerance:g})")
+        elif name.endswith(" failed requests"):
+            out.append(f"{name}: requests failed; no setting admits it (the stability gate)")
+        elif name.endswith(" tokens/s"):
+            need = 1 - (1 - gates.throughput_tolerance) / (1 + size)
+            out.append(f"{name}: gates.throughput_tolerance {need:.2f} (now {gates.throughput_tolerance:g})")
+        else:
+            need = (1 + gates.latency_tolerance) * (1 + size) - 1
+            out.append(f"{name}: gates.latency_tolerance {need:.2f} (now {gates.latency_tolerance:g})")
+    return out
+
+
+def tradeoff(
+    record: SearchRecord, chosen: Sequence[TrialRecord], gates: GatesConfig, maximize: bool
+) -> Tradeoff:
+    """What the search found: the best estimate among points whose screen broke a constraint (when it is
+    better than the best feasible point's), the best feasible point and its ratio to the baseline."""
+    out = Tradeoff()
+    first = chosen[0] if chosen else None
+    if first is not None:
+        out.feasible_name, out.feasible_estimate = first.name, estimate_of(first)
+        # the baseline's figure is its capacity: a ratio only for the capacity objective
+        if record.baseline and out.feasible_estimate is not None and record.objective == "capacity":
+            out.feasible_gain = out.feasible_estimate / record.baseline
+    sign = 1.0 if maximize else -1.0
+    breakers = [t for t in record.trials if broken_of(t) and t.same_as is None and estimate_of(t) is not None]
+    best = max(breakers, key=lambda t: (sign * (estimate_of(t) or 0.0), -t.number), default=None)
+    better = best is not None and (
+        out.feasible_estimate is None or sign * (estimate_of(best) or 0.0) > sign * out.feasible_estimate
+    )
+    if best is not None and better:
+        out.best_name, out.best_estimate = best.name, estimate_of(best)
+        out.best_broken = broken_of(best)
+        out.relax = relax_advice(out.best_broken, gates)
+    return out
+
+
+def recommended(record: SearchRecord) -> str | None:
+    """The best confirmed KEEP (:func:`contracts.trials.best_keep`: the highest confirmed capacity among
+    the KEEPs, then the search's order); None when no finalist was a KEEP."""
+    decisions = {c.name: c.decision for c in record.confirmations}
+    capacities = {c.name: c.capacity for c in record.confirmations}
+    chosen = record.finalists or ([record.winner] if record.winner is not None else [])  # an older record
+    best = best_keep(chosen, decisions, capacities)
+    return best.name if best is not None else None
+
+
+def _confirm(sweep_dir: Path, winner: Winner, verdicts: SweepVerdict) -> Confirmation:
+    verdict = next((v for v in verdicts.verdicts if v.candidate == winner.name), None)
+    if verdict is None:
+        return Confirmation(
+            decision="incomplete", name=winner.name, reason="the confirmation was not measured"
+        )
+    capacity, at_least = measured_capacity(SweepPaths(sweep_dir).candidate(winner.name).capacity)
+    return Confirmation(
+        decision=verdict.decision,
+        name=winner.name,
+        reason=verdict.reason,
+        capacity=capacity,
+        at_least=at_least,
+    )
+
+
+def _figures(winner: Winner, confirmation: Confirmation) -> str:
+    told = fmt_estimate(winner.estimate, at_least=winner.at_least)
+    measured = confirmation.capacity
+    got = (
+        f", confirmation's capacity {fmt_estimate([measured], at_least=confirmation.at_least)}"
+        if measured
+        else ""
+    )
+    return f"search's estimate {told}{got}"
+
+
+def tradeoff_lines(trade: Tradeoff | None, confirmations: Sequence[Confirmation]) -> list[str]:
+    """The honest answer's lines after :data:`NO_BETTER`'s: the best estimate and what it breaks, what to
+    relax, the best feasible point and its gain."""
+    if trade is None:
+        return []
+    out: list[str] = []
+    if trade.best_name is not None:
+        breaks = ", ".join(f"{n} {s:+.1%} beyond its limit" for n, s in trade.best_broken.items())
+        out.append(
+            f"search: best estimate {trade.best_name} ({fmt_estimate([trade.best_estimate or 0.0])} at its "
+            f"screen) breaks {breaks}"
+        )
+        if trade.relax:
+            out.append(f"search: to take {trade.best_name}, relax " + "; ".join(trade.relax))
+    if trade.feasible_name is not None:
+        gain = f", {trade.feasible_gain:.2f}x the baseline's" if trade.feasible_gain else ""
+        decided = next((c for c in confirmations if c.name == trade.feasible_name), None)
+        verdict = f"; confirmed {decision_label(decided.decision)}" if decided is not None else ""
+        out.append(
+            f"search: best point that met every constraint: {trade.feasible_name} (estimate "
+            f"{fmt_estimate([trade.feasible_estimate or 0.0])}{gain}{verdict})"
+        )
+    else:
+        out.append("search: no point measured fully met every constraint")
+    return out
+
+
+def confirmation_lines(sweep_dir: Path, verdicts: SweepVerdict) -> list[str]:
+    """After the judge: each finalist's verdict (the confirmation's, not the search's estimate), recorded
+    in trials.json; then the recommendation (the best KEEP), or the honest answer with its trade-off.
+    Nothing when the sweep ran no search, or its best point was the baseline's own configuration (said
+    at the search's end, nothing confirmed)."""
+    record = read_search(sweep_dir)
+    if record is None or record.best_is_baseline:
+        return []
+    chosen = record.finalists or ([record.winner] if record.winner is not None else [])
+    lines: list[str] = []
+    record.confirmations = [_confirm(sweep_dir, w, verdicts) for w in chosen]
+    for i, (winner, confirmation) in enumerate(zip(chosen, record.confirmations, strict=True)):
+        reason = confirmation.reason.splitlines()[0][:200] if confirmation.reason else ""
+        lines.append(
+            f"search: confirmed {winner.name} ({i + 1} of {len(chosen)}): "
+            f"{decision_label(confirmation.decision)} ({_figures(winner, confirmation)}"
+            + (f"; {reason}" if reason and confirmation.decision != "keep" else "")
+            + ")"
+        )
+    record.recommended = recommended(record)
+    pick = next((c for c in record.confirmations if c.name == record.recommended), None)
+    record.confirmation = pick or (record.confirmations[0] if record.confirmations else None)
+    write_search(sweep_dir, record)
+    if pick is not None:
+        winner = next(w for w in chosen if w.name == pick.name)
+        lines.append(f"search: recommend {winner.name}: KEEP ({_figures(winner, pick)}; {winner.yaml_file})")
+        return lines
+    refused = ", ".join(f"{c.name} {decision_label(c.decision)}" for c in record.confirmations)
+    lines.append(
+        f"{NO_BETTER}: "
+        + (
+            f"confirmed {refused}; the baseline stays"
+            if refused
+            else "no point was measured fully and met every constraint; the baseline stays"
+        )
+    )
+    return lines + tradeoff_lines(record.tradeoff, record.confirmations)

@@ -1,0 +1,134 @@
+"""The search's budget (issue 43 item 8, orchestrator.search.budget): a trial pays its own share, so cheap
+screens buy more points, and a parallel search's node baselines are counted."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contracts.trials import read_search
+from orchestrator.config.compose import load
+from orchestrator.config.space import parse_space
+from orchestrator.measure.trial import TrialOutcome
+from orchestrator.search.budget import Cost, trial_cost
+from orchestrator.search.loop import SearchRun
+from orchestrator.search.study import TrialTicket
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(
+    ("outcome", "wall", "time_scale", "expected"),
+    [
+        # a trial pruned at its screen after 90 s, in a batch that ran 360 s: 8 GPUs x 90 s
+        (TrialOutcome(state="pruned", launches=1, gpus=8, seconds=90.0), 360.0, 1.0, Cost(1, 0.2)),
+        (TrialOutcome(state="complete", launches=1, gpus=8, seconds=360.0), 360.0, 1.0, Cost(1, 0.8)),
+        # a job that did not time itself pays the batch's wall time
+        (TrialOutcome(state="failed", launches=1, gpus=8), 360.0, 1.0, Cost(1, 0.8)),
+        # wall seconds scaled to host time (a simulator 20x faster than real time)
+        (TrialOutcome(state="pruned", launches=1, gpus=4, seconds=9.0), 18.0, 20.0, Cost(1, 0.2)),
+        # the node's baseline measured first for the trial: its launch and GPU-seconds, charged with it
+        (
+            TrialOutcome(
+                state="pruned", launches=1, gpus=8, seconds=90.0, baseline_launches=1, baseline_gpu_s=720
+            ),
+            360.0,
+            1.0,
+            Cost(2, 0.4),
+        ),
+        # a point that never launched costs nothing
+        (TrialOutcome(state="infeasible"), 0.0, 1.0, Cost(0, 0.0)),
+    ],
+)
+def test_a_trial_pays_its_own_share(
+    outcome: TrialOutcome, wall: float, time_scale: float, expected: Cost
+) -> None:
+    cost = trial_cost(outcome, wall, time_scale)
+    assert (cost.launches, round(cost.gpu_hours, 6)) == (expected.launches, expected.gpu_hours)
+
+
+def _name(overrides: list[str]) -> str:
+    return next(o.split("=", 1)[1] for o in overrides if o.startswith("candidate.name="))
+
+
+def _ticks(step: float) -> Iterator[float]:
+    now = 0.0
+    while True:
+        yield now
+        now += step
+
+
+@pytest.mark.parametrize(
+    ("pruned_s", "node_baselines", "trials", "launches"),
+    [
+        # each batch: one trial measured fully (100 s) beside one pruned at its screen (10 s); the budget
+        # is three batches' own shares (8 GPUs x 110 s x 3): six trials, not the four that charging each
+        # trial the batch's 100 s wall allowed
+        (10.0, False, 6, 6),
+        # pruned after as long as the full one: four trials, as before
+        (100.0, False, 4, 4),
+        # the first batch opened both nodes: two node baselines counted among the launches
+        (10.0, True, 6, 8),
+    ],
+)
+def test_cheap_screens_buy_more_points_and_node_baselines_count(
+    tmp_path: Path, pruned_s: float, node_baselines: bool, trials: int, launches: int
+) -> None:
+    # three batches' own shares, plus the GPU-hours the trials keep for the two confirmations (the
+    # costliest trial measured fully: 8 GPUs x 100 s each), which this test does not launch
+    budget = 8 * 110 * 3 / 3600 + 2 * 8 * 100 / 3600
+    fast = ["search.sampler=random", "search.pruner=none", "search.storage=sqlite:///:memory:"]
+    cfg, _ = load(
+        [
+            "search=demo",
+            *fast,
+            "search.parallel=2",
+            "search.max_launches=99",
+            "search.stall_trials=99",
+            f"search.max_gpu_hours={budget}",
+            "host.time_scale=1",
+        ]
+    )
+    assert cfg.search is not None
+    batches = 0
+
+    def batch(jobs: list[tuple[list[str], TrialTicket]]) -> list[Any]:
+        nonlocal batches
+        batches += 1
+        out = []
+        for k, (overrides, _) in enumerate(jobs):
+            number = float(int(_name(overrides).rsplit("_t", 1)[1]))
+            outcome = (
+                TrialOutcome(
+                    state="complete", fidelity="full", values=[number], launches=1, gpus=8, seconds=100
+                )
+                if k == 0
+                else TrialOutcome(state="pruned", fidelity="screen", launches=1, gpus=8, seconds=pruned_s)
+            )
+            if node_baselines and batches == 1:
+                outcome.baseline_launches, outcome.baseline_gpu_s = 1, 0.0
+            out.append(outcome)
+        return out
+
+    ticks = _ticks(50.0)  # each clock read 100 s on: a batch (its start and end) ran 100 s
+    run = SearchRun(
+        cfg,
+        tmp_path,
+        baseline_option="baseline",
+        space=parse_space(cfg.search),
+        flag_check=None,
+        launch_job=lambda o, t: None,
+        say=lambda _: None,
+        clock=lambda: next(ticks) * 2,
+        launch_batch=batch,
+    )
+    run.run()
+    record = read_search(tmp_path)
+    assert record is not None
+    launched = [t for t in record.trials if t.launches]
+    assert len(launched) == trials and record.launches == launches
+    assert record.stopped.startswith("budget spent: ") and "GPU-hours" in record.stopped
+    assert sum(t.baseline_launches for t in record.trials) == (2 if node_baselines else 0)

@@ -1,0 +1,326 @@
+"""The search's finalists, their confirmation and the honest answer (orchestrator.search.confirm): the top-k
+distinct feasible points, the best confirmed KEEP, and the trade-off when none is better."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contracts.schema import GatesConfig
+from contracts.trials import Confirmation, SearchRecord, TrialRecord, Winner, read_search, write_search
+from contracts.verdicts import DriftResult, SweepVerdict, Verdict
+from orchestrator.search.confirm import (
+    NO_BETTER,
+    confirmation_lines,
+    finalists,
+    recommended,
+    relax_advice,
+    tradeoff,
+)
+from report.search_tradeoff import tradeoff_section
+
+pytestmark = pytest.mark.unit
+
+GATES = GatesConfig(latency_tolerance=0.05, throughput_tolerance=0.05)
+
+
+def _trial(
+    number: int,
+    value: float | None,
+    *,
+    seqs: int | None = None,
+    state: str = "complete",
+    broken: dict[str, float] | None = None,
+    screen: float | None = None,
+    **kw: Any,
+) -> TrialRecord:
+    return TrialRecord(
+        number=number,
+        name=f"s_t{number:03d}",
+        params={"max_num_seqs": seqs if seqs is not None else number},
+        state=state,  # type: ignore[arg-type]
+        fidelity="full" if value is not None else "screen",
+        values=None if value is None else [value],
+        screen=screen,
+        constraints=broken or {"serial latency": -0.01},
+        launches=1,
+        **kw,
+    )
+
+
+def _record(trials: list[TrialRecord], baseline: float | None = 168.0) -> SearchRecord:
+    return SearchRecord(
+        name="s",
+        objective="capacity",
+        directions=["maximize"],
+        space_size=10,
+        trials=trials,
+        baseline=baseline,
+    )
+
+
+@pytest.mark.parametrize(
+    ("trials", "k", "expected"),
+    [
+        # the two best, best first
+        ([_trial(1, 150), _trial(2, 190), _trial(3, 180)], 2, ["s_t002", "s_t003"]),
+        ([_trial(1, 150), _trial(2, 190), _trial(3, 180)], 1, ["s_t002"]),
+        # a point whose screen broke a constraint is never a finalist, whatever its estimate
+        (
+            [
+                _trial(1, 150),
+                _trial(2, None, state="infeasible", screen=216, broken={"serial latency": 0.14}),
+            ],
+            2,
+            ["s_t001"],
+        ),
+        # distinct points: a repeat of the best point (a second trial at the same point) is not the runner-up
+        (
+            [_trial(1, 190, seqs=64), _trial(2, 185, seqs=64), _trial(3, 170, seqs=32)],
+            2,
+            ["s_t001", "s_t003"],
+        ),
+        # the baseline's own point, pruned and failed trials are never confirmed; a point the search
+        # ranked below the baseline's own configuration is not worth a confirmation either, so a best
+        # baseline leaves none (said: "your current configuration is the best found")
+        (
+            [_trial(0, 200, baseline=True), _trial(1, None, state="pruned", screen=300), _trial(2, 120)],
+            2,
+            [],
+        ),
+        (
+            [_trial(0, 200, baseline=True), _trial(1, 210), _trial(2, 190), _trial(3, 230)],
+            None,
+            ["s_t003", "s_t001"],
+        ),
+        ([], 2, []),
+    ],
+)
+def test_finalists_are_the_best_distinct_feasible_points(
+    trials: list[TrialRecord], k: int | None, expected: list[str]
+) -> None:
+    assert [t.name for t in finalists(_record(trials), k)] == expected
+
+
+@pytest.mark.parametrize(
+    ("decisions", "capacities", "expected"),
+    [
+        (["keep", "reject"], [190, 180], "a"),
+        # the runner-up answers when the first is refused or undecided
+        (["reject", "keep"], [190, 180], "b"),
+        (["inconclusive", "keep"], [None, 180], "b"),
+        (["incomplete", "keep"], [None, 180], "b"),
+        # two KEEPs: the higher confirmed capacity, else the first
+        (["keep", "keep"], [180, 195], "b"),
+        (["keep", "keep"], [None, None], "a"),
+        # no KEEP: no recommendation
+        (["reject", "inconclusive"], [190, 180], None),
+        (["neutral", "reject"], [170, 160], None),
+    ],
+)
+def test_the_recommendation_is_the_best_confirmed_keep(
+    decisions: list[str], capacities: list[float | None], expected: str | None
+) -> None:
+    record = _record([])
+    record.finalists = [
+        Winner(name=n, trial=i, params={}, estimate=[1.0], yaml_file="x") for i, n in enumerate("ab")
+    ]
+    record.confirmations = [
+        Confirmation(decision=d, name=n, capacity=c)
+        for n, d, c in zip("ab", decisions, capacities, strict=True)
+    ]
+    assert recommended(record) == expected
+
+
+@pytest.mark.parametrize(
+    ("broken", "expected"),
+    [
+        # 14.4% beyond a 1.05 limit: the tolerance that admits it is 1.05 x 1.144 - 1
+        ({"serial latency": 0.144}, ["serial latency: gates.latency_tolerance 0.20 (now 0.05)"]),
+        (
+            {"prefill_10k tokens/s": 0.1875},
+            ["prefill_10k tokens/s: gates.throughput_tolerance 0.20 (now 0.05)"],
+        ),
+        (
+            {"prefill_10k failed requests": 0.25},
+            ["prefill_10k failed requests: requests failed; no setting admits it (the stability gate)"],
+        ),
+    ],
+)
+def test_what_to_relax_to_take_the_best_estimate(broken: dict[str, float], expected: list[str]) -> None:
+    assert relax_advice(broken, GATES) == expected
+
+
+@pytest.mark.parametrize(
+    ("trials", "best", "feasible", "gain"),
+    [
+        # the demo's shape: the best estimate breaks serial latency; the best feasible point 1.15x
+        (
+            [
+                _trial(1, None, state="infeasible", screen=216, broken={"serial latency": 0.144}),
+                _trial(2, 193),
+                _trial(3, None, state="infeasible", screen=200, broken={"prefill_10k TTFT": 0.03}),
+            ],
+            ("s_t001", 216.0, {"serial latency": 0.144}),
+            "s_t002",
+            1.149,
+        ),
+        # the feasible point is the best estimate: no trade-off to describe
+        (
+            [_trial(1, None, state="infeasible", screen=150, broken={"serial TTFT": 0.2}), _trial(2, 193)],
+            (None, None, {}),
+            "s_t002",
+            1.149,
+        ),
+        # nothing met every constraint
+        (
+            [_trial(1, None, state="infeasible", screen=150, broken={"serial TTFT": 0.2})],
+            ("s_t001", 150.0, {"serial TTFT": 0.2}),
+            None,
+            None,
+        ),
+    ],
+)
+def test_the_tradeoff_found(
+    trials: list[TrialRecord],
+    best: tuple[str | None, float | None, dict[str, float]],
+    feasible: str | None,
+    gain: float | None,
+) -> None:
+    record = _record(trials)
+    trade = tradeoff(record, finalists(record, 2), GATES, maximize=True)
+    assert (trade.best_name, trade.best_estimate, trade.best_broken) == best
+    assert trade.feasible_name == feasible
+    assert (round(trade.feasible_gain, 3) if trade.feasible_gain else None) == gain
+    assert bool(trade.relax) is (best[0] is not None)
+
+
+def _verdicts(decisions: dict[str, str]) -> SweepVerdict:
+    found = [Verdict(candidate=n, decision=d, reason=f"{d} because") for n, d in decisions.items()]  # type: ignore[arg-type]
+    return SweepVerdict(
+        baseline="b", retained="b", retained_reason="", drift=DriftResult.model_construct(), verdicts=found
+    )
+
+
+@pytest.mark.parametrize(
+    ("decisions", "last"),
+    [
+        ({"s_t002": "keep", "s_t003": "reject"}, ["search: recommend s_t002: KEEP (search's estimate 193; "]),
+        # the runner-up after a REJECT of the first
+        ({"s_t002": "reject", "s_t003": "keep"}, ["search: recommend s_t003: KEEP (search's estimate 180; "]),
+        ({"s_t002": "inconclusive", "s_t003": "keep"}, ["search: recommend s_t003: KEEP"]),
+        # none is a KEEP: the honest answer and the trade-off, in that order
+        (
+            {"s_t002": "reject", "s_t003": "inconclusive"},
+            [
+                f"{NO_BETTER}: confirmed s_t002 REJECT, s_t003 INCONCLUSIVE; the baseline stays",
+                "search: best estimate s_t001 (216 at its screen) breaks serial latency +14.4% beyond its "
+                "limit",
+                "search: to take s_t001, relax serial latency: gates.latency_tolerance 0.20 (now 0.05)",
+                "search: best point that met every constraint: s_t002 (estimate 193, 1.15x the baseline's; "
+                "confirmed REJECT)",
+            ],
+        ),
+        # a confirmation that was not measured is no KEEP either
+        (
+            {"s_t003": "reject"},
+            [f"{NO_BETTER}: confirmed s_t002 INCOMPLETE, s_t003 REJECT; the baseline stays"],
+        ),
+    ],
+)
+def test_the_last_lines_recommend_a_keep_or_say_none_is_better(
+    tmp_path: Path, decisions: dict[str, str], last: list[str]
+) -> None:
+    trials = [
+        _trial(1, None, state="infeasible", screen=216, broken={"serial latency": 0.144}),
+        _trial(2, 193),
+        _trial(3, 180),
+    ]
+    record = _record(trials)
+    chosen = finalists(record, 2)
+    record.finalists = [
+        Winner(
+            name=t.name,
+            trial=t.number,
+            params=t.params,
+            estimate=t.values or [],
+            yaml_file=f"search/{t.name}.yaml",
+        )
+        for t in chosen
+    ]
+    record.winner = record.finalists[0]
+    record.tradeoff = tradeoff(record, chosen, GATES, maximize=True)
+    write_search(tmp_path, record)
+    lines = confirmation_lines(tmp_path, _verdicts(decisions))
+    assert lines[0].startswith("search: confirmed s_t002 (1 of 2): ")
+    assert lines[1].startswith("search: confirmed s_t003 (2 of 2): ")
+    tail = lines[2 : 2 + len(last)]
+    assert [got[: len(want)] for got, want in zip(tail, last, strict=True)] == last
+    stored = read_search(tmp_path)
+    assert stored is not None and [c.name for c in stored.confirmations] == ["s_t002", "s_t003"]
+    keep = next((n for n in ("s_t002", "s_t003") if decisions.get(n) == "keep"), None)
+    assert stored.recommended == keep
+
+
+def test_no_search_no_lines_and_nothing_confirmed_is_the_honest_answer(tmp_path: Path) -> None:
+    assert confirmation_lines(tmp_path, _verdicts({})) == []
+    record = _record([_trial(1, None, state="infeasible", screen=216, broken={"serial latency": 0.144})])
+    record.tradeoff = tradeoff(record, [], GATES, maximize=True)
+    write_search(tmp_path, record)
+    lines = confirmation_lines(tmp_path, _verdicts({}))
+    assert (
+        lines[0] == f"{NO_BETTER}: no point was measured fully and met every constraint; the baseline stays"
+    )
+    assert lines[-1] == "search: no point measured fully met every constraint"
+
+
+@pytest.mark.parametrize(
+    ("decisions", "expected"),
+    [
+        (
+            {"s_t002": "reject", "s_t003": "keep"},
+            ["| s_t002 | 193 | REJECT |", "| s_t003 | 180 | KEEP |", "Recommended: **s_t003** (KEEP)."],
+        ),
+        (
+            {"s_t002": "reject"},
+            [
+                "| s_t003 | 180 | not measured |",
+                "No configuration beats the baseline on every profile: the baseline stays.",
+                "The best estimate, s_t001 (216 at its screen), breaks serial latency +14.4% beyond the "
+                "gates' "
+                "limits; to take it, relax serial latency: gates.latency_tolerance 0.20 (now 0.05).",
+                "The best point that met every constraint: s_t002 (estimate 193, 1.15x the baseline's).",
+            ],
+        ),
+    ],
+)
+def test_the_reports_tradeoff_section(decisions: dict[str, str], expected: list[str]) -> None:
+    assert tradeoff_section(None, _verdicts(decisions)) == ""
+    trials = [
+        _trial(1, None, state="infeasible", screen=216, broken={"serial latency": 0.144}),
+        _trial(2, 193),
+        _trial(3, 180),
+    ]
+    record = _record(trials)
+    chosen = finalists(record, 2)
+    record.finalists = [
+        Winner(name=t.name, trial=t.number, params={}, estimate=t.values or [], yaml_file="x") for t in chosen
+    ]
+    record.tradeoff = tradeoff(record, chosen, GATES, maximize=True)
+    lines = tradeoff_section(record, _verdicts(decisions)).splitlines()
+    for want in expected:
+        assert want in lines, (want, lines)
+
+
+@pytest.mark.parametrize(
+    ("objective", "gain"), [("capacity", 1.149), ("goodput", None), ("usd_per_mtok_at_slo", None)]
+)
+def test_the_gain_is_a_ratio_to_the_baselines_capacity_only_for_capacity(
+    objective: str, gain: float | None
+) -> None:
+    record = _record([_trial(2, 193)])
+    record.objective = objective
+    trade = tradeoff(record, finalists(record, 1), GATES, maximize=True)
+    assert (round(trade.feasible_gain, 3) if trade.feasible_gain else None) == gain
