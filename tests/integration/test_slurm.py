@@ -311,20 +311,26 @@ def test_a_search_runs_its_trials_as_parallel_slurm_jobs_each_paired_with_its_no
     code, out, sweep = run_sweep(args, sweeps=sweeps, port=cluster_port, timeout=400)
     assert_finished_capacity_open(code, out, sweep)  # its two capacity levels bracket nothing
     record = read_search(sweep)
-    assert record is not None and record.launches == 2, out[-3000:]
+    assert record is not None, out[-3000:]
+    # a trial measured fully, or refused at its screen against its node's baseline (noise can put a point
+    # of this small space beyond a limit there): either is a ruling; a fully measured one is confirmed
+    complete = [t for t in record.trials if t.state == "complete"]
+    confirmations = 1 if complete else 0
+    assert record.launches == 4 + confirmations, out[-3000:]  # 2 trials, 2 node baselines, confirmation
     paths = SweepPaths(sweep)
     nodes = []
     for trial in record.trials:
-        assert trial.state == "complete", (trial.name, trial.state, trial.why)
+        assert trial.state in ("complete", "infeasible"), (trial.name, trial.state, trial.why)
         run = read_model(paths.trial(trial.name).run_file, CandidateRun)
         assert run.node is not None and run.paired_baseline == f"baseline@{run.node}", run
         nodes.append(run.node)
     assert sorted(nodes) == ["sim-node-0", "sim-node-1"]  # one batch, one trial per node
     jobs = job_ids(sweep)
-    assert len(jobs) == 3, jobs  # the batch's two trials (one array) and the confirmation
+    assert len(jobs) == 2 + confirmations, jobs  # the batch's two trials (one array), the confirmation
     for trial in record.trials:  # each trial's SLURM id and final state as SLURM reports it
         assert re.search(rf"job \S+\s+{trial.name}\s+sim-node-\d\s+COMPLETED", out), out[-3000:]
-    assert record.winner is not None and record.confirmation is not None
-    assert f"search: confirmed {record.winner.name} (1 of 1): " in out
+    if complete:
+        assert record.winner is not None and record.confirmation is not None
+        assert f"search: confirmed {record.winner.name} (1 of 1): " in out
     assert not queued(jobs)
     assert all(not sim_servers(cluster_port + k) for k in range(3))

@@ -152,7 +152,8 @@ def test_a_password_in_search_storage_is_written_nowhere_and_the_study_reaches_i
     sweep = sweep_dir(tmp_path / "sweeps")
     assert code in (0, 8), out[-3000:]  # 8: a verdict within the client's lag on a loaded machine
     record = read_search(sweep)
-    assert record is not None and record.launches == 1, out[-3000:]
+    # one trial (on gauntlet_local its node's baseline is charged to the budget as a second launch)
+    assert record is not None and len(record.trials) == 1, out[-3000:]
     storage = optuna.storages.RDBStorage(url)
     try:  # the study is in the database the password opens: the sweep and its job reached it
         stored = optuna.load_study(study_name="small", storage=storage).trials
