@@ -61,8 +61,9 @@ def test_a_search_on_real_vllm_finds_the_best_point_confirms_it_and_restores(
     assert done.returncode in (0, 8), out[-5000:]
     sweep = (sweeps / "latest").resolve()
     record = read_search(sweep)
-    assert record is not None and record.launches == 2, out[-5000:]
-    assert "search: launched 2 of 8 configurations (budget spent: 2 of 2 launches)" in out
+    # two trials and the confirmation, which the budget of 3 keeps a launch for (search.confirm_top: 1)
+    assert record is not None and record.launches == 3 and record.confirm_launches == 1, out[-5000:]
+    assert "search: launched 2 of 8 configurations (budget spent: 2 of 3 launches (1 kept for the" in out
     launched = [t for t in record.trials if t.launches]
     assert {t.params["max_num_seqs"] for t in launched} == {1, 8}, record.trials
     # The two extra flags, each at both of its values, on the command lines real vLLM started with.
@@ -76,8 +77,17 @@ def test_a_search_on_real_vllm_finds_the_best_point_confirms_it_and_restores(
     # The best point: max_num_seqs 8, ahead of every max_num_seqs 1 trial the search measured.
     assert record.winner is not None, [(t.name, t.state, t.why) for t in record.trials]
     assert record.winner.params["max_num_seqs"] == 8, record.trials
-    ones = [t.values[0] for t in launched if t.params["max_num_seqs"] == 1 and t.values]
-    assert ones and max(ones) < record.winner.estimate[0], record.trials
+    # Each max_num_seqs 1 trial is refused at its screen (its short TTFT beyond the gates' limit: +23.9%
+    # in one run) or measured below the winner.
+    ones = [t for t in launched if t.params["max_num_seqs"] == 1]
+    assert ones, record.trials
+    for one in ones:
+        assert one.state == "infeasible" or (one.values and one.values[0] < record.winner.estimate[0]), (
+            one.name,
+            one.state,
+            one.why,
+            one.values,
+        )
     # Confirmed through the gates: the winner's verdict is the judge's. Which verdict is the shared cores'
     # noise's to give (a KEEP when they are quiet): any verdict of a candidate that started, said in its
     # one spelling on the search's line, the same as verdicts.json's, with the advice that goes with it.
