@@ -39,7 +39,7 @@ class ProcInfo:
         return (self.pid, self.create_time)
 
     def describe(self) -> str:
-        command = " ".join(self.cmdline) or "<no command line>"
+        command = " ".join(" ".join(self.cmdline).split()) or "<no command line>"  # setproctitle pads
         return f"pid {self.pid} ({command[:200]})"
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from contracts.errors import TeardownError
@@ -23,7 +23,12 @@ from launch.spec import LaunchSpec
 from launch.tracking import Server, Tracked, Tracker, same_start
 
 TEARDOWN_POLL_S = 0.2
-KILL_WAIT_S = 10.0  # after SIGKILL, how long to wait for the tree to disappear
+#: After SIGKILL, how long the kernel may take to remove the tree. A killed process disappears only once its
+#: memory is freed: a vLLM worker's KV cache on a loaded host, or a GPU process's device memory through the
+#: driver, can take tens of seconds (CI saw a CPU worker outlive 10 s). Past this it is stuck (a process in
+#: uninterruptible sleep on a wedged driver or file system): the teardown refuses with its state.
+KILL_WAIT_S = 60.0
+KILL_SLOW_S = 5.0  # a tree that took longer than this to go after SIGKILL is noted in the record
 PORT_WAIT_S = 5.0  # after the tree is gone, how long to wait for the port to be released
 
 
@@ -87,7 +92,11 @@ class Teardown:
             for info in alive:
                 self._procs.signal(info.pid, signal.SIGKILL)
             signals.append("SIGKILL")
+            killed_at = self._clock()
             alive = self._wait_gone(server, tracked, KILL_WAIT_S)
+            took = self._clock() - killed_at
+            if not alive and took > KILL_SLOW_S:
+                notes.append(f"the tree took {took:.1f} s to go after SIGKILL (its memory being freed)")
         self._tracker.exit_code(server)  # reap our own child if it died between two looks (a zombie is gone)
         if not alive:
             self._clear_rpc(server, notes)
@@ -110,7 +119,11 @@ class Teardown:
         """The error a teardown that left a survivor or a taken port raises (None: nothing left)."""
         if not ended.alive and ended.port_free:
             return None
-        problems = [f"survivor: {info.describe()}" for info in ended.alive]
+        after = f" {KILL_WAIT_S:g} s after SIGKILL"
+        problems = [
+            f"survivor: {info.describe()}" + (f", {info.state}{after}" if info.state else "")
+            for info in ended.alive
+        ]
         if not ended.port_free:
             holders = self._procs.port_holders(server.spec.port)
             problems.append(
@@ -139,14 +152,15 @@ class Teardown:
             tracked.tree.setdefault(info.key, info)
 
     def survivors(self, server: Server, tracked: Tracked) -> list[ProcInfo]:
-        """The members of the tracked tree still alive (not zombies, not a reused pid)."""
+        """The members of the tracked tree still alive (not zombies, not a reused pid), each with the state it
+        is in now."""
         self._tracker.exit_code(server)  # reap our own child so it does not linger as a zombie
         self.collect(server, tracked)
         alive = []
         for key, info in tracked.tree.items():
             now = self._procs.info(key[0])
             if now is not None and not now.zombie and same_start(now.create_time, key[1]):
-                alive.append(info)
+                alive.append(replace(info, state=now.state))
         return alive
 
     def _wait_gone(self, server: Server, tracked: Tracked, budget_s: float) -> list[ProcInfo]:

@@ -63,7 +63,7 @@ class FakeProc:
     name: str
     create_time: float
     on_term: str = "die"  # die | ignore | die-alone (the root dies but leaves its children orphaned)
-    on_kill: str = "die"  # die | ignore (uninterruptible sleep)
+    on_kill: str = "die"  # die | ignore (uninterruptible sleep) | exits-after-N (the kernel takes N s)
     alive: bool = True
     exit_code: int | None = None
     dies_at: float | None = None
@@ -160,7 +160,10 @@ class FakeSystem:
         proc = self.procs.get(pid)
         if proc is None or not proc.alive:
             return None
-        return ProcInfo(pid, proc.create_time, (proc.name,), wall_start=self.boot_epoch + proc.create_time)
+        state = "disk-sleep" if proc.on_kill != "die" else "sleeping"
+        return ProcInfo(
+            pid, proc.create_time, (proc.name,), wall_start=self.boot_epoch + proc.create_time, state=state
+        )
 
     def pgid(self, pid: int) -> int | None:
         proc = self.procs.get(pid)
@@ -203,6 +206,8 @@ class FakeSystem:
         if sig == signal.SIGKILL:
             if proc.on_kill == "die":
                 self._die(proc, -9)
+            elif proc.on_kill.startswith("exits-after-") and proc.dies_at is None:
+                proc.dies_at = self.now + float(proc.on_kill.removeprefix("exits-after-"))
             return
         if proc.on_term == "ignore":
             return
@@ -703,7 +708,26 @@ def test_teardown_raises_with_the_record_when_a_process_survives_sigkill(tmp_pat
         sup.teardown(server)
     assert info.value.record.survivors == [ROOT_PID + 1]
     assert info.value.record.signal_sequence == ["SIGTERM", "SIGKILL"]
-    assert "pid 101 (EngineCore)" in str(info.value)
+    assert "pid 101 (EngineCore), disk-sleep 60 s after SIGKILL" in str(info.value)
+
+
+def test_a_killed_worker_the_kernel_takes_seconds_to_free_is_waited_for_not_reported_as_a_survivor(
+    tmp_path: Path,
+) -> None:
+    """CI saw a vLLM CPU worker still in the process table 10 s after SIGKILL on a loaded host (its memory
+    being freed); a GPU process's device memory goes back through the driver just as slowly."""
+    children = (("EngineCore", "ignore", "exits-after-25"), ("VLLM::Worker" + " " * 40, "ignore", "die"))
+    sup, _, clock = make(Scenario(ready_after=0.0, children=children))
+    server = sup.start(make_spec(shutdown_grace_s=2.0), tmp_path / "server.log")
+    start = clock.t
+    record = sup.teardown(server)
+    assert record.survivors == [] and record.signal_sequence == ["SIGTERM", "SIGKILL"]
+    assert 27.0 <= clock.t - start <= 28.0  # the grace, then until the kernel removed it: not the full minute
+    assert any(n.startswith("the tree took 25.") and "to go after SIGKILL" in n for n in record.notes)
+
+
+def test_a_survivors_command_line_is_shown_without_setproctitles_padding() -> None:
+    assert ProcInfo(7, 1.0, ("VLLM::Worker" + " " * 100,)).describe() == "pid 7 (VLLM::Worker)"
 
 
 def test_teardown_raises_when_the_port_stays_taken(tmp_path: Path) -> None:
