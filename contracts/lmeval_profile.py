@@ -105,7 +105,7 @@ def _local_task(path: Path, where: str, problems: list[ConfigProblem]) -> LocalT
             ConfigProblem(where, "tasks", str(path), "an lm-eval task YAML with a 'task: NAME' key")
         )
         return None
-    return LocalTask(name=name, folder=path.parent)
+    return LocalTask(name=name, folder=path.parent.resolve())
 
 
 def _tasks(

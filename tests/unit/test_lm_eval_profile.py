@@ -71,7 +71,7 @@ def test_a_good_profile_is_typed(
     profile, problems = profile_problems(_base(**fields), "p.yaml", tmp_path)
     assert problems == [] and isinstance(profile, LmEvalProfile)
     assert profile.tasks == tasks and len(profile.local) == local and profile.offline is offline
-    assert all(t.folder == tmp_path / "tasks" for t in profile.local)
+    assert all(t.folder == (tmp_path / "tasks").resolve() for t in profile.local)
 
 
 def test_read_profile_lists_every_problem_in_one_error(tmp_path: Path) -> None:
