@@ -128,6 +128,13 @@ REFUSED = (
     "requests.exceptions.ConnectionError: HTTPConnectionPool(host='127.0.0.1', port=18999): Max retries "
     "exceeded with url: /v1/completions (Caused by NewConnectionError(... [Errno 111] Connection refused))"
 )
+#: lm-eval 0.4.13's lines when vLLM answered 400 (max_tokens 4000 over max_model_len 2048; seen here).
+BAD_REQUEST = (
+    "WARNING  [models.api_models:521] API request failed! Status code: 400, Response text: "
+    '{"error":{"message":"max_tokens=4000 cannot be greater than max_model_len=2048."}}\n'
+    "aiohttp.client_exceptions.ClientResponseError: 400, message='Bad Request', "
+    "url='http://127.0.0.1:18999/v1/completions'"
+)
 HUB = (
     "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443): Max retries "
     "exceeded with url: /api/datasets/openai/gsm8k"
@@ -146,11 +153,14 @@ HUB = (
          "the server failed"),
         ("WARNING API request failed with error message: Internal Server Error. Retrying...\nTypeError: x",
          "server", "answered with an error after lm-eval's retries"),
+        (BAD_REQUEST, "server", "answered with an error"),
+        (BAD_REQUEST.splitlines()[1], "server", "refused, dropped or answered with an error"),
         (HUB, "harness", "from the Hugging Face hub"),
         ("FileNotFoundError: [Errno 2] No such file or directory: 'tiny.jsonl'", "harness", "its own error"),
         ("Traceback ...\nKeyError: 'resps'", "harness", "its own error, not the server's"),
     ],
-    ids=["missing", "no-interpreter", "task-not-found", "refused", "refused-aiohttp", "http-500", "hub",
+    ids=["missing", "no-interpreter", "task-not-found", "refused", "refused-aiohttp", "http-500", "http-400",
+         "http-400-last-line", "hub",
          "data-file", "crash"],
 )  # fmt: skip
 def test_a_failed_run_is_told_by_whose_fault(output: str, fault: str, words: str) -> None:
