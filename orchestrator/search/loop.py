@@ -28,11 +28,12 @@ from contracts.search import Space
 from contracts.trials import SearchRecord, TrialRecord, Winner, read_search, write_search
 from orchestrator.measure.trial import TrialOutcome
 from orchestrator.search.batch import Batch, LaunchBatch, LaunchJob, Pending, Seams, key
-from orchestrator.search.budget import confirmation_room, kept_launches
+from orchestrator.search.budget import confirmation_room
 from orchestrator.search.confirm import NO_BETTER, finalists, tradeoff
 from orchestrator.search.coverage import cover_point, untried
 from orchestrator.search.lines import baseline_best_line, launched_line, runner_up_line, winner_line
 from orchestrator.search.memory import MemoryCheck, ceilings, memory_refusal, next_probe, within_ceiling
+from orchestrator.search.nodes import NodeBaselines
 from orchestrator.search.point import (
     Point,
     baseline_point,
@@ -75,6 +76,7 @@ class SearchRun:
         launch_batch: LaunchBatch | None = None,
         fingerprint: dict[str, str] | None = None,
         memory_check: MemoryCheck | None = None,
+        nodes: NodeBaselines | None = None,
     ) -> None:
         assert cfg.search is not None
         #: What the study's trials measure (orchestrator.search.shared); None: not compared.
@@ -91,6 +93,8 @@ class SearchRun:
         self.idle = 0
         #: The baseline's own point, when the space holds it: asked first (None: not a point of the space).
         self.baseline = baseline_point(self.pruned.space, cfg.baseline)
+        #: The node baselines a trial may measure first, paid with it (None: trials measured here).
+        self.nodes = nodes
         #: The distinct feasible points left to confirm, best first (set at the search's end).
         self.queue: list[TrialRecord] = []
 
@@ -174,14 +178,18 @@ class SearchRun:
             study.enqueue_again(previous)
         #: Trials measured at once (search.parallel; 1: one after the other).
         width = max(1, search.parallel) if self.launch_batch is not None else 1
-        while isinstance(step := self.next_point(study, record, batch), Pending):
-            batch.pending.append(step)
-            room = search.max_launches - kept_launches(search) - record.launches  # never past its share
-            if len(batch.pending) >= min(width, room):
-                batch.flush()
-                write_search(self.dir, record)
-        if batch.pending:  # the space ran out of new points while a batch was filling
+        while True:
+            step = self.next_point(study, record, batch)
+            if isinstance(step, Pending):
+                batch.pending.append(step)
+                if len(batch.pending) < width:
+                    continue
+            elif not batch.pending:
+                break
+            # a full batch, or one the budget (or the space) holds no further trial for: measured, then
+            # the budget it did not spend (a node's baseline reused) may pay for the next trial
             batch.flush()
+            write_search(self.dir, record)
         record.stopped = step
         if search.pareto:
             front = study.pareto()
@@ -193,9 +201,7 @@ class SearchRun:
         again, the baseline's measured by the opening, or the twin of one in flight) is told and recorded
         here, and the study asked again."""
         space = self.pruned.space
-        while (
-            reason := stop_reason(record, self.search, len(gaps := untried(space, record.trials)))
-        ) is None:
+        while (reason := self._stop(record, batch, len(gaps := untried(space, record.trials)))) is None:
             if self.idle >= EXHAUSTED_AFTER:
                 return f"the space is exhausted: {EXHAUSTED_AFTER} points asked in a row launched nothing"
             self._steer(study, record, batch, gaps)
@@ -221,6 +227,16 @@ class SearchRun:
             self.idle += 1
             write_search(self.dir, record)
         return reason
+
+    def _stop(self, record: SearchRecord, batch: Batch, gaps: int) -> str | None:
+        """Why the search stops before its next trial: :func:`~orchestrator.search.rules.stop_reason`, the
+        next trial paid for before it starts with the node baseline it may need, beside the launches the
+        batch already filling has reserved (:mod:`.nodes`)."""
+        filling = len(batch.pending)
+        due = self.nodes.due if self.nodes is not None else (lambda _n: 0)
+        held = filling + due(filling)
+        need = filling + 1 + due(filling + 1) - held
+        return stop_reason(record, self.search, gaps, need=need, held=held)
 
     def _steer(
         self, study: SearchStudy, record: SearchRecord, batch: Batch, gaps: list[tuple[str, Any]]

@@ -115,7 +115,11 @@ def test_failed_starts_do_not_count_towards_the_stall() -> None:
 
 def test_gpu_hours_are_a_budget_too() -> None:
     record = _record([_trial(0, 100)], gpu_hours=2.5)
-    assert stop_reason(record, SearchConfig(max_gpu_hours=2.0)) == "budget spent: 2.5 of 2 GPU-hours"
+    over = stop_reason(record, SearchConfig(max_gpu_hours=2.0))  # an overrun says why (a trial's time)
+    assert over == (
+        "budget spent: 2.5 of 2 GPU-hours; 0.5 over: a trial's time is known only once it has run, "
+        "and each was started where the costliest before it would fit"
+    )
     assert stop_reason(record, SearchConfig(max_gpu_hours=3.0)) is None
 
 
