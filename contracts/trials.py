@@ -166,15 +166,13 @@ class SearchRecord(_Model):
         return sum(1 for t in self.trials if t.launches > 0)
 
 
-def best_keep(
-    finalists: Sequence[Winner], decisions: Mapping[str, str], capacities: Mapping[str, float | None]
-) -> Winner | None:
-    """The recommendation: among the finalists the gates KEEP (``decisions``: name -> decision), the highest
-    capacity measured on its confirmation (``capacities``), then the search's order (best estimate
-    first); None when no finalist is a KEEP. The search's console and the report both ask it."""
-    order = {w.name: i for i, w in enumerate(finalists)}
-    keeps = [w for w in finalists if decisions.get(w.name) == "keep"]
-    return max(keeps, key=lambda w: (capacities.get(w.name) or 0.0, -order[w.name]), default=None)
+def best_keep(finalists: Sequence[Winner], decisions: Mapping[str, str], retained: str) -> Winner | None:
+    """The recommendation: the finalist the gates retain (``retained``, ``verdicts.json``'s: their best
+    KEEP under load, by loaded output tokens/s) when it is a finalist they KEEP (``decisions``: name ->
+    decision); None otherwise. One rule: the search's console, the report, ``status``, ``promote`` and
+    ``run.promote_keep`` all name the gates' retained configuration, so two KEEPs are never told apart
+    two ways."""
+    return next((w for w in finalists if w.name == retained and decisions.get(w.name) == "keep"), None)
 
 
 def read_search(sweep: Path) -> SearchRecord | None:

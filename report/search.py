@@ -202,11 +202,11 @@ def _infeasible(record: SearchRecord) -> list[str]:
 
 
 def _shown(sweep_dir: Path, record: SearchRecord, verdicts: SweepVerdict) -> Winner | None:
-    """The finalist the section shows: the recommendation (:func:`contracts.trials.best_keep`) when a
-    finalist is a KEEP, else the first (``record.winner``)."""
+    """The finalist the section shows: the recommendation (:func:`contracts.trials.best_keep`: the gates'
+    retained KEEP) when a finalist is it, else the first (``record.winner``)."""
     finalists = record.finalists or ([record.winner] if record.winner is not None else [])
     decisions = {v.candidate: v.decision for v in verdicts.verdicts}
-    return best_keep(finalists, decisions, confirmed(sweep_dir, record)) or record.winner
+    return best_keep(finalists, decisions, verdicts.retained) or record.winner
 
 
 def confirmed(sweep_dir: Path, record: SearchRecord | None) -> dict[str, float | None]:

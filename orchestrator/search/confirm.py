@@ -5,7 +5,8 @@ Pipeline position: the search's end (:mod:`.loop`: :func:`finalists` ranks the p
 :mod:`orchestrator.app.controller`). The best ``search.confirm_top`` distinct feasible points are
 measured again together, each as an ordinary candidate against the baseline, inside the search's budget;
 while none is a KEEP and the budget lasts, the runner-ups one at a time (:meth:`.loop.SearchRun.confirm`).
-The recommendation is the best confirmed KEEP. When none is a KEEP the last lines say so, with the
+The recommendation is the KEEP the gates retain (``verdicts.json``'s ``retained``: what ``promote`` and
+``run.promote_keep`` adopt). When none is a KEEP the last lines say so, with the
 trade-off: the best estimate and the gated requirement it breaks by how much, the best point that met
 every constraint and its gain, and the gate setting a user could relax to take the first.
 """
@@ -115,13 +116,13 @@ def tradeoff(
     return out
 
 
-def recommended(record: SearchRecord) -> str | None:
-    """The best confirmed KEEP (:func:`contracts.trials.best_keep`: the highest confirmed capacity among
-    the KEEPs, then the search's order); None when no finalist was a KEEP."""
+def recommended(record: SearchRecord, retained: str) -> str | None:
+    """The recommendation (:func:`contracts.trials.best_keep`): the finalist the gates retain
+    (``retained``: ``verdicts.json``'s, what ``promote`` and ``run.promote_keep`` adopt) when they KEEP it;
+    None when no finalist was a KEEP."""
     decisions = {c.name: c.decision for c in record.confirmations}
-    capacities = {c.name: c.capacity for c in record.confirmations}
     chosen = record.finalists or ([record.winner] if record.winner is not None else [])  # an older record
-    best = best_keep(chosen, decisions, capacities)
+    best = best_keep(chosen, decisions, retained)
     return best.name if best is not None else None
 
 
@@ -197,7 +198,7 @@ def confirmation_lines(sweep_dir: Path, verdicts: SweepVerdict) -> list[str]:
             + (f"; {reason}" if reason and confirmation.decision != "keep" else "")
             + ")"
         )
-    record.recommended = recommended(record)
+    record.recommended = recommended(record, verdicts.retained)
     pick = next((c for c in record.confirmations if c.name == record.recommended), None)
     record.confirmation = pick or (record.confirmations[0] if record.confirmations else None)
     write_search(sweep_dir, record)

@@ -11,6 +11,8 @@ import pytest
 from contracts.schema import GatesConfig
 from contracts.trials import Confirmation, SearchRecord, TrialRecord, Winner, read_search, write_search
 from contracts.verdicts import DriftResult, SweepVerdict, Verdict
+from orchestrator.ledger.journal import JournalState
+from orchestrator.recovery import recommend
 from orchestrator.search.confirm import (
     NO_BETTER,
     confirmation_lines,
@@ -105,23 +107,25 @@ def test_finalists_are_the_best_distinct_feasible_points(
 
 
 @pytest.mark.parametrize(
-    ("decisions", "capacities", "expected"),
+    ("decisions", "retained", "expected"),
     [
-        (["keep", "reject"], [190, 180], "a"),
+        (["keep", "reject"], "a", "a"),
         # the runner-up answers when the first is refused or undecided
-        (["reject", "keep"], [190, 180], "b"),
-        (["inconclusive", "keep"], [None, 180], "b"),
-        (["incomplete", "keep"], [None, 180], "b"),
-        # two KEEPs: the higher confirmed capacity, else the first
-        (["keep", "keep"], [180, 195], "b"),
-        (["keep", "keep"], [None, None], "a"),
+        (["reject", "keep"], "b", "b"),
+        (["inconclusive", "keep"], "b", "b"),
+        (["incomplete", "keep"], "b", "b"),
+        # two KEEPs: the one the gates retain (their best under load), which promote and run.promote_keep
+        # adopt; before, the search recommended b, the higher confirmed capacity (180 against 195 below),
+        # while promote adopted a
+        (["keep", "keep"], "a", "a"),
+        (["keep", "keep"], "b", "b"),
         # no KEEP: no recommendation
-        (["reject", "inconclusive"], [190, 180], None),
-        (["neutral", "reject"], [170, 160], None),
+        (["reject", "inconclusive"], "base", None),
+        (["neutral", "reject"], "base", None),
     ],
 )
-def test_the_recommendation_is_the_best_confirmed_keep(
-    decisions: list[str], capacities: list[float | None], expected: str | None
+def test_the_recommendation_is_the_keep_promote_adopts(
+    tmp_path: Path, decisions: list[str], retained: str, expected: str | None
 ) -> None:
     record = _record([])
     record.finalists = [
@@ -129,9 +133,17 @@ def test_the_recommendation_is_the_best_confirmed_keep(
     ]
     record.confirmations = [
         Confirmation(decision=d, name=n, capacity=c)
-        for n, d, c in zip("ab", decisions, capacities, strict=True)
+        for n, d, c in zip("ab", decisions, [180, 195], strict=True)
     ]
-    assert recommended(record) == expected
+    verdicts = _verdicts(dict(zip("ab", decisions, strict=True)))
+    verdicts = verdicts.model_copy(update={"baseline": "base", "retained": retained})
+    promoted = recommend.recommended(verdicts, JournalState())  # what promote and status name
+    assert recommended(record, verdicts.retained) == expected
+    assert (promoted.name if promoted is not None else None) == expected
+    # the report says the same
+    lines = tradeoff_section(record, verdicts).splitlines()
+    said = f"Recommended: **{expected}** (KEEP)." if expected else "No configuration beats the baseline"
+    assert any(line.startswith(said) for line in lines), lines
 
 
 @pytest.mark.parametrize(
@@ -199,8 +211,13 @@ def test_the_tradeoff_found(
 
 def _verdicts(decisions: dict[str, str]) -> SweepVerdict:
     found = [Verdict(candidate=n, decision=d, reason=f"{d} because") for n, d in decisions.items()]  # type: ignore[arg-type]
+    retained = next((n for n, d in decisions.items() if d == "keep"), "b")  # the gates' one KEEP
     return SweepVerdict(
-        baseline="b", retained="b", retained_reason="", drift=DriftResult.model_construct(), verdicts=found
+        baseline="b",
+        retained=retained,
+        retained_reason="",
+        drift=DriftResult.model_construct(),
+        verdicts=found,
     )
 
 

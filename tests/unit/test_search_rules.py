@@ -227,8 +227,13 @@ def test_a_resumed_study_keeps_its_trials_and_fails_the_one_a_crash_left_running
 
 def _verdicts(decision: str | None) -> SweepVerdict:
     found = [] if decision is None else [Verdict(candidate="s_t000", decision=decision, reason="r")]  # type: ignore[arg-type]
+    retained = "s_t000" if decision == "keep" else "b"  # the gates retain their one KEEP
     return SweepVerdict(
-        baseline="b", retained="b", retained_reason="", drift=DriftResult.model_construct(), verdicts=found
+        baseline="b",
+        retained=retained,
+        retained_reason="",
+        drift=DriftResult.model_construct(),
+        verdicts=found,
     )
 
 
