@@ -14,6 +14,7 @@ from __future__ import annotations
 from contracts.metrics import fmt_estimate
 from contracts.trials import SearchRecord, best_keep
 from contracts.verdicts import SweepVerdict, decision_label
+from report.search import current_best_sentence
 
 
 def _row(cells: list[str]) -> str:
@@ -35,6 +36,8 @@ def tradeoff_section(
         return ""
     decided = {v.candidate: v.decision for v in verdicts.verdicts}
     out = ["", "### Constraints and trade-off", ""]
+    if record.best_is_baseline:  # nothing confirmed, nothing to adopt: the console's words, and no more
+        return "\n".join([*out, current_best_sentence(record)]) + "\n"
     finalists = record.finalists or ([record.winner] if record.winner is not None else [])
     if finalists:
         out += [_row(["finalist", "search's estimate", "confirmation"]), "|---|---|---|"]

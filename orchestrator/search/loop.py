@@ -289,9 +289,9 @@ class SearchRun:
             feasible = record.model_copy(update={"trials": [t for t in record.trials if not t.broken]})
             best = best_trial(feasible, self._changes)
             if best is not None and is_baseline(best, self._changes):  # nothing to confirm against itself
-                record.best_is_baseline = True
+                record.best_is_baseline, record.best_trial = True, best.number
                 write_search(self.dir, record)
-                self.say(baseline_best_line(best))
+                self.say(baseline_best_line(record))
             else:
                 self.say(
                     f"{NO_BETTER}: no trial was measured fully and met every constraint: nothing to confirm"
