@@ -24,6 +24,7 @@ from pathlib import Path
 
 from contracts.layout import SUMMARY_FILE, LaunchPaths, capacity_run_root, repeat_name
 from contracts.metrics import fmt_capacity, slo_text
+from contracts.pipeline import gpus_held
 from contracts.results import (
     CapacityPoint,
     CapacityResult,
@@ -236,7 +237,7 @@ def capacity_result(
         low=found.low,
         high=found.high,
         resolution=cap.resolution,
-        gpus=candidate.tensor_parallel_size * candidate.data_parallel_size,
+        gpus=gpus_held(candidate.tensor_parallel_size, candidate.data_parallel_size, candidate.extra_args),
         points=points,
         decided={f"{level:g}": held for level, held in found.decided.items()},
         notes=notes,

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.layout import SweepPaths
+from contracts.pipeline import gpus_held
 from contracts.results import CapacityResult, read_model
 from contracts.schema import GauntletConfig
 from contracts.search import Space
@@ -39,10 +40,9 @@ from orchestrator.search.point import (
     baseline_point,
     candidate_at,
     changed_fields,
-    encode,
     point_overrides,
 )
-from orchestrator.search.prune import FlagCheck, Pruned, declared_size, prune
+from orchestrator.search.prune import FlagCheck, Pruned, declared_size, point_refusal, prune
 from orchestrator.search.reuse import opening_outcome
 from orchestrator.search.rules import (
     EXHAUSTED_AFTER,
@@ -127,11 +127,8 @@ class SearchRun:
         """Why ``point`` cannot start (pruned, or a point of a space too large to prune whose encoding
         fails), or None."""
         why = self.pruned.refusal(point)
-        if why is None and self.pruned.valid is None:
-            try:
-                encode(point, self.pruned.space.layouts, self.cfg.baseline)
-            except ValueError as exc:
-                why = str(exc)
+        if why is None and self.pruned.valid is None:  # not enumerated: its encoding and placement here
+            why = point_refusal(self.cfg, self.pruned.space, point, None)
         return why
 
     def baseline_outcome(self) -> TrialOutcome | None:
@@ -140,7 +137,7 @@ class SearchRun:
         other)."""
         path = SweepPaths(self.dir).candidate(self.cfg.baseline.name).capacity
         base = self.cfg.baseline
-        gpus = base.tensor_parallel_size * base.data_parallel_size
+        gpus = gpus_held(base.tensor_parallel_size, base.data_parallel_size, base.extra_args)
         return opening_outcome(self.search, path, self.level()[0], gpus)
 
     def run(self) -> list[TrialRecord]:
@@ -371,4 +368,4 @@ def _gpus(cfg: GauntletConfig, point: Point, layouts: dict[str, dict[str, Any]])
         candidate = candidate_at(cfg.baseline, point, layouts, "point")
     except ValueError:
         candidate = cfg.baseline
-    return candidate.tensor_parallel_size * candidate.data_parallel_size
+    return gpus_held(candidate.tensor_parallel_size, candidate.data_parallel_size, candidate.extra_args)
