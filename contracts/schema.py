@@ -498,18 +498,26 @@ class GauntletConfig:
 
 
 def placement_problem(
-    tensor_parallel_size: int, data_parallel_size: int, *, gpus: int, placement: str, where: str
+    tensor_parallel_size: int,
+    data_parallel_size: int,
+    *,
+    gpus: int,
+    placement: str,
+    where: str,
+    pipeline_parallel_size: int = 1,
 ) -> str | None:
-    """Why TP x DP does not fit ``gpus`` devices under ``placement``, or None when it does.
+    """Why TP x DP (x PP, :mod:`contracts.pipeline`) does not fit ``gpus`` devices under ``placement``,
+    or None when it does.
 
     The one rule behind the config check (the configured host) and the NVML check (the GPUs the driver
     sees): ``exact`` means every GPU serves (TP x DP == gpus), ``at_most`` that TP x DP may leave some idle.
     """
-    used = tensor_parallel_size * data_parallel_size
+    used = tensor_parallel_size * data_parallel_size * pipeline_parallel_size
+    what = "TP x PP x DP" if pipeline_parallel_size != 1 else "TP x DP"
     if placement == "exact" and used != gpus:
-        return f"TP x DP = {used} must equal the {gpus} GPUs of {where} (every GPU serves; change TP or DP)"
+        return f"{what} = {used} must equal the {gpus} GPUs of {where} (every GPU serves; change TP or DP)"
     if placement == "at_most" and used > gpus:
-        return f"TP x DP = {used} exceeds the {gpus} devices of {where}"
+        return f"{what} = {used} exceeds the {gpus} devices of {where}"
     return None
 
 

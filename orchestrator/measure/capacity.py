@@ -24,6 +24,7 @@ from pathlib import Path
 
 from contracts.layout import SUMMARY_FILE, LaunchPaths, capacity_run_root, repeat_name
 from contracts.metrics import fmt_capacity, slo_text
+from contracts.pipeline import gpus_held
 from contracts.results import (
     CapacityPoint,
     CapacityResult,
@@ -232,7 +233,7 @@ def capacity_result(
         slo=ctx.cfg.slo.name,
         slo_text=slo_text(ctx.cfg.slo),
         resolution=cap.resolution,
-        gpus=candidate.tensor_parallel_size * candidate.data_parallel_size,
+        gpus=gpus_held(candidate.tensor_parallel_size, candidate.data_parallel_size, candidate.extra_args),
         integer=integer,
         notes=notes,
     )
