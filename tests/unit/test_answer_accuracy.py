@@ -28,8 +28,8 @@ from gates.verdict import decide
 from load.plan import make_plan
 from load.sse import EventParser, parse_events
 from load.workload import BuiltPrompt, load_prompts, plan_requests
-from orchestrator.config.compose import load
 from orchestrator.config.validate import validate
+from tests.unit.composed import load
 from tests.unit.fakes import summary
 from tests.unit.load_fixtures import workload
 

@@ -14,11 +14,11 @@ from contracts.energy import Edge, EnergyMeter, EnergyWindow, run_energy
 from contracts.results import CandidateRun, Pricing, RunEnergy, read_model
 from launch.sim.client import SimEnergy
 from launch.spec import render_spec
-from orchestrator.config.compose import load
 from orchestrator.measure.begin import begin
 from orchestrator.measure.candidate import run_candidate
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.seams import real_seams
+from tests.unit.composed import load
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
 from tests.unit.sim_fixtures import BASE, PROFILE
 from tests.unit.test_sim_engine import drive, make_host, submit
