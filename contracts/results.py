@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from contracts.errors import ResultFileError
 from contracts.layout import RECORDS_FILE, write_probe
 from contracts.schema import LoadConfig, WorkloadConfig
+from contracts.spec_decode import SpecDecodeMetrics  # the record lives beside its arithmetic
 
 SCHEMA_VERSION = 1
 
@@ -131,16 +132,6 @@ class ClientHealth(_Model):
     # Resident memory the client grew by over the measured window, per concurrent stream (connections,
     # buffered reads, records; the garbage collector is paused meanwhile), bytes; None = not measured.
     rss_per_stream_bytes: float | None = None
-
-
-class SpecDecodeMetrics(_Model):
-    """Speculative decoding as the server counted it over the profile (deltas of vllm:spec_decode_*)."""
-
-    drafts: float  # vllm:spec_decode_num_drafts_total
-    draft_tokens: float  # vllm:spec_decode_num_draft_tokens_total
-    accepted_tokens: float  # vllm:spec_decode_num_accepted_tokens_total
-    acceptance_rate: float | None  # accepted / draft tokens (0-1); None without drafts
-    mean_accepted_length: float | None  # 1 + accepted / drafts: tokens per target step; None without drafts
 
 
 class ServerMetrics(_Model):

@@ -331,6 +331,9 @@ class GatesConfig:
     # The cost gate (gates/cost.py): off unless a bound is set, not applicable without host.gpu_hour_price.
     cost: CostGateConfig = field(default_factory=CostGateConfig)
     accuracy: AccuracyGateConfig = field(default_factory=AccuracyGateConfig)  # gates/answer_accuracy.py
+    # Allowed drop of speculative decoding's draft acceptance (accepted / draft tokens) against the
+    # baseline's, in points (0.05 = 5 points), beyond noise (gates/spec_acceptance.py); None = off.
+    spec_acceptance_tolerance: float | None = None
 
 
 @dataclass
