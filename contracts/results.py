@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from contracts.errors import ResultFileError
 from contracts.layout import RECORDS_FILE, write_probe
+from contracts.metering import GpuMetering
 from contracts.schema import LoadConfig, WorkloadConfig
 from contracts.spec_decode import SpecDecodeMetrics  # the record lives beside its arithmetic
 
@@ -409,6 +410,7 @@ class RunEnergy(_Model):
     output_tokens_per_joule: float | None
     samples: int | None = None  # power readings integrated (nvml_power only)
     reason: str | None = None  # why not measured; or what the figure is (simulated: the power model)
+    metering: GpuMetering | None = None  # the GPUs read (the candidate's own), shared, idle power, nodes
 
     @property
     def measured(self) -> bool:

@@ -34,7 +34,8 @@ class CostRow(BaseModel):
     watts_per_gpu: float | None
     usd_per_mtok: float | None  # at the measured throughput
     usd_per_mtok_at_slo: float | None = None  # at the capacity the SLO allows (the capacity profile)
-    note: str = ""  # why a figure is missing
+    note: str = ""  # why a figure is missing; the GPUs metered (contracts.metering)
+    metered_on: str = ""  # the GPUs read, in short ("4 of 8 GPUs, shared"); "" where not recorded
 
     @property
     def simulated(self) -> bool:
@@ -66,6 +67,9 @@ def cost_row(name: str, results: Results, profile: str) -> CostRow | None:
     if run.pricing is not None and cap is not None and cap.profile == profile:
         at_slo = slo_usd_per_mtok(run.pricing, cap, watts)
     notes = []
+    metering = next((e.metering for e in metered if e.metering is not None), None)
+    if metering is not None:
+        notes.append(f"metered on {metering.describe()}")
     if not metered:
         reason = next((e.reason for e in energies if e is not None and e.reason), None)
         notes.append(reason or "energy not measured")
@@ -84,6 +88,7 @@ def cost_row(name: str, results: Results, profile: str) -> CostRow | None:
         usd_per_mtok=_median(costs) if costs and None not in costs else None,
         usd_per_mtok_at_slo=at_slo,
         note="; ".join(notes),
+        metered_on=metering.short() if metering is not None else "",
     )
 
 
@@ -111,7 +116,8 @@ def cost_cell(row: CostRow | None) -> str:
         return "-"
     parts = []
     if row.tokens_per_joule is not None:
-        parts.append(f"{row.tokens_per_joule:.3g} tok/J")
+        on = f" on {row.metered_on}" if row.metered_on else ""
+        parts.append(f"{row.tokens_per_joule:.3g} tok/J{on}")
     if row.usd_per_mtok is not None:
         slo = f" (${row.usd_per_mtok_at_slo:.3g} at the SLO)" if row.usd_per_mtok_at_slo is not None else ""
         parts.append(f"${row.usd_per_mtok:.3g}/Mtok{slo}")
