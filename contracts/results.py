@@ -421,9 +421,11 @@ class Pricing(_Model):
     """What the host's time and power cost (``host.gpu_hour_price``, ``host.power_price_kwh``), recorded
     with each launch so its $ per million tokens can be worked out from its files (:mod:`contracts.cost`)."""
 
-    gpus: int  # GPUs paid for: the host's gpu_count (the host is rented whole)
+    gpus: int  # GPUs paid for: the candidate's TP x DP (older files: the host's gpu_count)
     gpu_hour_price: float  # $ per GPU-hour
     power_price_kwh: float | None = None  # $ per kWh of GPU energy; None: energy is not priced
+    host_gpus: int | None = None  # the host's GPUs (all nodes): the replicas it holds; None in older files
+    input_price_ratio: float | None = None  # an input token's price / an output token's; None: not apart
 
 
 class CandidateRun(_Model):

@@ -75,6 +75,14 @@ def head_ranks(argv: Sequence[str], config_yaml: str = "") -> int:
     return max(1, tp // nnodes) * dp
 
 
+def used_gpus(argv: Sequence[str], config_yaml: str = "") -> int:
+    """GPUs the whole candidate uses, every node together: TP x DP (what it is priced on)."""
+    loaded = yaml.safe_load(config_yaml) if config_yaml.strip() else None
+    config: Mapping[str, object] = loaded if isinstance(loaded, dict) else {}
+    tp = _int_setting(argv, config, ("--tensor-parallel-size", "-tp")) or 1
+    return tp * (_int_setting(argv, config, ("--data-parallel-size", "-dp")) or 1)
+
+
 def device_request(spec: LaunchSpec, environ: Mapping[str, str]) -> DeviceRequest:
     """Which devices ``spec``'s server uses on its head node (``environ``: gauntlet's own environment,
     which the server inherits only where ``spec.env_passthrough`` passes it)."""
