@@ -100,7 +100,13 @@ def cost_row(name: str, results: Results, profile: str) -> CostRow | None:
         usd_per_mtok_input=input_usd_per_mtok(run.pricing, cost) if run.pricing is not None else None,
         priced_on=price_basis(run.pricing) if run.pricing is not None else "",
         note="; ".join(notes),
-        metered_on=metering.short() if metering is not None else "",
+        metered_on=(
+            metering.short()
+            if metering is not None
+            else f"{metered[0].gpus} GPUs"  # the simulator's, or a record from before the metering
+            if metered and metered[0].gpus
+            else ""
+        ),
     )
 
 

@@ -240,14 +240,17 @@ def test_device_request_reads_the_spec(  # noqa: PLR0917  (one parameter per col
 
 
 @pytest.mark.parametrize(
-    ("shared", "nodes", "cell"),
+    ("shared", "nodes", "cell", "recorded"),
     [
-        ([], 1, "tok/J on 4 of 8 GPUs"),
-        ([7777], 1, "tok/J on 4 of 8 GPUs, shared"),
-        ([], 2, "tok/J on 4 of 8 GPUs, head node only"),
+        ([], 1, "tok/J on 4 of 8 GPUs,", True),
+        ([7777], 1, "tok/J on 4 of 8 GPUs, shared,", True),
+        ([], 2, "tok/J on 4 of 8 GPUs, head node only,", True),
+        ([], 1, "tok/J on 4 GPUs,", False),  # the simulator's record: its GPUs are the candidate's
     ],
 )
-def test_the_report_says_which_gpus_were_metered(shared: list[int], nodes: int, cell: str) -> None:
+def test_the_report_says_which_gpus_were_metered(
+    shared: list[int], nodes: int, cell: str, recorded: bool
+) -> None:
     metering = GpuMetering(
         selected_by="vLLM's default placement (the first 4 devices)",
         indices=[0, 1, 2, 3],
@@ -258,7 +261,7 @@ def test_the_report_says_which_gpus_were_metered(shared: list[int], nodes: int, 
         nodes=nodes,
     )
     energy = run_energy("nvml_counter", [400.0] * 4, 1.0, output_tps=1000.0).model_copy(
-        update={"metering": metering}
+        update={"metering": metering if recorded else None}
     )
     run = CandidateRun(
         candidate="tp4",
@@ -275,5 +278,5 @@ def test_the_report_says_which_gpus_were_metered(shared: list[int], nodes: int, 
     )
     row = cost_row("tp4", Results("tp4", "candidates/tp4", run, {"decode_heavy": [rep]}), "decode_heavy")
     assert row is not None
-    assert cell in cost_cell(row) and "idle 70 W per GPU" in row.note
+    assert cell in cost_cell(row) and ("idle 70 W per GPU" in row.note) == recorded
     assert ("SHARED" in row.note) == bool(shared) and ("HEAD NODE ONLY" in row.note) == (nodes > 1)
