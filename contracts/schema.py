@@ -165,10 +165,13 @@ class HostConfig:
     # Nice (-20..19) of each started server's session (Linux autogroup), null: left alone (docs/launcher.md).
     server_autogroup_nice: int | None = None
     # Price of one GPU-hour on this host in $ (the cost figures: $ per million output tokens, the cost
-    # gate; docs/accuracy-and-cost.md). The host's gpu_count GPUs are paid for. None = no cost figures.
+    # gate; docs/accuracy-and-cost.md). The candidate's TP x DP GPUs are paid for. None = no cost figures.
     gpu_hour_price: float | None = None
     # Price of a kWh of GPU energy in $, added to the GPU-hours when set (needs the runs' energy).
     power_price_kwh: float | None = None
+    # An input (prompt) token's price relative to an output token's (0.25: a quarter), to price the two
+    # apart; None = every $ on the output tokens.
+    input_token_price_ratio: float | None = None
 
 
 @dataclass
@@ -331,6 +334,9 @@ class GatesConfig:
     # The cost gate (gates/cost.py): off unless a bound is set, not applicable without host.gpu_hour_price.
     cost: CostGateConfig = field(default_factory=CostGateConfig)
     accuracy: AccuracyGateConfig = field(default_factory=AccuracyGateConfig)  # gates/answer_accuracy.py
+    # Allowed drop of speculative decoding's draft acceptance (accepted / draft tokens) against the
+    # baseline's, in points (0.05 = 5 points), beyond noise (gates/spec_acceptance.py); None = off.
+    spec_acceptance_tolerance: float | None = None
 
 
 @dataclass
