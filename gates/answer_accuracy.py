@@ -12,11 +12,12 @@ left out (its ``interrupted`` gap says so). The message always says "k of N item
 The items scored are compared:
 
 - **accuracy** of each side with its exact (Clopper-Pearson) interval;
-- **the paired comparison**: McNemar's exact test on the discordant items (right on one side only) and
-  the accuracy drop's exact conditional interval (:func:`gates.significance.mcnemar`). The gate fails when
-  the drop's lower bound exceeds ``gates.accuracy.tolerance`` (with 0: McNemar's one-sided test rejects at
-  the gates' level); a drop beyond the tolerance within noise is inconclusive; fewer than
-  ``gates.accuracy.min_items`` items scored is a gap (the verdict is incomplete);
+- **the paired comparison** (non-inferiority, :mod:`gates.noninferiority`): the accuracy drop (the
+  baseline's minus the candidate's, item by item) with Tango's unconditional score interval. The gate
+  passes only when the drop's upper bound is at or below ``gates.accuracy.tolerance``, fails when its lower
+  bound is above it, and is inconclusive between (a larger set would settle it); McNemar's exact one-sided
+  p is said beside it; fewer than ``gates.accuracy.min_items`` items scored is a gap (the verdict is
+  incomplete);
 - **greedy agreement**: of the items answered on both sides, those whose visible answer is identical
   (same text, same completion tokens). A candidate that claims lossless decoding (no speculative
   decoding, or greedy draft sampling) and agrees less than noise allows is flagged: below the baseline's
@@ -38,18 +39,38 @@ from contracts.results import RequestRecord
 from contracts.sweepdir import Repeat
 from contracts.verdicts import Comparison, Evidence, Gap, GateResult, GateStatus
 from gates.answers import correct
+from gates.noninferiority import PairedDrop, items_needed, noninferiority, paired_drop
 from gates.registry import Gate, GateContext, register
-from gates.significance import PairedRates, clopper_pearson, compare_rates, mcnemar
+from gates.significance import clopper_pearson, compare_rates, mcnemar
 
 
-def accuracy_status(paired: PairedRates, tolerance: float) -> GateStatus:
-    """The decision on the paired items: fail when the drop's lower bound exceeds the tolerance, inconclusive
-    when only its estimate does, pass otherwise."""
-    if paired.drop_interval[0] > tolerance:
-        return "fail"
-    if paired.drop > tolerance:
-        return "inconclusive"
-    return "pass"
+def accuracy_status(paired: PairedDrop, tolerance: float) -> GateStatus:
+    """The decision on the paired items (:func:`gates.noninferiority.noninferiority`): pass when the drop's
+    upper bound is at or below the tolerance, fail when its lower bound is above it, inconclusive between."""
+    return noninferiority(paired, tolerance)
+
+
+def drop_words(paired: PairedDrop, tolerance: float) -> str:
+    """The drop, its upper bound and the tolerance, in points, and what the bound shows:
+    ``drop +0.5 points, upper bound +2.3 (95% Tango score interval [-1.1, +2.3]) above the 2-point
+    tolerance: non-inferiority not shown``."""
+    low, high = paired.interval
+    tol = f"{tolerance * 100:g}-point tolerance"
+    words = (
+        f"drop {paired.drop * 100:+.1f} points, upper bound {high * 100:+.1f} ({paired.confidence:.0%} Tango "
+        f"score interval [{low * 100:+.1f}, {high * 100:+.1f}])"
+    )
+    status = noninferiority(paired, tolerance)
+    if status == "fail":
+        return f"{words}: lower bound above the {tol}, worse than allowed beyond noise"
+    if status == "pass":
+        return f"{words} within the {tol}: non-inferior"
+    need = items_needed(tolerance, paired.confidence)
+    least = f"; at least {need} items even with none lost" if need is not None and need > paired.items else ""
+    return (
+        f"{words} above the {tol}: non-inferiority not shown, within noise: a larger labelled set would "
+        f"settle it{least}"
+    )
 
 
 def lossless_claim(spec: Mapping[str, Any] | None) -> str | None:
@@ -234,7 +255,7 @@ def agreement_flag(
 
 @register
 class AnswerAccuracy(Gate):
-    """Accuracy on a labelled set (McNemar's exact test, paired) and greedy agreement with the baseline."""
+    """Accuracy on a labelled set (non-inferiority of the paired drop), greedy agreement with the baseline."""
 
     name = "answer_accuracy"
     order = 35
@@ -294,18 +315,15 @@ class AnswerAccuracy(Gate):
         won = [i for i in paired if right_c[i] and not right_b[i]]
         n, confidence = len(paired), ctx.cfg.confidence
         rates = mcnemar(n, len(lost), len(won), confidence=confidence)
-        status = accuracy_status(rates, acc.tolerance)
+        paired_rates = paired_drop(n, len(lost), len(won), confidence=confidence)
+        status = accuracy_status(paired_rates, acc.tolerance)
         k_c, k_b = sum(right_c.values()), sum(right_b.values())
-        low, high = rates.drop_interval
         failed = sum(i not in c_side.answers for i in paired)
         counted = f" ({failed} unanswered by the candidate's server, counted wrong)" if failed else ""
         paired_words = (
-            f"McNemar exact one-sided p {rates.p_value:.2g} on {len(lost)} item(s) lost{counted}, "
-            f"{len(won)} gained; drop {rates.drop * 100:+.1f} points ({confidence:.0%} interval "
-            f"[{low * 100:+.1f}, {high * 100:+.1f}]) against a {acc.tolerance * 100:g}-point tolerance"
+            f"{len(lost)} item(s) lost{counted}, {len(won)} gained (McNemar exact one-sided p "
+            f"{rates.p_value:.2g}); {drop_words(paired_rates, acc.tolerance)}"
         )
-        if status == "inconclusive":  # each item is scored once: more repeats add nothing, more items do
-            paired_words += "; within noise: a larger labelled set would settle it"
         accuracy = Comparison(
             metric="answer_accuracy",
             profile=profile,
@@ -315,8 +333,9 @@ class AnswerAccuracy(Gate):
             ratio=(k_c / k_b) if k_b else None,
             threshold=k_b / n - acc.tolerance,
             unit="accuracy",
-            method="exact (Clopper-Pearson) intervals; McNemar's exact test on the discordant items, "
-            "the drop's interval exact conditional on them",
+            method="exact (Clopper-Pearson) intervals; non-inferiority on the paired drop by Tango's "
+            "score interval (its upper bound at or below the tolerance); McNemar's exact test on the "
+            "discordant items",
             n_candidate=n,
             n_baseline=n,
             message=f"accuracy {_accuracy(k_c, n, confidence)} vs {_accuracy(k_b, n, confidence)} on "

@@ -81,7 +81,9 @@ def test_a_labelled_set_is_scored_and_a_candidate_that_changes_outputs_is_caught
     _run(baseline, sweep, "baseline", 2, tmp_path)
     _run(candidate, sweep, "chain", 1, tmp_path)
 
-    cfg = GatesConfig(accuracy=AccuracyGateConfig(profile="accuracy", tolerance=0.0, min_items=ITEMS))
+    # 20 items show an accuracy drop of at most 16.1 points at best (Tango's bound with no item lost,
+    # gates.noninferiority): a 20-point tolerance, so that the same answers can pass.
+    cfg = GatesConfig(accuracy=AccuracyGateConfig(profile="accuracy", tolerance=0.2, min_items=ITEMS))
     base = load_results(sweep, "candidates/baseline", "baseline")
     # Greedy decoding on one server reproduces itself: the baseline's second run is the references too.
     second = base.repeats("accuracy")[1]
