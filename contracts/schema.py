@@ -274,6 +274,9 @@ class AccuracyGateConfig:
     # bound is above it.
     tolerance: float = 0.02
     min_items: int = 20  # fewest items scored on both sides before the gate decides (fewer: incomplete)
+    # Largest share of a side's answers cut at max_tokens (finish_reason length) the gate judges; above it
+    # the comparison is incomplete (a truncated answer reads as wrong: the budget would be judged).
+    max_truncated: float = 0.02
 
 
 @dataclass

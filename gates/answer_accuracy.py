@@ -18,6 +18,10 @@ The items scored are compared:
   bound is above it, and is inconclusive between (a larger set would settle it); McNemar's exact one-sided
   p is said beside it; fewer than ``gates.accuracy.min_items`` items scored is a gap (the verdict is
   incomplete);
+- **truncation** (:mod:`gates.truncation`): each side's answers cut at ``max_tokens`` (``finish_reason``
+  ``length``) are counted and said; above ``gates.accuracy.max_truncated`` of a side's answers the gate
+  does not judge (``not_run``: the verdict is incomplete), naming the profile and advising a larger
+  ``max_tokens``;
 - **greedy agreement**: of the items answered on both sides, those whose visible answer is identical
   (same text, same completion tokens). A candidate that claims lossless decoding (no speculative
   decoding, or greedy draft sampling) and agrees less than noise allows is flagged: below the baseline's
@@ -42,6 +46,7 @@ from gates.answers import correct
 from gates.noninferiority import PairedDrop, items_needed, noninferiority, paired_drop
 from gates.registry import Gate, GateContext, register
 from gates.significance import clopper_pearson, compare_rates, mcnemar
+from gates.truncation import count_truncated, counts_words, truncation_finding
 
 
 def accuracy_status(paired: PairedDrop, tolerance: float) -> GateStatus:
@@ -367,10 +372,19 @@ class AnswerAccuracy(Gate):
                     message=agreement_words,
                 )
             )
+        cut = (count_truncated("candidate", cand), count_truncated("baseline", base))
+        finding = truncation_finding(cut, profile, acc.max_truncated)
+        if finding is not None:  # the budget, not the candidate, would be judged: incomplete
+            return self._result(
+                "not_run",
+                f"{finding}; as measured, not judged: {accuracy.message}; {counts_words(cut)}",
+                evidence=[e for t in cut for e in t.evidence],
+                gaps=gaps,
+            )
         evidence = _evidence(c_side, sorted({*lost, *(differ if flag == "inconclusive" else [])}))
         return self._result(
             status,
-            f"{accuracy.message}; {agreement_words}",
+            f"{accuracy.message}; {counts_words(cut)}; {agreement_words}",
             observed=k_c / n,
             baseline=k_b / n,
             threshold=accuracy.threshold,

@@ -54,6 +54,10 @@ def accuracy_problems(cfg: GauntletConfig, src: Origins) -> list[ConfigProblem]:
         )
     if not (isinstance(least, int) and least >= 1):
         out.append(ConfigProblem(gates_where, "gates.accuracy.min_items", least, "an integer >= 1"))
+    cut = acc.max_truncated
+    if not (isinstance(cut, int | float) and 0 <= cut <= 1):
+        allowed = "a share of a side's answers in [0, 1] (0.02: 2%)"
+        out.append(ConfigProblem(gates_where, "gates.accuracy.max_truncated", cut, allowed))
     wl = cfg.workloads.get(acc.profile)
     if acc.profile not in cfg.run.profiles or wl is None:
         return out  # not asked for: the gate is not applicable
