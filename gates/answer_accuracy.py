@@ -31,8 +31,7 @@ The items scored are compared:
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -76,44 +75,6 @@ def drop_words(paired: PairedDrop, tolerance: float) -> str:
         f"{words} above the {tol}: non-inferiority not shown, within noise: a larger labelled set would "
         f"settle it{least}"
     )
-
-
-def lossless_claim(spec: Mapping[str, Any] | None) -> str | None:
-    """Whether a launch's spec (``spec.json``) claims token-identical greedy outputs, in words ("" when it
-    does not: probabilistic draft sampling; None when unknown: no spec).
-
-    >>> lossless_claim({"argv": ["vllm", "serve", "m"]})
-    'no speculative decoding'
-    >>> lossless_claim({"argv": ["--speculative-config", '{"draft_sample_method": "probabilistic"}']})
-    ''
-    """
-    if spec is None:
-        return None
-    argv = [str(a) for a in spec.get("argv") or []]
-    raw: str | None = None
-    if "--speculative-config" in argv[:-1]:
-        raw = argv[argv.index("--speculative-config") + 1]
-    else:
-        for line in str(spec.get("config_yaml") or "").splitlines():
-            if line.startswith("speculative-config:"):
-                raw = line.partition(":")[2].strip()
-    if raw is None:
-        return "no speculative decoding"
-    try:
-        config = json.loads(raw)
-    except ValueError:
-        return None
-    method = config.get("draft_sample_method") if isinstance(config, dict) else None
-    return "greedy draft sampling" if method == "greedy" else ""
-
-
-def read_claim(spec_file: Path) -> str | None:
-    """:func:`lossless_claim` of a launch's ``spec.json`` (None when it is absent or unreadable)."""
-    try:
-        data = json.loads(spec_file.read_text())
-    except (OSError, ValueError):
-        return None
-    return lossless_claim(data if isinstance(data, dict) else None)
 
 
 Side = Literal["candidate", "baseline"]
@@ -234,15 +195,22 @@ def self_agreement(side: Scored) -> tuple[int, int]:
 
 
 def agreement_flag(
-    agree: tuple[int, int], noise: tuple[int, int], claim: str | None, confidence: float
+    agree: tuple[int, int],
+    noise: tuple[int, int],
+    claim: str | None,
+    confidence: float,
+    unpromised: str | None = None,
 ) -> tuple[GateStatus | None, str]:
-    """The greedy-agreement figure judged against noise when the candidate claims lossless decoding:
+    """The greedy-agreement figure judged against noise when the candidate claims lossless decoding and vLLM
+    promises its greedy outputs identical to the baseline's (``unpromised``: why not, :mod:`gates.agreement`):
     (None: not judged, pass, or inconclusive: flagged) and the words."""
     (k, n), (ks, ns) = agree, noise
     figure = f"greedy agreement with the baseline {k}/{n} ({_pct(k / n)}) token-identical"
     if not claim:
         why = "unknown decoding (no spec.json)" if claim is None else "no lossless claim"
         return None, f"{figure} ({why}: not judged)"
+    if unpromised:
+        return None, f"{figure} ({claim}, but {unpromised}: not judged)"
     alpha = (1 - confidence) / 2
     if ns:
         p = compare_rates((k, n), (ks, ns), confidence=confidence).p_value
@@ -354,7 +322,11 @@ class AnswerAccuracy(Gate):
         if both:
             agree = len(both) - len(differ)
             flag, agreement_words = agreement_flag(
-                (agree, len(both)), self_agreement(b_side), ctx.candidate_claim, confidence
+                (agree, len(both)),
+                self_agreement(b_side),
+                ctx.candidate_claim,
+                confidence,
+                ctx.agreement_unpromised,
             )
         if flag is not None:
             comparisons.append(

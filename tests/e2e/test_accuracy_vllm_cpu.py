@@ -19,6 +19,7 @@ import pytest
 from contracts.labelled import parse_labelled
 from contracts.schema import AccuracyGateConfig, GatesConfig, LengthConfig, WorkloadConfig
 from contracts.sweepdir import load_results
+from gates.agreement import unpromised
 from gates.answer_accuracy import AnswerAccuracy
 from gates.registry import GateContext
 from launch.supervisor import Server, Supervisor
@@ -88,13 +89,11 @@ def test_a_labelled_set_is_scored_and_a_candidate_that_changes_outputs_is_caught
     # Greedy decoding on one server reproduces itself: the baseline's second run is the references too.
     second = base.repeats("accuracy")[1]
     assert [r.output_text for r in second.records] == [answers[r.index] for r in second.records]
+    chain = load_results(sweep, "candidates/chain", "chain")
+    # The promise stated (agreement_unpromised None), as on a GPU host under VLLM_BATCH_INVARIANT=1: the
+    # changed greedy outputs are flagged. A CPU sweep's own launches have no such promise (below).
     result = AnswerAccuracy().evaluate(
-        GateContext(
-            cfg=cfg,
-            baseline=base,
-            candidate=load_results(sweep, "candidates/chain", "chain"),
-            candidate_claim="no speculative decoding",
-        )
+        GateContext(cfg=cfg, baseline=base, candidate=chain, candidate_claim="no speculative decoding")
     )
     print(f"\nanswer_accuracy on vLLM CPU: {result.message}")
     assert result.status == "fail", result.message
@@ -102,5 +101,18 @@ def test_a_labelled_set_is_scored_and_a_candidate_that_changes_outputs_is_caught
     assert result.observed is not None and result.observed < 0.5
     assert "FLAGGED: greedy agreement with the baseline" in result.message
     assert f"baseline's own repeat-to-repeat agreement {ITEMS}/{ITEMS}" in result.message
+    # vLLM 0.32 on CPU promises no batch invariance (gates.agreement): reported, not flagged.
+    cpu = unpromised({"host_kind": "cpu", "env": {}, "argv": []}, None)
+    unjudged = AnswerAccuracy().evaluate(
+        GateContext(
+            cfg=cfg,
+            baseline=base,
+            candidate=chain,
+            candidate_claim="no speculative decoding",
+            agreement_unpromised=cpu,
+        )
+    )
+    assert unjudged.status == "fail" and "FLAGGED" not in unjudged.message
+    assert "not judged" in unjudged.message
     same = AnswerAccuracy().evaluate(GateContext(cfg=cfg, baseline=base, candidate=base))
     assert same.status == "pass", same.message

@@ -20,7 +20,8 @@ from contracts.results import LoadSettings, RequestRecord
 from contracts.schema import AccuracyGateConfig, GatesConfig
 from contracts.sweepdir import Repeat, Results
 from contracts.verdicts import GateResult, GateStatus
-from gates.answer_accuracy import AnswerAccuracy, accuracy_status, agreement_flag, lossless_claim
+from gates.agreement import lossless_claim
+from gates.answer_accuracy import AnswerAccuracy, accuracy_status, agreement_flag
 from gates.answers import correct, extract, number
 from gates.noninferiority import paired_drop
 from gates.registry import REGISTRY, GateContext
@@ -213,7 +214,21 @@ def test_the_decision_table(n: int, lost: int, won: int, tolerance: float, statu
             "greedy draft sampling",
         ),
         ({"argv": ["--speculative-config", '{"draft_sample_method":"probabilistic"}']}, ""),
-        ({"argv": ["--speculative-config", '{"method":"eagle"}']}, ""),  # no greedy claim
+        # vLLM's defaults (gates.agreement.SPEC_DEFAULTS, vLLM 0.32): absent draft_sample_method is greedy
+        ({"argv": ["--speculative-config", '{"method":"eagle"}']}, "greedy draft sampling (vLLM's default)"),
+        ({"argv": ['--speculative-config={"method":"ngram"}']}, "greedy draft sampling (vLLM's default)"),
+        ({"argv": ["--speculative-config", '{"rejection_sample_method":"synthetic"}']}, ""),  # lossy
+        (
+            {
+                "argv": [
+                    "--speculative-config",
+                    '{"draft_sample_method":"greedy","rejection_sample_method":"block"}',
+                ]
+            },
+            "greedy draft sampling, block rejection sampling",
+        ),
+        ({"argv": ["--speculative-config", '{"rejection_sample_method":"future"}']}, ""),  # unknown: no claim
+        ({"argv": ["--speculative-config", "[1, 2]"]}, None),
         (
             {
                 "argv": ["vllm", "serve", "--config", "c.yaml"],
