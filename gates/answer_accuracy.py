@@ -24,7 +24,9 @@ The items scored are compared:
   ``max_tokens``;
 - **greedy agreement**: of the items answered on both sides, those whose visible answer is identical
   (same text, same completion tokens). A candidate that claims lossless decoding (no speculative
-  decoding, or greedy draft sampling) and agrees less than noise allows is flagged: below the baseline's
+  decoding, or greedy draft sampling with lossless rejection sampling, vLLM's defaults), on a layout
+  vLLM promises batch-invariant and split as the baseline's (:mod:`gates.agreement`; else the figure is
+  reported, not judged), and agrees less than noise allows is flagged: below the baseline's
   own repeat-to-repeat agreement by Fisher's one-sided exact test, or, with one baseline repeat, any item
   that differs. A flagged comparison makes a KEEP or a NEUTRAL verdict INCONCLUSIVE (:mod:`gates.quiet`).
 """
