@@ -272,10 +272,14 @@ class AccuracyGateConfig:
     """The answer_accuracy gate: a labelled profile scored on both sides (docs/accuracy-and-cost.md)."""
 
     profile: str = "accuracy"  # the labelled profile (a .jsonl prompts_file); not applicable unless run
-    # Allowed accuracy drop against the baseline, in accuracy points (0.02 = two items in a hundred): fails
-    # when the drop's lower confidence bound (McNemar's exact test on the paired items) exceeds it.
-    tolerance: float = 0.0
+    # Allowed accuracy drop against the baseline (0.02 = 2 accuracy points): passes only when the drop's
+    # upper bound (Tango's score interval on the paired items) is at or below it; fails when its lower
+    # bound is above it.
+    tolerance: float = 0.02
     min_items: int = 20  # fewest items scored on both sides before the gate decides (fewer: incomplete)
+    # Largest share of a side's answers cut at max_tokens (finish_reason length) the gate judges; above it
+    # the comparison is incomplete (a truncated answer reads as wrong: the budget would be judged).
+    max_truncated: float = 0.02
 
 
 @dataclass
