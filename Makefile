@@ -9,7 +9,7 @@ RUN := PATH="$(abspath $(VENV))/bin:$$PATH" $(PY)
 VLLM_VENV := .venv-vllm
 OVERRIDES ?=
 
-.PHONY: help setup test test-fast check format lint types imports docs-check plan doctor list vllm-cpu demo demo-search demo-parallel demo-slurm demo-multinode slurm-local slurm-local-stop sweep rollback stop status judge report test-unit compare clean
+.PHONY: gpu-check help setup test test-fast check format lint types imports docs-check plan doctor list vllm-cpu demo demo-search demo-parallel demo-slurm demo-multinode slurm-local slurm-local-stop sweep rollback stop status judge report test-unit compare clean
 
 help:
 	@echo "make demo      run the case-study sweep on the simulator (sets up first)"
@@ -24,6 +24,7 @@ help:
 	@echo "make check     format check, lint, import directions, types and tests"
 	@echo "make docs-check  reference page sizes, no dates outside example output, the docs index, links"
 	@echo "make plan      print the exact command of every candidate, starting nothing"
+	@echo "make gpu-check  on a lent GPU host: energy counters, the candidate-GPU mapping, doctor's GPUs"
 	@echo "make doctor    check the host and every candidate before a sweep, starting nothing (OVERRIDES='host=h100x8')"
 	@echo "make list      the choices of every config group, with descriptions and files (OVERRIDES='-cd DIR')"
 	@echo "make sweep     run a sweep: OVERRIDES='host=h100x8' for a real GPU host"
@@ -94,6 +95,11 @@ plan: setup
 # memory fit, weights or HF_TOKEN, the port (a sweep runs them too, before it stops the live service).
 doctor: setup
 	$(RUN) -m orchestrator doctor $(OVERRIDES)
+
+# Ready for a lent GPU: NVML energy counters advance under a short load, the candidate-GPU mapping
+# resolves, doctor reads the GPUs; one line per check, no vLLM needed (exit 3: no NVIDIA driver).
+gpu-check: setup
+	GPU_CHECK_PYTHON=$(PY) bash scripts/gpu-check.sh
 
 list: setup
 	$(RUN) -m orchestrator list $(OVERRIDES)

@@ -64,19 +64,14 @@ def result_of(found: SearchResult, name: str) -> CapacityResult:
         for level, margins in found.margins.items()
         for k, margin in enumerate(margins)
     ]
-    return CapacityResult(
+    return found.record(
+        points,
         candidate=name,
         profile="decode_heavy",
-        mode="concurrency",
-        unit="concurrent",
         slo="default",
         slo_text="",
-        capacity=found.low,
-        low=found.low,
-        high=found.high,
         resolution=CapacityConfig.resolution,
         gpus=8,
-        points=points,
     )
 
 

@@ -177,16 +177,23 @@ def bench_serve_from_files(run_dir: Path) -> dict[str, object]:
     return bench_serve_result(summary, read_jsonl(run_dir / summary.records_file, RequestRecord))
 
 
-def energy_fields(energy: RunEnergy, pricing: Pricing | None, output_tps: float) -> dict[str, object]:
+def energy_fields(
+    energy: RunEnergy, pricing: Pricing | None, output_tps: float, input_tps: float = 0.0
+) -> dict[str, object]:
     """gauntlet's energy and cost keys of a run (top level, as ``--metadata`` keys ride): None where the
-    energy was not measured or the host has no price; ``energy_method`` ``simulated`` on the simulator."""
+    energy was not measured or the host has no price; ``energy_method`` ``simulated`` on the simulator;
+    ``usd_per_mtok`` the output tokens' price (input tokens priced apart where the host says so)."""
     watts = energy.watts_per_gpu
     return {
         "energy_method": energy.method,
         "energy_joules": energy.joules,
         "output_tokens_per_joule": energy.output_tokens_per_joule,
         "avg_gpu_power_w": math.fsum(watts) / len(watts) if watts else None,
-        "usd_per_mtok": run_usd_per_mtok(pricing, output_tps, energy) if pricing is not None else None,
+        "usd_per_mtok": (
+            run_usd_per_mtok(pricing, output_tps, energy, input_tps=input_tps)
+            if pricing is not None
+            else None
+        ),
     }
 
 
@@ -198,5 +205,5 @@ def add_energy(run_dir: Path, energy: RunEnergy, pricing: Pricing | None) -> Non
         return
     result = json.loads(paths.bench_serve.read_text())
     summary = read_model(paths.summary, ProfileSummary)
-    result.update(energy_fields(energy, pricing, summary.output_tps))
+    result.update(energy_fields(energy, pricing, summary.output_tps, summary.prompt_tps))
     atomic_write_text(paths.bench_serve, json.dumps(result, indent=2, allow_nan=False) + "\n")

@@ -32,7 +32,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from contracts.errors import ResultFileError
 from contracts.layout import RECORDS_FILE, write_probe
+from contracts.metering import GpuMetering
 from contracts.schema import LoadConfig, WorkloadConfig
+from contracts.spec_decode import SpecDecodeMetrics  # the record lives beside its arithmetic
 
 SCHEMA_VERSION = 1
 
@@ -131,16 +133,6 @@ class ClientHealth(_Model):
     # Resident memory the client grew by over the measured window, per concurrent stream (connections,
     # buffered reads, records; the garbage collector is paused meanwhile), bytes; None = not measured.
     rss_per_stream_bytes: float | None = None
-
-
-class SpecDecodeMetrics(_Model):
-    """Speculative decoding as the server counted it over the profile (deltas of vllm:spec_decode_*)."""
-
-    drafts: float  # vllm:spec_decode_num_drafts_total
-    draft_tokens: float  # vllm:spec_decode_num_draft_tokens_total
-    accepted_tokens: float  # vllm:spec_decode_num_accepted_tokens_total
-    acceptance_rate: float | None  # accepted / draft tokens (0-1); None without drafts
-    mean_accepted_length: float | None  # 1 + accepted / drafts: tokens per target step; None without drafts
 
 
 class ServerMetrics(_Model):
@@ -418,6 +410,7 @@ class RunEnergy(_Model):
     output_tokens_per_joule: float | None
     samples: int | None = None  # power readings integrated (nvml_power only)
     reason: str | None = None  # why not measured; or what the figure is (simulated: the power model)
+    metering: GpuMetering | None = None  # the GPUs read (the candidate's own), shared, idle power, nodes
 
     @property
     def measured(self) -> bool:
@@ -428,9 +421,11 @@ class Pricing(_Model):
     """What the host's time and power cost (``host.gpu_hour_price``, ``host.power_price_kwh``), recorded
     with each launch so its $ per million tokens can be worked out from its files (:mod:`contracts.cost`)."""
 
-    gpus: int  # GPUs paid for: the host's gpu_count (the host is rented whole)
+    gpus: int  # GPUs paid for: the candidate's TP x DP (older files: the host's gpu_count)
     gpu_hour_price: float  # $ per GPU-hour
     power_price_kwh: float | None = None  # $ per kWh of GPU energy; None: energy is not priced
+    host_gpus: int | None = None  # the host's GPUs (all nodes): the replicas it holds; None in older files
+    input_price_ratio: float | None = None  # an input token's price / an output token's; None: not apart
 
 
 class CandidateRun(_Model):

@@ -165,10 +165,13 @@ class HostConfig:
     # Nice (-20..19) of each started server's session (Linux autogroup), null: left alone (docs/launcher.md).
     server_autogroup_nice: int | None = None
     # Price of one GPU-hour on this host in $ (the cost figures: $ per million output tokens, the cost
-    # gate; docs/accuracy-and-cost.md). The host's gpu_count GPUs are paid for. None = no cost figures.
+    # gate; docs/accuracy-and-cost.md). The candidate's TP x DP GPUs are paid for. None = no cost figures.
     gpu_hour_price: float | None = None
     # Price of a kWh of GPU energy in $, added to the GPU-hours when set (needs the runs' energy).
     power_price_kwh: float | None = None
+    # An input (prompt) token's price relative to an output token's (0.25: a quarter), to price the two
+    # apart; None = every $ on the output tokens.
+    input_token_price_ratio: float | None = None
 
 
 @dataclass
@@ -269,10 +272,14 @@ class AccuracyGateConfig:
     """The answer_accuracy gate: a labelled profile scored on both sides (docs/accuracy-and-cost.md)."""
 
     profile: str = "accuracy"  # the labelled profile (a .jsonl prompts_file); not applicable unless run
-    # Allowed accuracy drop against the baseline, in accuracy points (0.02 = two items in a hundred): fails
-    # when the drop's lower confidence bound (McNemar's exact test on the paired items) exceeds it.
-    tolerance: float = 0.0
+    # Allowed accuracy drop against the baseline (0.02 = 2 accuracy points): passes only when the drop's
+    # upper bound (Tango's score interval on the paired items) is at or below it; fails when its lower
+    # bound is above it.
+    tolerance: float = 0.02
     min_items: int = 20  # fewest items scored on both sides before the gate decides (fewer: incomplete)
+    # Largest share of a side's answers cut at max_tokens (finish_reason length) the gate judges; above it
+    # the comparison is incomplete (a truncated answer reads as wrong: the budget would be judged).
+    max_truncated: float = 0.02
 
 
 @dataclass
@@ -331,6 +338,9 @@ class GatesConfig:
     # The cost gate (gates/cost.py): off unless a bound is set, not applicable without host.gpu_hour_price.
     cost: CostGateConfig = field(default_factory=CostGateConfig)
     accuracy: AccuracyGateConfig = field(default_factory=AccuracyGateConfig)  # gates/answer_accuracy.py
+    # Allowed drop of speculative decoding's draft acceptance (accepted / draft tokens) against the
+    # baseline's, in points (0.05 = 5 points), beyond noise (gates/spec_acceptance.py); None = off.
+    spec_acceptance_tolerance: float | None = None
 
 
 @dataclass
@@ -498,18 +508,26 @@ class GauntletConfig:
 
 
 def placement_problem(
-    tensor_parallel_size: int, data_parallel_size: int, *, gpus: int, placement: str, where: str
+    tensor_parallel_size: int,
+    data_parallel_size: int,
+    *,
+    gpus: int,
+    placement: str,
+    where: str,
+    pipeline_parallel_size: int = 1,
 ) -> str | None:
-    """Why TP x DP does not fit ``gpus`` devices under ``placement``, or None when it does.
+    """Why TP x DP (x PP, :mod:`contracts.pipeline`) does not fit ``gpus`` devices under ``placement``,
+    or None when it does.
 
     The one rule behind the config check (the configured host) and the NVML check (the GPUs the driver
     sees): ``exact`` means every GPU serves (TP x DP == gpus), ``at_most`` that TP x DP may leave some idle.
     """
-    used = tensor_parallel_size * data_parallel_size
+    used = tensor_parallel_size * data_parallel_size * pipeline_parallel_size
+    what = "TP x PP x DP" if pipeline_parallel_size != 1 else "TP x DP"
     if placement == "exact" and used != gpus:
-        return f"TP x DP = {used} must equal the {gpus} GPUs of {where} (every GPU serves; change TP or DP)"
+        return f"{what} = {used} must equal the {gpus} GPUs of {where} (every GPU serves; change TP or DP)"
     if placement == "at_most" and used > gpus:
-        return f"TP x DP = {used} exceeds the {gpus} devices of {where}"
+        return f"{what} = {used} exceeds the {gpus} devices of {where}"
     return None
 
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from contracts.layout import SweepPaths
+from contracts.metrics import fmt_estimate
 from contracts.results import read_model, write_model
 
 TrialState = Literal["complete", "pruned", "infeasible", "failed", "running"]
@@ -141,6 +142,8 @@ class SearchRecord(_Model):
     pareto: list[int] = []
     #: The best point found is the baseline's own configuration: nothing confirmed, nothing to change.
     best_is_baseline: bool = False
+    #: That best point's trial (None: not recorded, an older record).
+    best_trial: int | None = None
     confirmation: Confirmation | None = None
     #: The distinct feasible points confirmed, in the order they were (best estimate first: the first
     #: search.confirm_top together, then each runner-up after no KEEP); ``winner`` is the first. Empty in
@@ -166,15 +169,31 @@ class SearchRecord(_Model):
         return sum(1 for t in self.trials if t.launches > 0)
 
 
-def best_keep(
-    finalists: Sequence[Winner], decisions: Mapping[str, str], capacities: Mapping[str, float | None]
-) -> Winner | None:
-    """The recommendation: among the finalists the gates KEEP (``decisions``: name -> decision), the highest
-    capacity measured on its confirmation (``capacities``), then the search's order (best estimate
-    first); None when no finalist is a KEEP. The search's console and the report both ask it."""
-    order = {w.name: i for i, w in enumerate(finalists)}
-    keeps = [w for w in finalists if decisions.get(w.name) == "keep"]
-    return max(keeps, key=lambda w: (capacities.get(w.name) or 0.0, -order[w.name]), default=None)
+def best_keep(finalists: Sequence[Winner], decisions: Mapping[str, str], retained: str) -> Winner | None:
+    """The recommendation: the finalist the gates retain (``retained``, ``verdicts.json``'s: their best
+    KEEP under load, by loaded output tokens/s) when it is a finalist they KEEP (``decisions``: name ->
+    decision); None otherwise. One rule: the search's console, the report, ``status``, ``promote`` and
+    ``run.promote_keep`` all name the gates' retained configuration, so two KEEPs are never told apart
+    two ways."""
+    return next((w for w in finalists if w.name == retained and decisions.get(w.name) == "keep"), None)
+
+
+def current_best_words(record: SearchRecord) -> str:
+    """What the search says when its best point is the baseline's configuration (``best_is_baseline``):
+    the console's last search line (``search: ...``) and the report's sentence, in the same words.
+
+    >>> r = SearchRecord(name="s", objective="capacity", directions=["maximize"], space_size=2, best_trial=0,
+    ...     trials=[TrialRecord(number=0, name="s_t000", params={}, state="complete", values=[120.0])])
+    >>> current_best_words(r)[45:]
+    '(estimate 120, trial 0): nothing to confirm, the baseline stays'
+    """
+    best = next((t for t in record.trials if t.number == record.best_trial), None)
+    where = (
+        f" (estimate {fmt_estimate(best.values, at_least=best.at_least)}, trial {best.number})"
+        if best
+        else ""
+    )
+    return f"your current configuration is the best found{where}: nothing to confirm, the baseline stays"
 
 
 def read_search(sweep: Path) -> SearchRecord | None:

@@ -26,6 +26,7 @@ from gates import (  # noqa: F401  (imported to register the gates, in evaluatio
     cost,
     latency_gain,
     memory_headroom,
+    spec_acceptance,
     stability,
 )
 from gates.judge import judge_sweep

@@ -12,22 +12,28 @@ left out (its ``interrupted`` gap says so). The message always says "k of N item
 The items scored are compared:
 
 - **accuracy** of each side with its exact (Clopper-Pearson) interval;
-- **the paired comparison**: McNemar's exact test on the discordant items (right on one side only) and
-  the accuracy drop's exact conditional interval (:func:`gates.significance.mcnemar`). The gate fails when
-  the drop's lower bound exceeds ``gates.accuracy.tolerance`` (with 0: McNemar's one-sided test rejects at
-  the gates' level); a drop beyond the tolerance within noise is inconclusive; fewer than
-  ``gates.accuracy.min_items`` items scored is a gap (the verdict is incomplete);
+- **the paired comparison** (non-inferiority, :mod:`gates.noninferiority`): the accuracy drop (the
+  baseline's minus the candidate's, item by item) with Tango's unconditional score interval. The gate
+  passes only when the drop's upper bound is at or below ``gates.accuracy.tolerance``, fails when its lower
+  bound is above it, and is inconclusive between (a larger set would settle it); McNemar's exact one-sided
+  p is said beside it; fewer than ``gates.accuracy.min_items`` items scored is a gap (the verdict is
+  incomplete);
+- **truncation** (:mod:`gates.truncation`): each side's answers cut at ``max_tokens`` (``finish_reason``
+  ``length``) are counted and said; above ``gates.accuracy.max_truncated`` of a side's answers the gate
+  does not judge (``not_run``: the verdict is incomplete), naming the profile and advising a larger
+  ``max_tokens``;
 - **greedy agreement**: of the items answered on both sides, those whose visible answer is identical
   (same text, same completion tokens). A candidate that claims lossless decoding (no speculative
-  decoding, or greedy draft sampling) and agrees less than noise allows is flagged: below the baseline's
+  decoding, or greedy draft sampling with lossless rejection sampling, vLLM's defaults), on a layout
+  vLLM promises batch-invariant and split as the baseline's (:mod:`gates.agreement`; else the figure is
+  reported, not judged), and agrees less than noise allows is flagged: below the baseline's
   own repeat-to-repeat agreement by Fisher's one-sided exact test, or, with one baseline repeat, any item
   that differs. A flagged comparison makes a KEEP or a NEUTRAL verdict INCONCLUSIVE (:mod:`gates.quiet`).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -38,56 +44,39 @@ from contracts.results import RequestRecord
 from contracts.sweepdir import Repeat
 from contracts.verdicts import Comparison, Evidence, Gap, GateResult, GateStatus
 from gates.answers import correct
+from gates.noninferiority import PairedDrop, items_needed, noninferiority, paired_drop
 from gates.registry import Gate, GateContext, register
-from gates.significance import PairedRates, clopper_pearson, compare_rates, mcnemar
+from gates.significance import clopper_pearson, compare_rates, mcnemar
+from gates.truncation import count_truncated, counts_words, truncation_finding
 
 
-def accuracy_status(paired: PairedRates, tolerance: float) -> GateStatus:
-    """The decision on the paired items: fail when the drop's lower bound exceeds the tolerance, inconclusive
-    when only its estimate does, pass otherwise."""
-    if paired.drop_interval[0] > tolerance:
-        return "fail"
-    if paired.drop > tolerance:
-        return "inconclusive"
-    return "pass"
+def accuracy_status(paired: PairedDrop, tolerance: float) -> GateStatus:
+    """The decision on the paired items (:func:`gates.noninferiority.noninferiority`): pass when the drop's
+    upper bound is at or below the tolerance, fail when its lower bound is above it, inconclusive between."""
+    return noninferiority(paired, tolerance)
 
 
-def lossless_claim(spec: Mapping[str, Any] | None) -> str | None:
-    """Whether a launch's spec (``spec.json``) claims token-identical greedy outputs, in words ("" when it
-    does not: probabilistic draft sampling; None when unknown: no spec).
-
-    >>> lossless_claim({"argv": ["vllm", "serve", "m"]})
-    'no speculative decoding'
-    >>> lossless_claim({"argv": ["--speculative-config", '{"draft_sample_method": "probabilistic"}']})
-    ''
-    """
-    if spec is None:
-        return None
-    argv = [str(a) for a in spec.get("argv") or []]
-    raw: str | None = None
-    if "--speculative-config" in argv[:-1]:
-        raw = argv[argv.index("--speculative-config") + 1]
-    else:
-        for line in str(spec.get("config_yaml") or "").splitlines():
-            if line.startswith("speculative-config:"):
-                raw = line.partition(":")[2].strip()
-    if raw is None:
-        return "no speculative decoding"
-    try:
-        config = json.loads(raw)
-    except ValueError:
-        return None
-    method = config.get("draft_sample_method") if isinstance(config, dict) else None
-    return "greedy draft sampling" if method == "greedy" else ""
-
-
-def read_claim(spec_file: Path) -> str | None:
-    """:func:`lossless_claim` of a launch's ``spec.json`` (None when it is absent or unreadable)."""
-    try:
-        data = json.loads(spec_file.read_text())
-    except (OSError, ValueError):
-        return None
-    return lossless_claim(data if isinstance(data, dict) else None)
+def drop_words(paired: PairedDrop, tolerance: float) -> str:
+    """The drop, its upper bound and the tolerance, in points, and what the bound shows:
+    ``drop +0.5 points, upper bound +2.3 (95% Tango score interval [-1.1, +2.3]) above the 2-point
+    tolerance: non-inferiority not shown``."""
+    low, high = paired.interval
+    tol = f"{tolerance * 100:g}-point tolerance"
+    words = (
+        f"drop {paired.drop * 100:+.1f} points, upper bound {high * 100:+.1f} ({paired.confidence:.0%} Tango "
+        f"score interval [{low * 100:+.1f}, {high * 100:+.1f}])"
+    )
+    status = noninferiority(paired, tolerance)
+    if status == "fail":
+        return f"{words}: lower bound above the {tol}, worse than allowed beyond noise"
+    if status == "pass":
+        return f"{words} within the {tol}: non-inferior"
+    need = items_needed(tolerance, paired.confidence)
+    least = f"; at least {need} items even with none lost" if need is not None and need > paired.items else ""
+    return (
+        f"{words} above the {tol}: non-inferiority not shown, within noise: a larger labelled set would "
+        f"settle it{least}"
+    )
 
 
 Side = Literal["candidate", "baseline"]
@@ -208,15 +197,22 @@ def self_agreement(side: Scored) -> tuple[int, int]:
 
 
 def agreement_flag(
-    agree: tuple[int, int], noise: tuple[int, int], claim: str | None, confidence: float
+    agree: tuple[int, int],
+    noise: tuple[int, int],
+    claim: str | None,
+    confidence: float,
+    unpromised: str | None = None,
 ) -> tuple[GateStatus | None, str]:
-    """The greedy-agreement figure judged against noise when the candidate claims lossless decoding:
+    """The greedy-agreement figure judged against noise when the candidate claims lossless decoding and vLLM
+    promises its greedy outputs identical to the baseline's (``unpromised``: why not, :mod:`gates.agreement`):
     (None: not judged, pass, or inconclusive: flagged) and the words."""
     (k, n), (ks, ns) = agree, noise
     figure = f"greedy agreement with the baseline {k}/{n} ({_pct(k / n)}) token-identical"
     if not claim:
         why = "unknown decoding (no spec.json)" if claim is None else "no lossless claim"
         return None, f"{figure} ({why}: not judged)"
+    if unpromised:
+        return None, f"{figure} ({claim}, but {unpromised}: not judged)"
     alpha = (1 - confidence) / 2
     if ns:
         p = compare_rates((k, n), (ks, ns), confidence=confidence).p_value
@@ -234,7 +230,7 @@ def agreement_flag(
 
 @register
 class AnswerAccuracy(Gate):
-    """Accuracy on a labelled set (McNemar's exact test, paired) and greedy agreement with the baseline."""
+    """Accuracy on a labelled set (non-inferiority of the paired drop), greedy agreement with the baseline."""
 
     name = "answer_accuracy"
     order = 35
@@ -294,18 +290,15 @@ class AnswerAccuracy(Gate):
         won = [i for i in paired if right_c[i] and not right_b[i]]
         n, confidence = len(paired), ctx.cfg.confidence
         rates = mcnemar(n, len(lost), len(won), confidence=confidence)
-        status = accuracy_status(rates, acc.tolerance)
+        paired_rates = paired_drop(n, len(lost), len(won), confidence=confidence)
+        status = accuracy_status(paired_rates, acc.tolerance)
         k_c, k_b = sum(right_c.values()), sum(right_b.values())
-        low, high = rates.drop_interval
         failed = sum(i not in c_side.answers for i in paired)
         counted = f" ({failed} unanswered by the candidate's server, counted wrong)" if failed else ""
         paired_words = (
-            f"McNemar exact one-sided p {rates.p_value:.2g} on {len(lost)} item(s) lost{counted}, "
-            f"{len(won)} gained; drop {rates.drop * 100:+.1f} points ({confidence:.0%} interval "
-            f"[{low * 100:+.1f}, {high * 100:+.1f}]) against a {acc.tolerance * 100:g}-point tolerance"
+            f"{len(lost)} item(s) lost{counted}, {len(won)} gained (McNemar exact one-sided p "
+            f"{rates.p_value:.2g}); {drop_words(paired_rates, acc.tolerance)}"
         )
-        if status == "inconclusive":  # each item is scored once: more repeats add nothing, more items do
-            paired_words += "; within noise: a larger labelled set would settle it"
         accuracy = Comparison(
             metric="answer_accuracy",
             profile=profile,
@@ -315,8 +308,9 @@ class AnswerAccuracy(Gate):
             ratio=(k_c / k_b) if k_b else None,
             threshold=k_b / n - acc.tolerance,
             unit="accuracy",
-            method="exact (Clopper-Pearson) intervals; McNemar's exact test on the discordant items, "
-            "the drop's interval exact conditional on them",
+            method="exact (Clopper-Pearson) intervals; non-inferiority on the paired drop by Tango's "
+            "score interval (its upper bound at or below the tolerance); McNemar's exact test on the "
+            "discordant items",
             n_candidate=n,
             n_baseline=n,
             message=f"accuracy {_accuracy(k_c, n, confidence)} vs {_accuracy(k_b, n, confidence)} on "
@@ -330,7 +324,11 @@ class AnswerAccuracy(Gate):
         if both:
             agree = len(both) - len(differ)
             flag, agreement_words = agreement_flag(
-                (agree, len(both)), self_agreement(b_side), ctx.candidate_claim, confidence
+                (agree, len(both)),
+                self_agreement(b_side),
+                ctx.candidate_claim,
+                confidence,
+                ctx.agreement_unpromised,
             )
         if flag is not None:
             comparisons.append(
@@ -348,10 +346,19 @@ class AnswerAccuracy(Gate):
                     message=agreement_words,
                 )
             )
+        cut = (count_truncated("candidate", cand), count_truncated("baseline", base))
+        finding = truncation_finding(cut, profile, acc.max_truncated)
+        if finding is not None:  # the budget, not the candidate, would be judged: incomplete
+            return self._result(
+                "not_run",
+                f"{finding}; as measured, not judged: {accuracy.message}; {counts_words(cut)}",
+                evidence=[e for t in cut for e in t.evidence],
+                gaps=gaps,
+            )
         evidence = _evidence(c_side, sorted({*lost, *(differ if flag == "inconclusive" else [])}))
         return self._result(
             status,
-            f"{accuracy.message}; {agreement_words}",
+            f"{accuracy.message}; {counts_words(cut)}; {agreement_words}",
             observed=k_c / n,
             baseline=k_b / n,
             threshold=accuracy.threshold,

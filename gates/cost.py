@@ -22,7 +22,7 @@ import statistics
 from collections.abc import Sequence
 from functools import partial
 
-from contracts.cost import run_usd_per_mtok, total_watts
+from contracts.cost import run_usd_per_mtok, slo_point_costs, total_watts
 from contracts.layout import repeat_name
 from contracts.metrics import fmt_ratio
 from contracts.sweepdir import Repeat, Results
@@ -42,6 +42,7 @@ from gates.registry import Gate, GateContext, register
 from gates.run_ratio import RunValues, bound_ratio, guarded_ratio, without_slow_runs
 
 UNIT = "$/Mtok"
+AT_SLO = " at the SLO capacity"
 
 
 def _fmt(value: float) -> str:
@@ -59,6 +60,7 @@ def run_costs(results: Results, profile: str) -> list[float | None] | None:
             run.pricing,
             rep.summary.output_tps,
             run.energy.get(repeat_name(profile, rep.summary.repeat)),
+            input_tps=rep.summary.prompt_tps,
         )
         for rep in results.samples(profile)
     ]
@@ -87,7 +89,10 @@ def side_costs(results: Results, profile: str, side: str) -> RunValues | None:
         for rep in results.samples(profile)
         if (
             cost := run_usd_per_mtok(
-                run.pricing, rep.summary.output_tps, run.energy.get(repeat_name(profile, rep.summary.repeat))
+                run.pricing,
+                rep.summary.output_tps,
+                run.energy.get(repeat_name(profile, rep.summary.repeat)),
+                input_tps=rep.summary.prompt_tps,
             )
         )
         is not None
@@ -95,6 +100,25 @@ def side_costs(results: Results, profile: str, side: str) -> RunValues | None:
     if not known:
         return None
     return RunValues(side, tuple(r for r, _ in known), tuple(c for _, c in known))
+
+
+def slo_costs(results: Results, profile: str, side: str) -> RunValues | None:
+    """$/Mtok of each run of the capacity search at the capacity the SLO allows on ``profile`` (the level
+    that held, its runs that met the SLO), named ``12 req/s a1``; None without the host's prices, a
+    capacity search of ``profile``, a level that held, or the energy a priced power needs."""
+    run, capacity = results.run, results.capacity
+    if run is None or run.pricing is None or capacity is None or capacity.profile != profile:
+        return None
+    reps = results.samples(profile)
+    watts = [
+        w for rep in reps if (w := total_watts(run.energy.get(repeat_name(profile, rep.summary.repeat))))
+    ]
+    ratios = [rep.summary.prompt_tps / rep.summary.output_tps for rep in reps if rep.summary.output_tps > 0]
+    per_output = statistics.median(ratios) if ratios else 0.0
+    points = slo_point_costs(run.pricing, capacity, watts, input_per_output=per_output)
+    if not points:
+        return None
+    return RunValues(side, tuple(n for n, _ in points), tuple(c for _, c in points))
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -128,8 +152,11 @@ def against_baseline(  # noqa: PLR0917 (bound with functools.partial; the last a
     tolerance: float,
     evidence: list[Evidence],
     confidence: float,
+    *,
+    at_slo: bool = False,
 ) -> Measured:
-    """The candidate's $/Mtok against the baseline's on ``profile`` at ``confidence`` (a Holm step's)."""
+    """The candidate's $/Mtok against the baseline's on ``profile`` at ``confidence`` (a Holm step's);
+    ``at_slo``: at the capacity the SLO allows (the capacity search's runs there), not the fixed load."""
     c, c_note = without_slow_runs(cand, "higher", _fmt)
     b, b_note = without_slow_runs(base, "higher", _fmt)
     est = guarded_ratio(c.values, b.values, confidence=confidence, statistic=UNIT)
@@ -137,19 +164,26 @@ def against_baseline(  # noqa: PLR0917 (bound with functools.partial; the last a
     comparison = estimated(
         est,
         lambda e: judge_requirement(e, "lower", tolerance),
-        metric="usd_per_mtok",
+        metric="usd_per_mtok_at_slo" if at_slo else "usd_per_mtok",
         profile=profile,
         values=(c_val, b_val),
         counts=(len(c.values), len(b.values)),
         unit=UNIT,
-        message=f"{profile} {_fmt(c_val)} vs {_fmt(b_val)} ({fmt_ratio(est.ratio)}, {fmt_interval(est)}; "
-        f"{len(c.values)} vs {len(b.values)} runs{_notes(est.note, c_note, b_note)})",
+        message=f"{profile}{AT_SLO if at_slo else ''} {_fmt(c_val)} vs {_fmt(b_val)} "
+        f"({fmt_ratio(est.ratio)}, {fmt_interval(est)}; {len(c.values)} vs {len(b.values)} runs"
+        f"{_notes(est.note, c_note, b_note)})",
     )
     return Measured(comparison, est, evidence)
 
 
 def against_budget(
-    profile: str, cand: RunValues, budget: float, evidence: list[Evidence], confidence: float
+    profile: str,
+    cand: RunValues,
+    budget: float,
+    evidence: list[Evidence],
+    confidence: float,
+    *,
+    at_slo: bool = False,
 ) -> Measured:
     """The candidate's $/Mtok on ``profile`` against the budget at ``confidence`` (a Holm step's)."""
     c, c_note = without_slow_runs(cand, "higher", _fmt)
@@ -159,12 +193,13 @@ def against_budget(
     comparison = estimated(
         est,
         lambda e: judge_requirement(e, "lower", 0.0),
-        metric="usd_per_mtok_budget",
+        metric="usd_per_mtok_at_slo_budget" if at_slo else "usd_per_mtok_budget",
         profile=profile,
         values=(_mean(c.values), budget),
         counts=(len(c.values), 0),
         unit=UNIT,
-        message=f"{profile} {_fmt(_mean(c.values))} against the budget {budget:.3g} {UNIT} ({interval}; "
+        message=f"{profile}{AT_SLO if at_slo else ''} {_fmt(_mean(c.values))} against the budget "
+        f"{budget:.3g} {UNIT} ({interval}; "
         f"{len(c.values)} runs{_notes(est.note, c_note)})",
     )
     return Measured(comparison, est, evidence)
@@ -279,6 +314,8 @@ class Cost(Gate):
         bounds = ctx.cfg.cost
         if unmetered(ctx.candidate, profile):
             return [], []
+        if ctx.candidate.capacity is not None and ctx.candidate.capacity.profile == profile:
+            return self._slo_plans(ctx, profile)
         cand = side_costs(ctx.candidate, profile, "candidate")
         if cand is None:
             why = f"{profile}: $/Mtok not known for the candidate (no run ran to its end)"
@@ -296,5 +333,30 @@ class Cost(Gate):
                 plans.append(Planned("lower", measure))
         if bounds.max_usd_per_mtok is not None:
             measure = partial(against_budget, profile, cand, bounds.max_usd_per_mtok, cand_evidence)
+            plans.append(Planned("lower", measure))
+        return plans, gaps
+
+    def _slo_plans(self, ctx: GateContext, profile: str) -> tuple[list[Planned], list[Comparison]]:
+        """The capacity search's profile judged at the capacity the SLO allows: each side's runs at its own
+        capacity (at a fixed load below both capacities every candidate reads the same tokens/s, 1.0x)."""
+        bounds = ctx.cfg.cost
+        cand = slo_costs(ctx.candidate, profile, "candidate")
+        if cand is None:
+            why = f"{profile}: $/Mtok at the SLO not known for the candidate (no level held the SLO)"
+            return [], [missing("usd_per_mtok_at_slo", profile, "candidate", why)]
+        plans: list[Planned] = []
+        gaps: list[Comparison] = []
+        evidence = [Evidence(file=ctx.candidate.run_file)]
+        if bounds.tolerance is not None:
+            base = slo_costs(ctx.baseline, profile, "baseline")
+            if base is None:
+                gaps.append(missing("usd_per_mtok_at_slo", profile, "baseline"))
+            else:
+                measure = partial(
+                    against_baseline, profile, cand, base, bounds.tolerance, evidence, at_slo=True
+                )
+                plans.append(Planned("lower", measure))
+        if bounds.max_usd_per_mtok is not None:
+            measure = partial(against_budget, profile, cand, bounds.max_usd_per_mtok, evidence, at_slo=True)
             plans.append(Planned("lower", measure))
         return plans, gaps

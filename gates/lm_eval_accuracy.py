@@ -2,9 +2,10 @@
 
 Pipeline position: reads two :class:`~contracts.lmeval.LmEvalRun` records (``lm_eval.json``, one per
 side, :mod:`load.lm_eval`) and judges them as the ``answer_accuracy`` gate judges a labelled set
-(:mod:`gates.answer_accuracy`): each document right or wrong on each side, McNemar's exact test on the
-discordant ones and the drop's interval (:func:`gates.significance.mcnemar`), decided by the gate's own
-rule (:func:`gates.answer_accuracy.accuracy_status`) against ``gates.accuracy.tolerance``; fewer than
+(:mod:`gates.answer_accuracy`): each document right or wrong on each side, the drop's Tango score interval
+on the paired documents (:func:`gates.noninferiority.paired_drop`) decided by the gate's own
+non-inferiority rule (:func:`gates.answer_accuracy.accuracy_status`) against ``gates.accuracy.tolerance``,
+McNemar's exact p on the discordant ones said beside it (:func:`gates.significance.mcnemar`); fewer than
 ``gates.accuracy.min_items`` documents is ``not_run``. The result carries the gate's name: it is the
 accuracy gate's verdict on this workload, not a second gate.
 
@@ -21,8 +22,9 @@ from dataclasses import dataclass
 from contracts.lmeval import LmEvalDoc, LmEvalRun
 from contracts.schema import GatesConfig
 from contracts.verdicts import Comparison, GateResult, GateStatus
-from gates.answer_accuracy import AnswerAccuracy, accuracy_status
-from gates.significance import PairedRates, clopper_pearson, mcnemar
+from gates.answer_accuracy import AnswerAccuracy, accuracy_status, drop_words
+from gates.noninferiority import PairedDrop, paired_drop
+from gates.significance import clopper_pearson, mcnemar
 
 Key = tuple[str, int]
 
@@ -90,11 +92,11 @@ def _per_task(paired: Paired) -> str:
     return "; ".join(parts)
 
 
-def paired_decision(paired: Paired, cfg: GatesConfig) -> tuple[GateStatus, PairedRates]:
-    """The accuracy gate's rule on the paired documents: McNemar's exact test and the drop's interval
-    against ``gates.accuracy.tolerance`` (:func:`gates.answer_accuracy.accuracy_status`)."""
-    rates = mcnemar(len(paired.scores), len(paired.lost), len(paired.won), confidence=cfg.confidence)
-    return accuracy_status(rates, cfg.accuracy.tolerance), rates
+def paired_decision(paired: Paired, cfg: GatesConfig) -> tuple[GateStatus, PairedDrop]:
+    """The accuracy gate's rule on the paired documents: the drop's upper bound against
+    ``gates.accuracy.tolerance`` (:func:`gates.answer_accuracy.accuracy_status`, non-inferiority)."""
+    drop = paired_drop(len(paired.scores), len(paired.lost), len(paired.won), confidence=cfg.confidence)
+    return accuracy_status(drop, cfg.accuracy.tolerance), drop
 
 
 def judge_lm_eval(baseline: LmEvalRun, candidate: LmEvalRun, cfg: GatesConfig) -> GateResult:
@@ -126,20 +128,19 @@ def judge_lm_eval(baseline: LmEvalRun, candidate: LmEvalRun, cfg: GatesConfig) -
             f"{where}: {n} document(s) scored on both sides: fewer than gates.accuracy.min_items = "
             f"{cfg.accuracy.min_items} (raise the profile's limit)",
         )
-    status, rates = paired_decision(paired, cfg)
+    status, drop = paired_decision(paired, cfg)
+    exact = mcnemar(n, len(paired.lost), len(paired.won), confidence=cfg.confidence)
     k_c = sum(c for _, c in paired.scores.values())
     k_b = sum(b for b, _ in paired.scores.values())
-    low, high = rates.drop_interval
     scorer = sorted({f"{d.task}: {d.metric} ({d.filter})" for d in baseline.docs})
     message = (
         f"{where} (lm-eval; {', '.join(scorer)}): accuracy {_accuracy(k_c, n, cfg.confidence)} vs "
-        f"{_accuracy(k_b, n, cfg.confidence)} on {n} documents ({_per_task(paired)}); McNemar exact "
-        f"one-sided p {rates.p_value:.2g} on {len(paired.lost)} document(s) lost, {len(paired.won)} gained; "
-        f"drop {rates.drop * 100:+.1f} points ({cfg.confidence:.0%} interval [{low * 100:+.1f}, "
-        f"{high * 100:+.1f}]) against a {cfg.accuracy.tolerance * 100:g}-point tolerance"
+        f"{_accuracy(k_b, n, cfg.confidence)} on {n} documents ({_per_task(paired)}); "
+        f"{len(paired.lost)} document(s) lost, {len(paired.won)} gained (McNemar exact one-sided p "
+        f"{exact.p_value:.2g}); {drop_words(drop, cfg.accuracy.tolerance)}"
     )
     if status == "inconclusive":
-        message += "; within noise: more documents (a higher limit) would settle it"
+        message += " (here: more documents, the profile's limit)"
     if paired.lost:
         message += "; lost: " + ", ".join(f"{t}/{i}" for t, i in paired.lost[:10])
     comparison = Comparison(
@@ -152,7 +153,7 @@ def judge_lm_eval(baseline: LmEvalRun, candidate: LmEvalRun, cfg: GatesConfig) -
         threshold=k_b / n - cfg.accuracy.tolerance,
         unit="accuracy",
         method="lm-eval per-document scores paired by task and doc_id; exact (Clopper-Pearson) intervals; "
-        "McNemar's exact test on the discordant documents, the drop's interval exact conditional on them",
+        "non-inferiority: the drop's Tango score interval on the paired documents; McNemar's exact p beside",
         n_candidate=n,
         n_baseline=n,
         message=message,

@@ -41,6 +41,9 @@ class GateContext:
     #: Whether the candidate's launch claims token-identical greedy outputs, in words (no speculative
     #: decoding, greedy draft sampling); "" when it claims nothing; None when unknown (no ``spec.json``).
     candidate_claim: str | None = None
+    #: Why vLLM does not promise the candidate's greedy outputs identical to the baseline's (not run
+    #: batch-invariant, another tensor-parallel size: :mod:`gates.agreement`); None: promised or unknown.
+    agreement_unpromised: str | None = None
     #: The sweep's ``gates.confidence`` where ``cfg`` holds an adaptive look's share of it
     #: (:mod:`gates.sequential`): a measurement made once, after the looks (the capacity search), is
     #: judged at the sweep's level, not at the look's; None: ``cfg.confidence`` is the sweep's.

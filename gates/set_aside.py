@@ -80,10 +80,16 @@ def set_aside(
 
 
 def _described(
-    side: Party, repeats: Sequence[Repeat], values: Sequence[float], aside: Sequence[int], unit: str
+    side: Party,
+    repeats: Sequence[Repeat],
+    values: Sequence[float],
+    aside: Sequence[int],
+    unit: str,
+    *,
+    centre: float,
 ) -> str:
-    """ "baseline run r2 (1.64 s, 2.13x the others' median)": the runs ``aside`` of one side."""
-    centre = float(np.median([v for i, v in enumerate(values) if i not in aside]))
+    """ "baseline run r2 (1.64 s, 2.13x the others' median)": the runs ``aside`` of one side, ``centre`` the
+    median of its other runs."""
     runs = ", ".join(
         f"r{repeats[k].summary.repeat} ({fmt_value(values[k], unit)}, {fmt_ratio(values[k] / centre)} the "
         "others' median)"
@@ -133,7 +139,8 @@ def without_outliers(
         moved[k] = _central(rest)
         after = moved[0] / moved[1] if moved[0] is not None and moved[1] is not None else None
         what = "one outlier run" if len(runs) == 1 else f"{len(runs)} outlier runs of {len(vals)}"
-        described = _described(party, repeats, vals, runs, unit)
+        centre = float(np.median(rest))
+        described = _described(party, repeats, vals, runs, unit, centre=centre)
         if not _toward_no_change(before, after):
             kept_sides.append(list(repeats))
             notes.append(
@@ -141,7 +148,6 @@ def without_outliers(
                 f"{'it' if len(runs) == 1 else 'them'} aside would move the ratio away from no change"
             )
             continue
-        centre = float(np.median(rest))
         for i in runs:
             factor = (centre / vals[i]) if unit == "tok/s" else (vals[i] / centre)
             aside.append(SetAside(side=party, repeat=repeats[i].summary.repeat, value=vals[i], factor=factor))

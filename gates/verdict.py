@@ -53,7 +53,7 @@ from contracts.verdicts import (
     decision_label,
     spelled_reason,
 )
-from gates.answer_accuracy import read_claim
+from gates.agreement import read_claim, read_unpromised
 from gates.compare import brief
 from gates.drift import evaluate_drift, evaluate_node_drift
 from gates.evidence import Expected, evidence_gaps, not_measured
@@ -455,13 +455,16 @@ def evaluate_sweep(
     verdicts: list[Verdict] = []
     reversals: list[Reversal] = []
     for name in names:
+        spec_file = LaunchPaths(candidate_dir(sweep_dir, name)).spec
+        base_spec = LaunchPaths(sweep_dir / paired.get(name, base).root).spec
         ctx = GateContext(
             cfg=_at_look(cfg, plan, results[name]),
             baseline=paired.get(name, base),
             candidate=results[name],
             host=host,
             host_kind=expected.host_kind if expected is not None else None,
-            candidate_claim=read_claim(LaunchPaths(candidate_dir(sweep_dir, name)).spec),
+            candidate_claim=read_claim(spec_file),
+            agreement_unpromised=read_unpromised(spec_file, base_spec),
             sweep_confidence=cfg.confidence,
         )
         begun = candidate_dir(sweep_dir, name).is_dir()

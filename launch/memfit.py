@@ -129,19 +129,21 @@ def fit(
     utilization: float,
     max_model_len: int,
     kv_cache_dtype: str,
+    pp: int = 1,
 ) -> Fit:
     """Weights and one full-length sequence's KV cache per GPU against ``utilization x gpu_gib``.
 
     Tensor parallelism splits every weight and the KV heads; with expert parallelism the routed experts
-    are split over all TP x DP GPUs (vLLM's EP), the rest over TP.
+    are split over all TP x DP GPUs (vLLM's EP), the rest over TP. Pipeline parallelism (``pp``) splits
+    the layers over its stages, one GPU each: the weights and the KV cache per GPU are 1/PP of that.
     """
     experts = shape.weight_bytes * shape.expert_fraction
     dense = shape.weight_bytes - experts
-    weights = dense / tp + (experts / (tp * dp) if ep else experts / tp)
+    weights = (dense / tp + (experts / (tp * dp) if ep else experts / tp)) / pp
     kv_bytes = 1 if kv_cache_dtype.startswith("fp8") else shape.dtype_bytes
     if shape.latent_kv:
         per_gpu_elements = shape.kv_elements_per_token  # MLA's latent is replicated on every TP rank
     else:
         per_gpu_elements = shape.kv_elements_per_token * math.ceil(shape.kv_heads / tp) / shape.kv_heads
-    kv = per_gpu_elements * kv_bytes * max_model_len
+    kv = per_gpu_elements * kv_bytes * max_model_len / pp
     return Fit(weights_gib=weights / GIB, kv_one_sequence_gib=kv / GIB, budget_gib=utilization * gpu_gib)

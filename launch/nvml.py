@@ -16,14 +16,20 @@ start and end; where the counter is not supported (``NVMLError_NotSupported``), 
 
     window = NvmlEnergy(probe).open()   # at the run's start
     window.close()                      # RunEnergy(method='nvml_counter', joules=..., ...) at its end
+
+Given the launch spec, the meter reads only the candidate's own GPUs (:mod:`launch.gpu_select`: the spec's
+``CUDA_VISIBLE_DEVICES`` or vLLM's default placement, matched to NVML by UUID), records their idle power
+at the window's opening and the other programs' processes NVML lists on them (the figure is then
+shared), and marks a multi-node candidate as metered on its head node only (``RunEnergy.metering``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Protocol
 
 import pynvml  # nvidia-ml-py: importing it needs no driver; nvmlInit() is what fails without one
@@ -37,8 +43,11 @@ from contracts.energy import (
     not_measured,
     run_energy,
 )
+from contracts.metering import GpuMetering
 from contracts.results import GpuMemory, HostProbe, RunEnergy
 from contracts.schema import placement_problem
+from launch.gpu_select import device_request, resolve
+from launch.spec import LaunchSpec
 
 GIB = 1024**3
 
@@ -218,14 +227,94 @@ class _PowerWindow:
         )
 
 
+def other_processes(
+    nvml: Any, handles: list[Any], owned: Collection[int], group_of: Callable[[int], int]
+) -> list[int]:
+    """Pids NVML lists on ``handles`` (compute and graphics) outside the process groups ``owned`` (the
+    servers gauntlet started); a pid this process cannot look up (another container's) counts as other."""
+    pids: set[int] = set()
+    for handle in handles:
+        for getter in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+            call = getattr(nvml, getter, None)
+            if call is not None:
+                with contextlib.suppress(*_error_types(nvml)):
+                    pids.update(int(p.pid) for p in call(handle))
+
+    def ours(pid: int) -> bool:
+        try:
+            return group_of(pid) in owned
+        except OSError:
+            return False
+
+    return sorted(p for p in pids if not ours(p))
+
+
+class _Metered:
+    """A window over the candidate's own GPUs: its record carries the metering, the processes that
+    shared the GPUs at its opening or its close included."""
+
+    def __init__(self, window: EnergyWindow, metering: GpuMetering, others: Callable[[], list[int]]) -> None:
+        self._window, self._metering, self._others = window, metering, others
+
+    def edge(self, which: Edge) -> None:
+        self._window.edge(which)
+
+    def close(self) -> RunEnergy:
+        energy = self._window.close()
+        shared = sorted({*self._metering.shared_with, *self._others()})
+        return energy.model_copy(
+            update={"metering": self._metering.model_copy(update={"shared_with": shared})}
+        )
+
+
 class NvmlEnergy:
-    """Energy windows over every GPU NVML sees: the total-energy counter, else power readings integrated
-    (every ``interval_s`` seconds; None: only at the window's open, its close and :meth:`sample` calls)."""
+    """Energy windows over the candidate's GPUs (with ``spec``; without it, every GPU NVML sees): the
+    total-energy counter, else power readings integrated (every ``interval_s`` seconds; None: only at the
+    window's open, its close and :meth:`sample` calls). ``owned`` gives the process groups of the servers
+    gauntlet started (the other pids on the metered GPUs make the figure shared); ``environ`` is
+    gauntlet's environment (a ``CUDA_VISIBLE_DEVICES`` passed through to the server)."""
 
     def __init__(
-        self, probe: NvmlProbe, *, clock: Clock = time.monotonic, interval_s: float | None = 0.5
+        self,
+        probe: NvmlProbe,
+        *,
+        clock: Clock = time.monotonic,
+        interval_s: float | None = 0.5,
+        spec: LaunchSpec | None = None,
+        environ: Mapping[str, str] | None = None,
+        owned: Callable[[], Collection[int]] = frozenset,
+        group_of: Callable[[int], int] = os.getpgid,
     ) -> None:
         self._probe, self._clock, self._interval_s = probe, clock, interval_s
+        self._spec, self._environ = spec, os.environ if environ is None else environ
+        self._owned, self._group_of = owned, group_of
+
+    def _metering(
+        self, nvml: Any, handles: list[Any], spec: LaunchSpec
+    ) -> tuple[list[Any], GpuMetering] | str:
+        """The candidate's handles and their metering record, or why they cannot be told apart."""
+        uuids = [_text(nvml.nvmlDeviceGetUUID(h)) for h in handles]
+        request = device_request(spec, self._environ)
+        chosen = resolve(request, uuids)
+        if isinstance(chosen, str):
+            return chosen
+        mine = [handles[i] for i in chosen]
+        idle: list[float] = []
+        with contextlib.suppress(*_error_types(nvml)):
+            idle = [nvml.nvmlDeviceGetPowerUsage(h) / 1000 for h in mine]
+        return mine, GpuMetering(
+            selected_by=request.selected_by,
+            indices=chosen,
+            uuids=[uuids[i] for i in chosen],
+            host_gpus=len(handles),
+            shared_with=self._others(nvml, mine),
+            idle_watts_per_gpu=idle if len(idle) == len(mine) else None,
+            nodes=request.nodes,
+            metered_nodes=1,
+        )
+
+    def _others(self, nvml: Any, handles: list[Any]) -> list[int]:
+        return other_processes(nvml, handles, set(self._owned()), self._group_of)
 
     def open(self) -> EnergyWindow:
         nvml = self._probe.module()
@@ -236,16 +325,28 @@ class NvmlEnergy:
             handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
             if not handles:
                 return Unmeasured("not measured: NVML sees no GPU")
-            t0 = self._clock()
-            try:
-                start = [int(nvml.nvmlDeviceGetTotalEnergyConsumption(h)) for h in handles]
-            except errors as exc:
-                if not _not_supported(nvml, exc):
-                    raise
-                return _PowerWindow(nvml, handles, self._clock, self._interval_s)
-            return _CounterWindow(nvml, handles, start, t0, self._clock)
+            metering: GpuMetering | None = None
+            if self._spec is not None:
+                found = self._metering(nvml, handles, self._spec)
+                if isinstance(found, str):
+                    return Unmeasured(f"not measured: the candidate's GPUs cannot be told apart ({found})")
+                handles, metering = found
+            window = self._window(nvml, handles)
+            if metering is None:
+                return window
+            return _Metered(window, metering, lambda: self._others(nvml, handles))
         except errors as exc:
             return Unmeasured(f"not measured: NVML failed at the run's start ({exc})")
+
+    def _window(self, nvml: Any, handles: list[Any]) -> EnergyWindow:
+        t0 = self._clock()
+        try:
+            start = [int(nvml.nvmlDeviceGetTotalEnergyConsumption(h)) for h in handles]
+        except _error_types(nvml) as exc:
+            if not _not_supported(nvml, exc):
+                raise
+            return _PowerWindow(nvml, handles, self._clock, self._interval_s)
+        return _CounterWindow(nvml, handles, start, t0, self._clock)
 
 
 def probe_host(nvml_module: Any | None = None) -> HostProbe:

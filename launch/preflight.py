@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contracts.errors import LaunchError, SpecError
+from contracts.pipeline import pipeline_parallel_size
 from contracts.results import DoctorProblem, DoctorReport, HostProbe
 from contracts.schema import CandidateConfig, GauntletConfig, HostConfig, host_layout
 from launch.flags import check_args, parse_help, program_part
@@ -302,10 +303,12 @@ def memory_fit_check(
             utilization=cand.gpu_memory_utilization,
             max_model_len=cfg.service.max_model_len,
             kv_cache_dtype=cand.kv_cache_dtype or cfg.service.kv_cache_dtype,
+            pp=(pp := pipeline_parallel_size(cfg.service.extra_args, cand.extra_args)),
         )
         if estimate.problem is None:
             return None
-        placement = f"TP{cand.tensor_parallel_size} x DP{cand.data_parallel_size}" + (
+        stages = f" x PP{pp}" if pp != 1 else ""
+        placement = f"TP{cand.tensor_parallel_size}{stages} x DP{cand.data_parallel_size}" + (
             " with EP" if cand.enable_expert_parallel else ""
         )
         return f"{placement}: {estimate.problem}"

@@ -127,6 +127,10 @@ class Supervisor:
         #: The record of the latest teardown, including the one wait_ready does after a failed startup.
         self.last_teardown: TeardownRecord | None = None
 
+    def server_groups(self) -> set[int]:
+        """The process groups of the servers this supervisor started or adopted (the GPU meter's own)."""
+        return self._tracker.pids()
+
     def start(self, spec: LaunchSpec, log_path: Path) -> Server:
         """Spawn the server in its own session; refuses when the port is taken (naming the holder).
 

@@ -112,6 +112,11 @@ class Tracker:
             self._tracked[key] = Tracked(None, None, None)
         return self._tracked[key]
 
+    def pids(self) -> set[int]:
+        """The pids of every server (and follower) it knows; each leads its own process group (started with
+        ``start_new_session``), so they are the groups of the servers' processes too."""
+        return {pid for pid, _ in self._tracked}
+
     def gone(self, server: Server) -> bool:
         """The server's own process is gone: exited (reaped or zombie) or its pid was reused."""
         tracked = self.track(server)

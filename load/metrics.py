@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, ConfigDict, Field
 
-from contracts.results import ServerMetrics, SpecDecodeMetrics
+from contracts.results import ServerMetrics
+from contracts.spec_decode import SpecDecodeMetrics, spec_decode_metrics
 
 PREEMPTIONS = "vllm:num_preemptions_total"
 PROMPT_TOKENS = "vllm:prompt_tokens_total"
@@ -31,12 +32,15 @@ PREFIX_HITS = "vllm:prefix_cache_hits_total"  # of which found cached
 SPEC_DRAFTS = "vllm:spec_decode_num_drafts_total"
 SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 SPEC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+# Accepted tokens by draft position (label ``position``: 0, 1, ...), vLLM 0.32 v1/spec_decode/metrics.py.
+SPEC_ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 
 COUNTERS = (PREEMPTIONS, PROMPT_TOKENS, GENERATION_TOKENS)
 OPTIONAL_COUNTERS = (PREFIX_QUERIES, PREFIX_HITS, SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED)
 GAUGES = (WAITING, RUNNING, KV_USAGE, KV_USAGE_OLD)
 _FAMILIES = tuple(
-    name.removesuffix("_total") for name in (*COUNTERS, *OPTIONAL_COUNTERS, REQUEST_SUCCESS, *GAUGES)
+    name.removesuffix("_total")
+    for name in (*COUNTERS, *OPTIONAL_COUNTERS, SPEC_ACCEPTED_PER_POS, REQUEST_SUCCESS, *GAUGES)
 )
 _PREFIXES = (
     tuple(_FAMILIES) + tuple(f"# TYPE {f} " for f in _FAMILIES) + tuple(f"# HELP {f} " for f in _FAMILIES)
@@ -56,6 +60,7 @@ class Scrape(BaseModel):
     counters: dict[str, float] = Field(default_factory=dict)
     gauges: dict[str, float] = Field(default_factory=dict)
     request_success: dict[str, float] = Field(default_factory=dict)
+    spec_accepted_per_pos: dict[str, float] = Field(default_factory=dict)  # by the ``position`` label
 
 
 class MetricsLog(BaseModel):
@@ -80,10 +85,14 @@ def parse_scrape(text: str, *, t_s: float, phase: str) -> Scrape:
     counters: dict[str, float] = {}
     gauges: dict[str, float] = {}
     success: dict[str, float] = {}
+    per_pos: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             name, value = sample.name, float(sample.value)
-            if name in COUNTERS or name in OPTIONAL_COUNTERS:
+            if name == SPEC_ACCEPTED_PER_POS:
+                position = sample.labels.get("position", "")
+                per_pos[position] = per_pos.get(position, 0.0) + value
+            elif name in COUNTERS or name in OPTIONAL_COUNTERS:
                 counters[name] = counters.get(name, 0.0) + value
             elif name == REQUEST_SUCCESS:
                 reason = sample.labels.get("finished_reason", "unknown")
@@ -93,7 +102,14 @@ def parse_scrape(text: str, *, t_s: float, phase: str) -> Scrape:
                 gauges[KV_USAGE] = max(gauges.get(KV_USAGE, 0.0), value)
             elif name in GAUGES:
                 gauges[name] = gauges.get(name, 0.0) + value
-    return Scrape(t_s=t_s, phase=phase, counters=counters, gauges=gauges, request_success=success)
+    return Scrape(
+        t_s=t_s,
+        phase=phase,
+        counters=counters,
+        gauges=gauges,
+        request_success=success,
+        spec_accepted_per_pos=per_pos,
+    )
 
 
 def counter_delta(series: Sequence[float | None]) -> tuple[float, bool]:
@@ -194,7 +210,10 @@ def server_metrics(
         prefix_cache_hits=optional[PREFIX_HITS],
         prefix_cache_hit_rate=_share(optional[PREFIX_HITS], optional[PREFIX_QUERIES]),
         speculative=speculative_metrics(
-            optional[SPEC_DRAFTS], optional[SPEC_DRAFT_TOKENS], optional[SPEC_ACCEPTED]
+            optional[SPEC_DRAFTS],
+            optional[SPEC_DRAFT_TOKENS],
+            optional[SPEC_ACCEPTED],
+            per_position=accepted_per_position(window),
         ),
     )
 
@@ -205,17 +224,23 @@ def _share(part: float | None, whole: float | None) -> float | None:
     return part / whole
 
 
-def speculative_metrics(
-    drafts: float | None, draft_tokens: float | None, accepted: float | None
-) -> SpecDecodeMetrics | None:
-    """Acceptance rate (accepted / draft tokens) and mean accepted length (1 + accepted / drafts, the
-    tokens one target step yields, as vLLM's own log line counts it); None when not exported."""
-    if drafts is None or draft_tokens is None or accepted is None:
+def accepted_per_position(window: Sequence[Scrape]) -> list[float] | None:
+    """Each draft position's accepted tokens over the window (position 0 first); None when the server
+    does not export them or a position label is not a number."""
+    labels = sorted({p for s in window for p in s.spec_accepted_per_pos})
+    if not labels or not all(p.isdigit() for p in labels):
         return None
-    return SpecDecodeMetrics(
-        drafts=drafts,
-        draft_tokens=draft_tokens,
-        accepted_tokens=accepted,
-        acceptance_rate=_share(accepted, draft_tokens),
-        mean_accepted_length=1 + accepted / drafts if drafts > 0 else None,
-    )
+    positions = sorted(labels, key=int)
+    return [counter_delta([s.spec_accepted_per_pos.get(p) for s in window])[0] for p in positions]
+
+
+def speculative_metrics(
+    drafts: float | None,
+    draft_tokens: float | None,
+    accepted: float | None,
+    *,
+    per_position: Sequence[float] | None = None,
+) -> SpecDecodeMetrics | None:
+    """The run's speculative-decoding record (:func:`contracts.spec_decode.spec_decode_metrics`); None
+    when not exported."""
+    return spec_decode_metrics(drafts, draft_tokens, accepted, per_position=per_position)

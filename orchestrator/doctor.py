@@ -26,6 +26,8 @@ from orchestrator.config.compose import ConfigLocation, select
 from orchestrator.config.validate import Sources, check_candidate_names
 from orchestrator.ledger.live import LiveService, live_service, live_service_mismatch
 from orchestrator.search.checks import search_problems
+from orchestrator.search.flags import flag_dimension, flag_problems
+from orchestrator.search.prune import doctor_flag_check
 from orchestrator.search.storage import StorageFault, storage_problem
 
 #: Exit code when doctor finds a problem: a launch would fail (LaunchError's code).
@@ -121,13 +123,11 @@ def doctor(
         return DoctorReport(problems=problems)
     first = configs[0]
     assert sources is not None
-    problems.extend(search_doctor_problems(first, sources, storage))
+    probes = probes if probes is not None else real_probes(Path(PROJECT_ROOT))
+    problems.extend(search_doctor_problems(first, sources, storage, probes))
     live = gauntlet_live_service(first, alive)
     report = diagnose(
-        first,
-        [first.baseline, *(c.candidate for c in configs)],
-        probes if probes is not None else real_probes(Path(PROJECT_ROOT)),
-        live_service=live is None,
+        first, [first.baseline, *(c.candidate for c in configs)], probes, live_service=live is None
     )
     notes = list(report.notes)
     if left_out:
@@ -147,13 +147,21 @@ def doctor(
 
 
 def search_doctor_problems(
-    cfg: GauntletConfig, sources: Sources, storage: Callable[[str | None], StorageFault | None]
+    cfg: GauntletConfig,
+    sources: Sources,
+    storage: Callable[[str | None], StorageFault | None],
+    probes: Probes,
 ) -> list[DoctorProblem]:
     """What the sweep's opening would refuse of the search, said now: its settings (the same problems, the
-    same words) and its study's database out of reach."""
+    same words), a flag of its space the installed vLLM does not take (doctor's flag table,
+    :func:`orchestrator.search.flags.flag_problems`, as ``plan`` and the opening ask it) and its study's
+    database out of reach."""
     if cfg.search is None:
         return []
-    _, found = search_problems(cfg, sources)
+    space, found = search_problems(cfg, sources)
+    if space is not None and any(flag_dimension(d) for d in space.dimensions):
+        check, _ = doctor_flag_check(cfg, probes)
+        found = [*found, *flag_problems(cfg, space, check, where=sources.describe("search"))]
     problems = [DoctorProblem(candidate=None, check="search", message=str(p)) for p in found]
     fault = storage(cfg.search.storage)
     if fault is not None:

@@ -38,7 +38,7 @@ from report.markdown import render_markdown, render_terminal
 from report.model import build_model, read_sweep
 from report.plots import write_plots
 from report.rerun import rerun_section
-from report.search import confirmed, search_section
+from report.search import search_section
 from report.search_tradeoff import tradeoff_section
 
 
@@ -94,9 +94,7 @@ def write_report(sweep_dir: Path, cfg: GauntletConfig | None = None) -> Built:
     data = read_sweep(sweep_dir, [*names, *node_baseline_names(sweep_dir)])
     report = build_model(sweep_dir, cfg, verdicts, data, names)
     text = render_markdown(report) + search_section(report.search)
-    text += tradeoff_section(
-        search_record := read_search(sweep_dir), verdicts, confirmed(sweep_dir, search_record)
-    )
+    text += tradeoff_section(read_search(sweep_dir), verdicts)
     text += rerun_section(sweep_dir, cfg, verdicts.baseline)
     write_plots(sweep_dir, cfg, report, data)
     recovery = (

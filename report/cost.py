@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from contracts.cost import run_usd_per_mtok, slo_usd_per_mtok, total_watts
+from contracts.cost import input_usd_per_mtok, price_basis, run_usd_per_mtok, slo_usd_per_mtok, total_watts
 from contracts.layout import repeat_name
 from contracts.sweepdir import Results
 
@@ -34,7 +34,12 @@ class CostRow(BaseModel):
     watts_per_gpu: float | None
     usd_per_mtok: float | None  # at the measured throughput
     usd_per_mtok_at_slo: float | None = None  # at the capacity the SLO allows (the capacity profile)
-    note: str = ""  # why a figure is missing
+    usd_per_mtok_input: float | None = None  # input tokens priced apart (host.input_token_price_ratio)
+    priced_on: str = (
+        ""  # what the figure assumes: the GPUs priced, one replica or the host's (contracts.cost)
+    )
+    note: str = ""  # why a figure is missing; the GPUs metered (contracts.metering)
+    metered_on: str = ""  # the GPUs read, in short ("4 of 8 GPUs, shared"); "" where not recorded
 
     @property
     def simulated(self) -> bool:
@@ -57,15 +62,24 @@ def cost_row(name: str, results: Results, profile: str) -> CostRow | None:
     methods = sorted({e.method for e in metered if e.method is not None})
     watts = [w for e in metered if (w := total_watts(e)) is not None]
     costs = (
-        [run_usd_per_mtok(run.pricing, r.summary.output_tps, e) for r, e in zip(reps, energies, strict=True)]
+        [
+            run_usd_per_mtok(run.pricing, r.summary.output_tps, e, input_tps=r.summary.prompt_tps)
+            for r, e in zip(reps, energies, strict=True)
+        ]
         if run.pricing is not None
         else []
     )
     at_slo = None
     cap = results.capacity
     if run.pricing is not None and cap is not None and cap.profile == profile:
-        at_slo = slo_usd_per_mtok(run.pricing, cap, watts)
-    notes = []
+        ratios = [r.summary.prompt_tps / r.summary.output_tps for r in reps if r.summary.output_tps > 0]
+        per_output = statistics.median(ratios) if ratios else 0.0
+        at_slo = slo_usd_per_mtok(run.pricing, cap, watts, input_per_output=per_output)
+    cost = _median(costs) if costs and None not in costs else None
+    notes = [price_basis(run.pricing)] if run.pricing is not None else []
+    metering = next((e.metering for e in metered if e.metering is not None), None)
+    if metering is not None:
+        notes.append(f"metered on {metering.describe()}")
     if not metered:
         reason = next((e.reason for e in energies if e is not None and e.reason), None)
         notes.append(reason or "energy not measured")
@@ -81,9 +95,18 @@ def cost_row(name: str, results: Results, profile: str) -> CostRow | None:
         metered=len(metered),
         tokens_per_joule=_median([e.output_tokens_per_joule for e in metered]),
         watts_per_gpu=_median([w / e.gpus for e in metered if (w := total_watts(e)) is not None and e.gpus]),
-        usd_per_mtok=_median(costs) if costs and None not in costs else None,
+        usd_per_mtok=cost,
         usd_per_mtok_at_slo=at_slo,
+        usd_per_mtok_input=input_usd_per_mtok(run.pricing, cost) if run.pricing is not None else None,
+        priced_on=price_basis(run.pricing) if run.pricing is not None else "",
         note="; ".join(notes),
+        metered_on=(
+            metering.short()
+            if metering is not None
+            else f"{metered[0].gpus} GPUs"  # the simulator's, or a record from before the metering
+            if metered and metered[0].gpus
+            else ""
+        ),
     )
 
 
@@ -111,10 +134,14 @@ def cost_cell(row: CostRow | None) -> str:
         return "-"
     parts = []
     if row.tokens_per_joule is not None:
-        parts.append(f"{row.tokens_per_joule:.3g} tok/J")
+        on = f" on {row.metered_on}" if row.metered_on else ""
+        parts.append(f"{row.tokens_per_joule:.3g} tok/J{on}")
     if row.usd_per_mtok is not None:
         slo = f" (${row.usd_per_mtok_at_slo:.3g} at the SLO)" if row.usd_per_mtok_at_slo is not None else ""
-        parts.append(f"${row.usd_per_mtok:.3g}/Mtok{slo}")
+        if row.usd_per_mtok_input is not None:
+            parts.append(f"${row.usd_per_mtok:.3g}/Mtok out{slo}, ${row.usd_per_mtok_input:.3g}/Mtok in")
+        else:
+            parts.append(f"${row.usd_per_mtok:.3g}/Mtok{slo}")
     return ", ".join(parts) or "not measured"
 
 

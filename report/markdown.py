@@ -26,7 +26,7 @@ from contracts.verdicts import DriftResult, KeyFigure, decision_label
 from report.cost import COST_HEADER, cost_cell, cost_label, cost_title
 from report.live import baseline_cell, live_lines, promotion_details, retained_line
 from report.model import CandidateRow, ReportModel
-from report.slo import capacity_short, capacity_text, fmt_interval
+from report.slo import capacity_short, capacity_text, fmt_interval, server_figure_cell
 
 
 def figure_value(fig: KeyFigure, *, baseline: bool = False) -> str:
@@ -367,21 +367,14 @@ def _server_figures_section(report: ReportModel) -> list[str]:
         r = cells.get((name, profile))
         if r is None:
             return "-"
-        parts = []
-        if r.acceptance_rate is not None:
-            parts.append(f"{r.acceptance_rate:.0%} accepted")
-        if r.mean_accepted_length is not None:
-            parts.append(f"{r.mean_accepted_length:.2f} tok/step")
-        if r.prefix_cache_hit_rate is not None:
-            parts.append(f"prefix hits {r.prefix_cache_hit_rate:.0%}")
-        return ", ".join(parts) or "-"
+        return server_figure_cell(r)
 
     out = [
         "",
         "## Server counters: speculative decoding and prefix cache",
         "",
-        "From /metrics (vllm:spec_decode_*: draft acceptance and tokens per target step; "
-        "vllm:prefix_cache_*: hit rate), mean over repeats; '-' = not exported.",
+        "From /metrics (vllm:spec_decode_*: draft acceptance, by draft position where exported, and "
+        "tokens per target step; vllm:prefix_cache_*: hit rate), mean over repeats; '-' = not exported.",
         "",
     ]
     out += table(["candidate", *profiles], [[n, *(cell(n, p) for p in profiles)] for n in names])

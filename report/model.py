@@ -208,7 +208,7 @@ def short_comparison(c: Comparison) -> str:
         return f"visible answers {c.observed:g}/{c.n_candidate} vs {c.baseline:g}/{c.n_baseline}"
     if c.metric == "answer_accuracy" and c.observed is not None and c.baseline is not None:
         n = c.n_candidate
-        return f"accuracy {round(c.observed * n)}/{n} vs {round(c.baseline * n)}/{n} (McNemar's exact test)"
+        return f"accuracy {round(c.observed * n)}/{n} vs {round(c.baseline * n)}/{n} (non-inferiority)"
     if c.metric == "visible_p50_censored":
         return (
             f"censored median to visible answer {fmt_value(c.observed, 's')} vs {fmt_value(c.baseline, 's')}"

@@ -22,7 +22,15 @@ from contracts.layout import PLOT_SEARCH, SweepPaths
 from contracts.metrics import fmt_estimate
 from contracts.promotion import baseline_state, live_facts, read_promotions
 from contracts.results import CapacityResult, read_model
-from contracts.trials import Confirmation, SearchRecord, TrialRecord, Winner, best_keep, read_search
+from contracts.trials import (
+    Confirmation,
+    SearchRecord,
+    TrialRecord,
+    Winner,
+    best_keep,
+    current_best_words,
+    read_search,
+)
 from contracts.verdicts import Decision, SweepVerdict, decision_label
 from report.search_table import (
     TrialRow,
@@ -176,7 +184,15 @@ def _summary(record: SearchRecord) -> str:
     )
 
 
-def _advice(winner: SearchWinner | None) -> str:
+def current_best_sentence(record: SearchRecord) -> str:
+    """The console's line when the best point is the baseline's configuration, as a sentence."""
+    words = current_best_words(record)
+    return words[0].upper() + words[1:] + "."
+
+
+def _advice(winner: SearchWinner | None, record: SearchRecord) -> str:
+    if record.best_is_baseline:  # no winner to adopt: the console's words
+        return current_best_sentence(record)
     if winner is None:
         return "No trial was measured fully: nothing was confirmed, the baseline stays."
     advice = (
@@ -202,11 +218,11 @@ def _infeasible(record: SearchRecord) -> list[str]:
 
 
 def _shown(sweep_dir: Path, record: SearchRecord, verdicts: SweepVerdict) -> Winner | None:
-    """The finalist the section shows: the recommendation (:func:`contracts.trials.best_keep`) when a
-    finalist is a KEEP, else the first (``record.winner``)."""
+    """The finalist the section shows: the recommendation (:func:`contracts.trials.best_keep`: the gates'
+    retained KEEP) when a finalist is it, else the first (``record.winner``)."""
     finalists = record.finalists or ([record.winner] if record.winner is not None else [])
     decisions = {v.candidate: v.decision for v in verdicts.verdicts}
-    return best_keep(finalists, decisions, confirmed(sweep_dir, record)) or record.winner
+    return best_keep(finalists, decisions, verdicts.retained) or record.winner
 
 
 def confirmed(sweep_dir: Path, record: SearchRecord | None) -> dict[str, float | None]:
@@ -285,7 +301,7 @@ def search_model(
         baseline_state=baseline_state(verdicts.baseline, verdicts.retained, promoted, retained="retained"),
         summary=_summary(record),
         winner=winner,
-        advice=_advice(winner),
+        advice=_advice(winner, record),
         trials=record.trials,
         infeasible=_infeasible(record),
     )

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from contracts.layout import PLOT_SEARCH, SweepPaths
 from contracts.metrics import fmt_estimate
-from contracts.trials import Confirmation, SearchRecord, TrialRecord
+from contracts.trials import Confirmation, SearchRecord, TrialRecord, current_best_words
 from contracts.verdicts import decision_label
 from report.search_region import PointStatus, Region, feasible_region
 
@@ -111,6 +111,8 @@ def search_title(record: SearchRecord, confirmation: Confirmation | None = None)
     )
     if not record.stopped:
         state = "still running: not final"
+    elif record.best_is_baseline:  # the console's words: nothing confirmed, nothing to adopt
+        state = f"stopped ({record.stopped}); {current_best_words(record)}"
     elif record.winner is None:
         state = f"stopped ({record.stopped}), no winner"
     elif confirmed is None:

@@ -4,17 +4,17 @@ to relax; the best point that met every requirement and its gain).
 
 Pipeline position: the report stage, reading ``search/trials.json`` (:mod:`contracts.trials`: the
 finalists and the trade-off the search recorded) and the judge's verdicts; it decides nothing (the
-recommendation is the best confirmed KEEP, as the console's last lines say). Which requirement each trial
-broke at its screen is the trials table's (:mod:`report.search_table`), and the feasible region the plot's.
+recommendation is the KEEP the gates retain, as the console's last lines and ``promote`` say). Which
+requirement each trial broke at its screen is the trials table's (:mod:`report.search_table`), and the
+feasible region the plot's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from contracts.metrics import fmt_estimate
 from contracts.trials import SearchRecord, best_keep
 from contracts.verdicts import SweepVerdict, decision_label
+from report.search import current_best_sentence
 
 
 def _row(cells: list[str]) -> str:
@@ -29,14 +29,15 @@ def _sizes(sizes: dict[str, float]) -> str:
 def tradeoff_section(
     record: SearchRecord | None,
     verdicts: SweepVerdict,
-    capacities: Mapping[str, float | None] | None = None,
 ) -> str:
-    """``### Constraints and trade-off`` of report.md ("" when the sweep ran no search); ``capacities``:
-    each finalist's capacity measured on its confirmation (what tells two KEEPs apart)."""
+    """``### Constraints and trade-off`` of report.md ("" when the sweep ran no search); the recommendation
+    is the gates' retained KEEP (:func:`contracts.trials.best_keep`), as the console's and ``promote``'s."""
     if record is None:
         return ""
     decided = {v.candidate: v.decision for v in verdicts.verdicts}
     out = ["", "### Constraints and trade-off", ""]
+    if record.best_is_baseline:  # nothing confirmed, nothing to adopt: the console's words, and no more
+        return "\n".join([*out, current_best_sentence(record)]) + "\n"
     finalists = record.finalists or ([record.winner] if record.winner is not None else [])
     if finalists:
         out += [_row(["finalist", "search's estimate", "confirmation"]), "|---|---|---|"]
@@ -44,7 +45,7 @@ def tradeoff_section(
             verdict = decision_label(decided[w.name]) if w.name in decided else "not measured"
             out.append(_row([w.name, fmt_estimate(w.estimate, at_least=w.at_least), verdict]))
         out.append("")
-    best = best_keep(finalists, decided, capacities or {})  # as the console's recommendation
+    best = best_keep(finalists, decided, verdicts.retained)  # as the console's recommendation
     if best is not None:
         out.append(f"Recommended: **{best.name}** (KEEP).")
     else:

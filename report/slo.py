@@ -81,11 +81,20 @@ class ServerFigureRow(_Model):
     mean_accepted_length: float | None = None  # tokens per target step (1 + accepted / drafts)
     prefix_cache_hit_rate: float | None = None  # prefix-cache hits / queries (tokens)
     repeats: int = 0
+    # Acceptance at each draft position (accepted there / drafts), mean over repeats; [] = not exported.
+    acceptance_per_position: list[float] = Field(default_factory=list)
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return fmean(present) if present else None
+
+
+def per_position_mean(runs: Sequence[list[float] | None]) -> list[float]:
+    """Each draft position's acceptance, mean over the runs that exported it; [] when none did."""
+    known = [r for r in runs if r]
+    width = max((len(r) for r in known), default=0)
+    return [fmean(r[k] for r in known if k < len(r)) for k in range(width)]
 
 
 def server_figure_rows(results: Mapping[str, Results], profiles: Sequence[str]) -> list[ServerFigureRow]:
@@ -102,10 +111,24 @@ def server_figure_rows(results: Mapping[str, Results], profiles: Sequence[str]) 
                 mean_accepted_length=_mean([s.mean_accepted_length for s in specs]),
                 prefix_cache_hit_rate=_mean([s.prefix_cache_hit_rate for s in servers]),
                 repeats=len(servers),
+                acceptance_per_position=per_position_mean([s.acceptance_per_position for s in specs]),
             )
             if any(v is not None for v in (row.acceptance_rate, row.prefix_cache_hit_rate)):
                 out.append(row)
     return out
+
+
+def server_figure_cell(r: ServerFigureRow) -> str:
+    """A row in a few words: ``65% accepted (by position 90%/70%/35%), 2.95 tok/step, prefix hits 40%``."""
+    parts = []
+    if r.acceptance_rate is not None:
+        per_pos = "/".join(f"{a:.0%}" for a in r.acceptance_per_position)
+        parts.append(f"{r.acceptance_rate:.0%} accepted" + (f" (by position {per_pos})" if per_pos else ""))
+    if r.mean_accepted_length is not None:
+        parts.append(f"{r.mean_accepted_length:.2f} tok/step")
+    if r.prefix_cache_hit_rate is not None:
+        parts.append(f"prefix hits {r.prefix_cache_hit_rate:.0%}")
+    return ", ".join(parts) or "-"
 
 
 def mean_interval(

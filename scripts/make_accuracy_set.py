@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 #: How many items, and the seed that draws them.
-ITEMS = 40
+ITEMS = 300
 SEED = 36
 OUT = Path(__file__).resolve().parent.parent / "conf" / "workload" / "accuracy_set.jsonl"
 

@@ -108,20 +108,14 @@ def write_capacity(
         return margin
 
     found = search(probe, SETTINGS)
-    result = CapacityResult(
+    result = found.record(
+        runs,
         candidate="candidate" if side == "candidate" else "baseline",
         profile="decode_heavy",
-        mode="concurrency",
-        unit="concurrent",
         slo="interactive",
         slo_text="TTFT p99 <= 1 s",
-        capacity=found.low,
-        low=found.low,
-        high=found.high,
         resolution=SETTINGS.resolution,
         gpus=8,
-        points=runs,
-        decided={f"{level:g}": held for level, held in found.decided.items()},
     )
     write_model(LaunchPaths(directory).capacity, result)
     return result

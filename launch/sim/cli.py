@@ -229,6 +229,7 @@ def parse_args(argv: Sequence[str]) -> SimArgs:
     engine = EngineConfig(
         tensor_parallel_size=ns.tensor_parallel_size,
         data_parallel_size=ns.data_parallel_size,
+        pipeline_parallel_size=ns.pipeline_parallel_size,
         enable_expert_parallel=bool(ns.enable_expert_parallel),
         enable_eplb=bool(ns.enable_eplb),
         speculative_method=str(method) if method else None,

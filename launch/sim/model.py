@@ -34,6 +34,9 @@ class EngineConfig:
 
     tensor_parallel_size: int = 1
     data_parallel_size: int = 1
+    #: --pipeline-parallel-size: each replica's TP x PP workers, one GPU each, the layers split over the
+    #: PP stages (weights and KV cache per GPU / PP); the step-time model does not model the stages.
+    pipeline_parallel_size: int = 1
     enable_expert_parallel: bool = False
     enable_eplb: bool = False
     speculative_method: str | None = None
@@ -101,11 +104,11 @@ def _refusal_matches(when: dict[str, Any], flags: dict[str, Any]) -> bool:
 
 def plan_memory(profile: Profile, cfg: EngineConfig) -> MemoryPlan:
     """Weights, activations and KV per GPU; raises :class:`StartupError` with vLLM's messages."""
-    tp, dp = cfg.tensor_parallel_size, cfg.data_parallel_size
+    tp, dp, pp = cfg.tensor_parallel_size, cfg.data_parallel_size, cfg.pipeline_parallel_size
     model, mem = profile.model, profile.memory
     total = profile.gpu.total_gib
     ep_size = tp * dp if cfg.enable_expert_parallel else tp
-    weights = model.expert_weights_gib / ep_size + model.dense_weights_gib / tp
+    weights = (model.expert_weights_gib / ep_size + model.dense_weights_gib / tp) / pp
     batched = cfg.max_num_batched_tokens or profile.default_max_num_batched_tokens
     activation = mem.activation_gib_per_1k_batched_tokens * batched / 1000.0
     budget = total * cfg.gpu_memory_utilization
@@ -125,6 +128,7 @@ def plan_memory(profile: Profile, cfg: EngineConfig) -> MemoryPlan:
         ) from None
     if not model.kv_replicated_across_tp:
         kv_bytes /= tp
+    kv_bytes /= pp  # a GPU holds its stage's layers' KV cache
     if weights > budget:
         raise StartupError(
             "out-of-memory",
@@ -189,16 +193,20 @@ def plan_memory(profile: Profile, cfg: EngineConfig) -> MemoryPlan:
 
 def check_startup(profile: Profile, cfg: EngineConfig) -> MemoryPlan:
     """Everything vLLM checks before it serves: GPUs, refusals, speculative method, topology, memory."""
-    gpus = cfg.tensor_parallel_size * cfg.data_parallel_size
-    if cfg.tensor_parallel_size < 1 or cfg.data_parallel_size < 1:
-        raise StartupError("bad-args", ["ValueError: tensor and data parallel sizes must be at least 1"])
+    pp = cfg.pipeline_parallel_size
+    gpus = cfg.tensor_parallel_size * pp * cfg.data_parallel_size
+    if cfg.tensor_parallel_size < 1 or cfg.data_parallel_size < 1 or pp < 1:
+        raise StartupError(
+            "bad-args", ["ValueError: tensor, pipeline and data parallel sizes must be at least 1"]
+        )
     if gpus > profile.gpu.count:
+        stages = f" x pipeline_parallel_size {pp}" if pp != 1 else ""
         raise StartupError(
             "init-failed",
             [
                 f"ValueError: The number of required GPUs ({gpus} = tensor_parallel_size "
-                f"{cfg.tensor_parallel_size} x data_parallel_size {cfg.data_parallel_size}) exceeds the "
-                f"{profile.gpu.count} GPUs available on this host."
+                f"{cfg.tensor_parallel_size}{stages} x data_parallel_size {cfg.data_parallel_size}) exceeds "
+                f"the {profile.gpu.count} GPUs available on this host."
             ],
         )
     if not 0.0 < cfg.gpu_memory_utilization <= 1.0:

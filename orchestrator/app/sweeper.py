@@ -64,6 +64,7 @@ from orchestrator.search.admit import admit_search
 from orchestrator.search.checks import checked_space
 from orchestrator.search.lines import opening_line
 from orchestrator.search.loop import SearchRun
+from orchestrator.search.nodes import node_baselines
 from orchestrator.search.prune import doctor_flag_check
 from orchestrator.search.storage import storage_faults, storage_problem, storage_refusal
 from orchestrator.search.study import TrialTicket
@@ -474,6 +475,7 @@ class SweeperCore(BasicSweeper):
             return value
 
         probes = real_probes(PROJECT_ROOT)
+        launcher = str(self.config.hydra.launcher.get("_target_", ""))
         check, _ = doctor_flag_check(cfg, probes)
         memory, _ = memory_fit_check(cfg, probes)
         run = SearchRun(
@@ -487,6 +489,7 @@ class SweeperCore(BasicSweeper):
             launch_batch=launch_batch,
             fingerprint=self.fingerprint,
             memory_check=memory,
+            nodes=node_baselines(cfg, sweep_dir, elsewhere=jobs_run_elsewhere(launcher, cfg)),
         )
         assert cfg.search is not None
         with storage_faults(cfg.search.storage or str(SweepPaths(sweep_dir).study)):  # gauntlet's words

@@ -14,6 +14,7 @@ from typing import Protocol
 from contracts.errors import ConfigProblem, HarnessError
 from contracts.labelled import is_labelled, parse_labelled
 from contracts.schema import GauntletConfig, WorkloadConfig
+from orchestrator.config.accuracy_power import power_problems
 
 
 class Origins(Protocol):
@@ -43,7 +44,8 @@ def labelled_file_problems(
 
 def accuracy_problems(cfg: GauntletConfig, src: Origins) -> list[ConfigProblem]:
     """The gate's bounds, and, when the sweep runs its profile, that the profile is a labelled set sent at
-    temperature 0 with at least ``min_items`` items; each problem names the file that set it."""
+    temperature 0 with at least ``min_items`` items, and enough for the gate to ever pass
+    (:mod:`orchestrator.config.accuracy_power`); each problem names the file that set it."""
     acc, out, gates_where = cfg.gates.accuracy, [], src.describe("gates")
     tolerance, least = acc.tolerance, acc.min_items
     if not (isinstance(tolerance, int | float) and 0 <= tolerance < 1):
@@ -52,6 +54,10 @@ def accuracy_problems(cfg: GauntletConfig, src: Origins) -> list[ConfigProblem]:
         )
     if not (isinstance(least, int) and least >= 1):
         out.append(ConfigProblem(gates_where, "gates.accuracy.min_items", least, "an integer >= 1"))
+    cut = acc.max_truncated
+    if not (isinstance(cut, int | float) and 0 <= cut <= 1):
+        allowed = "a share of a side's answers in [0, 1] (0.02: 2%)"
+        out.append(ConfigProblem(gates_where, "gates.accuracy.max_truncated", cut, allowed))
     wl = cfg.workloads.get(acc.profile)
     if acc.profile not in cfg.run.profiles or wl is None:
         return out  # not asked for: the gate is not applicable
@@ -70,4 +76,4 @@ def accuracy_problems(cfg: GauntletConfig, src: Origins) -> list[ConfigProblem]:
     if isinstance(least, int) and wl.num_requests < least:
         allowed = f"at least gates.accuracy.min_items = {least} items, or a smaller gates.accuracy.min_items"
         out.append(ConfigProblem(at("num_requests"), f"{section}.num_requests", wl.num_requests, allowed))
-    return out
+    return [*out, *power_problems(cfg, gates_where, at)]

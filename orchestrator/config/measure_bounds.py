@@ -46,6 +46,11 @@ def cost_problems(cfg: GauntletConfig, src: Origins) -> list[ConfigProblem]:
     elif host.power_price_kwh is not None and host.gpu_hour_price is None:
         allowed = "null unless host.gpu_hour_price is set (the cost figures start from the GPU-hours)"
         out.append(ConfigProblem(host_file, "host.power_price_kwh", host.power_price_kwh, allowed))
+    if not _price(host.input_token_price_ratio):
+        allowed = "an input token's price over an output token's, a number >= 0 (0.25: a quarter), or null"
+        out.append(
+            ConfigProblem(host_file, "host.input_token_price_ratio", host.input_token_price_ratio, allowed)
+        )
     if not _price(bounds.tolerance):
         allowed = "a fraction >= 0 (0.05: 5% dearer than the baseline), or null (not compared)"
         out.append(ConfigProblem(gates_file, "gates.cost.tolerance", bounds.tolerance, allowed))

@@ -21,6 +21,7 @@ import yaml
 from contracts.errors import ConfigError, ConfigProblem, HarnessError
 from contracts.labelled import is_labelled
 from contracts.paths import CONF_DIR, PROJECT_ROOT
+from contracts.pipeline import pipeline_parallel_size
 from contracts.schema import (
     CandidateConfig,
     GauntletConfig,
@@ -174,8 +175,14 @@ def placement_refusal(cand: CandidateConfig, host: HostConfig) -> str | None:
     tp, dp = cand.tensor_parallel_size, cand.data_parallel_size
     if tp < 1 or dp < 1:
         return None
+    pp = pipeline_parallel_size(cand.extra_args)  # --pipeline-parallel-size: TP x PP GPUs a replica
     why = placement_problem(
-        tp, dp, gpus=host.gpu_count, placement=host.placement, where=f"host '{host.name}'"
+        tp,
+        dp,
+        gpus=host.gpu_count,
+        placement=host.placement,
+        where=f"host '{host.name}'",
+        pipeline_parallel_size=pp,
     )
     if why:
         return why

@@ -96,6 +96,11 @@ class NodeSlot:
             self.handle.close()
 
 
+def sim_node_name(index: int) -> str:
+    """The name of a simulated cluster's node ``index`` (what its jobs' node baselines are named after)."""
+    return f"sim-node-{index}"
+
+
 def acquire_slot(
     sweep_dir: Path,
     nodes: int,
@@ -120,7 +125,7 @@ def acquire_slot(
     told = False
     while True:
         for index in [(prefer + k) % nodes for k in range(nodes)]:
-            name = f"sim-node-{index}"
+            name = sim_node_name(index)
             handle = (folder / f"{name}.lock").open("a+")
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

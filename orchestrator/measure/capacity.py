@@ -24,6 +24,7 @@ from pathlib import Path
 
 from contracts.layout import SUMMARY_FILE, LaunchPaths, capacity_run_root, repeat_name
 from contracts.metrics import fmt_capacity, slo_text
+from contracts.pipeline import gpus_held
 from contracts.results import (
     CapacityPoint,
     CapacityResult,
@@ -225,20 +226,15 @@ def capacity_result(
     cap = ctx.cfg.capacity
     integer = wl.mode != "open"
     notes += search_notes(found, [p.level for p in points], cap)
-    return CapacityResult(
+    return found.record(
+        points,
         candidate=candidate.name,
         profile=wl.name,
-        mode="concurrency" if integer else "rate",
-        unit="concurrent" if integer else "req/s",
         slo=ctx.cfg.slo.name,
         slo_text=slo_text(ctx.cfg.slo),
-        capacity=found.low,
-        low=found.low,
-        high=found.high,
         resolution=cap.resolution,
-        gpus=candidate.tensor_parallel_size * candidate.data_parallel_size,
-        points=points,
-        decided={f"{level:g}": held for level, held in found.decided.items()},
+        gpus=gpus_held(candidate.tensor_parallel_size, candidate.data_parallel_size, candidate.extra_args),
+        integer=integer,
         notes=notes,
     )
 

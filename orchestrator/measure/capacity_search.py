@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from statistics import median
 
+from contracts.results import CapacityPoint, CapacityResult
 from contracts.schema import CapacityConfig
 
 #: A probe: (level, attempt 1..) -> the run's SLO margin (>= 1: the SLO held).
@@ -78,6 +79,39 @@ class SearchResult:
     def runs(self) -> int:
         """Runs measured (a level within noise counts once per repeat)."""
         return sum(len(m) for m in self.margins.values())
+
+    def record(
+        self,
+        points: list[CapacityPoint],
+        *,
+        candidate: str,
+        profile: str,
+        slo: str,
+        slo_text: str,
+        resolution: float,
+        gpus: int,
+        integer: bool = True,
+        notes: list[str] | None = None,
+    ) -> CapacityResult:
+        """The search as ``capacity.json`` records it: its runs (``points``), the bracket and each level's
+        call; the sweep's (:func:`orchestrator.measure.capacity.capacity_result`), the tests' and the
+        benchmarks' one builder."""
+        return CapacityResult(
+            candidate=candidate,
+            profile=profile,
+            mode="concurrency" if integer else "rate",
+            unit="concurrent" if integer else "req/s",
+            slo=slo,
+            slo_text=slo_text,
+            capacity=self.low,
+            low=self.low,
+            high=self.high,
+            resolution=resolution,
+            gpus=gpus,
+            points=points,
+            decided={f"{level:g}": held for level, held in self.decided.items()},
+            notes=notes or [],
+        )
 
 
 def resolved(low: float, high: float, settings: SearchSettings) -> bool:

@@ -53,6 +53,7 @@ from contracts.results import (
     write_model,
 )
 from contracts.sweepdir import Results, load_results
+from launch.gpu_select import used_gpus
 from launch.spec import LaunchSpec
 from orchestrator.ledger.events import DiscardingPartial, Role, SkippedComplete
 from orchestrator.ledger.lock import lock_dir
@@ -276,7 +277,14 @@ def measured_launch(
         serving = running  # entering a session that has its server launches nothing
     with serving as session:
         startup = session.startup if session.launched else StartupRecord(ok=True)
-        launch = Launch(ctx, session, out, run_record(spec, startup, labels, pricing_of(ctx.cfg.host)))
+        launch = Launch(
+            ctx,
+            session,
+            out,
+            run_record(
+                spec, startup, labels, pricing_of(ctx.cfg.host, used_gpus(spec.argv, spec.config_yaml))
+            ),
+        )
         try:
             yield launch
         finally:
@@ -296,7 +304,10 @@ def refused_launch(
     and run.json recording ``startup``, the failed start it stands for; nothing is launched. Its record."""
     fresh_dir(ctx, out, discard_as=discard_as)
     write_spec(out, spec)
-    return _write_run(out, run_record(spec, startup, labels, pricing_of(ctx.cfg.host)))
+    return _write_run(
+        out,
+        run_record(spec, startup, labels, pricing_of(ctx.cfg.host, used_gpus(spec.argv, spec.config_yaml))),
+    )
 
 
 def launch_state(ctx: SweepContext, out: Path, name: str) -> Results | None:

@@ -32,6 +32,7 @@ from statistics import mean, median
 
 from contracts.cost import capacity_output_tps, usd_per_mtok
 from contracts.layout import LaunchPaths
+from contracts.pipeline import gpus_held
 from contracts.results import CapacityResult, ProfileSummary, WatchEvent, read_model
 from contracts.schema import CandidateConfig
 from contracts.search import SearchConfig
@@ -148,7 +149,7 @@ def _measure_trial(
     wl = ctx.cfg.workloads[cap.profile]
     integer = wl.mode != "open"
     level = float(int(level)) if integer else level
-    gpus = candidate.tensor_parallel_size * candidate.data_parallel_size
+    gpus = gpus_held(candidate.tensor_parallel_size, candidate.data_parallel_size, candidate.extra_args)
     name = candidate.name
     out = trials.candidate_dir(name)
     # A trial run as a parallel job names its node's baseline (orchestrator.app.jobs.run_trial).

@@ -6,10 +6,11 @@ screen's other gated requirements (:mod:`.trial_constraints`). A space that touc
 change answers) can trade answers for speed, which the ``answer_accuracy`` gate refuses at the
 confirmation; so each started trial of such a space runs the labelled profile (``gates.accuracy.profile``,
 when the sweep runs it) once, and its items are scored against the baseline's opening runs of it with the
-gate's own rules (:mod:`gates.answer_accuracy`: each item right or wrong on each side, McNemar's exact test
-on the items one side got right). The requirement's violation size is the accuracy drop beyond
-``gates.accuracy.tolerance`` in accuracy points (0.15: 15 points beyond it) where the gate would fail on
-these runs; a drop within noise, or within the tolerance, is met (``<= 0``).
+gate's own rules (:mod:`gates.answer_accuracy`: each item right or wrong on each side, the drop's Tango
+score interval on the paired items). The requirement's violation size, where the gate would fail on these
+runs, is how far the drop's upper bound lies beyond ``gates.accuracy.tolerance`` in accuracy points (0.15:
+15 points): the tolerance plus the size is the one at which the gate would pass them, what the search's
+advice to relax names; a drop within noise, or within the tolerance, is met (``<= 0``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from contracts.schema import GatesConfig, GauntletConfig
 from contracts.sweepdir import Repeat, load_results
 from gates.answer_accuracy import accuracy_status, labelled_set, score_side
 from gates.answers import correct
-from gates.significance import mcnemar
+from gates.noninferiority import paired_drop
 
 #: Fields of a space that touch a lossy setting: the KV cache's dtype (typed, or as a vLLM flag), and any
 #: speculative-decoding field (its draft sampling may be probabilistic, which changes answers).
@@ -82,10 +83,10 @@ def accuracy_size(base: Sequence[Repeat], cand: Sequence[Repeat], gates: GatesCo
     right_b = {i: correct(b_side.first(i).output_text, items[i]) for i in paired}
     lost = sum(right_b[i] and not right_c[i] for i in paired)
     won = sum(right_c[i] and not right_b[i] for i in paired)
-    rates = mcnemar(len(paired), lost, won, confidence=gates.confidence)
+    rates = paired_drop(len(paired), lost, won, confidence=gates.confidence)
     beyond = rates.drop - gates.accuracy.tolerance
-    if accuracy_status(rates, gates.accuracy.tolerance) == "fail":
-        return round(beyond, 4)
+    if accuracy_status(rates, gates.accuracy.tolerance) == "fail":  # non-inferior only at its upper bound
+        return round(rates.interval[1] - gates.accuracy.tolerance, 4)
     return min(0.0, round(beyond, 4))  # within the tolerance, or beyond it within noise: met at a screen
 
 

@@ -10,6 +10,8 @@ baseline a parallel trial measured first (``baseline_launches``, ``baseline_gpu_
 its re-measurement after drift or age) is charged to the trial that caused it. The budget holds the
 confirmations too: the trials stop at the budget less ``search.confirm_top`` launches
 (:func:`trials_budget_spent`), and each confirmation is charged as it runs (:func:`confirmation_room`).
+A trial is paid for before it starts: the trials stop when the budget left cannot pay for the next one
+and the node baseline it may need (:mod:`.nodes`), at the costliest trial's GPU-hours so far.
 """
 
 from __future__ import annotations
@@ -60,19 +62,58 @@ def confirmation_gpu_hours(record: SearchRecord) -> float:
     return max(full, default=0.0)
 
 
-def trials_budget_spent(record: SearchRecord, search: SearchConfig) -> str | None:
+def expected_gpu_hours(record: SearchRecord) -> float:
+    """What one more launch (a trial, or a node's baseline) is expected to cost in GPU-hours before it
+    starts: the costliest trial charged so far (its node baseline's share included); 0 before any, when
+    nothing is known of a launch's time here."""
+    return max((t.gpu_hours for t in record.trials if t.launches > 0), default=0.0)
+
+
+def trials_budget_spent(
+    record: SearchRecord, search: SearchConfig, need: int = 1, held: int = 0
+) -> str | None:
     """Why the search's trials stop on their budget (the budget less what is kept for the confirmations:
-    :func:`kept_launches`, and as many GPU-hours as that many confirmations are expected to cost), or None."""
+    :func:`kept_launches`, and as many GPU-hours as that many confirmations are expected to cost), or None.
+
+    A trial is paid for before it starts: ``need`` is the launches the next trial costs (its own, and its
+    node's baseline when its node may have to measure one: :mod:`.nodes`), ``held`` the launches the trials
+    of the batch still filling have reserved; each launch is expected to cost :func:`expected_gpu_hours`.
+    The trials stop when the next one cannot be paid for, so a line never shows more spent than the budget
+    unless a charge came that no reservation foresaw (a node's baseline measured again after drift, a
+    trial longer than the costliest before it), which the line then says."""
     kept = kept_launches(search)
     share = search.max_launches - kept
     also = f" ({kept} kept for the confirmations)" if kept else ""
-    if record.launches >= share:
-        return f"budget spent: {record.launches} of {search.max_launches} launches{also}"
+    if record.launches + held + need > share:
+        over = record.launches - search.max_launches
+        why = (
+            f"; {over} over: node baselines measured beyond those reserved (one measured again after drift)"
+            if over > 0
+            else f": the next trial with its node's baseline needs {need} launches"
+            if need > 1 and record.launches < share
+            else ""
+        )
+        return f"budget spent: {record.launches} of {search.max_launches} launches{also}{why}"
     if search.max_gpu_hours is not None:
         kept_h = kept * confirmation_gpu_hours(record)
-        if record.gpu_hours + kept_h >= search.max_gpu_hours:
-            held = f" ({kept_h:.3g} kept for the confirmations)" if kept_h else ""
-            return f"budget spent: {record.gpu_hours:.3g} of {search.max_gpu_hours:g} GPU-hours{held}"
+        each = expected_gpu_hours(record)
+        spent = record.gpu_hours + kept_h
+        if spent >= search.max_gpu_hours or spent + (held + need) * each > search.max_gpu_hours:
+            held_line = f" ({kept_h:.3g} kept for the confirmations)" if kept_h else ""
+            over_h = record.gpu_hours - search.max_gpu_hours
+            why = (
+                f"; {over_h:.3g} over: a trial's time is known only once it has run, and each was started "
+                "where the costliest before it would fit"
+                if over_h > 0
+                else f": the next trial is expected to cost {need * each:.3g} (the costliest so far"
+                + (", with its node's baseline" if need > 1 else "")
+                + ")"
+                if spent < search.max_gpu_hours
+                else ""
+            )
+            return (
+                f"budget spent: {record.gpu_hours:.3g} of {search.max_gpu_hours:g} GPU-hours{held_line}{why}"
+            )
     return None
 
 

@@ -5,7 +5,8 @@ Pipeline position: the search's end (:mod:`.loop`: :func:`finalists` ranks the p
 :mod:`orchestrator.app.controller`). The best ``search.confirm_top`` distinct feasible points are
 measured again together, each as an ordinary candidate against the baseline, inside the search's budget;
 while none is a KEEP and the budget lasts, the runner-ups one at a time (:meth:`.loop.SearchRun.confirm`).
-The recommendation is the best confirmed KEEP. When none is a KEEP the last lines say so, with the
+The recommendation is the KEEP the gates retain (``verdicts.json``'s ``retained``: what ``promote`` and
+``run.promote_keep`` adopt). When none is a KEEP the last lines say so, with the
 trade-off: the best estimate and the gated requirement it breaks by how much, the best point that met
 every constraint and its gain, and the gate setting a user could relax to take the first.
 """
@@ -34,6 +35,8 @@ from orchestrator.search.rules import best_trial, is_baseline
 
 #: The line that opens the honest answer (``make demo-search`` ends with it or with a recommendation).
 NO_BETTER = "search: no configuration beats the baseline on every profile"
+#: A finalist's confirmation that has no verdict: it was not measured (an interrupted or failed launch).
+NOT_MEASURED = "the confirmation was not measured"
 
 
 def broken_of(trial: TrialRecord) -> dict[str, float]:
@@ -113,22 +116,20 @@ def tradeoff(
     return out
 
 
-def recommended(record: SearchRecord) -> str | None:
-    """The best confirmed KEEP (:func:`contracts.trials.best_keep`: the highest confirmed capacity among
-    the KEEPs, then the search's order); None when no finalist was a KEEP."""
+def recommended(record: SearchRecord, retained: str) -> str | None:
+    """The recommendation (:func:`contracts.trials.best_keep`): the finalist the gates retain
+    (``retained``: ``verdicts.json``'s, what ``promote`` and ``run.promote_keep`` adopt) when they KEEP it;
+    None when no finalist was a KEEP."""
     decisions = {c.name: c.decision for c in record.confirmations}
-    capacities = {c.name: c.capacity for c in record.confirmations}
     chosen = record.finalists or ([record.winner] if record.winner is not None else [])  # an older record
-    best = best_keep(chosen, decisions, capacities)
+    best = best_keep(chosen, decisions, retained)
     return best.name if best is not None else None
 
 
 def _confirm(sweep_dir: Path, winner: Winner, verdicts: SweepVerdict) -> Confirmation:
     verdict = next((v for v in verdicts.verdicts if v.candidate == winner.name), None)
     if verdict is None:
-        return Confirmation(
-            decision="incomplete", name=winner.name, reason="the confirmation was not measured"
-        )
+        return Confirmation(decision="incomplete", name=winner.name, reason=NOT_MEASURED)
     capacity, at_least = measured_capacity(SweepPaths(sweep_dir).candidate(winner.name).capacity)
     return Confirmation(
         decision=verdict.decision,
@@ -190,13 +191,14 @@ def confirmation_lines(sweep_dir: Path, verdicts: SweepVerdict) -> list[str]:
     record.confirmations = [_confirm(sweep_dir, w, verdicts) for w in chosen]
     for i, (winner, confirmation) in enumerate(zip(chosen, record.confirmations, strict=True)):
         reason = confirmation.reason.splitlines()[0][:200] if confirmation.reason else ""
+        said = "confirmed" if confirmation.reason != NOT_MEASURED else "not confirmed"
         lines.append(
-            f"search: confirmed {winner.name} ({i + 1} of {len(chosen)}): "
+            f"search: {said} {winner.name} ({i + 1} of {len(chosen)}): "
             f"{decision_label(confirmation.decision)} ({_figures(winner, confirmation)}"
             + (f"; {reason}" if reason and confirmation.decision != "keep" else "")
             + ")"
         )
-    record.recommended = recommended(record)
+    record.recommended = recommended(record, verdicts.retained)
     pick = next((c for c in record.confirmations if c.name == record.recommended), None)
     record.confirmation = pick or (record.confirmations[0] if record.confirmations else None)
     write_search(sweep_dir, record)
@@ -204,13 +206,44 @@ def confirmation_lines(sweep_dir: Path, verdicts: SweepVerdict) -> list[str]:
         winner = next(w for w in chosen if w.name == pick.name)
         lines.append(f"search: recommend {winner.name}: KEEP ({_figures(winner, pick)}; {winner.yaml_file})")
         return lines
-    refused = ", ".join(f"{c.name} {decision_label(c.decision)}" for c in record.confirmations)
-    lines.append(
-        f"{NO_BETTER}: "
-        + (
-            f"confirmed {refused}; the baseline stays"
-            if refused
-            else "no point was measured fully and met every constraint; the baseline stays"
+    return [*lines, no_keep_line(record), *tradeoff_lines(record.tradeoff, record.confirmations)]
+
+
+def _why(confirmation: Confirmation) -> str:
+    """The first line of a verdict's reason, short."""
+    first = confirmation.reason.splitlines()[0] if confirmation.reason else ""
+    return first if len(first) <= 160 else first[:157] + "..."
+
+
+def no_keep_line(record: SearchRecord) -> str:
+    """The honest answer's first line, true in each case: the finalists confirmed and not kept (which
+    verdict, and why; one whose confirmation was not measured is said so, not "confirmed"), and the points
+    that met every constraint and were measured fully but not confirmed (the budget); or, with no
+    confirmation, the points that qualified and none confirmed, or none that qualified."""
+    measured = [c for c in record.confirmations if c.reason != NOT_MEASURED]
+    unmeasured = [c for c in record.confirmations if c.reason == NOT_MEASURED]
+    parts: list[str] = []
+    if measured:
+        parts.append(
+            "confirmed "
+            + ", ".join(
+                f"{c.name} {decision_label(c.decision)} ({_why(c) or 'no reason given'})" for c in measured
+            )
         )
-    )
-    return lines + tradeoff_lines(record.tradeoff, record.confirmations)
+    if unmeasured:
+        parts.append(", ".join(f"{c.name} not measured (INCOMPLETE: {NOT_MEASURED})" for c in unmeasured))
+    confirmed = {c.name for c in record.confirmations}
+    left = [t for t in finalists(record) if t.name not in confirmed]
+    if left and record.confirmations:
+        names = ", ".join(t.name for t in left[:3]) + (" ..." if len(left) > 3 else "")
+        parts.append(f"{len(left)} more measured fully and met every constraint, not confirmed: {names}")
+    elif left:
+        best = left[0]
+        figure = fmt_estimate(best.values, at_least=best.at_least)
+        parts.append(
+            f"{len(left)} point(s) measured fully and met every constraint (best {best.name}, estimate "
+            f"{figure}), none confirmed: the budget held no confirmation (search.max_launches)"
+        )
+    if not parts:
+        parts.append("no point was measured fully and met every constraint")
+    return f"{NO_BETTER}: " + "; ".join(parts) + "; the baseline stays"

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from contracts.metrics import fmt_estimate
 from contracts.search import SearchConfig, Space
-from contracts.trials import TrialRecord, Winner
+from contracts.trials import SearchRecord, TrialRecord, Winner, current_best_words
 from contracts.verdicts import decision_label
 from orchestrator.search.budget import kept_launches
 
@@ -48,12 +48,10 @@ def launched_line(distinct: int, size: int | None, reason: str) -> str:
     return f"search: launched {distinct} of {of} configurations ({reason})"
 
 
-def baseline_best_line(best: TrialRecord) -> str:
-    """The search's end when its best point is the baseline's configuration: no confirmation launch."""
-    return (
-        f"search: your current configuration is the best found (estimate {estimate(best)}, trial "
-        f"{best.number}): nothing to confirm, the baseline stays"
-    )
+def baseline_best_line(record: SearchRecord) -> str:
+    """The search's end when its best point is the baseline's configuration: no confirmation launch (the
+    report says the same words: :func:`contracts.trials.current_best_words`)."""
+    return f"search: {current_best_words(record)}"
 
 
 def winner_line(best: TrialRecord, yaml_file: str) -> str:

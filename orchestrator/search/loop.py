@@ -22,26 +22,27 @@ from pathlib import Path
 from typing import Any
 
 from contracts.layout import SweepPaths
+from contracts.pipeline import gpus_held
 from contracts.results import CapacityResult, read_model
 from contracts.schema import GauntletConfig
 from contracts.search import Space
 from contracts.trials import SearchRecord, TrialRecord, Winner, read_search, write_search
 from orchestrator.measure.trial import TrialOutcome
 from orchestrator.search.batch import Batch, LaunchBatch, LaunchJob, Pending, Seams, key
-from orchestrator.search.budget import confirmation_room, kept_launches
+from orchestrator.search.budget import confirmation_room
 from orchestrator.search.confirm import NO_BETTER, finalists, tradeoff
 from orchestrator.search.coverage import cover_point, untried
 from orchestrator.search.lines import baseline_best_line, launched_line, runner_up_line, winner_line
 from orchestrator.search.memory import MemoryCheck, ceilings, memory_refusal, next_probe, within_ceiling
+from orchestrator.search.nodes import NodeBaselines
 from orchestrator.search.point import (
     Point,
     baseline_point,
     candidate_at,
     changed_fields,
-    encode,
     point_overrides,
 )
-from orchestrator.search.prune import FlagCheck, Pruned, declared_size, prune
+from orchestrator.search.prune import FlagCheck, Pruned, declared_size, point_refusal, prune
 from orchestrator.search.reuse import opening_outcome
 from orchestrator.search.rules import (
     EXHAUSTED_AFTER,
@@ -75,6 +76,7 @@ class SearchRun:
         launch_batch: LaunchBatch | None = None,
         fingerprint: dict[str, str] | None = None,
         memory_check: MemoryCheck | None = None,
+        nodes: NodeBaselines | None = None,
     ) -> None:
         assert cfg.search is not None
         #: What the study's trials measure (orchestrator.search.shared); None: not compared.
@@ -91,6 +93,8 @@ class SearchRun:
         self.idle = 0
         #: The baseline's own point, when the space holds it: asked first (None: not a point of the space).
         self.baseline = baseline_point(self.pruned.space, cfg.baseline)
+        #: The node baselines a trial may measure first, paid with it (None: trials measured here).
+        self.nodes = nodes
         #: The distinct feasible points left to confirm, best first (set at the search's end).
         self.queue: list[TrialRecord] = []
 
@@ -123,11 +127,8 @@ class SearchRun:
         """Why ``point`` cannot start (pruned, or a point of a space too large to prune whose encoding
         fails), or None."""
         why = self.pruned.refusal(point)
-        if why is None and self.pruned.valid is None:
-            try:
-                encode(point, self.pruned.space.layouts, self.cfg.baseline)
-            except ValueError as exc:
-                why = str(exc)
+        if why is None and self.pruned.valid is None:  # not enumerated: its encoding and placement here
+            why = point_refusal(self.cfg, self.pruned.space, point, None)
         return why
 
     def baseline_outcome(self) -> TrialOutcome | None:
@@ -136,7 +137,7 @@ class SearchRun:
         other)."""
         path = SweepPaths(self.dir).candidate(self.cfg.baseline.name).capacity
         base = self.cfg.baseline
-        gpus = base.tensor_parallel_size * base.data_parallel_size
+        gpus = gpus_held(base.tensor_parallel_size, base.data_parallel_size, base.extra_args)
         return opening_outcome(self.search, path, self.level()[0], gpus)
 
     def run(self) -> list[TrialRecord]:
@@ -174,14 +175,18 @@ class SearchRun:
             study.enqueue_again(previous)
         #: Trials measured at once (search.parallel; 1: one after the other).
         width = max(1, search.parallel) if self.launch_batch is not None else 1
-        while isinstance(step := self.next_point(study, record, batch), Pending):
-            batch.pending.append(step)
-            room = search.max_launches - kept_launches(search) - record.launches  # never past its share
-            if len(batch.pending) >= min(width, room):
-                batch.flush()
-                write_search(self.dir, record)
-        if batch.pending:  # the space ran out of new points while a batch was filling
+        while True:
+            step = self.next_point(study, record, batch)
+            if isinstance(step, Pending):
+                batch.pending.append(step)
+                if len(batch.pending) < width:
+                    continue
+            elif not batch.pending:
+                break
+            # a full batch, or one the budget (or the space) holds no further trial for: measured, then
+            # the budget it did not spend (a node's baseline reused) may pay for the next trial
             batch.flush()
+            write_search(self.dir, record)
         record.stopped = step
         if search.pareto:
             front = study.pareto()
@@ -193,9 +198,7 @@ class SearchRun:
         again, the baseline's measured by the opening, or the twin of one in flight) is told and recorded
         here, and the study asked again."""
         space = self.pruned.space
-        while (
-            reason := stop_reason(record, self.search, len(gaps := untried(space, record.trials)))
-        ) is None:
+        while (reason := self._stop(record, batch, len(gaps := untried(space, record.trials)))) is None:
             if self.idle >= EXHAUSTED_AFTER:
                 return f"the space is exhausted: {EXHAUSTED_AFTER} points asked in a row launched nothing"
             self._steer(study, record, batch, gaps)
@@ -221,6 +224,16 @@ class SearchRun:
             self.idle += 1
             write_search(self.dir, record)
         return reason
+
+    def _stop(self, record: SearchRecord, batch: Batch, gaps: int) -> str | None:
+        """Why the search stops before its next trial: :func:`~orchestrator.search.rules.stop_reason`, the
+        next trial paid for before it starts with the node baseline it may need, beside the launches the
+        batch already filling has reserved (:mod:`.nodes`)."""
+        filling = len(batch.pending)
+        due = self.nodes.due if self.nodes is not None else (lambda _n: 0)
+        held = filling + due(filling)
+        need = filling + 1 + due(filling + 1) - held
+        return stop_reason(record, self.search, gaps, need=need, held=held)
 
     def _steer(
         self, study: SearchStudy, record: SearchRecord, batch: Batch, gaps: list[tuple[str, Any]]
@@ -273,9 +286,9 @@ class SearchRun:
             feasible = record.model_copy(update={"trials": [t for t in record.trials if not t.broken]})
             best = best_trial(feasible, self._changes)
             if best is not None and is_baseline(best, self._changes):  # nothing to confirm against itself
-                record.best_is_baseline = True
+                record.best_is_baseline, record.best_trial = True, best.number
                 write_search(self.dir, record)
-                self.say(baseline_best_line(best))
+                self.say(baseline_best_line(record))
             else:
                 self.say(
                     f"{NO_BETTER}: no trial was measured fully and met every constraint: nothing to confirm"
@@ -355,4 +368,4 @@ def _gpus(cfg: GauntletConfig, point: Point, layouts: dict[str, dict[str, Any]])
         candidate = candidate_at(cfg.baseline, point, layouts, "point")
     except ValueError:
         candidate = cfg.baseline
-    return candidate.tensor_parallel_size * candidate.data_parallel_size
+    return gpus_held(candidate.tensor_parallel_size, candidate.data_parallel_size, candidate.extra_args)

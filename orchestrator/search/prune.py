@@ -15,12 +15,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from contracts.errors import GauntletError, SpecError
+from contracts.pipeline import pipeline_parallel_size
 from contracts.schema import GauntletConfig, placement_problem
-from contracts.search import Space
+from contracts.search import EXTRA_PREFIX, Space
 from contracts.trials import PrunedPoint
 from launch.flags import check_args, parse_help, program_part
 from launch.preflight import Probes
 from launch.spec import LaunchSpec, render_spec
+from orchestrator.config.validate import placement_refusal
 from orchestrator.search.point import Point, candidate_at, grid
 
 #: Why a rendered command line would be refused (doctor's flag table), or None.
@@ -57,15 +59,26 @@ def prune(space: Space, cfg: GauntletConfig, flag_check: FlagCheck | None = None
         if dim.name != "layout":
             continue
         keep = []
+        stages = pipeline_sizes(space, cfg)
         for value in dim.values:
             layout = space.layouts[str(value)]
             tp = int(layout.get("tensor_parallel_size", cfg.baseline.tensor_parallel_size))
             dp = int(layout.get("data_parallel_size", cfg.baseline.data_parallel_size))
-            why = placement_problem(tp, dp, gpus=host.gpu_count, placement=host.placement, where=host.name)
-            if why is None:
+            refusals = [
+                placement_problem(
+                    tp,
+                    dp,
+                    gpus=host.gpu_count,
+                    placement=host.placement,
+                    where=host.name,
+                    pipeline_parallel_size=pp,
+                )
+                for pp in stages
+            ]  # a layout leaves the space when no pipeline size of it places; a point of it, by its own
+            if None in refusals:
                 keep.append(value)
             else:
-                pruned.append(PrunedPoint(params={"layout": value}, why=f"layout {value}: {why}"))
+                pruned.append(PrunedPoint(params={"layout": value}, why=f"layout {value}: {refusals[0]}"))
         dims[k] = replace(dim, values=tuple(keep))
     kept = replace(space, dimensions=tuple(dims))
     size = kept.size
@@ -81,6 +94,19 @@ def prune(space: Space, cfg: GauntletConfig, flag_check: FlagCheck | None = None
     return Pruned(kept, pruned, valid)
 
 
+def pipeline_sizes(space: Space, cfg: GauntletConfig) -> list[int]:
+    """The pipeline-parallel sizes a point of ``space`` may run with (:mod:`contracts.pipeline`): the values
+    of a field over ``extra_args.pipeline_parallel_size``, else the baseline's own."""
+    for dim in space.dimensions:
+        flag = dim.name.removeprefix(EXTRA_PREFIX)
+        if dim.name.startswith(EXTRA_PREFIX) and pipeline_parallel_size({flag: 2}) == 2:  # vLLM's flag
+            if dim.finite:
+                return sorted({pipeline_parallel_size({flag: v}) for v in dim.values})
+            assert dim.low is not None and dim.high is not None
+            return list(range(max(1, int(dim.low)), int(dim.high) + 1))
+    return [pipeline_parallel_size(cfg.service.extra_args, cfg.baseline.extra_args)]
+
+
 def point_refusal(
     cfg: GauntletConfig, space: Space, point: Point, flag_check: FlagCheck | None
 ) -> str | None:
@@ -90,6 +116,8 @@ def point_refusal(
         spec = render_spec(cfg.service, candidate, cfg.host)
     except (ValueError, SpecError) as exc:
         return str(exc)
+    if (placed := placement_refusal(candidate, cfg.host)) is not None:  # TP x PP x DP: a PP flag's GPUs
+        return placed
     return flag_check(spec) if flag_check is not None else None
 
 

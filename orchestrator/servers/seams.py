@@ -157,6 +157,7 @@ def real_seams() -> Seams:
     from load.runner import run_profile  # noqa: PLC0415
 
     nvml = NvmlProbe()
+    supervisor = Supervisor(gpu=nvml)
 
     def gpu_memory(spec: LaunchSpec) -> list[GpuMemory] | None:
         if spec.host_kind == "sim":
@@ -169,7 +170,7 @@ def real_seams() -> Seams:
         if spec.host_kind == "sim":
             return SimEnergy(spec.base_url)
         if spec.host_kind == "gpu":
-            return NvmlEnergy(nvml)
+            return NvmlEnergy(nvml, spec=spec, owned=supervisor.server_groups)
         return Unmeasured(f"not measured: host.kind is {spec.host_kind} (no GPU energy to read)")
 
     def host_probe(kind: str) -> HostProbe:
@@ -186,7 +187,7 @@ def real_seams() -> Seams:
         return real_probes(PROJECT_ROOT)
 
     return Seams(
-        supervisor=Supervisor(gpu=nvml),
+        supervisor=supervisor,
         run_profile=run_profile,
         gpu_memory=gpu_memory,
         host_probe=host_probe,

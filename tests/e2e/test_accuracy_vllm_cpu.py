@@ -19,6 +19,7 @@ import pytest
 from contracts.labelled import parse_labelled
 from contracts.schema import AccuracyGateConfig, GatesConfig, LengthConfig, WorkloadConfig
 from contracts.sweepdir import load_results
+from gates.agreement import unpromised
 from gates.answer_accuracy import AnswerAccuracy
 from gates.registry import GateContext
 from launch.supervisor import Server, Supervisor
@@ -81,18 +82,18 @@ def test_a_labelled_set_is_scored_and_a_candidate_that_changes_outputs_is_caught
     _run(baseline, sweep, "baseline", 2, tmp_path)
     _run(candidate, sweep, "chain", 1, tmp_path)
 
-    cfg = GatesConfig(accuracy=AccuracyGateConfig(profile="accuracy", tolerance=0.0, min_items=ITEMS))
+    # 20 items show an accuracy drop of at most 16.1 points at best (Tango's bound with no item lost,
+    # gates.noninferiority): a 20-point tolerance, so that the same answers can pass.
+    cfg = GatesConfig(accuracy=AccuracyGateConfig(profile="accuracy", tolerance=0.2, min_items=ITEMS))
     base = load_results(sweep, "candidates/baseline", "baseline")
     # Greedy decoding on one server reproduces itself: the baseline's second run is the references too.
     second = base.repeats("accuracy")[1]
     assert [r.output_text for r in second.records] == [answers[r.index] for r in second.records]
+    chain = load_results(sweep, "candidates/chain", "chain")
+    # The promise stated (agreement_unpromised None), as on a GPU host under VLLM_BATCH_INVARIANT=1: the
+    # changed greedy outputs are flagged. A CPU sweep's own launches have no such promise (below).
     result = AnswerAccuracy().evaluate(
-        GateContext(
-            cfg=cfg,
-            baseline=base,
-            candidate=load_results(sweep, "candidates/chain", "chain"),
-            candidate_claim="no speculative decoding",
-        )
+        GateContext(cfg=cfg, baseline=base, candidate=chain, candidate_claim="no speculative decoding")
     )
     print(f"\nanswer_accuracy on vLLM CPU: {result.message}")
     assert result.status == "fail", result.message
@@ -100,5 +101,18 @@ def test_a_labelled_set_is_scored_and_a_candidate_that_changes_outputs_is_caught
     assert result.observed is not None and result.observed < 0.5
     assert "FLAGGED: greedy agreement with the baseline" in result.message
     assert f"baseline's own repeat-to-repeat agreement {ITEMS}/{ITEMS}" in result.message
+    # vLLM 0.32 on CPU promises no batch invariance (gates.agreement): reported, not flagged.
+    cpu = unpromised({"host_kind": "cpu", "env": {}, "argv": []}, None)
+    unjudged = AnswerAccuracy().evaluate(
+        GateContext(
+            cfg=cfg,
+            baseline=base,
+            candidate=chain,
+            candidate_claim="no speculative decoding",
+            agreement_unpromised=cpu,
+        )
+    )
+    assert unjudged.status == "fail" and "FLAGGED" not in unjudged.message
+    assert "not judged" in unjudged.message
     same = AnswerAccuracy().evaluate(GateContext(cfg=cfg, baseline=base, candidate=base))
     assert same.status == "pass", same.message

@@ -95,7 +95,8 @@ def test_an_lm_eval_profile_on_a_local_task_is_judged_by_the_accuracy_gate(
     base, cand = runs["baseline"], runs["chain"]
     assert [d.doc_id for d in base.docs] == list(range(DOCS)) == [d.doc_id for d in cand.docs]
     assert all(d.right for d in base.docs), [(d.response, d.target) for d in base.docs]
-    cfg = GatesConfig(accuracy=AccuracyGateConfig(profile="tiny", tolerance=0.0, min_items=DOCS))
+    # Ten documents can show non-inferiority at 30 points (upper bound 27.7 with none lost), not at 2.
+    cfg = GatesConfig(accuracy=AccuracyGateConfig(profile="tiny", tolerance=0.30, min_items=DOCS))
     result = judge_lm_eval(base, cand, cfg)
     print(f"answer_accuracy (lm_eval): {result.message}")
     assert result.gate == AnswerAccuracy.name

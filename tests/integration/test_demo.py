@@ -64,15 +64,18 @@ def test_demo_sweep_reproduces_the_case_study(tmp_path: Path, port: int) -> None
     spec = by_name["spec_probabilistic"]
     assert decided(spec) == "reject"
     assert spec["failed"] == ["answer_reliability", "answer_accuracy"]
-    # Its answers to the labelled set: the simulator's stated model changes a quarter of them (McNemar).
+    # Its answers to the labelled set: the simulator's stated model changes a quarter of them, and the
+    # drop's lower bound is above the 2-point tolerance (gates.noninferiority).
     assert (
-        "answer accuracy: accuracy 32/40 (80%" in spec["reason"]
-        and "7 item(s) lost, 0 gained" in spec["reason"]
+        "answer accuracy: accuracy 225/300 (75%" in spec["reason"]
+        and "55 item(s) lost, 0 gained" in spec["reason"]
+        and "lower bound above the 2-point tolerance" in spec["reason"]
     )
     accuracy = next(g for g in by_name["tp4_dp2"]["gates"] if g["gate"] == "answer_accuracy")
     assert (
         accuracy["status"] == "pass"
-        and "40/40 (100%) token-identical (greedy draft sampling)" in accuracy["message"]
+        and "300/300 (100%) token-identical (greedy draft sampling)" in accuracy["message"]
+        and "within the 2-point tolerance: non-inferior" in accuracy["message"]
     )
     conc = next(g for g in spec["gates"] if g["gate"] == "concurrency")
     assert conc["status"] in ("pass", "inconclusive"), conc["message"]

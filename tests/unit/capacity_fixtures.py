@@ -60,20 +60,14 @@ def searched(
                 margin_lag_undone=undone,
             )
         )
-    return CapacityResult(
+    return found.record(
+        points,
         candidate=name,
         profile="decode_heavy",
-        mode="concurrency",
-        unit="concurrent",
         slo="interactive",
         slo_text="TTFT p99 <= 1 s",
-        capacity=found.low,
-        low=found.low,
-        high=found.high,
         resolution=settings.resolution,
         gpus=8,
-        points=points,
-        decided={f"{lv:g}": held for lv, held in found.decided.items()},
     )
 
 

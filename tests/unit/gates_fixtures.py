@@ -375,7 +375,9 @@ def case_study(root: Path) -> Path:
 def sweep_config() -> GauntletConfig:
     """The composed default config, with fewer bootstrap resamples: the suite stays fast, and the
     decisions of these fixtures are far from the edge."""
-    from orchestrator.config.compose import load  # Hydra composition: only the tests that need a config
+    from tests.unit.composed import (
+        load,  # Hydra composition (kept per input): only the tests that need a config
+    )
 
     cfg, _ = load([])
     # The profiles these fixtures measure, as a sweep's config.yaml would list them (the answer gate's

@@ -15,11 +15,11 @@ import pytest
 from contracts.layout import RECORDS_FILE, SUMMARY_FILE
 from contracts.results import write_jsonl, write_model
 from contracts.schema import WorkloadConfig
-from orchestrator.config.compose import load
 from orchestrator.ledger.events import RepeatLooked, RepeatsSettled
 from orchestrator.measure.begin import begin
 from orchestrator.measure.candidate import is_complete, run_candidate
 from orchestrator.servers.context import SweepContext
+from tests.unit.composed import load
 from tests.unit.fakes import FakeSupervisor, fake_seams, summary
 from tests.unit.gates_fixtures import lognormal_quantiles, make_records
 

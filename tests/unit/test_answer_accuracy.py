@@ -20,16 +20,18 @@ from contracts.results import LoadSettings, RequestRecord
 from contracts.schema import AccuracyGateConfig, GatesConfig
 from contracts.sweepdir import Repeat, Results
 from contracts.verdicts import GateResult, GateStatus
-from gates.answer_accuracy import AnswerAccuracy, accuracy_status, agreement_flag, lossless_claim
+from gates.agreement import lossless_claim
+from gates.answer_accuracy import AnswerAccuracy, accuracy_status, agreement_flag
 from gates.answers import correct, extract, number
+from gates.noninferiority import paired_drop
 from gates.registry import REGISTRY, GateContext
 from gates.significance import clopper_pearson, mcnemar
 from gates.verdict import decide
 from load.plan import make_plan
 from load.sse import EventParser, parse_events
 from load.workload import BuiltPrompt, load_prompts, plan_requests
-from orchestrator.config.compose import load
 from orchestrator.config.validate import validate
+from tests.unit.composed import load
 from tests.unit.fakes import summary
 from tests.unit.load_fixtures import workload
 
@@ -107,7 +109,7 @@ def test_a_labelled_set_is_sent_once_per_item() -> None:
     cfg.workloads["accuracy"] = replace(cfg.workloads["accuracy"], num_requests=39)
     with pytest.raises(ConfigError) as info:
         validate(cfg)
-    assert "workloads.accuracy.num_requests = 39: 40: each item of" in str(info.value)
+    assert "workloads.accuracy.num_requests = 39: 300: each item of" in str(info.value)
 
 
 # ------------------------------------------------------------------------------------ extraction
@@ -181,19 +183,26 @@ def test_mcnemar_exact(  # noqa: PLR0917  (one argument per column of the table)
 
 
 @pytest.mark.parametrize(
-    ("lost", "won", "tolerance", "status"),
+    ("n", "lost", "won", "tolerance", "status"),
     [
-        (6, 0, 0.0, "fail"),
-        (5, 0, 0.0, "inconclusive"),  # worse by the estimate, within noise
-        (0, 0, 0.0, "pass"),
-        (3, 3, 0.0, "pass"),
-        (6, 0, 0.2, "pass"),  # a 15-point drop inside a 20-point tolerance
-        (6, 0, 0.1, "inconclusive"),  # beyond 10 points by the estimate, not by the interval
-        (12, 0, 0.1, "fail"),
+        (200, 0, 0, 0.02, "pass"),  # no discordant item: upper bound 1.9 points, within 2
+        (188, 0, 0, 0.02, "inconclusive"),  # one item short of the 189 the tolerance needs
+        (300, 1, 0, 0.02, "pass"),  # one item lost of 300: upper bound 1.86 points
+        (200, 1, 0, 0.02, "inconclusive"),  # one item lost of 200: upper bound 2.78 points
+        (200, 3, 3, 0.02, "inconclusive"),  # no net drop, but noise wider than the tolerance
+        (200, 7, 0, 0.02, "inconclusive"),  # 3.5 points by the estimate, lower bound 1.55: within noise
+        (200, 10, 0, 0.02, "fail"),  # lower bound 2.7 points: worse than allowed beyond noise
+        (40, 0, 0, 0.0, "inconclusive"),  # a tolerance of 0 is never shown
+        (40, 0, 0, 0.02, "inconclusive"),  # the old 40-item set: an identical candidate cannot pass
+        (40, 0, 10, 0.02, "pass"),  # clearly better
+        (40, 4, 0, 0.25, "pass"),  # a 10-point drop, upper bound 23.1, inside a 25-point tolerance
+        (40, 6, 0, 0.2, "inconclusive"),  # 15 points by the estimate, interval [4.9, 29.1] across 20
+        (40, 12, 0, 0.1, "fail"),  # interval [18.1, 45.4], all above 10
     ],
 )
-def test_the_decision_table(lost: int, won: int, tolerance: float, status: GateStatus) -> None:
-    assert accuracy_status(mcnemar(40, lost, won, confidence=0.95), tolerance) == status
+def test_the_decision_table(n: int, lost: int, won: int, tolerance: float, status: GateStatus) -> None:
+    """Non-inferiority: pass only when the drop's upper bound is at or below the tolerance."""
+    assert accuracy_status(paired_drop(n, lost, won, confidence=0.95), tolerance) == status
 
 
 @pytest.mark.parametrize(
@@ -205,7 +214,21 @@ def test_the_decision_table(lost: int, won: int, tolerance: float, status: GateS
             "greedy draft sampling",
         ),
         ({"argv": ["--speculative-config", '{"draft_sample_method":"probabilistic"}']}, ""),
-        ({"argv": ["--speculative-config", '{"method":"eagle"}']}, ""),  # no greedy claim
+        # vLLM's defaults (gates.agreement.SPEC_DEFAULTS, vLLM 0.32): absent draft_sample_method is greedy
+        ({"argv": ["--speculative-config", '{"method":"eagle"}']}, "greedy draft sampling (vLLM's default)"),
+        ({"argv": ['--speculative-config={"method":"ngram"}']}, "greedy draft sampling (vLLM's default)"),
+        ({"argv": ["--speculative-config", '{"rejection_sample_method":"synthetic"}']}, ""),  # lossy
+        (
+            {
+                "argv": [
+                    "--speculative-config",
+                    '{"draft_sample_method":"greedy","rejection_sample_method":"block"}',
+                ]
+            },
+            "greedy draft sampling, block rejection sampling",
+        ),
+        ({"argv": ["--speculative-config", '{"rejection_sample_method":"future"}']}, ""),  # unknown: no claim
+        ({"argv": ["--speculative-config", "[1, 2]"]}, None),
         (
             {
                 "argv": ["vllm", "serve", "--config", "c.yaml"],
@@ -246,7 +269,8 @@ def test_greedy_agreement_is_judged_only_against_a_lossless_claim(
 
 SIZE = 40
 SET = "".join(json.dumps({"prompt": f"What is {i} + {i}?", "answer": str(2 * i)}) + "\n" for i in range(SIZE))
-CFG = GatesConfig(accuracy=AccuracyGateConfig(profile="accuracy", tolerance=0.0, min_items=20))
+# 40 items show an accuracy drop of at most 8.8 points at best (gates.noninferiority): a 10-point tolerance.
+CFG = GatesConfig(accuracy=AccuracyGateConfig(profile="accuracy", tolerance=0.1, min_items=20))
 
 
 def _record(i: int, text: str | None) -> RequestRecord:
@@ -314,12 +338,17 @@ def test_the_gate_is_registered_after_visible_answers() -> None:
 
 def test_a_candidate_that_loses_items_beyond_noise_fails(tmp_path: Path) -> None:
     base = [_answers(wrong=[0, 1])]
-    result = _evaluate(tmp_path, [_answers(wrong=[0, 1, 5, 6, 7, 8, 9, 10, 11])], base)
+    result = _evaluate(tmp_path, [_answers(wrong=[0, 1, *range(5, 17)])], base)
     assert result.status == "fail"
-    assert "accuracy 31/40 (78%" in result.message and "vs 38/40 (95%" in result.message
-    assert "McNemar exact one-sided p 0.0078 on 7 item(s) lost, 0 gained" in result.message
+    assert "accuracy 26/40 (65%" in result.message and "vs 38/40 (95%" in result.message
+    assert "12 item(s) lost, 0 gained (McNemar exact one-sided p 0.00024)" in result.message
+    # The message gives the drop, its bounds and the tolerance.
+    assert (
+        "drop +30.0 points, upper bound +45.4 (95% Tango score interval [+18.1, +45.4]): lower bound above "
+        "the 10-point tolerance, worse than allowed beyond noise" in result.message
+    )
     assert result.evidence[0].file == "candidates/c/accuracy/r1/records.jsonl"
-    assert result.evidence[0].requests == [5, 6, 7, 8, 9, 10, 11]
+    assert result.evidence[0].requests == list(range(5, 17))
 
 
 def test_a_loss_within_noise_is_inconclusive_and_equal_answers_pass(tmp_path: Path) -> None:
@@ -431,4 +460,4 @@ def test_the_shipped_set_is_what_its_script_writes() -> None:
     shipped = (CONF_DIR / "workload" / "accuracy_set.jsonl").read_text()
     assert shipped == module.labelled_set()
     items = parse_labelled(shipped, "accuracy_set.jsonl")
-    assert len(items) == 40 and all(number(i.answer) is not None for i in items)
+    assert len(items) == 300 and all(number(i.answer) is not None for i in items)

@@ -18,7 +18,7 @@ import pytest
 from contracts.errors import ConfigError
 from launch.process import PopenSpawner, set_autogroup_nice
 from launch.spec import LaunchSpec, render_spec
-from orchestrator.config.compose import load
+from tests.unit.composed import load
 from tests.unit.test_spec import CPU_SMALL
 from tests.unit.test_supervisor import make, make_spec
 

@@ -12,12 +12,12 @@ import pytest
 from contracts.layout import CAPACITY_FILE, block_dir
 from contracts.results import CapacityResult, read_model
 from contracts.sweepdir import load_baseline
-from orchestrator.config.compose import load
 from orchestrator.ledger.events import RepeatLooked
 from orchestrator.measure.candidate import run_candidate
 from orchestrator.measure.interleave import measure_block
 from orchestrator.servers.context import SweepContext
 from report.export import summary_rows
+from tests.unit.composed import load
 from tests.unit.fakes import FakeSupervisor, fake_seams
 from tests.unit.test_capacity_sweep import CAPACITY, OVERRIDES, CapacityLoad
 

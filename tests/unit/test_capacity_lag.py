@@ -22,11 +22,11 @@ from contracts.schema import WorkloadConfig
 from contracts.verdicts import GateResult
 from gates.verdict import decide
 from load.goodput import margin_lag_undone
-from orchestrator.config.compose import load
 from orchestrator.measure.candidate import run_candidate
 from orchestrator.servers.context import SweepContext
 from tests.unit.capacity_fixtures import CFG, searched, side
 from tests.unit.capacity_fixtures import judge as judge_capacity
+from tests.unit.composed import load
 from tests.unit.fakes import FakeSupervisor, fake_seams
 from tests.unit.test_capacity_sweep import OVERRIDES, CapacityLoad
 

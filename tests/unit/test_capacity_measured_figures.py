@@ -14,13 +14,13 @@ from contracts.layout import CAPACITY_FILE, SweepPaths
 from contracts.results import CapacityResult, read_model, write_model
 from contracts.trials import SearchRecord, TrialRecord, Winner, read_search, write_search
 from contracts.verdicts import DriftResult, SweepVerdict, Verdict
-from orchestrator.config.compose import load
 from orchestrator.measure.candidate import run_candidate
 from orchestrator.search.confirm import confirmation_lines
 from orchestrator.search.lines import trial_line
 from orchestrator.search.rules import best_trial
 from orchestrator.servers.context import SweepContext
 from report.slo import CapacityLine, capacity_short, capacity_text
+from tests.unit.composed import load
 from tests.unit.fakes import FakeSupervisor, fake_seams
 from tests.unit.test_capacity_sweep import OVERRIDES, CapacityLoad
 

@@ -177,20 +177,14 @@ def searched_late(capacity: float, lateness: Sequence[float]) -> CapacityResult:
         return points[-1].margin
 
     found = search(probe, DEMO)
-    return CapacityResult(
+    return found.record(
+        points,
         candidate="c",
         profile="decode_heavy",
-        mode="concurrency",
-        unit="concurrent",
         slo="interactive",
         slo_text="TTFT p99 <= 1 s",
-        capacity=found.low,
-        low=found.low,
-        high=found.high,
         resolution=DEMO.resolution,
         gpus=8,
-        points=points,
-        decided={f"{lv:g}": held for lv, held in found.decided.items()},
     )
 
 

@@ -27,12 +27,12 @@ from contracts.sweepdir import Repeat, Results, load_results
 from gates.capacity import Capacity, capacity_ratio, judge_capacity
 from gates.evidence import Expected, evidence_gaps
 from gates.registry import GateContext
-from orchestrator.config.compose import load
 from orchestrator.measure.candidate import is_complete, run_candidate
 from orchestrator.measure.capacity import level_workload
 from orchestrator.servers.context import SweepContext
 from report.export import COLUMNS, render_csv, summary_rows
 from report.slo import CapacityLine, capacity_text, mean_interval, server_figure_rows
+from tests.unit.composed import load
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams, summary
 
 CAPACITY = 37  # the fake server's true capacity (concurrency)

@@ -22,9 +22,9 @@ from contracts.schema import LoadConfig, WorkloadConfig
 from launch.spec import LaunchSpec
 from load.client import RawStreamClient, tls_context
 from load.runner import run_profile
-from orchestrator.config.compose import load
 from orchestrator.measure.candidate import run_candidate
 from orchestrator.servers.context import SweepContext
+from tests.unit.composed import load
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
 
 KEY_VAR = "GAUNTLET_TEST_API_KEY"

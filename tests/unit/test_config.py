@@ -9,9 +9,9 @@ import pytest
 
 from contracts.errors import ConfigError
 from contracts.paths import CONF_DIR
-from orchestrator.config.compose import load
 from orchestrator.config.validate import check_candidate_names
 from orchestrator.plan import format_plan, plan
+from tests.unit.composed import load
 
 
 def test_every_shipped_candidate_composes_and_validates() -> None:

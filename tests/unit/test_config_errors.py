@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from contracts.errors import ConfigError, ConfigProblem
-from orchestrator.config.compose import load
+from tests.unit.composed import load
 
 SECRET = "sk-live-4f9a0c3e1b"
 

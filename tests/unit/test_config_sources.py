@@ -10,8 +10,9 @@ import pytest
 
 from contracts.errors import ConfigError
 from contracts.paths import CONF_DIR
-from orchestrator.config.compose import ConfigLocation, load, select
+from orchestrator.config.compose import ConfigLocation, select
 from orchestrator.plan import plan
+from tests.unit.composed import load
 
 TYPO = "defaults:\n  - baseline\n  - _self_\nname: zz_typo\ntensor_parallel_sise: 2\n"
 BAD_VALUE = "defaults:\n  - baseline\n  - _self_\nname: zz_bad\ngpu_memory_utilization: 1.5\n"

@@ -13,9 +13,9 @@ from contracts.sweepdir import load_results
 from gates import evaluate_sweep
 from gates.confirm import disagree, disagreement, to_confirm
 from gates.evidence import Expected, evidence_gaps
-from orchestrator.config.compose import load
 from orchestrator.measure.candidate import is_complete, run_candidate
 from orchestrator.servers.context import SweepContext
+from tests.unit.composed import load
 from tests.unit.gates_fixtures import BASELINE, SweepBuilder, baseline_like
 from tests.unit.test_adaptive_repeats import OVERRIDES, ScriptedLoad, _candidate, _repeats, _sweep
 from tests.unit.test_gates_incomplete import CFG

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from contracts.errors import ConfigError
-from orchestrator.config.compose import ConfigLocation, load
+from orchestrator.config.compose import ConfigLocation
+from tests.unit.composed import load
 
 
 @pytest.mark.parametrize(

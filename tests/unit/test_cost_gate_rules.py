@@ -22,11 +22,11 @@ from gates import evaluate_sweep
 from gates.cost import Cost
 from gates.registry import GateContext
 from gates.verdict import decide, not_run_gaps
-from orchestrator.config.compose import load
 from orchestrator.ledger.events import RepeatLooked, RepeatsSettled
 from orchestrator.measure.begin import begin
 from orchestrator.measure.candidate import run_candidate
 from orchestrator.servers.context import SweepContext
+from tests.unit.composed import load
 from tests.unit.fakes import FakeSupervisor, fake_seams, summary
 from tests.unit.test_adaptive_repeats import ScriptedLoad
 

@@ -17,10 +17,10 @@ from launch.flags import FlagInfo, check_args, parse_help, program_part
 from launch.memfit import fit, model_shape
 from launch.preflight import Probes, diagnose
 from launch.sim.cli import build_parser
-from orchestrator.config.compose import load
 from orchestrator.measure.begin import begin
 from orchestrator.measure.candidate import run_candidate
 from orchestrator.servers.context import SweepContext
+from tests.unit.composed import load
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
 
 # A vLLM-shaped usage block (0.32 prints every option in it, whatever group its body shows).

@@ -122,7 +122,7 @@ def test_pricing_of_the_host() -> None:
     host = HostConfig(name="h", gpu_count=8)
     assert pricing_of(host) is None
     host.gpu_hour_price, host.power_price_kwh = 2.5, 0.15
-    assert pricing_of(host) == Pricing(gpus=8, gpu_hour_price=2.5, power_price_kwh=0.15)
+    assert pricing_of(host) == Pricing(gpus=8, gpu_hour_price=2.5, power_price_kwh=0.15, host_gpus=8)
 
 
 def _point(level: float, met: bool, tps: float) -> CapacityPoint:

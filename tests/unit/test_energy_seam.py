@@ -14,11 +14,11 @@ from contracts.energy import Edge, EnergyMeter, EnergyWindow, run_energy
 from contracts.results import CandidateRun, Pricing, RunEnergy, read_model
 from launch.sim.client import SimEnergy
 from launch.spec import render_spec
-from orchestrator.config.compose import load
 from orchestrator.measure.begin import begin
 from orchestrator.measure.candidate import run_candidate
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.seams import real_seams
+from tests.unit.composed import load
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
 from tests.unit.sim_fixtures import BASE, PROFILE
 from tests.unit.test_sim_engine import drive, make_host, submit
@@ -70,7 +70,10 @@ def test_each_measured_run_has_its_energy_and_the_launch_its_prices(tmp_path: Pa
     # the fake load's runs make 1000 output tok/s; 1200 J over 2 s is 600 W: 1000 / 600 tokens per joule
     assert energy.output_tokens_per_joule == pytest.approx(1000 / 600)
     assert energy.watts_per_gpu == [400.0, 200.0]
-    assert on_disk.pricing == Pricing(gpus=life.cfg.host.gpu_count, gpu_hour_price=2.5, power_price_kwh=0.15)
+    gpus = life.cfg.baseline.tensor_parallel_size * life.cfg.baseline.data_parallel_size  # the candidate's
+    assert on_disk.pricing == Pricing(
+        gpus=gpus, gpu_hour_price=2.5, power_price_kwh=0.15, host_gpus=life.cfg.host.gpu_count
+    )
 
 
 def test_without_a_meter_or_a_price_nothing_is_made_up(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from launch.spec import render_spec
-from orchestrator.config.compose import load
+from tests.unit.composed import load
 from tests.unit.test_spec import CPU_SMALL
 
 CPU_2X1 = [*CPU_SMALL, "host.nodes=2", "host.gpus_per_node=1", "host.gpu_count=2",

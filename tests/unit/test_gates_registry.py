@@ -64,6 +64,7 @@ def test_every_requirement_of_the_issue_is_registered() -> None:
         "memory_headroom",
         "stability",
         "cost",
+        "spec_acceptance",
     }
 
 
@@ -88,6 +89,7 @@ def test_a_registered_gate_is_evaluated_and_can_reject(sweep: Path, kv_gate: typ
                 "answer_accuracy",
                 "memory_headroom",
                 "cost",
+                "spec_acceptance",
                 "latency_gain",
             ],
             "keep",

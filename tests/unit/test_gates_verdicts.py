@@ -111,6 +111,7 @@ def test_startup_failures_are_incompatible_never_a_performance_loss(
         "cost": "not_run",
         "latency_gain": "not_run",
         "memory_headroom": "not_run",
+        "spec_acceptance": "not_run",
         "stability": "not_run",
     }
     assert verdict.gains == [] and verdict.reversal is None

@@ -9,12 +9,12 @@ import pytest
 
 from contracts.errors import HarnessError, LoadError, RollbackError, StartupFailure
 from contracts.results import CandidateRun, RecoveryValidation, read_model
-from orchestrator.config.compose import load
 from orchestrator.ledger.events import Started
 from orchestrator.measure.begin import begin
 from orchestrator.measure.candidate import is_complete, run_candidate
 from orchestrator.recovery.restore import recovery_load_checks, restore
 from orchestrator.servers.context import SweepContext
+from tests.unit.composed import load
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams, summary
 
 OVERRIDES = ["run.repeats=2", "run.profiles=[serial,decode_heavy]", "run.recovery_profiles=[decode_heavy]"]

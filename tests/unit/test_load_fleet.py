@@ -16,7 +16,7 @@ from load.pacing import SpinPacer, make_pacer
 from load.plan import Request
 from load.summary import client_health
 from load.workers import WorkerResult, merge, rss_per_stream, split
-from orchestrator.config.compose import load as compose
+from tests.unit.composed import load as compose
 
 
 def request(i: int) -> Request:

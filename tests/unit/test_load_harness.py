@@ -20,9 +20,9 @@ from gates.stability import _profile_stability
 from load.client import Exchange, RawStreamClient, failed_ending
 from load.collect import outcome_steps
 from load.harness import PAUSE_MIN_S, LoopWatch, Pause, harness_fault, paused
-from orchestrator.config.compose import load
 from orchestrator.measure.candidate import is_complete, run_candidate
 from orchestrator.servers.context import SweepContext
+from tests.unit.composed import load
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams, summary
 from tests.unit.test_load_runner import FakeServer, run
 

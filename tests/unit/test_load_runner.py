@@ -6,6 +6,7 @@ import asyncio
 import json
 import re
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -229,9 +230,27 @@ def test_a_stop_while_planning_abandons_the_hung_call_at_once_not_at_its_timeout
     assert (tmp_path / "summary.json").exists()
 
 
+class StallThenLate(FakeServer):
+    """Stalls its streams; the clock it gives the runner jumps a minute ahead once one stalled stream is
+    in flight, so the time bound passes with stalled streams to stop whatever the machine's load (with a
+    real 1 s bound, a client starved of CPU at load 23 reached it before sending one)."""
+
+    def __init__(self, faults: dict[int, str]) -> None:
+        super().__init__(faults)
+        self.stalls = 0
+
+    async def stalled(self) -> AsyncIterator[bytes]:
+        self.stalls += 1
+        async for chunk in super().stalled():
+            yield chunk
+
+    def clock(self) -> int:
+        return time.monotonic_ns() + (60 * 10**9 if self.stalls else 0)
+
+
 def test_time_bound_stops_stalled_streams(tmp_path: Path) -> None:
-    server = FakeServer({i: "stall" for i in range(2, 14)})
-    summary = run(tmp_path, server, workload=profile(time_limit_s=1.0))
+    server = StallThenLate({i: "stall" for i in range(2, 14)})
+    summary = run(tmp_path, server, workload=profile(time_limit_s=30.0), clock=server.clock)
     assert summary.interrupted and summary.time_bound  # a finding about the server, not a stop
     assert summary.completed == 0 and summary.errors.get("timeout", 0) >= 1
     assert any("time bound" in note for note in summary.notes)

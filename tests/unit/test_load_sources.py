@@ -24,8 +24,8 @@ from load.sources import (
     shares_prefix,
 )
 from load.workload import BuiltPrompt
-from orchestrator.config.compose import load
 from orchestrator.config.validate import validate
+from tests.unit.composed import load
 
 PROMPTS = CONF_DIR / "workload"
 

@@ -23,8 +23,8 @@ from load.workload import (
     sample_lengths,
     scaled_counts,
 )
-from orchestrator.config.compose import load
 from orchestrator.config.validate import validate
+from tests.unit.composed import load
 from tests.unit.load_fixtures import workload
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "workload"

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from contracts.results import GpuMemory, HostProbe
 from gates.judge import judge
-from orchestrator.config.compose import load
 from orchestrator.ledger.events import RepeatLooked
 from orchestrator.measure.begin import begin
 from orchestrator.measure.candidate import run_candidate
 from orchestrator.servers.context import SweepContext
+from tests.unit.composed import load
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
 
 GPU = GpuMemory(index=0, name="H100", total_gib=80.0, used_gib=70.0, free_gib=10.0)

@@ -13,13 +13,13 @@ from pathlib import Path
 from launch.spec import LaunchSpec, render_spec, resolve_head
 from launch.supervisor import Server
 from launch.tracking import NodeProcess
-from orchestrator.config.compose import load
 from orchestrator.ledger.events import Launching
 from orchestrator.ledger.journal import Journal
 from orchestrator.servers.leftovers import find_unrecorded, find_unrecorded_followers
 from orchestrator.servers.scheduler import job_lines
 from orchestrator.servers.seams import ProcessInfo
 from orchestrator.servers.session import Servers
+from tests.unit.composed import load
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
 
 SPEC = LaunchSpec(

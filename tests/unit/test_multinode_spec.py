@@ -12,8 +12,8 @@ from contracts.results import GpuMemory, HostProbe
 from contracts.schema import NodeLayout, node_layout
 from launch.preflight import Probes, diagnose, node_ranks
 from launch.spec import CPU_BIND_ENV, HEAD_ADDRESS, LaunchSpec, render_spec, resolve_head
-from orchestrator.config.compose import load
 from orchestrator.plan import format_plan, plan
+from tests.unit.composed import load
 from tests.unit.test_spec import CPU_SMALL
 
 #: Fingerprints recorded by the code before hosts had nodes: restore and rollback find recorded sweeps by

@@ -10,8 +10,8 @@ import pytest
 from contracts.errors import ConfigError
 from contracts.paths import CONF_DIR
 from orchestrator.__main__ import main
-from orchestrator.config.compose import load
 from orchestrator.config.overrides import null_group_problems
+from tests.unit.composed import load
 
 
 @pytest.mark.parametrize(

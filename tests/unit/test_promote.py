@@ -32,7 +32,7 @@ from contracts.errors import (
 from contracts.layout import SweepPaths, offsite_dir
 from contracts.verdicts import DriftResult, SweepVerdict, Verdict, write_verdicts
 from launch.spec import LaunchSpec
-from orchestrator.config.compose import ConfigLocation, load
+from orchestrator.config.compose import ConfigLocation
 from orchestrator.ledger.journal import Journal
 from orchestrator.ledger.lock import SweepLock, lock_dir
 from orchestrator.measure.begin import begin
@@ -43,6 +43,7 @@ from orchestrator.recovery.restore import restore
 from orchestrator.recovery.rollback import rollback
 from orchestrator.recovery.status import status
 from orchestrator.servers.context import SweepContext
+from tests.unit.composed import load
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
 
 OVERRIDES = ["run.repeats=1", "run.profiles=[serial]", "run.recovery_profiles=[decode_heavy]"]

@@ -602,7 +602,7 @@ def _cmp(metric: str, profile: str, **fields: object) -> Comparison:
         ),
         (
             _cmp("answer_accuracy", "accuracy", observed=0.8, baseline=0.975, n_candidate=40, n_baseline=40),
-            "accuracy 32/40 vs 39/40 (McNemar's exact test)",
+            "accuracy 32/40 vs 39/40 (non-inferiority)",
         ),
         (
             _cmp("visible_p50_censored", "answer_gate", observed=math.inf, baseline=43.95, ratio=math.inf),

@@ -10,10 +10,13 @@ import pytest
 
 from contracts.layout import PromotionPaths, SweepPaths, promotion_dir
 from contracts.results import CapacityResult, RecoveryValidation, write_model
-from contracts.trials import PrunedPoint, SearchRecord, TrialRecord, Winner, write_search
+from contracts.trials import PrunedPoint, SearchRecord, Tradeoff, TrialRecord, Winner, write_search
 from contracts.verdicts import DriftResult, SweepVerdict, Verdict
+from orchestrator.search.lines import baseline_best_line
 from report.search import SearchSection, search_model, search_section
+from report.search_plot import search_title
 from report.search_table import row_cells, search_fields, trial_rows
+from report.search_tradeoff import tradeoff_section
 
 WINNER_YAML = "defaults: [baseline, _self_]\nname: s_t001\n"
 
@@ -242,3 +245,60 @@ def test_the_search_baseline_row_says_whether_the_winner_was_promoted(
         )
     text = search_section(searched(tmp_path, "keep", "s_t001"))
     assert f"| baseline (base) | 128 | {base_state} |" in text
+
+
+def _current_best(sweep: Path) -> tuple[SearchRecord, SweepVerdict]:
+    """A search whose best point (s_t001, 152) is the baseline's configuration: nothing confirmed, as the
+    console says; a point that broke a requirement at its screen estimated higher (216)."""
+    record = search_record(winner=False)
+    record.trials[1].baseline = True
+    record.trials.append(
+        TrialRecord(
+            number=3,
+            name="s_t003",
+            params={"max_num_seqs": 512},
+            state="infeasible",
+            fidelity="screen",
+            screen=216.0,
+            constraints={"serial latency": 0.144},
+            launches=1,
+        )
+    )
+    record.best_is_baseline, record.best_trial = True, 1
+    record.tradeoff = Tradeoff(
+        best_name="s_t003", best_estimate=216.0, best_broken={"serial latency": 0.144}, relax=["x"]
+    )
+    write_search(sweep, record)
+    return record, search_verdicts(None)
+
+
+def _rendered(where: str, sweep: Path) -> str:
+    record, verdicts = _current_best(sweep)
+    if where == "plot title":
+        return search_title(record)
+    if where == "trade-off section":
+        return tradeoff_section(record, verdicts)
+    section = search_model(sweep, verdicts)
+    assert section is not None
+    return search_section(section) if where == "search section" else section.advice
+
+
+@pytest.mark.parametrize("where", ["search section", "trade-off section", "plot title", "report.json advice"])
+def test_a_best_point_that_is_the_baseline_reads_as_the_console_says(tmp_path: Path, where: str) -> None:
+    record, _ = _current_best(tmp_path)
+    console = baseline_best_line(record).removeprefix("search: ")  # the sweep's own line
+    assert console == (
+        "your current configuration is the best found (estimate 152, trial 1): nothing to confirm, the "
+        "baseline stays"
+    )
+    text = _rendered(where, tmp_path)
+    assert console in text or console[0].upper() + console[1:] in text, text
+    # no winner to adopt, nothing said that the console does not say
+    for word in (
+        "No trial was measured fully",
+        "No configuration beats",
+        "Recommended",
+        "relax",
+        "no winner",
+    ):
+        assert word not in text, (word, text)

@@ -14,13 +14,13 @@ import pytest
 
 from contracts.layout import RUN_FILE, block_dir
 from orchestrator.app.jobs import node_baseline, run_job
-from orchestrator.config.compose import load
 from orchestrator.ledger.nodes import Place
 from orchestrator.ledger.opening import write_opening
 from orchestrator.measure.begin import begin
 from orchestrator.measure.candidate import run_candidate
 from orchestrator.measure.interleave import measure_block
 from orchestrator.servers.context import SweepContext
+from tests.unit.composed import load
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
 from tests.unit.test_lifecycle import OVERRIDES, candidate, make
 

@@ -17,7 +17,6 @@ from contracts.errors import ConfigError
 from contracts.results import CandidateRun, ProfileSummary, read_model, write_model
 from contracts.schema import GauntletConfig, RunConfig, WorkloadConfig
 from orchestrator.app.jobs import run_job, scheduler_signals
-from orchestrator.config.compose import load
 from orchestrator.ledger.events import JobFinished, JobStarted, Started, TornDown
 from orchestrator.ledger.journal import Journal, RemoteJob
 from orchestrator.ledger.nodes import Place, acquire_slot, job_place, launching_place, this_node
@@ -29,6 +28,7 @@ from orchestrator.ledger.opening import (
     write_opening,
 )
 from orchestrator.servers.scheduler import cancel_job
+from tests.unit.composed import load
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams, summary
 
 

@@ -1,6 +1,7 @@
 """The accuracy probe at a trial's screen (issue 43 item 1, orchestrator.measure.trial_accuracy): a space
 that touches a lossy setting runs the labelled profile once, scored as the answer_accuracy gate scores it;
-a loss the gate would refuse is a broken requirement (its size: accuracy points beyond the tolerance)."""
+a loss the gate would refuse is a broken requirement (its size: how far the drop's upper bound lies beyond
+the tolerance, in accuracy points)."""
 
 from __future__ import annotations
 
@@ -40,8 +41,10 @@ def test_a_space_that_touches_a_lossy_setting_is_probed(space: dict[str, object]
         ([0, 1], [], 0.0),  # the same answers: met, at the tolerance
         ([], [], -0.05),  # two items more right than the baseline: met, by 5 points
         ([0, 1, 3, 4], [], 0.0),  # two items lost: within noise at 40 items, met at a screen
-        ([0, 1, 5, 6, 7, 8, 9, 10, 11], [], 0.175),  # seven more lost: the gate fails, 17.5 points
-        ([0, 1], list(range(20, 30)), 0.25),  # ten unanswered items count against the candidate
+        # seven more lost (17.5 points): the gate fails; it would pass them at a tolerance of the drop's
+        # upper bound, 31.95 points (a tolerance of 17.5 would leave them inconclusive)
+        ([0, 1, 5, 6, 7, 8, 9, 10, 11], [], 0.3195),
+        ([0, 1], list(range(20, 30)), 0.4019),  # ten unanswered items count against the candidate (25 points)
     ],
 )
 def test_the_accuracy_requirement_is_the_gates_verdict_on_one_run(
@@ -61,4 +64,4 @@ def test_no_labelled_runs_no_ruling(tmp_path: Path) -> None:
 
 def test_what_to_relax_for_an_accuracy_loss() -> None:
     assert requirement_name("accuracy") == "accuracy" and requirement_name("gsm") == "gsm accuracy"
-    assert relax_advice({"accuracy": 0.175}, GATES) == ["accuracy: gates.accuracy.tolerance 0.17 (now 0)"]
+    assert relax_advice({"accuracy": 0.3195}, GATES) == ["accuracy: gates.accuracy.tolerance 0.32 (now 0)"]

@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 
 from contracts.trials import read_search
-from orchestrator.config.compose import load
 from orchestrator.config.space import parse_space
 from orchestrator.measure.trial import TrialOutcome
 from orchestrator.search.budget import Cost, trial_cost
 from orchestrator.search.loop import SearchRun
+from orchestrator.search.nodes import NodeBaselines
 from orchestrator.search.study import TrialTicket
+from tests.unit.composed import load
 
 pytestmark = pytest.mark.unit
 
@@ -65,13 +66,14 @@ def _ticks(step: float) -> Iterator[float]:
     ("pruned_s", "node_baselines", "trials", "launches"),
     [
         # each batch: one trial measured fully (100 s) beside one pruned at its screen (10 s); the budget
-        # is three batches' own shares (8 GPUs x 110 s x 3): six trials, not the four that charging each
-        # trial the batch's 100 s wall allowed
-        (10.0, False, 6, 6),
-        # pruned after as long as the full one: four trials, as before
-        (100.0, False, 4, 4),
+        # is three batches' own shares (8 GPUs x 110 s x 3). Each trial is paid before it starts, at the
+        # costliest trial's 800 GPU-s so far: five trials (the sixth, which would have cost 80 GPU-s, is
+        # not known to be cheap before it runs), not the three that charging each trial 800 GPU-s allows
+        (10.0, False, 5, 5),
+        # pruned after as long as the full one: three trials
+        (100.0, False, 3, 3),
         # the first batch opened both nodes: two node baselines counted among the launches
-        (10.0, True, 6, 8),
+        (10.0, True, 5, 7),
     ],
 )
 def test_cheap_screens_buy_more_points_and_node_baselines_count(
@@ -120,7 +122,7 @@ def test_cheap_screens_buy_more_points_and_node_baselines_count(
         baseline_option="baseline",
         space=parse_space(cfg.search),
         flag_check=None,
-        launch_job=lambda o, t: None,
+        launch_job=lambda o, t: batch([(o, t)] if t is not None else [])[0],  # a batch of one
         say=lambda _: None,
         clock=lambda: next(ticks) * 2,
         launch_batch=batch,
@@ -132,3 +134,83 @@ def test_cheap_screens_buy_more_points_and_node_baselines_count(
     assert len(launched) == trials and record.launches == launches
     assert record.stopped.startswith("budget spent: ") and "GPU-hours" in record.stopped
     assert sum(t.baseline_launches for t in record.trials) == (2 if node_baselines else 0)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "budget", "expected"),
+    [
+        # gauntlet_local, 2 simulated nodes, search.max_launches 1: a trial and its node's baseline are 2
+        # launches; nothing starts (before: one trial started, and "budget spent: 2 of 1 launches")
+        (
+            2,
+            (1, None),
+            (0, 0, "budget spent: 0 of 1 launches: the next trial with its node's baseline needs 2"),
+        ),
+        # 2 launches for the trials (1 kept for the confirmation): one trial with its node's baseline
+        # (before: a batch of two, each with its node's baseline, 4 of 3)
+        (2, (3, None), (1, 2, "budget spent: 2 of 3 launches (1 kept for the confirmations)")),
+        # 5 for the trials: two with their nodes' baselines, then one on a node whose baseline is recent
+        (2, (6, None), (3, 5, "budget spent: 5 of 6 launches (1 kept for the confirmations)")),
+        # a cluster whose nodes are not known here (SLURM): each trial reserves its node's baseline
+        (None, (6, None), (2, 4, "budget spent: 4 of 6 launches (1 kept for the confirmations): the next")),
+        # GPU-hours: each trial 8 GPUs x 100 s (0.222 h), 3 trials' worth and the confirmation's kept; a
+        # trial starts only where the costliest so far still fits (before: a second batch of two, 0.889
+        # spent of 0.889 with 0.222 kept)
+        (0, (99, 4 * 800 / 3600), (3, 3, "budget spent: 0.667 of 0.888889 GPU-hours (0.222 kept for the")),
+    ],
+)
+def test_a_trial_and_its_node_baseline_are_paid_before_they_start(
+    tmp_path: Path, nodes: int | None, budget: tuple[int, float | None], expected: tuple[int, int, str]
+) -> None:
+    max_launches, max_gpu_hours = budget
+    trials, launches, stopped = expected
+    gpu = [f"search.max_gpu_hours={max_gpu_hours}"] if max_gpu_hours is not None else []
+    cfg, _ = load(
+        [
+            "search=demo",
+            "search.sampler=random",
+            "search.pruner=none",
+            "search.storage=sqlite:///:memory:",
+            "search.parallel=2",
+            "search.confirm_top=1",
+            f"search.max_launches={max_launches}",
+            "search.stall_trials=99",
+            "host.time_scale=1",
+            *gpu,
+        ]
+    )
+    assert cfg.search is not None
+    fresh: set[int] = set()  # the nodes whose baseline was measured (recent for the whole test)
+
+    def batch(jobs: list[tuple[list[str], TrialTicket]]) -> list[Any]:
+        out = []
+        for k, _ in enumerate(jobs):  # the job's number picks its node, as gauntlet_local's slots do
+            node = min(set(range(2)) - fresh, default=k % 2) if nodes != 0 else k
+            outcome = TrialOutcome(
+                state="complete", fidelity="full", values=[1.0], launches=1, gpus=8, seconds=100
+            )
+            if nodes != 0 and node not in fresh:
+                outcome.baseline_launches = 1
+                fresh.add(node)
+            out.append(outcome)
+        return out
+
+    run = SearchRun(
+        cfg,
+        tmp_path,
+        baseline_option="baseline",
+        space=parse_space(cfg.search),
+        flag_check=None,
+        launch_job=lambda o, t: batch([(o, t)])[0] if t is not None else None,
+        say=lambda _: None,
+        clock=lambda: 0.0,
+        launch_batch=batch,
+        nodes=None if nodes == 0 else NodeBaselines(nodes, lambda: len(fresh)),
+    )
+    run.run()
+    record = read_search(tmp_path)
+    assert record is not None
+    assert [len([t for t in record.trials if t.launches]), record.launches] == [trials, launches]
+    assert record.stopped.startswith(stopped), record.stopped
+    assert record.launches <= cfg.search.max_launches
+    assert max_gpu_hours is None or record.gpu_hours <= max_gpu_hours

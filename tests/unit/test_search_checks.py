@@ -81,6 +81,11 @@ NO_PROFILE = (
 )
 NO_BUDGET = "conf/search/demo.yaml: search.max_launches = 0: >= 1"
 BAD_SAMPLER = "conf/search/demo.yaml: search.sampler = 'grid': one of ('tpe', 'random')"
+#: A search field over a vLLM flag the installed server (here the simulator's parser) does not know.
+UNKNOWN_FLAG = (
+    "search.space.extra_args.blok_size = 16: a flag and value it accepts: --blok-size: not a flag of the "
+    "installed server"
+)
 
 
 @pytest.mark.parametrize(
@@ -92,6 +97,16 @@ BAD_SAMPLER = "conf/search/demo.yaml: search.sampler = 'grid': one of ('tpe', 'r
             (["search=demo"], NO_PROFILE),
             (["search=demo", "capacity.profile=decode_heavy", "search.max_launches=0"], NO_BUDGET),
             (["search=demo", "capacity.profile=decode_heavy", "search.sampler=grid"], BAD_SAMPLER),
+            # a field over an extra flag the installed vLLM does not know: refused before a launch finds it
+            # (doctor did not ask its own flag table of the space before)
+            (
+                [
+                    "search=demo",
+                    "capacity.profile=decode_heavy",
+                    "+search.space.extra_args.blok_size='choice(16, 32)'",
+                ],
+                UNKNOWN_FLAG,
+            ),
         )
     ],
 )

@@ -11,6 +11,8 @@ import pytest
 from contracts.schema import GatesConfig
 from contracts.trials import Confirmation, SearchRecord, TrialRecord, Winner, read_search, write_search
 from contracts.verdicts import DriftResult, SweepVerdict, Verdict
+from orchestrator.ledger.journal import JournalState
+from orchestrator.recovery import recommend
 from orchestrator.search.confirm import (
     NO_BETTER,
     confirmation_lines,
@@ -105,23 +107,25 @@ def test_finalists_are_the_best_distinct_feasible_points(
 
 
 @pytest.mark.parametrize(
-    ("decisions", "capacities", "expected"),
+    ("decisions", "retained", "expected"),
     [
-        (["keep", "reject"], [190, 180], "a"),
+        (["keep", "reject"], "a", "a"),
         # the runner-up answers when the first is refused or undecided
-        (["reject", "keep"], [190, 180], "b"),
-        (["inconclusive", "keep"], [None, 180], "b"),
-        (["incomplete", "keep"], [None, 180], "b"),
-        # two KEEPs: the higher confirmed capacity, else the first
-        (["keep", "keep"], [180, 195], "b"),
-        (["keep", "keep"], [None, None], "a"),
+        (["reject", "keep"], "b", "b"),
+        (["inconclusive", "keep"], "b", "b"),
+        (["incomplete", "keep"], "b", "b"),
+        # two KEEPs: the one the gates retain (their best under load), which promote and run.promote_keep
+        # adopt; before, the search recommended b, the higher confirmed capacity (180 against 195 below),
+        # while promote adopted a
+        (["keep", "keep"], "a", "a"),
+        (["keep", "keep"], "b", "b"),
         # no KEEP: no recommendation
-        (["reject", "inconclusive"], [190, 180], None),
-        (["neutral", "reject"], [170, 160], None),
+        (["reject", "inconclusive"], "base", None),
+        (["neutral", "reject"], "base", None),
     ],
 )
-def test_the_recommendation_is_the_best_confirmed_keep(
-    decisions: list[str], capacities: list[float | None], expected: str | None
+def test_the_recommendation_is_the_keep_promote_adopts(
+    tmp_path: Path, decisions: list[str], retained: str, expected: str | None
 ) -> None:
     record = _record([])
     record.finalists = [
@@ -129,9 +133,17 @@ def test_the_recommendation_is_the_best_confirmed_keep(
     ]
     record.confirmations = [
         Confirmation(decision=d, name=n, capacity=c)
-        for n, d, c in zip("ab", decisions, capacities, strict=True)
+        for n, d, c in zip("ab", decisions, [180, 195], strict=True)
     ]
-    assert recommended(record) == expected
+    verdicts = _verdicts(dict(zip("ab", decisions, strict=True)))
+    verdicts = verdicts.model_copy(update={"baseline": "base", "retained": retained})
+    promoted = recommend.recommended(verdicts, JournalState())  # what promote and status name
+    assert recommended(record, verdicts.retained) == expected
+    assert (promoted.name if promoted is not None else None) == expected
+    # the report says the same
+    lines = tradeoff_section(record, verdicts).splitlines()
+    said = f"Recommended: **{expected}** (KEEP)." if expected else "No configuration beats the baseline"
+    assert any(line.startswith(said) for line in lines), lines
 
 
 @pytest.mark.parametrize(
@@ -199,8 +211,13 @@ def test_the_tradeoff_found(
 
 def _verdicts(decisions: dict[str, str]) -> SweepVerdict:
     found = [Verdict(candidate=n, decision=d, reason=f"{d} because") for n, d in decisions.items()]  # type: ignore[arg-type]
+    retained = next((n for n, d in decisions.items() if d == "keep"), "b")  # the gates' one KEEP
     return SweepVerdict(
-        baseline="b", retained="b", retained_reason="", drift=DriftResult.model_construct(), verdicts=found
+        baseline="b",
+        retained=retained,
+        retained_reason="",
+        drift=DriftResult.model_construct(),
+        verdicts=found,
     )
 
 
@@ -215,7 +232,8 @@ def _verdicts(decisions: dict[str, str]) -> SweepVerdict:
         (
             {"s_t002": "reject", "s_t003": "inconclusive"},
             [
-                f"{NO_BETTER}: confirmed s_t002 REJECT, s_t003 INCONCLUSIVE; the baseline stays",
+                f"{NO_BETTER}: confirmed s_t002 REJECT (reject because), s_t003 INCONCLUSIVE (inconclusive "
+                "because); the baseline stays",
                 "search: best estimate s_t001 (216 at its screen) breaks serial latency +14.4% beyond its "
                 "limit",
                 "search: to take s_t001, relax serial latency: gates.latency_tolerance 0.20 (now 0.05)",
@@ -226,7 +244,10 @@ def _verdicts(decisions: dict[str, str]) -> SweepVerdict:
         # a confirmation that was not measured is no KEEP either
         (
             {"s_t003": "reject"},
-            [f"{NO_BETTER}: confirmed s_t002 INCOMPLETE, s_t003 REJECT; the baseline stays"],
+            [
+                f"{NO_BETTER}: confirmed s_t003 REJECT (reject because); s_t002 not measured (INCOMPLETE: "
+                "the confirmation was not measured); the baseline stays"
+            ],
         ),
     ],
 )
@@ -254,7 +275,8 @@ def test_the_last_lines_recommend_a_keep_or_say_none_is_better(
     record.tradeoff = tradeoff(record, chosen, GATES, maximize=True)
     write_search(tmp_path, record)
     lines = confirmation_lines(tmp_path, _verdicts(decisions))
-    assert lines[0].startswith("search: confirmed s_t002 (1 of 2): ")
+    measured = "confirmed" if "s_t002" in decisions else "not confirmed"  # no verdict: not measured
+    assert lines[0].startswith(f"search: {measured} s_t002 (1 of 2): ")
     assert lines[1].startswith("search: confirmed s_t003 (2 of 2): ")
     tail = lines[2 : 2 + len(last)]
     assert [got[: len(want)] for got, want in zip(tail, last, strict=True)] == last
@@ -324,3 +346,79 @@ def test_the_gain_is_a_ratio_to_the_baselines_capacity_only_for_capacity(
     record.objective = objective
     trade = tradeoff(record, finalists(record, 1), GATES, maximize=True)
     assert (round(trade.feasible_gain, 3) if trade.feasible_gain else None) == gain
+
+
+@pytest.mark.parametrize(
+    ("trials", "confirmed", "decisions", "line"),
+    [
+        # no point met every constraint and was measured fully
+        (
+            [_trial(1, None, state="infeasible", screen=216, broken={"serial latency": 0.144})],
+            [],
+            {},
+            f"{NO_BETTER}: no point was measured fully and met every constraint; the baseline stays",
+        ),
+        # two did, and the budget confirmed neither (before: "no point was measured fully and met every
+        # constraint", false)
+        (
+            [_trial(2, 193), _trial(3, 180)],
+            [],
+            {},
+            f"{NO_BETTER}: 2 point(s) measured fully and met every constraint (best s_t002, estimate 193), "
+            "none confirmed: the budget held no confirmation (search.max_launches); the baseline stays",
+        ),
+        # confirmed and not kept: which verdict and why; the feasible point left unconfirmed is said
+        (
+            [_trial(2, 193), _trial(3, 180)],
+            ["s_t002"],
+            {"s_t002": "reject"},
+            f"{NO_BETTER}: confirmed s_t002 REJECT (reject because); 1 more measured fully and met every "
+            "constraint, not confirmed: s_t003; the baseline stays",
+        ),
+        (
+            [_trial(2, 193)],
+            ["s_t002"],
+            {"s_t002": "inconclusive"},
+            f"{NO_BETTER}: confirmed s_t002 INCONCLUSIVE (inconclusive because); the baseline stays",
+        ),
+        (
+            [_trial(2, 193)],
+            ["s_t002"],
+            {"s_t002": "incomplete"},
+            f"{NO_BETTER}: confirmed s_t002 INCOMPLETE (incomplete because); the baseline stays",
+        ),
+        # a confirmation with no verdict was not measured: not "confirmed"
+        (
+            [_trial(2, 193)],
+            ["s_t002"],
+            {},
+            f"{NO_BETTER}: s_t002 not measured (INCOMPLETE: the confirmation was not measured); the "
+            "baseline stays",
+        ),
+        (
+            [_trial(2, 193), _trial(3, 180)],
+            ["s_t002"],
+            {"s_t002": "keep"},
+            "search: recommend s_t002: KEEP (search's estimate 193; search/s_t002.yaml)",
+        ),
+    ],
+)
+def test_the_honest_answer_is_true_in_each_case(
+    tmp_path: Path, trials: list[TrialRecord], confirmed: list[str], decisions: dict[str, str], line: str
+) -> None:
+    record = _record(trials)
+    record.finalists = [
+        Winner(
+            name=t.name,
+            trial=t.number,
+            params=t.params,
+            estimate=t.values or [],
+            yaml_file=f"search/{t.name}.yaml",
+        )
+        for t in trials
+        if t.name in confirmed
+    ]
+    record.winner = record.finalists[0] if record.finalists else None
+    write_search(tmp_path, record)
+    lines = confirmation_lines(tmp_path, _verdicts(decisions))
+    assert lines[len(confirmed)] == line

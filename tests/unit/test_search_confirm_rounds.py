@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from contracts.trials import read_search
-from orchestrator.config.compose import load
 from orchestrator.config.space import parse_space
 from orchestrator.measure.trial import TrialOutcome
 from orchestrator.search.loop import SearchRun
 from orchestrator.search.study import TrialTicket
+from tests.unit.composed import load
 
 pytestmark = pytest.mark.unit
 

@@ -22,10 +22,10 @@ from contracts.schema import GauntletConfig
 from contracts.search import Dimension, SearchConfig, Space
 from orchestrator import plan as plan_command
 from orchestrator.app import entry
-from orchestrator.config.compose import load
 from orchestrator.config.search_defaults import derive, user_setter
 from orchestrator.config.validate import Sources
 from orchestrator.servers.seams import Seams
+from tests.unit.composed import load
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
 
 _FAKES: list[tuple[FakeSupervisor, FakeLoad, list[str]]] = []

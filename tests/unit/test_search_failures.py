@@ -15,7 +15,6 @@ from contracts.schema import CandidateConfig
 from contracts.search import Dimension, SearchConfig, Space
 from contracts.trials import SearchRecord, TrialRecord, read_search
 from launch.preflight import memory_fit_check
-from orchestrator.config.compose import load
 from orchestrator.config.space import parse_space
 from orchestrator.measure.trial import DIED_UNDER_LOAD, TrialOutcome, unfinished
 from orchestrator.search.coverage import fewest_launches, untried
@@ -25,6 +24,7 @@ from orchestrator.search.reuse import opening_outcome
 from orchestrator.search.rules import best_trial, is_baseline, stop_reason
 from orchestrator.search.screen_rule import screen_outranked
 from orchestrator.search.study import TrialTicket, make_pruner
+from tests.unit.composed import load
 from tests.unit.test_doctor import probes
 
 pytestmark = pytest.mark.unit

@@ -15,12 +15,12 @@ import pytest
 from contracts.errors import ConfigError
 from contracts.trials import read_search
 from orchestrator.app.sweeper import _check_parallel
-from orchestrator.config.compose import load
 from orchestrator.config.space import parse_space
 from orchestrator.measure.trial import TrialOutcome
 from orchestrator.search.checks import checked_space
 from orchestrator.search.loop import SearchRun
 from orchestrator.search.study import TrialTicket
+from tests.unit.composed import load
 
 
 def _name(overrides: list[str]) -> str:

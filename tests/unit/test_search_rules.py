@@ -115,7 +115,11 @@ def test_failed_starts_do_not_count_towards_the_stall() -> None:
 
 def test_gpu_hours_are_a_budget_too() -> None:
     record = _record([_trial(0, 100)], gpu_hours=2.5)
-    assert stop_reason(record, SearchConfig(max_gpu_hours=2.0)) == "budget spent: 2.5 of 2 GPU-hours"
+    over = stop_reason(record, SearchConfig(max_gpu_hours=2.0))  # an overrun says why (a trial's time)
+    assert over == (
+        "budget spent: 2.5 of 2 GPU-hours; 0.5 over: a trial's time is known only once it has run, "
+        "and each was started where the costliest before it would fit"
+    )
     assert stop_reason(record, SearchConfig(max_gpu_hours=3.0)) is None
 
 
@@ -223,8 +227,13 @@ def test_a_resumed_study_keeps_its_trials_and_fails_the_one_a_crash_left_running
 
 def _verdicts(decision: str | None) -> SweepVerdict:
     found = [] if decision is None else [Verdict(candidate="s_t000", decision=decision, reason="r")]  # type: ignore[arg-type]
+    retained = "s_t000" if decision == "keep" else "b"  # the gates retain their one KEEP
     return SweepVerdict(
-        baseline="b", retained="b", retained_reason="", drift=DriftResult.model_construct(), verdicts=found
+        baseline="b",
+        retained=retained,
+        retained_reason="",
+        drift=DriftResult.model_construct(),
+        verdicts=found,
     )
 
 
@@ -232,11 +241,16 @@ def _verdicts(decision: str | None) -> SweepVerdict:
     ("decision", "line"),
     [
         ("keep", "search: recommend s_t000: KEEP (search's estimate 100; search/winner.yaml)"),
-        ("reject", f"{NO_BETTER}: confirmed s_t000 REJECT; the baseline stays"),
-        ("neutral", f"{NO_BETTER}: confirmed s_t000 NEUTRAL; the baseline stays"),  # issue 42
-        ("inconclusive", f"{NO_BETTER}: confirmed s_t000 INCONCLUSIVE; the baseline stays"),
-        ("incomplete", f"{NO_BETTER}: confirmed s_t000 INCOMPLETE; the baseline stays"),
-        (None, f"{NO_BETTER}: confirmed s_t000 INCOMPLETE; the baseline stays"),
+        ("reject", f"{NO_BETTER}: confirmed s_t000 REJECT (r); the baseline stays"),
+        ("neutral", f"{NO_BETTER}: confirmed s_t000 NEUTRAL (r); the baseline stays"),  # issue 42
+        ("inconclusive", f"{NO_BETTER}: confirmed s_t000 INCONCLUSIVE (r); the baseline stays"),
+        ("incomplete", f"{NO_BETTER}: confirmed s_t000 INCOMPLETE (r); the baseline stays"),
+        # no verdict: its confirmation was not measured, which is not "confirmed"
+        (
+            None,
+            f"{NO_BETTER}: s_t000 not measured (INCOMPLETE: the confirmation was not measured); the "
+            "baseline stays",
+        ),
     ],
 )
 def test_the_winners_line_is_the_confirmations_verdict_and_only_a_keep_is_recommended(
@@ -245,9 +259,12 @@ def test_the_winners_line_is_the_confirmations_verdict_and_only_a_keep_is_recomm
     assert confirmation_lines(tmp_path, _verdicts(decision)) == []  # no search: no line
     record = _record([_trial(0, 100)])
     write_search(tmp_path, record)
-    # no finalist: the honest answer (the baseline stays)
+    # no finalist: the honest answer (the baseline stays); s_t000 was measured fully and broke nothing,
+    # so the line says it was not confirmed (before: "no point was measured fully and met every
+    # constraint", a false line)
     assert confirmation_lines(tmp_path, _verdicts(decision)) == [
-        f"{NO_BETTER}: no point was measured fully and met every constraint; the baseline stays"
+        f"{NO_BETTER}: 1 point(s) measured fully and met every constraint (best s_t000, estimate 100), "
+        "none confirmed: the budget held no confirmation (search.max_launches); the baseline stays"
     ]
     record.best_is_baseline = True  # the baseline's configuration is the best found: said, nothing more
     write_search(tmp_path, record)
@@ -259,7 +276,8 @@ def test_the_winners_line_is_the_confirmations_verdict_and_only_a_keep_is_recomm
     write_search(tmp_path, record)
     got = confirmation_lines(tmp_path, _verdicts(decision))
     label = (decision or "incomplete").upper()
-    assert got[0].startswith(f"search: confirmed s_t000 (1 of 1): {label} (search's estimate 100")
+    said = "confirmed" if decision is not None else "not confirmed"  # no verdict: never measured
+    assert got[0].startswith(f"search: {said} s_t000 (1 of 1): {label} (search's estimate 100")
     assert got[1] == line  # the one finalist's verdict decides: only a KEEP is recommended
     confirmation = read_search(tmp_path).confirmation  # type: ignore[union-attr]
     assert confirmation is not None and confirmation.decision == (decision or "incomplete")

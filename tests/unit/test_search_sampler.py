@@ -20,12 +20,12 @@ from contracts.layout import SweepPaths
 from contracts.results import CapacityResult, write_model
 from contracts.search import INTEGER_FIELDS, SearchConfig
 from contracts.trials import SearchRecord, TrialRecord, read_search
-from orchestrator.config.compose import load
 from orchestrator.config.space import parse_space
 from orchestrator.measure.trial import TrialOutcome
 from orchestrator.search.loop import SearchRun
 from orchestrator.search.rules import best_trial, stop_reason
 from orchestrator.search.study import TrialTicket, distributions, open_study
+from tests.unit.composed import load
 
 MEMORY = "sqlite:///:memory:"
 

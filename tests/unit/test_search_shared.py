@@ -21,7 +21,6 @@ from contracts.errors import ConfigError, LaunchError
 from contracts.schema import GauntletConfig
 from contracts.search import SearchConfig
 from launch.preflight import Probes
-from orchestrator.config.compose import load
 from orchestrator.config.space import parse_space
 from orchestrator.measure.trial import TrialOutcome
 from orchestrator.search.loop import ask_tagged
@@ -36,6 +35,7 @@ from orchestrator.search.shared import (
     study_fingerprint,
 )
 from orchestrator.search.study import SearchStudy, stored_fingerprint
+from tests.unit.composed import load
 
 pytestmark = pytest.mark.unit
 

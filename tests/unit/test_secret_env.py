@@ -13,7 +13,7 @@ from contracts.paths import CONF_DIR
 from contracts.schema import CandidateConfig, HostConfig, ServiceConfig
 from launch.command import child_env
 from launch.spec import LaunchSpec, render_spec
-from orchestrator.config.compose import load
+from tests.unit.composed import load
 
 TOKEN = "hf_secret_4d1f9c"  # the value no message may show
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from contracts.errors import StartupFailure
-from orchestrator.config.compose import load
 from orchestrator.ledger.journal import Journal
 from orchestrator.measure.begin import begin
 from orchestrator.measure.candidate import run_candidate
@@ -19,6 +18,7 @@ from orchestrator.recovery.status import what_runs
 from orchestrator.recovery.stop import stop
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.session import Servers
+from tests.unit.composed import load
 from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams, server_transport
 
 OVERRIDES = ["run.repeats=1", "run.profiles=[serial]", "run.recovery_profiles=[decode_heavy]"]

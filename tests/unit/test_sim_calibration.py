@@ -18,7 +18,7 @@ from launch.sim.model import EngineConfig, StartupError, chat_text, check_startu
 from launch.sim.profile import Profile, load_profile
 from launch.sim.replay import ReplayRequest, ReplayResult, replay_closed_loop
 from launch.spec import render_spec
-from orchestrator.config.compose import load
+from tests.unit.composed import load
 
 
 @cache

@@ -8,7 +8,7 @@ import pytest
 
 from launch.sim.cli import expand_config, parse_args
 from launch.spec import render_spec
-from orchestrator.config.compose import load
+from tests.unit.composed import load
 
 CANDIDATES = ["baseline", "tp4_dp2", "spec_probabilistic", "mega_moe", "eplb"]
 

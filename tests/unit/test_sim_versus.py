@@ -12,7 +12,7 @@ from launch.sim.profile import load_profile
 from launch.sim.replay import ReplayRequest, ReplayResult, replay_closed_loop
 from launch.sim.versus import FigureRow, SimVersusReal, StartupRow, _relative, engine_config, render
 from launch.spec import render_spec
-from orchestrator.config.compose import load
+from tests.unit.composed import load
 
 CPU = [
     "host=cpu", "service=tiny_cpu", "service.model=models/tiny-head80",

@@ -12,7 +12,7 @@ from contracts.results import RequestRecord
 from contracts.schema import SloConfig
 from load.goodput import censored_percentile, slo_summary, tpot_stats, tpot_value
 from load.metrics import speculative_metrics
-from orchestrator.config.compose import load
+from tests.unit.composed import load
 
 
 def rec(

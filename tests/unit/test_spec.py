@@ -10,7 +10,7 @@ import pytest
 from contracts.errors import SpecError, SpecTamperedError
 from contracts.schema import CandidateConfig, HostConfig, ServiceConfig
 from launch.spec import CPU_BIND_ENV, LaunchSpec, cpu_binding, diff_specs, render_flag, render_spec
-from orchestrator.config.compose import load
+from tests.unit.composed import load
 
 BASE = [
     "--served-model-name", "deepseek-v4-flash", "--host", "127.0.0.1", "--port", "8000",

@@ -23,7 +23,8 @@ from tests.unit.load_fixtures import workload
 from tests.unit.test_answer_accuracy import SET, SIZE
 
 CFG = GatesConfig(
-    accuracy=AccuracyGateConfig(profile="accuracy", tolerance=0.0, min_items=20),
+    # 40 items show an accuracy drop of at most 8.8 points at best (gates.noninferiority): 10 points.
+    accuracy=AccuracyGateConfig(profile="accuracy", tolerance=0.1, min_items=20),
     accepted_profiles=["decode_heavy"],
 )
 

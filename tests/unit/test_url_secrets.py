@@ -29,10 +29,11 @@ from launch.spec import render_spec
 from orchestrator.app import entry
 from orchestrator.app.controller import explain
 from orchestrator.app.sweeper import conceal, save_config
-from orchestrator.config.compose import ConfigLocation, compose_config, load, to_typed
+from orchestrator.config.compose import ConfigLocation, compose_config, to_typed
 from orchestrator.config.secrets import revealed
 from orchestrator.search.study import TrialTicket, open_study
 from orchestrator.servers.seams import say_stderr
+from tests.unit.composed import load
 from tests.unit.fakes import FakeSupervisor
 from tests.unit.test_controller import run_sweep
 
