@@ -34,7 +34,7 @@ def _cfg(tolerance: float = 0.10, min_items: int = 20) -> GatesConfig:
         ([True] * 40, [True] * 40, _cfg(), "pass", "accuracy 40/40 (100%"),
         ([True] * 40, [True] * 30 + [False] * 10, _cfg(), "fail", "10 document(s) lost, 0 gained"),
         ([True] * 40, [True] * 38 + [False] * 2, _cfg(), "inconclusive", "upper bound +16.5"),
-        ([True] * 40, [True] * 38 + [False] * 2, _cfg(tolerance=0.20), "pass", "within the 20-point tolerance"),
+        ([True] * 40, [True] * 38 + [False] * 2, _cfg(tolerance=0.20), "pass", "within the 20-point"),
         ([True] * 30 + [False] * 10, [True] * 40, _cfg(), "pass", "0 document(s) lost, 10 gained"),
         ([True] * 10, [True] * 10, _cfg(), "not_run", "fewer than gates.accuracy.min_items = 20"),
     ],
