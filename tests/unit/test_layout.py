@@ -1,5 +1,6 @@
 """One owner of the sweep directory's layout: no product module or benchmark but :mod:`contracts.layout`
-(with its part split by concern, :mod:`contracts.layout_search`) spells a name.
+(with its parts split by concern, :mod:`contracts.layout_search`, :mod:`contracts.layout_lmeval`) spells a
+name.
 
 A name is spelled when a string (not a docstring) is a path with one of the layout's file names as a part
 (``"run.json"``, ``f"{rel}/summary.json"``, ``.with_name("server.log")``), a path with one of its folder
@@ -15,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from contracts import layout, layout_search
+from contracts import layout, layout_lmeval, layout_search
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("contracts", "launch", "load", "gates", "report", "orchestrator")
 #: The benchmarks write and read sweep directories and load-run folders too (docs/architecture.md).
 BENCHMARKS = ("benchmarks",)
 #: The owner itself; the simulator's own files (a server program of its own, not a sweep's writer).
-EXEMPT = {"contracts/layout.py", "contracts/layout_search.py"}
+EXEMPT = {"contracts/layout.py", "contracts/layout_search.py", "contracts/layout_lmeval.py"}
 EXEMPT_DIRS = ("launch/sim/",)
 #: Strings that name another file of the same name: the project's primary config, not a sweep's record.
 ALLOWED = {("orchestrator/config/validate.py", "conf/config.yaml")}
@@ -31,7 +32,7 @@ PENDING: set[str] = set()
 
 _NAMES = {
     value
-    for owner in (layout, layout_search)  # the layout and its part split by concern
+    for owner in (layout, layout_search, layout_lmeval)  # the layout and its parts split by concern
     for key, value in vars(owner).items()
     if key.isupper() and isinstance(value, str) and not key.endswith("_PREFIX")
 }
