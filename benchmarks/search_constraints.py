@@ -1,6 +1,6 @@
 """The constrained truth of a search space (issue 43 item 3): the best point the gates would accept.
 
-**Brute force, once.** The capacity table of :mod:`benchmarks.search_quality` (every point's exact
+**Brute force, once.** The capacity table of :mod:`benchmarks.search.surface` (every point's exact
 capacity at the SLO on the simulator's surface, cached) plus, for every point that starts, the figures a
 trial's screen rules on (:mod:`orchestrator.measure.trial_constraints`): the serial profile's median TTFT
 and end-to-end latency, and each accepted profile's median TTFT and output tokens/s, each replayed in
@@ -27,15 +27,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.search_quality import (
-    DEFAULT_CACHE,
-    Surface,
-    compose,
-    engine_of,
-    point_text,
-    space_of,
-    truth_for,
-)
+from benchmarks.search.runner import compose, engine_of, space_of, truth_for
+from benchmarks.search.scoring import point_text
+from benchmarks.search.surface import DEFAULT_CACHE, Surface
 from contracts.schema import GauntletConfig, WorkloadConfig
 from launch.sim.model import EngineConfig
 from launch.sim.replay import ReplayRequest, replay_closed_loop

@@ -1,5 +1,5 @@
-"""benchmarks/search_quality.py's pure parts: the SLO margin, the exact capacity, the within-5% rule, the
-summary against the issue's goal and the table."""
+"""The search-quality benchmark's pure parts (benchmarks/search/): the SLO margin, the exact capacity, the
+within-5% rule, the summary against the issue's goal and the table."""
 
 from __future__ import annotations
 
@@ -7,17 +7,15 @@ import math
 
 import pytest
 
-from benchmarks.search_quality import (
+from benchmarks.search.scoring import (
     SeedRun,
-    Truth,
-    best_by_dimension,
-    best_points,
     exact_capacity,
     render_table,
     slo_margin,
     summarize,
     within,
 )
+from benchmarks.search.surface import Truth, best_by_dimension, best_points
 from contracts.schema import SloConfig
 
 INTERACTIVE = SloConfig(name="interactive", percentile=99, ttft_s=1.0, tpot_s=0.015)
