@@ -30,6 +30,7 @@ from launch.sim.replay import ReplayRecord, ReplayRequest, replay_closed_loop
 DEFAULT_CACHE = Path(DEFAULT_SWEEPS_DIR) / "search-quality"
 
 
+@dataclass(frozen=True)
 class Setting:
     """What a point's capacity at the SLO depends on besides the point: the profile, the workload's
     shape, the SLO, the levels' bounds and requests per level (not the capacity search's resolution)."""
