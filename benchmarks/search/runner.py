@@ -19,7 +19,10 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks.search.scoring import SeedRun, num, point_key, point_text
+from benchmarks.search.constrained import Constrained, noisy, screen_sizes
+from benchmarks.search.goals import Answer, charged
+from benchmarks.search.methods import METHODS, GridRun, grid_design
+from benchmarks.search.scoring import num, point_key, point_text
 from benchmarks.search.surface import Surface, Truth, brute_force, read_truth, setting_of, write_truth
 from contracts.schema import GauntletConfig
 from contracts.trials import read_search
@@ -31,10 +34,16 @@ from orchestrator.config.compose import load
 from orchestrator.config.space import parse_space
 from orchestrator.measure.capacity_search import SearchSettings, search
 from orchestrator.measure.trial import SCREEN_STEP, TrialOutcome, screen_estimate
+from orchestrator.measure.trial_constraints import broken, describe
+from orchestrator.search.budget import kept_launches
 from orchestrator.search.loop import SearchRun
-from orchestrator.search.point import candidate_at, grid, point_overrides
+from orchestrator.search.point import baseline_point, candidate_at, grid, point_overrides
 from orchestrator.search.prune import Pruned, prune
 from orchestrator.search.study import reporter
+
+#: Where each seed's sweep directory (its record and Optuna's SQLite study) lives: memory when there is a
+#: tmpfs (the study's writes are most of a seed's time on a disk), else the system's temporary folder.
+SCRATCH = "/dev/shm" if Path("/dev/shm").is_dir() else None
 
 
 def compose(overrides: Sequence[str]) -> GauntletConfig:
@@ -86,11 +95,21 @@ def truth_for(cfg: GauntletConfig, cache: Path, *, say: Callable[[str], None]) -
 
 
 def in_process_job(
-    cfg: GauntletConfig, truth: Truth, surface: Surface, *, seed: int, noise: float
+    cfg: GauntletConfig,
+    truth: Truth,
+    surface: Surface,
+    constrained: Constrained,
+    *,
+    seed: int,
+    noise: float,
 ) -> Callable[[list[str], Any], Any]:
     """A trial's job measured on the engine model, as ``orchestrator.measure.trial.measure_trial`` measures
-    it on a launched simulator: start (or infeasible), one screening run at the ticket's level reported to
-    the pruner, then the capacity search with the experiment's settings."""
+    it on a launched simulator: start (or infeasible), one screening run at the ticket's level, one run of
+    each constraint profile ruled on by the product's rule against the baseline's opening runs (a broken
+    requirement: infeasible at the screen), the pruner asked, then the capacity search with the
+    experiment's settings. Every run's figures are the replay's times ``exp(N(0, noise))``, seeded per
+    seed, point, profile and attempt. The accuracy probe is not modelled: the simulator's answers do not
+    depend on the speculative settings these spaces vary (the demo's launched runs: none broken)."""
     assert cfg.search is not None
     layouts = cfg.search.layouts
     by_overrides: dict[tuple[str, ...], dict[str, Any]] = {}
@@ -101,8 +120,15 @@ def in_process_job(
         by_overrides[_job_key(overrides)] = row["point"]
     to_engine = engine_of(cfg, space_of(cfg)[1])
     settings = SearchSettings.from_config(cfg.capacity, integer=True)
+    repeats = max(1, cfg.run.repeats)
+    base_runs = {  # the baseline's opening runs of each constraint profile, measured once per seed
+        p: [noisy(f, random.Random(f"{seed}:baseline:{p}:{k}"), noise) for k in range(repeats)]
+        for p, f in constrained.base.items()
+    }
 
     def job(overrides: list[str], ticket: Any) -> Any:
+        if ticket is None:  # a confirmation: not measured here (the answer is judged by the truth)
+            return None
         point = by_overrides[_job_key(overrides)]
         engine = to_engine(point)
         assert not isinstance(engine, str), engine  # the search prunes these before launching
@@ -121,6 +147,19 @@ def in_process_job(
         level = float(int(ticket.level))
         screen = screen_estimate(level, measured(level, 0))
         outcome = TrialOutcome(state="running", fidelity="screen", screen=screen, launches=1, gpus=gpus)
+        row = constrained.row_of(point)
+        assert row is not None, point  # it started: the table has its figures
+        mine = {
+            p: noisy(f, random.Random(f"{seed}:{point_key(point)}:{p}"), noise)
+            for p, f in row["figures"].items()
+        }
+        outcome.constraints = screen_sizes(cfg, mine, base_runs)
+        if broken(outcome.constraints):
+            outcome.state, outcome.why = (
+                "infeasible",
+                f"screen breaks a constraint: {describe(outcome.constraints)}",
+            )
+            return outcome
         if reporter(ticket)(SCREEN_STEP, screen):
             outcome.state, outcome.values = "pruned", [screen]
             return outcome
@@ -152,46 +191,59 @@ def run_seed(
     cfg: GauntletConfig,
     truth: Truth,
     surface: Surface,
+    constrained: Constrained,
     *,
     seed: int,
     noise: float,
-    say: Callable[[str], None],
-) -> SeedRun:
-    """One search with sampler seed ``seed``, trials measured in-process, the winner judged by the truth."""
+    method: str = "tpe",
+    say: Callable[[str], None] = lambda _line: None,
+) -> Answer:
+    """One search with seed ``seed`` choosing points by ``method`` (:data:`~benchmarks.search.methods
+    .METHODS`), trials measured in-process; its answer judged by the constrained truth."""
     assert cfg.search is not None
     level = baseline_level(cfg, surface, seed=seed, noise=noise)
-    seeded = replace(cfg, search=replace(cfg.search, seed=seed, load_level=level))
+    sampler = METHODS[method]
+    seeded = replace(cfg, search=replace(cfg.search, seed=seed, load_level=level, sampler=sampler))
     assert seeded.search is not None
-    with tempfile.TemporaryDirectory(prefix="search-quality-") as tmp:
+    space = parse_space(seeded.search)
+    with tempfile.TemporaryDirectory(prefix="search-quality-", dir=SCRATCH) as tmp:
         sweep = Path(tmp)
         lines: list[str] = []
-        run = SearchRun(
-            seeded,
-            sweep,
-            baseline_option="baseline",
-            space=parse_space(seeded.search),
-            flag_check=None,
-            launch_job=in_process_job(seeded, truth, surface, seed=seed, noise=noise),
-            say=lines.append,
-        )
-        run.run()
+        common: dict[str, Any] = {
+            "baseline_option": "baseline",
+            "space": space,
+            "flag_check": None,
+            "launch_job": in_process_job(seeded, truth, surface, constrained, seed=seed, noise=noise),
+            "say": lines.append,
+        }
+        if method == "grid":
+            trials = seeded.search.max_launches - kept_launches(seeded.search)
+            run: SearchRun = GridRun(seeded, sweep, design=grid_design(space, trials), **common)
+        else:
+            run = SearchRun(seeded, sweep, **common)
+        queue = run.run()
         record = read_search(sweep)
     assert record is not None
-    winner = record.winner
-    point = dict(winner.params) if winner is not None else None
-    run_ = SeedRun(
+    if queue:
+        point: dict[str, Any] | None = dict(queue[0].params)
+    elif record.best_is_baseline:
+        point = baseline_point(space, seeded.baseline)
+    else:
+        point = None
+    accepted = constrained.accepted_capacity(point) if point is not None else None
+    trial_launches, confirms = charged(record.launches, len(queue), seeded.search.confirm_top)
+    answer = Answer(
         seed=seed,
-        winner=winner.name if winner is not None else None,
-        winner_point=point,
-        estimate=winner.estimate[0] if winner is not None and winner.estimate else None,
-        true_capacity=truth.capacity_of(point) if point is not None else None,
-        launches=record.launches,
-        distinct=record.distinct_launched,
+        point=point_text(point) if point is not None else "-",
+        accepted=accepted,
+        refused=point is not None and accepted is None,
+        trial_launches=trial_launches,
+        confirm_launches=confirms,
         stopped=record.stopped,
     )
     say(
-        f"seed {seed}: level {level:g}, {run_.launches} launches ({record.stopped}); winner "
-        f"{point_text(point) if point else '-'}: estimate {num(run_.estimate)}, "
-        f"true {num(run_.true_capacity)}"
+        f"{seeded.search.name} {method} {seeded.search.max_launches} seed {seed}: level {level:g}, "
+        f"{answer.launches} launches ({record.stopped}); answer {answer.point}: accepted capacity "
+        f"{num(accepted)}{' (the gates would refuse it)' if answer.refused else ''}"
     )
-    return run_
+    return answer
