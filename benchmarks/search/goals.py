@@ -1,10 +1,12 @@
 """The search's figures against the constrained truth, and the issue's goals (issue 43, item 9). Pure.
 
 Pipeline position: under the driver (``benchmarks/search_quality.py``), over the runs of
-:mod:`benchmarks.search.runner`. A seed's **answer** is the point the search would confirm first (its best
-fully measured point that met every requirement at its screen: ``finalists()[0]``), or the baseline's own
-configuration when the search says it is the best found; it is **found** when the gates would accept it
-(the constrained truth) and its capacity is within 5% of the best acceptable point's. **Launches** are the
+:mod:`benchmarks.search.runner`. A seed's **answer** is its recommendation: the
+finalists the budget holds (the first round: ``confirm_top`` of ``finalists()``, best first) are
+confirmed, and the best one the gates accept is recommended (:func:`recommended`; the confirmation's gates
+are taken to rule as the constrained truth does, noise-free); the baseline's own configuration when the
+search says it is the best found. It is **found** when it is within 5% of the best acceptable point's
+capacity. **Launches** are the
 search's trials' plus the confirmations its first round takes (``confirm_top``, or fewer finalists): what
 a user pays before the first verdict. The goals, on every space: at least 9 of 10 seeds found with at most
 10% of the space launched (every seed), and at least 2x fewer launches than random search at equal
@@ -25,13 +27,13 @@ GOAL_FOUND, GOAL_LAUNCHED, GOAL_RATIO = 0.9, 0.10, 2.0
 
 @dataclass(frozen=True)
 class Answer:
-    """One seed's search judged: its answer's accepted capacity (None: no answer, or one the gates would
-    refuse) and the launches it spent."""
+    """One seed's search judged: its answer's accepted capacity (None: no finalist the gates accept) and
+    the launches it spent."""
 
     seed: int
     point: str  # the answer in one line ("-": none)
     accepted: float | None
-    refused: bool  # an answer the constrained truth refuses (a screen let it through on noise)
+    refused: bool  # the search's first finalist is one the gates refuse (its screen let it through)
     trial_launches: int
     confirm_launches: int
     stopped: str
@@ -49,6 +51,21 @@ def charged(trial_launches: int, finalists: int, confirm_top: int) -> tuple[int,
     ((46, 2), (40, 1), (30, 0))
     """
     return trial_launches, min(max(0, confirm_top), finalists)
+
+
+def recommended(accepted: Sequence[float | None]) -> int | None:
+    """Which of a confirmation round's finalists (their capacities the gates accept, best estimate first;
+    None: refused) is recommended: the highest accepted capacity, the earlier among equals; None when the
+    gates accept none.
+
+    >>> recommended([None, 192.0]), recommended([188.0, 192.0]), recommended([None, None]), recommended([])
+    (1, 1, None, None)
+    """
+    best: int | None = None
+    for i, value in enumerate(accepted):
+        if value is not None and (best is None or value > (accepted[best] or 0.0)):
+            best = i
+    return best
 
 
 def found(answer: Answer, best: float) -> bool:
@@ -134,8 +151,8 @@ def goals(tpe: MethodSummary, random_double: MethodSummary | None) -> Goals:
 def render(space: str, best: float, rows: Sequence[MethodSummary], verdict: Goals) -> str:
     """One space's methods as a Markdown table, then the goals' line."""
     lines = [
-        "| method | budget (launches) | seeds found (within 5%, acceptable) | answers the gates refuse | "
-        "launches: mean, most (share of the space) |",
+        "| method | budget (launches) | seeds found (within 5%, acceptable) | first finalist the gates "
+        "refuse | launches: mean, most (share of the space) |",
         "|---|---|---|---|---|",
     ]
     for row in rows:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.search.constrained import Constrained, noisy, screen_sizes
-from benchmarks.search.goals import Answer, charged
+from benchmarks.search.goals import Answer, charged, recommended
 from benchmarks.search.methods import METHODS, GridRun, grid_design
 from benchmarks.search.scoring import num, point_key, point_text
 from benchmarks.search.surface import Surface, Truth, brute_force, read_truth, setting_of, write_truth
@@ -224,19 +224,21 @@ def run_seed(
         queue = run.run()
         record = read_search(sweep)
     assert record is not None
-    if queue:
-        point: dict[str, Any] | None = dict(queue[0].params)
-    elif record.best_is_baseline:
+    round_ = [dict(t.params) for t in queue[: max(1, seeded.search.confirm_top)]]
+    accepted_each = [constrained.accepted_capacity(p) for p in round_]
+    chosen = recommended(accepted_each)
+    point: dict[str, Any] | None = None
+    if chosen is not None:
+        point = round_[chosen]
+    elif not queue and record.best_is_baseline:
         point = baseline_point(space, seeded.baseline)
-    else:
-        point = None
     accepted = constrained.accepted_capacity(point) if point is not None else None
     trial_launches, confirms = charged(record.launches, len(queue), seeded.search.confirm_top)
     answer = Answer(
         seed=seed,
         point=point_text(point) if point is not None else "-",
         accepted=accepted,
-        refused=point is not None and accepted is None,
+        refused=bool(accepted_each) and accepted_each[0] is None,
         trial_launches=trial_launches,
         confirm_launches=confirms,
         stopped=record.stopped,
@@ -244,6 +246,7 @@ def run_seed(
     say(
         f"{seeded.search.name} {method} {seeded.search.max_launches} seed {seed}: level {level:g}, "
         f"{answer.launches} launches ({record.stopped}); answer {answer.point}: accepted capacity "
-        f"{num(accepted)}{' (the gates would refuse it)' if answer.refused else ''}"
+        f"{num(accepted)}; first finalist {'refused' if answer.refused else 'accepted'} "
+        f"({', '.join(point_text(p) + ': ' + num(a) for p, a in zip(round_, accepted_each, strict=True))})"
     )
     return answer

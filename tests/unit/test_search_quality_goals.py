@@ -15,7 +15,15 @@ from benchmarks.search.constrained import (
     screen_sizes,
     truth_sizes,
 )
-from benchmarks.search.goals import Answer, MethodSummary, charged, found, goals, summarize_method
+from benchmarks.search.goals import (
+    Answer,
+    MethodSummary,
+    charged,
+    found,
+    goals,
+    recommended,
+    summarize_method,
+)
 from benchmarks.search.launched import CRASH, FIELD, NEVER, check
 from benchmarks.search.methods import grid_design, grid_levels, spread
 from contracts.schema import GatesConfig, GauntletConfig, HostConfig, RunConfig
@@ -146,6 +154,23 @@ def test_equal_budget_accounting(
     trial_launches: int, finalists: int, confirm_top: int, expected: tuple[int, int]
 ) -> None:
     assert charged(trial_launches, finalists, confirm_top) == expected
+
+
+@pytest.mark.parametrize(
+    ("accepted", "chosen"),
+    [
+        ([None, 192.0], 1),  # the best estimate is refused (a screen let k = 3 through): the runner-up
+        ([188.0, 192.0], 1),  # both accepted: the higher capacity, as the best confirmed KEEP
+        ([192.0, 192.0], 0),  # equal: the earlier (the search's order)
+        ([193.0, None], 0),
+        ([None, None], None),  # none accepted: no recommendation, the baseline stays
+        ([], None),  # no finalist
+    ],
+)
+def test_the_recommendation_is_the_best_finalist_the_gates_accept(
+    accepted: list[float | None], chosen: int | None
+) -> None:
+    assert recommended(accepted) == chosen
 
 
 def _answers(accepted: list[float | None], launches: list[int], refused: int = 0) -> list[Answer]:
