@@ -1,6 +1,6 @@
 """The constrained truth of a search space (issue 43 item 3): the best point the gates would accept.
 
-**Brute force, once.** The capacity table of :mod:`benchmarks.search_quality` (every point's exact
+**Brute force, once.** The capacity table of :mod:`benchmarks.search.surface` (every point's exact
 capacity at the SLO on the simulator's surface, cached) plus, for every point that starts, the figures a
 trial's screen rules on (:mod:`orchestrator.measure.trial_constraints`): the serial profile's median TTFT
 and end-to-end latency, and each accepted profile's median TTFT and output tokens/s, each replayed in
@@ -20,68 +20,23 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from statistics import median
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.search_quality import (
-    DEFAULT_CACHE,
-    Surface,
-    compose,
-    engine_of,
-    point_text,
-    space_of,
-    truth_for,
-)
-from contracts.schema import GauntletConfig, WorkloadConfig
-from launch.sim.model import EngineConfig
-from launch.sim.replay import ReplayRequest, replay_closed_loop
+from benchmarks.search.constrained import figures, truth_sizes
+from benchmarks.search.runner import compose, engine_of, space_of, truth_for
+from benchmarks.search.scoring import point_text
+from benchmarks.search.surface import DEFAULT_CACHE
 from launch.sim.versus import engine_config
 from launch.spec import render_spec
 from orchestrator.measure.trial_constraints import (
-    Requirement,
     constraint_profiles,
     describe,
     requirements,
-    size_of,
 )
-
-
-def figures(surface: Surface, cfg: EngineConfig, wl: WorkloadConfig) -> dict[str, float | None]:
-    """One run of workload ``wl`` on engine ``cfg``, replayed: median TTFT and e2e (s), output tokens/s,
-    share of failed requests."""
-    request = ReplayRequest(
-        prompt_tokens=int(wl.prompt_tokens.mean), max_tokens=int(wl.output_tokens.mean), ignore_eos=True
-    )
-    result = replay_closed_loop(surface.profile, cfg, [request] * wl.num_requests, int(wl.concurrency or 1))
-    done = [r for r in result.records if r.end is not None and r.ttft is not None]
-    if not done:
-        return {"ttft": None, "e2e": None, "tps": None, "failed": 1.0}
-    span = max(r.sent + (r.end or 0.0) for r in done) - min(r.sent for r in done)
-    tokens = sum(r.completion_tokens for r in done)
-    return {
-        "ttft": median(r.ttft or 0.0 for r in done),
-        "e2e": median(r.end or 0.0 for r in done),
-        "tps": tokens / span if span > 0 else None,
-        "failed": 1 - len(done) / len(result.records),
-    }
-
-
-def sizes_of(
-    reqs: Sequence[Requirement],
-    mine: Mapping[str, Mapping[str, float | None]],
-    base: Mapping[str, Mapping[str, float | None]],
-    cfg: GauntletConfig,
-) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for req in reqs:
-        size = size_of(req.figure, mine[req.profile][req.figure], base[req.profile][req.figure], cfg.gates)
-        if size is not None:
-            out[req.name] = round(size, 4)
-    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -109,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         engine = to_engine(row["point"])
         assert not isinstance(engine, str)
         mine = {p: figures(surface, engine, cfg.workloads[p]) for p in profiles}
-        sizes = sizes_of(reqs, mine, base, cfg)
+        sizes = truth_sizes(reqs, mine, base, cfg.gates)
         rows.append({"point": row["point"], "capacity": float(row["capacity"]), "sizes": sizes})
     print(f"baseline: capacity {base_capacity}; constraints: {', '.join(r.name for r in reqs)}")
     print(f"{len(rows)} of {len(truth.points)} points start; {time.perf_counter() - start:.0f} s")

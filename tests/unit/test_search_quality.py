@@ -1,5 +1,5 @@
-"""benchmarks/search_quality.py's pure parts: the SLO margin, the exact capacity, the within-5% rule, the
-summary against the issue's goal and the table."""
+"""The search-quality benchmark's pure parts (benchmarks/search/): the SLO margin, the exact capacity, the
+within-5% rule and the brute force's table (the goals: test_search_quality_goals.py)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,8 @@ import math
 
 import pytest
 
-from benchmarks.search_quality import (
-    SeedRun,
-    Truth,
-    best_by_dimension,
-    best_points,
-    exact_capacity,
-    render_table,
-    slo_margin,
-    summarize,
-    within,
-)
+from benchmarks.search.scoring import exact_capacity, slo_margin, within
+from benchmarks.search.surface import Truth, best_by_dimension, best_points
 from contracts.schema import SloConfig
 
 INTERACTIVE = SloConfig(name="interactive", percentile=99, ttft_s=1.0, tpot_s=0.015)
@@ -88,49 +79,6 @@ def test_exact_capacity_finds_the_last_level_that_holds(
 )
 def test_within_five_percent(value: float | None, best: float, expected: bool) -> None:
     assert within(value, best) is expected
-
-
-def _run(seed: int, true: float | None, launches: int) -> SeedRun:
-    point = None if true is None else {"layout": "tp2_dp4", "max_num_seqs": 128}
-    return SeedRun(
-        seed=seed,
-        winner=None if true is None else f"demo_t{seed:03d}",
-        winner_point=point,
-        estimate=true,
-        true_capacity=true,
-        launches=launches,
-        distinct=launches,
-        stopped="budget spent",
-    )
-
-
-@pytest.mark.parametrize(
-    ("trues", "launches", "found", "goal"),
-    [
-        ([216.0] * 9 + [188.0], [14] * 10, 9, True),  # 9/10 within 5%, 14 of 192 launched
-        ([216.0] * 8 + [188.0, None], [14] * 10, 8, False),  # 8/10: short of 9
-        ([216.0] * 10, [14] * 9 + [49], 10, False),  # one seed launched over 25% of the space
-        ([216.0] * 10, [48] * 10, 10, True),  # exactly 25%
-    ],
-)
-def test_summary_against_the_goal(
-    trues: list[float | None], launches: list[int], found: int, goal: bool
-) -> None:
-    runs = [_run(i, t, n) for i, (t, n) in enumerate(zip(trues, launches, strict=True))]
-    summary = summarize(runs, best=216.0, space_size=192)
-    assert (summary.found, summary.goal_met) == (found, goal)
-    assert summary.max_launches == max(launches)
-
-
-def test_table_rows_and_verdict() -> None:
-    runs = [_run(0, 216.0, 14), _run(1, 188.0, 12), _run(2, None, 14)]
-    summary = summarize(runs, best=216.0, space_size=192)
-    lines = render_table(runs, summary).splitlines()
-    assert lines[2].split(" | ")[5:8] == ["100%", "yes", "14 |"]
-    assert lines[3].split(" | ")[5:7] == ["87%", "no"]
-    assert lines[4].split(" | ")[1:7] == ["-", "-", "-", "-", "-", "no"]
-    assert lines[-1].startswith("1/3 winners within 5% of the best capacity (216)")
-    assert lines[-1].endswith("goal (>= 90% within 5%, <= 25% of the space launched): not met")
 
 
 def test_best_points_are_those_within_five_percent_best_first() -> None:

@@ -1,0 +1,252 @@
+"""The search-quality benchmark's experiment: the space composed, a trial's job measured in-process on the
+simulator's surface, one seed's search run by the product's own loop and judged by the brute force.
+
+Pipeline position: above :mod:`benchmarks.search.surface`; the driver ``benchmarks/search_quality.py``
+calls :func:`truth_for` and :func:`run_seed`. S1's :class:`orchestrator.search.loop.SearchRun` runs as in a
+sweep (Optuna, its pruner, its budget and stall rule, its record) with one seam changed: a trial's job is
+measured in-process on the same engine model instead of by a launched simulator.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from benchmarks.search.constrained import Constrained, noisy, screen_sizes
+from benchmarks.search.goals import Answer, charged, recommended
+from benchmarks.search.methods import METHODS, GridRun, grid_design
+from benchmarks.search.scoring import num, point_key, point_text
+from benchmarks.search.surface import Surface, Truth, brute_force, read_truth, setting_of, write_truth
+from contracts.schema import GauntletConfig
+from contracts.trials import read_search
+from launch.sim.model import EngineConfig
+from launch.sim.profile import load_profile
+from launch.sim.versus import engine_config
+from launch.spec import render_spec
+from orchestrator.config.compose import load
+from orchestrator.config.space import parse_space
+from orchestrator.measure.capacity_search import SearchSettings, search
+from orchestrator.measure.trial import SCREEN_STEP, TrialOutcome, screen_estimate
+from orchestrator.measure.trial_constraints import broken, describe
+from orchestrator.search.budget import kept_launches
+from orchestrator.search.loop import SearchRun
+from orchestrator.search.point import baseline_point, candidate_at, grid, point_overrides
+from orchestrator.search.prune import Pruned, prune
+from orchestrator.search.study import reporter
+
+#: Where each seed's sweep directory (its record and Optuna's SQLite study) lives: memory when there is a
+#: tmpfs (the study's writes are most of a seed's time on a disk), else the system's temporary folder.
+SCRATCH = "/dev/shm" if Path("/dev/shm").is_dir() else None
+
+
+def compose(overrides: Sequence[str]) -> GauntletConfig:
+    cfg, _sources = load(list(overrides))
+    return cfg
+
+
+def space_of(cfg: GauntletConfig) -> tuple[list[dict[str, Any]], Pruned]:
+    """Every point of the search's space, in declaration order, and the pruning (layouts, flags)."""
+    assert cfg.search is not None
+    space = parse_space(cfg.search)
+    return [dict(p) for p in grid(space)], prune(space, cfg, None)
+
+
+def engine_of(cfg: GauntletConfig, pruned: Pruned) -> Callable[[Mapping[str, Any]], EngineConfig | str]:
+    """A point's engine settings through the product's own path (candidate, launch spec, simulator argv)."""
+    assert cfg.search is not None
+    layouts = cfg.search.layouts
+
+    def to_engine(point: Mapping[str, Any]) -> EngineConfig | str:
+        refused = pruned.refusal(dict(point))
+        if refused is not None:
+            return f"pruned: {refused}"
+        candidate = candidate_at(cfg.candidate, point, layouts, name="point")
+        return engine_config(render_spec(cfg.service, candidate, cfg.host))
+
+    return to_engine
+
+
+def truth_for(cfg: GauntletConfig, cache: Path, *, say: Callable[[str], None]) -> tuple[Truth, Surface]:
+    profile_name = str(cfg.host.sim_args.get("sim-profile", "h100x8_deepseek_v4_flash"))
+    setting = setting_of(cfg, profile_name)
+    points, pruned = space_of(cfg)
+    assert cfg.search is not None
+    space_id = hashlib.sha256(
+        json.dumps(
+            [cfg.search.space, cfg.search.layouts, asdict(cfg.candidate)], sort_keys=True, default=str
+        ).encode()
+    ).hexdigest()[:16]
+    surface = Surface(setting, load_profile(profile_name))
+    path = cache / f"truth-{cfg.search.name}-{space_id}.json"
+    truth = read_truth(path, setting.digest(), space_id)
+    if truth is None:
+        say(f"brute force: {len(points)} points of search={cfg.search.name} (cached in {path})")
+        truth = brute_force(points, engine_of(cfg, pruned), surface, setting=setting.digest(), space=space_id)
+        write_truth(path, truth)
+        say(f"brute force: {truth.seconds:.0f} s")
+    return truth, surface
+
+
+def in_process_job(
+    cfg: GauntletConfig,
+    truth: Truth,
+    surface: Surface,
+    constrained: Constrained,
+    *,
+    seed: int,
+    noise: float,
+) -> Callable[[list[str], Any], Any]:
+    """A trial's job measured on the engine model, as ``orchestrator.measure.trial.measure_trial`` measures
+    it on a launched simulator: start (or infeasible), one screening run at the ticket's level, one run of
+    each constraint profile ruled on by the product's rule against the baseline's opening runs (a broken
+    requirement: infeasible at the screen), the pruner asked, then the capacity search with the
+    experiment's settings. Every run's figures are the replay's times ``exp(N(0, noise))``, seeded per
+    seed, point, profile and attempt. The accuracy probe is not modelled: the simulator's answers do not
+    depend on the speculative settings these spaces vary (the demo's launched runs: none broken)."""
+    assert cfg.search is not None
+    layouts = cfg.search.layouts
+    by_overrides: dict[tuple[str, ...], dict[str, Any]] = {}
+    for row in truth.points:
+        overrides = point_overrides(
+            row["point"], layouts, cfg.candidate, baseline_option="baseline", name="point"
+        )
+        by_overrides[_job_key(overrides)] = row["point"]
+    to_engine = engine_of(cfg, space_of(cfg)[1])
+    settings = SearchSettings.from_config(cfg.capacity, integer=True)
+    repeats = max(1, cfg.run.repeats)
+    base_runs = {  # the baseline's opening runs of each constraint profile, measured once per seed
+        p: [noisy(f, random.Random(f"{seed}:baseline:{p}:{k}"), noise) for k in range(repeats)]
+        for p, f in constrained.base.items()
+    }
+
+    def job(overrides: list[str], ticket: Any) -> Any:
+        if ticket is None:  # a confirmation: not measured here (the answer is judged by the truth)
+            return None
+        point = by_overrides[_job_key(overrides)]
+        engine = to_engine(point)
+        assert not isinstance(engine, str), engine  # the search prunes these before launching
+        gpus = engine.tensor_parallel_size * engine.data_parallel_size
+        why = surface.startup(engine)
+        if why is not None:
+            startup = why.split(":", 1)[0]  # the startup class, as a launched trial records it
+            return TrialOutcome(
+                state="infeasible", fidelity="start", why=why, launches=1, gpus=gpus, startup=startup
+            )
+
+        def measured(level: float, attempt: int) -> float:
+            rng = random.Random(f"{seed}:{point_key(point)}:{level}:{attempt}")
+            return surface.margin(engine, int(level)) * math.exp(rng.gauss(0.0, noise))
+
+        level = float(int(ticket.level))
+        screen = screen_estimate(level, measured(level, 0))
+        outcome = TrialOutcome(state="running", fidelity="screen", screen=screen, launches=1, gpus=gpus)
+        row = constrained.row_of(point)
+        assert row is not None, point  # it started: the table has its figures
+        mine = {
+            p: noisy(f, random.Random(f"{seed}:{point_key(point)}:{p}"), noise)
+            for p, f in row["figures"].items()
+        }
+        outcome.constraints = screen_sizes(cfg, mine, base_runs)
+        if broken(outcome.constraints):
+            outcome.state, outcome.why = (
+                "infeasible",
+                f"screen breaks a constraint: {describe(outcome.constraints)}",
+            )
+            return outcome
+        if reporter(ticket)(SCREEN_STEP, screen):
+            outcome.state, outcome.values = "pruned", [screen]
+            return outcome
+        found = search(measured, settings)
+        outcome.state, outcome.fidelity, outcome.values = "complete", "full", [found.low or 0.0]
+        return outcome
+
+    return job
+
+
+def _job_key(overrides: Sequence[str]) -> tuple[str, ...]:
+    """A job's overrides less the candidate's file and name: the point's fields as the search wrote them."""
+    return tuple(o for o in overrides if not o.startswith(("candidate=", "candidate.name=")))
+
+
+def baseline_level(cfg: GauntletConfig, surface: Surface, *, seed: int, noise: float) -> float:
+    """The baseline's capacity as the sweep measures it before the search (the screen's load level)."""
+    engine = engine_config(render_spec(cfg.service, cfg.candidate, cfg.host))
+
+    def measured(level: float, attempt: int) -> float:
+        rng = random.Random(f"{seed}:baseline:{level}:{attempt}")
+        return surface.margin(engine, int(level)) * math.exp(rng.gauss(0.0, noise))
+
+    found = search(measured, SearchSettings.from_config(cfg.capacity, integer=True))
+    return float(found.low or cfg.capacity.start)
+
+
+def run_seed(
+    cfg: GauntletConfig,
+    truth: Truth,
+    surface: Surface,
+    constrained: Constrained,
+    *,
+    seed: int,
+    noise: float,
+    method: str = "tpe",
+    say: Callable[[str], None] = lambda _line: None,
+) -> Answer:
+    """One search with seed ``seed`` choosing points by ``method`` (:data:`~benchmarks.search.methods
+    .METHODS`), trials measured in-process; its answer judged by the constrained truth."""
+    assert cfg.search is not None
+    level = baseline_level(cfg, surface, seed=seed, noise=noise)
+    sampler = METHODS[method]
+    seeded = replace(cfg, search=replace(cfg.search, seed=seed, load_level=level, sampler=sampler))
+    assert seeded.search is not None
+    space = parse_space(seeded.search)
+    with tempfile.TemporaryDirectory(prefix="search-quality-", dir=SCRATCH) as tmp:
+        sweep = Path(tmp)
+        lines: list[str] = []
+        common: dict[str, Any] = {
+            "baseline_option": "baseline",
+            "space": space,
+            "flag_check": None,
+            "launch_job": in_process_job(seeded, truth, surface, constrained, seed=seed, noise=noise),
+            "say": lines.append,
+        }
+        if method == "grid":
+            trials = seeded.search.max_launches - kept_launches(seeded.search)
+            run: SearchRun = GridRun(seeded, sweep, design=grid_design(space, trials), **common)
+        else:
+            run = SearchRun(seeded, sweep, **common)
+        queue = run.run()
+        record = read_search(sweep)
+    assert record is not None
+    round_ = [dict(t.params) for t in queue[: max(1, seeded.search.confirm_top)]]
+    accepted_each = [constrained.accepted_capacity(p) for p in round_]
+    chosen = recommended(accepted_each)
+    point: dict[str, Any] | None = None
+    if chosen is not None:
+        point = round_[chosen]
+    elif not queue and record.best_is_baseline:
+        point = baseline_point(space, seeded.baseline)
+    accepted = constrained.accepted_capacity(point) if point is not None else None
+    trial_launches, confirms = charged(record.launches, len(queue), seeded.search.confirm_top)
+    answer = Answer(
+        seed=seed,
+        point=point_text(point) if point is not None else "-",
+        accepted=accepted,
+        refused=bool(accepted_each) and accepted_each[0] is None,
+        trial_launches=trial_launches,
+        confirm_launches=confirms,
+        stopped=record.stopped,
+    )
+    say(
+        f"{seeded.search.name} {method} {seeded.search.max_launches} seed {seed}: level {level:g}, "
+        f"{answer.launches} launches ({record.stopped}); answer {answer.point}: accepted capacity "
+        f"{num(accepted)}; first finalist {'refused' if answer.refused else 'accepted'} "
+        f"({', '.join(point_text(p) + ': ' + num(a) for p, a in zip(round_, accepted_each, strict=True))})"
+    )
+    return answer
