@@ -84,7 +84,12 @@ def test_a_labelled_set_is_scored_and_a_candidate_that_changes_outputs_is_caught
 
     # 20 items show an accuracy drop of at most 16.1 points at best (Tango's bound with no item lost,
     # gates.noninferiority): a 20-point tolerance, so that the same answers can pass.
-    cfg = GatesConfig(accuracy=AccuracyGateConfig(profile="accuracy", tolerance=0.2, min_items=ITEMS))
+    # Every answer is exactly 12 tokens by design (the references are the baseline's own 12-token outputs,
+    # ignore_eos), so each is cut at max_tokens: the test's truncation, not a finding (gates.truncation),
+    # which is still counted and said.
+    cfg = GatesConfig(
+        accuracy=AccuracyGateConfig(profile="accuracy", tolerance=0.2, min_items=ITEMS, max_truncated=1.0)
+    )
     base = load_results(sweep, "candidates/baseline", "baseline")
     # Greedy decoding on one server reproduces itself: the baseline's second run is the references too.
     second = base.repeats("accuracy")[1]
@@ -97,6 +102,7 @@ def test_a_labelled_set_is_scored_and_a_candidate_that_changes_outputs_is_caught
     )
     print(f"\nanswer_accuracy on vLLM CPU: {result.message}")
     assert result.status == "fail", result.message
+    assert f"candidate {ITEMS} of {ITEMS} (100.0%)" in result.message  # cut at max_tokens, counted
     assert f"vs {ITEMS}/{ITEMS} (100%" in result.message  # the baseline answers its own references
     assert result.observed is not None and result.observed < 0.5
     assert "FLAGGED: greedy agreement with the baseline" in result.message
