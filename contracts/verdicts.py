@@ -138,6 +138,9 @@ class Comparison(_Model):
     # The ratio's interval at this comparison's share of the gain family (a capacity gain: it is a gain when
     # the lower end is above 1; gates.gain_family); None where the comparison claims no gain of its own.
     gain_interval: tuple[float, float] | None = None
+    # A non-inferiority comparison (answer accuracy): the interval of the paired drop, baseline minus
+    # candidate, as a fraction; it passes when the upper end is at most the tolerance (baseline - threshold).
+    drop_interval: tuple[float, float] | None = None
 
 
 class Gap(_Model):

@@ -313,6 +313,7 @@ class AnswerAccuracy(Gate):
             "discordant items",
             n_candidate=n,
             n_baseline=n,
+            drop_interval=paired_rates.interval,
             message=f"accuracy {_accuracy(k_c, n, confidence)} vs {_accuracy(k_b, n, confidence)} on "
             f"{n} items; {unanswered}; {paired_words}",
         )

@@ -26,6 +26,7 @@ from contracts.layout import (
 from contracts.metrics import fmt_bounds, fmt_ratio
 from contracts.results import CapacityResult
 from contracts.verdicts import KeyFigure, decision_label
+from report.accuracy import SECTION_NOTE, accuracy_table
 from report.cost import COST_HEADER, cost_cell, cost_label, cost_title
 from report.live import baseline_cell, live_card, live_lines
 from report.markdown import figure_cell, figure_value, why
@@ -140,6 +141,7 @@ def render_html(
     body += _capacity(report, capacity or {})
     body += _search(report)
     body += _cost(report)
+    body += _accuracy(report)
     body += _state(report)
     body += _plots(images)
     body += _details(report)
@@ -397,6 +399,19 @@ def _cost(report: ReportModel) -> list[str]:
         for c in report.cost
     ]
     return out + _table(list(COST_HEADER), rows, table_id="cost")
+
+
+def _accuracy(report: ReportModel) -> list[str]:
+    """Accuracy on the labelled set and its non-inferiority bound (report.accuracy)."""
+    if not report.accuracy:
+        return []
+    header, rows = accuracy_table(report.accuracy, report.baseline, report.confidence)
+    cells = [[f"<td>{_e(cell)}</td>" for cell in row] for row in rows]
+    return [
+        "<h2>Accuracy on the labelled set</h2>",
+        *_table(header, cells, table_id="accuracy"),
+        f'<p class="note">{_e(SECTION_NOTE)}</p>',
+    ]
 
 
 def _num(value: float | None) -> str:

@@ -23,6 +23,7 @@ from contracts.layout import (
 from contracts.metrics import fmt_bounds, fmt_ratio, fmt_value
 from contracts.results import HostProbe
 from contracts.verdicts import DriftResult, KeyFigure, decision_label
+from report.accuracy import SECTION_NOTE, accuracy_table, terminal_accuracy
 from report.cost import COST_HEADER, cost_cell, cost_label, cost_title
 from report.live import baseline_cell, live_lines, promotion_details, retained_line
 from report.model import CandidateRow, ReportModel
@@ -84,6 +85,9 @@ def render_markdown(report: ReportModel) -> str:
     out += _slo_section(report)
     out += _server_figures_section(report)
     out += _cost_section(report)
+    if report.accuracy:
+        header, rows = accuracy_table(report.accuracy, report.baseline, report.confidence)
+        out += ["", "## Accuracy on the labelled set", "", *table(header, rows), "", SECTION_NOTE]
     out += ["", "## Serial versus loaded ranking", ""]
     out += _reversal_section(report)
     out += ["", "## Repeats and measurement time", ""]
@@ -173,6 +177,7 @@ def render_terminal(report: ReportModel) -> str:
         )
     out += _terminal_goodput(report)
     out += _terminal_cost(report)
+    out += terminal_accuracy(report.accuracy, report.baseline, TERMINAL_WIDTH)
     for rev in report.reversals:
         out += textwrap.wrap("reversal: " + rev.text.replace("**", ""), TERMINAL_WIDTH)
     return "\n".join(out) + "\n"

@@ -44,6 +44,7 @@ from contracts.verdicts import (
     decision_label,
     spelled_reason,
 )
+from report.accuracy import AccuracyLine, accuracy_lines
 from report.cost import CostRow, cost_rows, headline_profile
 from report.search import SearchSection, search_model
 from report.slo import (
@@ -168,6 +169,8 @@ class ReportModel(_Model):
     # profile the decision table quotes. Empty: no launch has an energy reading or a price.
     cost: list[CostRow] = Field(default_factory=list)
     cost_profile: str | None = None
+    # Accuracy on the labelled set and its non-inferiority bound, a line per judged candidate.
+    accuracy: list[AccuracyLine] = Field(default_factory=list)
     # The sweep's search (report.search): its estimate beside the confirmation's verdict, the trials, the
     # infeasible region, the winner's candidate file. None: the sweep ran no search.
     search: SearchSection | None = None
@@ -451,6 +454,7 @@ def build_model(
     return ReportModel(
         search=search,
         cost=cost,
+        accuracy=accuracy_lines(verdicts),
         cost_profile=headline_profile(cost, cfg.capacity.profile),
         nodes=nodes,
         sweep=sweep_dir.resolve().name,

@@ -138,6 +138,9 @@ def test_demo_sweep_reproduces_the_case_study(tmp_path: Path, port: int) -> None
     assert bench["energy_method"] == "simulated" and bench["usd_per_mtok"] > 0
     cost = [line for line in done.stdout.splitlines() if line.startswith("energy and cost (")]
     assert cost and "SIMULATED power model" in cost[0] and "tok/J" in cost[0] and "/Mtok" in cost[0]
+    # Accuracy on the labelled set with its non-inferiority bound (report.accuracy), whatever the verdict.
+    accuracy = [x for x in done.stdout.splitlines() if x.startswith("accuracy on the labelled set (")]
+    assert accuracy and "non-inferior when the drop's upper bound is at most 2" in accuracy[0], done.stdout
     # A newcomer's exit is clean: the restored retained server was validated, then stopped, and the last
     # line says so; no simulator the demo started is left running.
     assert sim_servers(port) == []

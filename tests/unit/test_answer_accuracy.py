@@ -349,6 +349,9 @@ def test_a_candidate_that_loses_items_beyond_noise_fails(tmp_path: Path) -> None
     )
     assert result.evidence[0].file == "candidates/c/accuracy/r1/records.jsonl"
     assert result.evidence[0].requests == list(range(5, 17))
+    # The drop's interval is recorded as data too, for the report's accuracy line (report.accuracy).
+    low, high = result.comparisons[0].drop_interval or (0.0, 0.0)
+    assert (round(low * 100, 1), round(high * 100, 1)) == (18.1, 45.4)
 
 
 def test_a_loss_within_noise_is_inconclusive_and_equal_answers_pass(tmp_path: Path) -> None:
