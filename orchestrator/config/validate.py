@@ -20,6 +20,7 @@ import yaml
 
 from contracts.errors import ConfigError, ConfigProblem, HarnessError
 from contracts.labelled import is_labelled
+from contracts.multinode import candidate_layout
 from contracts.paths import CONF_DIR, PROJECT_ROOT
 from contracts.pipeline import pipeline_parallel_size
 from contracts.schema import (
@@ -30,7 +31,6 @@ from contracts.schema import (
     LoadConfig,
     RunConfig,
     WorkloadConfig,
-    host_layout,
     placement_problem,
 )
 from load.sources import source_problems
@@ -186,7 +186,7 @@ def placement_refusal(cand: CandidateConfig, host: HostConfig) -> str | None:
     )
     if why:
         return why
-    layout = host_layout(tp, dp, host)
+    layout = candidate_layout(tp, dp, host, pipeline_parallel_size=pp)  # also PP across nodes
     return layout if isinstance(layout, str) else None
 
 
