@@ -25,6 +25,7 @@ from typing import Any
 
 from contracts.errors import HarnessError, LaunchError, SpecError, SpecTamperedError
 from contracts.multinode import candidate_layout
+from contracts.network import network_env, wrap, wrapped_interface
 from contracts.pipeline import pipeline_parallel_size
 from contracts.schema import CandidateConfig, HostConfig, NodeLayout, ServiceConfig
 from contracts.secrets import ENV_REFERENCE, referenced
@@ -132,6 +133,12 @@ class LaunchSpec:
             if self.followers and flag in self.argv[:-1]:
                 return int(self.argv[self.argv.index(flag) + 1])
         return None
+
+    @property
+    def interface(self) -> str | None:
+        """The network interface a multi-node spec's nodes use (host.network.interface; None: not set):
+        the head's address on it is where the followers meet the head."""
+        return wrapped_interface(self.argv) if self.followers else None
 
     def node_argv(self, node: int) -> tuple[str, ...]:
         """The command of node ``node`` (0: the head)."""
@@ -428,11 +435,17 @@ def render_spec(service: ServiceConfig, candidate: CandidateConfig, host: HostCo
             f"candidate {candidate.name}: {layout}", hint="change TP, PP or DP, or the host's nodes"
         )
     argv = [*common, *node_flags(layout, 0, host.rpc_port)] if layout.nodes > 1 else common
-    followers = tuple(
-        tuple([*follower_common, *node_flags(layout, node, host.rpc_port)]) for node in range(1, layout.nodes)
-    )
+    nodes = [[*follower_common, *node_flags(layout, node, host.rpc_port)] for node in range(1, layout.nodes)]
+    net: dict[str, str] = {}
+    if layout.nodes > 1 and (interface := host.network.interface) is not None:  # every node on that network
+        argv, nodes, net = (
+            wrap(argv, interface),
+            [wrap(cmd, interface) for cmd in nodes],
+            network_env(host.network),
+        )
+    followers = tuple(tuple(cmd) for cmd in nodes)
     # A binding written in a config (host, service or candidate env) wins over the computed placement.
-    env = {**placement_env(candidate, host, pp), **host.env, **service.env, **candidate.env}
+    env = {**placement_env(candidate, host, pp), **net, **host.env, **service.env, **candidate.env}
     for name, value in env.items():
         if SECRET_NAME.search(name) and ENV_REFERENCE.fullmatch(value) is None:
             raise SpecError(
