@@ -320,7 +320,9 @@ class DoctorProblem(_Model):
     """One thing ``doctor`` found that would make a launch fail."""
 
     candidate: str | None  # None: the host (every candidate)
-    check: Literal["program", "flags", "gpu", "memory", "weights", "port", "spec", "live service", "search"]
+    check: Literal[
+        "program", "flags", "gpu", "memory", "weights", "port", "spec", "live service", "search", "network"
+    ]
     message: str
 
     def line(self) -> str:

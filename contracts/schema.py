@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contracts.layout import DEFAULT_SWEEPS_DIR
+from contracts.network import NetworkConfig
 from contracts.search import SearchConfig
 
 #: OmegaConf's marker for a required value (``omegaconf.MISSING`` is this string); composing a config that
@@ -128,6 +129,8 @@ class HostConfig:
     # The port a multi-node candidate's ranks meet on at the head (--data-parallel-rpc-port, or
     # --master-port when TP spans nodes); unused by single-node candidates.
     rpc_port: int = 29550
+    # The interface the nodes' ranks talk over (contracts/network.py); default: each library's own choice.
+    network: NetworkConfig = field(default_factory=NetworkConfig)
     # exact: TP x DP must use every GPU; at_most: TP x DP may not exceed gpu_count.
     placement: str = "exact"
     # GPU model, e.g. "NVIDIA H100 80GB HBM3" (the simulator's profile; checked against NVML on GPU hosts).

@@ -1,8 +1,8 @@
 """The one module that reads GPUs (NVML through pynvml): host probe and per-GPU memory snapshots.
 
 Pipeline position: the sweep records :func:`probe_host` with every result and checks that a candidate's
-TP x DP fits (:func:`topology_problem`); the launcher takes :meth:`NvmlProbe.snapshot` before a launch and
-polls it after teardown until GPU memory is back to the pre-launch level. On a host without an NVIDIA
+TP x PP x DP fits (:func:`topology_problem`); the launcher takes :meth:`NvmlProbe.snapshot` before a launch
+and polls it after teardown until GPU memory is back to the pre-launch level. On a host without an NVIDIA
 driver both degrade to "no data" with the driver's own error text, recorded once, and never raise::
 
     probe = NvmlProbe()
@@ -377,8 +377,11 @@ def probe_host(nvml_module: Any | None = None) -> HostProbe:
             nvml.nvmlShutdown()
 
 
-def topology_problem(probe: HostProbe, tensor_parallel_size: int, data_parallel_size: int) -> str | None:
-    """Why a TP x DP candidate cannot be placed on the probed GPUs, or None when it fits (or no driver)."""
+def topology_problem(
+    probe: HostProbe, tensor_parallel_size: int, data_parallel_size: int, *, pipeline_parallel_size: int = 1
+) -> str | None:
+    """Why a TP x PP x DP candidate cannot be placed on the probed GPUs, or None when it fits (or no
+    driver). Each replica's TP x PP workers hold a GPU each (PP: ``--pipeline-parallel-size``)."""
     if not probe.driver:
         return None
     return placement_problem(
@@ -387,6 +390,7 @@ def topology_problem(probe: HostProbe, tensor_parallel_size: int, data_parallel_
         gpus=len(probe.gpus),
         placement="at_most",
         where="this host (as NVML sees it)",
+        pipeline_parallel_size=pipeline_parallel_size,
     )
 
 

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contracts.errors import LaunchError, SpecError
+from contracts.multinode import candidate_layout
 from contracts.pipeline import pipeline_parallel_size
 from contracts.results import DoctorProblem, DoctorReport, HostProbe
-from contracts.schema import CandidateConfig, GauntletConfig, HostConfig, host_layout
+from contracts.schema import CandidateConfig, GauntletConfig, HostConfig
 from launch.flags import check_args, parse_help, program_part
 from launch.memfit import GIB, fit, model_shape
 from launch.nvml import topology_problem
@@ -202,12 +203,12 @@ def _check_gpus(
             f"{host.compute_capability!r}",
         )
     for cand in cands:
-        tp, dp = node_ranks(cand, host)
-        problem = topology_problem(probe, tp, dp)
+        tp, pp, dp = node_ranks(cand, host)
+        problem = topology_problem(probe, tp, dp, pipeline_parallel_size=pp)
         if problem is not None:
             found.add(cand.name, "gpu", problem)
             continue
-        used = probe.gpus[: tp * dp]
+        used = probe.gpus[: tp * pp * dp]
         if live_service and used:
             low = min(used, key=lambda g: g.free_gib)
             wanted = cand.gpu_memory_utilization * low.total_gib
@@ -221,15 +222,17 @@ def _check_gpus(
                 )
 
 
-def node_ranks(cand: CandidateConfig, host: HostConfig) -> tuple[int, int]:
-    """The TP x DP one node of ``host`` runs of ``cand`` (all of it when it fits one node)."""
+def node_ranks(cand: CandidateConfig, host: HostConfig) -> tuple[int, int, int]:
+    """The TP, PP and DP one node of ``host`` runs of ``cand`` (all of it when it fits one node; a node's
+    share of the stages when PP spans nodes, its share of TP when TP does)."""
     tp, dp = cand.tensor_parallel_size, cand.data_parallel_size
-    layout = host_layout(tp, dp, host)
+    pp = pipeline_parallel_size(cand.extra_args)
+    layout = candidate_layout(tp, dp, host, pipeline_parallel_size=pp)
     if isinstance(layout, str) or layout.nodes == 1:
-        return tp, dp
+        return tp, pp, dp
     if layout.tp_spans_nodes:
-        return host.gpus_per_node, 1
-    return tp, layout.dp_local
+        return (tp, host.gpus_per_node // tp, 1) if pp > 1 else (host.gpus_per_node, 1, 1)
+    return tp, pp, layout.dp_local
 
 
 def _model_files(cfg: GauntletConfig, probes: Probes) -> tuple[str | None, str | None]:

@@ -24,7 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from contracts.errors import HarnessError, LaunchError, SpecError, SpecTamperedError
-from contracts.schema import CandidateConfig, HostConfig, NodeLayout, ServiceConfig, host_layout
+from contracts.multinode import candidate_layout
+from contracts.network import network_env, wrap, wrapped_interface
+from contracts.pipeline import pipeline_parallel_size
+from contracts.schema import CandidateConfig, HostConfig, NodeLayout, ServiceConfig
 from contracts.secrets import ENV_REFERENCE, referenced
 
 SPEC_VERSION = 1
@@ -130,6 +133,12 @@ class LaunchSpec:
             if self.followers and flag in self.argv[:-1]:
                 return int(self.argv[self.argv.index(flag) + 1])
         return None
+
+    @property
+    def interface(self) -> str | None:
+        """The network interface a multi-node spec's nodes use (host.network.interface; None: not set):
+        the head's address on it is where the followers meet the head."""
+        return wrapped_interface(self.argv) if self.followers else None
 
     def node_argv(self, node: int) -> tuple[str, ...]:
         """The command of node ``node`` (0: the head)."""
@@ -367,27 +376,27 @@ def cpu_binding(tensor_parallel_size: int, data_parallel_size: int) -> str:
     return "|".join(str(rank) for rank in range(tensor_parallel_size * data_parallel_size))
 
 
-def placement_env(candidate: CandidateConfig, host: HostConfig) -> dict[str, str]:
+def placement_env(candidate: CandidateConfig, host: HostConfig, pipeline: int = 1) -> dict[str, str]:
     """The environment that places ``candidate``'s ranks on ``host`` (empty where vLLM's default placement
     is right: GPU hosts use the first TP x DP devices, simulated hosts have none). On a multi-node cpu host
-    every node binds the ranks it runs (its local TP x DP) to its cores 0, 1, ..."""
+    every node binds the ranks it runs (its local TP x PP x DP) to its cores 0, 1, ..."""
     if host.kind != "cpu":
         return {}
     tp, dp = candidate.tensor_parallel_size, candidate.data_parallel_size
-    layout = host_layout(tp, dp, host)
+    layout = candidate_layout(tp, dp, host, pipeline_parallel_size=pipeline)
     if not isinstance(layout, str) and layout.nodes > 1:  # each node binds its own ranks to its own cores
-        local = host.gpus_per_node if layout.tp_spans_nodes else tp * layout.dp_local
+        local = host.gpus_per_node if layout.tp_spans_nodes else tp * pipeline * layout.dp_local
         return {CPU_BIND_ENV: cpu_binding(local, 1)}
-    return {CPU_BIND_ENV: cpu_binding(tp, dp)}
+    return {CPU_BIND_ENV: cpu_binding(tp * pipeline, dp)}
 
 
 def node_flags(layout: NodeLayout, node: int, rpc_port: int) -> list[str]:
     """The flags that place node ``node`` (0: the head) of a multi-node launch, after the candidate's own.
 
     DP over nodes (vLLM's multi-node data parallel): every node says its local ranks and the head's
-    address and RPC port; a follower runs ``--headless`` from its first global rank. A replica whose TP
-    spans nodes (vLLM's ``--nnodes`` with the mp backend): every node says the node count, its rank and
-    the head's address and port; a follower runs ``--headless``.
+    address and RPC port; a follower runs ``--headless`` from its first global rank. A replica spanning
+    nodes, its TP or its pipeline stages (vLLM's ``--nnodes`` with the mp backend): every node says the
+    node count, its rank and the head's address and port; a follower runs ``--headless``.
     """
     head = ["--headless"] if node else []
     if layout.tp_spans_nodes:
@@ -418,15 +427,25 @@ def render_spec(service: ServiceConfig, candidate: CandidateConfig, host: HostCo
     # A follower runs --headless, which a host's entry point may lack (the cpu host's module form).
     follower_entry = host.follower_entrypoint or host.entrypoint
     follower_common = [*(part.replace("{model}", service.model) for part in follower_entry), *rendered]
-    layout = host_layout(candidate.tensor_parallel_size, candidate.data_parallel_size, host)
+    pp = pipeline_parallel_size(service.extra_args, candidate.extra_args)
+    tp, dp = candidate.tensor_parallel_size, candidate.data_parallel_size
+    layout = candidate_layout(tp, dp, host, pipeline_parallel_size=pp)
     if isinstance(layout, str):
-        raise SpecError(f"candidate {candidate.name}: {layout}", hint="change TP or DP, or the host's nodes")
+        raise SpecError(
+            f"candidate {candidate.name}: {layout}", hint="change TP, PP or DP, or the host's nodes"
+        )
     argv = [*common, *node_flags(layout, 0, host.rpc_port)] if layout.nodes > 1 else common
-    followers = tuple(
-        tuple([*follower_common, *node_flags(layout, node, host.rpc_port)]) for node in range(1, layout.nodes)
-    )
+    nodes = [[*follower_common, *node_flags(layout, node, host.rpc_port)] for node in range(1, layout.nodes)]
+    net: dict[str, str] = {}
+    if layout.nodes > 1 and (interface := host.network.interface) is not None:  # every node on that network
+        argv, nodes, net = (
+            wrap(argv, interface),
+            [wrap(cmd, interface) for cmd in nodes],
+            network_env(host.network),
+        )
+    followers = tuple(tuple(cmd) for cmd in nodes)
     # A binding written in a config (host, service or candidate env) wins over the computed placement.
-    env = {**placement_env(candidate, host), **host.env, **service.env, **candidate.env}
+    env = {**placement_env(candidate, host, pp), **net, **host.env, **service.env, **candidate.env}
     for name, value in env.items():
         if SECRET_NAME.search(name) and ENV_REFERENCE.fullmatch(value) is None:
             raise SpecError(

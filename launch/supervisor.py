@@ -52,6 +52,7 @@ from launch.failures import (
     startup_record,
 )
 from launch.gpu_release import GPU_TOLERANCE_GIB, GpuRelease
+from launch.netif import head_address
 from launch.nodes import NodeLauncher, SlurmNodes, cancel_steps, node_launcher
 from launch.nvml import GpuProbe, NvmlProbe
 from launch.process import PopenSpawner, Processes, PsutilProcesses, Spawner
@@ -139,7 +140,7 @@ class Supervisor:
         (:func:`follower_log`)."""
         self._refuse_taken_port(spec)
         nodes = self._node_launcher(spec)
-        head = nodes.head_address() if nodes is not None else ""
+        head = head_address(spec.interface, nodes.head_address) if nodes is not None else ""
         argv = resolve_argv(resolve_head(spec.argv, head) if nodes is not None else spec.argv, self._root)
         env = child_env(spec, self._env)
         rpc = self._prepare_rpc_dir(spec)

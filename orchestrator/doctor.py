@@ -18,6 +18,7 @@ from contracts.errors import ConfigError, LaunchError, SpecError
 from contracts.paths import PROJECT_ROOT
 from contracts.results import DoctorProblem, DoctorReport
 from contracts.schema import GauntletConfig
+from launch.netcheck import NodeNetwork, network_problems, real_network
 from launch.preflight import Probes, diagnose, real_probes
 from launch.spec import render_spec
 from orchestrator.config.candidates import CandidateComposer, LeftOut, named_candidates
@@ -90,13 +91,16 @@ def doctor(
     probes: Probes | None = None,
     alive: Callable[[int, float], bool] = _alive,
     storage: Callable[[str | None], StorageFault | None] = storage_problem,
+    *,
+    network: NodeNetwork | None = None,
 ) -> DoctorReport:
     """Compose every selected candidate and diagnose them together (config problems count, per candidate).
 
     When gauntlet's own live service (left by the latest sweep) holds the port, the port and free-memory
     checks are skipped as in a sweep, which stops that server before it measures. A search is checked as
     the sweep checks it (:func:`orchestrator.search.checks.search_problems`), and its study's
-    database reached (``storage``: :func:`orchestrator.search.storage.storage_problem`)."""
+    database reached (``storage``: :func:`orchestrator.search.storage.storage_problem`). A candidate
+    across nodes has its nodes' network checked (``network``: :func:`launch.netcheck.real_network`)."""
     loc = location or ConfigLocation()
     selection = select(loc, overrides)
     check_candidate_names(selection.search_path)
@@ -143,7 +147,30 @@ def doctor(
         )
         if (mismatch := live_service_problem(first, live, sources.baseline_file())) is not None:
             problems.append(mismatch)
+    problems.extend(node_network_problems(configs, network or real_network(), notes))
     return DoctorReport(problems=[*problems, *report.problems], notes=notes)
+
+
+def node_network_problems(
+    configs: Sequence[GauntletConfig], net: NodeNetwork, notes: list[str]
+) -> list[DoctorProblem]:
+    """Each multi-node spec's nodes resolve and reach the head's RPC port (:mod:`launch.netcheck`), the
+    baseline's once; what was checked goes to ``notes``."""
+    problems: list[DoctorProblem] = []
+    seen: set[str] = set()
+    for cfg in configs:
+        for cand in (cfg.baseline, cfg.candidate):
+            try:
+                spec = render_spec(cfg.service, cand, cfg.host)
+            except SpecError:
+                continue  # said by the spec check
+            if spec.fingerprint in seen:
+                continue
+            seen.add(spec.fingerprint)
+            found, checked = network_problems(spec, net)
+            problems.extend(DoctorProblem(candidate=cand.name, check="network", message=m) for m in found)
+            notes.extend(checked)
+    return problems
 
 
 def search_doctor_problems(

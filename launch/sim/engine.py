@@ -464,7 +464,8 @@ class Host:
         model: ``idle_w`` all along plus ``tdp_w - idle_w`` for its replica's busy seconds (its completed
         steps); the host's GPUs no replica uses stay idle."""
         gpu = self.profile.gpu
-        busy = [r.busy_s for r in self.replicas for _ in range(self.cfg.tensor_parallel_size)]
+        workers = self.cfg.tensor_parallel_size * self.cfg.pipeline_parallel_size  # a replica's GPUs
+        busy = [r.busy_s for r in self.replicas for _ in range(workers)]
         busy += [0.0] * max(0, gpu.count - len(busy))
         return [round((gpu.idle_w * now + (gpu.tdp_w - gpu.idle_w) * b) * 1000) for b in busy]
 

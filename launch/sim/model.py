@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
 
+from launch.sim.pipeline import micro_batches, pipeline_hops_ms
 from launch.sim.profile import LengthDist, Profile
 
 GIB = float(1 << 30)
@@ -35,7 +36,7 @@ class EngineConfig:
     tensor_parallel_size: int = 1
     data_parallel_size: int = 1
     #: --pipeline-parallel-size: each replica's TP x PP workers, one GPU each, the layers split over the
-    #: PP stages (weights and KV cache per GPU / PP); the step-time model does not model the stages.
+    #: PP stages (weights and KV cache per GPU / PP; the step time: launch.sim.pipeline).
     pipeline_parallel_size: int = 1
     enable_expert_parallel: bool = False
     enable_eplb: bool = False
@@ -256,30 +257,36 @@ class StepCost:
     attention_s_per_pair: float
     per_seq_s: float
     draft_s: float
+    #: Pipeline stages (--pipeline-parallel-size): the work is spread over the micro-batches in flight.
+    stages: int = 1
 
     def seconds(self, prefill: int, decode: int, pairs: float, seqs: int, decoding: bool) -> float:
-        """Duration of one step: fixed + prefill + decode + attention + per-sequence (+ drafter)."""
-        return (
-            self.fixed_s
-            + prefill * self.prefill_s_per_token
+        """Duration of one step: fixed + (prefill + decode + attention + per-sequence) / the micro-batches
+        the pipeline runs at once (:func:`launch.sim.pipeline.micro_batches`) (+ drafter)."""
+        work = (
+            prefill * self.prefill_s_per_token
             + decode * self.decode_s_per_token
             + pairs * self.attention_s_per_pair
             + seqs * self.per_seq_s
-            + (self.draft_s if decoding else 0.0)
         )
+        return self.fixed_s + work / micro_batches(self.stages, seqs) + (self.draft_s if decoding else 0.0)
 
 
 def step_cost(profile: Profile, cfg: EngineConfig) -> StepCost:
+    """One replica's step coefficients: its TP width's topology, its layers split over the pipeline's
+    stages (launch.sim.pipeline: the hops of a round, the micro-batches in flight)."""
     topo = profile.topo(cfg.tensor_parallel_size)
+    hops_s = pipeline_hops_ms(cfg.pipeline_parallel_size) / 1e3
     cost = profile.cost
     slow = (cost.eager_factor if cfg.enforce_eager else 1.0) / cfg.speed
     return StepCost(
-        fixed_s=topo.fixed_ms / 1e3 * slow,
+        fixed_s=topo.fixed_ms / 1e3 * slow + hops_s,  # the network's hops are not the host's speed
         prefill_s_per_token=cost.prefill_us_per_token / 1e6 / topo.speedup * slow,
         decode_s_per_token=cost.decode_us_per_token / 1e6 / topo.speedup * slow,
         attention_s_per_pair=cost.attention_ns_per_token_pair / 1e9 / topo.speedup * slow,
         per_seq_s=topo.per_seq_ms / 1e3 * slow,
         draft_s=(cost.draft_ms_per_step / 1e3 * slow) if cfg.speculative_method else 0.0,
+        stages=cfg.pipeline_parallel_size,
     )
 
 

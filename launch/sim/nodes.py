@@ -4,8 +4,8 @@ and what crossing nodes costs.
 Pipeline position: inside the simulated server program (:mod:`launch.sim.server`). A multi-node launch
 spec (:func:`launch.spec.node_flags`) starts one simulator per node: the head with
 ``--data-parallel-size-local``/``--data-parallel-address``/``--data-parallel-rpc-port`` (DP over nodes)
-or ``--nnodes``/``--node-rank``/``--master-addr``/``--master-port`` (TP across nodes), each follower with
-``--headless`` and the same address. The head opens the RPC port, waits until every follower has joined
+or ``--nnodes``/``--node-rank``/``--master-addr``/``--master-port`` (TP or PP across nodes), each follower
+with ``--headless`` and the same address. The head opens the RPC port, waits until every follower has joined
 (its log says so, rank by rank) and only then serves; a follower that goes away afterwards kills the head's
 engine, as a lost rank kills vLLM's. The head simulates every replica; a follower is a real process that
 joins and holds its place, so the launcher starts, watches and stops real processes on every node.
@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from launch.sim.pipeline import node_crossing_ms
 from launch.sim.profile import Profile, TopologySpec
 
 #: H100 SXM NVLink 4: 900 GB/s per GPU, both directions together (NVIDIA H100 datasheet): 450 one way.
@@ -56,17 +57,23 @@ class NodeRole:
     port: int
     tp_spans: bool  # one replica's TP spans the nodes (--nnodes), not DP over them
     local_gpus: int  # GPUs this node's ranks use
+    stages_span: bool = False  # one replica's pipeline stages span the nodes (--nnodes), its TP within one
 
 
-def node_role(raw: Mapping[str, Any], tp: int, dp: int) -> NodeRole | str | None:
+def node_role(raw: Mapping[str, Any], tp: int, dp: int, pp: int = 1) -> NodeRole | str | None:
     """The node this command line runs (None: a single-node server), or why the flags do not add up."""
     nnodes = raw.get("nnodes") or 1
     if nnodes > 1:
         rank = raw.get("node_rank") or 0
-        if (tp * dp) % nnodes or not 0 <= rank < nnodes:
-            return f"--nnodes {nnodes} --node-rank {rank} do not divide TP x DP = {tp * dp}"
+        world = tp * pp * dp
+        if world % nnodes or not 0 <= rank < nnodes:
+            what = "TP x PP x DP" if pp > 1 else "TP x DP"
+            return f"--nnodes {nnodes} --node-rank {rank} do not divide {what} = {world}"
         address, port = raw.get("master_addr") or "127.0.0.1", raw.get("master_port") or 29501
-        return NodeRole(bool(raw.get("headless")), nnodes, rank, address, port, True, tp * dp // nnodes)
+        gpus = world // nnodes
+        return NodeRole(
+            bool(raw.get("headless")), nnodes, rank, address, port, tp > gpus, gpus, pp > 1 and tp <= gpus
+        )
     local = raw.get("data_parallel_size_local")
     if local is None or local >= dp:
         return None
@@ -97,12 +104,16 @@ def cross_node_topology(node: TopologySpec, nodes: int) -> TopologySpec:
 
 def multinode_profile(profile: Profile, role: NodeRole) -> Profile:
     """The profile the head simulates the whole launch with: every node's GPUs, a TP spanning nodes priced
-    by :func:`cross_node_topology`, DP over nodes by :data:`DP_SYNC_MS` a step."""
+    by :func:`cross_node_topology`, pipeline stages spanning nodes by their boundaries over the network
+    (:func:`launch.sim.pipeline.node_crossing_ms`), DP over nodes by :data:`DP_SYNC_MS` a step."""
     widest = max(profile.topology)
     topology = dict(profile.topology)
     if role.tp_spans:
         for k in range(2, role.nodes + 1):
             topology[widest * k] = cross_node_topology(profile.topology[widest], k)
+    elif role.stages_span:  # the pipeline's boundaries between nodes cross the network
+        extra = node_crossing_ms(role.nodes)
+        topology = {tp: replace(t, fixed_ms=t.fixed_ms + extra) for tp, t in topology.items()}
     else:
         topology = {tp: replace(t, fixed_ms=t.fixed_ms + DP_SYNC_MS) for tp, t in topology.items()}
     gpu = replace(profile.gpu, count=profile.gpu.count * role.nodes)

@@ -287,7 +287,8 @@ class SimServer:
 
     def gpu_memory(self) -> list[dict[str, Any]]:
         """Per-GPU memory after warmup (what NVML would say on a real host)."""
-        used_gpus = self.cfg.tensor_parallel_size * self.cfg.data_parallel_size
+        cfg = self.cfg  # each replica's TP x PP workers hold a GPU each
+        used_gpus = cfg.tensor_parallel_size * cfg.pipeline_parallel_size * cfg.data_parallel_size
         out = []
         for i in range(self.profile.gpu.count):
             total = self.memory.total_gib
@@ -535,7 +536,8 @@ async def serve(args: SimArgs, role: NodeRole | None = None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    role = node_role(args.raw, args.engine.tensor_parallel_size, args.engine.data_parallel_size)
+    eng = args.engine
+    role = node_role(args.raw, eng.tensor_parallel_size, eng.data_parallel_size, eng.pipeline_parallel_size)
     if isinstance(role, str):
         sys.stderr.write(f"python -m launch.sim: error: {role}\n")
         return 2

@@ -20,6 +20,8 @@ import yaml
 
 from contracts.errors import ConfigError, ConfigProblem, HarnessError
 from contracts.labelled import is_labelled
+from contracts.multinode import candidate_layout
+from contracts.network import interface_problem
 from contracts.paths import CONF_DIR, PROJECT_ROOT
 from contracts.pipeline import pipeline_parallel_size
 from contracts.schema import (
@@ -30,7 +32,6 @@ from contracts.schema import (
     LoadConfig,
     RunConfig,
     WorkloadConfig,
-    host_layout,
     placement_problem,
 )
 from load.sources import source_problems
@@ -186,7 +187,7 @@ def placement_refusal(cand: CandidateConfig, host: HostConfig) -> str | None:
     )
     if why:
         return why
-    layout = host_layout(tp, dp, host)
+    layout = candidate_layout(tp, dp, host, pipeline_parallel_size=pp)  # also PP across nodes
     return layout if isinstance(layout, str) else None
 
 
@@ -417,6 +418,8 @@ def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
     if host.nodes > 1 and not 1 <= host.rpc_port <= MAX_PORT:
         port = ConfigProblem(host_file, "host.rpc_port", host.rpc_port, f"a TCP port, 1..{MAX_PORT}")
         problems.append(port)
+    if (why := interface_problem(host.network.interface)) is not None:
+        problems.append(ConfigProblem(host_file, "host.network.interface", host.network.interface, why))
     if host.time_scale <= 0:
         problems.append(ConfigProblem(host_file, "host.time_scale", host.time_scale, "a positive factor"))
     nice = host.server_autogroup_nice

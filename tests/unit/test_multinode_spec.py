@@ -173,8 +173,8 @@ def test_doctor_checks_a_multi_node_candidate_against_one_nodes_gpus() -> None:
     assert [p.line() for p in report.problems if p.check == "gpu"] == []
     tp16 = [load(["host=h100x8", "candidate=tp4_dp2", *two_by_8, "candidate.tensor_parallel_size=16",
                   "candidate.data_parallel_size=1"])[0].candidate]  # fmt: skip
-    assert node_ranks(tp16[0], cfg.host) == (8, 1) and node_ranks(cands[0], cfg.host) == (8, 1)
-    assert node_ranks(cfg.baseline, cfg.host) == (2, 4)  # TP2 x DP4 fits one node
+    assert node_ranks(tp16[0], cfg.host) == (8, 1, 1) and node_ranks(cands[0], cfg.host) == (8, 1, 1)
+    assert node_ranks(cfg.baseline, cfg.host) == (2, 1, 4)  # TP2 x DP4 fits one node
 
 
 @pytest.mark.parametrize(
