@@ -19,7 +19,14 @@ from contracts.layout import block_root
 from contracts.schema import GatesConfig
 from contracts.verdicts import Comparison
 from gates import evaluate_sweep
-from gates.bracket import agreed_shift, bracket_holds, bracket_interval, within_drift
+from gates.bracket import (
+    HostShift,
+    agreed_shift,
+    bracket_holds,
+    bracket_interval,
+    bracket_ratio,
+    within_drift,
+)
 from gates.compare import Measured
 from gates.stats import RatioEstimate
 from tests.unit.gates_fixtures import lognormal_quantiles, make_records, write_repeat, write_run
@@ -48,31 +55,38 @@ def test_the_shift_every_block_run_agrees_on(ratios: Sequence[float], expected: 
 
 
 HOLDS_CASES = [
-    # interval of candidate / opening baseline, better, block speed, widened interval, still a failure
-    pytest.param((0.892, 0.992), "higher", 1.0, (0.892, 0.992), True, id="no_drift_tokens_fail_stands"),
-    pytest.param(
-        (0.892, 0.992), "higher", 0.98, (0.892, 0.992 / 0.98), False, id="host_slowed_2pct_explains_0.941x"
-    ),
-    pytest.param((0.85, 0.95), "higher", 0.98, (0.85, 0.95 / 0.98), True, id="regression_beyond_the_drift"),
-    pytest.param(
-        (0.892, 0.992), "higher", 1.03, (0.892 / 1.03, 0.992), True, id="host_sped_up_the_failure_stands"
-    ),
-    pytest.param((1.01, 1.12), "lower", 1.0, (1.01, 1.12), True, id="no_drift_ttft_fail_stands"),
-    pytest.param((1.01, 1.12), "lower", 0.98, (1.01 * 0.98, 1.12), False, id="host_slowed_ttft_explained"),
-    pytest.param((1.10, 1.30), "lower", 0.97, (1.10 * 0.97, 1.30), True, id="ttft_regression_beyond_drift"),
+    # ratio against the opening, threshold, better, block speed, ratio against the block, still a failure
+    pytest.param(0.941, 0.95, "higher", 1.0, 0.941, True, id="no_drift_tokens_fail_stands"),
+    pytest.param(0.941, 0.95, "higher", 0.98, 0.941 / 0.98, False, id="host_slowed_2pct_explains_0.941x"),
+    pytest.param(0.941, 0.95, "higher", 0.995, 0.941 / 0.995, True, id="host_slowed_too_little"),
+    pytest.param(0.90, 0.95, "higher", 0.97, 0.90 / 0.97, True, id="regression_10_beyond_a_3pct_drift"),
+    pytest.param(0.941, 0.95, "higher", 1.03, 0.941 / 1.03, True, id="host_sped_up_the_failure_stands"),
+    pytest.param(1.067, 1.05, "lower", 1.0, 1.067, True, id="no_drift_ttft_fail_stands"),
+    pytest.param(1.067, 1.05, "lower", 0.972, 1.067 * 0.972, False, id="host_slowed_ttft_explained"),
+    pytest.param(1.30, 1.05, "lower", 0.97, 1.30 * 0.97, True, id="ttft_regression_beyond_the_drift"),
 ]
 
 
-@pytest.mark.parametrize(("interval", "better", "speed", "widened", "holds"), HOLDS_CASES)
-def test_a_failure_must_hold_against_the_baseline_at_both_ends(
-    interval: tuple[float, float],
-    better: str,
-    speed: float,
-    widened: tuple[float, float],
-    holds: bool,
+@pytest.mark.parametrize(("ratio", "threshold", "better", "speed", "after", "holds"), HOLDS_CASES)
+def test_a_failure_must_hold_against_the_baseline_at_both_ends(  # noqa: PLR0917 (one table row)
+    ratio: float, threshold: float, better: str, speed: float, after: float, holds: bool
+) -> None:
+    assert bracket_ratio(ratio, better, speed) == pytest.approx(after)  # type: ignore[arg-type]
+    assert bracket_holds(ratio, threshold, better, speed) is holds  # type: ignore[arg-type]
+
+
+INTERVAL_CASES = [
+    pytest.param((0.892, 0.992), "higher", 0.98, (0.892, 0.992 / 0.98), id="tokens_host_slowed"),
+    pytest.param((0.892, 0.992), "higher", 1.03, (0.892 / 1.03, 0.992), id="tokens_host_sped_up"),
+    pytest.param((1.01, 1.12), "lower", 0.98, (1.01 * 0.98, 1.12), id="ttft_host_slowed"),
+]
+
+
+@pytest.mark.parametrize(("interval", "better", "speed", "widened"), INTERVAL_CASES)
+def test_the_interval_against_the_baseline_at_both_ends(
+    interval: tuple[float, float], better: str, speed: float, widened: tuple[float, float]
 ) -> None:
     assert bracket_interval(interval, better, speed) == pytest.approx(widened)  # type: ignore[arg-type]
-    assert bracket_holds(interval, better, speed) is holds  # type: ignore[arg-type]
 
 
 def _measured(status: str, ratio: float, interval: tuple[float, float]) -> Measured:
@@ -85,6 +99,7 @@ def _measured(status: str, ratio: float, interval: tuple[float, float]) -> Measu
         baseline=1.0,
         ratio=ratio,
         interval=interval,
+        threshold=0.95,
         more_repeats=4 if status == "inconclusive" else None,
         message="short output tokens/s",
     )
@@ -146,8 +161,6 @@ def test_the_concurrency_gate_judges_against_the_block_after_the_candidate(
 def test_only_failures_are_touched() -> None:
     """A pass, an inconclusive comparison and a gain-side ratio stay as they were; a failure within the
     drift becomes inconclusive without a repeats estimate."""
-    from gates.bracket import HostShift
-
     shift = HostShift(speed=0.97, runs=2, block="candidates/baseline/blocks/after-cand")
     rows = [
         _measured("pass", 0.99, (0.95, 1.03)),
@@ -159,5 +172,5 @@ def test_only_failures_are_touched() -> None:
     assert [m.comparison.status for m in out] == ["pass", "inconclusive", "inconclusive", "fail"]
     assert out[1].comparison.more_repeats == 4  # not a failure: untouched
     assert out[2].comparison.more_repeats is None
-    assert "0.970x of its opening tokens/s" in out[2].comparison.message
+    assert "0.970x of its opening tokens/s; against it the candidate is 0.969x" in out[2].comparison.message
     assert within_drift(rows, None) == rows
