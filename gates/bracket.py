@@ -12,17 +12,18 @@ interval reads that shift as the configuration's.
 The block after the candidate is the baseline measured again at the candidate's end; how far its runs moved
 from the opening is the host's drift seen by the baseline itself (:func:`host_shift`: each block run's output
 tokens/s against the geometric mean of its profile's opening repeats; the shift **all of the block's runs
-agree on**, the smallest in size when they move the same way, none when they disagree, so one slow outlier run
-in the block is not taken for drift). The candidate measured between the two baseline measurements is judged
-against both: a failed comparison (beyond the tolerance, and beyond noise against the opening) stays failed
-only when, against the baseline at the block's speed (:func:`bracket_ratio`), the candidate is still worse
-beyond the tolerance (:func:`bracket_holds`); else it is ``inconclusive``, "within the host's drift", and more
-repeats do not settle it (a quieter host or more interleaved blocks do). Tokens/s (and the time bound's
-requests/s) scale with the host's speed, TTFT with its inverse. The interval against both ends
-(:func:`bracket_interval`) is in the message. Why materiality and not the interval: a first version asked
-the widened interval to exclude no change, and on the decision-quality benchmark it cost more true rejects
-(regressions of 10-20% with a wide interval at an adaptive look) than it spared false ones
-(docs/measurements/decision-quality.md, "The drift bracket").
+agree on**, the smallest in size when they move the same way, none when they disagree; a run beyond 2x of its
+opening is an outlier run and left out, so slow outlier runs in the block are not taken for drift). The
+candidate measured between the two baseline measurements is judged against both: a failed comparison (beyond
+the tolerance, and beyond noise against the opening) stays failed only when, against the baseline at the
+block's speed (:func:`bracket_ratio`), the candidate is still worse beyond the tolerance
+(:func:`bracket_holds`); else it is ``inconclusive``, "within the host's drift", and more repeats do not
+settle it (a quieter host or more interleaved blocks do). Tokens/s (and the time bound's requests/s) scale
+with the host's speed, TTFT with its inverse. The interval against both ends (:func:`bracket_interval`) is in
+the message. Why materiality and not the interval: a first version asked the widened interval to exclude no
+change, and on the decision-quality benchmark it cost more true rejects (regressions of 10-20% with a wide
+interval at an adaptive look) than it spared false ones (docs/measurements/decision-quality.md, "The drift
+bracket").
 
 Without a block after the candidate (``run.interleave: false``, an adaptive look, a block that measured no
 opening profile) nothing changes. The rule never makes a comparison fail and never touches a gain: it only
@@ -49,13 +50,19 @@ class HostShift:
     block: str  # the block's directory (relative to the sweep)
 
 
+#: A block run more than this factor from its opening is an outlier run (the set-aside rule's 2x,
+#: :mod:`gates.set_aside`), not the host's drift: two 3x-slow runs in one block are not a host at 0.4x.
+OUTLIER_FACTOR = 2.0
+
+
 def agreed_shift(ratios: Sequence[float]) -> float:
     """The shift every one of ``ratios`` (later / opening, each > 0) agrees on: the one closest to 1 when
-    all lie on the same side of 1, else 1 (no drift all of them show). Robust to one outlier run."""
-    logs = [math.log(r) for r in ratios if r > 0 and math.isfinite(r)]
-    if not logs or len(logs) != len(ratios):
+    all lie on the same side of 1, else 1 (no drift all of them show). A ratio beyond ``OUTLIER_FACTOR``
+    either way is an outlier run and left out; none left: 1."""
+    if any(not (r > 0 and math.isfinite(r)) for r in ratios):
         return 1.0
-    if all(v > 0 for v in logs) or all(v < 0 for v in logs):
+    logs = [math.log(r) for r in ratios if abs(math.log(r)) <= math.log(OUTLIER_FACTOR)]
+    if logs and (all(v > 0 for v in logs) or all(v < 0 for v in logs)):
         return math.exp(min(logs, key=abs))
     return 1.0
 
@@ -121,8 +128,8 @@ def within_drift(measured: Sequence[Measured], shift: HostShift | None) -> list[
         why = (
             f"; within the host's drift: the baseline's block after the candidate ({shift.block}, "
             f"{shift.runs} run(s)) ran at {fmt_ratio(shift.speed)} of its opening tokens/s; against it the "
-            f"candidate is {fmt_ratio(bracket_ratio(c.ratio, better, shift.speed))}, within the tolerance "
-            f"({fmt_ratio(c.threshold)}), and against the baseline at both ends the interval is "
+            f"candidate is {fmt_ratio(bracket_ratio(c.ratio, better, shift.speed))}, not worse beyond the "
+            f"tolerance ({fmt_ratio(c.threshold)}), and against the baseline at both ends the interval is "
             f"[{fmt_ratio(low)}, {fmt_ratio(high)}] (more repeats do not settle a drift; a quieter host or "
             "more interleaved blocks do)"
         )

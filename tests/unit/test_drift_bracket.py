@@ -41,8 +41,11 @@ AGREED_CASES = [
     pytest.param((0.95, 0.97), 0.97, id="both_slower_the_smaller_shift"),
     pytest.param((1.04, 1.02), 1.02, id="both_faster_the_smaller_shift"),
     pytest.param((0.96, 1.01), 1.0, id="disagree_no_drift"),
-    pytest.param((1 / 3, 1.01), 1.0, id="one_slow_outlier_run_is_not_drift"),
-    pytest.param((1 / 3, 0.98), 0.98, id="slow_outlier_beside_a_drifted_run_the_smaller"),
+    pytest.param((1 / 3, 1.01), 1.01, id="one_slow_outlier_run_left_out_not_drift"),
+    pytest.param((1 / 3, 0.98), 0.98, id="slow_outlier_beside_a_drifted_run_the_drifted"),
+    pytest.param((1 / 3, 0.45), 1.0, id="two_slow_outlier_runs_are_not_a_host_at_0.4x"),
+    pytest.param((1 / 3, 1.02), 1.02, id="an_outlier_left_out_the_other_run_shows_the_shift"),
+    pytest.param((2.5, 0.97), 0.97, id="a_fast_outlier_left_out"),
     pytest.param((0.97,), 0.97, id="one_run"),
     pytest.param((), 1.0, id="no_runs"),
     pytest.param((0.97, math.inf), 1.0, id="a_value_not_finite_no_drift"),
@@ -172,5 +175,7 @@ def test_only_failures_are_touched() -> None:
     assert [m.comparison.status for m in out] == ["pass", "inconclusive", "inconclusive", "fail"]
     assert out[1].comparison.more_repeats == 4  # not a failure: untouched
     assert out[2].comparison.more_repeats is None
-    assert "0.970x of its opening tokens/s; against it the candidate is 0.969x" in out[2].comparison.message
+    assert "0.970x of its opening tokens/s; against it the candidate is 0.969x, not worse beyond" in (
+        out[2].comparison.message
+    )
     assert within_drift(rows, None) == rows
