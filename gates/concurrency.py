@@ -9,9 +9,7 @@ counts only when it is beyond the tolerance and Holm's procedure over all the ga
 rejects "no change" for it (:func:`gates.compare.requirement_family`: family-wise error control across
 profiles and metrics). A candidate's run its profile's time bound stopped, where the baseline finished
 every run in time, is judged by its requests completed per second against the baseline's, with
-``throughput_tolerance``, in the same family (:mod:`gates.time_bound`). A failure must also hold against the
-baseline's block measured right after the candidate (:mod:`gates.bracket`: the host's drift between the two
-is not the candidate's).
+``throughput_tolerance``, in the same family (:mod:`gates.time_bound`).
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ from contracts.metrics import ttft_value
 from contracts.schema import GatesConfig
 from contracts.sweepdir import Repeat
 from contracts.verdicts import Comparison, Evidence, GateResult
-from gates.bracket import host_shift, within_drift
 from gates.compare import (
     Measured,
     Planned,
@@ -122,12 +119,10 @@ def _ttft(
 
 
 def loaded_measurements(ctx: GateContext) -> tuple[list[Measured], list[Comparison]]:
-    """Every loaded comparison that could be measured, Holm-adjusted as one family, a failure the host's
-    drift could explain (the baseline's block after the candidate, :mod:`gates.bracket`) made
-    inconclusive, and the ones that could not be measured."""
+    """Every loaded comparison that could be measured, Holm-adjusted as one family, and the ones that
+    could not."""
     planned, unmeasured = loaded_plans(ctx)
-    family = requirement_family(planned, ctx.cfg.confidence)
-    return within_drift(family, host_shift(ctx.baseline, ctx.candidate.name)), unmeasured
+    return requirement_family(planned, ctx.cfg.confidence), unmeasured
 
 
 @register
