@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 
 from contracts.errors import HarnessError
+from contracts.jsonl import json_lines
 
 #: A prompts file with this suffix is a labelled set; any other is a JSON list of prompts.
 LABELLED_SUFFIX = ".jsonl"
@@ -40,6 +41,10 @@ class LabelledItem:
     regex: str | None = None
 
 
+def _error(message: str) -> HarnessError:
+    return HarnessError(message, hint=_HINT)
+
+
 def is_labelled(prompts_file: str | None) -> bool:
     """``prompts_file`` names a labelled set (JSONL) rather than a JSON list of prompts."""
     return prompts_file is not None and prompts_file.endswith(LABELLED_SUFFIX)
@@ -54,13 +59,9 @@ def _answer(value: object) -> str | None:
     return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
-def _item(line: str, where: str) -> LabelledItem:
-    try:
-        data = json.loads(line)
-    except ValueError as exc:
-        raise HarnessError(f"{where}: not JSON ({exc})", hint=_HINT) from exc
+def _item(data: object, where: str) -> LabelledItem:
     if not isinstance(data, dict):
-        raise HarnessError(f"{where}: expected a JSON object, got {line.strip()[:60]}", hint=_HINT)
+        raise HarnessError(f"{where}: expected a JSON object, got {json.dumps(data)[:60]}", hint=_HINT)
     unknown = [k for k in data if k not in _KEYS]
     if unknown:
         raise HarnessError(
@@ -90,7 +91,8 @@ def parse_labelled(text: str, where: str) -> list[LabelledItem]:
     >>> parse_labelled('{"prompt": "2 + 2?", "answer": 4}', "set.jsonl")
     [LabelledItem(prompt='2 + 2?', answer='4', regex=None)]
     """
-    items = [_item(line, f"{where}:{n}") for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    lines = json_lines(text, where, error=_error, allowed="a labelled set is one JSON object a line")
+    items = [_item(data, here) for here, data in lines]
     if not items:
         raise HarnessError(f"{where}:1: no item: a labelled set needs at least one line", hint=_HINT)
     return items

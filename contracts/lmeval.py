@@ -24,6 +24,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from contracts.errors import HarnessError, ResultFileError
+from contracts.jsonl import json_lines
 
 #: ``samples_<task>_<date id>.jsonl`` as lm-eval 0.4.x names it (``date id``: 2026-12-06T16-21-07.123456).
 _SAMPLES_NAME = re.compile(r"^samples_(?P<task>.+)_(?P<date>\d{4}-\d{2}-\d{2}T[0-9.\-]+)\.jsonl$")
@@ -114,16 +115,8 @@ def parse_samples(
     filter the file lists, in lm-eval's order). Blank lines are skipped; a line that is not such an object,
     a metric the file does not carry or a filter it does not have is a :class:`HarnessError` naming it."""
     rows: list[tuple[str, dict[str, object]]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        here = f"{where}:{number}"
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise HarnessError(
-                f"{here}: not JSON ({exc.msg}): lm-eval's samples are one object a line"
-            ) from exc
+    allowed = "lm-eval's samples are one object a line"
+    for here, raw in json_lines(text, where, error=HarnessError, allowed=allowed):
         if not isinstance(raw, dict) or not isinstance(raw.get("doc_id"), int):
             raise HarnessError(f"{here}: not an lm-eval sample (an object with an integer doc_id)")
         rows.append((here, raw))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contracts.layout import DEFAULT_SWEEPS_DIR
+from contracts.lmeval_sweep import LmEvalConfig
 from contracts.network import NetworkConfig
 from contracts.search import SearchConfig
 
@@ -508,6 +509,7 @@ class GauntletConfig:
     # How the load client runs: worker processes, the send-lateness bound, TLS files.
     load: LoadConfig = field(default_factory=LoadConfig)
     search: SearchConfig | None = None  # a search (conf/search/, docs/search.md); None = no search
+    lm_eval: LmEvalConfig = field(default_factory=LmEvalConfig)  # lm_eval profiles run on every launch
 
 
 def placement_problem(

@@ -33,6 +33,7 @@ from contracts.layout import (
     candidates_dir,
     repeat_number,
 )
+from contracts.lmeval_sweep import LmEvalOutcome, read_launch_lm_eval
 from contracts.results import (
     CandidateRun,
     CapacityResult,
@@ -71,6 +72,9 @@ class Results:
     #: the drift check's later runs. They are not in ``profiles``: the gates compare a candidate with the
     #: opening repeats, which an adaptive look already saw (a block after it would change its verdict).
     blocks: tuple[Results, ...] = ()
+    #: The launch's lm_eval runs (``lm_eval/<profile>/``, :mod:`contracts.lmeval_sweep`): each profile's
+    #: per-document scores, or why lm-eval left none.
+    lm_eval: dict[str, LmEvalOutcome] = field(default_factory=dict)
 
     @property
     def capacity_file(self) -> str:
@@ -130,7 +134,8 @@ def load_results(sweep_dir: Path, root: str, name: str) -> Results:
                 profiles[profile_dir.name] = [r for _, r in sorted(repeats, key=lambda item: item[0])]
     capacity_path = launch.capacity
     capacity = read_model(capacity_path, CapacityResult) if capacity_path.exists() else None
-    return Results(name=name, root=root, run=run, profiles=profiles, capacity=capacity)
+    lm_eval = read_launch_lm_eval(base)
+    return Results(name=name, root=root, run=run, profiles=profiles, capacity=capacity, lm_eval=lm_eval)
 
 
 def load_baseline(sweep_dir: Path, root: str, name: str) -> Results:

@@ -25,6 +25,7 @@ from gates import (  # noqa: F401  (imported to register the gates, in evaluatio
     concurrency,
     cost,
     latency_gain,
+    lm_eval_gate,
     memory_headroom,
     spec_acceptance,
     stability,

@@ -12,6 +12,9 @@ accuracy gate's verdict on this workload, not a second gate.
 Two runs pair only on the same documents: a document one side has and the other lacks, or one whose
 ``doc_hash`` differs (another dataset revision), makes the comparison ``not_run`` naming it (the runs are
 not comparable; run both with the same profile).
+
+In a sweep the same judgement is the ``lm_eval_accuracy`` gate's (:mod:`gates.lm_eval_gate`), once per
+``lm_eval`` profile the sweep ran.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from contracts.schema import GatesConfig
 from contracts.verdicts import Comparison, GateResult, GateStatus
 from gates.answer_accuracy import AnswerAccuracy, accuracy_status, drop_words
 from gates.noninferiority import PairedDrop, paired_drop
+from gates.registry import Gate
 from gates.significance import clopper_pearson, mcnemar
 
 Key = tuple[str, int]
@@ -99,9 +103,13 @@ def paired_decision(paired: Paired, cfg: GatesConfig) -> tuple[GateStatus, Paire
     return accuracy_status(drop, cfg.accuracy.tolerance), drop
 
 
-def judge_lm_eval(baseline: LmEvalRun, candidate: LmEvalRun, cfg: GatesConfig) -> GateResult:
-    """The accuracy gate's result for ``candidate`` against ``baseline`` on one lm_eval profile."""
-    gate = AnswerAccuracy()
+def judge_lm_eval(
+    baseline: LmEvalRun, candidate: LmEvalRun, cfg: GatesConfig, *, gate: Gate | None = None
+) -> GateResult:
+    """The accuracy gate's result for ``candidate`` against ``baseline`` on one lm_eval profile, under
+    ``gate``'s name (default: ``answer_accuracy``'s; in a sweep: ``lm_eval_accuracy``,
+    :mod:`gates.lm_eval_gate`)."""
+    gate = gate or AnswerAccuracy()
     where = f"lm_eval profile {candidate.profile!r}"
 
     def result(status: GateStatus, message: str, **fields: object) -> GateResult:

@@ -115,7 +115,7 @@ class Failure:
 
     pattern: re.Pattern[str]
     fault: Fault
-    words: str  # {python}, {tasks}: filled in
+    words: str  # {python}, {setting} (the setting that chose it), {tasks}: filled in
     on_server: bool = False  # the matching line must name the server (its host and port): not the hub's
 
 
@@ -126,8 +126,8 @@ FAILURES: tuple[Failure, ...] = (
     Failure(
         re.compile(r"No module named '?lm_eval|^cannot start the interpreter "),
         "harness",
-        f"lm-eval is not installed in {{python}}: install it there (pip install '{LM_EVAL_PIN}'), or set the "
-        "profile's python to an interpreter that has it",
+        f"lm-eval is not installed in {{python}}: install it there (pip install '{LM_EVAL_PIN}'), or set "
+        "{setting} to an interpreter that has it",
     ),
     Failure(
         re.compile(r"Tasks? (were )?not found|did not recognize", re.IGNORECASE),
@@ -228,12 +228,14 @@ def run_lm_eval(
     candidate: str,
     out_dir: Path,
     python: str | None = None,
+    python_setting: str = "",
     api_key: str | None = None,
     run: RunLmEval = run_process,
 ) -> LmEvalRun:
     """Run ``profile`` against the server at ``base_url`` serving ``model``; write and return the run's
     record (:class:`contracts.layout_lmeval.LmEvalPaths` of ``out_dir``: the record, lm-eval's output
-    and its files). ``python`` overrides the profile's interpreter."""
+    and its files). ``python`` overrides the profile's interpreter; ``python_setting`` is where it was
+    set (a missing lm-eval names it; default: the profile's ``python``)."""
     paths = LmEvalPaths(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     output_dir = paths.output
@@ -252,6 +254,7 @@ def run_lm_eval(
     wall_s = time.monotonic() - started
     where = f"lm_eval profile {profile.name!r} ({profile.source or 'no file'}) against {candidate!r}"
     tasks = ", ".join(profile.tasks)
+    setting = python_setting or f"the profile's python ({profile.source or 'its file'})"
     if finished.returncode is None:
         raise HarnessError(
             f"{where}: lm-eval ran past timeout_s = {profile.timeout_s:g} s on task(s) {tasks} and was "
@@ -263,7 +266,8 @@ def run_lm_eval(
         fault, words = classify(finished.output, endpoint_of(base_url))
         error = HarnessError if fault == "harness" else LoadError
         raise error(
-            f"{where}: {words.format(python=argv[0], tasks=tasks)} (lm-eval exit code {finished.returncode}; "
+            f"{where}: {words.format(python=argv[0], setting=setting, tasks=tasks)} (lm-eval exit code "
+            f"{finished.returncode}; "
             f"its output: {paths.log})",
             evidence=_tail(finished.output),
         )

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from contracts.errors import HarnessError
+from contracts.jsonl import json_lines
 from contracts.labelled import parse_labelled
 
 #: The instruction appended to every question: the answer in the GSM8K convention the gate extracts.
@@ -45,16 +46,8 @@ def reference(answer: str) -> str | None:
 def convert(text: str, where: str, *, limit: int | None = None) -> list[dict[str, str]]:
     """The labelled items of a GSM8K-style JSONL text (blank lines skipped), at most ``limit`` of them."""
     items: list[dict[str, str]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        here = f"{where}:{number}"
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConversionError(
-                f"{here}: not JSON ({exc.msg}); GSM8K-style JSONL is one object a line"
-            ) from exc
+    allowed = "GSM8K-style JSONL is one object a line"
+    for here, raw in json_lines(text, where, error=ConversionError, allowed=allowed):
         if not isinstance(raw, dict):
             raise ConversionError(f'{here}: not an object; allowed: {{"question": ..., "answer": ...}}')
         question, answer = raw.get("question"), raw.get("answer")

@@ -39,6 +39,7 @@ from load.workload import ARRIVALS, parse_prompts
 from orchestrator.config.accuracy import accuracy_problems, labelled_file_problems
 from orchestrator.config.client_inputs import api_key_problems, tls_problems
 from orchestrator.config.guard import abuse_problems, yaml_file_problems
+from orchestrator.config.lm_eval import lm_eval_problems
 from orchestrator.config.measure_bounds import capacity_problems, cost_problems
 
 #: --moe-backend values vLLM 0.32 accepts (vllm/config/kernel.py, MoEBackend).
@@ -496,6 +497,7 @@ def validate(cfg: GauntletConfig, sources: Sources | None = None) -> None:
             )
         )
     problems.extend(accuracy_problems(cfg, src))
+    problems.extend(lm_eval_problems(cfg, src.top_origin))
     if problems:
         raise ConfigError(problems)
 

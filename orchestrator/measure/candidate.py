@@ -32,6 +32,7 @@ from orchestrator.measure.launch import (
     refused_launch,
     skip_complete,
 )
+from orchestrator.measure.lm_eval_runs import run_lm_eval_profiles
 from orchestrator.measure.profile import LOST, free_memory, server_lost
 from orchestrator.servers.context import SweepContext
 
@@ -98,6 +99,8 @@ def run_candidate(
             _run_profiles(ctx, launch, adaptive.plan_for(ctx, role))
             if not launch.lost:
                 launch.watch.extend(run_capacity(ctx, launch.session, candidate))
+            if not launch.lost:
+                run_lm_eval_profiles(ctx, launch.session, out)
     return launch.recorded
 
 

@@ -87,6 +87,7 @@ def test_a_registered_gate_is_evaluated_and_can_reject(sweep: Path, kv_gate: typ
                 "stability",
                 "answer_reliability",
                 "answer_accuracy",
+                "lm_eval_accuracy",
                 "memory_headroom",
                 "cost",
                 "spec_acceptance",

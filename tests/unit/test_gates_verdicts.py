@@ -110,6 +110,7 @@ def test_startup_failures_are_incompatible_never_a_performance_loss(
         "concurrency": "not_run",
         "cost": "not_run",
         "latency_gain": "not_run",
+        "lm_eval_accuracy": "not_run",
         "memory_headroom": "not_run",
         "spec_acceptance": "not_run",
         "stability": "not_run",
