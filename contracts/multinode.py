@@ -1,7 +1,7 @@
 """The multi-node layouts vLLM documents: where a candidate's TP x PP x DP ranks sit on a host's nodes.
 
 Pipeline position: a shared contract beside :mod:`contracts.schema` (whose
-:func:`~contracts.schema.node_layout` places TP x DP) and :mod:`contracts.pipeline` (which reads
+:func:`~contracts.placement.node_layout` places TP x DP) and :mod:`contracts.pipeline` (which reads
 ``--pipeline-parallel-size`` from ``extra_args``). The configuration's check, ``plan``, ``doctor`` and
 the launch spec ask :func:`candidate_layout`, so they refuse and render the same layouts. What vLLM
 documents across nodes (docs/multinode-layouts.md):
@@ -18,7 +18,8 @@ launch it, and gauntlet has not run it on real vLLM.
 
 from __future__ import annotations
 
-from contracts.schema import HostConfig, NodeLayout, host_layout
+from contracts.placement import NodeLayout, host_layout
+from contracts.schema import HostConfig
 
 
 def _alternatives(tp: int, pp: int, dp: int, per: int) -> str:
@@ -38,7 +39,7 @@ def candidate_layout(
     """Where TP x PP x DP sits on ``host``'s nodes, or why vLLM cannot run it there (the reason names the
     rule, the values and the supported alternatives).
 
-    A replica is TP x PP GPUs. On one node, or within one: as :func:`contracts.schema.host_layout` (PP
+    A replica is TP x PP GPUs. On one node, or within one: as :func:`contracts.placement.host_layout` (PP
     on one node is one more factor of the replica). A replica across nodes (``nodes_per_replica > 1``)
     needs DP = 1, and with PP > 1 a TP that divides a node's GPUs::
 

@@ -44,8 +44,8 @@ from contracts.energy import (
     run_energy,
 )
 from contracts.metering import GpuMetering
+from contracts.placement import placement_problem
 from contracts.results import GpuMemory, HostProbe, RunEnergy
-from contracts.schema import placement_problem
 from launch.gpu_select import device_request, resolve
 from launch.spec import LaunchSpec
 

@@ -27,7 +27,8 @@ from contracts.errors import HarnessError, LaunchError, SpecError, SpecTamperedE
 from contracts.multinode import candidate_layout
 from contracts.network import network_env, wrap, wrapped_interface
 from contracts.pipeline import pipeline_parallel_size
-from contracts.schema import CandidateConfig, HostConfig, NodeLayout, ServiceConfig
+from contracts.placement import NodeLayout
+from contracts.schema import CandidateConfig, HostConfig, ServiceConfig
 from contracts.secrets import ENV_REFERENCE, referenced
 
 SPEC_VERSION = 1

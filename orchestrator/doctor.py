@@ -21,10 +21,11 @@ from contracts.schema import GauntletConfig
 from launch.netcheck import NodeNetwork, network_problems, real_network
 from launch.preflight import Probes, diagnose, real_probes
 from launch.spec import render_spec
+from orchestrator.config.candidate_names import check_candidate_names
 from orchestrator.config.candidates import CandidateComposer, LeftOut, named_candidates
 from orchestrator.config.command import run_composing_command
 from orchestrator.config.compose import ConfigLocation, select
-from orchestrator.config.validate import Sources, check_candidate_names
+from orchestrator.config.validate import Sources
 from orchestrator.ledger.live import LiveService, live_service, live_service_mismatch
 from orchestrator.search.checks import search_problems
 from orchestrator.search.flags import flag_dimension, flag_problems

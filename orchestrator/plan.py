@@ -17,11 +17,12 @@ from contracts.paths import PROJECT_ROOT
 from contracts.schema import GauntletConfig
 from launch.preflight import Probes, real_probes
 from launch.spec import LaunchSpec, render_spec
+from orchestrator.config.candidate_names import check_candidate_names
 from orchestrator.config.candidates import CandidateComposer, LeftOut, format_left_out, named_candidates
 from orchestrator.config.command import run_composing_command
 from orchestrator.config.compose import ConfigLocation, load, select
 from orchestrator.config.search_defaults import format_derived
-from orchestrator.config.validate import Sources, check_candidate_names, display_path
+from orchestrator.config.validate import Sources, display_path
 from orchestrator.search.checks import checked_space
 from orchestrator.search.flags import FLAG_HINT, flag_problems
 from orchestrator.search.plan_text import format_search_plan, recorded_startup, startup_estimate

@@ -51,12 +51,13 @@ from contracts.search import Space
 from launch.preflight import memory_fit_check, real_probes
 from orchestrator.app.controller import SweepController, jobs_run_elsewhere
 from orchestrator.app.jobs import run_job
+from orchestrator.config.candidate_names import check_candidate_names
 from orchestrator.config.candidates import named_candidates
 from orchestrator.config.compose import sources_from_hydra, to_typed
 from orchestrator.config.compose_errors import translate_compose_error
 from orchestrator.config.search_defaults import apply_search_defaults
 from orchestrator.config.secrets import REVEALED_FIELDS, conceal_field
-from orchestrator.config.validate import Sources, check_candidate_names, validate
+from orchestrator.config.validate import Sources, validate
 from orchestrator.ledger.nodes import Place, job_place, launching_place
 from orchestrator.ledger.opening import write_opening
 from orchestrator.measure.trial import TrialOutcome

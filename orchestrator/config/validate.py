@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from contracts.multinode import candidate_layout
 from contracts.network import interface_problem
 from contracts.paths import CONF_DIR, PROJECT_ROOT
 from contracts.pipeline import pipeline_parallel_size
+from contracts.placement import placement_problem
 from contracts.schema import (
     CandidateConfig,
     GauntletConfig,
@@ -32,13 +33,12 @@ from contracts.schema import (
     LoadConfig,
     RunConfig,
     WorkloadConfig,
-    placement_problem,
 )
 from load.sources import source_problems
 from load.workload import ARRIVALS, parse_prompts
 from orchestrator.config.accuracy import accuracy_problems, labelled_file_problems
 from orchestrator.config.client_inputs import api_key_problems, tls_problems
-from orchestrator.config.guard import abuse_problems, yaml_file_problems
+from orchestrator.config.guard import abuse_problems
 from orchestrator.config.lm_eval import lm_eval_problems
 from orchestrator.config.measure_bounds import capacity_problems, cost_problems
 
@@ -118,7 +118,7 @@ class Sources:
             raw = read_yaml(path)
             if _has_path(raw, key_path):
                 return display_path(path)
-            current = _parent_in_group(raw)
+            current = parent_in_group(raw)
         path = self.group_file(group, choice)
         return display_path(path) if path else f"{group}/{choice}.yaml"
 
@@ -163,7 +163,7 @@ def _has_path(raw: Mapping[str, Any], key_path: Sequence[str]) -> bool:
     return True
 
 
-def _parent_in_group(raw: Mapping[str, Any]) -> str | None:
+def parent_in_group(raw: Mapping[str, Any]) -> str | None:
     """The same-group config a group file extends (``defaults: [baseline, _self_]``), if any."""
     for entry in raw.get("defaults") or []:
         if isinstance(entry, str) and not entry.startswith("/") and entry != "_self_":
@@ -512,85 +512,3 @@ def _where_of(src: Sources) -> Callable[[str, str, Sequence[str]], str]:
         return src.origin(group, choice, key_path, package.rpartition("@")[2])
 
     return where
-
-
-# --------------------------------------------------------------------------- the candidate group
-
-
-@dataclass(frozen=True)
-class CandidateFile:
-    """A candidate YAML file and the name it resolves to (own or inherited)."""
-
-    option: str
-    path: Path
-    name: str | None
-
-
-def candidate_files(
-    search_path: Iterable[Path] = (CONF_DIR,), *, unread: Collection[Path] = ()
-) -> list[CandidateFile]:
-    """Every candidate file of the group with the ``name`` it resolves to through its defaults chain;
-    the files in ``unread`` (too large, an alias bomb) are left out, never read."""
-    files: dict[str, Path] = {}
-    for root in search_path:
-        for path in sorted((root / "candidate").glob("*.yaml")):
-            files.setdefault(path.stem, path)
-    files = {option: path for option, path in files.items() if path not in unread}
-    out: list[CandidateFile] = []
-    for option, path in sorted(files.items()):
-        name: str | None = None
-        current: str | None = option
-        seen: set[str] = set()
-        while current is not None and current not in seen and current in files:
-            seen.add(current)
-            raw = read_yaml(files[current])
-            if "name" in raw:
-                name = str(raw["name"])
-                break
-            current = _parent_in_group(raw)
-        out.append(CandidateFile(option, path, name))
-    return out
-
-
-def check_candidate_names(search_path: Iterable[Path] = (CONF_DIR,)) -> None:
-    """Every candidate must resolve to a name no other candidate has (names key result directories).
-
-    A file the YAML parser refuses is reported as the parser says (file:line:column), not as a
-    candidate without a name: nothing of it could be read. A file too large or an alias bomb is left out
-    here: the composition of a command that selects it refuses it (:func:`guard.check_yaml_files`), and
-    one that does not select it is not blocked by it."""
-    roots = list(search_path)
-    unreadable = yaml_file_problems(roots)
-    syntax = [problem for problem in unreadable if problem.field == "<syntax>"]
-    if syntax:
-        raise ConfigError(syntax)
-    files = candidate_files(roots, unread={Path(problem.file) for problem in unreadable})
-    by_name: dict[str | None, list[CandidateFile]] = {}
-    for f in files:
-        by_name.setdefault(f.name, []).append(f)
-    problems: list[ConfigProblem] = []
-    for name, group in sorted(by_name.items(), key=lambda kv: str(kv[0])):
-        if name is None:
-            problems.extend(
-                ConfigProblem(display_path(f.path), "name", None, "every candidate needs a name")
-                for f in group
-            )
-        elif len(group) > 1:
-            others = ", ".join(display_path(f.path) for f in group)
-            for f in group:
-                if f.option != name:
-                    problems.append(
-                        ConfigProblem(
-                            display_path(f.path),
-                            "name",
-                            name,
-                            f"a name no other candidate has; {name!r} is used by {others} "
-                            f"(set `name: {f.option}` in this file)",
-                        )
-                    )
-            if all(f.option != name for f in group):
-                problems.append(
-                    ConfigProblem(display_path(group[0].path), "name", name, f"unique; also used by {others}")
-                )
-    if problems:
-        raise ConfigError(problems)

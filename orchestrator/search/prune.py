@@ -16,7 +16,8 @@ from typing import Any
 
 from contracts.errors import GauntletError, SpecError
 from contracts.pipeline import pipeline_parallel_size
-from contracts.schema import GauntletConfig, placement_problem
+from contracts.placement import placement_problem
+from contracts.schema import GauntletConfig
 from contracts.search import EXTRA_PREFIX, Space
 from contracts.trials import PrunedPoint
 from launch.flags import check_args, parse_help, program_part

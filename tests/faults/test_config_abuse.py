@@ -18,6 +18,7 @@ import pytest
 
 from contracts.errors import ConfigError
 from contracts.paths import CONF_DIR, PROJECT_ROOT
+from orchestrator.config.candidate_names import check_candidate_names
 from orchestrator.config.compose import ConfigLocation, load
 from orchestrator.config.guard import (
     MAX_YAML_BYTES,
@@ -26,7 +27,6 @@ from orchestrator.config.guard import (
     flag_problem,
     used_yaml_files,
 )
-from orchestrator.config.validate import check_candidate_names
 from orchestrator.doctor import doctor
 from orchestrator.plan import plan
 

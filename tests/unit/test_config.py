@@ -9,7 +9,7 @@ import pytest
 
 from contracts.errors import ConfigError
 from contracts.paths import CONF_DIR
-from orchestrator.config.validate import check_candidate_names
+from orchestrator.config.candidate_names import check_candidate_names
 from orchestrator.plan import format_plan, plan
 from tests.unit.composed import load
 

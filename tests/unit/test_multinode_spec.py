@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 
 from contracts.errors import ConfigError, SpecTamperedError
+from contracts.placement import NodeLayout, node_layout
 from contracts.results import GpuMemory, HostProbe
-from contracts.schema import NodeLayout, node_layout
 from launch.preflight import Probes, diagnose, node_ranks
 from launch.spec import CPU_BIND_ENV, HEAD_ADDRESS, LaunchSpec, render_spec, resolve_head
 from orchestrator.plan import format_plan, plan
