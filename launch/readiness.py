@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 import httpx
 
+from contracts.http_tls import default_verify
 from launch.command import auth_headers
 from launch.tracking import Server, Tracker
 
@@ -57,6 +58,7 @@ class ServerApi:
             transport=self._transport,
             timeout=timeout_s,
             trust_env=False,
+            verify=default_verify(trust_env=False),
             headers=auth_headers(server.spec, self._environ),
         )
 
