@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
-from tenacity import RetryError, Retrying, retry_if_exception_type, wait_fixed
+from tenacity import RetryError, Retrying, retry_if_exception_type
 
 from contracts.errors import LaunchError, PortInUseError, StartupFailure, TeardownError
 from contracts.paths import PROJECT_ROOT
@@ -56,7 +56,7 @@ from launch.netif import head_address
 from launch.nodes import NodeLauncher, SlurmNodes, cancel_steps, node_launcher
 from launch.nvml import GpuProbe, NvmlProbe
 from launch.process import PopenSpawner, Processes, PsutilProcesses, Spawner
-from launch.readiness import HTTP_TIMEOUT_S, Exited, NotReady, ServerApi, ready_once
+from launch.readiness import HTTP_TIMEOUT_S, Exited, NotReady, ServerApi, poll_wait_s, ready_once
 from launch.spec import LaunchSpec, resolve_head
 from launch.teardown import PORT_WAIT_S, TEARDOWN_POLL_S, Teardown
 from launch.tracking import NodeProcess, Server, Tracked, Tracker, same_process
@@ -65,7 +65,7 @@ from launch.watch import HUNG_AFTER_S, Watcher, utc
 #: What callers import from here: the supervisor, the server record, the timeouts they pass or wait on.
 __all__ = ["DEFAULT_RPC_ROOT", "HTTP_TIMEOUT_S", "HUNG_AFTER_S", "POLL_INTERVAL_S", "Server", "Supervisor"]
 
-POLL_INTERVAL_S = 0.5  # readiness polls; process liveness is checked before every one
+POLL_INTERVAL_S = 0.5  # the longest wait between readiness polls (launch.readiness.poll_wait_s)
 #: The temp dir each server's IPC socket directory goes under (launch.command.rpc_dir).
 DEFAULT_RPC_ROOT = Path(tempfile.gettempdir())
 
@@ -291,7 +291,7 @@ class Supervisor:
         with self._api.client(server, HTTP_TIMEOUT_S) as client:
             retrying = Retrying(
                 stop=lambda _state: self._clock() >= deadline,
-                wait=wait_fixed(self._poll_s),
+                wait=lambda _state: poll_wait_s(self._clock() - start, self._poll_s),
                 sleep=self._sleep,
                 retry=retry_if_exception_type(NotReady),
                 reraise=False,

@@ -33,6 +33,7 @@ import httpx
 import psutil
 
 from contracts.errors import HarnessError
+from contracts.http_tls import default_verify
 from contracts.paths import CONF_DIR
 from contracts.results import LoadSettings, ProfileSummary, RequestRecord
 from contracts.schema import LoadConfig, SloConfig, WorkloadConfig
@@ -275,7 +276,7 @@ class _Run:
             transport=transport,
             timeout=AUX_TIMEOUT_S,
             headers=headers,
-            verify=tls if tls is not None else True,
+            verify=tls if tls is not None else default_verify(),
         )
         stream: StreamClient = (
             HttpxStreamClient(base_url, transport=transport, clock=self.clock, headers=headers)

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from contracts.energy import Edge, EnergyWindow, counter_joules, not_measured, run_energy
 from contracts.errors import LaunchError
+from contracts.http_tls import default_verify
 from contracts.results import GpuMemory, RunEnergy
 
 GPU_MEMORY_PATH = "/sim/gpu_memory"
@@ -32,7 +33,7 @@ def sim_gpu_memory(
     """Per-GPU memory the simulated host reports after warmup (``GET /sim/gpu_memory``)."""
     url = base_url.rstrip("/") + GPU_MEMORY_PATH
     try:
-        with httpx.Client(transport=transport, timeout=timeout_s) as client:
+        with httpx.Client(transport=transport, timeout=timeout_s, verify=default_verify()) as client:
             response = client.get(url)
             response.raise_for_status()
             data = response.json()
@@ -53,7 +54,7 @@ def sim_gpu_memory(
 
 def _energy_reading(base_url: str, transport: httpx.BaseTransport | None) -> tuple[float, list[int], str]:
     """The simulator's virtual clock, each GPU's energy counter (mJ) and its power model, in words."""
-    with httpx.Client(transport=transport, timeout=10.0) as client:
+    with httpx.Client(transport=transport, timeout=10.0, verify=default_verify()) as client:
         response = client.get(base_url.rstrip("/") + ENERGY_PATH)
         response.raise_for_status()
         data = response.json()

@@ -29,7 +29,6 @@ SMALL_CAPACITY = [
     "capacity.waves=1",
     "capacity.min_requests=8",
     "capacity.noise=0",
-    "++host.sim_args.sim-startup-s=0.2",  # seven launches: the simulator's default second each adds up
 ]
 
 

@@ -37,7 +37,6 @@ FAST = [
     "capacity.min_requests=8",
     "capacity.noise=0",
     "capacity.in_blocks=false",
-    "++host.sim_args.sim-startup-s=0.2",
 ]
 
 

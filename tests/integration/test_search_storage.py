@@ -38,7 +38,6 @@ FAST = [
     "gates.loaded_profiles=[decode_heavy]",
     "run.confirm_runs=0",
     "host.time_scale=40",
-    "+host.sim_args.sim-startup-s=0.1",
     "capacity.profile=decode_heavy",
     "capacity.start=16",
     "capacity.max_level=32",

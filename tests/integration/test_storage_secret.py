@@ -42,7 +42,6 @@ FAST = [
     "run.confirm_runs=0",
     "run.retained_after_sweep=stop",
     "host.time_scale=40",
-    "+host.sim_args.sim-startup-s=0.1",
     "capacity.profile=decode_heavy",
     "capacity.start=16",
     "capacity.max_level=32",
