@@ -24,6 +24,7 @@ from contracts.secrets import redacted
 from launch.spec import LaunchSpec
 
 if TYPE_CHECKING:
+    from launch.nodecheck import NodeChecker
     from launch.preflight import Probes
     from launch.supervisor import Server  # a frozen record; the supervisor itself is imported lazily
     from launch.tracking import NodeProcess
@@ -137,10 +138,22 @@ class Seams:
     #: The energy meter of a launch's measured runs (launch.nvml.NvmlEnergy on a GPU host, the simulator's
     #: power model on the simulated one); by default nothing is read: "not measured".
     energy: Callable[[LaunchSpec], EnergyMeter] = field(default_factory=lambda: _no_energy)
+    #: The per-node check of a recorded multi-node server's nodes, given (node, node name, SLURM job) per
+    #: process (launch.nodecheck.checker_for): what ``status`` asks each node.
+    node_checker: Callable[[Sequence[tuple[int, str, str]]], NodeChecker] = field(
+        default_factory=lambda: _node_checker
+    )
 
 
 def _no_energy(spec: LaunchSpec) -> EnergyMeter:
     return Unmeasured("not measured: no energy meter")
+
+
+def _node_checker(nodes: Sequence[tuple[int, str, str]]) -> NodeChecker:
+    from contracts.paths import PROJECT_ROOT  # noqa: PLC0415
+    from launch.nodecheck import checker_for  # noqa: PLC0415
+
+    return checker_for(nodes, PROJECT_ROOT)
 
 
 def _cancel_job(job: RemoteJob, sweep_dir: Path) -> str:
