@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from launch.nodecheck import NodeChecker, NodeResult
-from orchestrator.ledger.events import Follower, JobStarted, Started
+from launch.tracking import NodeProcess
+from orchestrator.ledger.events import JobStarted, Started
 from orchestrator.ledger.journal import Journal
 from orchestrator.ledger.nodes import Place
 from orchestrator.recovery.status import status
@@ -21,7 +22,7 @@ from tests.unit.test_nodecheck import ScriptedChecker, proc, report
 
 pytestmark = pytest.mark.unit
 
-FOLLOWER = Follower(node=1, name="n2", pid=300, pgid=300, create_time=2.0, log_path="l", slurm_job="61")
+FOLLOWER = NodeProcess(node=1, name="n2", pid=300, pgid=300, create_time=2.0, log_path="l", slurm_job="61")
 HEAD = [NodeResult(None, "n1", report("n1", procs=[proc(200, "61.batch")]))]
 TWO = [*HEAD, NodeResult(1, "n2", report(procs=[proc(4242, "61.0")], ports={29550: [4242]}))]
 ENDED = [NodeResult(1, "n2", note="job 61 ended: SLURM ended its steps there")]
