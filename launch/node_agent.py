@@ -36,7 +36,7 @@ from launch.process import started_since_boot
 TAG_ENV = "GAUNTLET_SERVER_PORT"
 #: And the node it was started for (a multi-node server): a node's check never reports another node's
 #: process, even where it could see it (every node of the local test cluster is this machine).
-NODE_ENV = "GAUNTLET_NODE"
+NODE_ENV = "GAUNTLET_SERVER_NODE"
 
 
 class _Record(BaseModel):
@@ -125,7 +125,7 @@ def server_processes(
 
 
 def node_report(
-    node: str,
+    name: str,
     seen: Sequence[Seen],
     ports: Mapping[int, Sequence[int]],
     gpus: list[AgentGpu] | None,
@@ -134,11 +134,12 @@ def node_report(
     port: int,
     exclude: set[int],
     killed: Sequence[int] = (),
+    node: str = "",
 ) -> NodeReport:
     """The report of one node (pure): the server's processes, the ports held (with their holders), GPUs."""
     held = [AgentPort(port=p, pids=sorted(pids)) for p, pids in sorted(ports.items()) if pids]
     return NodeReport(
-        node=node, processes=server_processes(seen, port, exclude, node), ports=held, gpus=gpus,
+        node=name, processes=server_processes(seen, port, exclude, node), ports=held, gpus=gpus,
         gpu_note="" if gpus is not None else gpu_note, killed=sorted(killed),
     )  # fmt: skip
 
@@ -255,18 +256,21 @@ def _energy(nvml: Any, index: int) -> int | None:
         return None
 
 
-def check(host: Host, *, port: int, other_ports: Sequence[int] = (), kill: bool = False) -> NodeReport:
-    """This node's report; with ``kill``, SIGKILL every process of the server first (the report after)."""
+def check(
+    host: Host, *, port: int, other_ports: Sequence[int] = (), kill: bool = False, node: str = ""
+) -> NodeReport:
+    """This node's report; with ``kill``, SIGKILL every process of the server first (the report after).
+    ``node``: only the processes started for that node (every one of the server's where it is empty)."""
     exclude = host.own_lineage()
     killed: list[int] = []
     if kill:
-        for p in server_processes(host.processes(), port, exclude, host.name()):
+        for p in server_processes(host.processes(), port, exclude, node):
             if host.kill(p.pid):
                 killed.append(p.pid)
     gpus, note = host.gpus()
     listening = host.listeners([port, *other_ports])
     return node_report(host.name(), host.processes(), listening, gpus, note, port=port, exclude=exclude,
-                       killed=killed)  # fmt: skip
+                       killed=killed, node=node)  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None, *, host: Host | None = None, out: TextIO = sys.stdout) -> int:
@@ -274,8 +278,11 @@ def main(argv: Sequence[str] | None = None, *, host: Host | None = None, out: Te
     parser.add_argument("--port", type=int, required=True, help="the server's API port (its tag)")
     parser.add_argument("--rpc-port", type=int, action="append", default=[], help="another port it holds")
     parser.add_argument("--kill", action="store_true", help="SIGKILL the server's processes first")
+    parser.add_argument("--node", default="", help="only the processes started for this node (its name)")
     args = parser.parse_args(argv)
-    report = check(host or PsutilHost(), port=args.port, other_ports=args.rpc_port, kill=args.kill)
+    report = check(
+        host or PsutilHost(), port=args.port, other_ports=args.rpc_port, kill=args.kill, node=args.node
+    )
     out.write(report.model_dump_json() + "\n")
     return 0
 

@@ -169,7 +169,8 @@ class SlurmChecker:
             "srun", f"--jobid={self.job_id}", "--nodes=1", "--ntasks=1", f"--nodelist={name}", "--overlap",
             "--quiet", f"--job-name=gauntlet-check-{port}", f"--chdir={self.project_root}",
             "--export=ALL,PYTHONPATH=" + str(self.project_root), self.python, "-m", "launch.node_agent",
-            f"--port={port}", *(f"--rpc-port={p}" for p in other_ports), *(["--kill"] if kill else []),
+            f"--port={port}", f"--node={name}", *(f"--rpc-port={p}" for p in other_ports),
+            *(["--kill"] if kill else []),
         ]  # fmt: skip
         try:
             code, out, err = self.run(argv, CHECK_TIMEOUT_S)

@@ -25,7 +25,7 @@ from launch.node_agent import (
     node_report,
     parse_report,
 )
-from launch.nodecheck import NodeResult, NodesTeardown, SlurmChecker, decide
+from launch.nodecheck import LocalChecker, NodeResult, NodesTeardown, SlurmChecker, decide
 from tests.unit.test_supervisor import FakeSystem, Scenario, make, make_spec
 
 pytestmark = pytest.mark.unit
@@ -67,13 +67,19 @@ def report(name: str = "n2", procs: Sequence[AgentProcess] = (), ports: Mapping[
         ),  # a zombie holds nothing
         ([seen(10)], {8000: [10], 29550: []}, set(), [10], [8000]),  # a free port is not listed
         ([], {8000: [0]}, set(), [], [8000]),  # held by a process the agent cannot see
-        ([seen(10, GAUNTLET_NODE="n2"), seen(11, GAUNTLET_NODE="n1")], {}, set(), [10], []),  # n1's: not here
+        (
+            [seen(10, GAUNTLET_SERVER_NODE="n2"), seen(11, GAUNTLET_SERVER_NODE="n1")],
+            {},
+            set(),
+            [10],
+            [],
+        ),  # n1's: not here
     ],
 )
 def test_the_agent_reports_the_servers_processes_by_its_tag_and_the_ports_held(
     table: list[Seen], ports: dict[int, list[int]], exclude: set[int], pids: list[int], held: list[int]
 ) -> None:
-    got = node_report("n2", table, ports, None, "no NVIDIA driver (x)", port=8000, exclude=exclude)
+    got = node_report("n2", table, ports, None, "no NVIDIA driver (x)", port=8000, exclude=exclude, node="n2")
     assert [p.pid for p in got.processes] == pids
     assert [p.port for p in got.ports] == held
     assert got.gpus is None and got.gpu_note == "no NVIDIA driver (x)"
@@ -126,6 +132,16 @@ def test_the_agents_command_prints_one_json_report_and_kills_on_request(
     got = parse_report(out.getvalue(), node="n2")
     assert [p.pid for p in got.processes] == left and got.killed == killed
     assert got.gpus is None and got.gpu_note.startswith("no NVIDIA driver")
+
+
+@pytest.mark.parametrize(("node", "pids"), [("", [10, 11]), ("n2", [10])])
+def test_a_check_for_no_node_in_particular_reports_every_nodes_process(node: str, pids: list[int]) -> None:
+    """Outside SLURM every node is this machine (LocalChecker asks for no node): each node's counts."""
+    table = [seen(10, GAUNTLET_SERVER_NODE="n2"), seen(11, GAUNTLET_SERVER_NODE="localhost")]
+    assert [p.pid for p in check(FakeHost(table), port=8000, node=node).processes] == pids
+    if not node:
+        (result,) = LocalChecker(FakeHost(table)).check(8000, [])
+        assert result.report is not None and [p.pid for p in result.report.processes] == pids
 
 
 def test_energy_counters_come_with_the_gpus() -> None:
@@ -305,11 +321,8 @@ def test_the_slurm_checker_asks_every_node_and_one_nodes_error_stays_its_own(
     assert got == expected
     srun = [c for c in slurm.calls if c[0] == "srun"]
     if srun:
-        assert "--overlap" in srun[0] and srun[0][-3:] == [
-            "launch.node_agent",
-            "--port=8000",
-            "--rpc-port=29550",
-        ]
+        assert "--overlap" in srun[0] and srun[0][-4:-1] == ["launch.node_agent", "--port=8000", "--node=n1"]
+        assert srun[0][-1] == "--rpc-port=29550"
 
 
 def test_the_slurm_checker_lists_only_this_servers_follower_steps() -> None:
