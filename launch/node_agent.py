@@ -136,8 +136,16 @@ def node_report(
     killed: Sequence[int] = (),
     node: str = "",
 ) -> NodeReport:
-    """The report of one node (pure): the server's processes, the ports held (with their holders), GPUs."""
-    held = [AgentPort(port=p, pids=sorted(pids)) for p, pids in sorted(ports.items()) if pids]
+    """The report of one node (pure): the server's processes, the ports held (with their holders; a port
+    held by another node's process of the server is that node's), GPUs."""
+    elsewhere = {
+        p.pid for p in seen if node and is_tagged(p.environ, port) and p.environ.get(NODE_ENV, node) != node
+    }
+    held = [
+        AgentPort(port=p, pids=sorted(here))
+        for p, pids in sorted(ports.items())
+        if (here := [pid for pid in pids if pid not in elsewhere])
+    ]
     return NodeReport(
         node=name, processes=server_processes(seen, port, exclude, node), ports=held, gpus=gpus,
         gpu_note="" if gpus is not None else gpu_note, killed=sorted(killed),

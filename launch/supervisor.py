@@ -151,7 +151,9 @@ class Supervisor:
         env[TAG_ENV] = str(spec.port)  # each node's check finds the server's processes by it (node_agent)
         names = nodes.names(spec.nodes) if nodes is not None else []
         if names:
-            env[NODE_ENV] = names[0]  # and the node they belong on
+            # and the node they run on: the head's, also for a follower's local srun (the SLURM task on the
+            # follower's node gets its own: `env` in front of its command, launch.nodes.SlurmNodes.command)
+            env[NODE_ENV] = names[0]
         rpc = self._prepare_rpc_dir(spec)
         if rpc is not None:
             env[RPC_BASE_ENV] = str(rpc)
@@ -181,9 +183,7 @@ class Supervisor:
         try:
             for node in range(1, spec.nodes):
                 followers.append(
-                    self._start_follower(
-                        server, nodes, node, names[node], address=head, env={**env, NODE_ENV: names[node]}
-                    )
+                    self._start_follower(server, nodes, node, names[node], address=head, env=env)
                 )
         except BaseException:
             self.teardown(replace(server, followers=tuple(followers)))

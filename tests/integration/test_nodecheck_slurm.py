@@ -10,6 +10,7 @@ import contextlib
 import os
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -19,6 +20,9 @@ import psutil
 import pytest
 
 from launch.supervisor import Supervisor
+from orchestrator.ledger.events import JobStarted, Launching
+from orchestrator.ledger.journal import Journal
+from orchestrator.ledger.nodes import Place, launching_place
 from tests.integration.test_multinode_local import ROOT, spec_for
 from tests.ports import free_port
 
@@ -110,3 +114,57 @@ def test_a_follower_left_running_on_a_node_is_found_by_that_nodes_check_named_an
     assert killed and str(escaped) in killed[0].split("pid(s) ")[1].split(" (")[0].split(", "), record.notes
     assert f"every node checked: nothing of {spec.candidate} left, no step listed" in record.notes
     assert f"gauntlet-node1-{spec.port}" not in _squeue("-s", "-j", job, "-o", "%j")
+
+
+def test_status_of_a_job_whose_orchestrator_is_gone_says_what_runs_on_which_node(
+    two_nodes: tuple[str, str], tmp_path: Path
+) -> None:
+    """The state kill -9 of a job's gauntlet leaves (issue 45, item 6): the job's journal records a 2-node
+    server that still runs, its head on n1 and its follower a step on n2. ``status`` (a process of its
+    own, on neither node's process table) checks the job's nodes and says what runs where; it said
+    "(not checked from here)" before."""
+    job, nodelist = two_nodes
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    spec = spec_for(free_port(), free_port())
+    spec_file = sweep / "spec.json"
+    spec_file.write_text(spec.to_json())
+    environ = {**os.environ, "SLURM_JOB_ID": job, "SLURM_JOB_NODELIST": nodelist, "SLURMD_NODENAME": "n1"}
+    sup = Supervisor(project_root=ROOT, environ=environ, poll_interval_s=0.1)
+    server = sup.start(spec, sweep / "server.log")
+    try:
+        sup.wait_ready(server)
+        Journal.of_sweep(sweep, launching_place()).append(
+            JobStarted(candidate=spec.candidate, executor="slurm")
+        )
+        journal = Journal.of_sweep(sweep, Place("n1", job, "slurm"))
+        journal.append(JobStarted(candidate=spec.candidate, executor="slurm"))
+        launch = Launching(candidate=spec.candidate, fingerprint=spec.fingerprint, port=spec.port,
+                           spec_file=str(spec_file))  # fmt: skip
+        log = str(sweep / "server.log")
+        started = launch.started(pid=server.pid, pgid=server.pgid, create_time=server.create_time,
+                                 log_path=log, followers=server.node_processes())  # fmt: skip
+        journal.append(started)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")} | {"PYTHONPATH": str(ROOT)}
+        done = subprocess.run(
+            [sys.executable, "-m", "orchestrator", "status", str(sweep)],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        follower = [p for p in psutil.Process(server.followers[0].pid).children(recursive=True)]
+    finally:
+        sup.teardown(server)
+    out = done.stdout
+    assert (
+        f"job {job} on n1 (slurm): running or interrupted, 1 server(s) per its journal checked on its nodes:"
+        in out
+    )
+    head = re.search(rf"^    node n1: pid {server.pid} \(.*launch\.sim.* runs$", out, re.MULTILINE)
+    remote = re.search(
+        r"^    node 1 \(n2\): pid (\d+) \(.*launch\.sim.*step " + job + r"\.\d+.* runs$", out, re.MULTILINE
+    )
+    assert head and remote, out
+    assert int(remote.group(1)) != server.followers[0].pid  # the process on n2, not the local srun
+    assert not [p for p in follower if p.pid == int(remote.group(1))]  # and not one of srun's own children
+    assert f"node n1: port {spec.port} still taken by pid {server.pid}" in out
+    srun = [line for line in out.splitlines() if "(srun --jobid" in line]
+    assert srun and all(line.startswith("    node n1: ") for line in srun), out  # srun runs here, on n1

@@ -67,6 +67,7 @@ def report(name: str = "n2", procs: Sequence[AgentProcess] = (), ports: Mapping[
         ),  # a zombie holds nothing
         ([seen(10)], {8000: [10], 29550: []}, set(), [10], [8000]),  # a free port is not listed
         ([], {8000: [0]}, set(), [], [8000]),  # held by a process the agent cannot see
+        ([seen(11, GAUNTLET_SERVER_NODE="n1")], {8000: [11]}, set(), [], []),  # n1's port, seen from n2
         (
             [seen(10, GAUNTLET_SERVER_NODE="n2"), seen(11, GAUNTLET_SERVER_NODE="n1")],
             {},
