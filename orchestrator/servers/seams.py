@@ -143,6 +143,11 @@ class Seams:
     node_checker: Callable[[Sequence[tuple[int, str, str]]], NodeChecker] = field(
         default_factory=lambda: _node_checker
     )
+    #: Which of these SLURM jobs are still queued (pending, running, completing): rollback waits for the
+    #: jobs it cancelled to leave before it restores.
+    jobs_queued: Callable[[Sequence[str]], list[str]] = field(default_factory=lambda: _jobs_queued)
+    #: Whether a port is taken on this machine (bound by anything): rollback waits for the old ports too.
+    port_taken: Callable[[int], bool] = field(default_factory=lambda: _port_taken)
 
 
 def _no_energy(spec: LaunchSpec) -> EnergyMeter:
@@ -154,6 +159,18 @@ def _node_checker(nodes: Sequence[tuple[int, str, str]]) -> NodeChecker:
     from launch.nodecheck import checker_for  # noqa: PLC0415
 
     return checker_for(nodes, PROJECT_ROOT)
+
+
+def _jobs_queued(jobs: Sequence[str]) -> list[str]:
+    from orchestrator.servers.scheduler import slurm_states  # noqa: PLC0415
+
+    return [job for job, state in slurm_states(jobs).items() if state.queued]
+
+
+def _port_taken(port: int) -> bool:
+    from launch.process import PsutilProcesses  # noqa: PLC0415
+
+    return PsutilProcesses().port_in_use("0.0.0.0", port)
 
 
 def _cancel_job(job: RemoteJob, sweep_dir: Path) -> str:
