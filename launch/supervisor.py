@@ -52,7 +52,7 @@ from launch.failures import (
     startup_record,
 )
 from launch.gpu_release import GPU_TOLERANCE_GIB, GpuRelease
-from launch.node_agent import NODE_ENV, TAG_ENV
+from launch.node_agent import NODE_ENV, TAG_ENV, AgentGpu
 from launch.nodecheck import NodeChecker, NodesTeardown, checker_for
 from launch.nodes import NodeLauncher, SlurmNodes, cancel_steps, node_launcher
 from launch.nvml import GpuProbe, NvmlProbe
@@ -93,7 +93,7 @@ class Supervisor:
         hung_after_s: float = HUNG_AFTER_S,
         rpc_root: Path | None = DEFAULT_RPC_ROOT,
         nodes: NodeLauncher | None = None,
-        node_checker: Callable[[Server], NodeChecker] | None = None,
+        node_checker: Callable[[Sequence[tuple[int, str, str]]], NodeChecker] | None = None,
     ) -> None:
         self._spawn = spawner if spawner is not None else PopenSpawner()
         self._clock = clock
@@ -111,6 +111,8 @@ class Supervisor:
         self._nodes = nodes
         #: The per-node check of a multi-node server (None: its SLURM job's nodes, or this machine).
         self._node_checker = node_checker
+        #: Each node's GPUs before a multi-node server on a GPU host started, by the head's (pid, start).
+        self._nodes_gpus_before: dict[tuple[int, float], dict[str, list[AgentGpu]]] = {}
         self._nodes_teardown = NodesTeardown(clock=clock, sleep=sleep)
         #: Things said once per supervisor (e.g. "no NVIDIA driver (...)"), for the run record.
         self.notes: list[str] = []
@@ -158,6 +160,7 @@ class Supervisor:
         if rpc is not None:
             env[RPC_BASE_ENV] = str(rpc)
         gpu_before = self._gpu.snapshot()
+        nodes_before = self._nodes_gpus(spec, names, nodes)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("a") as log:
             log.write(f"# gauntlet: {utc(self._now())} starting {spec.candidate}: {spec.command_line()}\n")
@@ -177,6 +180,8 @@ class Supervisor:
             ) from exc
         server = self._server_of(child.pid, spec, log_path, started_at)
         self._tracker.add(server, Tracked(child, started_mono, gpu_before))
+        if nodes_before:
+            self._nodes_gpus_before[(server.pid, server.create_time)] = nodes_before
         if nodes is None:
             return server
         followers: list[Server] = []
@@ -435,9 +440,23 @@ class Supervisor:
 
     def node_checker(self, server: Server) -> NodeChecker:
         """The per-node check of ``server``'s nodes (:mod:`launch.nodecheck`)."""
+        return self._checker([(p.node, p.node_name, p.slurm_job) for p in server.processes])
+
+    def _checker(self, nodes: Sequence[tuple[int, str, str]]) -> NodeChecker:
         if self._node_checker is not None:
-            return self._node_checker(server)
-        return checker_for([(p.node, p.node_name, p.slurm_job) for p in server.processes], self._root)
+            return self._node_checker(nodes)
+        return checker_for(nodes, self._root)
+
+    def _nodes_gpus(
+        self, spec: LaunchSpec, names: Sequence[str], nodes: NodeLauncher | None
+    ) -> dict[str, list[AgentGpu]]:
+        """Each node's GPUs before a multi-node server starts on a GPU host (what its teardown compares
+        every node's GPU memory with); empty elsewhere, or where a node cannot say."""
+        if nodes is None or spec.host_kind != "gpu":
+            return {}
+        job = nodes.job_id if isinstance(nodes, SlurmNodes) else ""
+        results = self._checker([(k, name, job) for k, name in enumerate(names)]).check(spec.port, [])
+        return {r.name: r.report.gpus for r in results if r.report is not None and r.report.gpus is not None}
 
     def _verify_nodes(
         self, server: Server, record: TeardownRecord, refusal: TeardownError | None
@@ -446,7 +465,10 @@ class Supervisor:
         of it left (:class:`launch.nodecheck.NodesTeardown`); what is left is named per node."""
         spec = server.spec
         others = [spec.rpc_port] if spec.rpc_port is not None else []
-        verdict = self._nodes_teardown.verify(self.node_checker(server), spec.port, others, spec.nodes)
+        before = self._nodes_gpus_before.get((server.pid, server.create_time))
+        verdict = self._nodes_teardown.verify(
+            self.node_checker(server), spec.port, others, spec.nodes, gpus_before=before
+        )
         notes = [*record.notes, *verdict.notes]
         if verdict.done:
             notes.append(f"every node checked: nothing of {spec.candidate} left, no step listed")

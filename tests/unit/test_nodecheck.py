@@ -26,6 +26,7 @@ from launch.node_agent import (
     parse_report,
 )
 from launch.nodecheck import LocalChecker, NodeResult, NodesTeardown, SlurmChecker, decide
+from launch.nodes import LocalNodes
 from tests.unit.test_supervisor import FakeSystem, Scenario, make, make_spec
 
 pytestmark = pytest.mark.unit
@@ -362,3 +363,30 @@ def test_an_error_on_one_node_never_stops_the_teardown_of_the_others(tmp_path: P
     assert sup.last_teardown is not None
     assert not sup.is_alive(second) and not sup.is_alive(server)  # the head and node 2 were stopped
     assert checker.kills  # and every node was checked after it
+
+
+NOT_BACK = "node 1 (n2): GPU 0 holds 30.40 GiB, 0.40 GiB before the launch (its memory is not back)"
+
+
+@pytest.mark.parametrize(
+    ("kind", "after", "left"),
+    [
+        ("gpu", GPU, None),  # every node's GPU memory back: done
+        ("gpu", GPU_HELD, NOT_BACK),
+        ("cpu", GPU_HELD, None),  # no GPU host: nothing taken before, nothing compared
+    ],
+)  # fmt: skip
+def test_teardown_compares_every_nodes_gpu_memory_with_its_own_before_the_launch(
+    tmp_path: Path, kind: str, after: list[AgentGpu], left: str | None
+) -> None:
+    before = [NodeResult(1, "n2", report(gpus=GPU))]
+    checker = ScriptedChecker([before, [NodeResult(1, "n2", report(gpus=after))]])
+    sup, _, _ = make(Scenario(ready_after=0.0), node_checker=lambda nodes: checker, nodes=LocalNodes())
+    spec = make_spec(host_kind=kind, followers=((*make_spec().argv, "--headless"),))
+    server = sup.start(spec, tmp_path / "server.log")
+    if left is None:
+        sup.teardown(server)
+        return
+    with pytest.raises(TeardownError, match="left 1 thing\\(s\\) on its nodes") as caught:
+        sup.teardown(server)
+    assert caught.value.evidence == [left]

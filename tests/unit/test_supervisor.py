@@ -21,6 +21,7 @@ from contracts.errors import LaunchError, PortInUseError, StartupFailure, Teardo
 from contracts.results import GpuMemory
 from launch.command import INHERITED_ENV, child_env, resolve_argv
 from launch.nodecheck import NodeChecker, NodeResult
+from launch.nodes import NodeLauncher
 from launch.process import ProcInfo, Spawner
 from launch.spec import LaunchSpec
 from launch.supervisor import Server, Supervisor
@@ -286,7 +287,8 @@ def make(
     system: FakeSystem | None = None,
     spawner: Spawner | None = None,
     rpc_root: Path | None = None,
-    node_checker: Callable[[Server], NodeChecker] | None = None,
+    node_checker: Callable[[Sequence[tuple[int, str, str]]], NodeChecker] | None = None,
+    nodes: NodeLauncher | None = None,
 ) -> tuple[Supervisor, FakeSystem, FakeClock]:
     system = system or FakeSystem(scenario or Scenario())
     clock = FakeClock(system)
@@ -305,7 +307,8 @@ def make(
         if environ is not None
         else {"PATH": "/usr/bin", "HOME": "/root", "HF_TOKEN": "s3cret"},
         rpc_root=rpc_root,  # None: no IPC socket directory (the tests below that set one use tmp_path)
-        node_checker=node_checker or (lambda server: NoNodesLeft()),
+        node_checker=node_checker or (lambda nodes: NoNodesLeft()),
+        nodes=nodes,
     )
     return sup, system, clock
 
