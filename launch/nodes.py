@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from contracts.errors import LaunchError
+from launch.node_agent import NODE_ENV
 
 #: The prefix of a follower's job-step name: ``gauntlet-node<k>-<port>``.
 STEP_PREFIX = "gauntlet-node"
@@ -88,9 +89,18 @@ class SlurmNodes:
 
     def command(self, argv: Sequence[str], node: int, port: int) -> list[str]:
         return [
-            "srun", f"--jobid={self.job_id}", "--nodes=1", "--ntasks=1", f"--nodelist={self.hostnames[node]}",
-            "--overlap", "--kill-on-bad-exit=1", f"--job-name={step_name(node, port)}", *argv,
-        ]  # fmt: skip
+            "srun",
+            f"--jobid={self.job_id}",
+            "--nodes=1",
+            "--ntasks=1",
+            f"--nodelist={self.hostnames[node]}",
+            "--overlap",
+            "--kill-on-bad-exit=1",
+            f"--job-name={step_name(node, port)}",
+            "env",
+            f"{NODE_ENV}={self.hostnames[node]}",
+            *argv,
+        ]  # fmt: skip  (env execs argv: the task's command line is argv's, its node tag its own node's)
 
 
 def _address(name: str) -> str:

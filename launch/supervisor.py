@@ -53,12 +53,14 @@ from launch.failures import (
 )
 from launch.gpu_release import GPU_TOLERANCE_GIB, GpuRelease
 from launch.netif import head_address
+from launch.node_agent import NODE_ENV, TAG_ENV, AgentGpu
+from launch.nodecheck import NodeChecker, NodesTeardown, checker_for
 from launch.nodes import NodeLauncher, SlurmNodes, cancel_steps, node_launcher
 from launch.nvml import GpuProbe, NvmlProbe
 from launch.process import PopenSpawner, Processes, PsutilProcesses, Spawner
 from launch.readiness import HTTP_TIMEOUT_S, Exited, NotReady, ServerApi, poll_wait_s, ready_once
 from launch.spec import LaunchSpec, resolve_head
-from launch.teardown import PORT_WAIT_S, TEARDOWN_POLL_S, Teardown
+from launch.teardown import PORT_WAIT_S, TEARDOWN_POLL_S, Ended, Teardown
 from launch.tracking import NodeProcess, Server, Tracked, Tracker, same_process
 from launch.watch import HUNG_AFTER_S, Watcher, utc
 
@@ -92,6 +94,7 @@ class Supervisor:
         hung_after_s: float = HUNG_AFTER_S,
         rpc_root: Path | None = DEFAULT_RPC_ROOT,
         nodes: NodeLauncher | None = None,
+        node_checker: Callable[[Sequence[tuple[int, str, str]]], NodeChecker] | None = None,
     ) -> None:
         self._spawn = spawner if spawner is not None else PopenSpawner()
         self._clock = clock
@@ -107,6 +110,11 @@ class Supervisor:
         self._rpc_root = rpc_root
         #: Where a multi-node spec's followers run (None: decided from the environment at launch).
         self._nodes = nodes
+        #: The per-node check of a multi-node server (None: its SLURM job's nodes, or this machine).
+        self._node_checker = node_checker
+        #: Each node's GPUs before a multi-node server on a GPU host started, by the head's (pid, start).
+        self._nodes_gpus_before: dict[tuple[int, float], dict[str, list[AgentGpu]]] = {}
+        self._nodes_teardown = NodesTeardown(clock=clock, sleep=sleep)
         #: Things said once per supervisor (e.g. "no NVIDIA driver (...)"), for the run record.
         self.notes: list[str] = []
         self._gpu = GpuRelease(
@@ -143,10 +151,17 @@ class Supervisor:
         head = head_address(spec.interface, nodes.head_address) if nodes is not None else ""
         argv = resolve_argv(resolve_head(spec.argv, head) if nodes is not None else spec.argv, self._root)
         env = child_env(spec, self._env)
+        env[TAG_ENV] = str(spec.port)  # each node's check finds the server's processes by it (node_agent)
+        names = nodes.names(spec.nodes) if nodes is not None else []
+        if names:
+            # and the node they run on: the head's, also for a follower's local srun (the SLURM task on the
+            # follower's node gets its own: `env` in front of its command, launch.nodes.SlurmNodes.command)
+            env[NODE_ENV] = names[0]
         rpc = self._prepare_rpc_dir(spec)
         if rpc is not None:
             env[RPC_BASE_ENV] = str(rpc)
         gpu_before = self._gpu.snapshot()
+        nodes_before = self._nodes_gpus(spec, names, nodes)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("a") as log:
             log.write(f"# gauntlet: {utc(self._now())} starting {spec.candidate}: {spec.command_line()}\n")
@@ -166,9 +181,10 @@ class Supervisor:
             ) from exc
         server = self._server_of(child.pid, spec, log_path, started_at)
         self._tracker.add(server, Tracked(child, started_mono, gpu_before))
+        if nodes_before:
+            self._nodes_gpus_before[(server.pid, server.create_time)] = nodes_before
         if nodes is None:
             return server
-        names = nodes.names(spec.nodes)
         followers: list[Server] = []
         try:
             for node in range(1, spec.nodes):
@@ -382,10 +398,16 @@ class Supervisor:
         refusal = self._teardown.refusal(server, ended)
         record = ended.record
         for follower in server.followers:  # after the head, as vLLM's followers outlive a lost head
-            after = self._teardown.run(follower)
-            if follower.slurm_job:  # a step whose remote tasks outlived the local srun
-                cancelled = cancel_steps(follower.slurm_job, server.spec.port, server.spec.nodes)
-                after.record.notes.extend(f"scancel {step}" for step in cancelled)
+            try:
+                after = self._stop_follower(server, follower)
+            except Exception as exc:  # one node's error never stops the others' teardown
+                what = f"node {follower.node} ({follower.node_name}): its teardown failed: "
+                what += f"{type(exc).__name__}: {exc}"
+                record = record.model_copy(update={"notes": [*record.notes, what]})
+                refusal = refusal or TeardownError(
+                    f"teardown of {server.spec.candidate}: {what}", record=record
+                )
+                continue
             record = record.model_copy(
                 update={
                     "survivors": [*record.survivors, *after.record.survivors],
@@ -403,10 +425,62 @@ class Supervisor:
                 evidence=[f"port {rpc} still taken by {holders}"],
                 hint="stop that process by hand (kill -9 PID) before the next launch",
             )
+        if server.followers:
+            record, refusal = self._verify_nodes(server, record, refusal)
         self.last_teardown = record
         if refusal is not None:
             raise refusal
         return record
+
+    def _stop_follower(self, server: Server, follower: Server) -> Ended:
+        after = self._teardown.run(follower)
+        if follower.slurm_job:  # a step whose remote tasks outlived the local srun
+            cancelled = cancel_steps(follower.slurm_job, server.spec.port, server.spec.nodes)
+            after.record.notes.extend(f"scancel {step}" for step in cancelled)
+        return after
+
+    def node_checker(self, server: Server) -> NodeChecker:
+        """The per-node check of ``server``'s nodes (:mod:`launch.nodecheck`)."""
+        return self._checker([(p.node, p.node_name, p.slurm_job) for p in server.processes])
+
+    def _checker(self, nodes: Sequence[tuple[int, str, str]]) -> NodeChecker:
+        if self._node_checker is not None:
+            return self._node_checker(nodes)
+        return checker_for(nodes, self._root)
+
+    def _nodes_gpus(
+        self, spec: LaunchSpec, names: Sequence[str], nodes: NodeLauncher | None
+    ) -> dict[str, list[AgentGpu]]:
+        """Each node's GPUs before a multi-node server starts on a GPU host (what its teardown compares
+        every node's GPU memory with); empty elsewhere, or where a node cannot say."""
+        if nodes is None or spec.host_kind != "gpu":
+            return {}
+        job = nodes.job_id if isinstance(nodes, SlurmNodes) else ""
+        results = self._checker([(k, name, job) for k, name in enumerate(names)]).check(spec.port, [])
+        return {r.name: r.report.gpus for r in results if r.report is not None and r.report.gpus is not None}
+
+    def _verify_nodes(
+        self, server: Server, record: TeardownRecord, refusal: TeardownError | None
+    ) -> tuple[TeardownRecord, TeardownError | None]:
+        """Done only when SLURM lists none of the server's steps and every node's agent reports nothing
+        of it left (:class:`launch.nodecheck.NodesTeardown`); what is left is named per node."""
+        spec = server.spec
+        others = [spec.rpc_port] if spec.rpc_port is not None else []
+        before = self._nodes_gpus_before.get((server.pid, server.create_time))
+        verdict = self._nodes_teardown.verify(
+            self.node_checker(server), spec.port, others, spec.nodes, gpus_before=before
+        )
+        notes = [*record.notes, *verdict.notes]
+        if verdict.done:
+            notes.append(f"every node checked: nothing of {spec.candidate} left, no step listed")
+            return record.model_copy(update={"notes": notes}), refusal
+        record = record.model_copy(update={"notes": [*notes, *verdict.left]})
+        return record, refusal or TeardownError(
+            f"teardown of {spec.candidate} left {len(verdict.left)} thing(s) on its nodes",
+            record=record,
+            evidence=verdict.left,
+            hint="stop them on that node by hand (kill -9 PID, scancel STEP) before the next launch",
+        )
 
     def _rpc_port_free(self, port: int) -> bool:
         deadline = self._clock() + PORT_WAIT_S

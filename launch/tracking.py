@@ -14,8 +14,11 @@ from pathlib import Path
 from typing import Literal
 
 from contracts.results import GpuMemory
+from launch.follower import NodeProcess
 from launch.process import Child, Processes, ProcInfo
 from launch.spec import LaunchSpec
+
+__all__ = ["NodeProcess", "Server", "Tracked", "Tracker", "WatchState", "same_process", "same_start"]
 
 #: How long a server that is seen gone may take to hand over its exit code (see Tracker.await_exit_code).
 EXIT_CODE_WAIT_S = 5.0
@@ -23,19 +26,6 @@ EXIT_CODE_WAIT_S = 5.0
 EPOCH_RECORD = 1e9
 
 WatchStateName = Literal["healthy", "unhealthy", "dead", "hung"]
-
-
-@dataclass(frozen=True)
-class NodeProcess:
-    """A follower of a multi-node server as a journal records it: enough to find and stop it again."""
-
-    node: int
-    name: str
-    pid: int
-    pgid: int
-    create_time: float
-    log_path: str
-    slurm_job: str = ""
 
 
 @dataclass(frozen=True)
@@ -63,9 +53,10 @@ class Server:
     def node_processes(self) -> list[NodeProcess]:
         """The followers as a journal records them."""
         return [
-            NodeProcess(f.node, f.node_name, f.pid, f.pgid, f.create_time, str(f.log_path), f.slurm_job)
+            NodeProcess(node=f.node, name=f.node_name, pid=f.pid, pgid=f.pgid, create_time=f.create_time,
+                        log_path=str(f.log_path), slurm_job=f.slurm_job)
             for f in self.followers
-        ]
+        ]  # fmt: skip
 
     @property
     def processes(self) -> tuple[Server, ...]:

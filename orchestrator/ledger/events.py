@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from contracts.errors import JournalError
+from launch.follower import NodeProcess
 
 #: Who a server is to the sweep: the baseline being measured, a candidate, or the retained (live) service.
 Role = Literal["baseline", "candidate", "retained"]
@@ -180,7 +181,7 @@ class Launching(_Launch):
         pgid: int,
         create_time: float,
         log_path: str,
-        followers: list[Follower] | None = None,
+        followers: list[NodeProcess] | None = None,
     ) -> Started:
         """The announced launch, now with its process (written right after the spawn)."""
         return Started(
@@ -193,7 +194,7 @@ class Launching(_Launch):
         )
 
     def found(
-        self, *, pid: int, create_time: float, log_path: str, followers: list[Follower] | None = None
+        self, *, pid: int, create_time: float, log_path: str, followers: list[NodeProcess] | None = None
     ) -> Adopted:
         """The announced launch whose pid was never recorded, found later by argv and start time (with
         the followers of a multi-node launch found the same way)."""
@@ -211,20 +212,6 @@ class Launching(_Launch):
         return self.model_dump(include=set(_Launch.model_fields) - {"at"})
 
 
-class Follower(BaseModel):
-    """One follower process of a multi-node server: its node, the machine, pid, group and start time."""
-
-    model_config = ConfigDict(frozen=True)
-
-    node: int
-    name: str
-    pid: int
-    pgid: int
-    create_time: float
-    log_path: str
-    slurm_job: str = ""  # the SLURM job whose step it is ("" on this machine)
-
-
 class LiveServer(_Launch):
     """A server process gauntlet is responsible for: enough to find it again and prove it is the same."""
 
@@ -235,7 +222,7 @@ class LiveServer(_Launch):
     create_time: float
     log_path: str = ""
     #: A multi-node server's other nodes' processes (None: a single-node server, its line as before).
-    followers: list[Follower] | None = None
+    followers: list[NodeProcess] | None = None
 
     def adopted(self, *, source: str) -> Adopted:
         """This server as now adopted by another run (``source`` says where it was found)."""

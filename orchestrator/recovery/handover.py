@@ -30,7 +30,7 @@ from orchestrator.ledger.events import (
     Validated,
     ValidationFailed,
 )
-from orchestrator.ledger.journal import Journal
+from orchestrator.ledger.journal import Journal, RemoteJob
 from orchestrator.ledger.lock import Holder, SweepLock
 from orchestrator.ledger.nodes import launching_place
 from orchestrator.ledger.requests import Action, clear_request, signal_holder, write_request
@@ -45,12 +45,12 @@ STOP_WAIT_S = 600.0
 ROLLBACK_WAIT_S = 3600.0
 
 
-def cancel_remote_jobs(journal: Journal, sweep_dir: Path, seams: Seams) -> int:
+def cancel_remote_jobs(journal: Journal, sweep_dir: Path, seams: Seams) -> list[RemoteJob]:
     """Cancel this sweep's unfinished scheduler jobs through their scheduler; their pids are not ours.
 
     The jobs are those whose journals were written on other nodes, and every job the submitit plugin
-    submitted that has not returned (one still queued has no journal yet). Returns how many were asked
-    to stop; each job's own signal handler tears its server down.
+    submitted that has not returned (one still queued has no journal yet). Returns the jobs asked to
+    stop; each job's own signal handler tears its server down.
     """
     from orchestrator.ledger.opening import write_opening  # noqa: PLC0415
     from orchestrator.servers.scheduler import submitted_jobs  # noqa: PLC0415
@@ -63,7 +63,7 @@ def cancel_remote_jobs(journal: Journal, sweep_dir: Path, seams: Seams) -> int:
     for job in by_id.values():
         servers = f" ({len(job.live)} server(s) per {job.journal.name})" if job.live else ""
         seams.say(f"{seams.cancel_job(job, sweep_dir)}{servers}")
-    return len(by_id)
+    return list(by_id.values())
 
 
 @dataclass

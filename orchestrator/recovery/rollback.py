@@ -29,6 +29,7 @@ from orchestrator.ledger.events import RollbackRequested
 from orchestrator.ledger.journal import Journal
 from orchestrator.ledger.live import LiveService, sweep_journal
 from orchestrator.ledger.nodes import launching_place
+from orchestrator.recovery.drain import wait_released
 from orchestrator.recovery.handover import ROLLBACK_WAIT_S, acting_on, cancel_remote_jobs
 from orchestrator.recovery.interrupted import interrupted_lines, sigterm_interrupts
 from orchestrator.recovery.locate import acting_sweep, live_elsewhere, load_for_acting
@@ -87,8 +88,14 @@ def _rollback_here(sweep_dir: Path, cfg: GauntletConfig, seams: Seams) -> Recove
         if live is not None:  # refused before this sweep's journal or its jobs are touched
             raise held_by_live_service(sweep_dir, cfg.service.port, live, state.retained_fingerprint)
     ctx.journal.append(RollbackRequested(live=len(state.live)))
-    cancel_remote_jobs(ctx.journal, sweep_dir, seams)
+    cancelled = cancel_remote_jobs(ctx.journal, sweep_dir, seams)
     keep = healthy_retained(ctx.servers, state)
+    if cancelled and keep is None:  # the old jobs' servers must be gone before the restore takes the port
+        rpc = [cfg.host.rpc_port] if cfg.host.nodes > 1 else []
+        ports = sorted({cfg.service.port, *rpc, *(s.port for job in cancelled for s in job.live)})
+        slurm = [job.job for job in cancelled if job.executor == "slurm"]
+        wait_released(slurm, ports, queued=seams.jobs_queued, port_taken=seams.port_taken, say=seams.say,
+                      sweep_dir=str(sweep_dir))  # fmt: skip
     others = [s for s in state.live.values() if keep is None or s.pid != keep.pid]
     target = new_rollback_dir(sweep_dir)
     seams.say(f"this rollback's evidence: {target}")

@@ -37,6 +37,7 @@ from orchestrator.ledger.live import LiveService
 from orchestrator.ledger.lock import Holder, SweepLock, running_sweep
 from orchestrator.ledger.requests import STOPPED_BY_USER
 from orchestrator.recovery.locate import acting_sweep, live_elsewhere, readable_journal, sweep_port
+from orchestrator.recovery.node_status import job_nodes, where_it_runs
 from orchestrator.recovery.recommend import recommendation, recommendation_lines
 from orchestrator.servers.leftovers import read_for_stopping
 from orchestrator.servers.seams import Seams
@@ -245,6 +246,7 @@ def status(sweep_dir: Path, seams: Seams, *, out: TextIO | None = None, as_json:
             f"  {live.candidate:<20} {tag:<9} pid {live.pid:<7} port {live.port:<5} {health:<18} "
             f"{live.fingerprint}\n"
         )
+        out.writelines(f"{node}\n" for node in where_it_runs(live, seams))
     if elsewhere is not None:
         out.write(f"live service on port {elsewhere.server.port}: {_elsewhere_line(elsewhere, servers)}\n")
     for warning in warnings:
@@ -253,10 +255,13 @@ def status(sweep_dir: Path, seams: Seams, *, out: TextIO | None = None, as_json:
         out.write(f"  {pending.candidate:<20} launch announced at {pending.at} without a recorded pid\n")
     for job in jobs:
         state_word = "finished" if job.finished else "running or interrupted"
+        nodes = [] if job.finished else job_nodes(job.live, seams)
+        checked = "checked on its nodes:" if nodes else "(not checked from here)"
         out.write(
             f"  job {job.job} on {job.node} ({job.executor or 'unknown executor'}): {state_word}, "
-            f"{len(job.live)} server(s) per its journal (not checked from here)\n"
+            f"{len(job.live)} server(s) per its journal {checked}\n"
         )
+        out.writelines(f"{node}\n" for node in nodes)
     for advice in recommendations:
         out.write(f"{advice}\n")
     out.write(f"state: {text}\n")

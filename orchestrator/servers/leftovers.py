@@ -16,7 +16,8 @@ from pathlib import Path
 from contracts.errors import SpecError
 from contracts.layout import SERVER_LOG
 from launch.spec import HEAD_ADDRESS, LaunchSpec
-from orchestrator.ledger.events import Follower, Launching, LiveServer, TornDown, Vanished
+from launch.tracking import NodeProcess
+from orchestrator.ledger.events import Launching, LiveServer, TornDown, Vanished
 from orchestrator.ledger.journal import JournalState
 from orchestrator.ledger.live import LiveService, sweep_journal
 from orchestrator.servers.context import SweepContext
@@ -109,7 +110,7 @@ def _stop_unrecorded(servers: Servers, pending: Launching, reason: str) -> int:
             continue
         log = Path(pending.spec_file).with_name(SERVER_LOG)
         followers = [
-            Follower(node=node, name="", pid=p.pid, pgid=p.pgid, create_time=p.create_time,
+            NodeProcess(node=node, name="", pid=p.pid, pgid=p.pgid, create_time=p.create_time,
                      log_path=str(log.with_name(f"{log.stem}.node{node}{log.suffix}")))
             for node, p in find_unrecorded_followers(pending, spec, servers.seams.processes())
         ]  # fmt: skip

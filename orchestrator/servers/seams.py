@@ -24,6 +24,7 @@ from contracts.secrets import redacted
 from launch.spec import LaunchSpec
 
 if TYPE_CHECKING:
+    from launch.nodecheck import NodeChecker
     from launch.preflight import Probes
     from launch.supervisor import Server  # a frozen record; the supervisor itself is imported lazily
     from launch.tracking import NodeProcess
@@ -137,10 +138,39 @@ class Seams:
     #: The energy meter of a launch's measured runs (launch.nvml.NvmlEnergy on a GPU host, the simulator's
     #: power model on the simulated one); by default nothing is read: "not measured".
     energy: Callable[[LaunchSpec], EnergyMeter] = field(default_factory=lambda: _no_energy)
+    #: The per-node check of a recorded multi-node server's nodes, given (node, node name, SLURM job) per
+    #: process (launch.nodecheck.checker_for): what ``status`` asks each node.
+    node_checker: Callable[[Sequence[tuple[int, str, str]]], NodeChecker] = field(
+        default_factory=lambda: _node_checker
+    )
+    #: Which of these SLURM jobs are still queued (pending, running, completing): rollback waits for the
+    #: jobs it cancelled to leave before it restores.
+    jobs_queued: Callable[[Sequence[str]], list[str]] = field(default_factory=lambda: _jobs_queued)
+    #: Whether a port is taken on this machine (bound by anything): rollback waits for the old ports too.
+    port_taken: Callable[[int], bool] = field(default_factory=lambda: _port_taken)
 
 
 def _no_energy(spec: LaunchSpec) -> EnergyMeter:
     return Unmeasured("not measured: no energy meter")
+
+
+def _node_checker(nodes: Sequence[tuple[int, str, str]]) -> NodeChecker:
+    from contracts.paths import PROJECT_ROOT  # noqa: PLC0415
+    from launch.nodecheck import checker_for  # noqa: PLC0415
+
+    return checker_for(nodes, PROJECT_ROOT)
+
+
+def _jobs_queued(jobs: Sequence[str]) -> list[str]:
+    from orchestrator.servers.scheduler import slurm_states  # noqa: PLC0415
+
+    return [job for job, state in slurm_states(jobs).items() if state.queued]
+
+
+def _port_taken(port: int) -> bool:
+    from launch.process import PsutilProcesses  # noqa: PLC0415
+
+    return PsutilProcesses().port_in_use("0.0.0.0", port)
 
 
 def _cancel_job(job: RemoteJob, sweep_dir: Path) -> str:

@@ -29,9 +29,7 @@ from contracts.errors import StartupFailure
 from contracts.results import StartupRecord, TeardownRecord, WatchEvent
 from launch.failures import startup_record
 from launch.spec import LaunchSpec
-from launch.tracking import NodeProcess
 from orchestrator.ledger.events import (
-    Follower,
     Launching,
     LiveServer,
     Ready,
@@ -65,9 +63,8 @@ class Servers:
 
     def adopt(self, live: LiveServer, spec: LaunchSpec) -> ServerSession | None:
         """A session for a server the journal recorded, if it still runs (same pid AND same start time)."""
-        followers = [NodeProcess(**f.model_dump()) for f in live.followers or []]
         handle = self.seams.supervisor.adopt(
-            live.pid, live.pgid, live.create_time, spec, Path(live.log_path), followers=followers
+            live.pid, live.pgid, live.create_time, spec, Path(live.log_path), followers=live.followers or []
         )
         if handle is None:
             return None
@@ -190,7 +187,7 @@ class ServerSession:
                     pgid=server.pgid,
                     create_time=server.create_time,
                     log_path=str(self.log_path),
-                    followers=[Follower(**vars(f)) for f in server.node_processes()],
+                    followers=server.node_processes(),
                 )
             )
         except BaseException:  # the journal cannot record it (its directory deleted): nothing runs unrecorded

@@ -56,7 +56,8 @@ def test_a_follower_is_a_named_job_step_on_its_node() -> None:
     assert nodes is not None and nodes.names(2) == ["n1", "n2"]
     assert nodes.command(["python", "-m", "launch.sim"], 1, 8000) == [
         "srun", "--jobid=42", "--nodes=1", "--ntasks=1", "--nodelist=n2", "--overlap",
-        "--kill-on-bad-exit=1", "--job-name=gauntlet-node1-8000", "python", "-m", "launch.sim",
+        "--kill-on-bad-exit=1", "--job-name=gauntlet-node1-8000", "env", "GAUNTLET_SERVER_NODE=n2",
+        "python", "-m", "launch.sim",
     ]  # fmt: skip
     with pytest.raises(LaunchError, match="needs 3 nodes; SLURM job 42 has 2"):
         nodes.names(3)

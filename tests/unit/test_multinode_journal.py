@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import pytest
+
 from launch.spec import LaunchSpec, render_spec, resolve_head
 from launch.supervisor import Server
 from launch.tracking import NodeProcess
@@ -77,7 +79,10 @@ def test_the_started_line_records_every_follower_and_adopting_hands_them_back(tm
     (live,) = journal.replay().live.values()
     assert live.followers is not None and live.followers[0].pid == 1501
     assert servers.adopt(live, SPEC) is not None
-    assert sup.adopted == [[NodeProcess(1, "n2", 1501, 1501, 7.5, str(tmp_path / "server.node1.log"), "42")]]
+    follower = NodeProcess(node=1, name="n2", pid=1501, pgid=1501, create_time=7.5,
+                           log_path=str(tmp_path / "server.node1.log"), slurm_job="42")  # fmt: skip
+    assert sup.adopted == [[follower]]
+    assert sup.adopted[0][0] is live.followers[0]  # the journal's record itself: no conversion
 
 
 def test_a_single_node_started_line_is_written_as_before(tmp_path: Path) -> None:
@@ -139,3 +144,28 @@ def test_an_unrecorded_multi_node_launch_is_found_with_its_followers(tmp_path: P
     ]  # fmt: skip
     assert find_unrecorded(pending, processes) == [(11, 11.0)]
     assert [(n, p.pid) for n, p in find_unrecorded_followers(pending, spec, processes)] == [(1, 12), (1, 13)]
+
+
+@pytest.mark.parametrize(
+    ("recorded", "expected"),
+    [
+        ({"node": 1, "name": "n2", "pid": 7, "pgid": 7, "create_time": 1.5, "log_path": "l",
+          "slurm_job": "42"},
+         NodeProcess(node=1, name="n2", pid=7, pgid=7, create_time=1.5, log_path="l", slurm_job="42")),
+        ({"node": 2, "name": "", "pid": 8, "pgid": 8, "create_time": 2.0, "log_path": "m"},  # on this machine
+         NodeProcess(node=2, name="", pid=8, pgid=8, create_time=2.0, log_path="m")),
+    ],
+)  # fmt: skip
+def test_the_journals_follower_is_the_supervisors_record(
+    tmp_path: Path, recorded: dict[str, object], expected: NodeProcess
+) -> None:
+    journal = Journal(tmp_path / "journal.jsonl", clock=lambda: "T")
+    line = {"event": "started", "at": "T", "candidate": "c", "role": "retained", "fingerprint": "sha256:c",
+            "port": 8000, "spec_file": "", "pid": 1, "pgid": 1, "create_time": 1.0,
+            "followers": [recorded]}  # fmt: skip
+    journal.path.write_text(json.dumps(line) + "\n")
+    (live,) = journal.replay().live.values()
+    assert live.followers == [expected] and type(live.followers[0]) is NodeProcess
+    sup = NodeSupervisor()
+    Servers(journal, fake_seams(sup, FakeLoad())).adopt(live, SPEC)
+    assert sup.adopted == [[expected]] and sup.adopted[0][0] is live.followers[0]

@@ -8,7 +8,7 @@ import socket
 import stat
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +20,8 @@ import pytest
 from contracts.errors import LaunchError, PortInUseError, StartupFailure, TeardownError
 from contracts.results import GpuMemory
 from launch.command import INHERITED_ENV, child_env, resolve_argv
+from launch.nodecheck import NodeChecker, NodeResult
+from launch.nodes import NodeLauncher
 from launch.process import ProcInfo, Spawner
 from launch.spec import LaunchSpec
 from launch.supervisor import Server, Supervisor
@@ -267,6 +269,16 @@ def gpu(used: float) -> list[GpuMemory]:
 NO_DRIVER = FakeGpu([None], reason="no NVIDIA driver (NVML Shared Library Not Found)")
 
 
+class NoNodesLeft:
+    """The per-node check of a fake host: every node clean, no SLURM step (launch.nodecheck)."""
+
+    def check(self, port: int, other_ports: Sequence[int], *, kill: bool = False) -> list[NodeResult]:
+        return []
+
+    def steps_left(self, port: int, nodes: int) -> list[str]:
+        return []
+
+
 def make(
     scenario: Scenario | None = None,
     *,
@@ -275,6 +287,8 @@ def make(
     system: FakeSystem | None = None,
     spawner: Spawner | None = None,
     rpc_root: Path | None = None,
+    node_checker: Callable[[Sequence[tuple[int, str, str]]], NodeChecker] | None = None,
+    nodes: NodeLauncher | None = None,
 ) -> tuple[Supervisor, FakeSystem, FakeClock]:
     system = system or FakeSystem(scenario or Scenario())
     clock = FakeClock(system)
@@ -293,6 +307,8 @@ def make(
         if environ is not None
         else {"PATH": "/usr/bin", "HOME": "/root", "HF_TOKEN": "s3cret"},
         rpc_root=rpc_root,  # None: no IPC socket directory (the tests below that set one use tmp_path)
+        node_checker=node_checker or (lambda nodes: NoNodesLeft()),
+        nodes=nodes,
     )
     return sup, system, clock
 
@@ -319,6 +335,7 @@ def test_start_spawns_in_the_project_root_with_a_minimal_environment(tmp_path: P
         "HOME": "/root",
         "VLLM_CPU_KVCACHE_SPACE": "1",
         "HF_TOKEN": "s3cret",
+        "GAUNTLET_SERVER_PORT": "8123",  # the tag each node's check finds the server's processes by
     }
     log = (tmp_path / "server.log").read_text()
     assert "starting cand:" in log and "s3cret" not in log
