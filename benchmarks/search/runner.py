@@ -105,11 +105,12 @@ def in_process_job(
 ) -> Callable[[list[str], Any], Any]:
     """A trial's job measured on the engine model, as ``orchestrator.measure.trial.measure_trial`` measures
     it on a launched simulator: start (or infeasible), one screening run at the ticket's level, one run of
-    each constraint profile ruled on by the product's rule against the baseline's opening runs (a broken
-    requirement: infeasible at the screen), the pruner asked, then the capacity search with the
-    experiment's settings. Every run's figures are the replay's times ``exp(N(0, noise))``, seeded per
-    seed, point, profile and attempt. The accuracy probe is not modelled: the simulator's answers do not
-    depend on the speculative settings these spaces vary (the demo's launched runs: none broken)."""
+    each constraint profile (a second where a ruling was within noise) ruled on by the product's rule
+    against the baseline's opening runs (a requirement not shown met: infeasible at the screen), the
+    pruner asked, then the capacity search with the experiment's settings. Every run's figures are the
+    replay's times ``exp(N(0, noise))``, seeded per seed, point, profile and attempt. The accuracy probe
+    is not modelled: the simulator's answers do not depend on the speculative settings these spaces vary
+    (the demo's launched runs: none broken)."""
     assert cfg.search is not None
     layouts = cfg.search.layouts
     by_overrides: dict[tuple[str, ...], dict[str, Any]] = {}
@@ -149,10 +150,11 @@ def in_process_job(
         outcome = TrialOutcome(state="running", fidelity="screen", screen=screen, launches=1, gpus=gpus)
         row = constrained.row_of(point)
         assert row is not None, point  # it started: the table has its figures
-        mine = {
-            p: noisy(f, random.Random(f"{seed}:{point_key(point)}:{p}"), noise)
-            for p, f in row["figures"].items()
-        }
+
+        def mine(profile: str, attempt: int) -> dict[str, float | None]:
+            tag = f"{seed}:{point_key(point)}:{profile}" + (f":{attempt}" if attempt else "")
+            return noisy(row["figures"][profile], random.Random(tag), noise)
+
         outcome.constraints = screen_sizes(cfg, mine, base_runs)
         if broken(outcome.constraints):
             outcome.state, outcome.why = (
