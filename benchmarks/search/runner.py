@@ -35,7 +35,7 @@ from orchestrator.config.space import parse_space
 from orchestrator.measure.capacity_search import SearchSettings, search
 from orchestrator.measure.trial import SCREEN_STEP, TrialOutcome, screen_estimate
 from orchestrator.measure.trial_constraints import broken, describe
-from orchestrator.search.budget import kept_launches
+from orchestrator.search.budget import confirmation_launches, kept_launches
 from orchestrator.search.loop import SearchRun
 from orchestrator.search.point import baseline_point, candidate_at, grid, point_overrides
 from orchestrator.search.prune import Pruned, prune
@@ -219,7 +219,8 @@ def run_seed(
             "say": lines.append,
         }
         if method == "grid":
-            trials = seeded.search.max_launches - kept_launches(seeded.search)
+            each = confirmation_launches(interleave=seeded.run.interleave)
+            trials = seeded.search.max_launches - kept_launches(seeded.search, each)
             run: SearchRun = GridRun(seeded, sweep, design=grid_design(space, trials), **common)
         else:
             run = SearchRun(seeded, sweep, **common)
@@ -235,7 +236,8 @@ def run_seed(
     elif not queue and record.best_is_baseline:
         point = baseline_point(space, seeded.baseline)
     accepted = constrained.accepted_capacity(point) if point is not None else None
-    trial_launches, confirms = charged(record.launches, len(queue), seeded.search.confirm_top)
+    each = confirmation_launches(interleave=seeded.run.interleave)
+    trial_launches, confirms = charged(record.launches, len(queue), seeded.search.confirm_top, each)
     answer = Answer(
         seed=seed,
         point=point_text(point) if point is not None else "-",

@@ -153,18 +153,19 @@ def test_the_screen_rules_with_the_products_rule(
 
 
 @pytest.mark.parametrize(
-    ("trial_launches", "finalists", "confirm_top", "expected"),
+    ("trial_launches", "finalists", "confirm_top", "each", "expected"),
     [
-        (46, 5, 2, (46, 2)),  # the first round: confirm_top of the finalists
-        (46, 1, 2, (46, 1)),  # fewer finalists than confirm_top
-        (30, 0, 2, (30, 0)),  # nothing to confirm
-        (20, 3, 0, (20, 0)),
+        (46, 5, 2, 1, (46, 2)),  # the first round: confirm_top of the finalists
+        (46, 1, 2, 1, (46, 1)),  # fewer finalists than confirm_top
+        (30, 0, 2, 1, (30, 0)),  # nothing to confirm
+        (20, 3, 0, 1, (20, 0)),
+        (44, 5, 2, 2, (44, 4)),  # each confirmation with the baseline's interleaved block after it
     ],
 )
 def test_equal_budget_accounting(
-    trial_launches: int, finalists: int, confirm_top: int, expected: tuple[int, int]
+    trial_launches: int, finalists: int, confirm_top: int, each: int, expected: tuple[int, int]
 ) -> None:
-    assert charged(trial_launches, finalists, confirm_top) == expected
+    assert charged(trial_launches, finalists, confirm_top, each) == expected
 
 
 @pytest.mark.parametrize(
