@@ -10,7 +10,7 @@ experiment's workloads, against the baseline's. A point is *acceptable* when no 
 (:func:`~orchestrator.measure.trial_constraints.broken` of the sizes
 :func:`~orchestrator.measure.trial_constraints.size_of` gives at the gates' own limits, noise-free: no
 spread, no lag). The search's own rule (:func:`screen_sizes`) is the product's
-:func:`~orchestrator.measure.trial_constraints.violations` on noisy runs, widened as a sweep widens it.
+:func:`~orchestrator.measure.trial_constraints.screen` on noisy runs, as a sweep rules on them.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from orchestrator.measure.trial_constraints import (
     broken,
     constraint_profiles,
     requirements,
+    screened,
     size_of,
-    violations,
 )
 
 #: One run's figures of one profile: median TTFT and e2e (host s), output tokens/s, share failed.
@@ -135,7 +135,7 @@ def constrained_best(rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | N
 
 
 def summary_of(figs: Figures, profile: str, time_scale: float) -> ProfileSummary:
-    """One run's figures as the summary :func:`~orchestrator.measure.trial_constraints.violations` reads
+    """One run's figures as the summary :func:`~orchestrator.measure.trial_constraints.screen` reads
     (the fields it reads; the others are not built)."""
 
     def stats(value: float | None) -> Stats:
@@ -166,17 +166,25 @@ def noisy(figs: Figures, rng: random.Random, noise: float) -> Figures:
 
 def screen_sizes(
     cfg: GauntletConfig,
-    mine: Mapping[str, Figures],
+    mine: Callable[[str, int], Figures],
     base_runs: Mapping[str, Sequence[Figures]],
 ) -> dict[str, float]:
-    """The search's own rule on one screening run of each constraint profile (``mine``) against the
-    baseline's opening runs (``base_runs``): :func:`~orchestrator.measure.trial_constraints.violations`,
-    the product's, with its spread, lag and resolution."""
+    """The search's own rule on the screening runs of each constraint profile (``mine(profile, attempt)``:
+    one run's figures, attempt 0 first) against the baseline's opening runs (``base_runs``):
+    :func:`~orchestrator.measure.trial_constraints.screened`, the product's, with its noise band, a second
+    run of a profile only where a ruling was within noise of its limit."""
     scale = cfg.host.time_scale
-    profiles = list(mine)
+    profiles = list(base_runs)
     base = {p: [summary_of(f, p, scale) for f in base_runs[p]] for p in profiles}
-    cand = {p: summary_of(mine[p], p, scale) for p in profiles}
-    return violations(requirements(profiles, cfg.gates), base, cand, cfg.gates)
+    sizes = screened(
+        requirements(profiles, cfg.gates),
+        base,
+        profiles,
+        lambda p, repeat: summary_of(mine(p, repeat - 1), p, scale),
+        cfg.gates,
+    )
+    assert sizes is not None  # every replayed run completes
+    return sizes
 
 
 def constrained_for(

@@ -43,14 +43,16 @@ class Answer:
         return self.trial_launches + self.confirm_launches
 
 
-def charged(trial_launches: int, finalists: int, confirm_top: int) -> tuple[int, int]:
+def charged(trial_launches: int, finalists: int, confirm_top: int, each: int = 1) -> tuple[int, int]:
     """The launches a seed is charged at equal budget: its trials' launches and the first round of
-    confirmations (``confirm_top`` of the finalists, fewer when fewer were found; none without one).
+    confirmations (``confirm_top`` of the finalists, fewer when fewer were found; none without one), each
+    at ``each`` launches (:func:`orchestrator.search.budget.confirmation_launches`: with the baseline's
+    interleaved block after it, 2).
 
-    >>> charged(46, 5, 2), charged(40, 1, 2), charged(30, 0, 2)
-    ((46, 2), (40, 1), (30, 0))
+    >>> charged(46, 5, 2), charged(40, 1, 2), charged(30, 0, 2), charged(44, 5, 2, each=2)
+    ((46, 2), (40, 1), (30, 0), (44, 4))
     """
-    return trial_launches, min(max(0, confirm_top), finalists)
+    return trial_launches, min(max(0, confirm_top), finalists) * max(1, each)
 
 
 def recommended(accepted: Sequence[float | None]) -> int | None:

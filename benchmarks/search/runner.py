@@ -35,7 +35,7 @@ from orchestrator.config.space import parse_space
 from orchestrator.measure.capacity_search import SearchSettings, search
 from orchestrator.measure.trial import SCREEN_STEP, TrialOutcome, screen_estimate
 from orchestrator.measure.trial_constraints import broken, describe
-from orchestrator.search.budget import kept_launches
+from orchestrator.search.budget import confirmation_launches, kept_launches
 from orchestrator.search.loop import SearchRun
 from orchestrator.search.point import baseline_point, candidate_at, grid, point_overrides
 from orchestrator.search.prune import Pruned, prune
@@ -105,11 +105,12 @@ def in_process_job(
 ) -> Callable[[list[str], Any], Any]:
     """A trial's job measured on the engine model, as ``orchestrator.measure.trial.measure_trial`` measures
     it on a launched simulator: start (or infeasible), one screening run at the ticket's level, one run of
-    each constraint profile ruled on by the product's rule against the baseline's opening runs (a broken
-    requirement: infeasible at the screen), the pruner asked, then the capacity search with the
-    experiment's settings. Every run's figures are the replay's times ``exp(N(0, noise))``, seeded per
-    seed, point, profile and attempt. The accuracy probe is not modelled: the simulator's answers do not
-    depend on the speculative settings these spaces vary (the demo's launched runs: none broken)."""
+    each constraint profile (a second where a ruling was within noise) ruled on by the product's rule
+    against the baseline's opening runs (a requirement not shown met: infeasible at the screen), the
+    pruner asked, then the capacity search with the experiment's settings. Every run's figures are the
+    replay's times ``exp(N(0, noise))``, seeded per seed, point, profile and attempt. The accuracy probe
+    is not modelled: the simulator's answers do not depend on the speculative settings these spaces vary
+    (the demo's launched runs: none broken)."""
     assert cfg.search is not None
     layouts = cfg.search.layouts
     by_overrides: dict[tuple[str, ...], dict[str, Any]] = {}
@@ -149,10 +150,11 @@ def in_process_job(
         outcome = TrialOutcome(state="running", fidelity="screen", screen=screen, launches=1, gpus=gpus)
         row = constrained.row_of(point)
         assert row is not None, point  # it started: the table has its figures
-        mine = {
-            p: noisy(f, random.Random(f"{seed}:{point_key(point)}:{p}"), noise)
-            for p, f in row["figures"].items()
-        }
+
+        def mine(profile: str, attempt: int) -> dict[str, float | None]:
+            tag = f"{seed}:{point_key(point)}:{profile}" + (f":{attempt}" if attempt else "")
+            return noisy(row["figures"][profile], random.Random(tag), noise)
+
         outcome.constraints = screen_sizes(cfg, mine, base_runs)
         if broken(outcome.constraints):
             outcome.state, outcome.why = (
@@ -217,7 +219,8 @@ def run_seed(
             "say": lines.append,
         }
         if method == "grid":
-            trials = seeded.search.max_launches - kept_launches(seeded.search)
+            each = confirmation_launches(interleave=seeded.run.interleave)
+            trials = seeded.search.max_launches - kept_launches(seeded.search, each)
             run: SearchRun = GridRun(seeded, sweep, design=grid_design(space, trials), **common)
         else:
             run = SearchRun(seeded, sweep, **common)
@@ -233,7 +236,8 @@ def run_seed(
     elif not queue and record.best_is_baseline:
         point = baseline_point(space, seeded.baseline)
     accepted = constrained.accepted_capacity(point) if point is not None else None
-    trial_launches, confirms = charged(record.launches, len(queue), seeded.search.confirm_top)
+    each = confirmation_launches(interleave=seeded.run.interleave)
+    trial_launches, confirms = charged(record.launches, len(queue), seeded.search.confirm_top, each)
     answer = Answer(
         seed=seed,
         point=point_text(point) if point is not None else "-",

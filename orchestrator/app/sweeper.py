@@ -409,7 +409,7 @@ class SweeperCore(BasicSweeper):
             names = [c.name for c in chosen]
             title = None
             if typed.search is not None and self.space is not None:  # a search, not a sweep of one job
-                title = opening_line(typed.search, self.space)
+                title = opening_line(typed.search, self.space, interleave=typed.run.interleave)
             self.controller.open(
                 typed,
                 sweep_dir,

@@ -14,7 +14,8 @@ Fidelity, cheapest first, on one launch:
    margin x the level is a rough estimate, reported to the pruner (``report(1, estimate)``), which may stop
    the trial here (pruned); before it is asked, one run of each constraint profile
    (:mod:`.trial_constraints`: the serial and accepted profiles at their own load, against the baseline's
-   opening runs): a point that breaks a gated requirement is infeasible at its screen (which requirement,
+   opening runs; a second run of a profile whose figure was within noise of a limit): a point the
+   evidence does not show within every gated requirement is infeasible at its screen (which requirement,
    by how much: ``constraints``) and never measured fully;
 3. **full**: the capacity search (capacity objective), or a second run at the level (goodput, tokens/s
    per GPU); with ``pareto`` also one serial run for the latency objective.
@@ -53,7 +54,7 @@ from orchestrator.measure.trial_constraints import (
     constraint_profiles,
     describe,
     requirements,
-    violations,
+    screened,
 )
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.session import ServerSession
@@ -241,7 +242,8 @@ def _constraints(
     ctx: SweepContext, launch: Launch, watched: list[WatchEvent], *, lossy: bool
 ) -> dict[str, float] | None:
     """One run of each constraint profile on the trial's launch, ruled on against the baseline's opening
-    runs on this node (:mod:`.trial_constraints`), and, when the space touches a lossy setting
+    runs on this node (:func:`.trial_constraints.screened`: a second run of a profile only where a ruling
+    was within noise of its limit, and none broken), and, when the space touches a lossy setting
     (``lossy``), one run of the labelled profile scored as the accuracy gate scores it
     (:mod:`.trial_accuracy`); None when a run did not complete (its events in ``watched``: a server lost
     under load makes the point infeasible)."""
@@ -251,18 +253,19 @@ def _constraints(
         return {}
     base_launch = ctx.paths.candidate(ctx.paired_baseline or ctx.cfg.baseline.name)
     base = baseline_runs(base_launch.root, profiles)
-    runs: dict[str, ProfileSummary] = {}
-    for profile in profiles:
+
+    def run(profile: str, repeat: int) -> ProfileSummary | None:
         ctx.check_stop()
-        events = launch.measure(profile, 1)
+        events = launch.measure(profile, repeat)
         watched.extend(events)
-        if server_lost(events):
+        path = LaunchPaths(launch.out).repeat(profile, repeat).summary
+        if server_lost(events) or not path.exists():
             return None
-        path = LaunchPaths(launch.out).repeat(profile, 1).summary
-        if not path.exists():
-            return None
-        runs[profile] = read_model(path, ProfileSummary)
-    sizes = violations(requirements(profiles, ctx.cfg.gates), base, runs, ctx.cfg.gates)
+        return read_model(path, ProfileSummary)
+
+    sizes = screened(requirements(profiles, ctx.cfg.gates), base, profiles, run, ctx.cfg.gates)
+    if sizes is None:
+        return None
     if labelled is not None:
         ctx.check_stop()
         events = launch.measure(labelled, 1)

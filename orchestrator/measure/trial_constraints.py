@@ -5,19 +5,30 @@ screening run and before the pruner is asked. The gates judge every profile, not
 optimises; a point they would refuse is not worth the full measurement. So each started trial runs one
 repeat of each constraint profile (:func:`constraint_profiles`: the serial profile and the accepted
 profiles the sweep measures) at its own load, and each gated requirement becomes a violation size
-(:func:`violations`, pure): ``> 0`` broken, by that fraction beyond its limit; ``<= 0`` met. The limits
-are the gates' own (``gates.latency_tolerance``, ``gates.throughput_tolerance``, no failed request),
-against the medians of the baseline's opening runs of the same profile, widened by the spread of those
-runs, the load client's lag and its timing resolution (one run is a screen, not a verdict: it refuses
-what is beyond the noise; the confirmation judges the survivor with every repeat and interval).
+(:func:`screen`, pure): ``> 0`` refused, ``<= 0`` met. The limits are the gates' own
+(``gates.latency_tolerance``, ``gates.throughput_tolerance``, no failed request), against the median of
+the baseline's opening runs of the same profile.
+
+A point is feasible only when the screen's evidence says so with the run-to-run noise taken into account
+(:func:`ruling`): the ratio to the baseline's median is read with a band of the noise a run shows (the
+baseline's own runs' spread, at least the load client's lag and timing resolution for a latency). A band
+wholly inside the limit is met on one run (a clearly feasible point costs one run); a band wholly beyond
+it is broken, by its lower bound; a band across the limit is within noise, and that profile is run once
+more (:data:`SCREEN_RUNS`): on both runs the band narrows, and where it still crosses the limit the gates'
+own rule decides on the two runs (a figure worse beyond the tolerance and beyond noise is refused: the
+mean beyond the limit and the band's lower bound worse than the baseline's figure). So a point one run
+reads a few percent low is no longer let through by an allowance (the client's timing resolution was
+taken off its figure and the limit widened by the baseline's spread). The confirmation then judges a
+survivor with every repeat and interval.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from math import sqrt
 from pathlib import Path
-from statistics import median
+from statistics import mean, median
 
 from contracts.layout import summary_glob
 from contracts.results import ProfileSummary, read_model
@@ -36,10 +47,34 @@ class Requirement:
     figure: str
 
 
-#: Wall seconds below which a latency difference is not ruled on: a client's timing of a token is good to
+#: Wall seconds below which a latency difference is not resolved: a client's timing of a token is good to
 #: a few milliseconds on a shared machine (the simulator coalesces a stream's chunks within 5 ms,
-#: ``sim-coalesce-ms``); scaled to host seconds by the run's ``time_scale`` (1 on a real host: 5 ms).
+#: ``sim-coalesce-ms``); scaled to host seconds by the run's ``time_scale`` (1 on a real host: 5 ms). A
+#: floor of a latency's noise band (:func:`noise_of`), not an allowance taken off the candidate's figure.
 RESOLUTION_S = 0.005
+#: The most runs of one constraint profile a screen takes: a second only when the first left one of its
+#: requirements within noise of the limit (and none of the trial's broken).
+SCREEN_RUNS = 2
+#: A median absolute deviation times this is a normal sample's standard deviation.
+MAD_TO_SD = 1.4826
+
+
+@dataclass(frozen=True)
+class Ruling:
+    """One requirement ruled on from the runs so far: its violation size (``> 0`` refused), and whether
+    another run could change it (False: the noise band crosses the limit and a run is left to take)."""
+
+    size: float
+    settled: bool = True
+
+
+@dataclass(frozen=True)
+class Screen:
+    """A screen's rulings: every requirement's size, and the profiles to run once more before the sizes
+    stand (a requirement of theirs within noise of its limit; none while another is broken)."""
+
+    sizes: dict[str, float]
+    again: list[str]
 
 
 def constraint_profiles(cfg: GauntletConfig) -> list[str]:
@@ -87,80 +122,160 @@ def _figure(summary: ProfileSummary, figure: str) -> float | None:
     return summary.failed / summary.num_requests if summary.num_requests else 1.0
 
 
-def violation(
-    req: Requirement, base: Sequence[ProfileSummary], cand: ProfileSummary, gates: GatesConfig
-) -> float | None:
-    """How far ``cand``'s run breaks ``req`` against the median of the baseline's runs ``base``, as a
-    fraction beyond the limit (``> 0`` broken, ``<= 0`` met); None when the baseline has no figure. One
-    run is ruled on with the benefit of the noise the baseline's own runs show (their median absolute
-    deviation from their median: one run's typical distance, which one outlier does not widen), of the
-    load client's lag (its p99, either side's) and of the client's timing resolution
-    (:data:`RESOLUTION_S`): a screen refuses what lies beyond the noise."""
-    mine = _figure(cand, req.figure)
+def limit_of(figure: str, gates: GatesConfig) -> float:
+    """The gates' limit on a requirement's ratio (:func:`ratio_of`, worse is higher): ``1 +
+    latency_tolerance`` for a latency, ``1 / (1 - throughput_tolerance)`` for tokens/s."""
+    if figure == "tps":
+        return 1 / max(1e-9, 1 - gates.throughput_tolerance)
+    return 1 + gates.latency_tolerance
+
+
+def ratio_of(figure: str, mine: float, theirs: float) -> float:
+    """How much worse ``mine`` is than ``theirs``, as a ratio (> 1 worse): a latency's quotient, tokens/s
+    the other way round; a point that served no tokens/s is infinitely worse."""
+    if figure == "tps":
+        return theirs / mine if mine > 0 else float("inf")
+    return mine / theirs
+
+
+def noise_of(
+    figure: str, theirs: Sequence[float], mid: float, *, lag_s: float = 0.0, time_scale: float = 1.0
+) -> float:
+    """One run's relative noise: the baseline's own runs' (their median absolute deviation from their
+    median, as a standard deviation: robust to one outlier); for a latency at least the load client's lag
+    ``lag_s`` and its timing resolution (:data:`RESOLUTION_S` x ``time_scale``) over the median.
+
+    >>> round(noise_of("e2e", [1.0, 1.0, 1.0], 1.0, time_scale=20), 3), noise_of("tps", [90, 100, 110], 100)
+    (0.1, 0.14826)
+    """
+    spread = MAD_TO_SD * median(abs(v - mid) for v in theirs) / mid if theirs and mid > 0 else 0.0
+    if figure == "tps":
+        return spread
+    return max(spread, (lag_s + RESOLUTION_S * time_scale) / mid if mid > 0 else 0.0)
+
+
+def ruling(
+    req: Requirement, base: Sequence[ProfileSummary], runs: Sequence[ProfileSummary], gates: GatesConfig
+) -> Ruling | None:
+    """``req`` ruled on from the trial's ``runs`` of its profile against the median of the baseline's runs
+    ``base`` (None: the baseline has no such figure). The ratio to the baseline (the runs' mean) is read
+    with a band of ``w = noise x sqrt(1/runs + 1/baseline runs)`` (:func:`noise_of`) either side: a band
+    beyond the limit is broken, its size the lower bound's (at least that far beyond); a band inside the
+    limit is met, its size the upper bound's (that far inside even at the noise's edge); a band across
+    the limit is within noise: unsettled while :data:`SCREEN_RUNS` allows another run, else decided as
+    the gates decide (refused when the mean is beyond the limit and the band's lower bound is worse than
+    the baseline's figure: beyond the tolerance and beyond noise; its size the mean's). Any failed
+    request breaks an accepted profile (its share, the worst run's); a run with no figure (nothing
+    completed) is as broken as it gets (1.0)."""
+    if req.figure == "failed":
+        shares = [_figure(r, "failed") or 0.0 for r in runs]
+        worst = max(shares, default=0.0)
+        return Ruling(worst if worst > 0 else 0.0)
     theirs = [v for v in (_figure(s, req.figure) for s in base) if v is not None and v > 0]
     if not theirs:
-        return size_of(req.figure, mine, None, gates)
+        return None
+    values = [_figure(r, req.figure) for r in runs]
+    if not values or any(v is None for v in values):
+        return Ruling(1.0)
     mid = median(theirs)
-    spread = (
-        1 + median(abs(v - mid) for v in theirs) / mid
-    )  # one run's typical distance, robust to an outlier
-    lag = max([cand.client.dispatch_lag_p99_s, *(s.client.dispatch_lag_p99_s for s in base)])
-    return size_of(req.figure, mine, mid, gates, spread=spread, lag_s=lag + RESOLUTION_S * cand.time_scale)
+    ratio = ratio_of(req.figure, mean(v for v in values if v is not None), mid)
+    if ratio == float("inf"):
+        return Ruling(1.0)
+    lag = max([*(r.client.dispatch_lag_p99_s for r in runs), *(s.client.dispatch_lag_p99_s for s in base)])
+    scale = max(r.time_scale for r in runs)
+    noise = noise_of(req.figure, theirs, mid, lag_s=lag, time_scale=scale)
+    band = 1 + noise * sqrt(1 / len(runs) + 1 / len(theirs))
+    limit = limit_of(req.figure, gates)
+    if ratio / band > limit:
+        return Ruling(ratio / band / limit - 1)
+    if ratio * band <= limit:
+        return Ruling(ratio * band / limit - 1)
+    if len(runs) < SCREEN_RUNS:  # within noise of the limit: another run narrows the band
+        return Ruling(ratio / limit - 1, settled=False)
+    # The last run taken and still within noise: the gates' own rule decides (a figure worse beyond the
+    # tolerance and beyond noise fails): refused when the mean is beyond the limit and the band's lower
+    # bound beyond the baseline's figure; a mean beyond the limit within noise of the baseline is at it.
+    if ratio > limit and ratio / band > 1:
+        return Ruling(ratio / limit - 1)
+    return Ruling(min(0.0, ratio / limit - 1))
 
 
-def size_of(
-    figure: str,
-    mine: float | None,
-    theirs: float | None,
-    gates: GatesConfig,
-    *,
-    spread: float = 1.0,
-    lag_s: float = 0.0,
-) -> float | None:
-    """One requirement's violation size from the trial's figure ``mine`` and the baseline's ``theirs``
-    (its median): the share of failed requests itself, else the ratio's excess beyond the gates' limit
-    widened by ``spread`` (1 + the baseline's runs' relative median absolute deviation), a latency less
-    the client's lag ``lag_s`` (seconds)."""
+def size_of(figure: str, mine: float | None, theirs: float | None, gates: GatesConfig) -> float | None:
+    """One requirement's violation size from one figure against another, noise-free (the benchmark's
+    truth; :func:`ruling` reads measured runs): the share of failed requests itself, else how far the
+    ratio lies beyond the gates' limit; None without the baseline's figure."""
     if figure == "failed":
         return mine if mine is not None and mine > 0 else 0.0
     if theirs is None or theirs <= 0:
         return None
     if mine is None:
         return 1.0  # the run has no such figure (nothing completed): as broken as it gets
-    spread = max(1.0, spread)
-    if figure == "tps":
-        return excess(mine / theirs, (1 - gates.throughput_tolerance) / spread, lower=False)
-    return excess(max(0.0, mine - lag_s) / theirs, (1 + gates.latency_tolerance) * spread, lower=True)
+    ratio = ratio_of(figure, mine, theirs)
+    return 1.0 if ratio == float("inf") else ratio / limit_of(figure, gates) - 1
 
 
-def excess(ratio: float, limit: float, *, lower: bool) -> float:
-    """How far ``ratio`` lies beyond ``limit``, as a fraction of it (``> 0`` beyond: broken). ``lower``:
-    lower is better, the limit is an upper bound.
-
-    >>> round(excess(1.18, 1.05, lower=True), 3)
-    0.124
-    """
-    if lower:
-        return ratio / limit - 1
-    return limit / ratio - 1 if ratio > 0 else 1.0
+def screen(
+    reqs: Sequence[Requirement],
+    base: Mapping[str, Sequence[ProfileSummary]],
+    runs: Mapping[str, Sequence[ProfileSummary]],
+    gates: GatesConfig,
+) -> Screen:
+    """Every requirement ruled on (:func:`ruling`) where both sides have runs of its profile: its size
+    rounded to 4 places, and 0 (at the limit, met) within 0.05% of it, which the console's one decimal
+    would print as +0.0%; and the profiles to run once more: those with a requirement within noise of its
+    limit, none while another requirement is broken (the point is refused either way)."""
+    sizes: dict[str, float] = {}
+    unsettled: list[str] = []
+    refused = False  # a requirement broken for good: no run is worth taking
+    for req in reqs:
+        if not runs.get(req.profile) or not base.get(req.profile):
+            continue
+        ruled = ruling(req, base[req.profile], runs[req.profile], gates)
+        if ruled is None:
+            continue
+        size = ruled.size
+        sizes[req.name] = round(size, 4) if abs(size) >= 0.0005 else 0.0  # within 0.05%: at the limit
+        if not ruled.settled and req.profile not in unsettled:
+            unsettled.append(req.profile)
+        refused = refused or (ruled.settled and sizes[req.name] > 0)
+    return Screen(sizes, [] if refused else unsettled)
 
 
 def violations(
     reqs: Sequence[Requirement],
     base: Mapping[str, Sequence[ProfileSummary]],
-    cand: Mapping[str, ProfileSummary],
+    runs: Mapping[str, Sequence[ProfileSummary]],
     gates: GatesConfig,
 ) -> dict[str, float]:
-    """Every requirement's violation size where both sides have its profile: rounded to 4 places, and 0
-    (at the limit, met) within 0.05% of it, which the console's one decimal would print as +0.0%."""
-    out: dict[str, float] = {}
-    for req in reqs:
-        if req.profile not in cand or not base.get(req.profile):
-            continue
-        size = violation(req, base[req.profile], cand[req.profile], gates)
-        if size is not None:
-            out[req.name] = round(size, 4) if abs(size) >= 0.0005 else 0.0  # within 0.05%: at the limit
-    return out
+    """Every requirement's violation size from the runs taken (:func:`screen`'s sizes)."""
+    return screen(reqs, base, runs, gates).sizes
+
+
+def screened(
+    reqs: Sequence[Requirement],
+    base: Mapping[str, Sequence[ProfileSummary]],
+    profiles: Sequence[str],
+    run: Callable[[str, int], ProfileSummary | None],
+    gates: GatesConfig,
+) -> dict[str, float] | None:
+    """A trial's screen of its constraint ``profiles``: ``run(profile, repeat)`` (repeat 1 first) measures
+    one run, each profile once, then again each profile :func:`screen` asks for (a ruling within noise of
+    its limit, none broken), up to :data:`SCREEN_RUNS` runs; every requirement's size from the runs taken.
+    None when a run did not complete (``run`` returned None: nothing is ruled on)."""
+    runs: dict[str, list[ProfileSummary]] = {}
+    todo = list(profiles)
+    ruled = Screen({}, [])
+    for repeat in range(1, SCREEN_RUNS + 1):
+        for profile in todo:
+            summary = run(profile, repeat)
+            if summary is None:
+                return None
+            runs.setdefault(profile, []).append(summary)
+        ruled = screen(reqs, base, runs, gates)
+        todo = ruled.again
+        if not todo:
+            break
+    return ruled.sizes
 
 
 def broken(sizes: Mapping[str, float]) -> dict[str, float]:

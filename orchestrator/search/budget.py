@@ -8,8 +8,11 @@ measured side by side share the batch's wall time, and a point pruned at its scr
 frees its GPUs long before a fully measured neighbour does, so cheap screens buy more points. The node's
 baseline a parallel trial measured first (``baseline_launches``, ``baseline_gpu_s``: a node's opening, or
 its re-measurement after drift or age) is charged to the trial that caused it. The budget holds the
-confirmations too: the trials stop at the budget less ``search.confirm_top`` launches
-(:func:`trials_budget_spent`), and each confirmation is charged as it runs (:func:`confirmation_room`).
+confirmations too: a confirmation is its finalist's launch, the interleaved block of the baseline after it
+(``run.interleave``: a fresh launch) and, in a parallel search, its node's baseline when that node has no
+recent one (:func:`confirmation_launches`); the trials stop at the budget less ``search.confirm_top``
+confirmations' launches (:func:`trials_budget_spent`), and each confirmation is paid before it starts
+(:func:`confirmation_room`) and charged what it launched.
 A trial is paid for before it starts: the trials stop when the budget left cannot pay for the next one
 and the node baseline it may need (:mod:`.nodes`), at the costliest trial's GPU-hours so far.
 """
@@ -44,14 +47,27 @@ def trial_cost(outcome: TrialOutcome, wall_s: float, time_scale: float) -> Cost:
     return Cost(outcome.launches + outcome.baseline_launches, gpu_s * time_scale / 3600)
 
 
-def kept_launches(search: SearchConfig) -> int:
-    """Launches of ``search.max_launches`` the trials leave for the confirmations: ``confirm_top``, at most
-    all but one (a search launches at least one trial).
+def confirmation_launches(*, interleave: bool, node_baselines: int = 0) -> int:
+    """The launches one confirmation costs: its finalist's, the baseline's interleaved block after it
+    (``interleave``), and the node baselines it may measure first (``node_baselines``: :mod:`.nodes`).
 
-    >>> kept_launches(SearchConfig(max_launches=48)), kept_launches(SearchConfig(max_launches=1))
-    (2, 0)
+    >>> confirmation_launches(interleave=False), confirmation_launches(interleave=True, node_baselines=1)
+    (1, 3)
     """
-    return max(0, min(search.confirm_top, search.max_launches - 1))
+    return 1 + (1 if interleave else 0) + max(0, node_baselines)
+
+
+def kept_launches(search: SearchConfig, each: int = 1) -> int:
+    """Launches of ``search.max_launches`` the trials leave for the confirmations: ``confirm_top`` of them
+    at ``each`` launches (:func:`confirmation_launches`), at most all but one (a search launches at least
+    one trial).
+
+    >>> kept_launches(SearchConfig(max_launches=48)), kept_launches(SearchConfig(max_launches=48), each=2)
+    (2, 4)
+    >>> kept_launches(SearchConfig(max_launches=1))
+    0
+    """
+    return max(0, min(search.confirm_top * max(1, each), search.max_launches - 1))
 
 
 def confirmation_gpu_hours(record: SearchRecord) -> float:
@@ -70,18 +86,19 @@ def expected_gpu_hours(record: SearchRecord) -> float:
 
 
 def trials_budget_spent(
-    record: SearchRecord, search: SearchConfig, need: int = 1, held: int = 0
+    record: SearchRecord, search: SearchConfig, need: int = 1, held: int = 0, each: int = 1
 ) -> str | None:
     """Why the search's trials stop on their budget (the budget less what is kept for the confirmations:
     :func:`kept_launches`, and as many GPU-hours as that many confirmations are expected to cost), or None.
 
     A trial is paid for before it starts: ``need`` is the launches the next trial costs (its own, and its
     node's baseline when its node may have to measure one: :mod:`.nodes`), ``held`` the launches the trials
-    of the batch still filling have reserved; each launch is expected to cost :func:`expected_gpu_hours`.
+    of the batch still filling have reserved; each launch is expected to cost :func:`expected_gpu_hours`;
+    ``each``: the launches one confirmation costs (:func:`confirmation_launches`).
     The trials stop when the next one cannot be paid for, so a line never shows more spent than the budget
     unless a charge came that no reservation foresaw (a node's baseline measured again after drift, a
     trial longer than the costliest before it), which the line then says."""
-    kept = kept_launches(search)
+    kept = kept_launches(search, each)
     share = search.max_launches - kept
     also = f" ({kept} kept for the confirmations)" if kept else ""
     if record.launches + held + need > share:
@@ -95,17 +112,17 @@ def trials_budget_spent(
         )
         return f"budget spent: {record.launches} of {search.max_launches} launches{also}{why}"
     if search.max_gpu_hours is not None:
-        kept_h = kept * confirmation_gpu_hours(record)
-        each = expected_gpu_hours(record)
+        kept_h = min(search.confirm_top, kept) * confirmation_gpu_hours(record)
+        per_launch = expected_gpu_hours(record)
         spent = record.gpu_hours + kept_h
-        if spent >= search.max_gpu_hours or spent + (held + need) * each > search.max_gpu_hours:
+        if spent >= search.max_gpu_hours or spent + (held + need) * per_launch > search.max_gpu_hours:
             held_line = f" ({kept_h:.3g} kept for the confirmations)" if kept_h else ""
             over_h = record.gpu_hours - search.max_gpu_hours
             why = (
                 f"; {over_h:.3g} over: a trial's time is known only once it has run, and each was started "
                 "where the costliest before it would fit"
                 if over_h > 0
-                else f": the next trial is expected to cost {need * each:.3g} (the costliest so far"
+                else f": the next trial is expected to cost {need * per_launch:.3g} (the costliest so far"
                 + (", with its node's baseline" if need > 1 else "")
                 + ")"
                 if spent < search.max_gpu_hours
@@ -117,8 +134,16 @@ def trials_budget_spent(
     return None
 
 
-def confirmation_room(record: SearchRecord, search: SearchConfig) -> int:
-    """Confirmations the budget still holds now (launches left; none once the GPU-hours are spent)."""
+def confirmation_room(record: SearchRecord, search: SearchConfig, each: int = 1) -> int:
+    """Confirmations the budget still holds now: the launches left over what one costs (``each``:
+    :func:`confirmation_launches`), so a confirmation is paid before it starts; none once the GPU-hours
+    are spent.
+
+    >>> rec = SearchRecord(name="s", objective="capacity", directions=["maximize"], space_size=None)
+    >>> rec.launches, budget = 45, SearchConfig(max_launches=48)
+    >>> confirmation_room(rec, budget), confirmation_room(rec, budget, 2)
+    (3, 1)
+    """
     if search.max_gpu_hours is not None and record.gpu_hours >= search.max_gpu_hours:
         return 0
-    return max(0, search.max_launches - record.launches)
+    return max(0, (search.max_launches - record.launches) // max(1, each))

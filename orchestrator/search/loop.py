@@ -29,12 +29,12 @@ from contracts.search import Space
 from contracts.trials import SearchRecord, TrialRecord, Winner, read_search, write_search
 from orchestrator.measure.trial import TrialOutcome
 from orchestrator.search.batch import Batch, LaunchBatch, LaunchJob, Pending, Seams, key
-from orchestrator.search.budget import confirmation_room
+from orchestrator.search.budget import confirmation_launches, confirmation_room
 from orchestrator.search.confirm import NO_BETTER, finalists, tradeoff
 from orchestrator.search.coverage import cover_point, untried
 from orchestrator.search.lines import baseline_best_line, launched_line, runner_up_line, winner_line
 from orchestrator.search.memory import MemoryCheck, ceilings, memory_refusal, next_probe, within_ceiling
-from orchestrator.search.nodes import NodeBaselines
+from orchestrator.search.nodes import NodeBaselines, confirmation_launched
 from orchestrator.search.point import (
     Point,
     baseline_point,
@@ -233,7 +233,13 @@ class SearchRun:
         due = self.nodes.due if self.nodes is not None else (lambda _n: 0)
         held = filling + due(filling)
         need = filling + 1 + due(filling + 1) - held
-        return stop_reason(record, self.search, gaps, need=need, held=held)
+        return stop_reason(record, self.search, gaps, need=need, held=held, each=self._each())
+
+    def _each(self) -> int:
+        """The launches one confirmation costs, paid before it starts (:func:`.budget.confirmation_launches`:
+        its own, the baseline's interleaved block after it, its node's baseline when it may need one)."""
+        due = self.nodes.due(1) if self.nodes is not None else 0
+        return confirmation_launches(interleave=self.cfg.run.interleave, node_baselines=due)
 
     def _steer(
         self, study: SearchStudy, record: SearchRecord, batch: Batch, gaps: list[tuple[str, Any]]
@@ -299,14 +305,15 @@ class SearchRun:
         """Confirm the finalists inside the budget: the best ``search.confirm_top`` together, then, while
         the gates KEEP none of those confirmed (``verdicts``: the gates' decision on each named candidate
         as stored so far; a name it cannot judge counts as no KEEP), the runner-up, one at a time. Each
-        confirmation is an ordinary candidate's job (``launch_job`` without a ticket), charged one launch
-        and its GPUs x its wall time to the search's budget."""
+        confirmation is an ordinary candidate's job (``launch_job`` without a ticket), paid before it
+        starts (its launch, the baseline's interleaved block after it, its node's baseline: ``_each``) and
+        charged what it launched and its GPUs x its wall time to the search's budget."""
         record = read_search(self.dir)
         if record is None or not self.queue:
             return
         record.finalists = []
         size = max(1, self.search.confirm_top)
-        while self.queue and (room := confirmation_room(record, self.search)) > 0:
+        while self.queue and (room := confirmation_room(record, self.search, self._each())) > 0:
             if record.finalists:  # a round after no KEEP: the runner-up
                 decided = verdicts([w.name for w in record.finalists])
                 if any(decided.get(w.name) == "keep" for w in record.finalists):
@@ -316,7 +323,7 @@ class SearchRun:
             self.queue = self.queue[len(round_) :]
             for best in round_:
                 self._confirm_one(record, best)
-        if self.queue and not confirmation_room(record, self.search):
+        if self.queue and not confirmation_room(record, self.search, self._each()):
             left = ", ".join(t.name for t in self.queue[:3]) + (" ..." if len(self.queue) > 3 else "")
             self.say(f"search: the budget is spent; not confirmed: {left}")
         if not record.finalists and self.queue:
@@ -344,11 +351,18 @@ class SearchRun:
         record.winner = record.finalists[0]
         write_search(self.dir, record)
         self.say(winner_line(best, finalist.yaml_file))
-        start = self.clock()
+        # Paid before it starts: what it may launch is on the record while it runs (an interrupted
+        # confirmation stays charged), then what it did launch.
+        paid = self._each()
+        record.launches += paid
+        record.confirm_launches += paid
+        write_search(self.dir, record)
+        start, since = self.clock(), time.time()
         self.launch_job(self.overrides(best.params, best.name), None)
         gpus = _gpus(self.cfg, best.params, self.pruned.space.layouts)
-        record.launches += 1
-        record.confirm_launches += 1
+        launched = confirmation_launched(self.dir, self.cfg.baseline.name, best.name, since)
+        record.launches += launched - paid
+        record.confirm_launches += launched - paid
         record.gpu_hours += gpus * (self.clock() - start) * self.cfg.host.time_scale / 3600
         write_search(self.dir, record)
 

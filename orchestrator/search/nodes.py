@@ -70,3 +70,21 @@ def node_baselines(
         )
 
     return NodeBaselines(count, fresh)
+
+
+def confirmation_launched(sweep_dir: Path, baseline: str, name: str, since: float) -> int:
+    """The launches a confirmation of ``name`` made (read back after its job, to charge what it launched):
+    its own; the baseline's interleaved block after it (``candidates/<baseline>[@<node>]/blocks/
+    after-<name>/run.json``); and each node baseline (``<baseline>@<node>``) whose ``run.json`` was
+    written at or after ``since`` (wall clock: the job's start), measured for it."""
+    paths = SweepPaths(sweep_dir)
+    here = paths.candidates
+    nodes = sorted(d.name for d in here.glob(f"{baseline}@*") if d.is_dir()) if here.is_dir() else []
+    names = [baseline, *nodes]
+    blocks = sum(1 for n in names if paths.candidate(n).block(name).run_file.exists())
+    fresh = 0
+    for n in names[1:]:
+        run_file = paths.candidate(n).run_file
+        if run_file.exists() and run_file.stat().st_mtime >= since:
+            fresh += 1
+    return 1 + blocks + fresh

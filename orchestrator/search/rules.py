@@ -27,13 +27,20 @@ EXHAUSTED_AFTER = 64
 
 
 def stop_reason(
-    record: SearchRecord, search: SearchConfig, untried: int = 0, *, need: int = 1, held: int = 0
+    record: SearchRecord,
+    search: SearchConfig,
+    untried: int = 0,
+    *,
+    need: int = 1,
+    held: int = 0,
+    each: int = 1,
 ) -> str | None:
     """Why the search's trials stop now (their budget spent: the budget less what the confirmations keep,
     cannot pay for the next trial, ``need`` launches with its node's baseline, beside the ``held`` launches
-    of a batch still filling, :mod:`.budget`; improvement stalled), or None to go on. A stall waits while
+    of a batch still filling, ``each`` launches kept per confirmation, :mod:`.budget`; improvement
+    stalled), or None to go on. A stall waits while
     ``untried`` values of the space's lists have no trial yet (:mod:`.coverage`: the loop asks them)."""
-    if (spent := trials_budget_spent(record, search, need, held)) is not None:  # paid before it starts
+    if (spent := trials_budget_spent(record, search, need, held, each)) is not None:  # paid before it starts
         return spent
     stalled = stall_reason(record, search)
     return stalled if stalled is not None and untried == 0 else None

@@ -146,13 +146,15 @@ def test_cheap_screens_buy_more_points_and_node_baselines_count(
             (1, None),
             (0, 0, "budget spent: 0 of 1 launches: the next trial with its node's baseline needs 2"),
         ),
-        # 2 launches for the trials (1 kept for the confirmation): one trial with its node's baseline
-        # (before: a batch of two, each with its node's baseline, 4 of 3)
-        (2, (3, None), (1, 2, "budget spent: 2 of 3 launches (1 kept for the confirmations)")),
+        # 2 launches for the trials (2 kept for the confirmation and the node baseline it may need while
+        # no node's is recent): one trial with its node's baseline (before: a batch of two, each with its
+        # node's baseline, 4 of 3)
+        (2, (4, None), (1, 2, "budget spent: 2 of 4 launches (2 kept for the confirmations)")),
         # 5 for the trials: two with their nodes' baselines, then one on a node whose baseline is recent
         (2, (6, None), (3, 5, "budget spent: 5 of 6 launches (1 kept for the confirmations)")),
-        # a cluster whose nodes are not known here (SLURM): each trial reserves its node's baseline
-        (None, (6, None), (2, 4, "budget spent: 4 of 6 launches (1 kept for the confirmations): the next")),
+        # a cluster whose nodes are not known here (SLURM): each trial reserves its node's baseline, and
+        # the confirmation its own (2 kept)
+        (None, (6, None), (2, 4, "budget spent: 4 of 6 launches (2 kept for the confirmations)")),
         # GPU-hours: each trial 8 GPUs x 100 s (0.222 h), 3 trials' worth and the confirmation's kept; a
         # trial starts only where the costliest so far still fits (before: a second batch of two, 0.889
         # spent of 0.889 with 0.222 kept)
@@ -176,6 +178,7 @@ def test_a_trial_and_its_node_baseline_are_paid_before_they_start(
             f"search.max_launches={max_launches}",
             "search.stall_trials=99",
             "host.time_scale=1",
+            "run.interleave=false",  # no block after a confirmation (test_search_confirm_rounds)
             *gpu,
         ]
     )

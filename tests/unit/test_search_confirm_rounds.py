@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from contracts.layout import SweepPaths
 from contracts.trials import read_search
 from orchestrator.config.space import parse_space
 from orchestrator.measure.trial import TrialOutcome
 from orchestrator.search.loop import SearchRun
+from orchestrator.search.nodes import NodeBaselines
 from orchestrator.search.study import TrialTicket
 from tests.unit.composed import load
 
@@ -66,6 +68,7 @@ def test_confirmations_spend_the_budget_and_a_runner_up_follows_no_keep(
             "search.space.speculative.num_speculative_tokens=3",
             *small,
             "host.time_scale=1",
+            "run.interleave=false",  # one launch per confirmation; its block: the test below
         ]
     )
     assert cfg.search is not None
@@ -113,3 +116,92 @@ def test_confirmations_spend_the_budget_and_a_runner_up_follows_no_keep(
         assert record.winner is not None and record.winner.name == names[0]
     runner_ups = [line for line in lines if "confirming the runner-up" in line]
     assert len(runner_ups) == max(0, confirmed - top)
+
+
+@pytest.mark.parametrize(
+    ("budget", "top", "nodes", "started", "expected"),  # expected: trials, confirmed, launches, confirm's
+    [
+        # the baseline's interleaved block after each confirmation (run.interleave) is a launch: 8
+        # launches keep 2 x 2 for two confirmations, 4 trials (before: 6 trials, then 2 confirmations
+        # and their 2 blocks, 10 launched and 8 recorded)
+        (8, 2, None, True, (4, 2, 8, 4)),
+        # a confirmation that did not start has no block: paid 2 before it started, charged the 1 it
+        # launched; the 2 left pay for a runner-up
+        (8, 2, None, False, (4, 3, 7, 3)),
+        # confirm_top 1 with nodes not known here (SLURM): a trial and its node's baseline are 2, a
+        # confirmation, its node's baseline and its block 3; 10 launches: 3 trials (6 of the 7 the
+        # confirmation leaves), then one confirmation (9); no room for a runner-up's 3 (before: 4
+        # trials, and a confirmation recorded as 1 launch)
+        (10, 1, "slurm", True, (3, 1, 9, 3)),
+    ],
+)
+def test_a_confirmations_block_and_node_baseline_are_paid_before_it_starts(  # noqa: PLR0917 (a table)
+    tmp_path: Path,
+    budget: int,
+    top: int,
+    nodes: str | None,
+    started: bool,
+    expected: tuple[int, int, int, int],
+) -> None:
+    trials, confirmed, launches, confirm_launches = expected
+    cfg, _ = load(
+        [
+            "search=demo",
+            "search.sampler=random",
+            "search.pruner=none",
+            "search.storage=sqlite:///:memory:",
+            f"search.max_launches={budget}",
+            f"search.confirm_top={top}",
+            "search.stall_trials=99",
+            "search.space.layout=tp8_dp1",
+            "search.space.gpu_memory_utilization=0.81",
+            "search.space.speculative.num_speculative_tokens=3",
+            "host.time_scale=1",
+        ]
+    )
+    assert cfg.search is not None and cfg.run.interleave
+    paths = SweepPaths(tmp_path)
+    base = f"{cfg.baseline.name}@node1" if nodes else cfg.baseline.name
+    recorded: list[int] = []  # the confirmation launches on the record while each confirmation runs
+
+    def launch_job(overrides: list[str], ticket: TrialTicket | None) -> TrialOutcome | str:
+        name = _name(overrides)
+        if ticket is None:  # a confirmation: its node's baseline, its launch, the block after it
+            now = read_search(tmp_path)
+            assert now is not None
+            recorded.append(now.confirm_launches)
+            if nodes:
+                paths.candidate(base).root.mkdir(parents=True, exist_ok=True)
+                paths.candidate(base).run_file.write_text("{}")
+            if started:
+                block = paths.candidate(base).block(name)
+                block.root.mkdir(parents=True, exist_ok=True)
+                block.run_file.write_text("{}")
+            return name
+        value = float(_seqs(overrides) + int(name.rsplit("_t", 1)[1]))
+        outcome = TrialOutcome(state="complete", fidelity="full", values=[value], launches=1, gpus=8)
+        outcome.baseline_launches = 1 if nodes else 0
+        return outcome
+
+    run = SearchRun(
+        cfg,
+        tmp_path,
+        baseline_option="baseline",
+        space=parse_space(cfg.search),
+        flag_check=None,
+        launch_job=launch_job,
+        say=lambda _line: None,
+        clock=lambda: 0.0,
+        nodes=NodeBaselines(None, lambda: 0) if nodes else None,
+    )
+    run.run()
+    run.confirm(lambda names: dict.fromkeys(names, "reject"))
+    record = read_search(tmp_path)
+    assert record is not None
+    assert len([t for t in record.trials if t.launches]) == trials
+    assert len(record.finalists) == confirmed
+    assert (record.launches, record.confirm_launches) == (launches, confirm_launches)
+    assert record.launches <= budget
+    each = 3 if nodes else 2  # paid before it starts: on the record while it runs
+    launched = confirm_launches // confirmed  # what each confirmation launched
+    assert recorded == [launched * k + each for k in range(confirmed)]

@@ -31,6 +31,7 @@ def _search(tmp_path: Path, *overrides: str) -> tuple[list[list[str]], Any]:
     """Run a demo-space search with fake launchers; returns the groups launched together and the record."""
     # Optuna's study in memory: the storage is not what these tests are about (test_search_storage's is)
     fast = ["search.sampler=random", "search.pruner=none", "search.storage=sqlite:///:memory:"]
+    fast.append("run.interleave=false")  # no block after a confirmation (test_search_confirm_rounds)
     cfg, _ = load(["search=demo", *fast, *overrides])
     assert cfg.search is not None
     launched: list[list[str]] = []

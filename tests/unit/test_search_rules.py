@@ -84,26 +84,35 @@ def test_points_that_launched_nothing_do_not_spend_the_budget_nor_the_stall() ->
 
 
 @pytest.mark.parametrize(
-    ("dims", "search", "expected"),
+    ("dims", "search", "interleave", "expected"),
     [
         (
             (Dimension("max_num_seqs", (64, 128, 256)), Dimension("layout", ("a", "b"))),
             SearchConfig(name="demo", max_launches=48, stall_trials=6),
+            False,
             "search demo over 6 configurations (budget: 48 launches, 2 of them kept for the confirmations; "
             "stalled after 6 trials measured fully",
+        ),
+        # each confirmation with the baseline's interleaved block after it: 2 launches each
+        (
+            (Dimension("max_num_seqs", (64, 128, 256)), Dimension("layout", ("a", "b"))),
+            SearchConfig(name="demo", max_launches=48, stall_trials=6),
+            True,
+            "search demo over 6 configurations (budget: 48 launches, 4 of them kept for the confirmations; ",
         ),
         (
             (Dimension("gpu_memory_utilization", low=0.6, high=0.8),),
             SearchConfig(name="wide", max_launches=10, max_gpu_hours=2.5),
+            False,
             "search wide over a continuous space (budget: 10 launches, 2 of them kept for the confirmations "
             "or 2.5 GPU-hours;",
         ),
     ],
 )
 def test_a_search_sweep_opens_with_its_space_and_budget(
-    dims: tuple[Dimension, ...], search: SearchConfig, expected: str
+    dims: tuple[Dimension, ...], search: SearchConfig, interleave: bool, expected: str
 ) -> None:
-    line = opening_line(search, Space(dimensions=dims, layouts={}, fixed={}))
+    line = opening_line(search, Space(dimensions=dims, layouts={}, fixed={}), interleave=interleave)
     assert line.startswith(expected), line
     assert "job(s)" not in line and line.endswith("its best points then confirmed against the baseline,")
 

@@ -140,6 +140,7 @@ def _search(tmp_path: Path, *overrides: str, value: float = 50.0) -> tuple[list[
         "search.pruner=none",
         f"search.storage={MEMORY}",
         "search.stall_trials=99",
+        "run.interleave=false",  # no block after a confirmation (test_search_confirm_rounds)
     ]
     # 3 trials: +2 launches kept for the confirmations (search.confirm_top), not launched here
     cfg, _ = load(["search=demo", "search.max_launches=5", *fast, *overrides])
