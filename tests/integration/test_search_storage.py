@@ -64,8 +64,9 @@ def _study(url: str) -> list[optuna.trial.FrozenTrial]:
 def test_a_search_in_postgres_resumes_where_it_stopped_and_a_second_sweep_reads_its_study(
     tmp_path: Path, port: int, postgres_url: str
 ) -> None:
-    # two trials, and one launch kept for the confirmation (search/small.yaml: confirm_top 1)
-    args = [*FAST, f"search.storage={postgres_url}", "search.max_launches=3"]
+    # two trials, and two launches kept for the confirmation and the baseline's block after it
+    # (search/small.yaml: confirm_top 1; run.interleave on)
+    args = [*FAST, f"search.storage={postgres_url}", "search.max_launches=4"]
     proc = start(args, sweeps=tmp_path / "sweeps", port=port)
     sweep = sweep_dir(tmp_path / "sweeps")
     wait_for(lambda: bool(_launched(read_search(sweep))), timeout=120, what="the search's first trial")

@@ -146,15 +146,18 @@ def test_a_password_in_search_storage_is_written_nowhere_and_the_study_reaches_i
         env["TEAM_STORE"] = url
         args = [*args, "search=small", "search.storage=${oc.env:TEAM_STORE}"]
     if launcher == "gauntlet_local":  # jobs pickled under .submitit/, run by submitit's own processes
-        # a trial and its node's baseline are paid before they start: 2 launches for the trial, 1 kept
+        # a trial and its node's baseline are paid before they start: 2 launches for the trial, 3 kept for
+        # the confirmation, the baseline's block after it and its node's baseline should it need one
         args += ["hydra/launcher=gauntlet_local", "run.simulated_nodes=1"]
-        args += ["search.max_launches=3", "search.confirm_top=1"]
+        args += ["search.max_launches=5", "search.confirm_top=1"]
     code, out, argvs = run(args, tmp_path, port, env)
     sweep = sweep_dir(tmp_path / "sweeps")
     assert code in (0, 8), out[-3000:]  # 8: a verdict within the client's lag on a loaded machine
     record = read_search(sweep)
-    # one trial (on gauntlet_local its node's baseline is paid with it, as a second launch)
-    assert record is not None and len(record.trials) == 1, out[-3000:]
+    # one trial, or on gauntlet_local one or two (its node's baseline is paid with the first, as a second
+    # launch; once it is measured the confirmation needs one launch less, and that launch may go to a trial)
+    most = 2 if launcher == "gauntlet_local" else 1
+    assert record is not None and 1 <= len(record.trials) <= most, out[-3000:]
     storage = optuna.storages.RDBStorage(url)
     try:  # the study is in the database the password opens: the sweep and its job reached it
         stored = optuna.load_study(study_name="small", storage=storage).trials

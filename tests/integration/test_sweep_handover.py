@@ -45,17 +45,40 @@ def _launched(sweep: Path) -> list[str]:
     return [e.candidate for e in Journal(sweep / "journal.jsonl").events() if isinstance(e, Launching)]
 
 
+def _pending(pid: int, sig: signal.Signals) -> bool:
+    """``sig`` is pending for ``pid`` (sent while it is stopped: delivered when it continues)."""
+    bit = 1 << (sig - 1)
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in {"SigPnd", "ShdPnd"} and int(value.strip(), 16) & bit:
+            return True
+    return False
+
+
 def test_stop_during_a_running_sweep_unwinds_it_and_nothing_keeps_running(tmp_path: Path, port: int) -> None:
     proc, sweep = h.start_until(
         SWEEP, sweeps=tmp_path / "sweeps", port=port, event="load_started", candidate="tp4_dp2", timeout=300
     )
-    began = time.monotonic()
-    cli = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", "stop", str(sweep)],
-        cwd=h.ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    # The sweep is frozen under tp4_dp2's load until the stop's request is pending, so the request lands
+    # mid-measurement however fast the sweep runs and however long `stop` takes to start (tp4_dp2's whole
+    # measurement takes about 2 s on sim_small; `stop`'s start-up as long on a quiet machine).
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        assert not h.journal_has(sweep, "tearing_down", candidate="tp4_dp2"), "frozen after tp4_dp2's load"
+        began = time.monotonic()
+        cli = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", "stop", str(sweep)],
+            cwd=h.ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        h.wait_for(
+            lambda: _pending(proc.pid, signal.SIGUSR1) or cli.poll() is not None,
+            timeout=120,
+            what="the stop's request signalled to the sweep",
+        )
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
     h.wait_for(lambda: h.sim_servers(port) == [], timeout=120, what="no simulator left")
     servers_gone = time.monotonic() - began
     out, _ = proc.communicate(timeout=120)
