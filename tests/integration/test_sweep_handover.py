@@ -55,36 +55,43 @@ def _pending(pid: int, sig: signal.Signals) -> bool:
     return False
 
 
-def test_stop_during_a_running_sweep_unwinds_it_and_nothing_keeps_running(tmp_path: Path, port: int) -> None:
-    proc, sweep = h.start_until(
-        SWEEP, sweeps=tmp_path / "sweeps", port=port, event="load_started", candidate="tp4_dp2", timeout=300
-    )
-    # The sweep is frozen under tp4_dp2's load until the stop's request is pending, so the request lands
-    # mid-measurement however fast the sweep runs and however long `stop` takes to start (tp4_dp2's whole
-    # measurement takes about 2 s on sim_small; `stop`'s start-up as long on a quiet machine).
+def _request_while_frozen(proc: subprocess.Popen[str], sweep: Path, command: str) -> subprocess.Popen[str]:
+    """Run ``gauntlet <command> <sweep>`` with the sweep frozen under tp4_dp2's load until its request is
+    pending, so the request lands mid-measurement however fast the sweep runs and however long the command
+    takes to start (tp4_dp2's whole measurement takes about 2 s on sim_small; the command's start-up as long
+    on a quiet machine, several times that on CI's two shared cores)."""
     os.kill(proc.pid, signal.SIGSTOP)
     try:
         assert not h.journal_has(sweep, "tearing_down", candidate="tp4_dp2"), "frozen after tp4_dp2's load"
-        began = time.monotonic()
         cli = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator", "stop", str(sweep)],
+            [sys.executable, "-m", "orchestrator", command, str(sweep)],
             cwd=h.ROOT,
             stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
         )
         h.wait_for(
             lambda: _pending(proc.pid, signal.SIGUSR1) or cli.poll() is not None,
             timeout=120,
-            what="the stop's request signalled to the sweep",
+            what=f"the {command}'s request signalled to the sweep",
         )
     finally:
         os.kill(proc.pid, signal.SIGCONT)
+    return cli
+
+
+def test_stop_during_a_running_sweep_unwinds_it_and_nothing_keeps_running(tmp_path: Path, port: int) -> None:
+    proc, sweep = h.start_until(
+        SWEEP, sweeps=tmp_path / "sweeps", port=port, event="load_started", candidate="tp4_dp2", timeout=300
+    )
+    began = time.monotonic()
+    cli = _request_while_frozen(proc, sweep, "stop")
     h.wait_for(lambda: h.sim_servers(port) == [], timeout=120, what="no simulator left")
     servers_gone = time.monotonic() - began
     out, _ = proc.communicate(timeout=120)
     sweep_gone = time.monotonic() - began
-    said, _ = cli.communicate(timeout=120)
-    stopped = subprocess.CompletedProcess(cli.args, cli.returncode, said, "")
+    said, err = cli.communicate(timeout=120)
+    stopped = subprocess.CompletedProcess(cli.args, cli.returncode, said, err)
     # the figures for docs/reliability.md (from `stop` invoked: its own start-up included)
     print(f"FIGURE stop during a sweep: servers gone {servers_gone:.1f} s, sweep gone {sweep_gone:.1f} s")
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
@@ -117,7 +124,9 @@ def test_rollback_during_a_running_sweep_leaves_one_healthy_retained_server(
     proc, sweep = h.start_until(
         SWEEP, sweeps=tmp_path / "sweeps", port=port, event="load_started", candidate="tp4_dp2", timeout=300
     )
-    rolled = h.run_cli(["rollback", str(sweep)], timeout=600)
+    cli = _request_while_frozen(proc, sweep, "rollback")
+    said, err = cli.communicate(timeout=600)
+    rolled = subprocess.CompletedProcess(cli.args, cli.returncode, said, err)
     out, _ = proc.communicate(timeout=120)
     assert rolled.returncode == 0, rolled.stdout + rolled.stderr + out[-3000:]
     assert "rollback OK" in rolled.stdout and "running sweep" in rolled.stdout
