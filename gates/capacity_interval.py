@@ -40,7 +40,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 from contracts.results import CapacityPoint, CapacityResult
 
@@ -229,6 +228,8 @@ def launch_spread(sides: Sequence[SideEstimate], prior: float) -> LaunchSpread:
     >>> launch_spread([same], 0.03).beyond_prior, round(launch_spread([far], 0.03).sd, 2)
     (False, 0.49)
     """
+    from scipy import stats as sps  # noqa: PLC0415  (scipy on first use)
+
     sd, measured, beyond = prior, None, False
     for side in sides:
         cut = side.censored or (False,) * len(side.launches)

@@ -18,9 +18,6 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from scipy.optimize import brentq
-from scipy.stats import norm
-
 Decision = Literal["pass", "inconclusive", "fail"]
 
 #: How close to -1 and 1 the interval's limits are searched (Tango's statistic is undefined at +-1).
@@ -58,6 +55,9 @@ def tango_interval(lost: int, gained: int, items: int, confidence: float) -> tup
     >>> [round(x, 4) for x in tango_interval(6, 16, 161, 0.95)]
     [-0.124, -0.0054]
     """
+    from scipy.optimize import brentq  # noqa: PLC0415  (scipy on first use)
+    from scipy.stats import norm  # noqa: PLC0415  (scipy on first use)
+
     if items <= 0 or lost < 0 or gained < 0 or lost + gained > items:
         raise ValueError(f"tango_interval needs 0 <= lost + gained <= items >= 1: {lost}+{gained}/{items}")
     z = float(norm.ppf(1 - (1 - confidence) / 2))
@@ -117,6 +117,8 @@ def items_needed(tolerance: float, confidence: float) -> int | None:
     >>> items_needed(0.02, 0.95), items_needed(0.05, 0.95), items_needed(0.0, 0.95)
     (189, 73, None)
     """
+    from scipy.stats import norm  # noqa: PLC0415  (scipy on first use)
+
     if tolerance <= 0:
         return None
     z2 = float(norm.ppf(1 - (1 - confidence) / 2)) ** 2

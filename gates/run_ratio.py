@@ -27,7 +27,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import t as student_t
 
 from contracts.metrics import Better, fmt_ratio
 from gates.set_aside import SET_ASIDE_FACTOR, set_aside_runs
@@ -122,6 +121,8 @@ def bound_ratio(values: Sequence[float], bound: float, *, confidence: float, sta
     >>> round(est.ratio, 3), est.low > 1.9, est.p_value < 0.001
     (2.0, True, True)
     """
+    from scipy.stats import t as student_t  # noqa: PLC0415  (scipy on first use)
+
     if not values or bound <= 0:
         raise ValueError("bound_ratio needs at least one run and a positive bound")
     logs = [math.log(max(v, 1e-300)) for v in values]

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import binomtest, fisher_exact
 
 
 def bonferroni(confidence: float, comparisons: int) -> float:
@@ -80,6 +79,8 @@ def compare_rates(
     >>> round(r.p_value, 2), r.lost, r.difference[0] < 0 < r.difference[1]
     (0.5, True, True)
     """
+    from scipy.stats import fisher_exact  # noqa: PLC0415  (scipy on first use)
+
     (c, n), (b, m) = candidate, baseline
     if n <= 0 or m <= 0:
         raise ValueError("compare_rates needs at least one trial on each side")
@@ -107,6 +108,8 @@ def clopper_pearson(successes: int, trials: int, confidence: float) -> tuple[flo
     >>> [round(x, 3) for x in clopper_pearson(18, 20, 0.95)]
     [0.683, 0.988]
     """
+    from scipy.stats import binomtest  # noqa: PLC0415  (scipy on first use)
+
     if trials <= 0 or not 0 <= successes <= trials:
         raise ValueError(
             f"clopper_pearson needs 0 <= successes <= trials and trials >= 1: {successes}/{trials}"
@@ -141,6 +144,8 @@ def mcnemar(items: int, baseline_only: int, candidate_only: int, *, confidence: 
     >>> round(r.p_value, 4), round(r.drop, 3), r.drop_interval[0] > 0
     (0.0156, 0.15, True)
     """
+    from scipy.stats import binomtest  # noqa: PLC0415  (scipy on first use)
+
     discordant = baseline_only + candidate_only
     if items <= 0 or baseline_only < 0 or candidate_only < 0 or discordant > items:
         raise ValueError(

@@ -22,8 +22,6 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy.stats import t as student_t
-
 from contracts.sweepdir import Results
 from contracts.verdicts import Comparison, Evidence, GateResult, GateStatus
 from gates.compare import overall_status, summary_evidence
@@ -60,6 +58,8 @@ class Drop:
 def acceptance_drop(cand: Sequence[float], base: Sequence[float], confidence: float) -> Drop:
     """The drop in mean acceptance with Welch's two-sided t-interval at ``confidence``; no interval with
     fewer than two runs a side. Runs that agree exactly give a zero-width interval."""
+    from scipy.stats import t as student_t  # noqa: PLC0415  (scipy on first use)
+
     c, b = statistics.fmean(cand), statistics.fmean(base)
     if len(cand) < 2 or len(base) < 2:
         return Drop(c, b, None, None)

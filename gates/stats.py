@@ -35,9 +35,6 @@ from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.stats import f as f_dist
-from scipy.stats import mannwhitneyu, norm
-from scipy.stats import t as student_t
 
 from contracts.metrics import median
 
@@ -91,6 +88,8 @@ def hodges_lehmann_ratio(
     >>> round(est.ratio, 2)
     2.0
     """
+    from scipy.stats import mannwhitneyu, norm  # noqa: PLC0415  (scipy on first use)
+
     c, b = _log(candidate), _log(baseline)
     n, m = len(c), len(b)
     if n == 0 or m == 0:
@@ -144,6 +143,9 @@ ONE_REPEAT_NOTE = "1 repeat: run-to-run noise not measured"
 
 
 def _t_quantile(confidence: float, df: float) -> float:
+    from scipy.stats import norm  # noqa: PLC0415  (scipy on first use)
+    from scipy.stats import t as student_t  # noqa: PLC0415  (scipy on first use)
+
     level = 0.5 + confidence / 2
     return float(norm.ppf(level)) if math.isinf(df) else float(student_t.ppf(level, df))
 
@@ -170,6 +172,9 @@ def run_level_ratio(
     >>> round(est.ratio, 2), est.excludes_one   # a 33% shift, but within the runs' own spread
     (1.33, False)
     """
+    from scipy.stats import norm  # noqa: PLC0415  (scipy on first use)
+    from scipy.stats import t as student_t  # noqa: PLC0415  (scipy on first use)
+
     n, m = len(candidate), len(baseline)
     if n == 0 or m == 0:
         raise ValueError("run_level_ratio needs at least one repeat on each side")
@@ -238,6 +243,8 @@ def _equal_variances(lc: FloatArray, lb: FloatArray) -> bool:
     An outlier run or a configuration with noise of its own makes the variances differ; the F-test then
     rejects and Welch's interval is kept.
     """
+    from scipy.stats import f as f_dist  # noqa: PLC0415  (scipy on first use)
+
     vc, vb = float(lc.var(ddof=1)), float(lb.var(ddof=1))
     if vc <= 0 or vb <= 0:
         return vc == vb
@@ -502,6 +509,8 @@ def mean_log_ratio_across(
     >>> round(est.ratio, 3), est.df, est.low < 0.95 < est.high < 1
     (0.95, 4.0, True)
     """
+    from scipy.stats import t as student_t  # noqa: PLC0415  (scipy on first use)
+
     logs = []
     for later, ref in groups:
         values = [*later, *ref]

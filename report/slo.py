@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from statistics import fmean, stdev
 
 from pydantic import BaseModel, ConfigDict, Field
-from scipy import stats as sps
 
 from contracts.metrics import capacity_bound, fmt_bounds, fmt_capacity, fmt_ratio
 from contracts.results import CapacityResult
@@ -136,6 +135,8 @@ def mean_interval(
 ) -> Interval:
     """Mean and Student-t interval of the repeats' values, clipped to what the quantity can be (goodput
     is never negative, attainment never above 1); no interval for a single value."""
+    from scipy import stats as sps  # noqa: PLC0415  (scipy on first use)
+
     m = fmean(values)
     if len(values) < 2:
         return Interval(mean=m, n=len(values))

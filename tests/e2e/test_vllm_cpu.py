@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from launch.command import rpc_dir
 from launch.process import started_since_boot
+from launch.spec import CPU_BIND_ENV
 from launch.supervisor import DEFAULT_RPC_ROOT, Server, Supervisor
 from launch.testmodels import (
     TINY_CHAIN,
@@ -167,12 +168,20 @@ def test_teardown_leaves_no_process_and_frees_the_port(
 
 
 def test_killed_server_is_reported_dead_and_its_orphans_removed(vllm_cpu: Path, tmp_path: Path) -> None:
-    spec = cpu_spec(model=TINY_RANDOM)
+    # Tensor parallel 2 over both cores (the cpu host binds rank r to core r): the case study's re-layout
+    # starts on real vLLM here, and its kill orphans two workers, one per core, besides the EngineCore.
+    spec = cpu_spec(
+        model=TINY_RANDOM, overrides=["candidate.tensor_parallel_size=2", "candidate.data_parallel_size=1"]
+    )
+    assert spec.argv[spec.argv.index("--tensor-parallel-size") + 1] == "2"
+    assert spec.env[CPU_BIND_ENV] == "0|1"
     with started_vllm(spec, tmp_path / "server.log") as (sup, server, ready_s):
-        print(f"\ntiny-random on vLLM CPU ready in {ready_s:.1f} s")
+        print(f"\ntiny-random TP2 on vLLM CPU ready in {ready_s:.1f} s")
         tree = snapshot_tree(server)
+        workers = [command for _, _, command in tree if command.startswith("VLLM::Worker")]
+        assert len(workers) == 2, tree
         assert sup.check(server) == []
-        os.kill(server.pid, signal.SIGKILL)  # the API server alone: EngineCore and the worker are orphaned
+        os.kill(server.pid, signal.SIGKILL)  # the API server alone: EngineCore and the workers are orphaned
         kinds: list[str] = []
         deadline = time.monotonic() + 30
         while "died" not in kinds and time.monotonic() < deadline:

@@ -242,3 +242,20 @@ def test_commands_that_rebuild_from_disk_do_not_load_hydra() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_the_recovery_commands_do_not_load_scipy() -> None:
+    """rollback, stop and status never compute a statistic: scipy (about 1 s of imports on CI's cores) is
+    imported by the gates on first use, so these commands start in a fraction of a second, and so does
+    every test that runs them."""
+    code = (
+        "import sys\n"
+        "import orchestrator.__main__\n"
+        "import orchestrator.recovery.rollback, orchestrator.recovery.stop, orchestrator.recovery.status\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
