@@ -32,7 +32,7 @@ from orchestrator.measure.launch import (
     refused_launch,
     skip_complete,
 )
-from orchestrator.measure.lm_eval_runs import run_lm_eval_profiles
+from orchestrator.measure.lm_eval_runs import run_lm_eval_profiles, unfinished_profiles
 from orchestrator.measure.profile import LOST, free_memory, server_lost
 from orchestrator.servers.context import SweepContext
 
@@ -55,6 +55,8 @@ def _complete(ctx: SweepContext, name: str, state: Results | None) -> bool:
             return None  # the adaptive loop never finished: interrupted
         if ctx.cfg.capacity.profile is not None and state.capacity is None:
             return None
+        if unfinished_profiles(ctx.cfg.lm_eval, ctx.candidate_dir(name)):
+            return None  # interrupted while lm-eval ran: its scores would be missing from the verdict
         if not plan.adaptive and _to_confirm(ctx, state, done):
             return None  # interrupted before its confirmation runs: measured again
         return [

@@ -9,6 +9,9 @@ with the interpreter ``lm_eval.python`` names, into ``<launch>/lm_eval/<profile>
 (:func:`contracts.layout_lmeval.lm_eval_paths`); the ``lm_eval_accuracy`` gate judges them
 (:mod:`gates.lm_eval_gate`).
 
+A launch whose profiles left neither scores nor a recorded failure (the sweep was interrupted while
+lm-eval ran) is not complete: resume measures it again (:func:`unfinished_profiles`).
+
 A run that fails is recorded, not raised: lm-eval's own failure (missing, an unknown task, a crash, past
 its ``timeout_s``) and the server failing lm-eval's requests are both written as an
 :class:`~contracts.lmeval_sweep.LmEvalFailure` (the gate is then ``not_run`` and the verdict incomplete,
@@ -25,7 +28,7 @@ from contracts.errors import GauntletError, HarnessError, LoadError, sweep_dir_e
 from contracts.layout_lmeval import lm_eval_paths
 from contracts.lmeval import LmEvalRun
 from contracts.lmeval_profile import read_profile
-from contracts.lmeval_sweep import Fault, LmEvalConfig, LmEvalFailure
+from contracts.lmeval_sweep import Fault, LmEvalConfig, LmEvalFailure, read_launch_lm_eval
 from load.lm_eval import run_lm_eval
 from orchestrator.servers.context import SweepContext
 from orchestrator.servers.session import ServerSession
@@ -49,6 +52,22 @@ def failure_of(exc: GauntletError, *, profile: str, candidate: str) -> LmEvalFai
 def python_setting(cfg: LmEvalConfig) -> str:
     """The words a missing lm-eval names its interpreter's setting with (pure)."""
     return f"{PYTHON_SETTING} (now {cfg.python})" if cfg.python else f"{PYTHON_SETTING} (now null)"
+
+
+def unfinished_profiles(section: LmEvalConfig, launch_root: Path) -> list[str]:
+    """The profiles of ``section`` whose run left neither scores nor a recorded failure in the launch's
+    folder: lm-eval was interrupted (a stop, Ctrl-C, a crash of the sweep). A profile file that no longer
+    reads is skipped, as :func:`run_lm_eval_profiles` skips it."""
+    done = read_launch_lm_eval(launch_root)
+    unfinished = []
+    for file in section.profiles:
+        try:
+            name = read_profile(Path(file)).name
+        except GauntletError:
+            continue
+        if name not in done:
+            unfinished.append(name)
+    return unfinished
 
 
 def run_lm_eval_profiles(

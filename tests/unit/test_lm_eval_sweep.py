@@ -16,7 +16,11 @@ from contracts.lmeval_sweep import LmEvalConfig, LmEvalFailure, read_launch_lm_e
 from contracts.schema import GauntletConfig, RunConfig
 from load.lm_eval import Finished, run_lm_eval
 from orchestrator.config.lm_eval import lm_eval_problems
-from orchestrator.measure.lm_eval_runs import failure_of, python_setting
+from orchestrator.measure.candidate import is_complete, run_candidate
+from orchestrator.measure.lm_eval_runs import failure_of, python_setting, unfinished_profiles
+from orchestrator.servers.context import SweepContext
+from tests.unit.composed import load
+from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
 
 GOOD = "kind: lm_eval\nname: {name}\ntasks: [gsm8k]\n"
 
@@ -132,3 +136,54 @@ def test_a_missing_lm_eval_names_the_setting_that_chose_the_interpreter(
         run_lm_eval("http://h:1", "m", profile, candidate="c", out_dir=tmp_path, python_setting=chosen,
                     run=_missing)  # fmt: skip
     assert f"{setting} to an interpreter that has it" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("written", "unfinished"),
+    [
+        ({"a": "record", "b": "error"}, []),
+        ({"a": "record"}, ["b"]),  # b's run was interrupted before it left anything
+        ({"a": "record", "b": "log only"}, ["b"]),  # interrupted mid-run: its log, no record, no failure
+        ({}, ["a", "b"]),
+    ],
+    ids=["both-ended", "one-never-ran", "one-interrupted", "none"],
+)
+def test_a_run_that_left_no_scores_and_no_failure_is_unfinished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, written: dict[str, str], unfinished: list[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name in ("a", "b"):
+        Path(f"{name}.yaml").write_text(GOOD.format(name=name))
+    launch = tmp_path / "candidates" / "c"
+    for profile, what in written.items():
+        paths = lm_eval_paths(launch, profile)
+        paths.root.mkdir(parents=True)
+        if what == "record":
+            _record(profile).write(paths.record)
+        elif what == "error":
+            LmEvalFailure(profile=profile, candidate="c", fault="harness", message="m").write(paths.error)
+        else:
+            paths.log.write_text("Running loglikelihood requests\n")
+    section = LmEvalConfig(profiles=["a.yaml", "b.yaml", "edited-away.yaml"], python=None)
+    assert unfinished_profiles(section, launch) == unfinished
+
+
+def test_resume_measures_again_a_launch_interrupted_while_lm_eval_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The launch's load profiles are complete, its lm-eval run left nothing: not complete (before, resume
+    skipped it and the lm_eval_accuracy gate had no baseline scores: INCOMPLETE)."""
+    monkeypatch.chdir(tmp_path)
+    Path("p.yaml").write_text(GOOD.format(name="p"))
+    stub = tmp_path / "python"  # lm-eval that cannot run: a recorded failure, the launch's own result
+    stub.write_text("#!/bin/sh\necho 'No module named lm_eval' >&2\nexit 1\n")
+    stub.chmod(0o755)
+    cfg, _ = load(
+        ["run.repeats=1", "run.profiles=[serial]", "lm_eval.profiles=[p.yaml]", f"lm_eval.python={stub}"]
+    )
+    ctx = SweepContext.open(cfg, tmp_path / "sweep", fake_seams(FakeSupervisor(), FakeLoad(), []))
+    run_candidate(ctx, cfg.baseline, role="baseline")
+    paths = lm_eval_paths(ctx.candidate_dir("baseline"), "p")
+    assert paths.error.exists() and is_complete(ctx, "baseline")
+    paths.error.unlink()  # as a sweep interrupted while lm-eval ran leaves it
+    assert not is_complete(ctx, "baseline")
