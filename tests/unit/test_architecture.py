@@ -3,11 +3,13 @@ tree, and they do fail on an upward import or a stray Hydra import."""
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
 import sys
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -227,35 +229,32 @@ def test_a_circle_inside_the_launcher_breaks_the_build(tmp_path: Path) -> None:
     assert "No import circle inside the launcher BROKEN" in done.stdout
 
 
-def test_commands_that_rebuild_from_disk_do_not_load_hydra() -> None:
-    """judge, report, rollback, stop, status and promote read config.yaml typed, without Hydra or
-    OmegaConf."""
-    code = (
-        "import sys\n"
-        "import gates.judge, report, orchestrator.__main__\n"
-        "import orchestrator.recovery.rollback, orchestrator.recovery.stop, orchestrator.recovery.status\n"
-        "import orchestrator.recovery.promote\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('hydra', 'omegaconf')))\n"
+def _loaded(modules: Sequence[str], packages: Sequence[str]) -> list[str]:
+    """The modules of ``packages`` that importing ``modules`` loads, in a fresh interpreter."""
+    code = f"import sys\nimport {', '.join(modules)}\n" + (
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {tuple(packages)!r}))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    return list(ast.literal_eval(done.stdout.strip()))
+
+
+#: What `status`, `stop` and `rollback` import.
+RECOVERY = ("orchestrator.__main__", "orchestrator.recovery.rollback", "orchestrator.recovery.stop",
+            "orchestrator.recovery.status")  # fmt: skip
+
+
+def test_commands_that_rebuild_from_disk_do_not_load_hydra() -> None:
+    """judge, report, rollback, stop, status and promote read config.yaml typed, without Hydra or
+    OmegaConf."""
+    modules = ("gates.judge", "report", *RECOVERY, "orchestrator.recovery.promote")
+    assert _loaded(modules, ("hydra", "omegaconf")) == []
 
 
 def test_the_recovery_commands_do_not_load_scipy() -> None:
     """rollback, stop and status never compute a statistic: scipy (about 1 s of imports on CI's cores) is
     imported by the gates on first use, so these commands start in a fraction of a second, and so does
     every test that runs them."""
-    code = (
-        "import sys\n"
-        "import orchestrator.__main__\n"
-        "import orchestrator.recovery.rollback, orchestrator.recovery.stop, orchestrator.recovery.status\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert _loaded(RECOVERY, ("scipy",)) == []
