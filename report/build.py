@@ -74,6 +74,8 @@ class Built:
 
     markdown: str
     terminal: str
+    #: The PNG plots were drawn (``run.plots``).
+    plots: bool = True
 
 
 def build_report(sweep_dir: Path, cfg: GauntletConfig | None = None) -> str:
@@ -96,7 +98,8 @@ def write_report(sweep_dir: Path, cfg: GauntletConfig | None = None) -> Built:
     text = render_markdown(report) + search_section(report.search)
     text += tradeoff_section(read_search(sweep_dir), verdicts)
     text += rerun_section(sweep_dir, cfg, verdicts.baseline)
-    write_plots(sweep_dir, cfg, report, data)
+    if cfg.run.plots:
+        write_plots(sweep_dir, cfg, report, data)
     recovery = (
         load_results(sweep_dir, RECOVERY_ROOT, verdicts.baseline)
         if SweepPaths(sweep_dir).recovery.root.is_dir()
@@ -106,13 +109,14 @@ def write_report(sweep_dir: Path, cfg: GauntletConfig | None = None) -> Built:
     paths = SweepPaths(sweep_dir)
     write_model(paths.report_json, report)
     paths.report_md.write_text(text)
-    images = {name: (sweep_dir / name).read_bytes() for name in PLOT_CAPTIONS if (sweep_dir / name).exists()}
+    drawn = PLOT_CAPTIONS if cfg.run.plots else {}  # never an earlier report's plots beside today's tables
+    images = {name: (sweep_dir / name).read_bytes() for name in drawn if (sweep_dir / name).exists()}
     capacity = {name: res.capacity for name, res in data.results.items() if res.capacity is not None}
     paths.report_html.write_text(render_html(report, images, capacity), encoding="utf-8")
     terminal = render_terminal(report) + (
         f"full report: {paths.report_html} (one page, offline) and {paths.report_md}\n"
     )
-    return Built(markdown=text, terminal=terminal)
+    return Built(markdown=text, terminal=terminal, plots=cfg.run.plots)
 
 
 def main(args: list[str]) -> int:
@@ -135,7 +139,8 @@ def main(args: list[str]) -> int:
     if note:
         print(f"gauntlet: report: {note}", file=sys.stderr)
     print(
-        f"gauntlet: report written to {sweep_dir}/{REPORT_MD}, {HTML_FILE}, {REPORT_JSON} and *.png",
+        f"gauntlet: report written to {sweep_dir}/{REPORT_MD}, {HTML_FILE}, {REPORT_JSON}"
+        + (" and *.png" if built.plots else " (run.plots: false, no plots)"),
         file=sys.stderr,
     )
     return 0

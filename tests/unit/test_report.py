@@ -221,6 +221,22 @@ def test_report_json_is_the_validated_model(case: tuple[Path, str]) -> None:
     assert (sweep / "verdicts.json").exists()
 
 
+def test_run_plots_false_writes_the_report_without_plots_and_never_embeds_an_earlier_ones(
+    tmp_path: Path, base_cfg: GauntletConfig
+) -> None:
+    cfg = dataclasses.replace(base_cfg, run=dataclasses.replace(base_cfg.run, plots=False))
+    sweep = finish_sweep(case_study(tmp_path / "sweep"), cfg)
+    stale = sweep / PLOT_TTFT
+    stale.write_bytes(PNG_MAGIC)  # an earlier report's plot
+    text = judged_report(sweep, cfg)
+    html = (sweep / "report.html").read_text()
+    assert (
+        decisions(text)["tp4_dp2"] == "REJECT" and "<h2>Plots</h2>" not in html and 'data-plot="' not in html
+    )
+    assert not (sweep / PLOT_THROUGHPUT).exists() and not (sweep / PLOT_RANKING).exists()
+    assert stale.read_bytes() == PNG_MAGIC  # left as it was, not drawn again
+
+
 def test_plots_are_non_empty_png_images(case: tuple[Path, str]) -> None:
     import matplotlib.image as mpimg
 
