@@ -409,7 +409,8 @@ class SweeperCore(BasicSweeper):
             names = [c.name for c in chosen]
             title = None
             if typed.search is not None and self.space is not None:  # a search, not a sweep of one job
-                title = opening_line(typed.search, self.space, interleave=typed.run.interleave)
+                nodes = node_baselines(typed, sweep_dir, elsewhere=elsewhere)  # as the search's run charges
+                title = opening_line(typed.search, self.space, interleave=typed.run.interleave, nodes=nodes)
             self.controller.open(
                 typed,
                 sweep_dir,
