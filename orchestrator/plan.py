@@ -154,7 +154,8 @@ def search_plan(
     cfg, sources = composed if composed is not None else load(select(loc, overrides).rest, location=loc)
     if cfg.search is None:
         return ""
-    space = checked_space(cfg, sources)  # what the sweep refuses (orchestrator.search.checks)
+    elsewhere = jobs_run_elsewhere(sources.launcher, cfg)  # the sweep's view of its launcher
+    space = checked_space(cfg, sources, elsewhere=elsewhere)  # what the sweep refuses (.search.checks)
     check, flags = doctor_flag_check(cfg, probes if probes is not None else real_probes(PROJECT_ROOT))
     where = sources.describe("search")
     if refused := flag_problems(cfg, space, check, where=where):
@@ -163,7 +164,7 @@ def search_plan(
     if (shared := sqlite_parallel_problem(cfg.search, remote=remote, where=where)) is not None:
         raise ConfigError([shared], hint="nothing was started")
     pruned = prune(space, cfg, check)
-    nodes = planned_nodes(cfg, elsewhere=jobs_run_elsewhere(sources.launcher, cfg))  # as the sweep charges
+    nodes = planned_nodes(cfg, elsewhere=elsewhere)  # as the sweep's search charges
     startup = startup_estimate(cfg, recorded_startup(cfg))
     text = format_search_plan(cfg, space, pruned, flags=flags, startup=startup, nodes=nodes)
     return "\n" + text + format_derived(sources.derived)

@@ -382,8 +382,10 @@ class SweeperCore(BasicSweeper):
             check_candidate_names(sources_from_hydra(self.config.hydra).search_path)
             self.validate_batch_is_legal(jobs)
             if typed.search is not None:  # its space is checked before the first file, as the jobs are
-                self.space = checked_space(typed, sources_from_hydra(self.config.hydra))
-                _check_parallel(typed, str(self.config.hydra.launcher.get("_target_", "")))
+                target = str(self.config.hydra.launcher.get("_target_", ""))
+                elsewhere = jobs_run_elsewhere(target, typed)  # its budget pays node baselines there
+                self.space = checked_space(typed, sources_from_hydra(self.config.hydra), elsewhere=elsewhere)
+                _check_parallel(typed, target)
                 # its study's database, reached before the live service is stopped (doctor asks the same)
                 if (fault := storage_problem(typed.search.storage)) is not None:
                     raise storage_refusal(fault)

@@ -19,7 +19,7 @@ and the node baseline it may need (:mod:`.nodes`), at the costliest trial's GPU-
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from contracts.search import SearchConfig
 from contracts.trials import SearchRecord
@@ -187,6 +187,39 @@ def trials_budget_spent(
                 f"budget spent: {record.gpu_hours:.3g} of {search.max_gpu_hours:g} GPU-hours{held_line}{why}"
             )
     return None
+
+
+def first_trial_launches(nodes: NodeBaselines | None) -> int:
+    """The launches the search's first trial is paid before it starts: its own, and the node baseline it
+    may measure first where trials run on nodes of their own (``nodes``, :meth:`.nodes.NodeBaselines.due`
+    of one job; the run loop's ``need`` for a batch still empty)."""
+    return 1 + (nodes.due(1) if nodes is not None else 0)
+
+
+def smallest_budget(search: SearchConfig, *, interleave: bool, nodes: NodeBaselines | None) -> int:
+    """The smallest ``search.max_launches`` whose trials can start: the first one is paid (its launch and
+    node baseline, :func:`first_trial_launches`) beside the launches kept for the confirmations
+    (:func:`kept_launches` at :func:`each_confirmation`), found with the rule the run loop stops on
+    (:func:`trials_budget_spent`, GPU-hours aside). In the sweep's own process the reserve gives way to one
+    trial (1); where each trial has a node of its own the reserve keeps all but one launch and the trial
+    needs two, so it is the trial's launches and every confirmation's: ``need + confirm_top x each``.
+
+    >>> smallest_budget(SearchConfig(), interleave=True, nodes=None)
+    1
+    >>> slurm = NodeBaselines(None, lambda: 0)
+    >>> smallest_budget(SearchConfig(), interleave=True, nodes=slurm), smallest_budget(
+    ...     SearchConfig(confirm_top=1), interleave=False, nodes=slurm)
+    (8, 4)
+    """
+    need = first_trial_launches(nodes)
+    each = each_confirmation(interleave, nodes)
+    empty = SearchRecord(name=search.name, objective=search.objective, directions=[], space_size=None)
+    most = need + max(0, search.confirm_top) * each
+    for launches in range(1, most):
+        budget = replace(search, max_launches=launches, max_gpu_hours=None)
+        if trials_budget_spent(empty, budget, need, 0, each) is None:
+            return launches
+    return most
 
 
 def confirmation_room(record: SearchRecord, search: SearchConfig, each: int = 1) -> int:

@@ -11,14 +11,17 @@ from typing import Any
 
 import pytest
 
+from contracts.schema import GauntletConfig
 from contracts.trials import read_search
+from orchestrator.app.controller import jobs_run_elsewhere
 from orchestrator.config.space import parse_space
 from orchestrator.measure.trial import TrialOutcome
 from orchestrator.plan import search_plan
 from orchestrator.search.budget import Cost, trial_cost
+from orchestrator.search.checks import search_problems
 from orchestrator.search.lines import opening_line
 from orchestrator.search.loop import SearchRun
-from orchestrator.search.nodes import NodeBaselines
+from orchestrator.search.nodes import NodeBaselines, planned_nodes
 from orchestrator.search.study import TrialTicket
 from tests.unit.composed import load
 from tests.unit.fakes import sim_probes
@@ -312,3 +315,86 @@ def test_the_kept_launches_said_are_those_the_budget_charges(
     assert said == [charged, charged] == [kept, kept], (opening, planned, record.stopped)
     # and what the trials left is what was kept: the trials stopped where the next one would eat into it
     assert cfg.search.max_launches - record.launches >= kept
+
+
+@pytest.mark.parametrize(
+    ("launcher", "interleave", "confirm_top", "smallest"),
+    [
+        # in the sweep's own process the confirmations' reserve gives way to one trial: a budget of 1 runs
+        ("serial", True, 2, 1),
+        ("serial", False, 2, 1),
+        # a node of its own: the trial and its node's baseline (2) beside confirm_top x (the finalist's
+        # launch, the baseline's block after it, its node's baseline); before, 4 and 7 were let through
+        # and launched nothing ("budget spent: 0 of 7 launches")
+        ("slurm", True, 1, 2 + 3),
+        ("slurm", False, 1, 2 + 2),
+        ("slurm", True, 2, 2 + 2 * 3),
+        ("slurm", False, 2, 2 + 2 * 2),
+        ("simulated nodes", True, 2, 2 + 2 * 3),
+        ("simulated nodes", False, 1, 2 + 2),
+    ],
+)
+def test_a_budget_that_starts_no_trial_is_refused_naming_the_smallest_that_does(
+    tmp_path: Path, launcher: str, interleave: bool, confirm_top: int, smallest: int
+) -> None:
+    """The search's checks (plan, doctor and the sweep's opening alike) refuse a budget just below the
+    smallest one whose first trial starts, and accept that smallest; a SearchRun on fake jobs agrees:
+    nothing launched just below, a trial at it."""
+    _, overrides = LAUNCHERS[launcher]
+    fast = ["search.sampler=random", "search.pruner=none", "search.storage=sqlite:///:memory:"]
+    base = ["search=demo", "capacity.profile=decode_heavy", *fast, f"search.confirm_top={confirm_top}"]
+    base += ["search.stall_trials=99", f"run.interleave={interleave}", *overrides]
+    how = "one trial's launch" if launcher == "serial" else "the trial's launch and its node's baseline"
+    for budget in (smallest - 1, smallest):
+        cfg, sources = load([*base, f"search.max_launches={budget}"])
+        elsewhere = jobs_run_elsewhere(sources.launcher, cfg)  # the launcher as the sweep reads it
+        _space, problems = search_problems(cfg, sources, elsewhere=elsewhere)
+        said = [str(p) for p in problems]
+        if budget < smallest:
+            assert len(said) == 1 and said[0].startswith(
+                f"command-line override 'search.max_launches={budget}' (the search: conf/search/demo.yaml): "
+                f"search.max_launches = {budget}: >= {smallest}: "
+            ), said
+            assert how in said[0] and f"search.confirm_top = {confirm_top}" in said[0], said
+        else:
+            assert said == []
+        launched = _launched(tmp_path / str(budget), cfg, elsewhere)
+        assert (launched > 0) == (budget >= smallest), (budget, launched)
+
+
+def _launched(folder: Path, cfg: GauntletConfig, elsewhere: bool) -> int:
+    """The launches a SearchRun on fake jobs makes before its trials stop (each trial measured fully, its
+    node's baseline first where it has a node of its own, none recent)."""
+    assert cfg.search is not None
+
+    def batch(jobs: list[tuple[list[str], TrialTicket]]) -> list[Any]:
+        return [
+            TrialOutcome(
+                state="complete",
+                fidelity="full",
+                values=[1.0],
+                launches=1,
+                gpus=8,
+                seconds=1,
+                baseline_launches=int(elsewhere),
+            )
+            for _ in jobs
+        ]
+
+    folder.mkdir()
+    run = SearchRun(
+        cfg,
+        folder,
+        baseline_option="baseline",
+        space=parse_space(cfg.search),
+        flag_check=None,
+        launch_job=lambda o, t: batch([(o, t)])[0] if t is not None else None,
+        say=lambda _: None,
+        clock=lambda: 0.0,
+        launch_batch=batch,
+        nodes=planned_nodes(cfg, elsewhere=elsewhere),
+    )
+    run.run()
+    record = read_search(folder)
+    assert record is not None
+    return record.launches
