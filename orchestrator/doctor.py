@@ -21,6 +21,7 @@ from contracts.schema import GauntletConfig
 from launch.netcheck import NodeNetwork, network_problems, real_network
 from launch.preflight import Probes, diagnose, real_probes
 from launch.spec import render_spec
+from orchestrator.app.controller import jobs_run_elsewhere
 from orchestrator.config.candidate_names import check_candidate_names
 from orchestrator.config.candidates import CandidateComposer, LeftOut, named_candidates
 from orchestrator.config.command import run_composing_command
@@ -186,7 +187,12 @@ def search_doctor_problems(
     database out of reach."""
     if cfg.search is None:
         return []
-    space, found = search_problems(cfg, sources)
+    try:  # where its trials run: the node baseline its budget pays (the sweep's view of its launcher)
+        elsewhere, refused = jobs_run_elsewhere(sources.launcher, cfg), []
+    except ConfigError as exc:
+        elsewhere, refused = True, exc.problems
+    space, found = search_problems(cfg, sources, elsewhere=elsewhere)
+    found = [*refused, *found]
     if space is not None and any(flag_dimension(d) for d in space.dimensions):
         check, _ = doctor_flag_check(cfg, probes)
         found = [*found, *flag_problems(cfg, space, check, where=sources.describe("search"))]

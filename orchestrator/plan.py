@@ -17,6 +17,7 @@ from contracts.paths import PROJECT_ROOT
 from contracts.schema import GauntletConfig
 from launch.preflight import Probes, real_probes
 from launch.spec import LaunchSpec, render_spec
+from orchestrator.app.controller import jobs_run_elsewhere
 from orchestrator.config.candidate_names import check_candidate_names
 from orchestrator.config.candidates import CandidateComposer, LeftOut, format_left_out, named_candidates
 from orchestrator.config.command import run_composing_command
@@ -25,6 +26,7 @@ from orchestrator.config.search_defaults import format_derived
 from orchestrator.config.validate import Sources, display_path
 from orchestrator.search.checks import checked_space
 from orchestrator.search.flags import FLAG_HINT, flag_problems
+from orchestrator.search.nodes import planned_nodes
 from orchestrator.search.plan_text import format_search_plan, recorded_startup, startup_estimate
 from orchestrator.search.prune import doctor_flag_check, prune
 from orchestrator.search.shared import remote_launcher, sqlite_parallel_problem
@@ -152,7 +154,8 @@ def search_plan(
     cfg, sources = composed if composed is not None else load(select(loc, overrides).rest, location=loc)
     if cfg.search is None:
         return ""
-    space = checked_space(cfg, sources)  # what the sweep refuses (orchestrator.search.checks)
+    elsewhere = jobs_run_elsewhere(sources.launcher, cfg)  # the sweep's view of its launcher
+    space = checked_space(cfg, sources, elsewhere=elsewhere)  # what the sweep refuses (.search.checks)
     check, flags = doctor_flag_check(cfg, probes if probes is not None else real_probes(PROJECT_ROOT))
     where = sources.describe("search")
     if refused := flag_problems(cfg, space, check, where=where):
@@ -161,9 +164,9 @@ def search_plan(
     if (shared := sqlite_parallel_problem(cfg.search, remote=remote, where=where)) is not None:
         raise ConfigError([shared], hint="nothing was started")
     pruned = prune(space, cfg, check)
-    text = format_search_plan(
-        cfg, space, pruned, flags=flags, startup=startup_estimate(cfg, recorded_startup(cfg))
-    )
+    nodes = planned_nodes(cfg, elsewhere=elsewhere)  # as the sweep's search charges
+    startup = startup_estimate(cfg, recorded_startup(cfg))
+    text = format_search_plan(cfg, space, pruned, flags=flags, startup=startup, nodes=nodes)
     return "\n" + text + format_derived(sources.derived)
 
 

@@ -382,8 +382,10 @@ class SweeperCore(BasicSweeper):
             check_candidate_names(sources_from_hydra(self.config.hydra).search_path)
             self.validate_batch_is_legal(jobs)
             if typed.search is not None:  # its space is checked before the first file, as the jobs are
-                self.space = checked_space(typed, sources_from_hydra(self.config.hydra))
-                _check_parallel(typed, str(self.config.hydra.launcher.get("_target_", "")))
+                target = str(self.config.hydra.launcher.get("_target_", ""))
+                elsewhere = jobs_run_elsewhere(target, typed)  # its budget pays node baselines there
+                self.space = checked_space(typed, sources_from_hydra(self.config.hydra), elsewhere=elsewhere)
+                _check_parallel(typed, target)
                 # its study's database, reached before the live service is stopped (doctor asks the same)
                 if (fault := storage_problem(typed.search.storage)) is not None:
                     raise storage_refusal(fault)
@@ -409,7 +411,8 @@ class SweeperCore(BasicSweeper):
             names = [c.name for c in chosen]
             title = None
             if typed.search is not None and self.space is not None:  # a search, not a sweep of one job
-                title = opening_line(typed.search, self.space, interleave=typed.run.interleave)
+                nodes = node_baselines(typed, sweep_dir, elsewhere=elsewhere)  # as the search's run charges
+                title = opening_line(typed.search, self.space, interleave=typed.run.interleave, nodes=nodes)
             self.controller.open(
                 typed,
                 sweep_dir,

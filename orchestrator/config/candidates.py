@@ -337,6 +337,7 @@ class _Shared:
             search_path=list(self.sources.search_path),
             overrides=list(overrides),
             config_name=self.sources.config_name,
+            launcher=self.sources.launcher,
         )
         return self.template, sources
 

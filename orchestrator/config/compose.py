@@ -334,7 +334,8 @@ def sources_from_hydra(hydra_node: Any, *, primary: Path = CONF_DIR) -> Sources:
         search_path = [primary, *extra]
     overrides: list[str] = [str(o) for o in hydra_node.overrides.task]
     name = OmegaConf.select(hydra_node, "job.config_name") or CONFIG_NAME
-    return Sources(choices=choices, search_path=search_path, overrides=overrides, config_name=str(name))
+    launcher = str(OmegaConf.select(hydra_node, "launcher._target_", default="") or "")
+    return Sources(choices, search_path, overrides, str(name), launcher=launcher)
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,8 @@ class Sources:
     config_name: str = "config"
     # Values a search derived rather than read (orchestrator.config.search_defaults), one line each.
     derived: list[str] = field(default_factory=list)
+    # The Hydra launcher's class (``hydra.launcher._target_``): where a search's trials run (plan's view).
+    launcher: str = ""
 
     def override_of(self, dotted: str) -> str | None:
         """The command-line override that sets ``dotted`` (``run.repeats=0``), if one does."""

@@ -19,11 +19,12 @@ and the node baseline it may need (:mod:`.nodes`), at the costliest trial's GPU-
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from contracts.search import SearchConfig
 from contracts.trials import SearchRecord
 from orchestrator.measure.trial import TrialOutcome
+from orchestrator.search.nodes import NodeBaselines
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,60 @@ def confirmation_launches(*, interleave: bool, node_baselines: int = 0) -> int:
     (1, 3)
     """
     return 1 + (1 if interleave else 0) + max(0, node_baselines)
+
+
+def each_confirmation(interleave: bool, nodes: NodeBaselines | None) -> int:
+    """The launches one confirmation is charged before it starts, now: :func:`confirmation_launches` with
+    the node baseline it may measure first where trials run on nodes of their own (``nodes``:
+    :meth:`.nodes.NodeBaselines.due` of one job; None: measured in the sweep's process, no node baseline).
+    The one count the run loop charges (:class:`~orchestrator.search.loop.SearchRun`) and the opening line
+    and ``plan`` state (:func:`kept_launches` of it), so what is said is what is kept.
+
+    >>> each_confirmation(True, None), each_confirmation(True, NodeBaselines(None, lambda: 0))
+    (2, 3)
+    >>> fresh, none_fresh = NodeBaselines(2, lambda: 2), NodeBaselines(2, lambda: 0)
+    >>> each_confirmation(False, none_fresh), each_confirmation(False, fresh)
+    (2, 1)
+    """
+    due = nodes.due(1) if nodes is not None else 0
+    return confirmation_launches(interleave=interleave, node_baselines=due)
+
+
+def confirmation_words(interleave: bool, each: int) -> str:
+    """What each of a confirmation's ``each`` launches is (:func:`confirmation_launches`), as the lines
+    that state the budget say it: beyond its finalist's launch and the baseline's block after it, its
+    node's baseline.
+
+    >>> confirmation_words(True, 3)
+    "its finalist's launch, the baseline's interleaved block after it, its node's baseline"
+    >>> confirmation_words(False, 1)
+    "its finalist's launch"
+    """
+    words = ["its finalist's launch"]
+    if interleave:
+        words.append("the baseline's interleaved block after it")
+    if each > confirmation_launches(interleave=interleave):
+        words.append("its node's baseline")
+    return ", ".join(words)
+
+
+def kept_words(search: SearchConfig, interleave: bool, nodes: NodeBaselines | None) -> str:
+    """The launches of the budget kept for the confirmations, as the opening line and ``plan`` say them:
+    :func:`kept_launches` at :func:`each_confirmation`, the count the run loop charges; "" when none.
+
+    >>> kept_words(SearchConfig(max_launches=7, confirm_top=1), False, NodeBaselines(None, lambda: 0))
+    "2 of them kept for the confirmations (1 x 2: its finalist's launch, its node's baseline)"
+    >>> kept_words(SearchConfig(max_launches=3), True, None)
+    "2 of them kept for the confirmations (all but one trial's launch, of 2 x 2: its finalist's launch, \
+the baseline's interleaved block after it)"
+    """
+    each = each_confirmation(interleave, nodes)
+    kept = kept_launches(search, each)
+    if not kept:
+        return ""
+    top = max(1, search.confirm_top)
+    share = f"{top} x {each}" if kept == top * each else f"all but one trial's launch, of {top} x {each}"
+    return f"{kept} of them kept for the confirmations ({share}: {confirmation_words(interleave, each)})"
 
 
 def kept_launches(search: SearchConfig, each: int = 1) -> int:
@@ -132,6 +187,39 @@ def trials_budget_spent(
                 f"budget spent: {record.gpu_hours:.3g} of {search.max_gpu_hours:g} GPU-hours{held_line}{why}"
             )
     return None
+
+
+def first_trial_launches(nodes: NodeBaselines | None) -> int:
+    """The launches the search's first trial is paid before it starts: its own, and the node baseline it
+    may measure first where trials run on nodes of their own (``nodes``, :meth:`.nodes.NodeBaselines.due`
+    of one job; the run loop's ``need`` for a batch still empty)."""
+    return 1 + (nodes.due(1) if nodes is not None else 0)
+
+
+def smallest_budget(search: SearchConfig, *, interleave: bool, nodes: NodeBaselines | None) -> int:
+    """The smallest ``search.max_launches`` whose trials can start: the first one is paid (its launch and
+    node baseline, :func:`first_trial_launches`) beside the launches kept for the confirmations
+    (:func:`kept_launches` at :func:`each_confirmation`), found with the rule the run loop stops on
+    (:func:`trials_budget_spent`, GPU-hours aside). In the sweep's own process the reserve gives way to one
+    trial (1); where each trial has a node of its own the reserve keeps all but one launch and the trial
+    needs two, so it is the trial's launches and every confirmation's: ``need + confirm_top x each``.
+
+    >>> smallest_budget(SearchConfig(), interleave=True, nodes=None)
+    1
+    >>> slurm = NodeBaselines(None, lambda: 0)
+    >>> smallest_budget(SearchConfig(), interleave=True, nodes=slurm), smallest_budget(
+    ...     SearchConfig(confirm_top=1), interleave=False, nodes=slurm)
+    (8, 4)
+    """
+    need = first_trial_launches(nodes)
+    each = each_confirmation(interleave, nodes)
+    empty = SearchRecord(name=search.name, objective=search.objective, directions=[], space_size=None)
+    most = need + max(0, search.confirm_top) * each
+    for launches in range(1, most):
+        budget = replace(search, max_launches=launches, max_gpu_hours=None)
+        if trials_budget_spent(empty, budget, need, 0, each) is None:
+            return launches
+    return most
 
 
 def confirmation_room(record: SearchRecord, search: SearchConfig, each: int = 1) -> int:

@@ -13,17 +13,21 @@ from contracts.metrics import fmt_estimate
 from contracts.search import SearchConfig, Space
 from contracts.trials import SearchRecord, TrialRecord, Winner, current_best_words
 from contracts.verdicts import decision_label
-from orchestrator.search.budget import confirmation_launches, kept_launches
+from orchestrator.search.budget import kept_words
+from orchestrator.search.nodes import NodeBaselines
 
 
-def opening_line(search: SearchConfig, space: Space, *, interleave: bool = False) -> str:
+def opening_line(
+    search: SearchConfig, space: Space, *, interleave: bool = False, nodes: NodeBaselines | None = None
+) -> str:
     """What a search sweep opens with: the search, its space's size and budget (not a sweep of one job);
-    the launches kept for the confirmations with the baseline's block after each (``interleave``)."""
+    the launches kept for the confirmations as the run loop charges them (:func:`.budget.kept_words`: the
+    baseline's block after each, ``interleave``; the node baseline each may measure first where trials run
+    on nodes of their own, ``nodes``, as the sweep's :class:`~orchestrator.search.loop.SearchRun` gets)."""
     size = f"{space.size} configurations" if space.size is not None else "a continuous space"
     budget = f"{search.max_launches} launches"
-    each = confirmation_launches(interleave=interleave)
-    if kept := kept_launches(search, each):  # the confirmations spend the same budget
-        budget += f", {kept} of them kept for the confirmations"
+    if kept := kept_words(search, interleave, nodes):  # the confirmations spend the same budget
+        budget += f", {kept}"
     if search.max_gpu_hours is not None:
         budget += f" or {search.max_gpu_hours:g} GPU-hours"
     return (

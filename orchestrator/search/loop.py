@@ -29,7 +29,7 @@ from contracts.search import Space
 from contracts.trials import SearchRecord, TrialRecord, Winner, read_search, write_search
 from orchestrator.measure.trial import TrialOutcome
 from orchestrator.search.batch import Batch, LaunchBatch, LaunchJob, Pending, Seams, key
-from orchestrator.search.budget import confirmation_launches, confirmation_room
+from orchestrator.search.budget import confirmation_room, each_confirmation
 from orchestrator.search.confirm import NO_BETTER, finalists, tradeoff
 from orchestrator.search.coverage import cover_point, untried
 from orchestrator.search.lines import baseline_best_line, launched_line, runner_up_line, winner_line
@@ -236,10 +236,10 @@ class SearchRun:
         return stop_reason(record, self.search, gaps, need=need, held=held, each=self._each())
 
     def _each(self) -> int:
-        """The launches one confirmation costs, paid before it starts (:func:`.budget.confirmation_launches`:
-        its own, the baseline's interleaved block after it, its node's baseline when it may need one)."""
-        due = self.nodes.due(1) if self.nodes is not None else 0
-        return confirmation_launches(interleave=self.cfg.run.interleave, node_baselines=due)
+        """The launches one confirmation costs, paid before it starts (:func:`.budget.each_confirmation`:
+        its own, the baseline's interleaved block after it, its node's baseline when it may need one): the
+        count the opening line states (:func:`.lines.opening_line`)."""
+        return each_confirmation(self.cfg.run.interleave, self.nodes)
 
     def _steer(
         self, study: SearchStudy, record: SearchRecord, batch: Batch, gaps: list[tuple[str, Any]]

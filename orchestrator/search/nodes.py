@@ -72,6 +72,14 @@ def node_baselines(
     return NodeBaselines(count, fresh)
 
 
+def planned_nodes(cfg: GauntletConfig, *, elsewhere: bool) -> NodeBaselines | None:
+    """The node baselines as a new sweep opens (``plan``'s view of :func:`node_baselines`): none recent yet
+    on any node; None where trials are measured in the sweeping process (``elsewhere`` False)."""
+    if not elsewhere:
+        return None
+    return NodeBaselines(cfg.run.simulated_nodes if cfg.run.simulated_nodes >= 1 else None, lambda: 0)
+
+
 def confirmation_launched(sweep_dir: Path, baseline: str, name: str, since: float) -> int:
     """The launches a confirmation of ``name`` made (read back after its job, to charge what it launched):
     its own; the baseline's interleaved block after it (``candidates/<baseline>[@<node>]/blocks/

@@ -15,22 +15,33 @@ from contracts.layout import SweepPaths, previous_latest
 from contracts.results import CandidateRun, read_model
 from contracts.schema import GauntletConfig
 from contracts.search import SearchConfig, Space
+from orchestrator.search.budget import kept_words
 from orchestrator.search.coverage import fewest_launches
 from orchestrator.search.memory import UTILIZATION
+from orchestrator.search.nodes import NodeBaselines
 from orchestrator.search.prune import Pruned
 
 
-def estimated_wall_s(search: SearchConfig, startup_s: float, *, confirm_launches: int = 2) -> float:
-    """Server starts the search may cost, in seconds: each launch of the budget and the confirmation's
-    (the winner and the baseline's block after it) at ``startup_s``; the load runs come on top."""
-    return (search.max_launches + confirm_launches) * startup_s
+def estimated_wall_s(search: SearchConfig, startup_s: float) -> float:
+    """Server starts the search may cost, in seconds: each launch of its budget at ``startup_s`` (the
+    budget holds the confirmations' launches and the node baselines: :mod:`.budget`); the load runs come
+    on top."""
+    return search.max_launches * startup_s
 
 
 def format_search_plan(
-    cfg: GauntletConfig, space: Space, pruned: Pruned, *, flags: str, startup: tuple[float, str]
+    cfg: GauntletConfig,
+    space: Space,
+    pruned: Pruned,
+    *,
+    flags: str,
+    startup: tuple[float, str],
+    nodes: NodeBaselines | None = None,
 ) -> str:
-    """``plan`` with a search selected: the space's size, what was pruned and why, the budget, the
-    estimated wall time of its server starts."""
+    """``plan`` with a search selected: the space's size, what was pruned and why, the budget and the
+    launches it keeps for the confirmations (as the run loop charges them, with ``nodes``' baselines where
+    trials run on nodes of their own: :func:`.budget.kept_words`), the estimated wall time of its server
+    starts."""
     search = cfg.search
     assert search is not None
     size = space.size
@@ -55,16 +66,17 @@ def format_search_plan(
         lines.append(f"  left to search: {pruned.valid} point(s)")
     lines.append(f"  {flags}")
     hours = f", {search.max_gpu_hours:g} GPU-hours" if search.max_gpu_hours is not None else ""
+    kept = kept_words(search, cfg.run.interleave, nodes)
     lines.append(
-        f"  budget: {search.max_launches} launches{hours}; stops after {search.stall_trials} trials "
-        f"measured fully without a {search.min_improvement:.0%} better estimate"
+        f"  budget: {search.max_launches} launches{', ' + kept if kept else ''}{hours}; stops after "
+        f"{search.stall_trials} trials measured fully without a {search.min_improvement:.0%} better estimate"
     )
     lines.extend(_failure_lines(search, pruned.space))
     startup_s, source = startup
     wall = estimated_wall_s(search, startup_s)
     lines.append(
-        f"  estimated wall time of its server starts: {_duration(wall)} ({search.max_launches} + 2 "
-        f"confirmation launches at {startup_s:g} s each, from {source}; the load runs come on top)"
+        f"  estimated wall time of its server starts: {_duration(wall)} ({search.max_launches} launches, "
+        f"the confirmations' included, at {startup_s:g} s each, from {source}; the load runs come on top)"
     )
     return "\n".join(lines) + "\n"
 

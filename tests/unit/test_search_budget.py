@@ -3,20 +3,28 @@ screens buy more points, and a parallel search's node baselines are counted."""
 
 from __future__ import annotations
 
+import copy
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from contracts.schema import GauntletConfig
 from contracts.trials import read_search
+from orchestrator.app.controller import jobs_run_elsewhere
 from orchestrator.config.space import parse_space
 from orchestrator.measure.trial import TrialOutcome
+from orchestrator.plan import search_plan
 from orchestrator.search.budget import Cost, trial_cost
+from orchestrator.search.checks import search_problems
+from orchestrator.search.lines import opening_line
 from orchestrator.search.loop import SearchRun
-from orchestrator.search.nodes import NodeBaselines
+from orchestrator.search.nodes import NodeBaselines, planned_nodes
 from orchestrator.search.study import TrialTicket
 from tests.unit.composed import load
+from tests.unit.fakes import sim_probes
 
 pytestmark = pytest.mark.unit
 
@@ -217,3 +225,176 @@ def test_a_trial_and_its_node_baseline_are_paid_before_they_start(
     assert record.stopped.startswith(stopped), record.stopped
     assert record.launches <= cfg.search.max_launches
     assert max_gpu_hours is None or record.gpu_hours <= max_gpu_hours
+
+
+def _kept(line: str) -> int:
+    """The launches a line says are kept for the confirmations (0: it says none)."""
+    found = re.search(r"(\d+)(?: of them)? kept for the confirmations", line)
+    return int(found.group(1)) if found else 0
+
+
+#: Where a search's trials run: in the sweep's process (the basic launcher), on a simulated cluster of two
+#: nodes (gauntlet_local), on SLURM (nodes not known here); each with the overrides plan composes it from.
+LAUNCHERS: dict[str, tuple[NodeBaselines | None, list[str]]] = {
+    "serial": (None, []),
+    "simulated nodes": (
+        NodeBaselines(2, lambda: 0),
+        ["hydra/launcher=gauntlet_local", "run.simulated_nodes=2", "search.parallel=2"],
+    ),
+    "slurm": (NodeBaselines(None, lambda: 0), ["hydra/launcher=gauntlet_slurm", "search.parallel=2"]),
+}
+
+
+@pytest.mark.parametrize(
+    ("launcher", "interleave", "confirm_top", "kept"),
+    [
+        # each confirmation: its finalist's launch (1), the baseline's interleaved block after it (+1), its
+        # node's baseline where trials run on nodes of their own and none is recent (+1)
+        ("serial", False, 1, 1),
+        ("serial", True, 1, 2),
+        ("serial", True, 2, 4),
+        ("serial", False, 2, 2),
+        # before, the opening line said 2 here (no node baseline) while the run kept 3 (test_slurm's search)
+        ("slurm", True, 1, 3),
+        ("slurm", False, 1, 2),
+        ("slurm", True, 2, 6),
+        ("slurm", False, 2, 4),
+        ("simulated nodes", True, 1, 3),
+        ("simulated nodes", False, 2, 4),
+    ],
+)
+def test_the_kept_launches_said_are_those_the_budget_charges(
+    tmp_path: Path, launcher: str, interleave: bool, confirm_top: int, kept: int
+) -> None:
+    """The opening line, ``plan`` and the budget's stop line state one count: what the run loop keeps for
+    the confirmations before the trials stop."""
+    nodes, overrides = LAUNCHERS[launcher]
+    fast = ["search.sampler=random", "search.pruner=none", "search.storage=sqlite:///:memory:"]
+    budget = [f"search.max_launches={kept + 8}", f"search.confirm_top={confirm_top}"]
+    budget.append("search.stall_trials=99")
+    args = ["search=demo", "capacity.profile=decode_heavy", *fast, *budget, f"run.interleave={interleave}"]
+    cfg, sources = load([*args, *overrides])
+    assert cfg.search is not None
+
+    def batch(jobs: list[tuple[list[str], TrialTicket]]) -> list[Any]:
+        return [  # each trial measured fully, its node's baseline first where it has a node of its own
+            TrialOutcome(
+                state="complete",
+                fidelity="full",
+                values=[1.0],
+                launches=1,
+                gpus=8,
+                seconds=1,
+                baseline_launches=int(nodes is not None),
+            )
+            for _ in jobs
+        ]
+
+    run = SearchRun(
+        cfg,
+        tmp_path,
+        baseline_option="baseline",
+        space=parse_space(cfg.search),
+        flag_check=None,
+        launch_job=lambda o, t: batch([(o, t)])[0] if t is not None else None,
+        say=lambda _: None,
+        clock=lambda: 0.0,
+        launch_batch=batch,
+        nodes=nodes,
+    )
+    run.run()
+    record = read_search(tmp_path)
+    assert record is not None and record.stopped.startswith("budget spent: "), record.stopped
+    charged = _kept(record.stopped)
+    opening = opening_line(cfg.search, parse_space(cfg.search), interleave=interleave, nodes=nodes)
+    planning = copy.deepcopy(cfg)  # plan refuses SQLite written from SLURM's nodes: a server's URL
+    assert planning.search is not None
+    planning.search.storage = "postgresql+psycopg://team@db/gauntlet"
+    planned = search_plan(args + overrides, composed=(planning, sources), probes=sim_probes())
+    said = [_kept(opening), _kept(next(line for line in planned.splitlines() if "budget:" in line))]
+    assert said == [charged, charged] == [kept, kept], (opening, planned, record.stopped)
+    # and what the trials left is what was kept: the trials stopped where the next one would eat into it
+    assert cfg.search.max_launches - record.launches >= kept
+
+
+@pytest.mark.parametrize(
+    ("launcher", "interleave", "confirm_top", "smallest"),
+    [
+        # in the sweep's own process the confirmations' reserve gives way to one trial: a budget of 1 runs
+        ("serial", True, 2, 1),
+        ("serial", False, 2, 1),
+        # a node of its own: the trial and its node's baseline (2) beside confirm_top x (the finalist's
+        # launch, the baseline's block after it, its node's baseline); before, 4 and 7 were let through
+        # and launched nothing ("budget spent: 0 of 7 launches")
+        ("slurm", True, 1, 2 + 3),
+        ("slurm", False, 1, 2 + 2),
+        ("slurm", True, 2, 2 + 2 * 3),
+        ("slurm", False, 2, 2 + 2 * 2),
+        ("simulated nodes", True, 2, 2 + 2 * 3),
+        ("simulated nodes", False, 1, 2 + 2),
+    ],
+)
+def test_a_budget_that_starts_no_trial_is_refused_naming_the_smallest_that_does(
+    tmp_path: Path, launcher: str, interleave: bool, confirm_top: int, smallest: int
+) -> None:
+    """The search's checks (plan, doctor and the sweep's opening alike) refuse a budget just below the
+    smallest one whose first trial starts, and accept that smallest; a SearchRun on fake jobs agrees:
+    nothing launched just below, a trial at it."""
+    _, overrides = LAUNCHERS[launcher]
+    fast = ["search.sampler=random", "search.pruner=none", "search.storage=sqlite:///:memory:"]
+    base = ["search=demo", "capacity.profile=decode_heavy", *fast, f"search.confirm_top={confirm_top}"]
+    base += ["search.stall_trials=99", f"run.interleave={interleave}", *overrides]
+    how = "one trial's launch" if launcher == "serial" else "the trial's launch and its node's baseline"
+    for budget in (smallest - 1, smallest):
+        cfg, sources = load([*base, f"search.max_launches={budget}"])
+        elsewhere = jobs_run_elsewhere(sources.launcher, cfg)  # the launcher as the sweep reads it
+        _space, problems = search_problems(cfg, sources, elsewhere=elsewhere)
+        said = [str(p) for p in problems]
+        if budget < smallest:
+            assert len(said) == 1 and said[0].startswith(
+                f"command-line override 'search.max_launches={budget}' (the search: conf/search/demo.yaml): "
+                f"search.max_launches = {budget}: >= {smallest}: "
+            ), said
+            assert how in said[0] and f"search.confirm_top = {confirm_top}" in said[0], said
+        else:
+            assert said == []
+        launched = _launched(tmp_path / str(budget), cfg, elsewhere)
+        assert (launched > 0) == (budget >= smallest), (budget, launched)
+
+
+def _launched(folder: Path, cfg: GauntletConfig, elsewhere: bool) -> int:
+    """The launches a SearchRun on fake jobs makes before its trials stop (each trial measured fully, its
+    node's baseline first where it has a node of its own, none recent)."""
+    assert cfg.search is not None
+
+    def batch(jobs: list[tuple[list[str], TrialTicket]]) -> list[Any]:
+        return [
+            TrialOutcome(
+                state="complete",
+                fidelity="full",
+                values=[1.0],
+                launches=1,
+                gpus=8,
+                seconds=1,
+                baseline_launches=int(elsewhere),
+            )
+            for _ in jobs
+        ]
+
+    folder.mkdir()
+    run = SearchRun(
+        cfg,
+        folder,
+        baseline_option="baseline",
+        space=parse_space(cfg.search),
+        flag_check=None,
+        launch_job=lambda o, t: batch([(o, t)])[0] if t is not None else None,
+        say=lambda _: None,
+        clock=lambda: 0.0,
+        launch_batch=batch,
+        nodes=planned_nodes(cfg, elsewhere=elsewhere),
+    )
+    run.run()
+    record = read_search(folder)
+    assert record is not None
+    return record.launches

@@ -68,6 +68,7 @@ def run_sweep(tmp_path: Path, overrides: list[str], capsys: pytest.CaptureFixtur
     sup = FakeSupervisor()
     code, _ = sweep(tmp_path, sup, *overrides)
     assert sup.started == []  # refused before the first launch
+    assert not (tmp_path / "sweeps" / "latest").exists()  # and before the sweep's first file
     return code, capsys.readouterr().err
 
 
@@ -79,7 +80,20 @@ COMMANDS: dict[str, tuple[Callable[..., tuple[int, str]], int]] = {
 NO_PROFILE = (
     "conf/search/demo.yaml: capacity.profile = None: a workload: a search screens and measures capacity on it"
 )
-NO_BUDGET = "conf/search/demo.yaml: search.max_launches = 0: >= 1"
+NO_BUDGET = (
+    "command-line override 'search.max_launches=0' (the search: conf/search/demo.yaml): search.max_launches "
+    "= 0: >= 1: one trial's launch (the confirmations, search.confirm_top = 2 at 2 launch(es) each"
+)
+#: A budget that starts no trial where each trial runs on a node of its own (gauntlet_local's simulated
+#: nodes): before, plan and the sweep let it through, and the sweep launched nothing.
+NODE_BUDGET = (
+    "command-line override 'search.max_launches=7' (the search: conf/search/demo.yaml): search.max_launches "
+    "= 7: >= 8: the smallest budget that fits one trial and the confirmations: the trial's launch and its "
+    "node's baseline (2; each trial runs on a node of its own, and none holds a recent baseline when the "
+    "sweep opens), and search.confirm_top = 2 confirmation(s) at 3 launches each (its finalist's launch, "
+    "the baseline's interleaved block after it, its node's baseline), kept before the trials: 2 + 2 x 3"
+)
+ON_NODES = ["hydra/launcher=gauntlet_local", "run.simulated_nodes=2"]
 BAD_SAMPLER = "conf/search/demo.yaml: search.sampler = 'grid': one of ('tpe', 'random')"
 #: A search field over a vLLM flag the installed server (here the simulator's parser) does not know.
 UNKNOWN_FLAG = (
@@ -96,6 +110,10 @@ UNKNOWN_FLAG = (
         for overrides, problem in (
             (["search=demo"], NO_PROFILE),
             (["search=demo", "capacity.profile=decode_heavy", "search.max_launches=0"], NO_BUDGET),
+            (
+                ["search=demo", "capacity.profile=decode_heavy", *ON_NODES, "search.max_launches=7"],
+                NODE_BUDGET,
+            ),
             (["search=demo", "capacity.profile=decode_heavy", "search.sampler=grid"], BAD_SAMPLER),
             # a field over an extra flag the installed vLLM does not know: refused before a launch finds it
             # (doctor did not ask its own flag table of the space before)
@@ -119,14 +137,20 @@ def test_plan_doctor_and_the_sweep_refuse_a_search_with_the_same_problem(
     assert problem in said, said
 
 
-def test_a_search_the_sweep_accepts_is_planned() -> None:
+@pytest.mark.parametrize(
+    "extra",
+    [
+        [],
+        # the smallest budget whose first trial starts on nodes of their own (NODE_BUDGET's row is 7)
+        [*ON_NODES, "search.max_launches=8"],
+    ],
+)
+def test_a_search_the_sweep_accepts_is_planned(extra: list[str]) -> None:
     """The counter-row: with its capacity profile, plan shows the search (the checks refuse only what the
     sweep refuses)."""
     out = io.StringIO()
-    assert (
-        plan_command.main(["search=demo", "capacity.profile=decode_heavy", "candidate=baseline"], out=out)
-        == 0
-    )
+    overrides = ["search=demo", "capacity.profile=decode_heavy", "candidate=baseline", *extra]
+    assert plan_command.main(overrides, out=out) == 0
     assert "search demo" in out.getvalue()
 
 

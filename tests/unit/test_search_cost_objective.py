@@ -109,5 +109,5 @@ def test_the_checks_refuse_a_cost_objective_without_a_price(
             space={"max_num_seqs": "choice(32,64)"}, objective=objective, confirm_top=confirm_top
         ),
     )
-    _space, problems = search_problems(cfg, Sources())
+    _space, problems = search_problems(cfg, Sources(), elsewhere=False)
     assert [p.field for p in problems] == fields

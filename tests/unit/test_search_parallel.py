@@ -14,6 +14,7 @@ import pytest
 
 from contracts.errors import ConfigError
 from contracts.trials import read_search
+from orchestrator.app.controller import jobs_run_elsewhere
 from orchestrator.app.sweeper import _check_parallel
 from orchestrator.config.space import parse_space
 from orchestrator.measure.trial import TrialOutcome
@@ -127,7 +128,7 @@ def test_search_parallel_needs_a_launcher_that_runs_jobs_side_by_side(
     )  # fmt: skip
 
     def opening() -> None:  # what the sweep's opening checks, in its order
-        checked_space(cfg, sources)
+        checked_space(cfg, sources, elsewhere=jobs_run_elsewhere(launcher, cfg))
         _check_parallel(cfg, launcher)
 
     if refused is None:

@@ -90,22 +90,23 @@ def test_points_that_launched_nothing_do_not_spend_the_budget_nor_the_stall() ->
             (Dimension("max_num_seqs", (64, 128, 256)), Dimension("layout", ("a", "b"))),
             SearchConfig(name="demo", max_launches=48, stall_trials=6),
             False,
-            "search demo over 6 configurations (budget: 48 launches, 2 of them kept for the confirmations; "
-            "stalled after 6 trials measured fully",
+            "search demo over 6 configurations (budget: 48 launches, 2 of them kept for the confirmations "
+            "(2 x 1: its finalist's launch); stalled after 6 trials measured fully",
         ),
         # each confirmation with the baseline's interleaved block after it: 2 launches each
         (
             (Dimension("max_num_seqs", (64, 128, 256)), Dimension("layout", ("a", "b"))),
             SearchConfig(name="demo", max_launches=48, stall_trials=6),
             True,
-            "search demo over 6 configurations (budget: 48 launches, 4 of them kept for the confirmations; ",
+            "search demo over 6 configurations (budget: 48 launches, 4 of them kept for the confirmations "
+            "(2 x 2: its finalist's launch, the baseline's interleaved block after it); ",
         ),
         (
             (Dimension("gpu_memory_utilization", low=0.6, high=0.8),),
             SearchConfig(name="wide", max_launches=10, max_gpu_hours=2.5),
             False,
             "search wide over a continuous space (budget: 10 launches, 2 of them kept for the confirmations "
-            "or 2.5 GPU-hours;",
+            "(2 x 1: its finalist's launch) or 2.5 GPU-hours;",
         ),
     ],
 )

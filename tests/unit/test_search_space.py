@@ -239,11 +239,13 @@ def test_plan_says_the_size_what_was_pruned_and_why_the_budget_and_the_wall_time
         "change TP or DP)",
         "  left to search: 2 point(s)",
         "  flags checked",
-        "  budget: 5 launches; stops after 8 trials measured fully without a 2% better estimate",
+        "  budget: 5 launches, 4 of them kept for the confirmations (2 x 2: its finalist's launch, the "
+        "baseline's interleaved block after it); stops after 8 trials measured fully without a 2% better "
+        "estimate",
         "  a stall waits until every listed value has been tried (at least 2 launches: max_num_seqs has 2 "
         "values)",
-        "  estimated wall time of its server starts: 7 min (5 + 2 confirmation launches at 60 s each, from a "
-        "bound; the load runs come on top)",
+        "  estimated wall time of its server starts: 5 min (5 launches, the confirmations' included, at 60 s "
+        "each, from a bound; the load runs come on top)",
     ]
 
 
