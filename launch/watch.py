@@ -62,13 +62,11 @@ class Watcher:
         for follower in server.followers:  # a lost node is a lost rank: the server died
             if self._tracker.gone(follower):
                 self.set_state(tracked, "dead")
-                return [
-                    self._event(
-                        "died", self._exited(follower, f"node {follower.node} ({follower.node_name})")
-                    )
-                ]
+                return [self._died(follower, f"node {follower.node} ({follower.node_name})")]
         if self._tracker.gone(server):
-            events = [self._event("died", self._exited(server, "server"))]
+            named = f" ({server.node_name})" if server.node_name else ""
+            head = f"node 0{named}, the head," if server.followers else "server"
+            events = [self._died(server, head)]
             status = self._health(server, timeout_s)
             if status == 200:
                 holders = ", ".join(h.describe() for h in self._procs.port_holders(server.spec.port))
@@ -97,12 +95,19 @@ class Watcher:
             return [self._unhealthy(server, status)]
         return []
 
-    def _exited(self, process: Server, what: str) -> str:
-        """How a gone process of the server ended: its exit code and, from its log, the cause."""
+    def _died(self, process: Server, what: str) -> WatchEvent:
+        """How a gone process of the server ended: its exit code and, from its log, the cause; a multi-node
+        server's also names its node (the event's ``node``, ``node_name``, ``exit_code``)."""
         code = self._tracker.exit_code(process)
         detail = f"{what} pid {process.pid} exited" + (f" with code {code}" if code is not None else "")
         cause = death_cause(code, read_log_tail(process.log_path))
-        return detail + (f"; {cause}" if cause is not None else "")
+        event = self._event("died", detail + (f"; {cause}" if cause is not None else ""))
+        multi = process.node > 0 or bool(process.followers)
+        if not multi:
+            return event
+        return event.model_copy(
+            update={"node": process.node, "node_name": process.node_name, "exit_code": code}
+        )
 
     def is_hung(self, server: Server) -> bool:
         """The watcher declared the server hung (its teardown skips the grace period)."""
