@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from contracts.errors import TeardownError
-from launch.node_agent import AgentGpu, Host, NodeReport, PsutilHost, check, parse_report
+from launch.node_agent import AgentGpu, AgentProcess, Host, NodeReport, PsutilHost, check, parse_report
 from launch.nodes import step_name
 
 #: How long teardown waits for SLURM's steps to go and every node to report nothing left.
@@ -99,6 +99,16 @@ def decide(
         if r.report.killed:
             notes.append(f"{r.label}: SIGKILL to pid(s) {', '.join(map(str, r.report.killed))} (left behind)")
     return NodesVerdict(done=not left, left=left, notes=notes)
+
+
+def first_processes(results: Sequence[NodeResult]) -> dict[str, AgentProcess]:
+    """Each node's first process of the server, by node name: the earliest started (the step's task, which
+    started the rest: vLLM's engines); a node whose check failed or found none is absent (pure)."""
+    out: dict[str, AgentProcess] = {}
+    for r in results:
+        if r.report is not None and r.report.processes:
+            out[r.name] = min(r.report.processes, key=lambda p: (p.create_time, p.pid))
+    return out
 
 
 class NodeChecker(Protocol):

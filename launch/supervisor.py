@@ -54,7 +54,7 @@ from launch.failures import (
 from launch.gpu_release import GPU_TOLERANCE_GIB, GpuRelease
 from launch.netif import head_address
 from launch.node_agent import NODE_ENV, TAG_ENV, AgentGpu
-from launch.nodecheck import NodeChecker, NodesTeardown, checker_for
+from launch.nodecheck import NodeChecker, NodesTeardown, checker_for, first_processes
 from launch.nodes import NodeLauncher, SlurmNodes, cancel_steps, node_launcher
 from launch.nvml import GpuProbe, NvmlProbe
 from launch.process import PopenSpawner, Processes, PsutilProcesses, Spawner
@@ -439,6 +439,23 @@ class Supervisor:
             after.record.notes.extend(f"scancel {step}" for step in cancelled)
         return after
 
+    def locate(self, server: Server) -> Server:
+        """``server`` with each SLURM follower's process on its node (``node_pid``: the first of the
+        server's processes its node's agent reports, :func:`launch.nodecheck.first_processes`); the local
+        ``srun`` stays the follower's ``pid``, the handle teardown signals. Unchanged where no follower is
+        a SLURM step (on this machine ``pid`` is the process) or a node cannot say (noted once)."""
+        if not any(f.slurm_job for f in server.followers):
+            return server
+        results = self.node_checker(server).check(server.spec.port, [])
+        for r in results:
+            if r.error:
+                self._say_once(f"{r.label}: its process not located: {r.error}")
+        found = first_processes(results)
+        return replace(server, followers=tuple(
+            replace(f, node_pid=found[f.node_name].pid) if f.slurm_job and f.node_name in found else f
+            for f in server.followers
+        ))  # fmt: skip
+
     def node_checker(self, server: Server) -> NodeChecker:
         """The per-node check of ``server``'s nodes (:mod:`launch.nodecheck`)."""
         return self._checker([(p.node, p.node_name, p.slurm_job) for p in server.processes])
@@ -519,7 +536,7 @@ class Supervisor:
             f = follower
             node = Server(spec=spec, pid=f.pid, pgid=f.pgid, create_time=f.create_time,
                           log_path=Path(f.log_path), started_at=f.create_time, node=f.node,
-                          node_name=f.name, slurm_job=f.slurm_job)  # fmt: skip
+                          node_name=f.name, slurm_job=f.slurm_job, node_pid=f.node_pid)  # fmt: skip
             self._tracker.track(node)
             nodes.append(node)
         server = Server(spec=spec, pid=pid, pgid=pgid, create_time=info.create_time, log_path=log_path,

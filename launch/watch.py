@@ -99,7 +99,12 @@ class Watcher:
         """How a gone process of the server ended: its exit code and, from its log, the cause; a multi-node
         server's also names its node (the event's ``node``, ``node_name``, ``exit_code``)."""
         code = self._tracker.exit_code(process)
-        detail = f"{what} pid {process.pid} exited" + (f" with code {code}" if code is not None else "")
+        pid = (
+            f"pid {process.pid}"
+            if process.node_pid is None
+            else f"pid {process.node_pid} (srun pid {process.pid})"
+        )
+        detail = f"{what} {pid} exited" + (f" with code {code}" if code is not None else "")
         cause = death_cause(code, read_log_tail(process.log_path))
         event = self._event("died", detail + (f"; {cause}" if cause is not None else ""))
         multi = process.node > 0 or bool(process.followers)
