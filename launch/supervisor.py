@@ -60,6 +60,7 @@ from launch.nvml import GpuProbe, NvmlProbe
 from launch.process import PopenSpawner, Processes, PsutilProcesses, Spawner
 from launch.readiness import HTTP_TIMEOUT_S, Exited, NotReady, ServerApi, poll_wait_s, ready_once
 from launch.spec import LaunchSpec, resolve_head
+from launch.stopped import StoppedLook
 from launch.teardown import PORT_WAIT_S, TEARDOWN_POLL_S, Ended, Teardown
 from launch.tracking import NodeProcess, Server, Tracked, Tracker, same_process
 from launch.watch import HUNG_AFTER_S, Watcher, utc
@@ -127,9 +128,11 @@ class Supervisor:
         )
         self._tracker = Tracker(self._procs, clock=clock, sleep=sleep)
         self._api = ServerApi(transport, self._env)
+        stopped = StoppedLook(self._procs, self._checker, clock)  # a follower alive but stopped: hung
         self._watcher = Watcher(
-            self._tracker, self._procs, self.health, clock=clock, now=now, hung_after_s=hung_after_s
-        )
+            self._tracker, self._procs, self.health, clock=clock, now=now, hung_after_s=hung_after_s,
+            stopped=stopped,
+        )  # fmt: skip
         self._teardown = Teardown(
             self._tracker, self._procs, self._gpu, own_rpc_dir=self._own_rpc_dir, clock=clock, sleep=sleep
         )

@@ -55,8 +55,9 @@ def _which(event: WatchEvent) -> str:
         return event.detail.split(";")[0].strip()
     role = "head" if event.node == 0 else "follower"
     name = f", {event.node_name}" if event.node_name else ""
-    if event.kind == "hung":
+    if event.kind == "hung":  # launch.watch: "node 1 (n2) pid 4242 is stopped for 2.0 s while ..."
         how = event.detail.split(";")[0].strip()
+        how = how.removeprefix(f"node {event.node} ({event.node_name}) ")
         return f"node {event.node}{name}: {role} {how}"
     code = f" with code {event.exit_code}" if event.exit_code is not None else ""
     return f"node {event.node}{name}: {role} exited{code}"
