@@ -128,7 +128,8 @@ class Supervisor:
         )
         self._tracker = Tracker(self._procs, clock=clock, sleep=sleep)
         self._api = ServerApi(transport, self._env)
-        stopped = StoppedLook(self._procs, self._checker, clock)  # a follower alive but stopped: hung
+        # a follower alive but stopped is hung; on SLURM its own node's agent is asked, not every node's
+        stopped = StoppedLook(self._procs, lambda nodes: self._checker(nodes, only_named=True), clock)
         self._watcher = Watcher(
             self._tracker, self._procs, self.health, clock=clock, now=now, hung_after_s=hung_after_s,
             stopped=stopped,
@@ -463,10 +464,10 @@ class Supervisor:
         """The per-node check of ``server``'s nodes (:mod:`launch.nodecheck`)."""
         return self._checker([(p.node, p.node_name, p.slurm_job) for p in server.processes])
 
-    def _checker(self, nodes: Sequence[tuple[int, str, str]]) -> NodeChecker:
+    def _checker(self, nodes: Sequence[tuple[int, str, str]], *, only_named: bool = False) -> NodeChecker:
         if self._node_checker is not None:
             return self._node_checker(nodes)
-        return checker_for(nodes, self._root)
+        return checker_for(nodes, self._root, only_named=only_named)
 
     def _nodes_gpus(
         self, spec: LaunchSpec, names: Sequence[str], nodes: NodeLauncher | None

@@ -13,12 +13,12 @@ from typing import cast
 import pytest
 
 from launch.node_agent import AgentProcess
-from launch.nodecheck import NodeChecker, NodeResult
+from launch.nodecheck import NodeChecker, NodeResult, SlurmChecker, checker_for
 from launch.spec import LaunchSpec
 from launch.stopped import NODE_LOOK_S, STOPPED_AFTER_S, StoppedLook, stopped_in
 from launch.tracking import Server, Tracked, Tracker
 from launch.watch import Watcher
-from tests.unit.test_nodecheck import ScriptedChecker, report
+from tests.unit.test_nodecheck import FakeSlurm, ScriptedChecker, report
 
 pytestmark = pytest.mark.unit
 
@@ -117,3 +117,19 @@ def test_stopped_in(states: list[tuple[int, str]], said: str | None) -> None:
 
 def test_the_bounds_hold_together() -> None:
     assert STOPPED_AFTER_S < NODE_LOOK_S < 15
+
+
+@pytest.mark.parametrize(
+    ("only_named", "asked"),
+    [(True, ["n2"]), (False, ["n1", "n2"])],  # the watch's look: n2's agent alone; teardown's: every node's
+)
+def test_the_watchs_look_on_slurm_asks_the_followers_node_only(only_named: bool, asked: list[str]) -> None:
+    slurm = FakeSlurm()
+    checker = checker_for([(1, "n2", "42")], Path("/srv/g"), only_named=only_named)
+    assert isinstance(checker, SlurmChecker)
+    checker.run = slurm
+    results = checker.check(8000, [])
+    nodelists = [
+        a.removeprefix("--nodelist=") for c in slurm.calls if c[0] == "srun" for a in c if "--nodelist=" in a
+    ]
+    assert nodelists == asked and [r.name for r in results] == asked
