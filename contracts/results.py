@@ -385,6 +385,11 @@ class WatchEvent(_Model):
     # stopped, deadlocked or wedged server); the load is cancelled and the server killed
     kind: Literal["died", "hung", "restarted", "unhealthy", "recovered", "harness"]
     detail: str
+    # A died or hung process of a multi-node server: its node (0: the head), the node's name, how it ended
+    # (launch.watch); None / "" for a single-node server's (its pid and code are in ``detail``).
+    node: int | None = None
+    node_name: str = ""
+    exit_code: int | None = None
 
 
 #: Which measurement a launch was: the opening baseline, a candidate, a block or the end, the recovery.

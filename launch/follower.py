@@ -25,3 +25,7 @@ class NodeProcess(BaseModel):
     create_time: float
     log_path: str
     slurm_job: str = ""  # the SLURM job whose step it is ("" on this machine)
+    #: A SLURM step's process on its node, as the node's agent saw it once the server was ready (``pid`` is
+    #: the local ``srun``, the step's handle teardown signals); None: not seen, or on this machine (where
+    #: ``pid`` is the process itself).
+    node_pid: int | None = None

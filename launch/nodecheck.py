@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from contracts.errors import TeardownError
-from launch.node_agent import AgentGpu, Host, NodeReport, PsutilHost, check, parse_report
+from launch.node_agent import AgentGpu, AgentProcess, Host, NodeReport, PsutilHost, check, parse_report
 from launch.nodes import step_name
 
 #: How long teardown waits for SLURM's steps to go and every node to report nothing left.
@@ -101,6 +101,16 @@ def decide(
     return NodesVerdict(done=not left, left=left, notes=notes)
 
 
+def first_processes(results: Sequence[NodeResult]) -> dict[str, AgentProcess]:
+    """Each node's first process of the server, by node name: the earliest started (the step's task, which
+    started the rest: vLLM's engines); a node whose check failed or found none is absent (pure)."""
+    out: dict[str, AgentProcess] = {}
+    for r in results:
+        if r.report is not None and r.report.processes:
+            out[r.name] = min(r.report.processes, key=lambda p: (p.create_time, p.pid))
+    return out
+
+
 class NodeChecker(Protocol):
     """Runs the agent on every node of one server and lists the server's SLURM steps."""
 
@@ -137,6 +147,8 @@ class SlurmChecker:
     project_root: Path = Path(".")
     python: str = sys.executable
     run: Runner = run_command
+    #: Only the nodes of ``names`` are looked at (a watch of one follower), not every node of the job.
+    only_named: bool = False
 
     def job_nodes(self) -> list[str] | None:
         """The job's nodes while it runs (squeue, scontrol); None once it ended."""
@@ -161,6 +173,8 @@ class SlurmChecker:
         if hostnames is None:
             note = f"job {self.job_id} ended: SLURM ended its steps there"
             return [NodeResult(k, n, note=note) for n, k in self.names.items()]
+        if self.only_named:
+            hostnames = [name for name in hostnames if name in self.names]
         return [self._one(name, port, other_ports, kill) for name in hostnames]
 
     def _one(self, name: str, port: int, other_ports: Sequence[int], kill: bool) -> NodeResult:
@@ -247,10 +261,12 @@ class NodesTeardown:
         return NodesVerdict(verdict.done, verdict.left, notes)
 
 
-def checker_for(nodes: Sequence[tuple[int, str, str]], project_root: Path) -> NodeChecker:
+def checker_for(
+    nodes: Sequence[tuple[int, str, str]], project_root: Path, *, only_named: bool = False
+) -> NodeChecker:
     """The checker of a server whose processes are ``nodes`` (node index, node name, SLURM job): its job's
-    steps where a follower is one, else this machine."""
+    steps where a follower is one, else this machine. ``only_named``: on SLURM, only ``nodes``' own."""
     job = next((slurm_job for _, _, slurm_job in nodes if slurm_job), "")
     if not job:
         return LocalChecker()
-    return SlurmChecker(job, {name: k for k, name, _ in nodes if name}, project_root)
+    return SlurmChecker(job, {name: k for k, name, _ in nodes if name}, project_root, only_named=only_named)

@@ -13,6 +13,7 @@ import httpx
 
 from contracts.http_tls import default_verify
 from launch.command import auth_headers
+from launch.engines import data_parallel_size, missing_engines
 from launch.tracking import Server, Tracker
 
 HTTP_TIMEOUT_S = 5.0
@@ -73,7 +74,8 @@ class ServerApi:
 
 def ready_once(server: Server, client: httpx.Client, tracker: Tracker) -> None:
     """One readiness poll: returns when the process is alive, ``/health`` is 200 and ``/v1/models`` lists
-    the served model; raises :class:`Exited` (the process is gone) or :class:`NotReady` (not yet)."""
+    the served model, and for a multi-node server when ``/metrics`` reports every data-parallel rank's
+    engine (:mod:`launch.engines`); raises :class:`Exited` (the process is gone) or :class:`NotReady`."""
     if tracker.gone(server):
         raise Exited(tracker.exit_code(server))
     try:
@@ -84,7 +86,14 @@ def ready_once(server: Server, client: httpx.Client, tracker: Tracker) -> None:
         if models.status_code != 200:
             raise NotReady(f"/v1/models {models.status_code}")
         ids = [item.get("id") for item in models.json().get("data", [])]
+        if server.spec.served_model_name not in ids:
+            raise NotReady(f"/v1/models lists {ids}, not {server.spec.served_model_name!r}")
+        if server.followers:  # every rank, the other nodes' included, must report its engine
+            metrics = client.get("/metrics")
+            if metrics.status_code != 200:
+                raise NotReady(f"/metrics {metrics.status_code}")
+            dp = data_parallel_size(server.spec.argv)
+            if missing := missing_engines(metrics.text, dp):
+                raise NotReady(f"/metrics reports no engine {', '.join(missing)} of {dp}")
     except (httpx.TransportError, ValueError, AttributeError) as exc:
         raise NotReady(str(exc)) from exc
-    if server.spec.served_model_name not in ids:
-        raise NotReady(f"/v1/models lists {ids}, not {server.spec.served_model_name!r}")

@@ -54,12 +54,13 @@ from launch.failures import (
 from launch.gpu_release import GPU_TOLERANCE_GIB, GpuRelease
 from launch.netif import head_address
 from launch.node_agent import NODE_ENV, TAG_ENV, AgentGpu
-from launch.nodecheck import NodeChecker, NodesTeardown, checker_for
+from launch.nodecheck import NodeChecker, NodesTeardown, checker_for, first_processes
 from launch.nodes import NodeLauncher, SlurmNodes, cancel_steps, node_launcher
 from launch.nvml import GpuProbe, NvmlProbe
 from launch.process import PopenSpawner, Processes, PsutilProcesses, Spawner
 from launch.readiness import HTTP_TIMEOUT_S, Exited, NotReady, ServerApi, poll_wait_s, ready_once
 from launch.spec import LaunchSpec, resolve_head
+from launch.stopped import StoppedLook
 from launch.teardown import PORT_WAIT_S, TEARDOWN_POLL_S, Ended, Teardown
 from launch.tracking import NodeProcess, Server, Tracked, Tracker, same_process
 from launch.watch import HUNG_AFTER_S, Watcher, utc
@@ -127,9 +128,12 @@ class Supervisor:
         )
         self._tracker = Tracker(self._procs, clock=clock, sleep=sleep)
         self._api = ServerApi(transport, self._env)
+        # a follower alive but stopped is hung; on SLURM its own node's agent is asked, not every node's
+        stopped = StoppedLook(self._procs, lambda nodes: self._checker(nodes, only_named=True), clock)
         self._watcher = Watcher(
-            self._tracker, self._procs, self.health, clock=clock, now=now, hung_after_s=hung_after_s
-        )
+            self._tracker, self._procs, self.health, clock=clock, now=now, hung_after_s=hung_after_s,
+            stopped=stopped,
+        )  # fmt: skip
         self._teardown = Teardown(
             self._tracker, self._procs, self._gpu, own_rpc_dir=self._own_rpc_dir, clock=clock, sleep=sleep
         )
@@ -439,14 +443,31 @@ class Supervisor:
             after.record.notes.extend(f"scancel {step}" for step in cancelled)
         return after
 
+    def locate(self, server: Server) -> Server:
+        """``server`` with each SLURM follower's process on its node (``node_pid``: the first of the
+        server's processes its node's agent reports, :func:`launch.nodecheck.first_processes`); the local
+        ``srun`` stays the follower's ``pid``, the handle teardown signals. Unchanged where no follower is
+        a SLURM step (on this machine ``pid`` is the process) or a node cannot say (noted once)."""
+        if not any(f.slurm_job for f in server.followers):
+            return server
+        results = self.node_checker(server).check(server.spec.port, [])
+        for r in results:
+            if r.error:
+                self._say_once(f"{r.label}: its process not located: {r.error}")
+        found = first_processes(results)
+        return replace(server, followers=tuple(
+            replace(f, node_pid=found[f.node_name].pid) if f.slurm_job and f.node_name in found else f
+            for f in server.followers
+        ))  # fmt: skip
+
     def node_checker(self, server: Server) -> NodeChecker:
         """The per-node check of ``server``'s nodes (:mod:`launch.nodecheck`)."""
         return self._checker([(p.node, p.node_name, p.slurm_job) for p in server.processes])
 
-    def _checker(self, nodes: Sequence[tuple[int, str, str]]) -> NodeChecker:
+    def _checker(self, nodes: Sequence[tuple[int, str, str]], *, only_named: bool = False) -> NodeChecker:
         if self._node_checker is not None:
             return self._node_checker(nodes)
-        return checker_for(nodes, self._root)
+        return checker_for(nodes, self._root, only_named=only_named)
 
     def _nodes_gpus(
         self, spec: LaunchSpec, names: Sequence[str], nodes: NodeLauncher | None
@@ -519,7 +540,7 @@ class Supervisor:
             f = follower
             node = Server(spec=spec, pid=f.pid, pgid=f.pgid, create_time=f.create_time,
                           log_path=Path(f.log_path), started_at=f.create_time, node=f.node,
-                          node_name=f.name, slurm_job=f.slurm_job)  # fmt: skip
+                          node_name=f.name, slurm_job=f.slurm_job, node_pid=f.node_pid)  # fmt: skip
             self._tracker.track(node)
             nodes.append(node)
         server = Server(spec=spec, pid=pid, pgid=pgid, create_time=info.create_time, log_path=log_path,

@@ -45,6 +45,8 @@ class Server:
     node_name: str = ""
     #: The SLURM job whose step this follower is ("" when it runs on this machine).
     slurm_job: str = ""
+    #: A SLURM follower's process on its node (the agent's report; ``pid`` is the local ``srun``).
+    node_pid: int | None = None
 
     @property
     def base_url(self) -> str:
@@ -54,7 +56,7 @@ class Server:
         """The followers as a journal records them."""
         return [
             NodeProcess(node=f.node, name=f.node_name, pid=f.pid, pgid=f.pgid, create_time=f.create_time,
-                        log_path=str(f.log_path), slurm_job=f.slurm_job)
+                        log_path=str(f.log_path), slurm_job=f.slurm_job, node_pid=f.node_pid)
             for f in self.followers
         ]  # fmt: skip
 

@@ -17,6 +17,7 @@ from contracts.results import WatchEvent
 from launch.failures import death_cause, read_log_tail
 from launch.process import Processes
 from launch.readiness import HTTP_TIMEOUT_S
+from launch.stopped import STOPPED_AFTER_S
 from launch.tracking import Server, Tracked, Tracker, WatchStateName
 
 #: A live process whose /health has not answered (no status at all: a timeout, a refused or reset
@@ -42,6 +43,8 @@ class Watcher:
         clock: Callable[[], float],
         now: Callable[[], datetime],
         hung_after_s: float = HUNG_AFTER_S,
+        stopped: Callable[[Server], tuple[str, float] | None] | None = None,
+        stopped_after_s: float = STOPPED_AFTER_S,
     ) -> None:
         self._tracker = tracker
         self._procs = processes
@@ -49,6 +52,9 @@ class Watcher:
         self._clock = clock
         self._now = now
         self._hung_after_s = hung_after_s
+        #: A follower's stopped process, described, and when it was seen so (launch.stopped.StoppedLook).
+        self._stopped = stopped
+        self._stopped_after_s = stopped_after_s
         self._lock = threading.Lock()
 
     def check(self, server: Server, *, timeout_s: float = HTTP_TIMEOUT_S) -> list[WatchEvent]:
@@ -62,13 +68,13 @@ class Watcher:
         for follower in server.followers:  # a lost node is a lost rank: the server died
             if self._tracker.gone(follower):
                 self.set_state(tracked, "dead")
-                return [
-                    self._event(
-                        "died", self._exited(follower, f"node {follower.node} ({follower.node_name})")
-                    )
-                ]
+                return [self._died(follower, f"node {follower.node} ({follower.node_name})")]
+        if (hung := self._follower_hung(server, tracked)) is not None:
+            return [hung]
         if self._tracker.gone(server):
-            events = [self._event("died", self._exited(server, "server"))]
+            named = f" ({server.node_name})" if server.node_name else ""
+            head = f"node 0{named}, the head," if server.followers else "server"
+            events = [self._died(server, head)]
             status = self._health(server, timeout_s)
             if status == 200:
                 holders = ", ".join(h.describe() for h in self._procs.port_holders(server.spec.port))
@@ -97,12 +103,49 @@ class Watcher:
             return [self._unhealthy(server, status)]
         return []
 
-    def _exited(self, process: Server, what: str) -> str:
-        """How a gone process of the server ended: its exit code and, from its log, the cause."""
+    def _died(self, process: Server, what: str) -> WatchEvent:
+        """How a gone process of the server ended: its exit code and, from its log, the cause; a multi-node
+        server's also names its node (the event's ``node``, ``node_name``, ``exit_code``)."""
         code = self._tracker.exit_code(process)
-        detail = f"{what} pid {process.pid} exited" + (f" with code {code}" if code is not None else "")
+        pid = (
+            f"pid {process.pid}"
+            if process.node_pid is None
+            else f"pid {process.node_pid} (srun pid {process.pid})"
+        )
+        detail = f"{what} {pid} exited" + (f" with code {code}" if code is not None else "")
         cause = death_cause(code, read_log_tail(process.log_path))
-        return detail + (f"; {cause}" if cause is not None else "")
+        event = self._event("died", detail + (f"; {cause}" if cause is not None else ""))
+        multi = process.node > 0 or bool(process.followers)
+        if not multi:
+            return event
+        return event.model_copy(
+            update={"node": process.node, "node_name": process.node_name, "exit_code": code}
+        )
+
+    def _follower_hung(self, server: Server, tracked: Tracked) -> WatchEvent | None:
+        """A follower seen stopped for ``stopped_after_s``: the server is hung (the head, and vLLM's, still
+        answers /health), and so is that follower (its teardown skips the grace period too)."""
+        for follower in server.followers if self._stopped is not None else ():
+            own = self._tracker.track(follower)
+            seen = self._stopped(follower) if self._stopped is not None else None
+            if seen is None:
+                own.watch.silent_since = None
+                continue
+            said, at = seen
+            if own.watch.silent_since is None:  # the first look that saw it stopped
+                own.watch.silent_since = at
+            stopped_s = at - own.watch.silent_since  # between two looks that saw it stopped
+            if stopped_s < self._stopped_after_s:
+                continue
+            self.set_state(tracked, "hung")
+            self.set_state(own, "hung")
+            detail = (
+                f"node {follower.node} ({follower.node_name}) {said} for {stopped_s:.1f} s while the head "
+                "answers /health; the server is killed"
+            )
+            event = self._event("hung", detail)
+            return event.model_copy(update={"node": follower.node, "node_name": follower.node_name})
+        return None
 
     def is_hung(self, server: Server) -> bool:
         """The watcher declared the server hung (its teardown skips the grace period)."""

@@ -46,6 +46,7 @@ from contracts.verdicts import (
 )
 from report.accuracy import AccuracyLine, accuracy_lines
 from report.cost import CostRow, cost_rows, headline_profile
+from report.lost import led_summary
 from report.search import SearchSection, search_model
 from report.slo import (
     CapacityLine,
@@ -416,6 +417,10 @@ def build_model(
             most if row.decision != "baseline" else cfg.run.repeats,
         )
         for row in rows
+    ]
+    rows = [  # a server lost under load leads the cell, naming the node (report.lost)
+        r.model_copy(update={"summary": led_summary(r.decision, r.summary, data.results.get(r.candidate))})
+        for r in rows
     ]
     reversals = [
         ReversalParagraph(

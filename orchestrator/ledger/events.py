@@ -247,6 +247,9 @@ class Ready(_Process):
 
     event = "ready"
     ready_s: float
+    #: A multi-node server's followers once located on their nodes (``NodeProcess.node_pid``: a SLURM
+    #: step's process there); None: as ``started`` recorded them.
+    followers: list[NodeProcess] | None = None
 
 
 class StartupFailed(_Process):

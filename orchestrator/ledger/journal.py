@@ -42,6 +42,7 @@ from orchestrator.ledger.events import (
     Promoted,
     PromotionFailed,
     PromotionStarted,
+    Ready,
     RetainedRecorded,
     RollbackRequested,
     Started,
@@ -303,6 +304,10 @@ def replay(events: Iterable[Event]) -> JournalState:
             case Started() | Adopted():
                 state.pending = [p for p in state.pending if p.fingerprint != event.fingerprint]
                 state.live[event.pid] = event
+            case Ready() if event.followers and event.pid in state.live:  # located on their nodes
+                state.live[event.pid] = state.live[event.pid].model_copy(
+                    update={"followers": event.followers}
+                )
             case TornDown() | StartupFailed() | Vanished():
                 if event.pid is not None:
                     state.live.pop(event.pid, None)

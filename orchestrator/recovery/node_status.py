@@ -34,7 +34,12 @@ def where_it_runs(live: LiveServer, seams: Seams, *, indent: str = "    ") -> li
     checker = seams.node_checker(nodes)
     look = NodesTeardown(clock=time.monotonic, sleep=time.sleep)
     verdict = look.look(checker, live.port, others, 1 + len(followers))
-    lines = [*verdict.left, *verdict.notes]
+    lines = [
+        f"node {f.node} ({f.name}): the follower was recorded as pid {f.node_pid} (its srun: pid {f.pid})"
+        for f in followers
+        if f.node_pid is not None
+    ]
+    lines += [*verdict.left, *verdict.notes]
     if verdict.done:
         lines.insert(0, f"every node checked: nothing of {live.candidate} runs, no step listed")
     return [f"{indent}{line.replace(' still runs', ' runs')}" for line in lines]

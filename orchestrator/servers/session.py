@@ -213,7 +213,14 @@ class ServerSession:
             raise
         self.server, self._startup = server, startup_record(ready_s)
         try:
-            journal.append(Ready(candidate=spec.candidate, pid=server.pid, ready_s=round(ready_s, 3)))
+            located = sup.locate(server)  # a SLURM follower's pid on its node, beside its local srun's
+            self.server = located
+            followers = located.node_processes() if located != server else None
+            journal.append(
+                Ready(
+                    candidate=spec.candidate, pid=server.pid, ready_s=round(ready_s, 3), followers=followers
+                )
+            )
         except BaseException:  # raised inside __enter__: no __exit__ will tear it down
             self.teardown()
             raise

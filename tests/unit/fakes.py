@@ -57,6 +57,9 @@ class FakeSupervisor:
             raise failure
         return 0.25
 
+    def locate(self, server: Server) -> Server:
+        return server
+
     def check(self, server: Server) -> list[WatchEvent]:
         if server.pid in self.dead:
             self.dead.discard(server.pid)
