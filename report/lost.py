@@ -8,7 +8,6 @@ terminal's cut; here it comes first, with the node that was lost. Pure: it reads
 (``run.json``'s ``watch``, :class:`contracts.results.WatchEvent`)::
 
     >>> from contracts.results import WatchEvent
-from contracts.sweepdir import Results
     >>> lost_lead([WatchEvent(at="t", kind="died", detail="node 1 (n2) pid 7 exited with code 137",
     ...                       node=1, node_name="n2", exit_code=137)])
     'the server died under load (node 1, n2: follower exited with code 137)'
