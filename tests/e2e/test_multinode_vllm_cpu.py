@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from launch.supervisor import Supervisor, follower_log
 from load import run_profile
 from tests.e2e.conftest import ROOT, cpu_spec
 from tests.ports import free_port, port_is_free
+from tests.slurm_cluster import squeue, two_node_allocation
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -36,45 +36,11 @@ DP_OVER_TWO_NODES = [
 ]  # fmt: skip
 
 
-def _squeue(*args: str) -> str:
-    return subprocess.run(
-        ["squeue", "-h", *args], capture_output=True, text=True, timeout=20, check=True
-    ).stdout
-
-
 @pytest.fixture
 def two_nodes() -> Iterator[tuple[str, str]]:
     """A job holding the local cluster's nodes n1 and n2 (its id and node list); cancelled afterwards."""
-    try:
-        nodes = subprocess.run(
-            ["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True, timeout=20, check=True
-        ).stdout.split("\n")
-    except (OSError, subprocess.SubprocessError) as exc:
-        nodes = [f"sinfo: {exc}"]
-    usable = sorted({line.split()[0] for line in nodes if re.fullmatch(r"n[12] (idle|mixed)", line.strip())})
-    if usable != ["n1", "n2"]:
-        message = (
-            f"no 2-node SLURM cluster with n1 and n2 free (sinfo: {[n for n in nodes if n]}); "
-            "start one: `scripts/slurm-local.sh start --nodes 2` (root)"
-        )
-        if os.environ.get("GAUNTLET_REQUIRE_SLURM") == "1":
-            pytest.fail(f"GAUNTLET_REQUIRE_SLURM=1: {message}")
-        pytest.skip(message)
-    done = subprocess.run(
-        ["salloc", "--nodes=2", "--ntasks-per-node=1", "--no-shell", "--immediate=60",
-         "--job-name=gauntlet-e2e-dp2"],
-        capture_output=True, text=True, timeout=90, check=False,
-    )  # fmt: skip
-    granted = re.search(r"Granted job allocation (\d+)", done.stderr)
-    assert done.returncode == 0 and granted, done.stderr
-    job = granted.group(1)
-    try:
-        yield job, _squeue("-j", job, "-o", "%N").strip()
-    finally:
-        subprocess.run(["scancel", job], timeout=20, check=False)
-        deadline = time.monotonic() + 60
-        while job in _squeue("-o", "%i").split() and time.monotonic() < deadline:
-            time.sleep(0.5)
+    with two_node_allocation("gauntlet-e2e-dp2") as allocated:
+        yield allocated
 
 
 def generated_tokens(base_url: str) -> dict[str, float]:
@@ -100,7 +66,7 @@ def test_dp2_over_two_slurm_nodes_serves_is_measured_and_leaves_nothing_on_eithe
         print(f"\nDP2 over n1 and n2 ready in {ready_s:.1f} s")
         (follower,) = server.followers
         assert (server.node_name, follower.node_name, follower.slurm_job) == ("n1", "n2", job)
-        steps = _squeue("-s", "-j", job, "-o", "%j %N").split("\n")
+        steps = squeue("-s", "-j", job, "-o", "%j %N").split("\n")
         assert f"gauntlet-node1-{spec.port} n2" in steps, steps
         # every rank joined before the head served (vLLM's own word), the follower headless
         assert "All engine subscriptions received by DP coordinator" in log.read_text()
@@ -128,7 +94,7 @@ def test_dp2_over_two_slurm_nodes_serves_is_measured_and_leaves_nothing_on_eithe
     print(f"torn down in {record.duration_s:.1f} s: {record.signal_sequence} {record.notes}")
     assert record.survivors == [] and record.port_free, record
     assert sup.pids_of(server) == []
-    assert f"gauntlet-node1-{spec.port}" not in _squeue("-s", "-j", job, "-o", "%j")
+    assert f"gauntlet-node1-{spec.port}" not in squeue("-s", "-j", job, "-o", "%j")
     assert port_is_free(spec.port) and port_is_free(rpc)
     left = [p.pid for p in psutil.process_iter(["cmdline"]) if str(rpc) in " ".join(p.info["cmdline"] or [])]
     assert left == [], left

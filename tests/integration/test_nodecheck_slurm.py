@@ -11,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -25,6 +24,7 @@ from orchestrator.ledger.journal import Journal
 from orchestrator.ledger.nodes import Place, launching_place
 from tests.integration.test_multinode_local import ROOT, spec_for
 from tests.ports import free_port
+from tests.slurm_cluster import squeue, two_node_allocation
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.slurm]
 
@@ -44,43 +44,11 @@ os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
 """
 
 
-def _squeue(*args: str) -> str:
-    return subprocess.run(
-        ["squeue", "-h", *args], capture_output=True, text=True, timeout=20, check=True
-    ).stdout
-
-
 @pytest.fixture
 def two_nodes() -> Iterator[tuple[str, str]]:
     """A job holding the local cluster's nodes n1 and n2 (its id and node list); cancelled afterwards."""
-    try:
-        sinfo = ["sinfo", "-h", "-N", "-o", "%N %T"]
-        nodes = subprocess.run(sinfo, capture_output=True, text=True, timeout=20, check=True).stdout.split(
-            "\n"
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        nodes = [f"sinfo: {exc}"]
-    usable = sorted({line.split()[0] for line in nodes if re.fullmatch(r"n[12] (idle|mixed)", line.strip())})
-    if usable != ["n1", "n2"]:
-        message = f"no 2-node SLURM cluster with n1 and n2 free (sinfo: {[n for n in nodes if n]})"
-        if os.environ.get("GAUNTLET_REQUIRE_SLURM") == "1":
-            pytest.fail(f"GAUNTLET_REQUIRE_SLURM=1: {message}")
-        pytest.skip(f"{message}; start one: `scripts/slurm-local.sh start --nodes 2` (root)")
-    done = subprocess.run(
-        ["salloc", "--nodes=2", "--ntasks-per-node=1", "--no-shell", "--immediate=60",
-         "--job-name=gauntlet-nodecheck"],
-        capture_output=True, text=True, timeout=90, check=False,
-    )  # fmt: skip
-    granted = re.search(r"Granted job allocation (\d+)", done.stderr)
-    assert done.returncode == 0 and granted, done.stderr
-    job = granted.group(1)
-    try:
-        yield job, _squeue("-j", job, "-o", "%N").strip()
-    finally:
-        subprocess.run(["scancel", job], timeout=20, check=False)
-        deadline = time.monotonic() + 60
-        while job in _squeue("-o", "%i").split() and time.monotonic() < deadline:
-            time.sleep(0.5)
+    with two_node_allocation("gauntlet-nodecheck") as allocated:
+        yield allocated
 
 
 def test_a_follower_left_running_on_a_node_is_found_by_that_nodes_check_named_and_stopped(
@@ -113,7 +81,7 @@ def test_a_follower_left_running_on_a_node_is_found_by_that_nodes_check_named_an
     killed = [n for n in record.notes if n.startswith("node 1 (n2): SIGKILL to pid(s) ")]
     assert killed and str(escaped) in killed[0].split("pid(s) ")[1].split(" (")[0].split(", "), record.notes
     assert f"every node checked: nothing of {spec.candidate} left, no step listed" in record.notes
-    assert f"gauntlet-node1-{spec.port}" not in _squeue("-s", "-j", job, "-o", "%j")
+    assert f"gauntlet-node1-{spec.port}" not in squeue("-s", "-j", job, "-o", "%j")
 
 
 def test_status_of_a_job_whose_orchestrator_is_gone_says_what_runs_on_which_node(
