@@ -11,7 +11,9 @@ candidate on an 8-GPU host is charged for its 4 GPUs, not the host's 8. The devi
 
 An index is CUDA's: vLLM numbers devices in PCI bus order (``CUDA_DEVICE_ORDER=PCI_BUS_ID``), the order
 NVML's indices follow. MIG instances are refused (NVML's energy counter is the physical GPU's). A
-multi-node candidate is metered on the head node only, and the record says so::
+multi-node candidate is metered on every node (:mod:`launch.node_energy`): each node's share of the ranks
+(:func:`node_ranks`, TP x PP over the nodes a replica spans, else TP x PP x its local DP) among the GPUs its
+agent reports, chosen the same way::
 
     request = device_request(spec, environ={})      # DeviceRequest(visible=None, count=4, nodes=1, ...)
     resolve(request, ["GPU-a", "GPU-b", ..., "GPU-h"])   # [0, 1, 2, 3], or why it cannot be mapped
@@ -73,6 +75,43 @@ def head_ranks(argv: Sequence[str], config_yaml: str = "") -> int:
         or 1
     )
     return max(1, tp // nnodes) * dp
+
+
+def _dashed(arg: str) -> str:
+    """``--a_b=c`` as ``--a-b=c`` (a flag's name only; values and short flags unchanged)."""
+    if not arg.startswith("--"):
+        return arg
+    name, sep, value = arg.partition("=")
+    return name.replace("_", "-") + sep + value
+
+
+def node_ranks(argv: Sequence[str], config_yaml: str = "") -> int:
+    """Devices one node's ranks use, from that node's command: a replica spanning ``--nnodes`` nodes puts
+    TP x PP / nnodes on each (TP within a node, PP across nodes; or TP itself across nodes); otherwise a
+    node holds TP x PP x its local DP (``--data-parallel-size-local``)::
+
+        node_ranks(["-tp", "8", "--pipeline-parallel-size", "2", "--nnodes", "2"])   # 8
+        node_ranks(["-tp", "4", "--data-parallel-size-local", "2"])                   # 8
+
+    A flag spelt with underscores (``--pipeline_parallel_size``, as ``extra_args`` may render it) counts:
+    vLLM's parser reads it as the dashed one.
+    """
+    loaded = yaml.safe_load(config_yaml) if config_yaml.strip() else None
+    config: Mapping[str, object] = (
+        {str(k).replace("_", "-"): v for k, v in loaded.items()} if isinstance(loaded, dict) else {}
+    )
+    argv = [_dashed(arg) for arg in argv]
+    tp = _int_setting(argv, config, ("--tensor-parallel-size", "-tp")) or 1
+    pp = _int_setting(argv, config, ("--pipeline-parallel-size", "-pp")) or 1
+    nnodes = _int_setting(argv, config, ("--nnodes",)) or 1
+    if nnodes > 1:
+        return max(1, tp * pp // nnodes)
+    dp = (
+        _int_setting(argv, config, ("--data-parallel-size-local", "-dpl"))
+        or _int_setting(argv, config, ("--data-parallel-size", "-dp"))
+        or 1
+    )
+    return tp * pp * dp
 
 
 def used_gpus(argv: Sequence[str], config_yaml: str = "") -> int:

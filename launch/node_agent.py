@@ -74,6 +74,7 @@ class AgentGpu(_Record):
     energy_mj: (
         int | None
     )  # nvmlDeviceGetTotalEnergyConsumption (mJ since the driver loaded); None: unsupported
+    uuid: str = ""  # nvmlDeviceGetUUID (GPU-...): what a CUDA_VISIBLE_DEVICES entry may name; "": unknown
 
 
 class NodeReport(_Record):
@@ -230,8 +231,12 @@ class PsutilHost:
         snapshot = self._nvml.snapshot()
         if nvml is None or snapshot is None:
             return None, self._nvml.reason or "no NVIDIA driver"
-        return [AgentGpu(index=g.index, used_gib=g.used_gib, total_gib=g.total_gib,
-                         energy_mj=_energy(nvml, g.index)) for g in snapshot], ""  # fmt: skip
+        gpus = [
+            AgentGpu(index=g.index, used_gib=g.used_gib, total_gib=g.total_gib,
+                     energy_mj=_energy(nvml, g.index), uuid=_uuid(nvml, g.index))
+            for g in snapshot
+        ]  # fmt: skip
+        return gpus, ""
 
     def kill(self, pid: int) -> bool:
         try:
@@ -262,6 +267,14 @@ def _energy(nvml: Any, index: int) -> int | None:
         return int(nvml.nvmlDeviceGetTotalEnergyConsumption(nvml.nvmlDeviceGetHandleByIndex(index)))
     except Exception:  # NVMLError_NotSupported on GPUs before Volta: the counter is absent
         return None
+
+
+def _uuid(nvml: Any, index: int) -> str:
+    try:
+        value = nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(index))
+    except Exception:  # an NVML error: the GPU is still reported, matched by its index alone
+        return ""
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def check(

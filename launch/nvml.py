@@ -20,7 +20,10 @@ start and end; where the counter is not supported (``NVMLError_NotSupported``), 
 Given the launch spec, the meter reads only the candidate's own GPUs (:mod:`launch.gpu_select`: the spec's
 ``CUDA_VISIBLE_DEVICES`` or vLLM's default placement, matched to NVML by UUID), records their idle power
 at the window's opening and the other programs' processes NVML lists on them (the figure is then
-shared), and marks a multi-node candidate as metered on its head node only (``RunEnergy.metering``).
+shared). It meters one node, this one: a multi-node candidate's window reads every node's GPUs through
+each node's agent (:class:`launch.node_energy.NodesEnergy`, which the sweep's seams give a GPU host's
+multi-node spec); given one here, this meter reads the head's share and its record says so
+(``metered_nodes`` 1 of ``nodes``, ``RunEnergy.metering``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -25,6 +25,7 @@ from launch.spec import LaunchSpec
 
 if TYPE_CHECKING:
     from launch.nodecheck import NodeChecker
+    from launch.nvml import NvmlProbe
     from launch.preflight import Probes
     from launch.supervisor import Server  # a frozen record; the supervisor itself is imported lazily
     from launch.tracking import NodeProcess
@@ -155,6 +156,20 @@ def _no_energy(spec: LaunchSpec) -> EnergyMeter:
     return Unmeasured("not measured: no energy meter")
 
 
+def gpu_energy(spec: LaunchSpec, nvml: NvmlProbe, owned: Callable[[], Collection[int]]) -> EnergyMeter:
+    """The meter of a launch on a GPU host: NVML here for one node; for a candidate spanning nodes, every
+    node's GPUs through its per-node agent (launch.node_energy.NodesEnergy, the job's nodes as the
+    supervisor starts them)."""
+    if spec.nodes == 1:
+        from launch.nvml import NvmlEnergy  # noqa: PLC0415  (keeps `plan` free of NVML)
+
+        return NvmlEnergy(nvml, spec=spec, owned=owned)
+    from contracts.paths import PROJECT_ROOT  # noqa: PLC0415
+    from launch.node_energy import NodesEnergy, job_checker  # noqa: PLC0415
+
+    return NodesEnergy(spec, checker=lambda: job_checker(spec, os.environ, PROJECT_ROOT))
+
+
 def _node_checker(nodes: Sequence[tuple[int, str, str]]) -> NodeChecker:
     from contracts.paths import PROJECT_ROOT  # noqa: PLC0415
     from launch.nodecheck import checker_for  # noqa: PLC0415
@@ -182,7 +197,7 @@ def _cancel_job(job: RemoteJob, sweep_dir: Path) -> str:
 
 def real_seams() -> Seams:
     """The production wiring: the real supervisor, load runner, NVML and the simulator's memory endpoint."""
-    from launch.nvml import NvmlEnergy, NvmlProbe, probe_host  # noqa: PLC0415  (keeps `plan` free of it)
+    from launch.nvml import NvmlProbe, probe_host  # noqa: PLC0415  (keeps `plan` free of it)
     from launch.sim.client import SimEnergy, sim_gpu_memory  # noqa: PLC0415
     from launch.supervisor import Supervisor  # noqa: PLC0415
     from load.runner import run_profile  # noqa: PLC0415
@@ -201,7 +216,7 @@ def real_seams() -> Seams:
         if spec.host_kind == "sim":
             return SimEnergy(spec.base_url)
         if spec.host_kind == "gpu":
-            return NvmlEnergy(nvml, spec=spec, owned=supervisor.server_groups)
+            return gpu_energy(spec, nvml, supervisor.server_groups)
         return Unmeasured(f"not measured: host.kind is {spec.host_kind} (no GPU energy to read)")
 
     def host_probe(kind: str) -> HostProbe:
