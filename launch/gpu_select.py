@@ -63,26 +63,21 @@ def _int_setting(argv: Sequence[str], config: Mapping[str, object], names: Seque
         return None
 
 
-def head_ranks(argv: Sequence[str], config_yaml: str = "") -> int:
-    """Devices the head node's ranks use: TP (its share, when TP spans ``--nnodes``) x DP local."""
-    loaded = yaml.safe_load(config_yaml) if config_yaml.strip() else None
-    config: Mapping[str, object] = loaded if isinstance(loaded, dict) else {}
-    tp = _int_setting(argv, config, ("--tensor-parallel-size", "-tp")) or 1
-    nnodes = _int_setting(argv, config, ("--nnodes",)) or 1
-    dp = (
-        _int_setting(argv, config, ("--data-parallel-size-local", "-dpl"))
-        or _int_setting(argv, config, ("--data-parallel-size", "-dp"))
-        or 1
-    )
-    return max(1, tp // nnodes) * dp
-
-
 def _dashed(arg: str) -> str:
     """``--a_b=c`` as ``--a-b=c`` (a flag's name only; values and short flags unchanged)."""
     if not arg.startswith("--"):
         return arg
     name, sep, value = arg.partition("=")
     return name.replace("_", "-") + sep + value
+
+
+def _normalized(argv: Sequence[str], config_yaml: str) -> tuple[list[str], Mapping[str, object]]:
+    """The command's flags and its ``--config`` YAML's keys, dashed (vLLM reads ``a_b`` as ``a-b``)."""
+    loaded = yaml.safe_load(config_yaml) if config_yaml.strip() else None
+    config: Mapping[str, object] = (
+        {str(k).replace("_", "-"): v for k, v in loaded.items()} if isinstance(loaded, dict) else {}
+    )
+    return [_dashed(arg) for arg in argv], config
 
 
 def node_ranks(argv: Sequence[str], config_yaml: str = "") -> int:
@@ -96,11 +91,7 @@ def node_ranks(argv: Sequence[str], config_yaml: str = "") -> int:
     A flag spelt with underscores (``--pipeline_parallel_size``, as ``extra_args`` may render it) counts:
     vLLM's parser reads it as the dashed one.
     """
-    loaded = yaml.safe_load(config_yaml) if config_yaml.strip() else None
-    config: Mapping[str, object] = (
-        {str(k).replace("_", "-"): v for k, v in loaded.items()} if isinstance(loaded, dict) else {}
-    )
-    argv = [_dashed(arg) for arg in argv]
+    argv, config = _normalized(argv, config_yaml)
     tp = _int_setting(argv, config, ("--tensor-parallel-size", "-tp")) or 1
     pp = _int_setting(argv, config, ("--pipeline-parallel-size", "-pp")) or 1
     nnodes = _int_setting(argv, config, ("--nnodes",)) or 1
@@ -114,12 +105,17 @@ def node_ranks(argv: Sequence[str], config_yaml: str = "") -> int:
     return tp * pp * dp
 
 
+def head_ranks(argv: Sequence[str], config_yaml: str = "") -> int:
+    """Devices the head node's ranks use: its share of the ranks, as every node's (:func:`node_ranks`)."""
+    return node_ranks(argv, config_yaml)
+
+
 def used_gpus(argv: Sequence[str], config_yaml: str = "") -> int:
-    """GPUs the whole candidate uses, every node together: TP x DP (what it is priced on)."""
-    loaded = yaml.safe_load(config_yaml) if config_yaml.strip() else None
-    config: Mapping[str, object] = loaded if isinstance(loaded, dict) else {}
+    """GPUs the whole candidate uses, every node together: TP x PP x DP (what it is priced on)."""
+    argv, config = _normalized(argv, config_yaml)
     tp = _int_setting(argv, config, ("--tensor-parallel-size", "-tp")) or 1
-    return tp * (_int_setting(argv, config, ("--data-parallel-size", "-dp")) or 1)
+    pp = _int_setting(argv, config, ("--pipeline-parallel-size", "-pp")) or 1
+    return tp * pp * (_int_setting(argv, config, ("--data-parallel-size", "-dp")) or 1)
 
 
 def device_request(spec: LaunchSpec, environ: Mapping[str, str]) -> DeviceRequest:

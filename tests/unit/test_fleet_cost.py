@@ -62,6 +62,26 @@ def test_priced_on_the_gpus_the_candidate_uses(tp: int, dp: int, gpus: int, cost
     assert basis in price_basis(pricing)
 
 
+@pytest.mark.parametrize(
+    ("argv", "config_yaml", "gpus"),
+    [
+        (["-tp", "4", "-dp", "2"], "", 8),
+        (["-tp", "4", "--pipeline-parallel-size", "2"], "", 8),  # TP4 x PP2: 8 GPUs, not TP's 4
+        (
+            ["-tp", "8", "--pipeline_parallel_size", "2", "--nnodes", "2"],
+            "",
+            16,
+        ),  # a stage on each of 2 nodes
+        (["-tp", "2", "-pp", "2", "-dp", "2"], "", 8),
+        ([], "tensor-parallel-size: 2\npipeline-parallel-size: 4\n", 8),
+    ],
+)
+def test_a_candidate_is_priced_on_every_gpu_of_its_pipeline(
+    argv: list[str], config_yaml: str, gpus: int
+) -> None:
+    assert used_gpus(["vllm", "serve", "m", *argv], config_yaml) == gpus
+
+
 # (id, input price ratio, input tok/s, $/Mtok of output tokens, of input tokens) at 1000 output tok/s on 4
 # GPUs at 2.5 $/GPU-hour (10 $/hour)
 SPLIT = [

@@ -220,6 +220,16 @@ def test_no_driver_is_a_clear_not_measured_record() -> None:
         (["-tp", "2", "-dp", "2"], "", {}, (), 4, None),
         ([], "tensor-parallel-size: 4\ndata-parallel-size: 2\n", {}, (), 8, None),
         (["--tensor-parallel-size=8", "--nnodes", "2"], "", {}, (), 4, None),  # TP spans 2 nodes
+        (["-tp", "4", "--pipeline-parallel-size", "2"], "", {}, (), 8, None),  # PP within the node
+        (
+            ["-tp", "8", "--pipeline_parallel_size", "2", "--nnodes", "2"],
+            "",
+            {},
+            (),
+            8,
+            None,
+        ),  # a stage a node
+        ([], "tensor_parallel_size: 2\npipeline_parallel_size: 2\n", {}, (), 4, None),
         (["--tensor-parallel-size", "2"], "", {"CUDA_VISIBLE_DEVICES": "2,3"}, ("CUDA_*",), 2, ("2", "3")),
         (["--tensor-parallel-size", "2"], "", {"CUDA_VISIBLE_DEVICES": "2,3"}, (), 2, None),  # not passed on
     ],
