@@ -68,8 +68,11 @@ def test_a_kept_candidate_promoted_serves_and_rollback_restores_it(tmp_path: Pat
         if verdict["decision"] != "keep":  # the gates' word on a loaded machine: nothing to promote then
             pytest.skip(f"the gates gave fast {verdict['decision']} here ({verdict['reason'][:200]})")
         assert done.returncode == 0, out[-3000:]
-        # The baseline is what runs; the candidate is recommended, with the command that adopts it.
-        assert "recommended: fast (" in out and "not live; restored after the sweep: baseline" in out
+        # The baseline is what runs; the candidate is recommended, with the command that adopts it. The
+        # closing lines wrap at the terminal's width wherever the reason's figures put the break: read them
+        # with the wraps undone (the line once broke between "not" and "live").
+        closing = " ".join(out.split())
+        assert "recommended: fast (" in closing and "not live; restored after the sweep: baseline" in closing
         last = out.strip().splitlines()[-1]
         assert last.startswith(
             f"gauntlet: recommended: fast (KEEP), not serving: `python -m orchestrator promote {sweep} fast`"
