@@ -1,7 +1,7 @@
 """The case study's decisive candidates on real vLLM on CPU (tiny generated models), then the simulator
 against that measurement.
 
-One sweep: the baseline TP1 x DP2 (one core per replica), ngram speculative decoding, a deliberate
+One sweep: the baseline TP1 x DP1 (its engine on core 0), ngram speculative decoding, a deliberate
 regression (max_num_seqs 1 under 16-way concurrency) and a flag the installed vLLM does not know (doctor
 refuses it, never launched); then the baseline restored and validated. The re-layout TP2 x DP1 starts on
 real vLLM in tests/e2e/test_vllm_cpu.py's killed-server test (its kill orphans two workers); here it cost
@@ -46,8 +46,8 @@ CANDIDATES = ("cpu_baseline", "cpu_ngram", "cpu_seqs1")
 BOGUS = "cpu_bogus_flag"
 #: The simulator's profile of this host (launch/sim/profiles/cpu2_tiny_head80.json).
 SIM_PROFILE = "cpu2_tiny_head80"
-#: (tensor parallel, data parallel) of each launched candidate: every one uses both cores, rank r on core r.
-LAYOUT = {"cpu_baseline": (1, 2), "cpu_ngram": (1, 2), "cpu_seqs1": (1, 2)}
+#: (tensor parallel, data parallel) of each launched candidate: one rank each, bound to core 0.
+LAYOUT = {"cpu_baseline": (1, 1), "cpu_ngram": (1, 1), "cpu_seqs1": (1, 1)}
 
 
 def _stop(pid: int) -> None:
@@ -73,7 +73,7 @@ def _summaries(sweep: Path, candidate: str, profile: str) -> list[ProfileSummary
     ]
 
 
-# Four vLLM startups of 30-100 s each (three candidates and the restore): about 7 minutes on two idle cores,
+# Four vLLM startups of 30-90 s each (three candidates and the restore): about 7 minutes on two idle cores,
 # up to 12 on a shared machine; past the suite's 600 s default, within the sweep's own bound.
 @pytest.mark.timeout(1800)
 def test_case_study_candidates_on_real_vllm_and_the_simulator_against_them(
@@ -105,14 +105,14 @@ def test_case_study_candidates_on_real_vllm_and_the_simulator_against_them(
     try:
         # 8: some verdict is incomplete (cpu_ngram may be, below), asserted with the verdicts.
         assert done.returncode in (0, 8), done.stdout[-5000:] + done.stderr[-5000:]
-        # Placement: each launch binds its TP x DP ranks to the two cores, one rank per core.
+        # Placement: each launch binds its one rank to core 0 (the cpu host: rank r on core r).
         for name, (tp, dp) in LAYOUT.items():
             spec = LaunchSpec.read(layout.candidate_dir(sweep, name) / layout.SPEC_FILE)
             assert (_flag(spec.argv, "--tensor-parallel-size"), _flag(spec.argv, "--data-parallel-size")) == (
                 str(tp),
                 str(dp),
             )
-            assert spec.env[CPU_BIND_ENV] == "0|1"
+            assert spec.env[CPU_BIND_ENV] == "0"
             run = read_model(layout.candidate_dir(sweep, name) / layout.RUN_FILE, CandidateRun)
             assert run.startup.ok and run.backend == "vllm", (name, run.startup)
             fixed = [f"{p}/r{k}" for k in range(1, 6) for p in ("serial", "short")]
