@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,27 @@ def test_a_trial_pays_its_own_share(
 ) -> None:
     cost = trial_cost(outcome, wall, time_scale)
     assert (cost.launches, round(cost.gpu_hours, 6)) == (expected.launches, expected.gpu_hours)
+
+
+def _search_run(
+    cfg: GauntletConfig,
+    folder: Path,
+    batch: Callable[[list[tuple[list[str], TrialTicket]]], list[Any]],
+    nodes: NodeBaselines | None,
+) -> SearchRun:
+    """A search whose trials are ``batch``'s fake jobs (one job: a batch of one), on a stopped clock."""
+    return SearchRun(
+        cfg,
+        folder,
+        baseline_option="baseline",
+        space=parse_space(cfg.search),
+        flag_check=None,
+        launch_job=lambda o, t: batch([(o, t)])[0] if t is not None else None,
+        say=lambda _: None,
+        clock=lambda: 0.0,
+        launch_batch=batch,
+        nodes=nodes,
+    )
 
 
 def _name(overrides: list[str]) -> str:
@@ -206,18 +227,7 @@ def test_a_trial_and_its_node_baseline_are_paid_before_they_start(
             out.append(outcome)
         return out
 
-    run = SearchRun(
-        cfg,
-        tmp_path,
-        baseline_option="baseline",
-        space=parse_space(cfg.search),
-        flag_check=None,
-        launch_job=lambda o, t: batch([(o, t)])[0] if t is not None else None,
-        say=lambda _: None,
-        clock=lambda: 0.0,
-        launch_batch=batch,
-        nodes=None if nodes == 0 else NodeBaselines(nodes, lambda: len(fresh)),
-    )
+    run = _search_run(cfg, tmp_path, batch, None if nodes == 0 else NodeBaselines(nodes, lambda: len(fresh)))
     run.run()
     record = read_search(tmp_path)
     assert record is not None
@@ -290,18 +300,7 @@ def test_the_kept_launches_said_are_those_the_budget_charges(
             for _ in jobs
         ]
 
-    run = SearchRun(
-        cfg,
-        tmp_path,
-        baseline_option="baseline",
-        space=parse_space(cfg.search),
-        flag_check=None,
-        launch_job=lambda o, t: batch([(o, t)])[0] if t is not None else None,
-        say=lambda _: None,
-        clock=lambda: 0.0,
-        launch_batch=batch,
-        nodes=nodes,
-    )
+    run = _search_run(cfg, tmp_path, batch, nodes)
     run.run()
     record = read_search(tmp_path)
     assert record is not None and record.stopped.startswith("budget spent: "), record.stopped
@@ -382,18 +381,7 @@ def _launched(folder: Path, cfg: GauntletConfig, elsewhere: bool) -> int:
         ]
 
     folder.mkdir()
-    run = SearchRun(
-        cfg,
-        folder,
-        baseline_option="baseline",
-        space=parse_space(cfg.search),
-        flag_check=None,
-        launch_job=lambda o, t: batch([(o, t)])[0] if t is not None else None,
-        say=lambda _: None,
-        clock=lambda: 0.0,
-        launch_batch=batch,
-        nodes=planned_nodes(cfg, elsewhere=elsewhere),
-    )
+    run = _search_run(cfg, folder, batch, planned_nodes(cfg, elsewhere=elsewhere))
     run.run()
     record = read_search(folder)
     assert record is not None
