@@ -50,8 +50,11 @@ def api_port(port: int, node: int) -> int:
 def mode_refusal(mode: str, layout: NodeLayout, where: str) -> str | None:
     """Why ``mode`` cannot balance a candidate placed as ``layout`` on ``where`` (a host), or None.
 
-    The reason says what is allowed: ``internal`` always; ``hybrid`` with DP over nodes and at least two
-    ranks on a node; ``external`` with DP over nodes and one rank on a node."""
+    The reason says what is allowed: ``internal`` always; ``hybrid`` with DP over nodes; ``external`` with
+    DP over nodes and one rank on a node. With one rank on a node vLLM 0.32 runs ``hybrid`` as external load
+    balancing (it logs "autoswitch to data_parallel_external_lb"), for a dense model too, where it refuses
+    ``--data-parallel-external-lb`` at startup ("Non-MoE models do not support external data parallel
+    mode"): that refusal is vLLM's, classified as any startup failure."""
     if mode not in MODES:
         return f"one of {', '.join(MODES)}"
     if mode == "internal":
@@ -65,11 +68,6 @@ def mode_refusal(mode: str, layout: NodeLayout, where: str) -> str | None:
         return (
             f"internal: {mode} load balancing needs DP over nodes; this candidate is one replica across "
             f"{layout.nodes} nodes of {where}, which has one API server"
-        )
-    if mode == "hybrid" and layout.dp_local == 1:
-        return (
-            "external: with one rank on each node vLLM turns hybrid into external load balancing "
-            "(data_parallel_size_local = 1); or internal"
         )
     if mode == "external" and layout.dp_local > 1:
         return (

@@ -73,3 +73,24 @@ def api_servers(head_port: int, followers: Sequence[Sequence[str]]) -> list[tupl
         if serves(argv):
             out.append((node, port_of(argv, api_port(head_port, node))))
     return out
+
+
+def server_urls(base_url: str, followers: Sequence[Sequence[str]], node_names: Sequence[str]) -> list[str]:
+    """The base URL of every API server of a launch, the head's (``base_url``) first. A serving follower is
+    reached on its node (``node_names[k]``, a SLURM node's name) at its own port; a node on this machine
+    (``localhost``, or no name) at the head's host.
+
+    >>> server_urls("http://127.0.0.1:8000", [["--data-parallel-hybrid-lb", "--port", "8001"]], ["localhost"])
+    ['http://127.0.0.1:8000', 'http://127.0.0.1:8001']
+    >>> server_urls("http://n1:8000", [["--data-parallel-hybrid-lb", "--port", "8001"]], ["n2"])
+    ['http://n1:8000', 'http://n2:8001']
+    """
+    scheme, _, rest = base_url.partition("://")
+    head_host = rest.rsplit(":", 1)[0]
+    head_port = int(rest.rsplit(":", 1)[1].split("/")[0])
+    out = [base_url]
+    for node, port in api_servers(head_port, followers)[1:]:
+        name = node_names[node - 1] if node - 1 < len(node_names) else ""
+        host = head_host if name in ("", "localhost") else name
+        out.append(f"{scheme}://{host}:{port}")
+    return out

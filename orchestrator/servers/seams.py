@@ -76,6 +76,7 @@ class RunProfile(Protocol):
         api_key: str | None = None,
         load: LoadConfig | None = None,
         on_window: Callable[[Literal["start", "end"]], None] | None = None,
+        servers: Sequence[str] = (),
     ) -> ProfileSummary: ...
 
 

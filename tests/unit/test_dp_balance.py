@@ -37,6 +37,8 @@ def _port(argv: tuple[str, ...]) -> str:
         (["host=sim_2x8"], (4, 4), "hybrid", [_hybrid(2, 0), _hybrid(2, 2)], ["8000", "8001"]),
         (["host=sim_2x8"], (2, 8), "hybrid", [_hybrid(4, 0), _hybrid(4, 4)], ["8000", "8001"]),
         (FOUR_BY_8, (4, 8), "hybrid", [_hybrid(2, 2 * k) for k in range(4)], PORTS4),
+        # one rank a node: vLLM runs it as external load balancing, for a dense model too
+        (["host=sim_2x8"], (8, 2), "hybrid", [_hybrid(1, 0), _hybrid(1, 1)], ["8000", "8001"]),
         # TP8 x DP2: one rank a node, each rank its own server
         (["host=sim_2x8"], (8, 2), "external", [_external(0), _external(1)], ["8000", "8001"]),
         (FOUR_BY_8, (8, 4), "external", [_external(k) for k in range(4)], PORTS4),
@@ -83,10 +85,6 @@ def test_internal_is_todays_head_and_headless_followers_with_one_api_server() ->
         (["host=sim_2x8"], ["candidate.tensor_parallel_size=16", "candidate.data_parallel_size=1",
                             f"{LB}=hybrid"],
          "data_parallel_load_balancing", "hybrid", "one replica across 2 nodes"),
-        # vLLM turns hybrid with one rank a node into external
-        (["host=sim_2x8"], ["candidate.tensor_parallel_size=8", "candidate.data_parallel_size=2",
-                            f"{LB}=hybrid"],
-         "data_parallel_load_balancing", "hybrid", "vLLM turns hybrid into external load balancing"),
         # external is one server per rank; gauntlet runs one process a node
         (["host=sim_2x8"], ["candidate.data_parallel_size=4", f"{LB}=external"],
          "data_parallel_load_balancing", "external", "puts 2 ranks on each node"),
