@@ -7,9 +7,11 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+import httpx
 import pytest
 
 from launch.sim.cli import parse_args
+from launch.sim.client import SimEnergy
 from launch.sim.engine import Host
 from launch.sim.metrics import render_metrics
 from launch.sim.model import check_startup
@@ -79,3 +81,23 @@ def test_a_serving_node_reports_its_own_ranks_and_simulates_its_own_gpus(
     memory = check_startup(profile, cfg)
     text = render_metrics(Host(profile, cfg, memory), "m", memory, first)
     assert sorted(set(re.findall(r'engine="(\d+)"', text))) == engines
+
+
+@pytest.mark.parametrize(
+    ("others", "gpus", "joules"),
+    [
+        ([], 2, 1200.0),  # the head alone (internal: the head simulates every node)
+        (["http://n2:8001"], 4, 1200.0 + 600.0),  # hybrid: the other node's own GPUs too
+    ],
+)
+def test_simulated_energy_reads_every_serving_nodes_gpus(others: list[str], gpus: int, joules: float) -> None:
+    reads = {"http://n1:8000": [[0, 0], [800_000, 400_000]], "http://n2:8001": [[0, 0], [300_000, 300_000]]}
+    clock = {"http://n1:8000": [10.0, 14.0], "http://n2:8001": [3.0, 7.0]}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        url = f"http://{request.url.host}:{request.url.port}"
+        gpus_mj, now = reads[url].pop(0), clock[url].pop(0)
+        return httpx.Response(200, json={"virtual_s": now, "gpus_mj": gpus_mj, "model": "simulated"})
+
+    energy = SimEnergy("http://n1:8000", httpx.MockTransport(answer), others=others).open().close()
+    assert (energy.gpus, energy.joules, energy.duration_s) == (gpus, joules, 4.0)
