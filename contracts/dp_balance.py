@@ -51,10 +51,11 @@ def mode_refusal(mode: str, layout: NodeLayout, where: str) -> str | None:
     """Why ``mode`` cannot balance a candidate placed as ``layout`` on ``where`` (a host), or None.
 
     The reason says what is allowed: ``internal`` always; ``hybrid`` with DP over nodes; ``external`` with
-    DP over nodes and one rank on a node. With one rank on a node vLLM 0.32 runs ``hybrid`` as external load
-    balancing (it logs "autoswitch to data_parallel_external_lb"), for a dense model too, where it refuses
-    ``--data-parallel-external-lb`` at startup ("Non-MoE models do not support external data parallel
-    mode"): that refusal is vLLM's, classified as any startup failure."""
+    DP over nodes and one rank on a node. vLLM 0.32 decides the rest at startup (a refusal there is
+    classified as any startup failure): it refuses external balancing for a dense model ("Non-MoE models
+    do not support external data parallel mode"), and runs ``hybrid`` with one rank on a node as external
+    balancing ("autoswitch to data_parallel_external_lb"), which with a dense model failed at startup on
+    CPU (docs/multinode.md)."""
     if mode not in MODES:
         return f"one of {', '.join(MODES)}"
     if mode == "internal":

@@ -37,7 +37,7 @@ def _port(argv: tuple[str, ...]) -> str:
         (["host=sim_2x8"], (4, 4), "hybrid", [_hybrid(2, 0), _hybrid(2, 2)], ["8000", "8001"]),
         (["host=sim_2x8"], (2, 8), "hybrid", [_hybrid(4, 0), _hybrid(4, 4)], ["8000", "8001"]),
         (FOUR_BY_8, (4, 8), "hybrid", [_hybrid(2, 2 * k) for k in range(4)], PORTS4),
-        # one rank a node: vLLM runs it as external load balancing, for a dense model too
+        # one rank a node: rendered as asked; vLLM runs it as external load balancing (MoE models)
         (["host=sim_2x8"], (8, 2), "hybrid", [_hybrid(1, 0), _hybrid(1, 1)], ["8000", "8001"]),
         # TP8 x DP2: one rank a node, each rank its own server
         (["host=sim_2x8"], (8, 2), "external", [_external(0), _external(1)], ["8000", "8001"]),
