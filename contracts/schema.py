@@ -104,6 +104,8 @@ class CandidateConfig:
     max_num_seqs: int | None = None
     # Override of the service's KV cache dtype for this candidate; None = the service's.
     kv_cache_dtype: str | None = None
+    # DP over nodes: internal (the head's API), hybrid (an API per node), external (per rank); multinode.md.
+    data_parallel_load_balancing: str = "internal"
     # Further vLLM flags for this candidate only (same form as ServiceConfig.extra_args; wins over it).
     extra_args: dict[str, Any] = field(default_factory=dict)
     # Extra environment variables for this candidate's server process.

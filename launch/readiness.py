@@ -12,6 +12,7 @@ from collections.abc import Mapping
 import httpx
 
 from contracts.http_tls import default_verify
+from launch.api_servers import server_urls
 from launch.command import auth_headers
 from launch.engines import data_parallel_size, missing_engines
 from launch.tracking import Server, Tracker
@@ -72,10 +73,19 @@ class ServerApi:
             return f"{type(exc).__name__}: {exc}"
 
 
+def follower_urls(server: Server) -> list[str]:
+    """The base URLs of a multi-node server's serving followers (hybrid or external DP load balancing;
+    none under internal, where only the head serves)."""
+    names = [follower.node_name for follower in server.followers]
+    return server_urls(server.base_url, server.spec.followers, names)[1:]
+
+
 def ready_once(server: Server, client: httpx.Client, tracker: Tracker) -> None:
     """One readiness poll: returns when the process is alive, ``/health`` is 200 and ``/v1/models`` lists
     the served model, and for a multi-node server when ``/metrics`` reports every data-parallel rank's
-    engine (:mod:`launch.engines`); raises :class:`Exited` (the process is gone) or :class:`NotReady`."""
+    engine (:mod:`launch.engines`): with one API server per node, every node's server answers ``/health``
+    and their ``/metrics`` together report every engine; raises :class:`Exited` (the process is gone) or
+    :class:`NotReady`."""
     if tracker.gone(server):
         raise Exited(tracker.exit_code(server))
     try:
@@ -89,11 +99,16 @@ def ready_once(server: Server, client: httpx.Client, tracker: Tracker) -> None:
         if server.spec.served_model_name not in ids:
             raise NotReady(f"/v1/models lists {ids}, not {server.spec.served_model_name!r}")
         if server.followers:  # every rank, the other nodes' included, must report its engine
-            metrics = client.get("/metrics")
-            if metrics.status_code != 200:
-                raise NotReady(f"/metrics {metrics.status_code}")
+            urls = follower_urls(server)  # hybrid or external: every node's own server too
+            for url in urls:
+                if (code := client.get(f"{url}/health").status_code) != 200:
+                    raise NotReady(f"{url}/health {code}")
+            texts = [client.get("/metrics"), *(client.get(f"{url}/metrics") for url in urls)]
+            if bad := next((m for m in texts if m.status_code != 200), None):
+                raise NotReady(f"{bad.url} {bad.status_code}")
             dp = data_parallel_size(server.spec.argv)
-            if missing := missing_engines(metrics.text, dp):
-                raise NotReady(f"/metrics reports no engine {', '.join(missing)} of {dp}")
+            if missing := missing_engines("\n".join(m.text for m in texts), dp):
+                where = f" (of {len(texts)} servers)" if urls else ""
+                raise NotReady(f"/metrics{where} reports no engine {', '.join(missing)} of {dp}")
     except (httpx.TransportError, ValueError, AttributeError) as exc:
         raise NotReady(str(exc)) from exc

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from contracts.dp_balance import api_port, mode_refusal
 from contracts.errors import HarnessError, LaunchError, SpecError, SpecTamperedError
 from contracts.multinode import candidate_layout
 from contracts.network import network_env, wrap, wrapped_interface
@@ -30,6 +31,7 @@ from contracts.pipeline import pipeline_parallel_size
 from contracts.placement import NodeLayout
 from contracts.schema import CandidateConfig, HostConfig, ServiceConfig
 from contracts.secrets import ENV_REFERENCE, referenced
+from launch.api_servers import balanced_flags, with_port
 
 SPEC_VERSION = 1
 
@@ -391,7 +393,7 @@ def placement_env(candidate: CandidateConfig, host: HostConfig, pipeline: int = 
     return {CPU_BIND_ENV: cpu_binding(tp * pipeline, dp)}
 
 
-def node_flags(layout: NodeLayout, node: int, rpc_port: int) -> list[str]:
+def node_flags(layout: NodeLayout, node: int, rpc_port: int, balancing: str = "internal") -> list[str]:
     """The flags that place node ``node`` (0: the head) of a multi-node launch, after the candidate's own.
 
     DP over nodes (vLLM's multi-node data parallel): every node says its local ranks and the head's
@@ -399,6 +401,8 @@ def node_flags(layout: NodeLayout, node: int, rpc_port: int) -> list[str]:
     nodes, its TP or its pipeline stages (vLLM's ``--nnodes`` with the mp backend): every node says the
     node count, its rank and the head's address and port; a follower runs ``--headless``.
     """
+    if balancing != "internal":  # hybrid or external: every node serves its own ranks' API
+        return balanced_flags(layout, node, rpc_port, balancing, HEAD_ADDRESS)
     head = ["--headless"] if node else []
     if layout.tp_spans_nodes:
         return [*head, "--nnodes", str(layout.nodes), "--node-rank", str(node),
@@ -406,6 +410,12 @@ def node_flags(layout: NodeLayout, node: int, rpc_port: int) -> list[str]:
     start = ["--data-parallel-start-rank", str(node * layout.dp_local)] if node else []
     return [*head, *start, "--data-parallel-size-local", str(layout.dp_local),
             "--data-parallel-address", HEAD_ADDRESS, "--data-parallel-rpc-port", str(rpc_port)]  # fmt: skip
+
+
+def serving_port(argv: list[str], port: int, node: int, balancing: str) -> list[str]:
+    """A follower's command with its own API port under hybrid or external load balancing
+    (:func:`contracts.dp_balance.api_port`)."""
+    return argv if balancing == "internal" else with_port(argv, api_port(port, node))
 
 
 def resolve_head(argv: tuple[str, ...], address: str) -> tuple[str, ...]:
@@ -435,8 +445,14 @@ def render_spec(service: ServiceConfig, candidate: CandidateConfig, host: HostCo
         raise SpecError(
             f"candidate {candidate.name}: {layout}", hint="change TP, PP or DP, or the host's nodes"
         )
-    argv = [*common, *node_flags(layout, 0, host.rpc_port)] if layout.nodes > 1 else common
-    nodes = [[*follower_common, *node_flags(layout, node, host.rpc_port)] for node in range(1, layout.nodes)]
+    lb = candidate.data_parallel_load_balancing
+    if (refused := mode_refusal(lb, layout, f"host '{host.name}'")) is not None:
+        raise SpecError(f"candidate {candidate.name}: data_parallel_load_balancing {lb!r}", hint=refused)
+    argv = [*common, *node_flags(layout, 0, host.rpc_port, lb)] if layout.nodes > 1 else common
+    nodes = [
+        [*serving_port(follower_common, service.port, node, lb), *node_flags(layout, node, host.rpc_port, lb)]
+        for node in range(1, layout.nodes)
+    ]
     net: dict[str, str] = {}
     if layout.nodes > 1 and (interface := host.network.interface) is not None:  # every node on that network
         argv, nodes, net = (

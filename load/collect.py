@@ -133,6 +133,8 @@ class RunInfo:
     time_scale: float
     started_at: str  # ISO 8601, UTC
     base_url: str
+    #: Every API server the requests were spread over (load.spread; the head's first), or none: one server.
+    servers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -205,13 +207,13 @@ def summarize_run(
     if server is None and scrape_errors:
         run_notes.append(f"/metrics unavailable: {scrape_errors[0]}")
     summary = ProfileSummary(
-        **_fields(info, but="base_url"),
-        **_fields(figures, but="notes"),
+        **_fields(info, but=("base_url", "servers")),
+        **_fields(figures, but=("notes",)),
         client=health,
         server=server,
         interrupted=interrupted,
         time_bound=time_bound,
-        notes=run_notes + figures.notes,
+        notes=run_notes + figures.notes + spread_note(info.servers),
         settings=settings,
         tpot=tpot_stats(measured),
         slo=slo_summary(measured, slo, duration_s=figures.duration_s) if slo is not None else None,
@@ -223,10 +225,20 @@ def summarize_run(
         time_scale=info.time_scale,
         scrapes=parsed,
         errors=list(scrape_errors),
+        servers=list(info.servers),
     )
     return RunResult(records=ordered, summary=summary, metrics=metrics)
 
 
-def _fields(part: RunInfo | Figures, *, but: str) -> dict[str, Any]:
-    """A part of the summary, field by field under the summary's own names (but one, set otherwise)."""
-    return {f.name: getattr(part, f.name) for f in fields(part) if f.name != but}
+def _fields(part: RunInfo | Figures, *, but: tuple[str, ...]) -> dict[str, Any]:
+    """A part of the summary, field by field under the summary's own names (but those set otherwise)."""
+    return {f.name: getattr(part, f.name) for f in fields(part) if f.name not in but}
+
+
+def spread_note(servers: Sequence[str]) -> list[str]:
+    """The summary's note of a run spread over several API servers: which requests each answered."""
+    if len(servers) < 2:
+        return []
+    n = len(servers)
+    each = ", ".join(f"{url} (index mod {n} = {k})" for k, url in enumerate(servers))
+    return [f"requests spread round-robin by index over {n} API servers: {each}; /metrics summed over them"]

@@ -24,6 +24,7 @@ from load.client import Exchange, StreamClient
 from load.pacing import Pacer, make_pacer
 from load.plan import Request
 from load.sources import replays_offsets
+from load.spread import SpreadClient
 
 CHAT_PATH = "/v1/chat/completions"
 STOP_POLL_S = 0.05
@@ -146,7 +147,12 @@ class Dispatcher:
         remaining = (self.deadline_ns - called) / 1e9
         timeout = max(0.001, min(self.request_timeout_s, remaining))
         try:
-            return await self.stream.post_stream(CHAT_PATH, request.body, timeout_s=timeout)
+            stream = (
+                self.stream.for_request(request.index)
+                if isinstance(self.stream, SpreadClient)
+                else self.stream
+            )
+            return await stream.post_stream(CHAT_PATH, request.body, timeout_s=timeout)
         except asyncio.CancelledError:
             self.on_stopped(request, scheduled, called, self.stop_reason or "cancelled")
             raise

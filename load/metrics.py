@@ -73,6 +73,8 @@ class MetricsLog(BaseModel):
     time_scale: float
     scrapes: list[Scrape] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)  # scrapes that failed, with why
+    #: The API servers scraped and summed (load.spread), the head's first; empty: base_url alone.
+    servers: list[str] = Field(default_factory=list)
 
 
 def filter_scrape(text: str) -> str:

@@ -54,6 +54,7 @@ from load.plan import Plan, Request
 from load.progress import LiveRate, Progress
 from load.prompts import prepare_plan
 from load.scrape import Scraper
+from load.spread import SpreadClient, spread_clients
 from load.workers import WorkerJob, WorkerPool, WorkerResult, merge, rss_per_stream, worker_jobs
 from load.write import write_results
 
@@ -90,6 +91,7 @@ def run_profile(
     api_key: str | None = None,
     load: LoadConfig | None = None,
     on_window: Callable[[Literal["start", "end"]], None] | None = None,
+    servers: Sequence[str] = (),
 ) -> ProfileSummary:
     """Run ``workload`` against the server at ``base_url``; write and return its summary.
 
@@ -101,7 +103,8 @@ def run_profile(
     at. ``load`` (``cfg.load``) says how the client runs: ``workers`` processes for the measured
     requests, the send-lateness bound that flags a run ``late``, and the TLS files of an ``https://``
     base URL. ``on_window`` is called with ``"start"`` just before the measured window and ``"end"`` just
-    after it (the sweep reads the GPUs' energy there). Raises
+    after it (the sweep reads the GPUs' energy there). ``servers`` (the head's ``base_url`` first) spreads
+    the requests over a candidate's API servers, one per node or rank (:mod:`load.spread`). Raises
     :class:`~contracts.errors.LoadError` when the profile cannot run at all; request failures are
     recorded, never raised.
     """
@@ -116,6 +119,7 @@ def run_profile(
         time_scale=time_scale,
         started_at=datetime.now(UTC).isoformat(timespec="seconds"),
         base_url=base_url,
+        servers=tuple(url.rstrip("/") for url in servers) if len(servers) > 1 else (),
     )
     run_salt = salt if salt is not None else new_salt()
     run = _Run(info, workload, out_dir, progress=progress, clock=clock, cpu_clock=cpu_clock)
@@ -278,17 +282,24 @@ class _Run:
             headers=headers,
             verify=tls if tls is not None else default_verify(),
         )
+        spread = (  # one API server per node or rank: request i to server i mod n, /metrics summed
+            spread_clients(self.info.servers, transport=transport, clock=self.clock, headers=headers, tls=tls)
+            if self.info.servers
+            else None
+        )
         stream: StreamClient = (
-            HttpxStreamClient(base_url, transport=transport, clock=self.clock, headers=headers)
+            spread.stream
+            if spread is not None
+            else HttpxStreamClient(base_url, transport=transport, clock=self.clock, headers=headers)
             if transport is not None
             else RawStreamClient(base_url, clock=self.clock, headers=headers, tls=tls)
         )
         raw = (
             None
-            if transport is not None
+            if transport is not None or spread is not None
             else RawStreamClient(base_url, clock=self.clock, headers=headers, tls=tls)
         )
-        scraper = self.scraper = Scraper(aux, raw, self.clock)
+        scraper = self.scraper = spread.scraper if spread is not None else Scraper(aux, raw, self.clock)
         dispatcher = self.dispatcher = Dispatcher(
             stream,
             self.workload,
@@ -324,7 +335,7 @@ class _Run:
             if self._workers(measured) > 1:
                 await self._measure(stream, measured, stop)
             else:
-                if isinstance(stream, RawStreamClient):
+                if isinstance(stream, RawStreamClient | SpreadClient):
                     await unless(stream.preconnect(min(dispatcher.concurrency, len(measured))))
                 await self._measure(stream, measured, None)
             if not stop.is_set():
@@ -340,6 +351,8 @@ class _Run:
             await stream.aclose()
             if raw is not None:
                 await raw.aclose()
+            if spread is not None:
+                await spread.scraper.aclose()
             await aux.aclose()
 
     async def _unless_stopped(self, step: Awaitable[T]) -> T:
@@ -436,6 +449,7 @@ class _Run:
             self.workload,
             workers=self.load.workers,
             base_url=self.info.base_url,
+            servers=self.info.servers,
             headers=self.headers,
             load=self.load,
             time_scale=self.info.time_scale,

@@ -34,6 +34,7 @@ from load.collect import Collector
 from load.dispatch import DeferredWork, Dispatcher
 from load.harness import LoopWatch, Stall
 from load.plan import Request
+from load.spread import SpreadClient
 
 #: The parent picks the common start this far ahead of the moment every worker reported ready.
 START_AHEAD_NS = 50_000_000
@@ -57,6 +58,7 @@ class WorkerJob:
     time_scale: float
     t0_ns: int  # the run's origin (the parent's), so every record counts from the same t = 0
     deadline_ns: int  # the profile's time bound, absolute
+    servers: tuple[str, ...] = ()  # several API servers: request i to server i mod n (load.spread)
 
 
 @dataclass
@@ -243,7 +245,11 @@ async def _work(job: WorkerJob, pipe: Any, stop: Any, counters: Any, result: Wor
     collector = Collector(t0_ns=job.t0_ns, time_scale=job.time_scale)
     deferred = DeferredWork()
     tls = tls_context(job.load) if job.base_url.startswith("https:") else None
-    stream = RawStreamClient(job.base_url, clock=clock, headers=job.headers, tls=tls)
+    stream: RawStreamClient | SpreadClient = (
+        SpreadClient([RawStreamClient(url, clock=clock, headers=job.headers, tls=tls) for url in job.servers])
+        if job.servers
+        else RawStreamClient(job.base_url, clock=clock, headers=job.headers, tls=tls)
+    )
     dispatcher = Dispatcher(
         stream,
         job.workload,
@@ -290,7 +296,9 @@ async def _work(job: WorkerJob, pipe: Any, stop: Any, counters: Any, result: Wor
     _store(counters, job.index, stream.reads_received(), collector, 0)
 
 
-async def _publish(index: int, counters: Any, stream: RawStreamClient, collector: Collector, d: Any) -> None:
+async def _publish(
+    index: int, counters: Any, stream: RawStreamClient | SpreadClient, collector: Collector, d: Any
+) -> None:
     while True:
         await asyncio.sleep(PUBLISH_EVERY_S)
         _store(counters, index, stream.reads_received(), collector, len(d.inflight))
@@ -313,6 +321,7 @@ def worker_jobs(
     time_scale: float,
     t0_ns: int,
     deadline_ns: int,
+    servers: tuple[str, ...] = (),
 ) -> list[WorkerJob]:
     """The jobs of one measured phase (see :func:`split`)."""
     return [
@@ -326,6 +335,7 @@ def worker_jobs(
             time_scale=time_scale,
             t0_ns=t0_ns,
             deadline_ns=deadline_ns,
+            servers=servers,
         )
         for k, (share, part) in enumerate(split(requests, max(1, workload.concurrency), workers))
     ]

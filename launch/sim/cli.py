@@ -52,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("--data-parallel-address", "-dpa", default=None)
     add("--data-parallel-rpc-port", "-dpp", type=int, default=None)
     add("--headless", action=BOOL, default=False)
+    # One API server per node (hybrid) or per rank (external): each serves its own ranks (launch.sim.nodes).
+    add("--data-parallel-hybrid-lb", "-dph", action=BOOL, default=False)
+    add("--data-parallel-external-lb", "-dpe", action=BOOL, default=False)
+    add("--data-parallel-rank", "-dpn", type=int, default=None)
     add("--nnodes", "-n", type=int, default=1)
     add("--node-rank", "-r", type=int, default=0)
     add("--master-addr", default=None)

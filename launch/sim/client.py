@@ -14,6 +14,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 
 import httpx
 from pydantic import ValidationError
@@ -52,13 +53,20 @@ def sim_gpu_memory(
         ) from exc
 
 
-def _energy_reading(base_url: str, transport: httpx.BaseTransport | None) -> tuple[float, list[int], str]:
-    """The simulator's virtual clock, each GPU's energy counter (mJ) and its power model, in words."""
+def _energy_reading(
+    base_url: str, transport: httpx.BaseTransport | None, others: Sequence[str] = ()
+) -> tuple[float, list[int], str]:
+    """The simulator's virtual clock, each GPU's energy counter (mJ) and its power model, in words; with
+    ``others`` (the other nodes' servers of a hybrid or external launch, each simulating its own node's
+    GPUs), every node's GPUs, the head's first, on the head's clock."""
+    readings = []
     with httpx.Client(transport=transport, timeout=10.0, verify=default_verify()) as client:
-        response = client.get(base_url.rstrip("/") + ENERGY_PATH)
-        response.raise_for_status()
-        data = response.json()
-    return float(data["virtual_s"]), [int(v) for v in data["gpus_mj"]], str(data["model"])
+        for url in (base_url, *others):
+            response = client.get(url.rstrip("/") + ENERGY_PATH)
+            response.raise_for_status()
+            readings.append(response.json())
+    gpus = [int(v) for data in readings for v in data["gpus_mj"]]
+    return float(readings[0]["virtual_s"]), gpus, str(readings[0]["model"])
 
 
 Reading = tuple[float, list[int], str]
@@ -74,16 +82,18 @@ class _SimWindow:
         """The measured window's start or end: read the counters there (a failed read keeps the run's)."""
         with contextlib.suppress(*_FAILED):
             if which == "start":
-                self._start = _energy_reading(self._meter.base_url, self._meter.transport)
+                self._start = _energy_reading(self._meter.base_url, self._meter.transport, self._meter.others)
                 self._end = None
             elif self._start is not None and self._end is None:
-                self._end = _energy_reading(self._meter.base_url, self._meter.transport)
+                self._end = _energy_reading(self._meter.base_url, self._meter.transport, self._meter.others)
 
     def close(self) -> RunEnergy:
         if self._start is None:
             return not_measured(self._error)
         try:
-            t1, end, model = self._end or _energy_reading(self._meter.base_url, self._meter.transport)
+            t1, end, model = self._end or _energy_reading(
+                self._meter.base_url, self._meter.transport, self._meter.others
+            )
         except _FAILED as exc:
             return not_measured(f"not measured: {ENERGY_PATH} failed at the run's end ({exc})")
         t0, start, _ = self._start
@@ -95,11 +105,13 @@ class _SimWindow:
 class SimEnergy:
     """Energy windows read from the simulator's power model (``GET /sim/energy``); never raises."""
 
-    def __init__(self, base_url: str, transport: httpx.BaseTransport | None = None) -> None:
-        self.base_url, self.transport = base_url, transport
+    def __init__(
+        self, base_url: str, transport: httpx.BaseTransport | None = None, others: Sequence[str] = ()
+    ) -> None:
+        self.base_url, self.transport, self.others = base_url, transport, tuple(others)
 
     def open(self) -> EnergyWindow:
         try:
-            return _SimWindow(self, _energy_reading(self.base_url, self.transport), "")
+            return _SimWindow(self, _energy_reading(self.base_url, self.transport, self.others), "")
         except _FAILED as exc:
             return _SimWindow(self, None, f"not measured: {ENERGY_PATH} failed at the run's start ({exc})")

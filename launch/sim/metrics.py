@@ -38,12 +38,13 @@ class _Family:
         self.sample(hist.total, "_sum", **labels)
 
 
-def render_metrics(host: Host, model_name: str, memory: MemoryPlan) -> str:
-    """The whole /metrics body."""
+def render_metrics(host: Host, model_name: str, memory: MemoryPlan, first_rank: int = 0) -> str:
+    """The whole /metrics body; ``engine`` labels from ``first_rank`` (a node's first DP rank when each node
+    serves its own ranks, as vLLM's hybrid and external load balancing do)."""
     out: list[str] = []
     replicas = host.replicas
     cfg = host.cfg
-    engines = [str(r.index) for r in replicas]
+    engines = [str(first_rank + r.index) for r in replicas]
 
     def family(name: str, kind: str, help_text: str) -> _Family:
         return _Family(out, name, kind, help_text)

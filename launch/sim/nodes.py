@@ -58,6 +58,11 @@ class NodeRole:
     tp_spans: bool  # one replica's TP spans the nodes (--nnodes), not DP over them
     local_gpus: int  # GPUs this node's ranks use
     stages_span: bool = False  # one replica's pipeline stages span the nodes (--nnodes), its TP within one
+    #: Hybrid or external DP load balancing: this node serves its own ranks' API (first_rank ..
+    #: first_rank + local_ranks - 1) and simulates only them; the head still gathers the nodes.
+    serves: bool = False
+    first_rank: int = 0
+    local_ranks: int = 0
 
 
 def node_role(raw: Mapping[str, Any], tp: int, dp: int, pp: int = 1) -> NodeRole | str | None:
@@ -75,13 +80,24 @@ def node_role(raw: Mapping[str, Any], tp: int, dp: int, pp: int = 1) -> NodeRole
             bool(raw.get("headless")), nnodes, rank, address, port, tp > gpus, gpus, pp > 1 and tp <= gpus
         )
     local = raw.get("data_parallel_size_local")
+    address = raw.get("data_parallel_address") or "127.0.0.1"
+    port = raw.get("data_parallel_rpc_port") or 29550
+    if raw.get("data_parallel_external_lb") or raw.get("data_parallel_rank") is not None:
+        rank = raw.get("data_parallel_rank") or 0
+        if dp < 2 or not 0 <= rank < dp or local not in (None, 1):
+            return f"--data-parallel-rank {rank} with --data-parallel-size {dp}: one rank of 2 or more"
+        return NodeRole(False, dp, rank, address, port, False, tp * pp, serves=True, first_rank=rank,
+                        local_ranks=1)  # fmt: skip
     if local is None or local >= dp:
         return None
     if local < 1 or dp % local:
         return f"--data-parallel-size-local {local} does not divide --data-parallel-size {dp}"
     start = raw.get("data_parallel_start_rank") or 0
-    address = raw.get("data_parallel_address") or "127.0.0.1"
-    port = raw.get("data_parallel_rpc_port") or 29550
+    if raw.get("data_parallel_hybrid_lb"):
+        if raw.get("headless"):
+            return "data_parallel_hybrid_lb is not applicable in headless mode"
+        return NodeRole(False, dp // local, start // local, address, port, False, tp * pp * local,
+                        serves=True, first_rank=start, local_ranks=local)  # fmt: skip
     return NodeRole(bool(raw.get("headless")), dp // local, start // local, address, port, False, tp * local)
 
 
@@ -108,6 +124,9 @@ def multinode_profile(profile: Profile, role: NodeRole) -> Profile:
     (:func:`launch.sim.pipeline.node_crossing_ms`), DP over nodes by :data:`DP_SYNC_MS` a step."""
     widest = max(profile.topology)
     topology = dict(profile.topology)
+    if role.serves:  # hybrid or external: this node's own GPUs and ranks, in step with the other nodes'
+        topology = {tp: replace(t, fixed_ms=t.fixed_ms + DP_SYNC_MS) for tp, t in topology.items()}
+        return replace(profile, topology=topology)
     if role.tp_spans:
         for k in range(2, role.nodes + 1):
             topology[widest * k] = cross_node_topology(profile.topology[widest], k)
@@ -176,24 +195,19 @@ class Followers:
 # ------------------------------------------------------------------------------------------ a follower
 
 
-async def follow(role: NodeRole, log: Log, *, exit_after_s: float | None = None) -> int:
-    """A ``--headless`` follower: join the head, hold the place until the head goes or a signal comes.
-
-    ``exit_after_s`` (``--sim-follower-exit-s``) makes it die with exit code 1, as a failing node would."""
+async def join(
+    role: NodeRole, log: Log, *, exit_after_s: float | None = None
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | int:
+    """Join the head at its RPC port: the open link (its end is the head's), or an exit code."""
     begun = time.monotonic()
     deadline = begun + JOIN_TIMEOUT_S
-    log(
-        "INFO",
-        "launcher.py",
-        f"headless node {role.node_rank}: joining the head at {role.address}:{role.port}",
-    )
     while True:
         try:
             reader, writer = await asyncio.open_connection(role.address, role.port)
             break
         except OSError as exc:
             if exit_after_s is not None and time.monotonic() >= begun + exit_after_s:
-                log("ERROR", "core.py", f"headless node {role.node_rank}: simulated node failure "
+                log("ERROR", "core.py", f"node {role.node_rank}: simulated node failure "
                     f"(--sim-follower-exit-s {exit_after_s:g}) before joining")  # fmt: skip
                 return 1
             if time.monotonic() >= deadline:
@@ -205,6 +219,23 @@ async def follow(role: NodeRole, log: Log, *, exit_after_s: float | None = None)
     if await reader.readline() != b"ok\n":
         log("ERROR", "launcher.py", "the head refused this node")
         return 1
+    return reader, writer
+
+
+async def follow(role: NodeRole, log: Log, *, exit_after_s: float | None = None) -> int:
+    """A ``--headless`` follower: join the head, hold the place until the head goes or a signal comes.
+
+    ``exit_after_s`` (``--sim-follower-exit-s``) makes it die with exit code 1, as a failing node would."""
+    begun = time.monotonic()
+    log(
+        "INFO",
+        "launcher.py",
+        f"headless node {role.node_rank}: joining the head at {role.address}:{role.port}",
+    )
+    link = await join(role, log, exit_after_s=exit_after_s)
+    if isinstance(link, int):
+        return link
+    reader, writer = link
     log("INFO", "launcher.py", f"headless node {role.node_rank} joined; {role.local_gpus} GPU(s) serving")
     gone: asyncio.Future[Any] = asyncio.ensure_future(reader.read())
     loop = asyncio.get_running_loop()

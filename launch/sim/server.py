@@ -36,7 +36,7 @@ from launch.sim.model import (
     message_text,
     prompt_digest,
 )
-from launch.sim.nodes import Followers, NodeRole, follow, multinode_profile, node_role
+from launch.sim.nodes import Followers, NodeRole, follow, join, multinode_profile, node_role
 from launch.sim.profile import Profile, ProfileError, load_profile
 from launch.sim.requests import BadRequest, error_body, parse_chat, parse_json, tokenize
 from launch.sim.runtime import Runtime
@@ -87,6 +87,7 @@ class SimServer:
         self.host = Host(profile, cfg, memory)
         self.runtime = Runtime(self.host, args.time_scale, clock=clock, coalesce_s=args.coalesce_s)
         self.finished_requests = 0
+        self.first_rank = 0  # the first DP rank this server serves (a hybrid or external node's)
         self.dead = False
         self.health_hangs_at: float | None = args.hang_health_after_s
         #: like vLLM: --api-key, else VLLM_API_KEY; paths under GUARDED_PREFIX then need the Bearer token
@@ -234,7 +235,7 @@ class SimServer:
             self._send(writer, 200, json.dumps(version).encode())
             return True
         if path == "/metrics" and method == "GET":
-            text = render_metrics(self.host, self.served_model_name, self.memory).encode()
+            text = render_metrics(self.host, self.served_model_name, self.memory, self.first_rank).encode()
             self._send(writer, 200, text, "text/plain; version=0.0.4; charset=utf-8")
             return True
         if path == "/sim/gpu_memory" and method == "GET":
@@ -431,6 +432,8 @@ async def _start_up(
             return _startup_failure(StartupError("init-failed", [f"ValueError: the local ranks need {gpus}"]))
         profile = multinode_profile(profile, role)
     cfg = replace(args.engine, max_model_len=args.max_model_len or profile.model.max_model_len)
+    if role is not None and role.serves:  # a hybrid or external node simulates only its own ranks
+        cfg = replace(cfg, data_parallel_size=role.local_ranks)
     log(
         "INFO",
         "api_server.py",
@@ -476,7 +479,17 @@ async def serve(args: SimArgs, role: NodeRole | None = None) -> int:
     server = SimServer(args, *started)
     loop = asyncio.get_running_loop()
     server.exit_code = loop.create_future()
-    followers = Followers(role, log) if role else None
+    if role is not None and role.serves:
+        server.first_rank = role.first_rank
+    if role is not None and role.serves and role.node_rank > 0:  # join the head, then serve this node's API
+        link = await join(role, log, exit_after_s=args.raw.get("sim_follower_exit_s"))
+        if isinstance(link, int):
+            return link
+        log("INFO", "launcher.py", f"node {role.node_rank} joined; serving ranks {role.first_rank}.."
+            f"{role.first_rank + role.local_ranks - 1}")  # fmt: skip
+        head_gone = asyncio.ensure_future(link[0].read())
+        head_gone.add_done_callback(lambda _gone: _head_gone(server))
+    followers = Followers(role, log) if role and role.node_rank == 0 else None
     if followers is not None:
         try:
             await followers.open()
@@ -532,6 +545,13 @@ async def serve(args: SimArgs, role: NodeRole | None = None) -> int:
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await asyncio.gather(engine_task, stats_task, return_exceptions=True)
     return code
+
+
+def _head_gone(server: SimServer) -> None:
+    """A serving node's head went away: the node goes too, as a headless follower does."""
+    if not server.dead and server.exit_code is not None and not server.exit_code.done():
+        log("INFO", "launcher.py", "the head went away; exiting")
+        server._exit(0)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from contracts.dp_balance import balance_problems
 from contracts.errors import ConfigError, ConfigProblem, HarnessError
 from contracts.labelled import is_labelled
 from contracts.multinode import candidate_layout
@@ -233,6 +234,8 @@ def candidate_problems(cand: CandidateConfig, host: HostConfig, where: Any) -> l
         bad(["moe_backend"], cand.moe_backend, f"a vLLM MoE backend{hint}: {', '.join(MOE_BACKENDS)}")
     if cand.kv_cache_dtype is not None and cand.kv_cache_dtype not in KV_CACHE_DTYPES:
         bad(["kv_cache_dtype"], cand.kv_cache_dtype, f"one of {', '.join(KV_CACHE_DTYPES)}")
+    for path, value, allowed in balance_problems(cand, host):  # hybrid/external DP load balancing
+        bad(path, value, allowed)
     for key in ("max_num_batched_tokens", "max_num_seqs"):
         value = getattr(cand, key)
         if value is not None and int(value) < 1:

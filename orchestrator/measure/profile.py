@@ -20,6 +20,7 @@ import httpx
 from contracts.errors import ClientPaused, GauntletError, HarnessError, sweep_dir_error
 from contracts.results import WatchEvent
 from contracts.schema import WorkloadConfig
+from launch.api_servers import server_urls
 from launch.spec import LaunchSpec
 from load.client import failed_ending
 from orchestrator.ledger.events import LoadFinished, LoadStarted
@@ -162,7 +163,17 @@ def _run(
         api_key=spec.api_key(os.environ),
         load=ctx.cfg.load,
         on_window=on_window,
+        **spread_over(session),
     )
+
+
+def spread_over(session: ServerSession) -> dict[str, list[str]]:
+    """``servers`` for the load runner when the candidate runs an API server per node or rank (hybrid or
+    external DP load balancing: :func:`launch.api_servers.server_urls`); nothing for one API server."""
+    server, spec = session.server, session.spec
+    names = [follower.node_name for follower in server.followers] if server is not None else []
+    urls = server_urls(spec.base_url, spec.followers, names)
+    return {"servers": urls} if len(urls) > 1 else {}
 
 
 def free_memory(ctx: SweepContext, spec: LaunchSpec) -> list[float] | None:

@@ -76,6 +76,7 @@ class RunProfile(Protocol):
         api_key: str | None = None,
         load: LoadConfig | None = None,
         on_window: Callable[[Literal["start", "end"]], None] | None = None,
+        servers: Sequence[str] = (),
     ) -> ProfileSummary: ...
 
 
@@ -197,6 +198,7 @@ def _cancel_job(job: RemoteJob, sweep_dir: Path) -> str:
 
 def real_seams() -> Seams:
     """The production wiring: the real supervisor, load runner, NVML and the simulator's memory endpoint."""
+    from launch.api_servers import server_urls  # noqa: PLC0415
     from launch.nvml import NvmlProbe, probe_host  # noqa: PLC0415  (keeps `plan` free of it)
     from launch.sim.client import SimEnergy, sim_gpu_memory  # noqa: PLC0415
     from launch.supervisor import Supervisor  # noqa: PLC0415
@@ -213,8 +215,8 @@ def real_seams() -> Seams:
         return None
 
     def energy(spec: LaunchSpec) -> EnergyMeter:
-        if spec.host_kind == "sim":
-            return SimEnergy(spec.base_url)
+        if spec.host_kind == "sim":  # with an API server per node, every node's simulated GPUs
+            return SimEnergy(spec.base_url, others=server_urls(spec.base_url, spec.followers, [])[1:])
         if spec.host_kind == "gpu":
             return gpu_energy(spec, nvml, supervisor.server_groups)
         return Unmeasured(f"not measured: host.kind is {spec.host_kind} (no GPU energy to read)")
