@@ -104,6 +104,9 @@ class CandidateConfig:
     max_num_seqs: int | None = None
     # Override of the service's KV cache dtype for this candidate; None = the service's.
     kv_cache_dtype: str | None = None
+    # How a candidate spanning nodes runs there: mp (a head and --headless followers) or ray (a Ray
+    # cluster, one vllm serve on the head; docs/multinode.md, Ray). Unused within one node.
+    multinode_backend: str = "mp"
     # Further vLLM flags for this candidate only (same form as ServiceConfig.extra_args; wins over it).
     extra_args: dict[str, Any] = field(default_factory=dict)
     # Extra environment variables for this candidate's server process.
@@ -148,6 +151,8 @@ class HostConfig:
     # entrypoint; empty: entrypoint. The cpu host's module entry point has no headless mode, so its
     # followers start through `vllm serve` (scripts/vllm_serve.py; docs/multinode.md).
     follower_entrypoint: list[str] = field(default_factory=list)
+    # The Ray CLI a candidate with multinode_backend: ray starts each node's Ray with (`ray start`).
+    ray_entrypoint: list[str] = field(default_factory=lambda: ["ray"])
     # Environment variables every server on this host gets.
     env: dict[str, str] = field(default_factory=dict)
     # Names (shell globs: NCCL_*, VLLM_*, PYTORCH_*, CUDA_*, HF_*) of variables of gauntlet's own environment

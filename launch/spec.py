@@ -28,6 +28,7 @@ from contracts.multinode import candidate_layout
 from contracts.network import network_env, wrap, wrapped_interface
 from contracts.pipeline import pipeline_parallel_size
 from contracts.placement import NodeLayout
+from contracts.ray_backend import backend_problems, ray_commands
 from contracts.schema import CandidateConfig, HostConfig, ServiceConfig
 from contracts.secrets import ENV_REFERENCE, referenced
 
@@ -116,7 +117,8 @@ class LaunchSpec:
     #: inherited PATH is.
     env_passthrough: tuple[str, ...] = ()
     #: The other nodes' commands of a candidate spanning nodes (node k = index + 1; empty: one node). The
-    #: head's is ``argv``; each follower runs ``--headless`` and meets the head at ``HEAD_ADDRESS``.
+    #: head's is ``argv``; each follower runs ``--headless`` and meets the head at ``HEAD_ADDRESS`` (under
+    #: Ray, ``multinode_backend: ray``, a follower is the node's ``ray start``: contracts.ray_backend).
     followers: tuple[tuple[str, ...], ...] = ()
     #: The nice value of the server's scheduling group (host.server_autogroup_nice; None: left alone). How
     #: the host schedules the server, not what the server is: outside the fingerprint.
@@ -130,7 +132,7 @@ class LaunchSpec:
     @property
     def rpc_port(self) -> int | None:
         """The port a multi-node server's ranks meet on at the head (None: a single-node spec)."""
-        for flag in ("--data-parallel-rpc-port", "--master-port"):
+        for flag in ("--data-parallel-rpc-port", "--master-port", "--ray-port"):
             if self.followers and flag in self.argv[:-1]:
                 return int(self.argv[self.argv.index(flag) + 1])
         return None
@@ -409,8 +411,9 @@ def node_flags(layout: NodeLayout, node: int, rpc_port: int) -> list[str]:
 
 
 def resolve_head(argv: tuple[str, ...], address: str) -> tuple[str, ...]:
-    """``argv`` with the head node's address in place of :data:`HEAD_ADDRESS` (at launch, not in the spec)."""
-    return tuple(address if part == HEAD_ADDRESS else part for part in argv)
+    """``argv`` with the head node's address in place of :data:`HEAD_ADDRESS` (at launch, not in the spec),
+    also inside an item (Ray's ``--address {head_address}:PORT``)."""
+    return tuple(part.replace(HEAD_ADDRESS, address) for part in argv)
 
 
 def render_spec(service: ServiceConfig, candidate: CandidateConfig, host: HostConfig) -> LaunchSpec:
@@ -435,8 +438,19 @@ def render_spec(service: ServiceConfig, candidate: CandidateConfig, host: HostCo
         raise SpecError(
             f"candidate {candidate.name}: {layout}", hint="change TP, PP or DP, or the host's nodes"
         )
-    argv = [*common, *node_flags(layout, 0, host.rpc_port)] if layout.nodes > 1 else common
-    nodes = [[*follower_common, *node_flags(layout, node, host.rpc_port)] for node in range(1, layout.nodes)]
+    problems = backend_problems(
+        candidate.multinode_backend, [service.extra_args, candidate.extra_args], layout
+    )
+    if problems:
+        raise SpecError(
+            f"candidate {candidate.name}: " + "; ".join(f"{f} = {v!r}: allowed {a}" for f, v, a in problems),
+            hint="set multinode_backend to mp or ray (docs/multinode.md)",
+        )
+    if layout.nodes > 1 and candidate.multinode_backend == "ray":  # Ray's cluster, vllm serve on the head
+        argv, nodes = ray_commands(host.ray_entrypoint, common, layout, host.rpc_port)
+    else:
+        argv = [*common, *node_flags(layout, 0, host.rpc_port)] if layout.nodes > 1 else common
+        nodes = [[*follower_common, *node_flags(layout, k, host.rpc_port)] for k in range(1, layout.nodes)]
     net: dict[str, str] = {}
     if layout.nodes > 1 and (interface := host.network.interface) is not None:  # every node on that network
         argv, nodes, net = (

@@ -9,6 +9,7 @@ sweep left as the live service: it must be the configured baseline, and is stopp
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -83,7 +84,18 @@ def runs(cmdline: Sequence[str], argv: Sequence[str], *, wrapped: bool = False) 
     ):
         return False
     got = tuple(cmdline[len(cmdline) - len(tail) :])
-    return all(want in (have, HEAD_ADDRESS) for want, have in zip(tail, got, strict=True))
+    return all(_same(want, have) for want, have in zip(tail, got, strict=True))
+
+
+def _same(want: str, have: str) -> bool:
+    """One argument: the same, or the same with the head's address where ``want`` has the placeholder
+    (the whole item, or a part of it: Ray's ``--address {head_address}:PORT``)."""
+    if want in (have, HEAD_ADDRESS):
+        return True
+    if HEAD_ADDRESS not in want:
+        return False
+    pattern = r"\S+".join(re.escape(part) for part in want.split(HEAD_ADDRESS))
+    return re.fullmatch(pattern, have) is not None
 
 
 def stop_leftovers(

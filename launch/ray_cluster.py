@@ -1,0 +1,66 @@
+"""Teardown's ``ray stop`` on every node of a Ray candidate (``multinode_backend: ray``).
+
+Pipeline position: under :meth:`launch.supervisor.Supervisor.teardown`, after the head
+(:mod:`launch.ray_head`: ``vllm serve`` and Ray's head) and each node's ``ray start --block`` have been
+stopped, and before the per-node check (:mod:`launch.nodecheck`) proves nothing is left. Inside a SLURM
+job each node gets a job step that runs its ``ray stop --force`` (Ray's processes a ``ray start`` left
+behind: a raylet that outlived its ``--block`` process); a node whose step fails is named in a note and
+never keeps the other nodes from theirs. Outside SLURM every node is this machine, where ``ray stop``
+would end every Ray of the user, so nothing is run: the per-node check finds and kills the server's
+processes by their tag (Ray's processes carry it: they inherit their ``ray start``'s environment).
+``srun`` is an injected seam::
+
+    stop_ray(spec, [(0, "n1", "61"), (1, "n2", "61")])
+    # ['node 0 (n1): ray stop: Stopped all 5 Ray processes.', 'node 1 (n2): ray stop: ...']
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Sequence
+
+from contracts.ray_backend import RAY_HEAD_MODULE, ray_entrypoint
+from launch.node_agent import NODE_ENV
+from launch.spec import LaunchSpec
+
+#: The prefix of a ``ray stop`` step's name: ``gauntlet-raystop<k>-<port>``.
+STEP_PREFIX = "gauntlet-raystop"
+#: How long one node's ``ray stop`` step may take (seconds; Ray's own stop waits up to about 16 s).
+STOP_TIMEOUT_S = 60.0
+
+Run = Callable[[Sequence[str]], str]
+
+
+def is_ray(spec: LaunchSpec) -> bool:
+    """The spec's head runs Ray's head (:mod:`launch.ray_head`), its followers each node's ``ray start``."""
+    return bool(spec.followers) and RAY_HEAD_MODULE in spec.argv
+
+
+def stop_command(spec: LaunchSpec, node: int, name: str, job: str) -> list[str]:
+    """Node ``node``'s ``ray stop --force`` as a step of SLURM job ``job``."""
+    ray = ray_entrypoint(spec.followers[0]) if spec.followers else ["ray"]
+    return ["srun", f"--jobid={job}", "--nodes=1", "--ntasks=1", f"--nodelist={name}", "--overlap",
+            f"--job-name={STEP_PREFIX}{node}-{spec.port}", "env", f"{NODE_ENV}={name}",
+            *ray, "stop", "--force"]  # fmt: skip
+
+
+def _run(argv: Sequence[str]) -> str:
+    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=STOP_TIMEOUT_S, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"exit {done.returncode}: {(done.stderr or done.stdout).strip()[-300:]}")
+    return done.stdout
+
+
+def stop_ray(spec: LaunchSpec, nodes: Sequence[tuple[int, str, str]], run: Run = _run) -> list[str]:
+    """``ray stop --force`` on each ``(node, name, SLURM job)`` that is a SLURM node, one step each; a note
+    per node (what Ray said, or why the step failed: never raised, so every node gets its stop)."""
+    notes: list[str] = []
+    for node, name, job in nodes:
+        if not job:
+            continue
+        try:
+            said = run(stop_command(spec, node, name, job)).strip().splitlines()
+            notes.append(f"node {node} ({name}): ray stop: {said[-1] if said else 'done'}")
+        except Exception as exc:  # one node's failure never stops the other nodes' ray stop
+            notes.append(f"node {node} ({name}): ray stop failed: {type(exc).__name__}: {exc}")
+    return notes

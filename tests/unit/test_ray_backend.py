@@ -1,0 +1,321 @@
+"""The Ray backend of a candidate spanning nodes (``multinode_backend: ray``): what is rendered per node, what
+is refused when the config is validated, how the head reads ``ray status`` and waits for the nodes, the
+teardown's ``ray stop`` steps, and how a recorded Ray command line is recognised (contracts/ray_backend.py,
+launch/ray_head.py, launch/ray_cluster.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pytest
+
+from contracts.errors import ConfigError, SpecError
+from contracts.placement import NodeLayout
+from contracts.ray_backend import backend_problems, joined_nodes
+from launch.ray_cluster import is_ray, stop_ray
+from launch.ray_head import parse, wait_for_nodes
+from launch.spec import HEAD_ADDRESS, LaunchSpec, render_spec, resolve_head
+from orchestrator.servers.leftovers import runs
+from tests.unit.composed import load
+
+RAY = ["python", "-m", "launch.sim.ray"]  # sim_2x8's ray_entrypoint
+
+
+def _spec(*overrides: str) -> LaunchSpec:
+    cfg, _ = load(["host=sim_2x8", "candidate=tp4_dp2", "host.rpc_port=29550", *overrides])
+    return render_spec(cfg.service, cfg.candidate, cfg.host)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "vllm_tail", "nodes"),
+    [
+        # TP8 x PP2: one replica, a stage per node: Ray's executor spans the nodes
+        (["candidate.tensor_parallel_size=8", "candidate.data_parallel_size=1",
+          "+candidate.extra_args.pipeline-parallel-size=2"], ["--distributed-executor-backend", "ray"], 2),
+        # TP16: one replica whose TP spans both nodes
+        (["candidate.tensor_parallel_size=16", "candidate.data_parallel_size=1"],
+         ["--distributed-executor-backend", "ray"], 2),
+        # TP8 x DP2: a replica a node, Ray places the DP engines
+        (["candidate.tensor_parallel_size=8", "candidate.data_parallel_size=2"],
+         ["--data-parallel-backend", "ray", "--data-parallel-size-local", "1", "--data-parallel-address",
+          HEAD_ADDRESS], 2),
+        # TP4 x DP4: two replicas a node
+        (["candidate.tensor_parallel_size=4", "candidate.data_parallel_size=4"],
+         ["--data-parallel-backend", "ray", "--data-parallel-size-local", "2", "--data-parallel-address",
+          HEAD_ADDRESS], 2),
+    ],
+)  # fmt: skip
+def test_a_ray_candidate_renders_ray_on_every_node_and_one_vllm_serve_on_the_head(
+    overrides: list[str], vllm_tail: list[str], nodes: int
+) -> None:
+    spec = _spec(*overrides, "candidate.multinode_backend=ray")
+    argv = list(spec.argv)
+    head_ray = ["start", "--head", "--node-ip-address", HEAD_ADDRESS, "--port", "29550",
+                "--include-dashboard=false", "--resources", '{"gauntlet_node_0":1}', "--disable-usage-stats",
+                "--block"]  # fmt: skip
+    wrapper = ["python", "-m", "launch.ray_head", "--nodes", str(nodes), "--address", HEAD_ADDRESS,
+               "--ray-port", "29550", "--join-timeout-s", "120", "--", *RAY, *head_ray, "--"]  # fmt: skip
+    assert argv[: len(wrapper)] == wrapper
+    serve = argv[len(wrapper) :]
+    assert serve[:3] == ["python", "-m", "launch.sim"] and serve[-len(vllm_tail) :] == vllm_tail
+    for absent in ("--headless", "--nnodes", "--node-rank", "--master-addr", "--data-parallel-rpc-port"):
+        assert absent not in serve
+    followers = [list(f) for f in spec.followers]
+    assert followers == [
+        [*RAY, "start", "--address", f"{HEAD_ADDRESS}:29550", "--resources", f'{{"gauntlet_node_{k}":1}}',
+         "--disable-usage-stats", "--block"]
+        for k in range(1, nodes)
+    ]  # fmt: skip
+    assert spec.rpc_port == 29550 and is_ray(spec)
+
+
+@pytest.mark.parametrize(
+    ("backend", "fingerprint_same_as_default"),
+    [("mp", True), ("ray", False)],
+)
+def test_the_default_backend_renders_as_before_and_ray_differs(
+    backend: str, fingerprint_same_as_default: bool
+) -> None:
+    tp16 = ["candidate.tensor_parallel_size=16", "candidate.data_parallel_size=1"]
+    default, chosen = _spec(*tp16), _spec(*tp16, f"candidate.multinode_backend={backend}")
+    same = default.fingerprint == chosen.fingerprint
+    assert same is fingerprint_same_as_default
+    assert is_ray(chosen) is (backend == "ray")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "value", "allowed"),
+    [
+        (["candidate.tensor_parallel_size=16", "candidate.data_parallel_size=1",
+          "candidate.multinode_backend=grpc"], "multinode_backend", "grpc", "one of mp (head and --headless"),
+        (["candidate.tensor_parallel_size=4", "candidate.data_parallel_size=2",
+          "candidate.multinode_backend=ray"], "multinode_backend", "ray", "mp: this candidate fits one node"),
+        (["candidate.tensor_parallel_size=16", "candidate.data_parallel_size=1",
+          "+candidate.extra_args.distributed_executor_backend=ray"],
+         "extra_args.distributed_executor_backend", "ray", "absent: set multinode_backend"),
+        (["candidate.tensor_parallel_size=8", "candidate.data_parallel_size=2",
+          "+candidate.extra_args.data-parallel-backend=ray", "candidate.multinode_backend=ray"],
+         "extra_args.data-parallel-backend", "ray", "absent: set multinode_backend"),
+    ],
+)  # fmt: skip
+def test_validation_refuses_a_backend_that_cannot_run(
+    overrides: list[str], field: str, value: str, allowed: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load(["host=sim_2x8", "candidate=tp4_dp2", *overrides])
+    line = next(line for line in str(caught.value).splitlines() if field in line)
+    assert value in line and allowed in line
+    assert "tp4_dp2.yaml" in line or "override" in line
+
+
+@pytest.mark.parametrize(
+    ("backend", "extra", "layout", "fields"),
+    [
+        ("mp", {}, NodeLayout(2, 1), []),
+        ("ray", {}, NodeLayout(2, 0, 2), []),
+        ("ray", {}, NodeLayout(1, 2), ["multinode_backend"]),
+        ("mp", {}, NodeLayout(1, 2), []),
+        ("Ray", {}, NodeLayout(2, 1), ["multinode_backend"]),
+        ("ray", {"--distributed-executor-backend": "mp"}, NodeLayout(2, 1),
+         ["extra_args.--distributed-executor-backend"]),
+        ("ray", {}, "TP x DP = 32 needs 4 nodes", []),  # the layout's own refusal is said on its own
+    ],
+)  # fmt: skip
+def test_backend_problems(
+    backend: str, extra: dict[str, str], layout: NodeLayout | str, fields: list[str]
+) -> None:
+    assert [f for f, _, _ in backend_problems(backend, [extra], layout)] == fields
+
+
+def test_render_refuses_a_backend_flag_set_by_the_service() -> None:
+    with pytest.raises(SpecError, match=r"extra_args\.data_parallel_backend = 'ray'"):
+        _spec("candidate.tensor_parallel_size=16", "candidate.data_parallel_size=1",
+              "+service.extra_args.data_parallel_backend=ray")  # fmt: skip
+
+
+#: `ray status -v` of Ray 2.60.0 on this machine, two nodes started with gauntlet's resources (captured
+#: output, node ids shortened).
+REAL_STATUS = """\
+======== Autoscaler status: 2026-12-07 02:05:10.216781 ========
+Node status
+---------------------------------------------------------------
+Active:
+ 1 node_c5819b89f877eeb8315cb3a9d98c17fcd8b161fe7057fc0bc24777ed
+ 1 node_aa5abb59a4310e235e47387af3883b4520c10b9c6374cb3a138dc624
+Pending:
+ (no pending nodes)
+
+Node: c5819b89f877eeb8315cb3a9d98c17fcd8b161fe7057fc0bc24777ed (node_c5819b89f877eeb8315cb3a9...)
+ Usage:
+  0.0/1.0 CPU
+  0.0/1.0 gauntlet_node_0
+  0B/15.80GiB memory
+
+Node: aa5abb59a4310e235e47387af3883b4520c10b9c6374cb3a138dc624 (node_aa5abb59a4310e235e47387af...)
+ Usage:
+  0.0/1.0 CPU
+  0.0/1.0 gauntlet_node_1
+  0B/15.68GiB memory
+"""
+
+
+@pytest.mark.parametrize(
+    ("status", "joined"),
+    [
+        (REAL_STATUS, {0, 1}),
+        (REAL_STATUS.split("Node: aa5a", maxsplit=1)[0], {0}),
+        ("Active:\n 1 node_c5819b\n", set()),  # without -v: no resources, no node known
+        ("  0.0/1.0 gauntlet_node_12\n  0.0/1.0 not_gauntlet_node_3x\n", {12}),
+    ],
+)
+def test_joined_nodes_reads_each_nodes_resource(status: str, joined: set[int]) -> None:
+    assert joined_nodes(status) == joined
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.t += s
+
+
+def _status_at(clock: FakeClock, plan: Sequence[tuple[float, str | None]]) -> Callable[[], str | None]:
+    """``ray status``'s answer at each time: the last entry whose time has come."""
+
+    def status() -> str | None:
+        answer: str | None = None
+        for at, text in plan:
+            if clock.t >= at:
+                answer = text
+        return answer
+
+    return status
+
+
+ONE = "  0.0/1.0 gauntlet_node_0\n"
+TWO = ONE + "  0.0/1.0 gauntlet_node_1\n"
+
+
+@pytest.mark.parametrize(
+    ("plan", "head_exits_at", "expect", "progress"),
+    [
+        # node 1 joins after 7 s: done, with one progress line on the way
+        ([(0.0, None), (2.0, ONE), (7.0, TWO)], None, None,
+         ["1 of 2 nodes joined", "waiting for node 1 (n2)"]),
+        # node 1 never joins: named, with the bound and who did join
+        ([(1.0, ONE)], None, "node 1 (n2) never joined the Ray cluster at 10.0.0.1:29550 within 12 s "
+         "(joined: node 0 (n1))", ["1 of 2 nodes joined"]),
+        # Ray never answers
+        ([], None, "node 0 (n1), node 1 (n2) never joined the Ray cluster at 10.0.0.1:29550 within 12 s "
+         "(joined: none; ray status did not answer)", ["0 of 2 nodes joined"]),
+        # Ray's head dies while waiting
+        ([(1.0, ONE)], 3.0, "Ray's head (ray start --head) exited with code 1 before every node joined", []),
+    ],
+)  # fmt: skip
+def test_the_head_waits_for_every_node_bounded_with_progress(
+    plan: list[tuple[float, str | None]], head_exits_at: float | None, expect: str | None, progress: list[str]
+) -> None:
+    clock, said = FakeClock(), list[str]()
+    why = wait_for_nodes(
+        nodes=2,
+        cluster="10.0.0.1:29550",
+        timeout_s=12.0,
+        status=_status_at(clock, plan),
+        head_exit=lambda: 1 if head_exits_at is not None and clock.t >= head_exits_at else None,
+        clock=clock,
+        sleep=clock.sleep,
+        say=said.append,
+        names=["n1", "n2"],
+    )
+    if expect is None:
+        assert why is None and said[-1].startswith("all 2 nodes joined the Ray cluster at 10.0.0.1:29550")
+    else:
+        assert why is not None and why.startswith(expect)
+    for words in progress:
+        assert any(words in line for line in said), said
+    assert clock.t <= 13.0  # bounded: never past the timeout and one poll
+
+
+@pytest.mark.parametrize(
+    ("argv", "ok"),
+    [
+        (["--nodes", "2", "--address", "a", "--ray-port", "1", "--join-timeout-s", "5", "--", "ray", "start",
+          "--", "vllm", "serve"], True),
+        (["--nodes", "2", "--address", "a", "--ray-port", "1", "--", "ray", "--", "vllm"], False),
+        (["--nodes", "2", "--address", "a", "--ray-port", "1", "--join-timeout-s", "5", "--", "ray"], False),
+        (["--nodes", "2", "--address", "a", "--ray-port", "1", "--join-timeout-s", "5", "--", "--", "v"],
+         False),
+    ],
+)  # fmt: skip
+def test_the_head_programs_command_line(argv: list[str], ok: bool) -> None:
+    if ok:
+        args = parse(argv)
+        assert (args.nodes, args.cluster, args.ray_head, args.serve) == (
+            2,
+            "a:1",
+            ["ray", "start"],
+            ["vllm", "serve"],
+        )
+    else:
+        with pytest.raises(ValueError):
+            parse(argv)
+
+
+def _ray_spec() -> LaunchSpec:
+    return _spec("candidate.tensor_parallel_size=16", "candidate.data_parallel_size=1",
+                 "candidate.multinode_backend=ray")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("nodes", "failing", "ran", "notes"),
+    [
+        # a SLURM job: a `ray stop` step on each node, node 0 too
+        ([(0, "n1", "61"), (1, "n2", "61")], set(), ["n1", "n2"],
+         ["node 0 (n1): ray stop: Stopped all 3 Ray processes.",
+          "node 1 (n2): ray stop: Stopped all 3 Ray processes."]),
+        # one node's step fails: named, and the other node still gets its stop
+        ([(0, "n1", "61"), (1, "n2", "61")], {"n1"}, ["n1", "n2"],
+         ["node 0 (n1): ray stop failed: RuntimeError: exit 1: srun: error: n1 down",
+          "node 1 (n2): ray stop: Stopped all 3 Ray processes."]),
+        # on this machine (no job): nothing run, the per-node check does it
+        ([(0, "localhost", ""), (1, "localhost", "")], set(), [], []),
+    ],
+)  # fmt: skip
+def test_teardown_runs_ray_stop_on_every_slurm_node(
+    nodes: list[tuple[int, str, str]], failing: set[str], ran: list[str], notes: list[str]
+) -> None:
+    calls: list[list[str]] = []
+
+    def run(argv: Sequence[str]) -> str:
+        calls.append(list(argv))
+        node = next(a for a in argv if a.startswith("--nodelist=")).removeprefix("--nodelist=")
+        if node in failing:
+            raise RuntimeError(f"exit 1: srun: error: {node} down")
+        return "Stopped all 3 Ray processes.\n"
+
+    assert stop_ray(_ray_spec(), nodes, run) == notes
+    assert [c[4].removeprefix("--nodelist=") for c in calls] == ran
+    for k, call in enumerate(calls):
+        assert call[:4] == ["srun", "--jobid=61", "--nodes=1", "--ntasks=1"] and "--overlap" in call
+        assert call[-5:] == [*RAY, "stop", "--force"] and f"--job-name=gauntlet-raystop{k}-8000" in call
+
+
+@pytest.mark.parametrize(
+    ("cmdline", "found"),
+    [
+        (["/venv/bin/python", *RAY[1:], "start", "--address", "10.0.0.1:29550", "--resources",
+          '{"gauntlet_node_1":1}', "--disable-usage-stats", "--block"], True),
+        (["/venv/bin/python", *RAY[1:], "start", "--address", "10.0.0.1:29551", "--resources",
+          '{"gauntlet_node_1":1}', "--disable-usage-stats", "--block"], False),
+        (["/venv/bin/python", *RAY[1:], "start", "--address", "10.0.0.1:29550", "--resources",
+          '{"gauntlet_node_2":1}', "--disable-usage-stats", "--block"], False),
+    ],
+)  # fmt: skip
+def test_a_recorded_ray_node_is_found_by_its_command_line(cmdline: list[str], found: bool) -> None:
+    follower = _ray_spec().followers[0]
+    assert runs(tuple(cmdline), follower) is found
+    assert resolve_head(follower, "10.0.0.1")[5] == "10.0.0.1:29550"
