@@ -9,8 +9,10 @@ they refuse and render the same thing. A candidate's ``multinode_backend`` choos
 - ``ray``: vLLM's Ray launch. One ``ray start --head`` on the head node, ``ray start --address=HEAD:PORT``
   on every other node, and, once Ray reports every node, one ``vllm serve`` on the head with
   ``--distributed-executor-backend ray`` (one replica, its TP or its pipeline stages across nodes) or
-  ``--data-parallel-backend ray`` (DP over nodes); no ``--headless`` follower. The head node's command is
-  :mod:`launch.ray_head`, which starts Ray's head, waits for the nodes and then runs ``vllm serve``.
+  ``--data-parallel-backend ray`` (DP over nodes); no ``--headless`` follower. The spec's head command is
+  that ``vllm serve`` (what doctor checks, what the GPUs are counted from); at launch it runs inside
+  :mod:`launch.ray_head` (:func:`head_command`), which starts Ray's head on that node, waits for every
+  node and then runs it.
 
 Each node's ``ray start`` declares a custom resource ``gauntlet_node_<k>`` (:func:`node_resource`), so
 ``ray status -v`` says which of the candidate's nodes joined (:func:`joined_nodes`); Ray itself names
@@ -96,12 +98,34 @@ def ray_start(ray: Sequence[str], node: int, port: int) -> list[str]:
 def ray_commands(
     ray: Sequence[str], serve: Sequence[str], layout: NodeLayout, port: int
 ) -> tuple[list[str], list[list[str]]]:
-    """The head node's command and the other nodes' under Ray: the head runs :mod:`launch.ray_head`
-    (Ray's head, then ``serve`` with :func:`vllm_ray_flags`), node k its ``ray start``."""
-    head = ["python", "-m", RAY_HEAD_MODULE, "--nodes", str(layout.nodes), "--address", HEAD,
+    """The spec's commands under Ray: the head's ``vllm serve`` (``serve`` with :func:`vllm_ray_flags`,
+    the form vLLM documents) and node k's ``ray start``. At launch the head's command runs inside
+    :func:`head_command`, which starts Ray's head on that node first."""
+    return [*serve, *vllm_ray_flags(layout)], [ray_start(ray, node, port) for node in range(1, layout.nodes)]
+
+
+def ray_port(followers: Sequence[Sequence[str]]) -> int | None:
+    """The Ray cluster's port at the head, when the followers are Ray's (``ray start --address
+    {head_address}:PORT``); None for vLLM's own followers (or none)."""
+    if not followers or "start" not in followers[0] or "--address" not in followers[0][:-1]:
+        return None
+    address = followers[0][list(followers[0]).index("--address") + 1]
+    if not address.startswith(f"{HEAD}:") or not address.removeprefix(f"{HEAD}:").isdigit():
+        return None
+    return int(address.removeprefix(f"{HEAD}:"))
+
+
+def head_command(argv: Sequence[str], followers: Sequence[Sequence[str]]) -> list[str]:
+    """The head node's command at launch: :mod:`launch.ray_head` with the head's ``ray start --head`` (the
+    same Ray CLI and port as the followers') and the spec's ``vllm serve`` (``argv``); derived from the
+    spec's fingerprinted commands alone, so the same spec always launches the same way."""
+    port = ray_port(followers)
+    if port is None:
+        raise ValueError("not a Ray spec: its followers are not `ray start --address {head_address}:PORT`")
+    ray = ray_entrypoint(followers[0])
+    return ["python", "-m", RAY_HEAD_MODULE, "--nodes", str(len(followers) + 1), "--address", HEAD,
             "--ray-port", str(port), "--join-timeout-s", f"{RAY_JOIN_TIMEOUT_S:g}",
-            "--", *ray_start(ray, 0, port), "--", *serve, *vllm_ray_flags(layout)]  # fmt: skip
-    return head, [ray_start(ray, node, port) for node in range(1, layout.nodes)]
+            "--", *ray_start(ray, 0, port), "--", *argv]  # fmt: skip
 
 
 def joined_nodes(status: str) -> set[int]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable, Sequence
 
-from contracts.ray_backend import RAY_HEAD_MODULE, ray_entrypoint
+from contracts.ray_backend import head_command, ray_entrypoint, ray_port
 from launch.node_agent import NODE_ENV
 from launch.spec import LaunchSpec
 
@@ -32,8 +32,13 @@ Run = Callable[[Sequence[str]], str]
 
 
 def is_ray(spec: LaunchSpec) -> bool:
-    """The spec's head runs Ray's head (:mod:`launch.ray_head`), its followers each node's ``ray start``."""
-    return bool(spec.followers) and RAY_HEAD_MODULE in spec.argv
+    """The spec's followers are each node's ``ray start`` (its head runs inside :mod:`launch.ray_head`)."""
+    return ray_port(spec.followers) is not None
+
+
+def launch_argv(spec: LaunchSpec) -> tuple[str, ...]:
+    """The head's command as launched: a Ray spec's inside :mod:`launch.ray_head`, any other's as is."""
+    return tuple(head_command(spec.argv, spec.followers)) if is_ray(spec) else spec.argv
 
 
 def stop_command(spec: LaunchSpec, node: int, name: str, job: str) -> list[str]:

@@ -28,7 +28,7 @@ from contracts.multinode import candidate_layout
 from contracts.network import network_env, wrap, wrapped_interface
 from contracts.pipeline import pipeline_parallel_size
 from contracts.placement import NodeLayout
-from contracts.ray_backend import backend_problems, ray_commands
+from contracts.ray_backend import backend_problems, ray_commands, ray_port
 from contracts.schema import CandidateConfig, HostConfig, ServiceConfig
 from contracts.secrets import ENV_REFERENCE, referenced
 
@@ -132,7 +132,9 @@ class LaunchSpec:
     @property
     def rpc_port(self) -> int | None:
         """The port a multi-node server's ranks meet on at the head (None: a single-node spec)."""
-        for flag in ("--data-parallel-rpc-port", "--master-port", "--ray-port"):
+        if (ray := ray_port(self.followers)) is not None:  # Ray's cluster port (contracts.ray_backend)
+            return ray
+        for flag in ("--data-parallel-rpc-port", "--master-port"):
             if self.followers and flag in self.argv[:-1]:
                 return int(self.argv[self.argv.index(flag) + 1])
         return None

@@ -58,7 +58,7 @@ from launch.nodecheck import NodeChecker, NodesTeardown, checker_for, first_proc
 from launch.nodes import NodeLauncher, SlurmNodes, cancel_steps, node_launcher
 from launch.nvml import GpuProbe, NvmlProbe
 from launch.process import PopenSpawner, Processes, PsutilProcesses, Spawner
-from launch.ray_cluster import is_ray, stop_ray
+from launch.ray_cluster import is_ray, launch_argv, stop_ray
 from launch.ray_head import NODE_NAMES_ENV
 from launch.readiness import HTTP_TIMEOUT_S, Exited, NotReady, ServerApi, poll_wait_s, ready_once
 from launch.spec import LaunchSpec, resolve_head
@@ -158,7 +158,8 @@ class Supervisor:
         self._refuse_taken_port(spec)
         nodes = self._node_launcher(spec)
         head = head_address(spec.interface, nodes.head_address) if nodes is not None else ""
-        argv = resolve_argv(resolve_head(spec.argv, head) if nodes is not None else spec.argv, self._root)
+        launched = launch_argv(spec)  # a Ray spec's head starts Ray's head first (launch.ray_head)
+        argv = resolve_argv(resolve_head(launched, head) if nodes is not None else launched, self._root)
         env = child_env(spec, self._env)
         env[TAG_ENV] = str(spec.port)  # each node's check finds the server's processes by it (node_agent)
         names = nodes.names(spec.nodes) if nodes is not None else []

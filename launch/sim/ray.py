@@ -46,6 +46,9 @@ from launch.sim.nodes import JOIN_TIMEOUT_S, NodeRole, node_role
 RAY_ADDRESS_ENV = "RAY_ADDRESS"
 #: The node tag every process of a node carries (launch.node_agent.NODE_ENV).
 NODE_ENV = "GAUNTLET_SERVER_NODE"
+#: A fault for the tests: a joining node (not the head) dies with exit code 1 this many wall seconds after
+#: it started, before or after joining, as a lost node would (the simulator's --sim-follower-exit-s).
+NODE_EXIT_ENV = "GAUNTLET_SIM_RAY_NODE_EXIT_S"
 #: Ray's own words when no cluster answers.
 NOT_RUNNING = (
     "ConnectionError: Could not find any running Ray instance. Please specify the one to connect to by "
@@ -145,7 +148,17 @@ async def start_head(address: str, port: int, resources: dict[str, Any], block: 
 # ------------------------------------------------------------------------------------------ a node
 
 
-async def start_node(address: str, resources: dict[str, Any], block: bool) -> int:
+async def start_node(
+    address: str, resources: dict[str, Any], block: bool, exit_after_s: float | None = None
+) -> int:
+    try:
+        return await asyncio.wait_for(_join_and_hold(address, resources, block), exit_after_s)
+    except TimeoutError:
+        sys.stderr.write(f"RuntimeError: simulated node failure ({NODE_EXIT_ENV}={exit_after_s:g})\n")
+        return 1
+
+
+async def _join_and_hold(address: str, resources: dict[str, Any], block: bool) -> int:
     host, port = _split(address)
     deadline = time.monotonic() + JOIN_TIMEOUT_S
     while True:
@@ -218,7 +231,7 @@ def stop(force: bool, environ: Mapping[str, str]) -> int:
     stopped = 0
     for proc in psutil.process_iter(["pid", "cmdline"]):
         cmdline = proc.info["cmdline"] or []
-        if proc.info["pid"] == me or "launch.sim.ray" not in cmdline or "start" not in cmdline:
+        if proc.info["pid"] == me or cmdline[1:4] != ["-m", "launch.sim.ray", "start"]:
             continue
         try:
             if node is not None and proc.environ().get(NODE_ENV) != node:
@@ -265,7 +278,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.address:
         sys.stderr.write("ray start: give --head or --address\n")
         return 2
-    return asyncio.run(start_node(args.address, resources, args.block))
+    exit_after = os.environ.get(NODE_EXIT_ENV)
+    return asyncio.run(
+        start_node(args.address, resources, args.block, float(exit_after) if exit_after else None)
+    )
 
 
 # ------------------------------------------------------------------------------------------ the server

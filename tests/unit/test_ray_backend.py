@@ -12,7 +12,7 @@ import pytest
 from contracts.errors import ConfigError, SpecError
 from contracts.placement import NodeLayout
 from contracts.ray_backend import backend_problems, joined_nodes
-from launch.ray_cluster import is_ray, stop_ray
+from launch.ray_cluster import is_ray, launch_argv, stop_ray
 from launch.ray_head import parse, wait_for_nodes
 from launch.spec import HEAD_ADDRESS, LaunchSpec, render_spec, resolve_head
 from orchestrator.servers.leftovers import runs
@@ -49,17 +49,16 @@ def test_a_ray_candidate_renders_ray_on_every_node_and_one_vllm_serve_on_the_hea
     overrides: list[str], vllm_tail: list[str], nodes: int
 ) -> None:
     spec = _spec(*overrides, "candidate.multinode_backend=ray")
-    argv = list(spec.argv)
+    serve = list(spec.argv)  # the spec's head command: vLLM's, as its docs write it (doctor checks it)
+    assert serve[:3] == ["python", "-m", "launch.sim"] and serve[-len(vllm_tail) :] == vllm_tail
+    for absent in ("--headless", "--nnodes", "--node-rank", "--master-addr", "--data-parallel-rpc-port"):
+        assert absent not in serve
     head_ray = ["start", "--head", "--node-ip-address", HEAD_ADDRESS, "--port", "29550",
                 "--include-dashboard=false", "--resources", '{"gauntlet_node_0":1}', "--disable-usage-stats",
                 "--block"]  # fmt: skip
     wrapper = ["python", "-m", "launch.ray_head", "--nodes", str(nodes), "--address", HEAD_ADDRESS,
                "--ray-port", "29550", "--join-timeout-s", "120", "--", *RAY, *head_ray, "--"]  # fmt: skip
-    assert argv[: len(wrapper)] == wrapper
-    serve = argv[len(wrapper) :]
-    assert serve[:3] == ["python", "-m", "launch.sim"] and serve[-len(vllm_tail) :] == vllm_tail
-    for absent in ("--headless", "--nnodes", "--node-rank", "--master-addr", "--data-parallel-rpc-port"):
-        assert absent not in serve
+    assert list(launch_argv(spec)) == [*wrapper, *serve]  # as launched: Ray's head first, on the head node
     followers = [list(f) for f in spec.followers]
     assert followers == [
         [*RAY, "start", "--address", f"{HEAD_ADDRESS}:29550", "--resources", f'{{"gauntlet_node_{k}":1}}',
@@ -319,3 +318,13 @@ def test_a_recorded_ray_node_is_found_by_its_command_line(cmdline: list[str], fo
     follower = _ray_spec().followers[0]
     assert runs(tuple(cmdline), follower) is found
     assert resolve_head(follower, "10.0.0.1")[5] == "10.0.0.1:29550"
+
+
+@pytest.mark.parametrize(("resolved", "found"), [(True, True), (False, False)])
+def test_a_ray_head_is_found_behind_its_wrapper(resolved: bool, found: bool) -> None:
+    spec = _ray_spec()
+    launched = list(resolve_head(launch_argv(spec), "10.0.0.1"))
+    cmdline = ["/venv/bin/python", *launched[1:]]
+    if not resolved:  # another server's head: a different port
+        cmdline[cmdline.index("--port", cmdline.index("launch.sim")) + 1] = "9999"
+    assert runs(tuple(cmdline), spec.argv) is found
