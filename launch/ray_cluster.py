@@ -19,7 +19,9 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable, Sequence
 
+from contracts.paths import PROJECT_ROOT
 from contracts.ray_backend import head_command, ray_entrypoint, ray_port
+from launch.command import resolve_argv
 from launch.node_agent import NODE_ENV
 from launch.spec import LaunchSpec
 
@@ -44,13 +46,16 @@ def launch_argv(spec: LaunchSpec) -> tuple[str, ...]:
 def stop_command(spec: LaunchSpec, node: int, name: str, job: str) -> list[str]:
     """Node ``node``'s ``ray stop --force`` as a step of SLURM job ``job``."""
     ray = ray_entrypoint(spec.followers[0]) if spec.followers else ["ray"]
+    ray = resolve_argv(ray, PROJECT_ROOT)  # `python` is gauntlet's interpreter, as in a follower's step
     return ["srun", f"--jobid={job}", "--nodes=1", "--ntasks=1", f"--nodelist={name}", "--overlap",
             f"--job-name={STEP_PREFIX}{node}-{spec.port}", "env", f"{NODE_ENV}={name}",
             *ray, "stop", "--force"]  # fmt: skip
 
 
 def _run(argv: Sequence[str]) -> str:
-    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=STOP_TIMEOUT_S, check=False)
+    done = subprocess.run(
+        list(argv), capture_output=True, text=True, timeout=STOP_TIMEOUT_S, check=False, cwd=PROJECT_ROOT
+    )
     if done.returncode != 0:
         raise RuntimeError(f"exit {done.returncode}: {(done.stderr or done.stdout).strip()[-300:]}")
     return done.stdout

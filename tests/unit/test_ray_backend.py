@@ -5,18 +5,24 @@ launch/ray_head.py, launch/ray_cluster.py)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pytest
 
 from contracts.errors import ConfigError, SpecError
 from contracts.placement import NodeLayout
-from contracts.ray_backend import backend_problems, joined_nodes
+from contracts.ray_backend import backend_problems, joined_nodes, ray_start
+from launch.nodes import LocalNodes, slurm_nodes
 from launch.ray_cluster import is_ray, launch_argv, stop_ray
 from launch.ray_head import parse, wait_for_nodes
 from launch.spec import HEAD_ADDRESS, LaunchSpec, render_spec, resolve_head
+from orchestrator.plan import format_plan, plan
 from orchestrator.servers.leftovers import runs
 from tests.unit.composed import load
+from tests.unit.test_launch_nodes import JOB, FakeSlurm
+from tests.unit.test_supervisor import FakeSystem, Scenario, make, make_spec
 
 RAY = ["python", "-m", "launch.sim.ray"]  # sim_2x8's ray_entrypoint
 
@@ -300,7 +306,13 @@ def test_teardown_runs_ray_stop_on_every_slurm_node(
     assert [c[4].removeprefix("--nodelist=") for c in calls] == ran
     for k, call in enumerate(calls):
         assert call[:4] == ["srun", "--jobid=61", "--nodes=1", "--ntasks=1"] and "--overlap" in call
-        assert call[-5:] == [*RAY, "stop", "--force"] and f"--job-name=gauntlet-raystop{k}-8000" in call
+        assert call[-5:] == [
+            sys.executable,
+            *RAY[1:],
+            "stop",
+            "--force",
+        ]  # `python` resolved, as a follower's
+        assert f"--job-name=gauntlet-raystop{k}-8000" in call
 
 
 @pytest.mark.parametrize(
@@ -328,3 +340,58 @@ def test_a_ray_head_is_found_behind_its_wrapper(resolved: bool, found: bool) -> 
     if not resolved:  # another server's head: a different port
         cmdline[cmdline.index("--port", cmdline.index("launch.sim")) + 1] = "9999"
     assert runs(tuple(cmdline), spec.argv) is found
+
+
+@pytest.mark.parametrize(
+    ("environ", "head_address", "follower_prefix", "stopped"),
+    [
+        # inside a 2-node SLURM job: the head's Ray here (n1), the other node's `ray start` a step on n2,
+        # and teardown's `ray stop` on both nodes as steps of the job
+        ({**JOB, "SLURMD_NODENAME": "n1"}, "10.0.0.1",
+         ["srun", "--jobid=42", "--nodes=1", "--ntasks=1", "--nodelist=n2", "--overlap"],
+         [(0, "n1", "42"), (1, "n2", "42")]),
+        # on this machine (a simulated host outside SLURM): both local, no job to run `ray stop` in
+        ({}, "127.0.0.1", [sys.executable, "-m", "launch.sim.ray"],
+         [(0, "localhost", ""), (1, "localhost", "")]),
+    ],
+)  # fmt: skip
+def test_the_job_starts_rays_head_here_and_a_ray_step_on_each_other_node(
+    tmp_path: Path,
+    environ: dict[str, str],
+    head_address: str,
+    follower_prefix: list[str],
+    stopped: list[tuple[int, str, str]],
+) -> None:
+    system = FakeSystem(Scenario(ready_after=0.0))
+    asked: list[list[tuple[int, str, str]]] = []
+    nodes = slurm_nodes(environ, FakeSlurm()) if environ else LocalNodes()
+
+    def ray_stop(spec: LaunchSpec, stop_nodes: Sequence[tuple[int, str, str]]) -> list[str]:
+        asked.append(list(stop_nodes))
+        return []
+
+    sup, _, _ = make(system=system, nodes=nodes, ray_stop=ray_stop)
+    ray = make_spec(followers=(tuple(ray_start(RAY, 1, 29550)),))
+    server = sup.start(ray, tmp_path / "server.log")
+    head, follower = system.spawned[0], system.spawned[1]
+    head_argv = list(head["argv"])  # type: ignore[call-overload]
+    assert head_argv[:5] == [sys.executable, "-m", "launch.ray_head", "--nodes", "2"]
+    assert head_argv[head_argv.index("--head") + 2] == head_address  # --node-ip-address: the head's
+    assert head_argv[-len(ray.argv) - 1 :] == ["--", *ray.argv]  # then the spec's own vllm serve
+    assert head["env"]["GAUNTLET_NODE_NAMES"] in ("n1,n2", "localhost,localhost")  # type: ignore[index]
+    follower_argv = list(follower["argv"])  # type: ignore[call-overload]
+    assert follower_argv[: len(follower_prefix)] == follower_prefix
+    assert follower_argv[follower_argv.index("--address") + 1] == f"{head_address}:29550"
+    sup.teardown(server)
+    assert asked == [stopped]
+
+
+@pytest.mark.parametrize(("backend", "launched"), [("ray", 1), ("mp", 0)])
+def test_plan_shows_how_a_ray_head_is_launched(backend: str, launched: int) -> None:
+    tp16 = ["candidate.tensor_parallel_size=16", "candidate.data_parallel_size=1"]
+    text = format_plan(
+        plan(["host=sim_2x8", "candidate=tp4_dp2", *tp16, f"candidate.multinode_backend={backend}"])
+    )
+    assert text.count("    launched as: python -m launch.ray_head --nodes 2") == launched
+    assert text.count("launch.sim.ray start --head") == launched  # node 0's Ray, shown once
+    assert text.count("--headless") == (1 - launched)
