@@ -32,7 +32,8 @@ from contracts.placement import NodeLayout
 BACKENDS = ("mp", "ray")
 #: The module the head node runs: Ray's head, the wait for every node, then ``vllm serve``.
 RAY_HEAD_MODULE = "launch.ray_head"
-#: How long the head waits for every node to join the Ray cluster (wall seconds).
+#: How long the head waits for every node to join the Ray cluster (wall seconds), at most: half the host's
+#: startup timeout when that is shorter, so the wait's own message (naming the node) comes first.
 RAY_JOIN_TIMEOUT_S = 120.0
 #: vLLM flags the backend owns: a candidate sets ``multinode_backend``, never these in ``extra_args``.
 OWNED_FLAGS = ("distributed-executor-backend", "data-parallel-backend")
@@ -115,7 +116,9 @@ def ray_port(followers: Sequence[Sequence[str]]) -> int | None:
     return int(address.removeprefix(f"{HEAD}:"))
 
 
-def head_command(argv: Sequence[str], followers: Sequence[Sequence[str]]) -> list[str]:
+def head_command(
+    argv: Sequence[str], followers: Sequence[Sequence[str]], join_timeout_s: float = RAY_JOIN_TIMEOUT_S
+) -> list[str]:
     """The head node's command at launch: :mod:`launch.ray_head` with the head's ``ray start --head`` (the
     same Ray CLI and port as the followers') and the spec's ``vllm serve`` (``argv``); derived from the
     spec's fingerprinted commands alone, so the same spec always launches the same way."""
@@ -124,7 +127,7 @@ def head_command(argv: Sequence[str], followers: Sequence[Sequence[str]]) -> lis
         raise ValueError("not a Ray spec: its followers are not `ray start --address {head_address}:PORT`")
     ray = ray_entrypoint(followers[0])
     return ["python", "-m", RAY_HEAD_MODULE, "--nodes", str(len(followers) + 1), "--address", HEAD,
-            "--ray-port", str(port), "--join-timeout-s", f"{RAY_JOIN_TIMEOUT_S:g}",
+            "--ray-port", str(port), "--join-timeout-s", f"{join_timeout_s:g}",
             "--", *ray_start(ray, 0, port), "--", *argv]  # fmt: skip
 
 

@@ -20,7 +20,7 @@ import subprocess
 from collections.abc import Callable, Sequence
 
 from contracts.paths import PROJECT_ROOT
-from contracts.ray_backend import head_command, ray_entrypoint, ray_port
+from contracts.ray_backend import RAY_JOIN_TIMEOUT_S, head_command, ray_entrypoint, ray_port
 from launch.command import resolve_argv
 from launch.node_agent import NODE_ENV
 from launch.spec import LaunchSpec
@@ -39,8 +39,11 @@ def is_ray(spec: LaunchSpec) -> bool:
 
 
 def launch_argv(spec: LaunchSpec) -> tuple[str, ...]:
-    """The head's command as launched: a Ray spec's inside :mod:`launch.ray_head`, any other's as is."""
-    return tuple(head_command(spec.argv, spec.followers)) if is_ray(spec) else spec.argv
+    """The head's command as launched: a Ray spec's inside :mod:`launch.ray_head` (its wait for the nodes
+    bounded by :data:`RAY_JOIN_TIMEOUT_S` or half the startup timeout), any other's as is."""
+    if not is_ray(spec):
+        return spec.argv
+    return tuple(head_command(spec.argv, spec.followers, min(RAY_JOIN_TIMEOUT_S, spec.startup_timeout_s / 2)))
 
 
 def stop_command(spec: LaunchSpec, node: int, name: str, job: str) -> list[str]:

@@ -49,6 +49,8 @@ NODE_ENV = "GAUNTLET_SERVER_NODE"
 #: A fault for the tests: a joining node (not the head) dies with exit code 1 this many wall seconds after
 #: it started, before or after joining, as a lost node would (the simulator's --sim-follower-exit-s).
 NODE_EXIT_ENV = "GAUNTLET_SIM_RAY_NODE_EXIT_S"
+#: A fault for the tests: a joining node that runs but never joins (a node that cannot reach the head).
+NO_JOIN_ENV = "GAUNTLET_SIM_RAY_NODE_NO_JOIN"
 #: Ray's own words when no cluster answers.
 NOT_RUNNING = (
     "ConnectionError: Could not find any running Ray instance. Please specify the one to connect to by "
@@ -159,6 +161,9 @@ async def start_node(
 
 
 async def _join_and_hold(address: str, resources: dict[str, Any], block: bool) -> int:
+    if os.environ.get(NO_JOIN_ENV):
+        _log(f"simulated: this node never joins the cluster at {address} ({NO_JOIN_ENV})")
+        return await _block_until_signal()
     host, port = _split(address)
     deadline = time.monotonic() + JOIN_TIMEOUT_S
     while True:

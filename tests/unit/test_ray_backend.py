@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -63,7 +64,8 @@ def test_a_ray_candidate_renders_ray_on_every_node_and_one_vllm_serve_on_the_hea
                 "--include-dashboard=false", "--resources", '{"gauntlet_node_0":1}', "--disable-usage-stats",
                 "--block"]  # fmt: skip
     wrapper = ["python", "-m", "launch.ray_head", "--nodes", str(nodes), "--address", HEAD_ADDRESS,
-               "--ray-port", "29550", "--join-timeout-s", "120", "--", *RAY, *head_ray, "--"]  # fmt: skip
+               "--ray-port", "29550", "--join-timeout-s", "30", "--", *RAY, *head_ray, "--"]  # fmt: skip
+    # (the join bound: half sim_2x8's 60 s startup timeout, below RAY_JOIN_TIMEOUT_S)
     assert list(launch_argv(spec)) == [*wrapper, *serve]  # as launched: Ray's head first, on the head node
     followers = [list(f) for f in spec.followers]
     assert followers == [
@@ -395,3 +397,10 @@ def test_plan_shows_how_a_ray_head_is_launched(backend: str, launched: int) -> N
     assert text.count("    launched as: python -m launch.ray_head --nodes 2") == launched
     assert text.count("launch.sim.ray start --head") == launched  # node 0's Ray, shown once
     assert text.count("--headless") == (1 - launched)
+
+
+@pytest.mark.parametrize(("startup_timeout_s", "bound"), [(1800.0, "120"), (60.0, "30"), (240.0, "120")])
+def test_the_join_bound_is_120_s_or_half_the_startup_timeout(startup_timeout_s: float, bound: str) -> None:
+    spec = replace(_ray_spec(), startup_timeout_s=startup_timeout_s)
+    launched = list(launch_argv(spec))
+    assert launched[launched.index("--join-timeout-s") + 1] == bound
