@@ -177,17 +177,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         cluster=args.cluster,
         timeout_s=args.join_timeout_s,
         status=lambda: None if stopping else _status(ray, args.cluster),
-        head_exit=lambda: head.poll() if not stopping else -int(stopping[0]),
+        head_exit=lambda: head.poll() if not stopping else 0,
         clock=time.monotonic,
         sleep=time.sleep,
         say=_say,
         names=names,
     )
+    if stopping:  # stopped while waiting (a teardown): not a failure of the cluster
+        _stop(head)
+        return 0
     if why is not None:
         sys.stderr.write(f"gauntlet ray_head: RuntimeError: {why}\n")
         sys.stderr.flush()
         _stop(head)
-        return 1 if not stopping else 0
+        return 1
     _say(f"starting vLLM with RAY_ADDRESS={args.cluster}: {' '.join(args.serve)}")
     server = subprocess.Popen(serve, env={**os.environ, "RAY_ADDRESS": args.cluster})
     code: int | None = None

@@ -140,6 +140,23 @@ def test_a_ray_node_that_never_joins_ends_the_start_naming_it_within_the_bound(
     assert sim_ray_processes(port) == [] and port_is_free(rpc)
 
 
+def test_a_teardown_while_the_head_waits_for_the_nodes_is_no_failure_of_the_cluster(
+    sup: Supervisor, started: list[Server], tmp_path: Path
+) -> None:
+    port, rpc = free_port(), free_port()
+    spec = ray_spec(port, rpc, *PIPELINE, "+candidate.env.GAUNTLET_SIM_RAY_NODE_NO_JOIN='1'")
+    log = tmp_path / "server.log"
+    server = sup.start(spec, log)
+    started.append(server)
+    deadline = time.monotonic() + 60
+    while "Ray runtime started" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)  # Ray's head is up; the wait for node 1 (which never joins) goes on
+    record = sup.teardown(server)
+    started.clear()
+    assert record.survivors == [] and "RuntimeError" not in log.read_text()
+    assert sim_ray_processes(port) == [] and port_is_free(rpc)
+
+
 def test_a_ray_node_lost_under_load_is_the_servers_death(
     sup: Supervisor, started: list[Server], tmp_path: Path
 ) -> None:
