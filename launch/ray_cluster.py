@@ -17,8 +17,10 @@ processes by their tag (Ray's processes carry it: they inherit their ``ray start
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
+from contracts.errors import LaunchError
+from contracts.network import WRAPPER_MODULE
 from contracts.paths import PROJECT_ROOT
 from contracts.ray_backend import RAY_JOIN_TIMEOUT_S, head_command, ray_entrypoint, ray_port
 from launch.command import resolve_argv
@@ -77,3 +79,24 @@ def stop_ray(spec: LaunchSpec, nodes: Sequence[tuple[int, str, str]], run: Run =
         except Exception as exc:  # one node's failure never stops the other nodes' ray stop
             notes.append(f"node {node} ({name}): ray stop failed: {type(exc).__name__}: {exc}")
     return notes
+
+
+def ray_cli_problems(
+    specs: Mapping[str, LaunchSpec], resolve: Callable[[Sequence[str]], list[str]]
+) -> list[tuple[str, str]]:
+    """``doctor``'s check of each Ray candidate's Ray CLI (``host.ray_entrypoint``, resolved as the launch
+    resolves it): ``(candidate, problem)`` where it cannot be found here, so the candidate is refused before
+    any node starts."""
+    out: list[tuple[str, str]] = []
+    for name, spec in specs.items():
+        if not is_ray(spec):
+            continue
+        ray = ray_entrypoint(spec.followers[0])
+        if list(ray[1:3]) == ["-m", WRAPPER_MODULE] and "--" in ray:  # behind launch.netif
+            ray = ray[ray.index("--") + 1 :]
+        try:
+            resolve(ray)
+        except LaunchError as exc:
+            what = f"the Ray CLI {' '.join(ray)} (host.ray_entrypoint) cannot be started here"
+            out.append((name, f"multinode_backend ray: {what}: {exc.message}; install Ray where vLLM is"))
+    return out

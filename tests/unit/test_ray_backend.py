@@ -12,16 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from contracts.errors import ConfigError, SpecError
+from contracts.errors import ConfigError, LaunchError, SpecError
 from contracts.placement import NodeLayout
 from contracts.ray_backend import backend_problems, joined_nodes, ray_start
 from launch.nodes import LocalNodes, slurm_nodes
+from launch.preflight import diagnose
 from launch.ray_cluster import is_ray, launch_argv, stop_ray
 from launch.ray_head import parse, wait_for_nodes
 from launch.spec import HEAD_ADDRESS, LaunchSpec, render_spec, resolve_head
 from orchestrator.plan import format_plan, plan
 from orchestrator.servers.leftovers import runs
 from tests.unit.composed import load
+from tests.unit.test_doctor import probes as doctor_probes
 from tests.unit.test_launch_nodes import JOB, FakeSlurm
 from tests.unit.test_supervisor import FakeSystem, Scenario, make, make_spec
 
@@ -404,3 +406,29 @@ def test_the_join_bound_is_120_s_or_half_the_startup_timeout(startup_timeout_s: 
     spec = replace(_ray_spec(), startup_timeout_s=startup_timeout_s)
     launched = list(launch_argv(spec))
     assert launched[launched.index("--join-timeout-s") + 1] == bound
+
+
+@pytest.mark.parametrize(
+    ("ray_entrypoint", "backend", "problem"),
+    [
+        ("[ray]", "ray", "tp16: program: multinode_backend ray: the Ray CLI ray (host.ray_entrypoint) cannot "
+         "be started here: the server program 'ray' is not on PATH; install Ray where vLLM is"),
+        ("[python,-m,launch.sim.ray]", "ray", None),  # the simulator's
+        ("[ray]", "mp", None),  # no Ray candidate: the Ray CLI is not asked for
+    ],
+)  # fmt: skip
+def test_doctor_refuses_a_ray_candidate_whose_ray_cli_is_missing(
+    ray_entrypoint: str, backend: str, problem: str | None
+) -> None:
+    cfg, _ = load(["host=sim_2x8", f"host.ray_entrypoint={ray_entrypoint}"])
+    shape = ["candidate.tensor_parallel_size=16", "candidate.data_parallel_size=1"]
+    overrides = ["host=sim_2x8", "candidate=tp4_dp2", "candidate.name=tp16", *shape]
+    cand = load([*overrides, f"candidate.multinode_backend={backend}"])[0].candidate
+
+    def resolve(argv: Sequence[str]) -> list[str]:
+        if argv[0] == "ray":
+            raise LaunchError("the server program 'ray' is not on PATH", hint="install it")
+        return [sys.executable, *argv[1:]]
+
+    found = [p.line() for p in diagnose(cfg, [cand], doctor_probes(resolve=resolve)).problems]
+    assert found == ([problem] if problem else [])
