@@ -35,6 +35,11 @@ RAY_HEAD_MODULE = "launch.ray_head"
 #: How long the head waits for every node to join the Ray cluster (wall seconds), at most: half the host's
 #: startup timeout when that is shorter, so the wait's own message (naming the node) comes first.
 RAY_JOIN_TIMEOUT_S = 120.0
+#: The environment of every node's Ray (the spec's, so fingerprinted; host, service and candidate env win):
+#: no drain on SIGTERM. Ray 2.60's ``ray start --block`` otherwise asks its GCS to drain the node for up to
+#: 30 s, and in a teardown that signals every Ray process at once the GCS is gone, so each node waited the
+#: full 30 s (measured: docs/measurements/ray-backend.md); vLLM is stopped before Ray: nothing to drain.
+RAY_ENV = {"RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
 #: vLLM flags the backend owns: a candidate sets ``multinode_backend``, never these in ``extra_args``.
 OWNED_FLAGS = ("distributed-executor-backend", "data-parallel-backend")
 #: The placeholder of the head node's address (the same as ``launch.spec.HEAD_ADDRESS``).

@@ -28,7 +28,7 @@ from contracts.multinode import candidate_layout
 from contracts.network import network_env, wrap, wrapped_interface
 from contracts.pipeline import pipeline_parallel_size
 from contracts.placement import NodeLayout
-from contracts.ray_backend import backend_problems, ray_commands, ray_port
+from contracts.ray_backend import RAY_ENV, backend_problems, ray_commands, ray_port
 from contracts.schema import CandidateConfig, HostConfig, ServiceConfig
 from contracts.secrets import ENV_REFERENCE, referenced
 
@@ -448,7 +448,8 @@ def render_spec(service: ServiceConfig, candidate: CandidateConfig, host: HostCo
             f"candidate {candidate.name}: " + "; ".join(f"{f} = {v!r}: allowed {a}" for f, v, a in problems),
             hint="set multinode_backend to mp or ray (docs/multinode.md)",
         )
-    if layout.nodes > 1 and candidate.multinode_backend == "ray":  # Ray's cluster, vllm serve on the head
+    ray = layout.nodes > 1 and candidate.multinode_backend == "ray"
+    if ray:  # Ray's cluster, vllm serve on the head
         argv, nodes = ray_commands(host.ray_entrypoint, common, layout, host.rpc_port)
     else:
         argv = [*common, *node_flags(layout, 0, host.rpc_port)] if layout.nodes > 1 else common
@@ -462,7 +463,8 @@ def render_spec(service: ServiceConfig, candidate: CandidateConfig, host: HostCo
         )
     followers = tuple(tuple(cmd) for cmd in nodes)
     # A binding written in a config (host, service or candidate env) wins over the computed placement.
-    env = {**placement_env(candidate, host, pp), **net, **host.env, **service.env, **candidate.env}
+    env = {**placement_env(candidate, host, pp), **net, **(RAY_ENV if ray else {}), **host.env, **service.env,
+           **candidate.env}  # fmt: skip
     for name, value in env.items():
         if SECRET_NAME.search(name) and ENV_REFERENCE.fullmatch(value) is None:
             raise SpecError(

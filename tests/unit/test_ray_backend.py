@@ -432,3 +432,19 @@ def test_doctor_refuses_a_ray_candidate_whose_ray_cli_is_missing(
 
     found = [p.line() for p in diagnose(cfg, [cand], doctor_probes(resolve=resolve)).problems]
     assert found == ([problem] if problem else [])
+
+
+@pytest.mark.parametrize(
+    ("extra", "drain"),
+    [
+        (["candidate.multinode_backend=ray"], "0"),  # Ray's SIGTERM drain off on every node
+        (["candidate.multinode_backend=mp"], None),  # not a Ray spec: nothing added
+        (
+            ["candidate.multinode_backend=ray", "+candidate.env.RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S='5'"],
+            "5",
+        ),
+    ],
+)
+def test_a_ray_spec_turns_rays_sigterm_drain_off(extra: list[str], drain: str | None) -> None:
+    spec = _spec("candidate.tensor_parallel_size=16", "candidate.data_parallel_size=1", *extra)
+    assert spec.env.get("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S") == drain
