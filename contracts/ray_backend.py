@@ -40,7 +40,8 @@ RAY_JOIN_TIMEOUT_S = 120.0
 #: 30 s, and in a teardown that signals every Ray process at once the GCS is gone, so each node waited the
 #: full 30 s (measured: docs/measurements/ray-backend.md); vLLM is stopped before Ray: nothing to drain.
 RAY_ENV = {"RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
-#: vLLM flags the backend owns: a candidate sets ``multinode_backend``, never these in ``extra_args``.
+#: vLLM flags the backend owns: a candidate spanning nodes sets ``multinode_backend``, never these in
+#: ``extra_args`` (a candidate within one node may: Ray on one node is vLLM's own business).
 OWNED_FLAGS = ("distributed-executor-backend", "data-parallel-backend")
 #: The placeholder of the head node's address (the same as ``launch.spec.HEAD_ADDRESS``).
 HEAD = "{head_address}"
@@ -66,7 +67,8 @@ def backend_problems(
     if backend not in BACKENDS:
         allowed = "one of mp (head and --headless followers), ray (a Ray cluster, one vllm serve on the head)"
         return [("multinode_backend", backend, allowed)]
-    for args in extra_args:
+    spans = not isinstance(layout, str) and layout.nodes > 1
+    for args in extra_args if spans else ():  # within one node the flags are the candidate's own to set
         for name in args:
             flag = str(name).removeprefix("--").replace("_", "-")
             if flag in OWNED_FLAGS:

@@ -128,6 +128,7 @@ def test_validation_refuses_a_backend_that_cannot_run(
         ("ray", {"--distributed-executor-backend": "mp"}, NodeLayout(2, 1),
          ["extra_args.--distributed-executor-backend"]),
         ("ray", {}, "TP x DP = 32 needs 4 nodes", []),  # the layout's own refusal is said on its own
+        ("mp", {"distributed_executor_backend": "ray"}, NodeLayout(1, 2), []),  # one node: the flag is free
     ],
 )  # fmt: skip
 def test_backend_problems(
