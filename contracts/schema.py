@@ -106,6 +106,9 @@ class CandidateConfig:
     kv_cache_dtype: str | None = None
     # DP over nodes: internal (the head's API), hybrid (an API per node), external (per rank); multinode.md.
     data_parallel_load_balancing: str = "internal"
+    # How a candidate spanning nodes runs there: mp (a head and --headless followers) or ray (a Ray
+    # cluster, one vllm serve on the head; docs/multinode.md, Ray). Unused within one node.
+    multinode_backend: str = "mp"
     # Further vLLM flags for this candidate only (same form as ServiceConfig.extra_args; wins over it).
     extra_args: dict[str, Any] = field(default_factory=dict)
     # Extra environment variables for this candidate's server process.
@@ -150,6 +153,8 @@ class HostConfig:
     # entrypoint; empty: entrypoint. The cpu host's module entry point has no headless mode, so its
     # followers start through `vllm serve` (scripts/vllm_serve.py; docs/multinode.md).
     follower_entrypoint: list[str] = field(default_factory=list)
+    # The Ray CLI a candidate with multinode_backend: ray starts each node's Ray with (`ray start`).
+    ray_entrypoint: list[str] = field(default_factory=lambda: ["ray"])
     # Environment variables every server on this host gets.
     env: dict[str, str] = field(default_factory=dict)
     # Names (shell globs: NCCL_*, VLLM_*, PYTORCH_*, CUDA_*, HF_*) of variables of gauntlet's own environment

@@ -30,6 +30,7 @@ from contracts.schema import CandidateConfig, GauntletConfig, HostConfig
 from launch.flags import check_args, parse_help, program_part
 from launch.memfit import GIB, fit, model_shape
 from launch.nvml import topology_problem
+from launch.ray_cluster import ray_cli_problems
 from launch.spec import LaunchSpec, render_spec
 
 #: The vLLM releases whose command line has every flag and value the shipped configs render (checked
@@ -104,6 +105,8 @@ def diagnose(
         except SpecError as exc:
             found.add(cand.name, "spec", exc.message)
     _check_program(found, cfg, specs, probes)
+    for name, problem in ray_cli_problems(specs, probes.resolve):  # multinode_backend: ray
+        found.add(name, "program", problem)
     if host.kind == "gpu":
         _check_gpus(found, cfg, cands, probes, live_service=live_service)
     if host.kind != "sim":

@@ -29,6 +29,7 @@ from contracts.multinode import candidate_layout
 from contracts.network import network_env, wrap, wrapped_interface
 from contracts.pipeline import pipeline_parallel_size
 from contracts.placement import NodeLayout
+from contracts.ray_backend import RAY_ENV, backend_problems, ray_commands, ray_port
 from contracts.schema import CandidateConfig, HostConfig, ServiceConfig
 from contracts.secrets import ENV_REFERENCE, referenced
 from launch.api_servers import balanced_flags, with_port
@@ -118,7 +119,8 @@ class LaunchSpec:
     #: inherited PATH is.
     env_passthrough: tuple[str, ...] = ()
     #: The other nodes' commands of a candidate spanning nodes (node k = index + 1; empty: one node). The
-    #: head's is ``argv``; each follower runs ``--headless`` and meets the head at ``HEAD_ADDRESS``.
+    #: head's is ``argv``; each follower runs ``--headless`` and meets the head at ``HEAD_ADDRESS`` (under
+    #: Ray, ``multinode_backend: ray``, a follower is the node's ``ray start``: contracts.ray_backend).
     followers: tuple[tuple[str, ...], ...] = ()
     #: The nice value of the server's scheduling group (host.server_autogroup_nice; None: left alone). How
     #: the host schedules the server, not what the server is: outside the fingerprint.
@@ -132,6 +134,8 @@ class LaunchSpec:
     @property
     def rpc_port(self) -> int | None:
         """The port a multi-node server's ranks meet on at the head (None: a single-node spec)."""
+        if (ray := ray_port(self.followers)) is not None:  # Ray's cluster port (contracts.ray_backend)
+            return ray
         for flag in ("--data-parallel-rpc-port", "--master-port"):
             if self.followers and flag in self.argv[:-1]:
                 return int(self.argv[self.argv.index(flag) + 1])
@@ -419,8 +423,9 @@ def serving_port(argv: list[str], port: int, node: int, balancing: str) -> list[
 
 
 def resolve_head(argv: tuple[str, ...], address: str) -> tuple[str, ...]:
-    """``argv`` with the head node's address in place of :data:`HEAD_ADDRESS` (at launch, not in the spec)."""
-    return tuple(address if part == HEAD_ADDRESS else part for part in argv)
+    """``argv`` with the head node's address in place of :data:`HEAD_ADDRESS` (at launch, not in the spec),
+    also inside an item (Ray's ``--address {head_address}:PORT``)."""
+    return tuple(part.replace(HEAD_ADDRESS, address) for part in argv)
 
 
 def render_spec(service: ServiceConfig, candidate: CandidateConfig, host: HostConfig) -> LaunchSpec:
@@ -448,11 +453,23 @@ def render_spec(service: ServiceConfig, candidate: CandidateConfig, host: HostCo
     lb = candidate.data_parallel_load_balancing
     if (refused := mode_refusal(lb, layout, f"host '{host.name}'")) is not None:
         raise SpecError(f"candidate {candidate.name}: data_parallel_load_balancing {lb!r}", hint=refused)
-    argv = [*common, *node_flags(layout, 0, host.rpc_port, lb)] if layout.nodes > 1 else common
-    nodes = [
-        [*serving_port(follower_common, service.port, node, lb), *node_flags(layout, node, host.rpc_port, lb)]
-        for node in range(1, layout.nodes)
-    ]
+    problems = backend_problems(
+        candidate.multinode_backend, [service.extra_args, candidate.extra_args], layout, balancing=lb
+    )
+    if problems:
+        raise SpecError(
+            f"candidate {candidate.name}: " + "; ".join(f"{f} = {v!r}: allowed {a}" for f, v, a in problems),
+            hint="set multinode_backend to mp or ray (docs/multinode.md)",
+        )
+    ray = layout.nodes > 1 and candidate.multinode_backend == "ray"
+    if ray:  # Ray's cluster, vllm serve on the head
+        argv, nodes = ray_commands(host.ray_entrypoint, common, layout, host.rpc_port)
+    else:
+        argv = [*common, *node_flags(layout, 0, host.rpc_port, lb)] if layout.nodes > 1 else common
+        nodes = [
+            [*serving_port(follower_common, service.port, k, lb), *node_flags(layout, k, host.rpc_port, lb)]
+            for k in range(1, layout.nodes)
+        ]
     net: dict[str, str] = {}
     if layout.nodes > 1 and (interface := host.network.interface) is not None:  # every node on that network
         argv, nodes, net = (
@@ -462,7 +479,8 @@ def render_spec(service: ServiceConfig, candidate: CandidateConfig, host: HostCo
         )
     followers = tuple(tuple(cmd) for cmd in nodes)
     # A binding written in a config (host, service or candidate env) wins over the computed placement.
-    env = {**placement_env(candidate, host, pp), **net, **host.env, **service.env, **candidate.env}
+    env = {**placement_env(candidate, host, pp), **net, **(RAY_ENV if ray else {}), **host.env, **service.env,
+           **candidate.env}  # fmt: skip
     for name, value in env.items():
         if SECRET_NAME.search(name) and ENV_REFERENCE.fullmatch(value) is None:
             raise SpecError(

@@ -58,6 +58,8 @@ from launch.nodecheck import NodeChecker, NodesTeardown, checker_for, first_proc
 from launch.nodes import NodeLauncher, SlurmNodes, cancel_steps, node_launcher
 from launch.nvml import GpuProbe, NvmlProbe
 from launch.process import PopenSpawner, Processes, PsutilProcesses, Spawner
+from launch.ray_cluster import is_ray, launch_argv, stop_ray
+from launch.ray_head import NODE_NAMES_ENV
 from launch.readiness import HTTP_TIMEOUT_S, Exited, NotReady, ServerApi, poll_wait_s, ready_once
 from launch.spec import LaunchSpec, resolve_head
 from launch.stopped import StoppedLook
@@ -96,6 +98,7 @@ class Supervisor:
         rpc_root: Path | None = DEFAULT_RPC_ROOT,
         nodes: NodeLauncher | None = None,
         node_checker: Callable[[Sequence[tuple[int, str, str]]], NodeChecker] | None = None,
+        ray_stop: Callable[[LaunchSpec, Sequence[tuple[int, str, str]]], list[str]] = stop_ray,
     ) -> None:
         self._spawn = spawner if spawner is not None else PopenSpawner()
         self._clock = clock
@@ -113,6 +116,8 @@ class Supervisor:
         self._nodes = nodes
         #: The per-node check of a multi-node server (None: its SLURM job's nodes, or this machine).
         self._node_checker = node_checker
+        #: Teardown's `ray stop` on each node of a Ray candidate (launch.ray_cluster.stop_ray).
+        self._stop_ray = ray_stop
         #: Each node's GPUs before a multi-node server on a GPU host started, by the head's (pid, start).
         self._nodes_gpus_before: dict[tuple[int, float], dict[str, list[AgentGpu]]] = {}
         self._nodes_teardown = NodesTeardown(clock=clock, sleep=sleep)
@@ -153,7 +158,8 @@ class Supervisor:
         self._refuse_taken_port(spec)
         nodes = self._node_launcher(spec)
         head = head_address(spec.interface, nodes.head_address) if nodes is not None else ""
-        argv = resolve_argv(resolve_head(spec.argv, head) if nodes is not None else spec.argv, self._root)
+        launched = launch_argv(spec)  # a Ray spec's head starts Ray's head first (launch.ray_head)
+        argv = resolve_argv(resolve_head(launched, head) if nodes is not None else launched, self._root)
         env = child_env(spec, self._env)
         env[TAG_ENV] = str(spec.port)  # each node's check finds the server's processes by it (node_agent)
         names = nodes.names(spec.nodes) if nodes is not None else []
@@ -161,6 +167,7 @@ class Supervisor:
             # and the node they run on: the head's, also for a follower's local srun (the SLURM task on the
             # follower's node gets its own: `env` in front of its command, launch.nodes.SlurmNodes.command)
             env[NODE_ENV] = names[0]
+            env[NODE_NAMES_ENV] = ",".join(names)  # a Ray head names a node that never joined (ray_head)
         rpc = self._prepare_rpc_dir(spec)
         if rpc is not None:
             env[RPC_BASE_ENV] = str(rpc)
@@ -419,6 +426,12 @@ class Supervisor:
                 }
             )
             refusal = refusal or self._teardown.refusal(follower, after)
+        if is_ray(server.spec):  # every node's `ray stop`, as SLURM steps (launch.ray_cluster)
+            job = next((f.slurm_job for f in server.followers if f.slurm_job), "")
+            ray_nodes = [(p.node, p.node_name, job) for p in server.processes]
+            record = record.model_copy(
+                update={"notes": [*record.notes, *self._stop_ray(server.spec, ray_nodes)]}
+            )
         rpc = server.spec.rpc_port
         if server.followers and rpc is not None and not self._rpc_port_free(rpc):
             holders = ", ".join(h.describe() for h in self._procs.port_holders(rpc)) or "an unknown process"

@@ -16,6 +16,7 @@ from contracts.errors import ConfigError, ConfigProblem, SpecError
 from contracts.paths import PROJECT_ROOT
 from contracts.schema import GauntletConfig
 from launch.preflight import Probes, real_probes
+from launch.ray_cluster import is_ray, launch_argv
 from launch.spec import LaunchSpec, render_spec
 from orchestrator.app.controller import jobs_run_elsewhere
 from orchestrator.config.candidate_names import check_candidate_names
@@ -134,6 +135,8 @@ def format_plan(planned: Sequence[PlannedCandidate]) -> str:
             role = "head" if node == 0 else "follower"
             lines.append(f"  node {node} ({role}): {fingerprint}")
             lines.append(f"    command: {shlex.join(item.spec.node_argv(node))}")
+            if node == 0 and is_ray(item.spec):  # Ray's head first, then that command (launch.ray_head)
+                lines.append(f"    launched as: {shlex.join(launch_argv(item.spec))}")
         lines.append("")
     return "\n".join(lines)
 

@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--data-parallel-size", "-dp", type=int, default=1)
     add("--data-parallel-size-local", "-dpl", type=int, default=None)
     add("--data-parallel-backend", "-dpb", default="mp")
+    add("--distributed-executor-backend", default=None, choices=["ray", "mp", "uni", "external_launcher"])
     # Multi-node (launch.sim.nodes): the head's address and RPC port, a follower's first rank, --headless.
     add("--data-parallel-start-rank", "-dpr", type=int, default=None)
     add("--data-parallel-address", "-dpa", default=None)

@@ -38,6 +38,7 @@ from launch.sim.model import (
 )
 from launch.sim.nodes import Followers, NodeRole, follow, join, multinode_profile, node_role
 from launch.sim.profile import Profile, ProfileError, load_profile
+from launch.sim.ray import RayNodes, ray_role
 from launch.sim.requests import BadRequest, error_body, parse_chat, parse_json, tokenize
 from launch.sim.runtime import Runtime
 from launch.sim.stream import ChatStream
@@ -470,7 +471,7 @@ async def _start_up(
     return profile, cfg, memory
 
 
-async def serve(args: SimArgs, role: NodeRole | None = None) -> int:
+async def serve(args: SimArgs, role: NodeRole | None = None, ray: str | None = None) -> int:
     """Start up (or fail as vLLM would), serve until SIGTERM/SIGINT or a simulated crash; the head of a
     multi-node launch serves only once every follower joined, and dies when one goes away."""
     started = await _start_up(args, role)
@@ -489,7 +490,8 @@ async def serve(args: SimArgs, role: NodeRole | None = None) -> int:
             f"{role.first_rank + role.local_ranks - 1}")  # fmt: skip
         head_gone = asyncio.ensure_future(link[0].read())
         head_gone.add_done_callback(lambda _gone: _head_gone(server))
-    followers = Followers(role, log) if role and role.node_rank == 0 else None
+    head = role is not None and role.node_rank == 0
+    followers = (RayNodes(role, ray, log) if ray else Followers(role, log)) if role and head else None
     if followers is not None:
         try:
             await followers.open()
@@ -557,11 +559,14 @@ def _head_gone(server: SimServer) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     eng = args.engine
-    role = node_role(args.raw, eng.tensor_parallel_size, eng.data_parallel_size, eng.pipeline_parallel_size)
+    shape = (eng.tensor_parallel_size, eng.data_parallel_size, eng.pipeline_parallel_size)
+    role, ray = ray_role(args.raw, *shape, os.environ)  # a Ray backend: the nodes are the cluster's
+    if ray is None and role is None:
+        role = node_role(args.raw, *shape)
     if isinstance(role, str):
         sys.stderr.write(f"python -m launch.sim: error: {role}\n")
         return 2
     if role is not None and role.headless:
         exit_after = args.raw.get("sim_follower_exit_s")
         return asyncio.run(follow(role, log, exit_after_s=exit_after))
-    return asyncio.run(serve(args, role))
+    return asyncio.run(serve(args, role, ray))

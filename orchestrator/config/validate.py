@@ -26,6 +26,7 @@ from contracts.network import interface_problem
 from contracts.paths import CONF_DIR, PROJECT_ROOT
 from contracts.pipeline import pipeline_parallel_size
 from contracts.placement import placement_problem
+from contracts.ray_backend import backend_problems
 from contracts.schema import (
     CandidateConfig,
     GauntletConfig,
@@ -195,6 +196,17 @@ def placement_refusal(cand: CandidateConfig, host: HostConfig) -> str | None:
     return layout if isinstance(layout, str) else None
 
 
+def multinode_backend_problems(cand: CandidateConfig, host: HostConfig) -> list[tuple[str, object, str]]:
+    """The candidate's ``multinode_backend`` against where its ranks sit on ``host``."""
+    pp = pipeline_parallel_size(cand.extra_args)
+    layout = candidate_layout(
+        cand.tensor_parallel_size, cand.data_parallel_size, host, pipeline_parallel_size=pp
+    )
+    return backend_problems(
+        cand.multinode_backend, [cand.extra_args], layout, balancing=cand.data_parallel_load_balancing
+    )
+
+
 def candidate_problems(cand: CandidateConfig, host: HostConfig, where: Any) -> list[ConfigProblem]:
     """Problems of one candidate on one host. ``where(key_path)`` names the file that set a field."""
     out: list[ConfigProblem] = []
@@ -215,6 +227,8 @@ def candidate_problems(cand: CandidateConfig, host: HostConfig, where: Any) -> l
                 " + ".join(files), "tensor_parallel_size x data_parallel_size", f"{tp} x {dp}", allowed
             )
         )
+    for key, value, allowed in multinode_backend_problems(cand, host):  # mp or ray (contracts.ray_backend)
+        bad(key.split("."), value, allowed)
     gmu = cand.gpu_memory_utilization
     if not (isinstance(gmu, int | float) and 0 < gmu <= 1):
         bad(["gpu_memory_utilization"], gmu, "a fraction in (0, 1]")

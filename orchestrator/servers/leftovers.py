@@ -9,12 +9,14 @@ sweep left as the live service: it must be the configured baseline, and is stopp
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from contracts.errors import SpecError
 from contracts.layout import SERVER_LOG
+from contracts.ray_backend import RAY_HEAD_MODULE
 from launch.spec import HEAD_ADDRESS, LaunchSpec
 from launch.tracking import NodeProcess
 from orchestrator.ledger.events import Launching, LiveServer, TornDown, Vanished
@@ -76,14 +78,26 @@ def _started(pending: Launching, processes: Sequence[ProcessInfo]) -> list[Proce
 
 def runs(cmdline: Sequence[str], argv: Sequence[str], *, wrapped: bool = False) -> bool:
     """``cmdline`` runs ``argv``: the same arguments after the program (whose path may differ), the head
-    node's address wherever ``argv`` has the placeholder; ``wrapped``: also behind ``srun``'s options."""
+    node's address wherever ``argv`` has the placeholder; ``wrapped``: also behind ``srun``'s options; a
+    Ray spec's head also behind :mod:`launch.ray_head` (which runs Ray's head, then ``argv``)."""
     tail = tuple(argv[1:])
-    if len(cmdline) != len(tail) + 1 and not (
-        wrapped and cmdline[:1] == ("srun",) and len(cmdline) > len(tail)
-    ):
+    behind = wrapped and tuple(cmdline[:1]) == ("srun",)
+    behind = behind or tuple(cmdline[1:3]) == ("-m", RAY_HEAD_MODULE)  # a Ray head's (launch.ray_head)
+    if len(cmdline) != len(tail) + 1 and not (behind and len(cmdline) > len(tail)):
         return False
     got = tuple(cmdline[len(cmdline) - len(tail) :])
-    return all(want in (have, HEAD_ADDRESS) for want, have in zip(tail, got, strict=True))
+    return all(_same(want, have) for want, have in zip(tail, got, strict=True))
+
+
+def _same(want: str, have: str) -> bool:
+    """One argument: the same, or the same with the head's address where ``want`` has the placeholder
+    (the whole item, or a part of it: Ray's ``--address {head_address}:PORT``)."""
+    if want in (have, HEAD_ADDRESS):
+        return True
+    if HEAD_ADDRESS not in want:
+        return False
+    pattern = r"\S+".join(re.escape(part) for part in want.split(HEAD_ADDRESS))
+    return re.fullmatch(pattern, have) is not None
 
 
 def stop_leftovers(

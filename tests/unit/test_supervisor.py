@@ -289,6 +289,7 @@ def make(
     rpc_root: Path | None = None,
     node_checker: Callable[[Sequence[tuple[int, str, str]]], NodeChecker] | None = None,
     nodes: NodeLauncher | None = None,
+    ray_stop: Callable[[LaunchSpec, Sequence[tuple[int, str, str]]], list[str]] | None = None,
 ) -> tuple[Supervisor, FakeSystem, FakeClock]:
     system = system or FakeSystem(scenario or Scenario())
     clock = FakeClock(system)
@@ -309,6 +310,7 @@ def make(
         rpc_root=rpc_root,  # None: no IPC socket directory (the tests below that set one use tmp_path)
         node_checker=node_checker or (lambda nodes: NoNodesLeft()),
         nodes=nodes,
+        ray_stop=ray_stop or (lambda spec, nodes: []),
     )
     return sup, system, clock
 
