@@ -3,14 +3,22 @@ of n1 and n2, cancelled afterwards; skipped without the cluster, failed with GAU
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 import pytest
+
+from launch.node_agent import NodeReport, parse_report
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def squeue(*args: str) -> str:
@@ -54,3 +62,74 @@ def two_node_allocation(job_name: str) -> Iterator[tuple[str, str]]:
         deadline = time.monotonic() + 60
         while job in squeue("-o", "%i").split() and time.monotonic() < deadline:
             time.sleep(0.5)
+
+
+def on_node(job: str, node: str, *argv: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+    """``argv`` run on ``node`` as a step of ``job`` (``srun --overlap``): what that node's own process table
+    says (the local cluster's nodes have PID namespaces of their own: a pid of n2 means nothing here)."""
+    command = ["srun", f"--jobid={job}", "--nodes=1", "--ntasks=1", f"--nodelist={node}", "--overlap",
+               "--quiet", *argv]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
+
+
+def ppid_on(job: str, node: str, pid: int) -> int | None:
+    """The parent of ``pid`` as ``node`` sees it; None where no such process runs there (or a zombie)."""
+    done = on_node(job, node, "cat", f"/proc/{pid}/stat")
+    fields = done.stdout.rsplit(")", 1)[-1].split()
+    if done.returncode != 0 or len(fields) < 2 or fields[0] == "Z":
+        return None
+    return int(fields[1])
+
+
+def node_reports(port: int, other_ports: Sequence[int] = ()) -> dict[str, NodeReport]:
+    """Each node's agent (``launch.node_agent``, a task of a fresh 2-node job) on the server of ``port``:
+    what n1 and n2 hold of it, as the per-node check sees it (each in its own PID namespace)."""
+    command = ["srun", "--nodes=2", "--ntasks-per-node=1", "--immediate=120",
+               "--job-name=gauntlet-test-check", f"--export=ALL,PYTHONPATH={ROOT}", f"--chdir={ROOT}",
+               sys.executable, "-m", "launch.node_agent", f"--port={port}",
+               *(f"--rpc-port={p}" for p in other_ports)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stderr
+    reports = [parse_report(line, node="?") for line in done.stdout.splitlines() if line.strip()]
+    return {r.node: r for r in reports}
+
+
+def left_on_nodes(port: int, other_ports: Sequence[int] = ()) -> list[str]:
+    """What n1 and n2 still hold of the server of ``port`` (processes, ports), per node; [] when nothing."""
+    reports = node_reports(port, other_ports)
+    assert sorted(reports) == ["n1", "n2"], reports
+    left = [f"{n}: {p.describe()}" for n, r in sorted(reports.items()) for p in r.processes]
+    held = [f"{n}: port {h.port} held by {h.pids}" for n, r in sorted(reports.items()) for h in r.ports]
+    return left + held
+
+
+class NodeSupervisor:
+    """``tests.integration.node_supervisor`` on n1 as a step of ``job``: the 2-node server of ``spec_file``
+    started, watched and torn down from n1's own PID namespace (:meth:`ready`, then :meth:`finish`)."""
+
+    def __init__(self, job: str, nodelist: str, spec_file: Path, *extra: str) -> None:
+        command = ["srun", f"--jobid={job}", "--nodes=1", "--ntasks=1", "--nodelist=n1", "--overlap",
+                   "--quiet", f"--export=ALL,PYTHONPATH={ROOT}", f"--chdir={ROOT}", sys.executable, "-m",
+                   "tests.integration.node_supervisor", str(spec_file), "--job-nodelist", nodelist,
+                   *extra]  # fmt: skip
+        self.proc = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+
+    def ready(self) -> dict[str, Any]:
+        """The server's head pid and followers (n1's pids; a follower's ``node_pid``: n2's)."""
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            _, err = self.proc.communicate(timeout=60)
+            raise AssertionError(f"the supervisor on n1 printed nothing: {err[-3000:]}")
+        ready: dict[str, Any] = json.loads(line)
+        return ready
+
+    def finish(self) -> dict[str, Any]:
+        """Tear the server down (stdin closed); the teardown's record and error message."""
+        out, err = self.proc.communicate(input="", timeout=180)
+        lines = [line for line in out.splitlines() if line.startswith('{"record"')]
+        assert lines, f"no teardown record from n1 (exit {self.proc.returncode}): {out[-2000:]} {err[-3000:]}"
+        finished: dict[str, Any] = json.loads(lines[-1])
+        return finished
