@@ -81,26 +81,34 @@ def ppid_on(job: str, node: str, pid: int) -> int | None:
     return int(fields[1])
 
 
+def cluster_nodes() -> list[str]:
+    """The local cluster's node names (sinfo)."""
+    return sorted(set(subprocess.run(
+        ["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, timeout=20, check=True
+    ).stdout.split()))  # fmt: skip
+
+
 def node_reports(port: int, other_ports: Sequence[int] = ()) -> dict[str, NodeReport]:
-    """Each node's agent (``launch.node_agent``, a task of a fresh 2-node job) on the server of ``port``:
-    what n1 and n2 hold of it, as the per-node check sees it (each in its own PID namespace)."""
-    command = ["srun", "--nodes=2", "--ntasks-per-node=1", "--immediate=120",
+    """Each node's agent (``launch.node_agent``, a task of a fresh job on every node) on the server of
+    ``port``: what each node holds of it, as the per-node check sees it (each in its own PID namespace)."""
+    nodes = cluster_nodes()
+    command = ["srun", f"--nodes={len(nodes)}", "--ntasks-per-node=1", "--immediate=120",
                "--job-name=gauntlet-test-check", f"--export=ALL,PYTHONPATH={ROOT}", f"--chdir={ROOT}",
                sys.executable, "-m", "launch.node_agent", f"--port={port}",
                *(f"--rpc-port={p}" for p in other_ports)]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 0, done.stderr
-    reports = [parse_report(line, node="?") for line in done.stdout.splitlines() if line.strip()]
-    return {r.node: r for r in reports}
+    reports = {r.node: r for r in (parse_report(x, node="?") for x in done.stdout.splitlines() if x.strip())}
+    assert sorted(reports) == nodes, (reports, nodes)
+    return reports
 
 
 def left_on_nodes(port: int, other_ports: Sequence[int] = ()) -> list[str]:
-    """What n1 and n2 still hold of the server of ``port`` (processes, ports), per node; [] when nothing."""
-    reports = node_reports(port, other_ports)
-    assert sorted(reports) == ["n1", "n2"], reports
-    left = [f"{n}: {p.describe()}" for n, r in sorted(reports.items()) for p in r.processes]
-    held = [f"{n}: port {h.port} held by {h.pids}" for n, r in sorted(reports.items()) for h in r.ports]
-    return left + held
+    """What the cluster's nodes still hold of the server of ``port`` (processes, ports), per node; [] when
+    nothing."""
+    reports = sorted(node_reports(port, other_ports).items())
+    left = [f"{n}: {p.describe()}" for n, r in reports for p in r.processes]
+    return left + [f"{n}: port {h.port} held by {h.pids}" for n, r in reports for h in r.ports]
 
 
 class NodeSupervisor:
@@ -133,3 +141,26 @@ class NodeSupervisor:
         assert lines, f"no teardown record from n1 (exit {self.proc.returncode}): {out[-2000:]} {err[-3000:]}"
         finished: dict[str, Any] = json.loads(lines[-1])
         return finished
+
+
+def assert_nodes_isolated(job: str = "") -> None:
+    """The local cluster's nodes have PID namespaces of their own, neither this process's
+    (``scripts/slurm-local.sh start --nodes N``): a test that must pass through the per-node check fails
+    here, not vacuously, on a cluster whose nodes see each other. ``job``: look as steps of that job
+    (which holds every node), else as a fresh job."""
+    nodes = cluster_nodes()
+    if job:
+        said = [on_node(job, node, "readlink", "/proc/self/ns/pid") for node in nodes]
+        assert all(done.returncode == 0 for done in said), [done.stderr for done in said]
+        namespaces = {done.stdout.strip() for done in said}
+    else:
+        command = ["srun", f"--nodes={len(nodes)}", "--ntasks-per-node=1", "--immediate=120", "--label",
+                   "--job-name=gauntlet-test-ns", "readlink", "/proc/self/ns/pid"]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
+        assert done.returncode == 0, done.stderr
+        namespaces = {line.split(": ", 1)[1] for line in done.stdout.splitlines() if ": " in line}
+    here = os.readlink("/proc/self/ns/pid")
+    assert len(namespaces) == len(nodes) and here not in namespaces, (
+        f"the nodes {nodes} share PID namespaces ({sorted(namespaces)}; this process: {here}): restart the "
+        "cluster with `scripts/slurm-local.sh stop && scripts/slurm-local.sh start --nodes 2`"
+    )

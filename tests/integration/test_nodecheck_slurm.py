@@ -20,7 +20,14 @@ import pytest
 from launch.node_agent import TAG_ENV
 from tests.integration.test_multinode_local import ROOT, spec_for
 from tests.ports import free_port
-from tests.slurm_cluster import NodeSupervisor, on_node, ppid_on, squeue, two_node_allocation
+from tests.slurm_cluster import (
+    NodeSupervisor,
+    assert_nodes_isolated,
+    on_node,
+    ppid_on,
+    squeue,
+    two_node_allocation,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.slurm]
 
@@ -29,6 +36,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.slurm]
 def two_nodes() -> Iterator[tuple[str, str]]:
     """A job holding the local cluster's nodes n1 and n2 (its id and node list); cancelled afterwards."""
     with two_node_allocation("gauntlet-nodecheck") as allocated:
+        assert_nodes_isolated(allocated[0])
         yield allocated
 
 
