@@ -4,7 +4,8 @@ namespace of its own (``scripts/slurm-local.sh start --nodes 2``), so the job's 
 processes and learns of them only through n2's agent. Faults are dealt on the node, through SLURM (``srun
 --overlap`` on n2 with the pid the journal recorded there, ``scancel``, SIGKILL of the launching process):
 
-- kill -9 of a follower under load: the server ``died``, naming node 1 (n2) and its pid there; REJECT;
+- kill -9 of a follower under load: the server ``died``, naming node 1 (n2) and its pid there; REJECT
+  (the candidate's simulated hardware is 5x slower, so that its loaded profile outlasts the kill's srun);
 - SIGSTOP of a follower under load (a hung collective): ``hung`` through n2's agent, naming the node;
   REJECT on stability (the candidate's simulated hardware is 5x slower, so that its loaded profile
   outlasts the detection bound on SLURM, about 2 x 5 s);
@@ -20,6 +21,7 @@ Rows of ``docs/multinode.md``, "The isolated test cluster"."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -65,7 +67,9 @@ def events(sweep: Path) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for path in [sweep / "journal.jsonl", *sorted(journals_dir(sweep).glob("*.jsonl"))]:
         if path.exists():
-            out.extend(json.loads(line) for line in path.read_text().splitlines() if line.strip())
+            for line in path.read_text().splitlines():
+                with contextlib.suppress(json.JSONDecodeError):  # a line being written as we read
+                    out.append(json.loads(line))
     return out
 
 
@@ -157,28 +161,29 @@ def test_a_killed_a_stopped_follower_and_a_cancelled_startup_end_as_promised_wit
 ) -> None:
     sweeps, port, rpc_port = tmp_path / "sweeps", free_port(), free_port()
     proc = subprocess.Popen(
-        sweep_command(sweeps, port, rpc_port, "dp_nodes,tp16,slow_tp4_dp4,slow_tp16"), cwd=ROOT,
+        sweep_command(sweeps, port, rpc_port, "dp_nodes,slow_tp16,slow_tp4_dp4,slow_start_tp16"), cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True,
     )  # fmt: skip
     out = drive(proc, sweeps, {
-        "tp16": signal_follower_under_load("tp16", "KILL"),
+        "slow_tp16": signal_follower_under_load("slow_tp16", "KILL"),
         "slow_tp4_dp4": signal_follower_under_load("slow_tp4_dp4", "STOP"),
-        "slow_tp16": cancel_during_startup("slow_tp16"),
+        "slow_start_tp16": cancel_during_startup("slow_start_tp16"),
     })  # fmt: skip
     sweep = sweep_dir(sweeps)
     # the cancelled job's candidate was never measured: the sweep is INCOMPLETE (exit 1), says so and how
     # to complete it
     assert proc.returncode == 1, out[-4000:]
-    line = verdict_line(out, "slow_tp16")
+    line = verdict_line(out, "slow_start_tp16")
     assert re.search(r"\| INCOMPLETE +\| not measured: resuming the sweep measures it", line), line
-    # (a) kill -9 of the follower on n2 under load: died, naming n2 and its pid there, not the local srun
-    _, killed = follower_on_n2(sweep, "tp16")
-    run = json.loads((sweep / "candidates" / "tp16" / "run.json").read_text())
+    # (a) kill -9 of the follower on n2 under load (its hardware 5x slower, so that the kill lands while its
+    # profile runs): died, naming n2 and its pid there, not the local srun
+    _, killed = follower_on_n2(sweep, "slow_tp16")
+    run = json.loads((sweep / "candidates" / "slow_tp16" / "run.json").read_text())
     died = [e for e in run["watch"] if e["kind"] == "died"]
     assert died and (died[0]["node"], died[0]["node_name"]) == (1, "n2"), run["watch"]
     assert died[0]["detail"].startswith(f"node 1 (n2) pid {killed} (srun pid "), died[0]["detail"]
-    line = verdict_line(out, "tp16")
+    line = verdict_line(out, "slow_tp16")
     assert "REJECT" in line and "the server died under load (node 1, n2: follower" in line, line
     # (b) SIGSTOP of the follower on n2 under load: hung, seen through n2's agent, named, killed (its
     # hardware 5x slower: a profile shorter than the bound, about 2 x 5 s on SLURM, would end first)
@@ -190,10 +195,10 @@ def test_a_killed_a_stopped_follower_and_a_cancelled_startup_end_as_promised_wit
     line = verdict_line(out, "slow_tp4_dp4")
     assert "REJECT" in line and "the server hung under load (node 1, n2: follower" in line, line
     # (c) scancel of the job during its server's startup: CANCELLED, interrupted, never ready
-    cancelled = first(sweep, "started", "slow_tp16")
-    assert cancelled is not None and first(sweep, "ready", "slow_tp16") is None
+    cancelled = first(sweep, "started", "slow_start_tp16")
+    assert cancelled is not None and first(sweep, "ready", "slow_start_tp16") is None
     job = str(cancelled["job"])
-    finished = first(sweep, "job_finished", "slow_tp16")
+    finished = first(sweep, "job_finished", "slow_start_tp16")
     assert finished and finished["outcome"].startswith("interrupted: signal SIGTERM"), finished
     assert any(line.split()[1:3] == ["job", job] and "CANCELLED" in line for line in out.splitlines()), out
     assert "recovery validation passed: restored dp_nodes byte-for-byte" in out
