@@ -13,6 +13,18 @@
 #         NodeAddr are this host, each slurmd `-N nK` on its own port), so `srun -N2 hostname` and
 #         `sbatch --nodes=2` get 2 nodes from SLURM. The machine's CPUs and 90% of its memory are shared out
 #         (CPUs nproc/N each, at least 1), so the cluster offers what the machine has, not N times it.
+#         Nodes that cannot see each other: each node's slurmd runs in a PID namespace of its own with its
+#         own /proc (`unshare --pid --fork --mount-proc`; a bash that reaps orphans is the namespace's
+#         first process, `slurmd -D` under it), so every job step, slurmstepd and task of node nK lives
+#         there: `ps`, /proc and psutil on n1 do not show n2's processes and the reverse, and a pid on one
+#         node means nothing on another (as on separate machines). A gauntlet that runs in a job's first
+#         task (the SLURM launcher) sees only n1's processes: what it learns of n2 it learns through n2's
+#         agent (launch/node_agent.py, an srun step there). The host's own namespace, the parent of both,
+#         still sees every process (a parent PID namespace sees its children's, under other pids); the
+#         file system, the network (one address: this host's; every node's ports are the machine's) and
+#         munge are shared. /run/slurmd-nK.pid holds slurmd's pid as this namespace sees it (slurmd's own
+#         pid file, in its spool folder, its pid in its namespace); stopping slurmd ends its namespace and
+#         everything still in it. The one-node mode keeps one slurmd in this namespace.
 # stop    cancels every job of the cluster, waits for the queue to empty, stops the daemons and proves
 #         none is left. Idempotent.
 # status  the daemons, sinfo and squeue; exit 0 only when the cluster is up and the node is usable.
@@ -30,8 +42,11 @@ CONF="$CONF_DIR/slurm.conf"
 LOG_DIR=/var/log/slurm
 JOBCOMP_LOG="$LOG_DIR/jobcomp.log"
 CTLD_PID=/run/slurmctld.pid
-# One slurmd per node name (%n): its pid file, spool folder and log.
+# One slurmd per node name (%n): its pid file, spool folder and log. In the multi-node mode the script
+# writes /run/slurmd-%n.pid (the pid this namespace sees) and slurmd its own in its spool folder (its pid
+# in its namespace).
 SLURMD_PID=/run/slurmd-%n.pid
+SLURMD_NS_PID=/var/spool/slurmd/%n/slurmd.pid
 SLURMD_BASE_PORT=6820  # the multi-node mode's node K listens on 6820+K (slurmctld: 6817, one slurmd: 6818)
 MUNGE_PID=/run/munge/munged.pid
 NODE="$(hostname -s)"
@@ -103,7 +118,7 @@ ReturnToService=2
 StateSaveLocation=/var/spool/slurmctld
 SlurmdSpoolDir=/var/spool/slurmd/%n
 SlurmctldPidFile=$CTLD_PID
-SlurmdPidFile=$SLURMD_PID
+SlurmdPidFile=$( (( NODES == 1 )) && echo "$SLURMD_PID" || echo "$SLURMD_NS_PID")
 SlurmctldLogFile=$LOG_DIR/slurmctld.log
 SlurmdLogFile=$LOG_DIR/slurmd-%n.log
 # The final state of every job (no accounting database here): one line per job, read by gauntlet.
@@ -161,6 +176,29 @@ nodes_said() {  # nodes_said NODE...: "n1 idle, n2 down"
 }
 slurmd_pidfiles() { compgen -G '/run/slurmd*.pid' || true; }  # every node's (and an older single one's)
 
+# start_isolated_slurmd NODE: slurmd -N NODE in a PID namespace (and /proc) of its own
+start_isolated_slurmd() {
+  local name="$1" ns init pid="" deadline=$(( SECONDS + 10 )) reaper
+  # setsid: out of this shell's session; --kill-child: the namespace's first process gets SIGTERM when its
+  # unshare goes. That process is a bash that reaps: every orphan of the namespace (slurmstepd detaches
+  # from slurmd) becomes its child, and slurmd would leave them zombies. slurmd -D stays in the foreground
+  # (a daemonizing slurmd's parent exits); a SIGTERM to the bash stops slurmd, and the namespace ends
+  # with the bash, taking whatever still runs in it.
+  reaper='slurmd -D -N "$1" & pid=$!; trap "kill -TERM $pid" TERM INT'
+  reaper+='; while kill -0 $pid 2>/dev/null; do wait; done'
+  setsid unshare --pid --fork --mount-proc --kill-child=SIGTERM -- bash -c "$reaper" init "$name" \
+    </dev/null >>"$LOG_DIR/slurmd-$name.out" 2>&1 &
+  ns=$!
+  until [[ -n "$pid" ]]; do
+    (( SECONDS < deadline )) \
+      || die "slurmd for node $name did not start: $(tail -3 "$LOG_DIR/slurmd-$name.out")"
+    sleep 0.2
+    init="$(pgrep -P "$ns" || true)"
+    [[ -z "$init" ]] || pid="$(pgrep -P "$init" -x slurmd || true)"
+  done
+  echo "$pid" >"$(slurmd_pidfile "$name")"
+}
+
 start() {
   install_packages
   write_config
@@ -175,7 +213,7 @@ start() {
   names=( $(node_names) )
   for name in "${names[@]}"; do
     alive "$(slurmd_pidfile "$name")" slurmd && continue
-    if (( NODES == 1 )); then slurmd; else slurmd -N "$name"; fi
+    if (( NODES == 1 )); then slurmd; else start_isolated_slurmd "$name"; fi
     say "slurmd started for node $name"
   done
   if ! wait_until "nodes" nodes_usable "${names[@]}"; then
