@@ -8,7 +8,10 @@ or ``--nnodes``/``--node-rank``/``--master-addr``/``--master-port`` (TP or PP ac
 with ``--headless`` and the same address. The head opens the RPC port, waits until every follower has joined
 (its log says so, rank by rank) and only then serves; a follower that goes away afterwards kills the head's
 engine, as a lost rank kills vLLM's. The head simulates every replica; a follower is a real process that
-joins and holds its place, so the launcher starts, watches and stops real processes on every node.
+joins and holds its place, so the launcher starts, watches and stops real processes on every node. A
+joined node beats on its link every :data:`BEAT_S`; a node silent for :data:`STALL_S` (stopped, as a rank
+stuck in a collective) stalls the head's engine until it beats again: every request waits, as vLLM's do
+behind a hung all-reduce, so a hang shows as a server that stops answering, not as a slower one.
 
 The cost model (docs/simulator.md, "Across nodes"): data parallel over nodes adds :data:`DP_SYNC_MS` to
 each step (the DP ranks' step synchronisation over the network); a replica whose TP spans nodes runs its
@@ -42,6 +45,9 @@ ALLREDUCE_SHARE = 0.10
 DP_SYNC_MS = 0.1
 #: How long a head waits for its followers, and a follower for its head, before giving up (wall seconds).
 JOIN_TIMEOUT_S = 60.0
+#: How often a joined node beats on its link, and how long a silent one stalls the head's engine (wall s).
+BEAT_S = 0.25
+STALL_S = 1.0
 
 Log = Callable[[str, str, str], None]
 
@@ -145,17 +151,24 @@ def multinode_profile(profile: Profile, role: NodeRole) -> Profile:
 class Followers:
     """The head's side: the RPC port followers join on, and whether each is still there."""
 
-    def __init__(self, role: NodeRole, log: Log) -> None:
+    def __init__(self, role: NodeRole, log: Log, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.role = role
         self._log = log
+        self._clock = clock
         self._joined: dict[int, asyncio.StreamReader] = {}
+        self._beats: dict[int, float] = {}
         self._all = asyncio.Event()
         self._server: asyncio.Server | None = None
+        self._watch: asyncio.Task[None] | None = None
         self.lost: asyncio.Future[str] | None = None
+        #: called with True when a joined node falls silent for STALL_S, with False when all beat again
+        self.on_stall: Callable[[bool], None] = lambda _stalled: None
+        self.stalled = False
 
     async def open(self) -> None:
         self.lost = asyncio.get_running_loop().create_future()
         self._server = await asyncio.start_server(self._joining, "0.0.0.0", self.role.port)
+        self._watch = asyncio.ensure_future(self._watching())
         self._log("INFO", "coordinator.py", f"waiting for {self.role.nodes - 1} follower node(s) on port "
                   f"{self.role.port}")  # fmt: skip
 
@@ -171,9 +184,13 @@ class Followers:
                   f"{len(self._joined) + 1} of {self.role.nodes} nodes")  # fmt: skip
         writer.write(b"ok\n")
         await writer.drain()
+        self._beats[rank] = self._clock()
         if len(self._joined) == self.role.nodes - 1:
             self._all.set()
-        await reader.read()  # EOF: the follower is gone
+        while await reader.readline():  # each line a beat; EOF: the follower is gone
+            self._beats[rank] = self._clock()
+        self._beats.pop(rank, None)
+        writer.close()
         if self.lost is not None and not self.lost.done():
             self.lost.set_result(f"follower node {rank} went away")
 
@@ -187,9 +204,26 @@ class Followers:
         self._log("INFO", "coordinator.py", f"all {self.role.nodes} nodes joined")
         return None
 
+    def silent(self, now: float) -> list[int]:
+        """The joined nodes that have not beaten for :data:`STALL_S` at ``now``."""
+        return sorted(rank for rank, beat in self._beats.items() if now - beat > STALL_S)
+
+    async def _watching(self) -> None:
+        while True:
+            await asyncio.sleep(BEAT_S)
+            silent = self.silent(self._clock())
+            if bool(silent) != self.stalled:
+                self.stalled = bool(silent)
+                self._log("WARNING" if silent else "INFO", "coordinator.py",
+                          f"node(s) {silent} silent for over {STALL_S:g} s: the engine waits on them"
+                          if silent else "every node beats again: the engine runs")  # fmt: skip
+                self.on_stall(self.stalled)
+
     def close(self) -> None:
         if self._server is not None:
             self._server.close()
+        if self._watch is not None:
+            self._watch.cancel()
 
 
 # ------------------------------------------------------------------------------------------ a follower
@@ -219,7 +253,25 @@ async def join(
     if await reader.readline() != b"ok\n":
         log("ERROR", "launcher.py", "the head refused this node")
         return 1
+    beating = asyncio.ensure_future(_beat(writer))
+    _BEATING.add(beating)
+    beating.add_done_callback(_BEATING.discard)
     return reader, writer
+
+
+#: the joined nodes' beat tasks (held here so that none is collected while it runs)
+_BEATING: set[asyncio.Task[None]] = set()
+
+
+async def _beat(writer: asyncio.StreamWriter) -> None:
+    """Beat on the link to the head every :data:`BEAT_S` until it closes (a stopped process beats not)."""
+    while not writer.is_closing():
+        try:
+            writer.write(b"beat\n")
+            await writer.drain()
+        except (ConnectionError, RuntimeError):
+            return
+        await asyncio.sleep(BEAT_S)
 
 
 async def follow(role: NodeRole, log: Log, *, exit_after_s: float | None = None) -> int:

@@ -33,12 +33,35 @@ class Runtime:
         self.t0 = clock()
         self._event = asyncio.Event()
         self._stopped = False
+        self._held_since: float | None = None
         #: streams holding tokens not yet written (coalescing); flushed when due
         self.pending: dict[int, Callable[[float], bool]] = {}
 
     def vnow(self) -> float:
-        """Virtual seconds since the runtime started."""
-        return (self.clock() - self.t0) * self.scale
+        """Virtual seconds since the runtime started (frozen while held)."""
+        now = self.clock() if self._held_since is None else self._held_since
+        return (now - self.t0) * self.scale
+
+    def hold(self) -> None:
+        """Stop the engine where it is (a rank stuck in a collective): no step ends, no token is written,
+        virtual time stands still until :meth:`release`."""
+        if self._held_since is None:
+            self._held_since = self.clock()
+            self._event.set()
+
+    def set_held(self, held: bool) -> None:
+        """:meth:`hold` when ``held``, else :meth:`release`."""
+        if held:
+            self.hold()
+        else:
+            self.release()
+
+    def release(self) -> None:
+        """Run on from where :meth:`hold` stopped: the wall time held is not virtual time."""
+        if self._held_since is not None:
+            self.t0 += self.clock() - self._held_since
+            self._held_since = None
+            self._event.set()
 
     def wall_of(self, virtual: float) -> float:
         return self.t0 + virtual / self.scale
@@ -76,6 +99,10 @@ class Runtime:
         event = self._event
         host = self.host
         while not self._stopped:
+            if self._held_since is not None:
+                event.clear()
+                await event.wait()
+                continue
             host.advance(self.vnow())
             wall = self.clock()
             self._flush_pending(wall)

@@ -504,6 +504,8 @@ async def serve(args: SimArgs, role: NodeRole | None = None, ray: str | None = N
             followers.close()
             return 1
         followers.lost.add_done_callback(lambda lost: server.crash(lost.result()))
+        if isinstance(followers, Followers):  # a silent node stalls the engine (launch.sim.nodes)
+            followers.on_stall = server.runtime.set_held
     try:
         listener = await asyncio.start_server(
             server.handle, args.host, args.port, limit=1 << 20, backlog=1024
