@@ -15,8 +15,13 @@ the points that break no requirement. Both tables are cached under ``sweeps/sear
 a sweep (Optuna, its pruner, its budget and stall rule, the screen's constraints, its record) with one seam
 changed: a trial's job is measured in-process on the same engine model (:mod:`benchmarks.search.runner`),
 each run's figures the replay's times ``exp(N(0, noise))``. TPE, random search and a grid
-(:mod:`benchmarks.search.methods`) run at the same budget, and random search again at twice it. A seed's
-answer is judged by the constrained truth (:mod:`benchmarks.search.goals`). Seeds 10-49 are held out: the
+(:mod:`benchmarks.search.methods`) run with the same screen, confirmations, stall rule and noise; TPE and
+random search are judged at every budget of a ladder (a quarter of the space's budget to its whole, and
+random search on to twice it: :mod:`benchmarks.search.ladder`, one run per seed cut at each budget), the
+grid at the space's budget. A seed's answer is judged by the constrained truth
+(:mod:`benchmarks.search.goals`); the launches each method needs to find 90% of the seeds, and their
+ratio, decide the goal "2x fewer launches than random search". The exit status is 1 when a goal fails
+on a space. Seeds 10-49 are held out: the
 figures reported come from them only; seeds 0-9 were used while developing.
 
     nice -n 19 .venv/bin/python benchmarks/search_quality.py --jobs 1             # every space, seeds 10-49
@@ -43,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.search.constrained import Constrained, constrained_best, constrained_for
 from benchmarks.search.goals import Answer, MethodSummary, by_method, goals, render, summarize_method
+from benchmarks.search.ladder import budgets, ratio, reach
 from benchmarks.search.runner import compose, engine_of, run_seed, space_of, truth_for
 from benchmarks.search.scoring import point_text
 from benchmarks.search.spaces import SPACES, with_space
@@ -50,9 +56,11 @@ from benchmarks.search.surface import DEFAULT_CACHE, Surface, Truth
 from contracts.schema import GauntletConfig
 from launch.sim.versus import engine_config
 from launch.spec import render_spec
+from orchestrator.search.budget import confirmation_launches, kept_launches
 
-#: The methods run on every space, each at a multiple of the space's budget (random at 2x: the goal's).
-PLAN = (("tpe", 1), ("random", 2), ("random", 1), ("grid", 1))
+#: The methods run on every space, each once per seed at a multiple of the space's budget and judged at
+#: every budget of the ladder up to it (random search to 2x: the goal's).
+PLAN: tuple[tuple[str, int], ...] = (("tpe", 1), ("random", 2), ("grid", 1))
 
 
 def seeds_of(text: str) -> list[int]:
@@ -83,19 +91,40 @@ def prepare(
 _PREPARED: dict[str, tuple[GauntletConfig, Truth, Surface, Constrained]] = {}
 
 
-def one(job: tuple[tuple[str, ...], str, Path, str, int, int, float]) -> Answer:
-    """One seed of one method at a multiple of the space's budget (a worker process keeps its tables)."""
+def one(job: tuple[tuple[str, ...], str, Path, str, int, int, float]) -> dict[int, Answer]:
+    """One seed of one method at a multiple of the space's budget, judged at every budget of the ladder
+    up to it (a worker process keeps its tables). The stall rule is the space's at every budget (the
+    product's own rule, the same for every method), so a smaller budget's search is the larger's cut
+    short (:mod:`benchmarks.search.ladder`)."""
     overrides, space, cache, method, times, seed, noise = job
     if space not in _PREPARED:
         _PREPARED[space] = prepare(overrides, space, cache, lambda _line: None)
     cfg, truth, surface, table = _PREPARED[space]
     assert cfg.search is not None
-    search = replace(
-        cfg.search, max_launches=cfg.search.max_launches * times, stall_trials=cfg.search.stall_trials * times
-    )
+    budget = cfg.search.max_launches
+    smallest = kept_launches(cfg.search, confirmation_launches(interleave=cfg.run.interleave)) + 1
+    search = replace(cfg.search, max_launches=budget * times)
     return run_seed(
-        replace(cfg, search=search), truth, surface, table, seed=seed, noise=noise, method=method, say=print
+        replace(cfg, search=search),
+        truth,
+        surface,
+        table,
+        seed=seed,
+        noise=noise,
+        method=method,
+        budgets=budgets(budget, times, smallest),
+        say=print,
     )
+
+
+def read_kept(path: Path) -> dict[tuple[str, str, int], dict[int, Answer]]:
+    """The answers a run kept in its ``.jsonl`` (one line per seed and method), by (space, method, seed)."""
+    out: dict[tuple[str, str, int], dict[int, Answer]] = {}
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        answers = {int(b): Answer(**a) for b, a in row["answers"].items()}
+        out[(row["space"], row["method"], int(row["seed"]))] = answers
+    return out
 
 
 def optima(truth: Truth, table: Constrained) -> list[str]:
@@ -129,6 +158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="write every seed's answer here")
     parser.add_argument("--truth-only", action="store_true", help="the optima only")
     parser.add_argument(
+        "--from-jsonl", type=Path, default=None, help="judge the seeds a run kept (its --json's .jsonl)"
+    )
+    parser.add_argument(
         "overrides", nargs="*", default=["+experiment=demo_search"], help="Hydra overrides (the experiment)"
     )
     args = parser.parse_args(argv)
@@ -138,6 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             (m.split("x")[0], int(m.split("x")[1]) if "x" in m else 1) for m in args.methods.split(",")
         )
     seeds, spaces = seeds_of(args.seeds), [s for s in args.spaces.split(",") if s]
+    kept = read_kept(args.from_jsonl) if args.from_jsonl is not None else None
     start, met, dump = time.perf_counter(), True, {}
     for space in spaces:
         cfg, truth, _surface, table = prepare(args.overrides, space, args.cache, print)
@@ -147,32 +180,53 @@ def main(argv: Sequence[str] | None = None) -> int:
         best = constrained_best(table.rows)
         if args.truth_only or best is None:
             continue
-        jobs = [  # seed by seed, every method: a run cut short leaves as many seeds of each
+        jobs = [  # seed by seed, TPE and random search first, then the grid: a run cut short leaves as
+            # many seeds of the two the goal compares (--from-jsonl judges what it kept)
             (tuple(args.overrides), space, args.cache, method, times, seed, args.noise)
+            for grid in (False, True)
             for seed in seeds
             for method, times in plan
+            if (method == "grid") is grid
         ]
         if args.jobs > 1:
             with ProcessPoolExecutor(args.jobs) as pool:
                 answers = list(pool.map(one, jobs))
+        elif kept is not None:
+            answers = [kept[(space, job[3], job[5])] for job in jobs if (space, job[3], job[5]) in kept]
+            jobs = [job for job in jobs if (space, job[3], job[5]) in kept]
         else:
             _PREPARED[space] = (cfg, truth, _surface, table)
-            answers = [one(job) for job in jobs]
+            answers = []
+            log = args.json.with_suffix(".jsonl") if args.json is not None else None
+            earlier = read_kept(log) if log is not None and log.exists() else {}
+            for job in jobs:  # each seed's answers kept as they come (a run cut short keeps its seeds,
+                # and the same command run again goes on after them)
+                if (space, job[3], job[5]) in earlier:
+                    answers.append(earlier[(space, job[3], job[5])])
+                    continue
+                answers.append(one(job))
+                if args.json is not None:
+                    with args.json.with_suffix(".jsonl").open("a") as out:
+                        line = {"space": space, "method": job[3], "seed": job[5]}
+                        answers_at = {str(b): asdict(a) for b, a in answers[-1].items()}
+                        out.write(json.dumps({**line, "answers": answers_at}) + "\n")
         runs: dict[tuple[str, int], list[Answer]] = {}
         for job, answer in zip(jobs, answers, strict=True):
-            runs.setdefault((job[3], cfg.search.max_launches * job[4]), []).append(answer)
+            for budget, at in answer.items():
+                runs.setdefault((job[3], budget), []).append(at)
         size, capacity = len(truth.points), float(best["capacity"])
         rows: list[MethodSummary] = [
             summarize_method(m, b, runs[(m, b)], capacity, size) for m, b in by_method(runs)
         ]
-        tpe = next((r for r in rows if r.method == "tpe"), None)
-        double = next(
-            (r for r in rows if r.method == "random" and r.budget == 2 * cfg.search.max_launches), None
-        )
+        tpe = next((r for r in rows if r.method == "tpe" and r.budget == cfg.search.max_launches), None)
         if tpe is None:
             print("\n".join(f"{r}" for r in rows))
             continue
-        verdict = goals(tpe, double)
+        reached = {
+            m: reach({r.budget: (r.found, r.seeds) for r in rows if r.method == m}) for m in ("tpe", "random")
+        }
+        largest = max((r.budget for r in rows if r.method == "random"), default=0)
+        verdict = goals(tpe, ratio(reached["tpe"], reached["random"], largest))
         met = met and verdict.met
         print(render(space, capacity, rows, verdict))
         dump[space] = {f"{m}@{b}": [asdict(a) for a in answers] for (m, b), answers in runs.items()}

@@ -21,11 +21,13 @@ from typing import Any
 
 from benchmarks.search.constrained import Constrained, noisy, screen_sizes
 from benchmarks.search.goals import Answer, charged, recommended
+from benchmarks.search.ladder import prefix
 from benchmarks.search.methods import METHODS, GridRun, grid_design
 from benchmarks.search.scoring import num, point_key, point_text
 from benchmarks.search.surface import Surface, Truth, brute_force, read_truth, setting_of, write_truth
 from contracts.schema import GauntletConfig
-from contracts.trials import read_search
+from contracts.search import Space
+from contracts.trials import SearchRecord, read_search
 from launch.sim.model import EngineConfig
 from launch.sim.profile import load_profile
 from launch.sim.versus import engine_config
@@ -36,9 +38,11 @@ from orchestrator.measure.capacity_search import SearchSettings, search
 from orchestrator.measure.trial import SCREEN_STEP, TrialOutcome, screen_estimate
 from orchestrator.measure.trial_constraints import broken, describe
 from orchestrator.search.budget import confirmation_launches, kept_launches
+from orchestrator.search.confirm import finalists
 from orchestrator.search.loop import SearchRun
 from orchestrator.search.point import baseline_point, candidate_at, grid, point_overrides
 from orchestrator.search.prune import Pruned, prune
+from orchestrator.search.rules import best_trial, is_baseline
 from orchestrator.search.study import reporter
 
 #: Where each seed's sweep directory (its record and Optuna's SQLite study) lives: memory when there is a
@@ -198,16 +202,22 @@ def run_seed(
     seed: int,
     noise: float,
     method: str = "tpe",
+    budgets: Sequence[int] = (),
     say: Callable[[str], None] = lambda _line: None,
-) -> Answer:
+) -> dict[int, Answer]:
     """One search with seed ``seed`` choosing points by ``method`` (:data:`~benchmarks.search.methods
-    .METHODS`), trials measured in-process; its answer judged by the constrained truth."""
+    .METHODS`) at ``cfg``'s budget, trials measured in-process; its answer at that budget and at each of
+    ``budgets`` under it (:func:`benchmarks.search.ladder.prefix`: the same run cut where that budget
+    stops it), judged by the constrained truth. A grid's design depends on its budget: it is judged at
+    its own only."""
     assert cfg.search is not None
     level = baseline_level(cfg, surface, seed=seed, noise=noise)
     sampler = METHODS[method]
     seeded = replace(cfg, search=replace(cfg.search, seed=seed, load_level=level, sampler=sampler))
     assert seeded.search is not None
-    space = parse_space(seeded.search)
+    search = seeded.search
+    space = parse_space(search)
+    each = confirmation_launches(interleave=seeded.run.interleave)
     with tempfile.TemporaryDirectory(prefix="search-quality-", dir=SCRATCH) as tmp:
         sweep = Path(tmp)
         lines: list[str] = []
@@ -219,38 +229,68 @@ def run_seed(
             "say": lines.append,
         }
         if method == "grid":
-            each = confirmation_launches(interleave=seeded.run.interleave)
-            trials = seeded.search.max_launches - kept_launches(seeded.search, each)
+            trials = search.max_launches - kept_launches(search, each)
             run: SearchRun = GridRun(seeded, sweep, design=grid_design(space, trials), **common)
         else:
             run = SearchRun(seeded, sweep, **common)
-        queue = run.run()
+        run.run()
         record = read_search(sweep)
     assert record is not None
-    round_ = [dict(t.params) for t in queue[: max(1, seeded.search.confirm_top)]]
+    judged = [search.max_launches] if method == "grid" else sorted({*budgets, search.max_launches})
+    out: dict[int, Answer] = {}
+    for budget in (b for b in judged if b <= search.max_launches):
+        at = replace(search, max_launches=budget)
+        cut = prefix(record.trials, budget - kept_launches(at, each))
+        short = record.model_copy(
+            update={"trials": cut, "launches": sum(t.launches for t in cut), "best_is_baseline": False}
+        )
+        stopped = record.stopped if len(cut) == len(record.trials) else f"budget spent: {budget}"
+        out[budget] = judge(short, run, constrained, space, seeded, seed=seed, each=each, stopped=stopped)
+        answer = out[budget]
+        say(
+            f"{search.name} {method} {budget} seed {seed}: level {level:g}, {answer.launches} launches "
+            f"({stopped}); answer {answer.point}: accepted capacity {num(answer.accepted)}; first "
+            f"finalist {'refused' if answer.refused else 'accepted'}"
+        )
+    return out
+
+
+def judge(
+    record: SearchRecord,
+    run: SearchRun,
+    constrained: Constrained,
+    space: Space,
+    cfg: GauntletConfig,
+    *,
+    seed: int,
+    each: int,
+    stopped: str,
+) -> Answer:
+    """A search's answer from its trials (``record``), as the run loop's end would give it
+    (:meth:`~orchestrator.search.loop.SearchRun._finish`): its finalists, the first round confirmed (the
+    best the gates accept recommended), else the baseline's own configuration when the best feasible
+    trial is it; charged its trials' launches and that round's."""
+    assert cfg.search is not None
+    queue = finalists(record, None, run._changes)
+    round_ = [dict(t.params) for t in queue[: max(1, cfg.search.confirm_top)]]
     accepted_each = [constrained.accepted_capacity(p) for p in round_]
     chosen = recommended(accepted_each)
     point: dict[str, Any] | None = None
     if chosen is not None:
         point = round_[chosen]
-    elif not queue and record.best_is_baseline:
-        point = baseline_point(space, seeded.baseline)
+    elif not queue:
+        feasible = record.model_copy(update={"trials": [t for t in record.trials if not t.broken]})
+        best = best_trial(feasible, run._changes)
+        if best is not None and is_baseline(best, run._changes):
+            point = baseline_point(space, cfg.baseline)
     accepted = constrained.accepted_capacity(point) if point is not None else None
-    each = confirmation_launches(interleave=seeded.run.interleave)
-    trial_launches, confirms = charged(record.launches, len(queue), seeded.search.confirm_top, each)
-    answer = Answer(
+    trial_launches, confirms = charged(record.launches, len(queue), cfg.search.confirm_top, each)
+    return Answer(
         seed=seed,
         point=point_text(point) if point is not None else "-",
         accepted=accepted,
         refused=bool(accepted_each) and accepted_each[0] is None,
         trial_launches=trial_launches,
         confirm_launches=confirms,
-        stopped=record.stopped,
+        stopped=stopped,
     )
-    say(
-        f"{seeded.search.name} {method} {seeded.search.max_launches} seed {seed}: level {level:g}, "
-        f"{answer.launches} launches ({record.stopped}); answer {answer.point}: accepted capacity "
-        f"{num(accepted)}; first finalist {'refused' if answer.refused else 'accepted'} "
-        f"({', '.join(point_text(p) + ': ' + num(a) for p, a in zip(round_, accepted_each, strict=True))})"
-    )
-    return answer

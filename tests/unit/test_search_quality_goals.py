@@ -24,13 +24,15 @@ from benchmarks.search.goals import (
     recommended,
     summarize_method,
 )
+from benchmarks.search.ladder import budgets, prefix, ratio, reach
 from benchmarks.search.launched import CRASH, FIELD, NEVER, check
 from benchmarks.search.methods import grid_design, grid_levels, spread
 from contracts.schema import GatesConfig, GauntletConfig, HostConfig, RunConfig
-from contracts.search import Dimension, Space
-from contracts.trials import TrialRecord
+from contracts.search import Dimension, SearchConfig, Space
+from contracts.trials import SearchRecord, TrialRecord
 from orchestrator.measure.trial import DIED_UNDER_LOAD
 from orchestrator.measure.trial_constraints import requirements
+from orchestrator.search.budget import kept_launches, trials_budget_spent
 
 GATES = GatesConfig(
     serial_profile="serial",
@@ -210,24 +212,97 @@ def test_summary_counts_found_answers(
 
 
 @pytest.mark.parametrize(
-    ("tpe", "random_double", "expected"),
+    ("tpe", "reached", "expected"),
     [
-        # 37/40 found, every seed within 10% of 576 launches (57.6), TPE at 48 beats random at 96
-        ((37, 48), (30, 96), (True, True, True)),
-        ((35, 48), (30, 96), (False, True, True)),  # 35/40 < 90%
-        ((37, 58), (30, 116), (True, False, True)),  # a seed launched 58 > 57.6
-        ((37, 48), (38, 96), (True, True, False)),  # random at twice the budget finds more
-        ((37, 48), None, (True, True, False)),  # not run: not claimed
+        # 37/40 found, every seed within 10% of 576 launches (57.6); random needs 48, TPE 24: 2x
+        ((37, 48), (24, 48), (True, True, True)),
+        ((35, 48), (24, 48), (False, True, True)),  # 35/40 < 90%
+        ((37, 58), (24, 48), (True, False, True)),  # a seed launched 58 > 57.6
+        # equal quality at equal launches (the demo's measurement before: TPE 9/10, random 10/10 at 48)
+        ((37, 48), (48, 48), (True, True, False)),
+        ((37, 48), (36, 48), (True, True, False)),  # 1.33x fewer: not 2x
+        ((37, 48), (48, None), (True, True, True)),  # random not there at 96 (2x): more than 2x
+        ((37, 48), (36, None), (True, True, True)),  # more than 96/36
+        ((30, 48), (None, 72), (False, True, False)),  # TPE never reaches 90%: no ratio to claim
+        ((30, 48), (None, None), (False, True, False)),
     ],
 )
 def test_goals_can_fail(
-    tpe: tuple[int, int], random_double: tuple[int, int] | None, expected: tuple[bool, bool, bool]
+    tpe: tuple[int, int], reached: tuple[int | None, int | None], expected: tuple[bool, bool, bool]
 ) -> None:
     t = MethodSummary("tpe", 48, 40, tpe[0], 0, 46.0, tpe[1], 576)
-    r = None if random_double is None else MethodSummary("random", 96, 40, random_double[0], 0, 90.0, 96, 576)
-    verdict = goals(t, r)
+    verdict = goals(t, ratio(reached[0], reached[1], 96))
     assert (verdict.found, verdict.launched, verdict.versus_random) == expected
     assert verdict.met is all(expected)
+
+
+@pytest.mark.parametrize(
+    ("budget", "largest", "smallest", "expected"),
+    [
+        (48, 1, 5, [12, 24, 36, 48]),  # TPE on the demo's space
+        (48, 2, 5, [12, 24, 36, 48, 72, 96]),  # random search, on to twice the budget
+        (28, 2, 5, [7, 14, 21, 28, 42, 56]),  # edge's
+        (36, 1, 5, [9, 18, 27, 36]),  # layout's
+        (16, 1, 5, [8, 12, 16]),  # 4 launches hold no trial besides the 4 kept: left out
+        (8, 2, 5, [6, 8, 12, 16]),  # 2 left out; 6 twice (0.75 of 8) counted once
+    ],
+)
+def test_the_budget_ladder(budget: int, largest: float, smallest: int, expected: list[int]) -> None:
+    assert budgets(budget, largest, smallest) == expected
+
+
+def _launched(launches: list[int]) -> list[TrialRecord]:
+    return [
+        TrialRecord(number=i, name=f"t{i}", params={}, state="complete", launches=n)
+        for i, n in enumerate(launches)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("launches", "budget"),
+    [
+        ([0, 1, 1, 1, 1, 1, 1, 1], 7),  # the baseline's point (no launch), then one launch each
+        ([0, 1, 1, 1, 1, 1, 1, 1], 6),
+        ([0, 1, 1, 1, 1, 1, 1, 1], 5),  # 1 launch for the trials: the baseline's point and one more
+        ([0, 1, 0, 0, 1, 1, 0, 1, 1], 7),  # points asked again or pruned before start launch nothing
+        ([0, 1, 0, 0, 1, 1, 0, 1, 1], 6),  # ... and are asked only while a launch would still fit
+        ([1, 1, 1], 48),  # the whole run
+        ([0, 1, 1], 4),  # 4 kept for the confirmations, 3 of a budget of 4: the trials get none
+    ],
+)
+def test_a_smaller_budget_is_the_larger_runs_prefix(launches: list[int], budget: int) -> None:
+    """The trials a search at ``budget`` runs are the product's own rule replayed (the loop checks
+    trials_budget_spent before every ask): the ladder's prefix must be exactly those."""
+    search = SearchConfig(max_launches=budget)
+    each = 2  # a confirmation and the baseline's interleaved block
+    trials = _launched(launches)
+    admitted: list[TrialRecord] = []
+    record = SearchRecord(
+        name="s", objective="capacity", directions=["maximize"], space_size=None, max_launches=budget
+    )
+    for trial in trials:
+        if trials_budget_spent(record, search, 1, 0, each) is not None:
+            break
+        admitted.append(trial)
+        record.launches += trial.launches
+    assert prefix(trials, budget - kept_launches(search, each)) == admitted
+
+
+@pytest.mark.parametrize(
+    ("found_by_budget", "expected"),
+    [
+        ({12: (3, 10), 24: (9, 10), 48: (10, 10)}, 24),
+        ({12: (9, 10), 24: (8, 10)}, 12),  # the first budget that reaches it
+        ({12: (8, 10), 24: (8, 10), 48: (8, 10)}, None),
+        ({48: (36, 40)}, 48),  # 90% of 40
+        ({48: (35, 40)}, None),
+        ({}, None),
+    ],
+)
+def test_launches_to_reach_the_quality(
+    found_by_budget: dict[int, tuple[int, int]], expected: int | None
+) -> None:
+    assert reach(found_by_budget) == expected
 
 
 @pytest.mark.parametrize(
