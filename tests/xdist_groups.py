@@ -19,28 +19,18 @@ from xdist.scheduler import LoadScopeScheduling
 
 #: Test modules that run their own vLLM servers, one after another, on one worker.
 SWEEPS = frozenset({"test_sweep_vllm_cpu.py", "test_search_vllm_cpu.py", "test_doctor_vllm_cpu.py"})
-#: Single tests that start a vLLM server of their own, moved beside :data:`SWEEPS` to even the units out
-#: (the isolated cluster's chaos tests added about 260 s to the ``shared`` unit).
-SWEEPS_TESTS = frozenset({"test_vllm_cpu.py::test_fp8_kv_cache_is_incompatible_with_the_root_cause_quoted"})
 
 
 def work_unit(nodeid: str) -> str:
-    """The unit a test runs in: ``sweeps`` for :data:`SWEEPS`' modules and :data:`SWEEPS_TESTS`,
-    ``shared`` for every other.
+    """The unit a test runs in: ``sweeps`` for :data:`SWEEPS`' modules, ``shared`` for every other.
 
     >>> work_unit("tests/e2e/test_sweep_vllm_cpu.py::test_case_study")
     'sweeps'
-    >>> work_unit("tests/e2e/test_vllm_cpu.py::test_fp8_kv_cache_is_incompatible_with_the_root_cause_quoted")
-    'sweeps'
-    >>> work_unit("tests/e2e/test_vllm_cpu.py::test_check_is_quiet_while_healthy")
-    'shared'
     >>> work_unit("tests/integration/test_slurm.py::test_demo_slurm[x::y]")
     'shared'
     """
-    path, _, test = nodeid.partition("::")
-    module = path.rsplit("/", 1)[-1]
-    named = f"{module}::{test.split('[', 1)[0]}"
-    return "sweeps" if module in SWEEPS or named in SWEEPS_TESTS else "shared"
+    module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    return "sweeps" if module in SWEEPS else "shared"
 
 
 class TwoUnits(LoadScopeScheduling):
