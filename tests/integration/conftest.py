@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -9,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from launch.supervisor import Server as LaunchedServer
+from launch.supervisor import Supervisor
 from tests.integration.ref_load import Server
 from tests.integration.sweep_helpers import kill_servers, reap_started
 from tests.markers import mark_folder
@@ -72,6 +75,22 @@ def postgres_cluster() -> Iterator[Cluster]:
 def postgres_url(postgres_cluster: Cluster, request: pytest.FixtureRequest) -> str:
     """A fresh database on the session's cluster, as a SQLAlchemy URL (postgresql+psycopg://...)."""
     return postgres_cluster.create_database(database_name(request.node.nodeid))
+
+
+@pytest.fixture
+def sup() -> Iterator[Supervisor]:
+    """A supervisor that polls often, for the multi-node supervisor tests (a module may define its own)."""
+    yield Supervisor(project_root=ROOT, poll_interval_s=0.05)
+
+
+@pytest.fixture
+def started(sup: Supervisor) -> Iterator[list[LaunchedServer]]:
+    """The servers a test started with ``sup``, each torn down after it whatever the test did."""
+    servers: list[LaunchedServer] = []
+    yield servers
+    for server in servers:
+        with contextlib.suppress(Exception):
+            sup.teardown(server)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -4,11 +4,9 @@ tears every node down, and a follower that dies is a startup failure quoting its
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -33,20 +31,6 @@ def spec_for(port: int, rpc: int, *extra: str, startup_s: float = 0.3) -> Launch
         ]
     )  # fmt: skip
     return render_spec(cfg.service, cfg.candidate, cfg.host)
-
-
-@pytest.fixture
-def sup() -> Iterator[Supervisor]:
-    yield Supervisor(project_root=ROOT, poll_interval_s=0.05)
-
-
-@pytest.fixture
-def started(sup: Supervisor) -> Iterator[list[Server]]:
-    servers: list[Server] = []
-    yield servers
-    for server in servers:
-        with contextlib.suppress(Exception):
-            sup.teardown(server)
 
 
 def test_head_and_follower_start_serve_and_are_torn_down(

@@ -4,8 +4,6 @@ spec's GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME; the head is met at its address t
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -17,20 +15,6 @@ from orchestrator.config.compose import load
 from tests.ports import free_port, port_is_free
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def sup() -> Iterator[Supervisor]:
-    yield Supervisor(project_root=ROOT, poll_interval_s=0.05)
-
-
-@pytest.fixture
-def started(sup: Supervisor) -> Iterator[list[Server]]:
-    servers: list[Server] = []
-    yield servers
-    for server in servers:
-        with contextlib.suppress(Exception):
-            sup.teardown(server)
 
 
 @pytest.mark.parametrize("layout", [(8, 2, 1), (8, 1, 2)])  # TP, DP, PP: DP over nodes; PP across nodes

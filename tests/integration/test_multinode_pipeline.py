@@ -4,10 +4,8 @@ follower joined, every stage's GPUs hold weights, a request is served, and every
 
 from __future__ import annotations
 
-import contextlib
 import json
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -19,20 +17,6 @@ from orchestrator.config.compose import load
 from tests.ports import free_port, port_is_free
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def sup() -> Iterator[Supervisor]:
-    yield Supervisor(project_root=ROOT, poll_interval_s=0.05)
-
-
-@pytest.fixture
-def started(sup: Supervisor) -> Iterator[list[Server]]:
-    servers: list[Server] = []
-    yield servers
-    for server in servers:
-        with contextlib.suppress(Exception):
-            sup.teardown(server)
 
 
 @pytest.mark.parametrize(("tp", "pp"), [(8, 2), (4, 4)])  # one TP8 stage a node; two TP4 stages a node

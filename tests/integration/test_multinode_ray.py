@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -53,20 +52,6 @@ def sim_ray_processes(port: int) -> list[int]:
             if (proc.info["cmdline"] or [])[1:3] == ["-m", "launch.sim.ray"] and ours:
                 found.append(proc.info["pid"])
     return found
-
-
-@pytest.fixture
-def sup() -> Iterator[Supervisor]:
-    yield Supervisor(project_root=ROOT, poll_interval_s=0.05)
-
-
-@pytest.fixture
-def started(sup: Supervisor) -> Iterator[list[Server]]:
-    servers: list[Server] = []
-    yield servers
-    for server in servers:
-        with contextlib.suppress(Exception):
-            sup.teardown(server)
 
 
 @pytest.mark.parametrize(
