@@ -9,18 +9,17 @@ profiles the sweep measures) at its own load, and each gated requirement becomes
 (``gates.latency_tolerance``, ``gates.throughput_tolerance``, no failed request), against the median of
 the baseline's opening runs of the same profile.
 
-A point is feasible only when the screen's evidence says so with the run-to-run noise taken into account
+A point is refused only when the screen's evidence says so with the run-to-run noise taken into account
 (:func:`ruling`): the ratio to the baseline's median is read with a band of the noise a run shows (the
-baseline's own runs' spread; for a latency at least 5% and at least the load client's lag and timing
-resolution, so that a screen can rule on a serial TTFT of tens of milliseconds at the demo's 20x). A band
+baseline's own runs' spread, at least 3%; for a latency at least the load client's lag and timing
+resolution too, so that a screen can rule on a serial TTFT of tens of milliseconds at the demo's 20x). A band
 wholly inside the limit is met on one run (a clearly feasible point costs one run); a band wholly beyond
 it is broken, by its lower bound; a band across the limit is within noise, and that profile is run once
-more (:data:`SCREEN_RUNS`): on both runs the band narrows, and where it still crosses the limit the gates'
-own rule decides on the two runs (a figure worse beyond the tolerance and beyond noise is refused: the
-mean beyond the limit and the band's lower bound worse than the baseline's figure). So a point one run
-reads a few percent low is no longer let through by an allowance (the client's timing resolution was
-taken off its figure and the limit widened by the baseline's spread). The confirmation then judges a
-survivor with every repeat and interval.
+more (:data:`SCREEN_RUNS`): on both runs the band narrows, and where it still crosses the limit the point
+is at the limit, met: the screen refuses what its runs show beyond a limit beyond noise, and leaves what
+two runs cannot tell from the limit to the confirmation, which judges a survivor with every repeat and
+interval. No allowance is taken off a figure (the client's timing resolution once was, and the limit
+widened by the baseline's spread): a point one run reads a few percent low is still read with its band.
 """
 
 from __future__ import annotations
@@ -54,12 +53,14 @@ class Requirement:
 #: The simulator's coalescing of a stream's chunks (``sim-coalesce-ms``) never moves a first or last
 #: token. A floor of a latency's noise band (:func:`noise_of`), not an allowance taken off the figure.
 RESOLUTION_S = 0.0002
-#: The least run-to-run noise (sd of the log) a latency's median is read with: the baseline's few opening
-#: runs can agree by chance (their median absolute deviation is 0 when two of three are equal), and a
-#: median moves from run to run at the same settings. Measured in ``make demo-search`` at 20x on two
-#: cores (docs/measurements/search-quality.md): a point's serial median TTFT on two screen runs 1-2% apart
-#: (52.8 and 54.0 ms of host time), its serial median latency 4-5% apart (1.574 and 1.497 s).
-MIN_NOISE = 0.05
+#: The least run-to-run noise (sd of the log) a figure's median is read with: the baseline's three opening
+#: runs can agree by chance (their median absolute deviation is 0 when two of three are equal). Below the
+#: gates' 5% tolerances, so that a point at the baseline's figure is met on one run (a band of 1 + 3% x
+#: 1.15); above what most figures move: measured in ``make demo-search`` at 20x on two idle cores
+#: (docs/measurements/search-quality.md, 2026-12-07), the baseline's three runs moved 0.3-2% (prefill_10k
+#: TTFT and tokens/s, decode_heavy TTFT and tokens/s, serial TTFT), its serial latency 4% (1.478, 1.438,
+#: 1.358 s: the spread, 4.1%, is then the noise).
+MIN_NOISE = 0.03
 #: The most runs of one constraint profile a screen takes: a second only when the first left one of its
 #: requirements within noise of the limit (and none of the trial's broken).
 SCREEN_RUNS = 2
@@ -150,20 +151,20 @@ def noise_of(
     figure: str, theirs: Sequence[float], mid: float, *, lag_s: float = 0.0, time_scale: float = 1.0
 ) -> float:
     """One run's relative noise: the baseline's own runs' (their median absolute deviation from their
-    median, as a standard deviation: robust to one outlier); for a latency at least :data:`MIN_NOISE`
-    and the load client's lag ``lag_s`` with its timing resolution (:data:`RESOLUTION_S` x
+    median, as a standard deviation: robust to one outlier), at least :data:`MIN_NOISE`; for a latency
+    also at least the load client's lag ``lag_s`` with its timing resolution (:data:`RESOLUTION_S` x
     ``time_scale``) over the median.
 
     >>> round(noise_of("e2e", [1.0, 1.0, 1.0], 1.0, time_scale=20), 3)
-    0.05
+    0.03
     >>> round(noise_of("ttft", [0.034, 0.034, 0.034], 0.034, time_scale=20), 3)   # 4 ms of 34 ms
     0.118
-    >>> round(noise_of("tps", [90, 100, 110], 100), 5)
-    0.14826
+    >>> round(noise_of("tps", [90, 100, 110], 100), 5), noise_of("tps", [100, 100, 100], 100)
+    (0.14826, 0.03)
     """
     spread = MAD_TO_SD * median(abs(v - mid) for v in theirs) / mid if theirs and mid > 0 else 0.0
     if figure == "tps":
-        return spread
+        return max(spread, MIN_NOISE)
     timing = (lag_s + RESOLUTION_S * time_scale) / mid if mid > 0 else 0.0
     return max(spread, MIN_NOISE, timing)
 
@@ -176,9 +177,9 @@ def ruling(
     with a band of ``w = noise x sqrt(1/runs + 1/baseline runs)`` (:func:`noise_of`) either side: a band
     beyond the limit is broken, its size the lower bound's (at least that far beyond); a band inside the
     limit is met, its size the upper bound's (that far inside even at the noise's edge); a band across
-    the limit is within noise: unsettled while :data:`SCREEN_RUNS` allows another run, else decided as
-    the gates decide (refused when the mean is beyond the limit and the band's lower bound is worse than
-    the baseline's figure: beyond the tolerance and beyond noise; its size the mean's). Any failed
+    the limit is within noise: unsettled while :data:`SCREEN_RUNS` allows another run, else at the limit
+    (0; its estimate where the mean is inside it): the screen refuses only a point its runs show beyond
+    a limit beyond their noise, and leaves one within noise of it to the confirmation. Any failed
     request breaks an accepted profile (its share, the worst run's); a run with no figure (nothing
     completed) is as broken as it gets (1.0)."""
     if req.figure == "failed":
@@ -206,11 +207,11 @@ def ruling(
         return Ruling(ratio * band / limit - 1)
     if len(runs) < SCREEN_RUNS:  # within noise of the limit: another run narrows the band
         return Ruling(ratio / limit - 1, settled=False)
-    # The last run taken and still within noise: the gates' own rule decides (a figure worse beyond the
-    # tolerance and beyond noise fails): refused when the mean is beyond the limit and the band's lower
-    # bound beyond the baseline's figure; a mean beyond the limit within noise of the baseline is at it.
-    if ratio > limit and ratio / band > 1:
-        return Ruling(ratio / limit - 1)
+    # The last run taken and still within noise of the limit: at it, met. Refusing here as the gates
+    # refuse (a mean beyond the limit, worse than the baseline's beyond noise) refused 36% of the demo's
+    # acceptable points within 5% of its best on two runs of the benchmark's 5% noise (at most 25% now),
+    # and the search lost them: two runs cannot tell a point 1% inside a limit from one 1% beyond it;
+    # the confirmation's repeats and intervals can (docs/measurements/search-quality.md, 2026-12-07).
     return Ruling(min(0.0, ratio / limit - 1))
 
 

@@ -119,19 +119,20 @@ SPREAD = [{**BASE["serial"], "e2e": e} for e in (2.88, 3.0, 3.12)]
 
 
 @pytest.mark.parametrize(
-    ("attempts", "base_runs", "broken", "again"),
+    ("attempts", "base_runs", "broken", "serial_runs"),
     [
-        # the baseline's own figures: nothing broken; every latency is within a run's least noise (5%,
-        # MIN_NOISE) of its limit on one run: a second run of each profile
-        ([figs()], [BASE["serial"]] * 3, [], 2),
-        # serial 1.2x: broken on one run beyond that noise, and no second run of anything
+        # the baseline's own figures: nothing broken, on one run (a band of 3%, MIN_NOISE, inside the 5%
+        # tolerances)
+        ([figs()], [BASE["serial"]] * 3, [], 1),
+        # serial 1.2x: broken on one run
         ([figs(serial_e2e=3.6)], [BASE["serial"]] * 3, ["serial latency"], 1),
-        # 1.08x, beyond 1.05 but within a run's noise of it: a second run; at 1.08x again the two runs
-        # are beyond the limit and worse than the baseline beyond noise: refused
+        # 1.08x, beyond 1.05 but within one run's noise of it: a second run; at 1.08x again the two
+        # runs' band is beyond the limit: refused
         ([figs(serial_e2e=3.24)], [BASE["serial"]] * 3, ["serial latency"], 2),
-        # ... the same against a baseline whose own runs spread 4% (the old rule widened the limit by the
-        # spread and passed it on one run)
-        ([figs(serial_e2e=3.24)], SPREAD, ["serial latency"], 2),
+        # ... within the noise the baseline's own runs show (a 4% spread): a second run, and at 1.08x
+        # again still within noise of the limit: at it, met; the confirmation decides (the old rule
+        # widened the limit by the spread and passed it on one run)
+        ([figs(serial_e2e=3.24)], SPREAD, [], 2),
         # ... or at the baseline's 3.0 s: the mean, 1.04x, is within the limit
         ([figs(serial_e2e=3.24), figs()], SPREAD, [], 2),
         # a failed request is broken at any noise
@@ -139,7 +140,7 @@ SPREAD = [{**BASE["serial"], "e2e": e} for e in (2.88, 3.0, 3.12)]
     ],
 )
 def test_the_screen_rules_with_the_products_rule(
-    attempts: list[dict[str, Figures]], base_runs: list[Figures], broken: list[str], again: int
+    attempts: list[dict[str, Figures]], base_runs: list[Figures], broken: list[str], serial_runs: int
 ) -> None:
     runs = {"serial": base_runs, "loaded": [BASE["loaded"]] * 3}
     taken: list[tuple[str, int]] = []
@@ -150,9 +151,8 @@ def test_the_screen_rules_with_the_products_rule(
 
     sizes = screen_sizes(_cfg(), mine, runs)
     assert sorted(k for k, v in sizes.items() if v > 0) == sorted(broken)
-    # each profile's runs (the loaded one's median TTFT, at its baseline's, is within noise too)
-    assert sum(1 for p, _a in taken if p == "serial") == again
-    assert sum(1 for p, _a in taken if p == "loaded") == again
+    assert sum(1 for p, _a in taken if p == "serial") == serial_runs
+    assert sum(1 for p, _a in taken if p == "loaded") == 1
 
 
 @pytest.mark.parametrize(
