@@ -16,9 +16,15 @@ A candidate's ``data_parallel_load_balancing`` (docs/multinode.md, "One API serv
 Node k's API server listens on the service's port plus k (:func:`api_port`): vLLM's documented external
 launch gives co-located ranks ports 8000, 8001, and the same rule keeps the nodes of the local test cluster,
 which share one machine, apart.
+
+Each rank is an *engine* in the servers' ``/metrics`` (``engine="0"`` .. ``engine="D-1"``):
+:func:`engines_in` reads them, for the head's readiness (every rank joined: :mod:`launch.engines`) and for
+the load runner's sum over several servers (no engine counted twice: :mod:`load.spread`).
 """
 
 from __future__ import annotations
+
+import re
 
 from contracts.multinode import candidate_layout
 from contracts.pipeline import pipeline_parallel_size
@@ -107,4 +113,23 @@ def balance_problems(candidate: CandidateConfig, host: HostConfig) -> list[tuple
         out.append(([FIELD], mode, f"one of {', '.join(MODES)}"))
     elif not isinstance(layout, str) and (why := mode_refusal(mode, layout, f"host '{host.name}'")):
         out.append(([FIELD], mode, why))
+    return out
+
+
+#: An ``engine`` label of a Prometheus sample line (the value between its quotes).
+_ENGINE = re.compile(r'[{,]\s*engine="([^"]*)"')
+
+
+def engines_in(metrics: str) -> set[str]:
+    """Every ``engine`` label value of the exposition's sample lines (comments skipped; a label's value is
+    read in the sample's label set only, never in its number).
+
+    >>> sorted(engines_in('vllm:x{engine="1",model_name="m"} 2')), engines_in('# vllm:x{engine="0"} 1')
+    (['1'], set())
+    """
+    out: set[str] = set()
+    for line in metrics.splitlines():
+        if line.startswith("#") or "{" not in line:
+            continue
+        out.update(found.group(1) for found in _ENGINE.finditer(line[: line.find("}") + 1]))
     return out

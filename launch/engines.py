@@ -13,11 +13,9 @@ missing engines out::
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
-#: An ``engine`` label of a Prometheus sample line (the value between its quotes).
-_ENGINE = re.compile(r'[{,]\s*engine="([^"]*)"')
+from contracts.dp_balance import engines_in
 
 
 def data_parallel_size(argv: Sequence[str]) -> int:
@@ -30,17 +28,6 @@ def data_parallel_size(argv: Sequence[str]) -> int:
         if flag in argv[:-1]:
             return int(argv[list(argv).index(flag) + 1])
     return 1
-
-
-def engines_in(metrics: str) -> set[str]:
-    """Every ``engine`` label value of the exposition's sample lines (comments skipped; a label's value is
-    read in the sample's label set only, never in its number)."""
-    out: set[str] = set()
-    for line in metrics.splitlines():
-        if line.startswith("#") or "{" not in line:
-            continue
-        out.update(found.group(1) for found in _ENGINE.finditer(line[: line.find("}") + 1]))
-    return out
 
 
 def missing_engines(metrics: str, dp_size: int) -> list[str]:

@@ -19,19 +19,16 @@ that scrape rather than a wrong sum::
 from __future__ import annotations
 
 import asyncio
-import re
 import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import httpx
 
+from contracts.dp_balance import engines_in
 from contracts.http_tls import default_verify
 from load.client import Clock, Exchange, HttpxStreamClient, RawStreamClient, StreamClient
 from load.scrape import Scraper
-
-#: An ``engine`` label of a Prometheus sample line.
-_ENGINE = re.compile(r'[{,]\s*engine="([^"]*)"')
 
 
 def server_of(index: int, servers: Sequence[str]) -> str:
@@ -77,21 +74,12 @@ class SpreadClient:
             await client.aclose()
 
 
-def engines_of(text: str) -> set[str]:
-    """The ``engine`` label values of an exposition's sample lines."""
-    out: set[str] = set()
-    for line in text.splitlines():
-        if not line.startswith("#") and "{" in line:
-            out.update(found.group(1) for found in _ENGINE.finditer(line[: line.find("}") + 1]))
-    return out
-
-
 def merge_expositions(urls: Sequence[str], texts: Sequence[str]) -> tuple[str, str | None]:
     """The servers' ``/metrics`` as one exposition (comments dropped, samples concatenated), or why they
     cannot be summed: two servers reporting the same engine would count its requests twice."""
     seen: dict[str, str] = {}
     for url, text in zip(urls, texts, strict=True):
-        for engine in sorted(engines_of(text)):
+        for engine in sorted(engines_in(text)):
             if engine in seen:
                 return "", f"{seen[engine]} and {url} both report engine {engine}"
             seen[engine] = url

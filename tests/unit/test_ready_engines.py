@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from launch.engines import engines_in
+from contracts.dp_balance import engines_in
 from launch.readiness import NotReady, ready_once
 from launch.tracking import Server, Tracker
 from tests.unit.test_multinode_journal import SPEC
