@@ -18,7 +18,7 @@ from contracts.trials import read_search
 from orchestrator.servers.scheduler import launcher_executor
 from tests.integration.sweep_helpers import assert_finished_capacity_open, kill_servers, run_sweep
 from tests.integration.test_search_storage import FAST
-from tests.ports import port_is_free
+from tests.ports import free_port
 
 pytest.importorskip(
     "hydra_plugins.hydra_submitit_launcher", reason="the .[slurm] extra (make setup installs it)"
@@ -31,14 +31,14 @@ NODES = ("sim-node-0", "sim-node-1")
 
 @pytest.fixture
 def cluster_port() -> Iterator[int]:
-    """A port with the next two free as well (the serving host, then one per simulated node)."""
-    for base in range(41000, 60000, 7):  # apart from test_scale_out's and test_slurm's blocks
-        if all(port_is_free(base + k) for k in range(3)):
-            yield base
-            for k in range(3):
-                kill_servers(base + k)
-            return
-    pytest.fail("no block of 3 free ports")
+    """A port with the next two free as well (the serving host, then one per simulated node), from this
+    worker's own slice below the kernel's ephemeral range (:func:`tests.ports.free_port`). A fixed block
+    at 41000 lay inside that range (32768-60999 here): with four workers a client connection's source port
+    took a simulated node's before it bound, and a trial's launch was interrupted."""
+    base = free_port(span=3)
+    yield base
+    for k in range(3):
+        kill_servers(base + k)
 
 
 def test_two_trials_run_side_by_side_each_paired_with_its_nodes_baseline(
