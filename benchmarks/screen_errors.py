@@ -89,7 +89,7 @@ def _runs(row: Mapping[str, Any], seed: int, noise: float) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--space", default="demo", help="a space of benchmarks/search/spaces.py")
+    parser.add_argument("--space", default="demo", help="demo, edge or layout (the benchmark's spaces)")
     parser.add_argument("--seeds", default="0-19", help="seeds, e.g. 0-19 or 3,5")
     parser.add_argument("--noise", type=float, default=0.05, help="sd of a measured figure's log noise")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="where the brute force is kept")
