@@ -31,7 +31,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.search.constrained import Constrained, Figures, acceptable, noisy, screen_sizes
+from benchmarks.search.constrained import (
+    Constrained,
+    Figures,
+    acceptable,
+    baseline_runs,
+    noisy,
+    screen_sizes,
+)
 from benchmarks.search.scoring import WITHIN
 from benchmarks.search.surface import DEFAULT_CACHE
 from benchmarks.search_quality import prepare, seeds_of
@@ -62,10 +69,7 @@ def screen_errors(
     out = ScreenErrors()
     repeats = max(1, cfg.run.repeats)
     for seed in seeds:
-        base = {
-            p: [noisy(f, random.Random(f"{seed}:baseline:{p}:{k}"), noise) for k in range(repeats)]
-            for p, f in table.base.items()
-        }
+        base = baseline_runs(table, seed=seed, noise=noise, repeats=repeats)
         for row in near:
             sizes = screen_sizes(cfg, _runs(row, seed, noise), base)
             out.near_best += 1

@@ -164,6 +164,15 @@ def noisy(figs: Figures, rng: random.Random, noise: float) -> Figures:
     return out
 
 
+def baseline_runs(table: Constrained, *, seed: int, noise: float, repeats: int) -> dict[str, list[Figures]]:
+    """The baseline's opening runs of each constraint profile as seed ``seed`` measures them: ``repeats``
+    noisy runs of its figures, seeded per seed, profile and run (every method and script alike)."""
+    return {
+        p: [noisy(f, random.Random(f"{seed}:baseline:{p}:{k}"), noise) for k in range(repeats)]
+        for p, f in table.base.items()
+    }
+
+
 def screen_sizes(
     cfg: GauntletConfig,
     mine: Callable[[str, int], Figures],

@@ -19,7 +19,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks.search.constrained import Constrained, noisy, screen_sizes
+from benchmarks.search.constrained import Constrained, baseline_runs, noisy, screen_sizes
 from benchmarks.search.goals import Answer, charged, recommended
 from benchmarks.search.ladder import prefix
 from benchmarks.search.methods import METHODS, GridRun, grid_design
@@ -126,10 +126,7 @@ def in_process_job(
     to_engine = engine_of(cfg, space_of(cfg)[1])
     settings = SearchSettings.from_config(cfg.capacity, integer=True)
     repeats = max(1, cfg.run.repeats)
-    base_runs = {  # the baseline's opening runs of each constraint profile, measured once per seed
-        p: [noisy(f, random.Random(f"{seed}:baseline:{p}:{k}"), noise) for k in range(repeats)]
-        for p, f in constrained.base.items()
-    }
+    base_runs = baseline_runs(constrained, seed=seed, noise=noise, repeats=repeats)  # once per seed
 
     def job(overrides: list[str], ticket: Any) -> Any:
         if ticket is None:  # a confirmation: not measured here (the answer is judged by the truth)

@@ -207,3 +207,11 @@ def kill_servers(port: int) -> None:
         except ProcessLookupError:
             continue
     clear_rpc_dir(rpc_dir(DEFAULT_RPC_ROOT, port))
+
+
+def completion_tokens(base_url: str, model: str) -> int:
+    """One short chat completion from the server at ``base_url``: the completion tokens it reports."""
+    body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
+    answer = httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=60)
+    answer.raise_for_status()
+    return int(answer.json()["usage"]["completion_tokens"])

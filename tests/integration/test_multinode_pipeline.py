@@ -14,6 +14,7 @@ import pytest
 from launch.spec import render_spec
 from launch.supervisor import Server, Supervisor, follower_log
 from orchestrator.config.compose import load
+from tests.integration.sweep_helpers import completion_tokens
 from tests.ports import free_port, port_is_free
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,14 +42,7 @@ def test_pipeline_stages_across_nodes_start_serve_and_are_torn_down(
     with urllib.request.urlopen(f"{spec.base_url}/sim/gpu_memory", timeout=10) as answer:
         gpus = json.load(answer)
     assert len(gpus) == 16 and all(g["used_gib"] > 40 for g in gpus)  # every stage's GPUs hold weights, KV
-    body = {"model": spec.served_model_name, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
-    request = urllib.request.Request(
-        f"{spec.base_url}/v1/chat/completions",
-        json.dumps(body).encode(),
-        {"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=60) as answer:
-        assert json.load(answer)["usage"]["completion_tokens"] > 0
+    assert completion_tokens(spec.base_url, spec.served_model_name) > 0
     record = sup.teardown(server)
     assert record.survivors == [] and record.port_free
     assert not psutil.pid_exists(server.followers[0].pid)

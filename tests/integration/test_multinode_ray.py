@@ -24,7 +24,7 @@ from contracts.errors import StartupFailure
 from launch.spec import LaunchSpec, render_spec
 from launch.supervisor import Server, Supervisor, follower_log
 from orchestrator.config.compose import load
-from tests.integration.sweep_helpers import sim_servers, sweep_dir
+from tests.integration.sweep_helpers import completion_tokens, sim_servers, sweep_dir
 from tests.ports import free_port, port_is_free
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,14 +76,7 @@ def test_a_ray_candidate_starts_its_cluster_serves_across_the_nodes_and_leaves_n
     assert "this node joined the cluster at 127.0.0.1:" in follower_log(log, 1).read_text()
     with urllib.request.urlopen(f"{spec.base_url}/sim/gpu_memory", timeout=10) as answer:
         assert len(json.load(answer)) == 16  # one server over both nodes' GPUs
-    body = {"model": spec.served_model_name, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
-    request = urllib.request.Request(
-        f"{spec.base_url}/v1/chat/completions",
-        json.dumps(body).encode(),
-        {"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=60) as answer:
-        assert json.load(answer)["usage"]["completion_tokens"] > 0
+    assert completion_tokens(spec.base_url, spec.served_model_name) > 0
     assert len(sim_ray_processes(port)) == 2  # the head's Ray and the other node's
     record = sup.teardown(server)
     assert record.survivors == [] and record.port_free

@@ -4,6 +4,7 @@ single-node server's readiness is unchanged."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -37,6 +38,21 @@ ROWS = [
 ]
 
 
+def assert_ready_once(
+    server: Server, answer: Callable[[httpx.Request], httpx.Response], base_url: str, said: str | None
+) -> None:
+    """One readiness poll of ``server`` (its processes alive) against the mock ``answer``: ready when
+    ``said`` is None, else :class:`NotReady` saying it."""
+    alive = SimpleNamespace(zombie=False, create_time=1.0)
+    tracker = Tracker(SimpleNamespace(info=lambda pid: alive), clock=lambda: 0.0, sleep=lambda _s: None)
+    with httpx.Client(base_url=base_url, transport=httpx.MockTransport(answer)) as client:
+        if said is None:
+            ready_once(server, client, tracker)
+        else:
+            with pytest.raises(NotReady, match=said):
+                ready_once(server, client, tracker)
+
+
 @pytest.mark.parametrize(("nodes", "dp", "metrics", "said"), ROWS)
 def test_a_multi_node_server_is_ready_once_every_engine_reports(
     tmp_path: Path, nodes: int, dp: int, metrics: tuple[int, str], said: str | None
@@ -55,14 +71,7 @@ def test_a_multi_node_server_is_ready_once_every_engine_reports(
 
     follower = Server(spec, 2, 2, 1.0, tmp_path / "f.log", 0.0, node=1, node_name="n2")
     server = Server(spec, 1, 1, 1.0, tmp_path / "s.log", 0.0, followers=(follower,) if nodes > 1 else ())
-    alive = SimpleNamespace(zombie=False, create_time=1.0)
-    tracker = Tracker(SimpleNamespace(info=lambda pid: alive), clock=lambda: 0.0, sleep=lambda _s: None)
-    with httpx.Client(base_url="http://s", transport=httpx.MockTransport(answer)) as client:
-        if said is None:
-            ready_once(server, client, tracker)
-        else:
-            with pytest.raises(NotReady, match=said):
-                ready_once(server, client, tracker)
+    assert_ready_once(server, answer, "http://s", said)
     assert ("/metrics" in asked) == (nodes > 1)
 
 

@@ -190,6 +190,19 @@ def test_the_record_keeps_each_violation_size_as_its_constraints_and_reads_old_r
     assert TrialRecord.model_validate(old).constraints == {}
 
 
+def _ruled(figure: str, base: list[float], cand: list[float], time_scale: float) -> tuple[float, bool]:
+    """The serial profile's ``figure`` (``e2e`` or ``ttft``) ruled on: its size to 4 places, and settled."""
+    name = {"e2e": "serial latency", "ttft": "serial TTFT"}[figure]
+
+    def runs(values: list[float]):  # type: ignore[no-untyped-def]
+        made = [_run("serial", e2e=v) if figure == "e2e" else _run("serial", ttft=v) for v in values]
+        return [r.model_copy(update={"time_scale": time_scale}) for r in made]
+
+    ruled = ruling(Requirement(name, "serial", figure), runs(base), runs(cand), GATES)
+    assert ruled is not None
+    return round(ruled.size, 4), ruled.settled
+
+
 # The demo's serial latency: the baseline's three opening runs at 1.43 s, a simulator 20x faster than real
 # time (a run's noise floor is 3%, MIN_NOISE; the client's 0.2 ms resolution is 4 ms of host time).
 DEMO_BASE = [1.43, 1.43, 1.43]
@@ -233,12 +246,7 @@ DEMO_BASE = [1.43, 1.43, 1.43]
 def test_a_point_is_feasible_only_when_the_screens_evidence_says_so(
     base: list[float], time_scale: float, cand: list[float], expected: float, settled: bool
 ) -> None:
-    req = Requirement("serial latency", "serial", "e2e")
-    base_runs = [_run("serial", e2e=v).model_copy(update={"time_scale": time_scale}) for v in base]
-    runs = [_run("serial", e2e=v).model_copy(update={"time_scale": time_scale}) for v in cand]
-    ruled = ruling(req, base_runs, runs, GATES)
-    assert ruled is not None
-    assert (round(ruled.size, 4), ruled.settled) == (expected, settled)
+    assert _ruled("e2e", base, cand, time_scale) == (expected, settled)
 
 
 # The demo's serial median TTFT: 34.4 ms of host time on the simulator's surface, 1.7 ms of wall time at 20x.
@@ -266,12 +274,7 @@ DEMO_TTFT = [0.0344, 0.0344, 0.0344]
 def test_a_serial_ttft_of_tens_of_milliseconds_is_ruled_on_at_the_demos_time_scale(
     time_scale: float, cand: list[float], expected: float, settled: bool
 ) -> None:
-    req = Requirement("serial TTFT", "serial", "ttft")
-    base_runs = [_run("serial", ttft=v).model_copy(update={"time_scale": time_scale}) for v in DEMO_TTFT]
-    runs = [_run("serial", ttft=v).model_copy(update={"time_scale": time_scale}) for v in cand]
-    ruled = ruling(req, base_runs, runs, GATES)
-    assert ruled is not None
-    assert (round(ruled.size, 4), ruled.settled) == (expected, settled)
+    assert _ruled("ttft", DEMO_TTFT, cand, time_scale) == (expected, settled)
 
 
 def _timed(profile: str, e2e: float = 1.43, tps: float = 1000.0):  # type: ignore[no-untyped-def]

@@ -15,12 +15,12 @@ import pytest
 
 from contracts.results import RequestRecord, read_jsonl
 from launch.api_servers import server_urls
-from launch.readiness import NotReady, ready_once
-from launch.tracking import Server, Tracker
+from launch.tracking import Server
 from load.metrics import parse_scrape
 from load.spread import SpreadClient, merge_expositions, server_of
 from tests.unit.test_load_runner import FakeServer, run
 from tests.unit.test_multinode_journal import SPEC
+from tests.unit.test_ready_engines import assert_ready_once
 
 pytestmark = pytest.mark.unit
 
@@ -156,14 +156,7 @@ def test_readiness_asks_every_nodes_server(
 
     f = Server(spec, 2, 2, 1.0, tmp_path / "f.log", 0.0, node=1, node_name="localhost")
     server = Server(spec, 1, 1, 1.0, tmp_path / "s.log", 0.0, followers=(f,))
-    alive = SimpleNamespace(zombie=False, create_time=1.0)
-    tracker = Tracker(SimpleNamespace(info=lambda pid: alive), clock=lambda: 0.0, sleep=lambda _s: None)
-    with httpx.Client(base_url="http://127.0.0.1:8000", transport=httpx.MockTransport(answer)) as client:
-        if said is None:
-            ready_once(server, client, tracker)
-        else:
-            with pytest.raises(NotReady, match=said):
-                ready_once(server, client, tracker)
+    assert_ready_once(server, answer, "http://127.0.0.1:8000", said)
     assert (8001 in asked) == ("--headless" not in follower_argv)
 
 
