@@ -21,10 +21,9 @@ from __future__ import annotations
 import asyncio
 import gc
 import secrets
-import signal
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -54,6 +53,7 @@ from load.plan import Plan, Request
 from load.progress import LiveRate, Progress
 from load.prompts import prepare_plan
 from load.scrape import Scraper
+from load.signals import run_cancelling_on_signals
 from load.spread import SpreadClient, spread_clients
 from load.workers import WorkerJob, WorkerPool, WorkerResult, merge, rss_per_stream, worker_jobs
 from load.write import write_results
@@ -147,8 +147,8 @@ def run_profile(
     factory = loop_factory if loop_factory is not None else (None if transport else default_loop_factory())
     try:
         with asyncio.Runner(loop_factory=factory) as runner:
-            run_cancelling_on_sigterm(runner, main)
-    except KeyboardInterrupt:
+            run_cancelling_on_signals(runner, main)
+    except (KeyboardInterrupt, SystemExit):  # SystemExit: submitit preempted the job (load.signals)
         run.interrupted = True
         run.finish()
         raise
@@ -156,51 +156,6 @@ def run_profile(
     if run.fault is not None:  # written, and said in its notes; the sweep records a harness fault
         raise run.fault
     return summary
-
-
-def run_cancelling_on_sigterm(runner: asyncio.Runner, main: Coroutine[Any, Any, T]) -> T:
-    """``runner.run(main)``, with SIGTERM treated as asyncio.Runner treats SIGINT: the main task is
-    cancelled (every finished record is kept) and KeyboardInterrupt is raised once it has unwound.
-
-    The sweep turns SIGTERM into KeyboardInterrupt raised wherever Python happens to be; inside a uvloop
-    transport callback (a stream's ``data_received``) uvloop catches it as a transport error and the
-    signal is lost (seen: a SIGTERMed sweep ran on and exited 0). So while the loop runs, a SIGTERM
-    handler that raises is replaced by one that cancels, and the original handler is called after the
-    loop, outside any callback. A second SIGTERM calls it at once. Only in the main thread, and only when
-    SIGTERM has a Python handler (the default action, killing the process, is left as it is).
-    """
-    previous = signal.getsignal(signal.SIGTERM)
-    if threading.current_thread() is not threading.main_thread() or not callable(previous):
-        return runner.run(main)
-    received: list[int] = []
-    tasks: list[asyncio.Task[Any]] = []
-    loop = runner.get_loop()
-
-    async def tracked() -> T:
-        task = asyncio.current_task()
-        if task is not None:
-            tasks.append(task)
-        return await main
-
-    def on_sigterm(signum: int, frame: Any) -> None:
-        received.append(signum)
-        if len(received) > 1 or not tasks:
-            previous(signum, frame)
-            return
-        loop.call_soon_threadsafe(tasks[0].cancel)
-
-    signal.signal(signal.SIGTERM, on_sigterm)
-    try:
-        result = runner.run(tracked())
-    except asyncio.CancelledError:
-        if not received:
-            raise
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    if received:  # also when the run swallowed its cancellation and returned
-        previous(received[0], None)  # the sweep's handler: KeyboardInterrupt("signal SIGTERM")
-        raise KeyboardInterrupt(f"signal {signal.Signals(received[0]).name}")
-    return result
 
 
 class _Stopped(Exception):

@@ -44,6 +44,7 @@ from contracts.results import CapacityResult, read_model
 from contracts.schema import GauntletConfig
 from contracts.sweepdir import Results, with_blocks
 from gates.drift import evaluate_node_drift
+from load.signals import PREEMPT_SIGNAL
 from orchestrator.ledger.events import JobFinished, JobStarted
 from orchestrator.ledger.nodes import SIM_SPEED_VARIABLE, Place, acquire_slot
 from orchestrator.ledger.opening import JobInterrupted, stop_checkpoint, why_not_open
@@ -66,6 +67,13 @@ class Unwinding:
 
     def __init__(self) -> None:
         self.started: str | None = None
+        self.exiting: int | str | None = None  # submitit's requeue exit, raised once already
+
+    def preempted(self, exc: SystemExit) -> None:
+        """The preemption handler raised ``exc`` (submitit checkpointed and requeued the job): remembered,
+        so a raise swallowed where it landed still ends the job at its next checkpoint."""
+        self.exiting = exc.code if exc.code is not None else 0
+        raise exc
 
     def interrupt(self, why: str) -> None:
         """Raise :class:`JobInterrupted` once; after that, say it and let the teardown finish."""
@@ -83,6 +91,8 @@ class Unwinding:
         """
 
         def guarded() -> None:
+            if self.exiting is not None:
+                raise SystemExit(self.exiting)
             if self.started is not None:
                 raise JobInterrupted(f"{self.started}, seen at a checkpoint")
             try:
@@ -96,17 +106,37 @@ class Unwinding:
 
 @contextmanager
 def scheduler_signals() -> Iterator[Unwinding]:
-    """SIGTERM raises :class:`JobInterrupted` while the job runs, once (submitit lets SIGUSR2 requeue it)."""
+    """SIGTERM raises :class:`JobInterrupted` while the job runs, once; submitit's preemption handler
+    (SIGUSR2: checkpoint, requeue, ``SystemExit``) is kept, and its exit remembered by the unwinding."""
     unwinding = Unwinding()
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
         unwinding.interrupt(f"signal {signal.Signals(signum).name} from the scheduler")
 
     previous = signal.signal(signal.SIGTERM, interrupt)
+    requeue = signal.getsignal(PREEMPT_SIGNAL)
+    if callable(requeue):  # submitit's, in a job it runs; none elsewhere
+        signal.signal(PREEMPT_SIGNAL, _remembering(requeue, unwinding))
     try:
         yield unwinding
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if callable(requeue):
+            signal.signal(PREEMPT_SIGNAL, requeue)
+
+
+def _remembering(
+    requeue: Callable[[int, FrameType | None], object], unwinding: Unwinding
+) -> Callable[[int, FrameType | None], None]:
+    """``requeue`` (submitit's preemption handler), its ``SystemExit`` remembered by ``unwinding``."""
+
+    def preempt(signum: int, frame: FrameType | None) -> None:
+        try:
+            requeue(signum, frame)
+        except SystemExit as exc:
+            unwinding.preempted(exc)
+
+    return preempt
 
 
 def run_job(
@@ -170,6 +200,11 @@ def _run_on_node(
     except SystemExit as exc:  # submitit's SIGUSR2 handler: checkpointed and requeued, then exits
         ctx.journal.append(JobFinished(candidate=name, outcome=f"interrupted: requeued (exit {exc.code})"))
         raise
+    if unwinding.exiting is not None:  # preempted, its exit swallowed after the last checkpoint
+        ctx.journal.append(
+            JobFinished(candidate=name, outcome=f"interrupted: requeued (exit {unwinding.exiting})")
+        )
+        raise SystemExit(unwinding.exiting)
     said = outcome if isinstance(outcome, str) else f"trial {outcome.state}: {outcome.why}"
     ctx.journal.append(JobFinished(candidate=name, outcome=said))
     return outcome

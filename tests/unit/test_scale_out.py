@@ -6,7 +6,7 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ import pytest
 from contracts.errors import ConfigError
 from contracts.results import CandidateRun, ProfileSummary, read_model, write_model
 from contracts.schema import GauntletConfig, RunConfig, WorkloadConfig
+from load.signals import PREEMPT_SIGNAL
 from orchestrator.app.jobs import run_job, scheduler_signals
 from orchestrator.ledger.events import JobFinished, JobStarted, Started, TornDown
 from orchestrator.ledger.journal import Journal, RemoteJob
@@ -493,3 +494,62 @@ def test_the_stop_checkpoint_reads_the_marker(tmp_path: Path) -> None:
     write_opening(tmp_path, "stopped", node="head", reason="rollback")
     with pytest.raises(JobInterrupted, match="stopped \\(rollback\\)"):
         check()
+
+
+@contextlib.contextmanager
+def _submitit_preemption() -> Iterator[list[int]]:
+    """A preemption handler in place of submitit's: it checkpoints (here: counts) and exits with 144."""
+    calls: list[int] = []
+
+    def requeue(signum: int, frame: object) -> None:
+        calls.append(signum)
+        raise SystemExit(144)  # submitit_local's LOCAL_REQUEUE_RETURN_CODE
+
+    before = signal.signal(PREEMPT_SIGNAL, requeue)
+    try:
+        yield calls
+    finally:
+        signal.signal(PREEMPT_SIGNAL, before)
+    assert signal.getsignal(PREEMPT_SIGNAL) is before
+
+
+def _preempt_swallowed() -> None:
+    """The preemption signal, its handler's exit swallowed where it landed (a finalizer, a callback)."""
+    with contextlib.suppress(SystemExit):
+        os.kill(os.getpid(), PREEMPT_SIGNAL)
+
+
+class _PreemptedInLastTeardown(FakeSupervisor):
+    """The preemption lands in the job's last teardown, after its last checkpoint, and is swallowed there."""
+
+    def teardown(self, server: Any) -> Any:
+        if len(self.alive) == 1 and len(self.started) == 3:  # baseline, candidate, baseline again
+            _preempt_swallowed()
+        return super().teardown(server)
+
+
+@pytest.mark.parametrize("where", ["under the candidate's first profile", "in the last teardown"])
+def test_a_preemption_whose_exit_is_swallowed_still_requeues_the_job(tmp_path: Path, where: str) -> None:
+    """CI: submitit's SIGUSR2 handler raised SystemExit inside a uvloop callback, which swallowed it; the
+    job measured on and was never requeued. The job remembers the exit and raises it again at its next
+    checkpoint, or at its end, and journals the requeue."""
+    chosen, _ = load(["candidate=tp4_dp2", *OVERRIDES])
+    write_opening(tmp_path, "open", node="head")
+    load_ = _SpeedLoad()
+    if where.startswith("under"):
+        load_.before = lambda *key: _preempt_swallowed() if key == ("tp4_dp2", "serial", 1) else None
+        sup: FakeSupervisor = FakeSupervisor()
+    else:
+        sup = _PreemptedInLastTeardown()
+    with _submitit_preemption() as calls, pytest.raises(SystemExit) as exited:
+        run_job(chosen, tmp_path, Place(node="n1", job="7"), fake_seams(sup, load_, []))
+    assert exited.value.code == 144 and calls == [PREEMPT_SIGNAL]
+    assert not sup.alive
+    (journal,) = (tmp_path / "journals").glob("*.jsonl")
+    finished = [e for e in Journal(journal).events() if isinstance(e, JobFinished)]
+    assert [e.outcome for e in finished] == ["interrupted: requeued (exit 144)"]
+    candidate_runs = [c for c in load_.calls if c[0] == "tp4_dp2"]
+    if where.startswith("under"):  # its next checkpoint stopped it: no other profile was measured
+        assert candidate_runs == [("tp4_dp2", "serial", 1)], load_.calls
+    else:  # measured whole, then requeued all the same (the rerun skips what is complete)
+        assert len(candidate_runs) == 4, load_.calls
