@@ -120,6 +120,11 @@ class NodeChecker(Protocol):
         """The server's steps still listed (``JOB.STEP name``); raises OSError when SLURM cannot say."""
         ...
 
+    def cancel_steps(self, port: int, nodes: int) -> list[str]:
+        """``scancel`` the server's follower steps still listed (their remote tasks outlived the local
+        ``srun``); the step ids cancelled. Raises OSError when SLURM cannot say."""
+        ...
+
 
 @dataclass
 class LocalChecker:
@@ -135,6 +140,9 @@ class LocalChecker:
         return [NodeResult(None, "this machine (every node)", report=report)]
 
     def steps_left(self, port: int, nodes: int) -> list[str]:
+        return []
+
+    def cancel_steps(self, port: int, nodes: int) -> list[str]:
         return []
 
 
@@ -206,6 +214,12 @@ class SlurmChecker:
         if code != 0:
             raise OSError(f"squeue --steps: exit {code}: {err.strip()[-200:]}")
         return [line.strip() for line in out.splitlines() if line.split()[1:2] and line.split()[1] in wanted]
+
+    def cancel_steps(self, port: int, nodes: int) -> list[str]:
+        steps = [line.split()[0] for line in self.steps_left(port, nodes)]
+        for step in steps:
+            self.run(["scancel", step], CHECK_TIMEOUT_S)
+        return steps
 
 
 @dataclass

@@ -144,14 +144,3 @@ def node_launcher(host_kind: str, environ: Mapping[str, str], run: Run = _run) -
         "(SLURM_JOB_ID and SLURM_JOB_NODELIST are not set here)",
         hint="run the sweep with hydra/launcher=gauntlet_slurm and hydra.launcher.nodes (docs/multinode.md)",
     )
-
-
-def cancel_steps(job_id: str, port: int, nodes: int, run: Run = _run) -> list[str]:
-    """``scancel`` the follower steps of the server on ``port`` in ``job_id`` still listed by ``squeue``;
-    the step ids cancelled."""
-    names = {step_name(k, port) for k in range(1, nodes)}
-    listed = run(["squeue", "--steps", "--noheader", "--jobs", job_id, "--format=%i %j"]).splitlines()
-    steps = [line.split()[0] for line in listed if len(line.split()) == 2 and line.split()[1] in names]
-    for step in steps:
-        run(["scancel", step])
-    return steps

@@ -55,7 +55,7 @@ from launch.gpu_release import GPU_TOLERANCE_GIB, GpuRelease
 from launch.netif import head_address
 from launch.node_agent import NODE_ENV, TAG_ENV, AgentGpu
 from launch.nodecheck import NodeChecker, NodesTeardown, checker_for, first_processes
-from launch.nodes import NodeLauncher, SlurmNodes, cancel_steps, node_launcher
+from launch.nodes import NodeLauncher, SlurmNodes, node_launcher
 from launch.nvml import GpuProbe, NvmlProbe
 from launch.process import PopenSpawner, Processes, PsutilProcesses, Spawner
 from launch.ray_cluster import is_ray, launch_argv, stop_ray
@@ -452,7 +452,7 @@ class Supervisor:
     def _stop_follower(self, server: Server, follower: Server) -> Ended:
         after = self._teardown.run(follower)
         if follower.slurm_job:  # a step whose remote tasks outlived the local srun
-            cancelled = cancel_steps(follower.slurm_job, server.spec.port, server.spec.nodes)
+            cancelled = self.node_checker(server).cancel_steps(server.spec.port, server.spec.nodes)
             after.record.notes.extend(f"scancel {step}" for step in cancelled)
         return after
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from contracts.errors import LaunchError, TeardownError
-from launch.nodes import LocalNodes, SlurmNodes, cancel_steps, node_launcher, slurm_nodes, step_name
+from launch.nodes import LocalNodes, SlurmNodes, node_launcher, slurm_nodes
 from launch.process import ProcInfo
 from tests.unit.test_supervisor import FakeSystem, Scenario, make, make_spec
 
@@ -71,13 +71,6 @@ def test_the_heads_address_is_its_node_addr_resolved() -> None:
 def test_the_head_is_the_node_gauntlet_runs_on() -> None:
     nodes = slurm_nodes({**JOB, "SLURMD_NODENAME": "n2"}, FakeSlurm())
     assert nodes is not None and nodes.names(2) == ["n2", "n1"]
-
-
-def test_cancel_steps_cancels_only_this_servers_followers() -> None:
-    listed = f"42.0 batch\n42.3 {step_name(1, 8000)}\n42.4 {step_name(1, 9000)}\n"
-    fake = FakeSlurm(listed)
-    assert cancel_steps("42", 8000, 2, fake) == ["42.3"]
-    assert ["scancel", "42.3"] in fake.calls and ["scancel", "42.4"] not in fake.calls
 
 
 @dataclass

@@ -100,6 +100,9 @@ class FakeChecker:
     def steps_left(self, port: int, nodes: int) -> list[str]:
         return []
 
+    def cancel_steps(self, port: int, nodes: int) -> list[str]:
+        return []
+
 
 class Clock:
     def __init__(self) -> None:

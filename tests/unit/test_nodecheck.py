@@ -26,7 +26,7 @@ from launch.node_agent import (
     parse_report,
 )
 from launch.nodecheck import LocalChecker, NodeResult, NodesTeardown, SlurmChecker, decide
-from launch.nodes import LocalNodes
+from launch.nodes import LocalNodes, step_name
 from tests.unit.test_supervisor import FakeSystem, Scenario, make, make_spec
 
 pytestmark = pytest.mark.unit
@@ -240,6 +240,9 @@ class ScriptedChecker:
     def steps_left(self, port: int, nodes: int) -> list[str]:
         return []
 
+    def cancel_steps(self, port: int, nodes: int) -> list[str]:
+        return []
+
 
 class Clock:
     def __init__(self) -> None:
@@ -300,6 +303,8 @@ class FakeSlurm:
             return 0, "n1\nn2\n", ""
         if argv[:2] == ["squeue", "--steps"]:
             return 0, self.listed, ""
+        if argv[0] == "scancel":
+            return 0, "", ""
         node = next(a.removeprefix("--nodelist=") for a in argv if a.startswith("--nodelist="))
         if node == self.failing:
             return 1, "", STEP_ERROR
@@ -390,3 +395,11 @@ def test_teardown_compares_every_nodes_gpu_memory_with_its_own_before_the_launch
     with pytest.raises(TeardownError, match="left 1 thing\\(s\\) on its nodes") as caught:
         sup.teardown(server)
     assert caught.value.evidence == [left]
+
+
+def test_cancel_steps_cancels_only_this_servers_followers() -> None:
+    listed = f"42.0 batch\n42.3 {step_name(1, 8000)}\n42.4 {step_name(1, 9000)}\n"
+    slurm = FakeSlurm(listed=listed)
+    assert SlurmChecker("42", run=slurm).cancel_steps(8000, 2) == ["42.3"]
+    assert ["scancel", "42.3"] in slurm.calls and ["scancel", "42.4"] not in slurm.calls
+    assert LocalChecker().cancel_steps(8000, 2) == []  # outside SLURM: no step to cancel

@@ -278,6 +278,9 @@ class NoNodesLeft:
     def steps_left(self, port: int, nodes: int) -> list[str]:
         return []
 
+    def cancel_steps(self, port: int, nodes: int) -> list[str]:
+        return []
+
 
 def make(
     scenario: Scenario | None = None,
