@@ -9,6 +9,7 @@ command that just failed. The same replay on the simulator: tests/integration/te
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from tests.unit.fakes import FakeLoad, FakeSupervisor, fake_seams
 
 SMALL = ["run.repeats=1", "run.profiles=[serial,decode_heavy]", "run.recovery_profiles=[decode_heavy]"]
 _FAKES: list[tuple[FakeSupervisor, FakeLoad, list[str]]] = []
+_SWEEP_NUMBER = itertools.count(1)
 SEAMS = f"hydra.sweeper.seams={__name__}.current_seams"
 #: Another baseline than the shipped one (conf/candidate/baseline.yaml): TP4 x DP2.
 OTHER_BASELINE = "candidate@baseline=tp4_dp2"
@@ -39,11 +41,14 @@ def current_seams() -> Seams:
 
 
 def sweep(sup: FakeSupervisor, *overrides: str) -> tuple[int, list[str]]:
-    """A sweep in this process (Hydra, gauntlet's sweeper) on fake servers, under ./sweeps."""
+    """A sweep in this process (Hydra, gauntlet's sweeper) on fake servers, under ./sweeps, in a directory
+    of its own: the default name has one-second resolution, and a sweep refused at its opening takes
+    well under a second, so the next one would resume its directory (a run at -n 2 did)."""
     messages: list[str] = []
     _FAKES.append((sup, FakeLoad(), messages))
+    where = f"hydra.sweep.dir=sweeps/{next(_SWEEP_NUMBER):03d}"
     try:
-        code = entry.main(["-m", "run.sweeps_dir=sweeps", SEAMS, *SMALL, *overrides])
+        code = entry.main(["-m", "run.sweeps_dir=sweeps", where, SEAMS, *SMALL, *overrides])
     finally:
         _FAKES.pop()
     return code, messages
