@@ -30,8 +30,8 @@ from urllib.parse import urlsplit
 import httpx
 
 from contracts.errors import HarnessError, LoadError
-from contracts.schema import LoadConfig
 from load.sse import Read, ResponseDecoder
+from load.tls import tls_context
 
 Ending = Literal["complete", "closed", "timeout", "connect", "client", "cancelled"]
 Clock = Callable[[], int]
@@ -97,6 +97,17 @@ class Exchange:
         self.complete = response.complete or (self.ending == "complete" and close_delimited)
         if response.framing_error is not None:
             self.detail = response.framing_error
+
+
+@dataclass
+class Begun:
+    """A request :meth:`RawStreamClient.begin` wrote (``conn``, at ``sent_ns``), or failed to write
+    (``error``), or left unsent (no ``conn``: no connection was idle)."""
+
+    payload: bytes
+    conn: _Conn | None = None
+    sent_ns: int = 0
+    error: OSError | None = None
 
 
 class StreamClient(Protocol):
@@ -200,70 +211,6 @@ def default_loop_factory() -> LoopFactory | None:
     except ImportError:
         return None
     return uvloop.new_event_loop
-
-
-#: A fault of one of the client's TLS files: (its field, the file, why the client cannot use it).
-TlsFault = tuple[str, str, str]
-
-
-class _Encrypted(Exception):
-    """A private key asked for its passphrase (OpenSSL would prompt on the terminal and stall the run)."""
-
-
-def _no_passphrase() -> str:
-    raise _Encrypted
-
-
-def _tls(load: LoadConfig | None) -> tuple[ssl.SSLContext | None, TlsFault | None]:
-    """The TLS context of ``load`` (the system trust store when None), or the first file it cannot use."""
-    ca, cert, key = (load.ca_bundle, load.client_cert, load.client_key) if load else (None, None, None)
-    for name, path in (("load.ca_bundle", ca), ("load.client_cert", cert), ("load.client_key", key)):
-        if path is None:
-            continue
-        try:
-            open(path, "rb").close()  # can this user read it (not a directory, no EACCES)?
-        except OSError as exc:
-            return None, (name, path, f"cannot be read ({exc.strerror or exc})")
-    try:
-        context = ssl.create_default_context(cafile=ca)
-    except (OSError, ssl.SSLError) as exc:
-        return None, ("load.ca_bundle", str(ca), f"not a PEM CA bundle ({exc})")
-    if cert:
-        try:
-            context.load_cert_chain(cert, key, password=_no_passphrase)
-        except _Encrypted:
-            why = "an encrypted private key: the client cannot type its passphrase (decrypt it: openssl pkey)"
-            return None, ("load.client_key" if key else "load.client_cert", key or cert, why)
-        except (OSError, ssl.SSLError) as exc:
-            pair = "load.client_key" if key else "the same file"
-            return None, (
-                "load.client_cert",
-                cert,
-                f"not a PEM certificate whose private key is {pair} ({exc})",
-            )
-    context.set_alpn_protocols(["http/1.1"])
-    return context, None
-
-
-def tls_fault(load: LoadConfig | None) -> TlsFault | None:
-    """The first of ``load``'s TLS files the client cannot use (missing, unreadable, not PEM, a key that
-    does not match its certificate or asks for a passphrase), or None: what composition refuses."""
-    return _tls(load)[1]
-
-
-def tls_context(load: LoadConfig | None) -> ssl.SSLContext:
-    """The TLS settings of an ``https://`` base URL: ``load.ca_bundle`` (else the system trust store) and
-    ``load.client_cert``/``client_key`` for mutual TLS. A file the client cannot use is the harness's
-    fault, never the server's: a HarnessError naming the field and the file."""
-    context, fault = _tls(load)
-    if fault is not None:
-        field_name, path, why = fault
-        raise HarnessError(
-            f"{field_name} = {path!r}: {why}; the load client's own file, not the server",
-            hint=f"point {field_name} at a PEM file this user can read (docs/load-runner.md, TLS)",
-        )
-    assert context is not None
-    return context
 
 
 def check_headers(headers: Mapping[str, str]) -> None:
@@ -384,28 +331,55 @@ class RawStreamClient:
     async def post_stream(self, path: str, body: bytes, *, timeout_s: float) -> Exchange:
         return await self._send(self._request_bytes("POST", path, body), timeout_s)
 
-    async def _send(self, payload: bytes, timeout_s: float) -> Exchange:
+    def begin(self, path: str, body: bytes) -> Begun:
+        """Write a POST now, on an idle connection, without yielding to the loop; :meth:`post_begun`
+        collects its response. A burst's opening wave leaves in one pass this way (about 7 µs a request
+        on loopback, the write itself) instead of a task's turn each. Nothing is written when no
+        connection is idle: :meth:`post_begun` then sends it as :meth:`post_stream` does."""
+        payload = self._request_bytes("POST", path, body)
+        conn = self._pop_idle()
+        if conn is None:
+            return Begun(payload)
+        try:
+            return Begun(payload, conn, self._write(conn, payload))
+        except OSError as exc:
+            return Begun(payload, conn, self.clock(), exc)
+
+    async def post_begun(self, begun: Begun, *, timeout_s: float) -> Exchange:
+        """The response to a request :meth:`begin` wrote (or sends it now, if it wrote nothing)."""
+        return await self._send(begun.payload, timeout_s, begun if begun.conn is not None else None)
+
+    def _write(self, conn: _Conn, payload: bytes) -> int:
+        """Send ``payload`` on ``conn``, which waits for its response from now on; the send's time."""
+        conn.reset()
+        conn.waiter = asyncio.get_running_loop().create_future()
+        if conn.transport is None or conn.transport.is_closing():
+            raise ConnectionResetError("the connection was closed by the server")
+        sent_ns = self.clock()
+        try:
+            conn.transport.write(payload)
+        except RuntimeError as exc:  # uvloop: the handle closed between the check and the write
+            raise ConnectionResetError(str(exc)) from exc
+        self._busy.add(conn)
+        return sent_ns
+
+    async def _send(self, payload: bytes, timeout_s: float, begun: Begun | None = None) -> Exchange:
         deadline = asyncio.get_running_loop().time() + timeout_s
         for attempt in range(2):  # a reused connection the server closed meanwhile gets one fresh retry
-            conn: _Conn | None = self._pop_idle()
+            written = begun if attempt == 0 else None  # the first attempt's write, already done
+            conn: _Conn | None = written.conn if written is not None else self._pop_idle()
             reused = conn is not None
-            sent_ns = self.clock()
+            sent_ns = written.sent_ns if written is not None else self.clock()
             try:
                 async with asyncio.timeout_at(deadline):
-                    if conn is None:
-                        conn = await self._connect()
-                    conn.reset()
-                    waiter = asyncio.get_running_loop().create_future()
-                    conn.waiter = waiter
-                    if conn.transport is None or conn.transport.is_closing():
-                        raise ConnectionResetError("the connection was closed by the server")
-                    sent_ns = self.clock()
-                    try:
-                        conn.transport.write(payload)
-                    except RuntimeError as exc:  # uvloop: the handle closed between the check and the write
-                        raise ConnectionResetError(str(exc)) from exc
-                    self._busy.add(conn)
-                    await waiter
+                    if written is not None and written.error is not None:
+                        raise written.error
+                    if written is None:
+                        if conn is None:
+                            conn = await self._connect()
+                        sent_ns = self._write(conn, payload)
+                    assert conn is not None and conn.waiter is not None
+                    await conn.waiter
             except TimeoutError:
                 self._discard(conn)
                 return self._exchange(conn, sent_ns, "timeout", f"no end of stream within {timeout_s:g} s")

@@ -14,13 +14,14 @@ Nothing here parses, records or writes; per request it does a clock read, a task
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from contracts.results import ErrorClass
 from contracts.schema import WorkloadConfig
-from load.client import Exchange, StreamClient
+from load.client import Begun, Exchange, RawStreamClient, StreamClient
 from load.pacing import Pacer, make_pacer
 from load.plan import Request
 from load.sources import replays_offsets
@@ -90,19 +91,37 @@ class Dispatcher:
             await self._open_loop(requests, start_ns)
             return
         queue = iter(requests)
+        opening = list(itertools.islice(queue, min(self.concurrency, len(requests))))
+        if self.stopping.is_set() or self.check_deadline():
+            return
+        begun = [self._begin(request) for request in opening]  # the wave leaves in one pass, no yield
         workers = [
-            asyncio.create_task(self._worker(queue, start_ns))
-            for _ in range(min(self.concurrency, len(requests)))
+            asyncio.create_task(self._worker(itertools.chain([request], queue), start_ns, first))
+            for request, first in zip(opening, begun, strict=True)
         ]
         await _gather_owned(workers)
 
-    async def _worker(self, queue: Iterator[Request], start_ns: int) -> None:
-        """Closed loop: send the next request as soon as this slot's previous one ended."""
+    def _begin(self, request: Request) -> tuple[Begun, int] | None:
+        """Write ``request`` now if its client can without yielding (:meth:`RawStreamClient.begin`): the
+        opening wave of a closed loop (128 decode requests at once) leaves in about 1 ms instead of a
+        task's turn each (23 µs a request, 1.8 ms late at the median). With the time it was handed over."""
+        stream = self._client(request)
+        if not isinstance(stream, RawStreamClient):
+            return None
+        called = self.clock()
+        return stream.begin(CHAT_PATH, request.body), called
+
+    async def _worker(
+        self, queue: Iterator[Request], start_ns: int, first: tuple[Begun, int] | None = None
+    ) -> None:
+        """Closed loop: send the next request as soon as this slot's previous one ended (the first one
+        maybe already written: ``first``)."""
         scheduled = start_ns
         for request in queue:
-            if self.stopping.is_set() or self.check_deadline():
+            if first is None and (self.stopping.is_set() or self.check_deadline()):
                 return
-            task = asyncio.create_task(self._request(request, scheduled))
+            task = asyncio.create_task(self._request(request, scheduled, first))
+            first = None
             self.inflight.add(task)
             try:
                 exchange = await task
@@ -142,16 +161,21 @@ class Dispatcher:
             tasks.append(task)
         await _gather_owned(tasks)
 
-    async def _request(self, request: Request, scheduled: int) -> Exchange:
-        called = self.clock()
+    def _client(self, request: Request) -> StreamClient:
+        if isinstance(self.stream, SpreadClient):
+            return self.stream.for_request(request.index)
+        return self.stream
+
+    async def _request(
+        self, request: Request, scheduled: int, begun: tuple[Begun, int] | None = None
+    ) -> Exchange:
+        called = self.clock() if begun is None else begun[1]
         remaining = (self.deadline_ns - called) / 1e9
         timeout = max(0.001, min(self.request_timeout_s, remaining))
         try:
-            stream = (
-                self.stream.for_request(request.index)
-                if isinstance(self.stream, SpreadClient)
-                else self.stream
-            )
+            stream = self._client(request)
+            if begun is not None and isinstance(stream, RawStreamClient):
+                return await stream.post_begun(begun[0], timeout_s=timeout)
             return await stream.post_stream(CHAT_PATH, request.body, timeout_s=timeout)
         except asyncio.CancelledError:
             self.on_stopped(request, scheduled, called, self.stop_reason or "cancelled")

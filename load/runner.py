@@ -44,7 +44,6 @@ from load.client import (
     StreamClient,
     check_headers,
     default_loop_factory,
-    tls_context,
 )
 from load.collect import Collector, RunInfo, summarize_run
 from load.dispatch import DeferredWork, Dispatcher, StopFlag
@@ -55,6 +54,7 @@ from load.prompts import prepare_plan
 from load.scrape import Scraper
 from load.signals import run_cancelling_on_signals
 from load.spread import SpreadClient, spread_clients
+from load.tls import tls_context
 from load.workers import WorkerJob, WorkerPool, WorkerResult, merge, rss_per_stream, worker_jobs
 from load.write import write_results
 

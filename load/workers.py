@@ -29,12 +29,13 @@ import psutil
 from contracts.errors import HarnessError
 from contracts.results import ErrorClass, RequestRecord
 from contracts.schema import LoadConfig, WorkloadConfig
-from load.client import RawStreamClient, default_loop_factory, tls_context
+from load.client import RawStreamClient, default_loop_factory
 from load.collect import Collector
 from load.dispatch import DeferredWork, Dispatcher
 from load.harness import LoopWatch, Stall
 from load.plan import Request
 from load.spread import SpreadClient
+from load.tls import tls_context
 
 #: The parent picks the common start this far ahead of the moment every worker reported ready.
 START_AHEAD_NS = 50_000_000

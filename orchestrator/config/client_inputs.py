@@ -4,7 +4,7 @@ Pipeline position: called by :func:`orchestrator.config.validate.validate` (the 
 ``doctor`` alike), before anything is stopped or started. A TLS file the client cannot use, or an API key
 with a line break, would otherwise surface under load, where a failed request reads as the server's fault;
 here it is a ConfigProblem naming the field, the file or the variable (never the key's value). At run time
-the same faults are the harness's (:func:`load.client.tls_context`, :meth:`launch.spec.LaunchSpec.api_key`:
+the same faults are the harness's (:func:`load.tls.tls_context`, :meth:`launch.spec.LaunchSpec.api_key`:
 a HarnessError, the verdict INCOMPLETE).
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from contracts.errors import ConfigProblem
 from contracts.schema import LoadConfig, ServiceConfig
 from launch.spec import API_KEY_HINT, api_key_problem
-from load.client import tls_fault
+from load.tls import tls_fault
 
 
 def tls_problems(load: LoadConfig, where: Callable[[str], str]) -> list[ConfigProblem]:

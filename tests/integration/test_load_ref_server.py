@@ -196,3 +196,36 @@ def test_a_signal_inside_a_transport_callback_interrupts_the_run(
     assert sent
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["interrupted"] and summary["completed"] < 40
+
+
+def test_a_closed_loops_opening_wave_leaves_in_one_pass_and_each_later_request_in_its_slot(
+    ref_server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The opening wave (decode_heavy: 128 requests at once) is written by the phase itself, one request
+    after another without yielding (RawStreamClient.begin), not by a task of its own each, whose turns
+    made the 128th leave about 3 ms late (1.8 ms at the median; 36 ms of a 0.32 s TTFT at 20x). Each
+    later request of a slot is sent by its own task when the slot's previous one ended, as before."""
+    import asyncio
+
+    from load.client import RawStreamClient, _Conn
+
+    tasks: list[asyncio.Task[Any] | None] = []  # held: a finished task's id is not reused meanwhile
+    original = RawStreamClient._write
+
+    def write(self: RawStreamClient, conn: _Conn, payload: bytes) -> int:
+        if payload.startswith(b"POST"):
+            tasks.append(asyncio.current_task())
+        return original(self, conn, payload)
+
+    monkeypatch.setattr(RawStreamClient, "_write", write)
+    url = ref_server("--interval-ms", "2")
+    summary = run(url, tmp_path, workload(num_requests=40, concurrency=16, warmup_requests=0))
+    assert summary.completed == 40
+    writers = [id(task) for task in tasks]
+    assert len(writers) == 40
+    opening, later = writers[:16], writers[16:]
+    assert len(set(opening)) == 1  # one task wrote the whole wave: the phase's
+    assert len(set(later)) == 24 and opening[0] not in later  # a request task each
+    records = [r for r in read_jsonl(tmp_path / "records.jsonl", RequestRecord) if not r.warmup]
+    first_wave = sorted(records, key=lambda r: r.sent_s)[:16]
+    assert all(r.scheduled_s == first_wave[0].scheduled_s for r in first_wave)  # all due at t = 0

@@ -20,8 +20,9 @@ import pytest
 from contracts.errors import ConfigError, HarnessError
 from contracts.schema import LoadConfig, WorkloadConfig
 from launch.spec import LaunchSpec
-from load.client import RawStreamClient, tls_context
+from load.client import RawStreamClient
 from load.runner import run_profile
+from load.tls import tls_context
 from orchestrator.measure.candidate import run_candidate
 from orchestrator.servers.context import SweepContext
 from tests.unit.composed import load

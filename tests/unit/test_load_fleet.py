@@ -11,10 +11,11 @@ import pytest
 
 from contracts.errors import ConfigError, LoadError
 from contracts.results import RequestRecord
-from load.client import RawStreamClient, tls_context
+from load.client import RawStreamClient
 from load.pacing import SpinPacer, make_pacer
 from load.plan import Request
 from load.summary import client_health
+from load.tls import tls_context
 from load.workers import WorkerResult, merge, rss_per_stream, split
 from tests.unit.composed import load as compose
 
