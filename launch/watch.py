@@ -125,9 +125,12 @@ class Watcher:
     def _follower_hung(self, server: Server, tracked: Tracked) -> WatchEvent | None:
         """A follower seen stopped for ``stopped_after_s``: the server is hung (the head, and vLLM's, still
         answers /health), and so is that follower (its teardown skips the grace period too)."""
-        for follower in server.followers if self._stopped is not None else ():
+        stopped = self._stopped
+        if stopped is None:  # a Watcher made without a way to see a follower stopped
+            return None
+        for follower in server.followers:
             own = self._tracker.track(follower)
-            seen = self._stopped(follower) if self._stopped is not None else None
+            seen = stopped(follower)
             if seen is None:
                 own.watch.silent_since = None
                 continue
