@@ -14,6 +14,8 @@ from pathlib import Path
 import httpx
 import psutil
 
+from contracts.layout import LaunchPaths, SweepPaths
+from contracts.trials import read_search
 from launch.command import clear_rpc_dir, rpc_dir
 from launch.supervisor import DEFAULT_RPC_ROOT
 from orchestrator.ledger.journal import Journal
@@ -128,6 +130,19 @@ def run_cli(args: Sequence[str], timeout: float = 300) -> subprocess.CompletedPr
         timeout=timeout,
         check=False,
     )
+
+
+def a_trial_recorded_and_the_next_launched(sweep: Path) -> bool:
+    """A search has recorded a launched trial and launched its next one (its spec is written): a Ctrl-C
+    now lands inside a trial, before the search's budget is spent, however loaded the machine (waiting
+    for the first trial alone let a loaded CI machine's search finish its second one first)."""
+    paths = SweepPaths(sweep)
+    record = read_search(sweep) if paths.trials.exists() else None
+    if record is None or not any(t.launches for t in record.trials):
+        return False
+    recorded = {t.name for t in record.trials}
+    trials = paths.trial("x").root.parent
+    return any(d.name not in recorded and LaunchPaths(d).spec.exists() for d in trials.iterdir())
 
 
 def wait_for(predicate: Callable[[], bool], *, timeout: float, what: str) -> None:

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import yaml
 
-from contracts.layout import LaunchPaths, SweepPaths
+from contracts.layout import SweepPaths
 from contracts.trials import read_search
 from contracts.verdicts import decision_label, read_verdicts
 from orchestrator.search.confirm import NO_BETTER
 from tests.integration.sweep_helpers import (
+    a_trial_recorded_and_the_next_launched,
     assert_finished_capacity_open,
     run_sweep,
     start,
@@ -96,19 +97,11 @@ def test_a_search_interrupted_by_ctrl_c_resumes_where_it_stopped(tmp_path: Path,
     args += SMALL_CAPACITY
     proc = start(args, sweeps=sweeps, port=port)
     sweep = sweep_dir(sweeps)
-    paths = SweepPaths(sweep)
-
-    def a_trial_recorded_and_the_next_launched() -> bool:
-        record = read_search(sweep) if paths.trials.exists() else None
-        if record is None or not any(t.launches for t in record.trials):
-            return False
-        recorded = {t.name for t in record.trials}
-        return any(
-            d.name not in recorded and LaunchPaths(d).spec.exists()
-            for d in paths.trial("x").root.parent.iterdir()
-        )
-
-    wait_for(a_trial_recorded_and_the_next_launched, timeout=120, what="a trial recorded, the next launched")
+    wait_for(
+        lambda: a_trial_recorded_and_the_next_launched(sweep),
+        timeout=120,
+        what="a trial recorded, the next launched",
+    )
     before = read_search(sweep)
     assert before is not None
     proc.send_signal(signal.SIGINT)

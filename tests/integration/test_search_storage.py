@@ -1,6 +1,6 @@
 """A search whose trials live in a team's PostgreSQL (``search.storage``: a database URL), on the simulator.
 
-The same search interrupted (Ctrl-C after its first trial) and run again in its directory goes on where it
+The same search interrupted (Ctrl-C during its second trial) and run again in its directory goes on where it
 stopped: the trials measured before the interrupt are neither lost nor launched again, the budget counts
 them, and the database's study agrees with ``search/trials.json``. A second sweep directory on the same
 URL and search name (a colleague's) reads that study: its trials are numbered after the first sweep's and
@@ -18,6 +18,7 @@ import pytest
 from contracts.layout import SweepPaths
 from contracts.trials import SearchRecord, read_search
 from tests.integration.sweep_helpers import (
+    a_trial_recorded_and_the_next_launched,
     assert_finished_capacity_open,
     kill_servers,
     run_sweep,
@@ -69,7 +70,11 @@ def test_a_search_in_postgres_resumes_where_it_stopped_and_a_second_sweep_reads_
     args = [*FAST, f"search.storage={postgres_url}", "search.max_launches=4"]
     proc = start(args, sweeps=tmp_path / "sweeps", port=port)
     sweep = sweep_dir(tmp_path / "sweeps")
-    wait_for(lambda: bool(_launched(read_search(sweep))), timeout=120, what="the search's first trial")
+    wait_for(
+        lambda: a_trial_recorded_and_the_next_launched(sweep),
+        timeout=120,
+        what="a trial recorded, the next launched",
+    )
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode != 0, out[-3000:]
