@@ -86,8 +86,9 @@ class SearchConfig:
     storage: str | None = None
     # Sampler: tpe (Optuna's TPE, learning from infeasible points through its constraints) or random.
     sampler: str = "tpe"
-    # Random trials before TPE models the space.
-    startup_trials: int = 6
+    # Finished trials before TPE models the space, the search's own first points counted (the baseline's
+    # point, each layout's start probe); those after them are random.
+    startup_trials: int = 4
     # Sampler seed.
     seed: int = 0
     # Multi-fidelity: successive_halving or hyperband promote a screened point to the full capacity
