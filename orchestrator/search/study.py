@@ -89,9 +89,9 @@ def make_sampler(search: SearchConfig) -> optuna.samplers.BaseSampler:
     ``search.startup_trials`` finished trials (default 4; Optuna's is 10), the search's own first points
     counted: the baseline's point and each layout's start probe (2-6 trials in the benchmark's spaces),
     so random points are at most 2 of a search's first trials there (with 6: up to 4). The rest is
-    Optuna's: ``n_ei_candidates``, ``prior_weight`` and ``gamma`` measured no better on the benchmark's
-    tuning seeds (docs/measurements/search-quality.md), and ``consider_endpoints`` shapes only a
-    numerical field's kernels, not a ``choice``'s (a categorical distribution)."""
+    Optuna's: other ``n_ei_candidates``, ``prior_weight`` and ``gamma`` found fewer best points than
+    this on the benchmark's tuning seeds (docs/measurements/search-quality.md); ``consider_endpoints``
+    shapes only a numerical field's kernels, not a ``choice``'s (a categorical distribution)."""
     if search.sampler == "random":
         return optuna.samplers.RandomSampler(seed=search.seed)
     with warnings.catch_warnings():  # group is marked experimental (Optuna 5.1)
