@@ -229,3 +229,31 @@ def test_a_closed_loops_opening_wave_leaves_in_one_pass_and_each_later_request_i
     records = [r for r in read_jsonl(tmp_path / "records.jsonl", RequestRecord) if not r.warmup]
     first_wave = sorted(records, key=lambda r: r.sent_s)[:16]
     assert all(r.scheduled_s == first_wave[0].scheduled_s for r in first_wave)  # all due at t = 0
+
+
+def test_a_connection_lets_go_of_its_finished_response(ref_server: Server) -> None:
+    """The exchange keeps a finished response's reads; its connection, back in the pool, keeps none. The
+    reads were dropped by the next send's reset instead: freeing a decode_heavy stream's thousands of reads
+    there took 77 µs a request on the hot path and left a 128 wave 6 ms late (benchmarks/lag_effect.py)."""
+    import asyncio
+
+    from load.client import RawStreamClient
+
+    url = ref_server("--interval-ms", "1", "--tokens-per-chunk", "1")
+    message = {"role": "user", "content": "hi"}
+    request = {"model": "ref-model", "messages": [message], "max_tokens": 32, "stream": True}
+    body = json.dumps(request).encode()
+
+    async def one() -> tuple[Any, Any]:
+        client = RawStreamClient(url)
+        try:
+            exchange = await client.post_stream("/v1/chat/completions", body, timeout_s=30)
+            (idle,) = client._idle
+            return exchange, idle
+        finally:
+            await client.aclose()
+
+    exchange, idle = asyncio.run(one())
+    assert exchange.ending == "complete" and exchange.raw is not None and exchange.reads > 8
+    assert idle.reads == [] and idle.response is not exchange.decoder  # nothing of it left to free
+    assert len(exchange.decode().body) > 8  # and the exchange still decodes whole
