@@ -178,5 +178,8 @@ def test_a_sweep_with_a_ray_candidate_runs_end_to_end(tmp_path: Path) -> None:
     )
     verdicts = json.loads((sweep / "verdicts.json").read_text())["verdicts"]
     judged = {v["candidate"]: v["decision"] for v in verdicts}
-    assert judged["tp8_pp2_ray"] in ("keep", "reject", "inconclusive"), verdicts  # served and measured
+    # served and measured: any verdict but "never started" (incompatible) or "evidence missing" (incomplete);
+    # a TP8 x PP2 point on the simulated 2 x 8 host lands near the baseline, and a run read it NEUTRAL
+    measured = ("keep", "reject", "neutral", "inconclusive")
+    assert judged["tp8_pp2_ray"] in measured, verdicts
     assert sim_servers(port) == [] and sim_ray_processes(port) == []
