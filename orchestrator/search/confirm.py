@@ -37,6 +37,8 @@ from orchestrator.search.rules import best_trial, is_baseline
 NO_BETTER = "search: no configuration beats the baseline on every profile"
 #: A finalist's confirmation that has no verdict: it was not measured (an interrupted or failed launch).
 NOT_MEASURED = "the confirmation was not measured"
+#: How a stability requirement's name ends (:func:`orchestrator.measure.trial_constraints.requirements`).
+FAILED_SUFFIX = " failed requests"
 
 
 def broken_of(trial: TrialRecord) -> dict[str, float]:
@@ -48,6 +50,16 @@ def _key(trial: TrialRecord) -> str:
     return repr(sorted(trial.params.items()))
 
 
+def at_limit(trial: TrialRecord) -> set[str]:
+    """The requirements the trial's screen left at their limit (size 0: its runs read the figure at or
+    beyond the limit, within their noise, :func:`~orchestrator.measure.trial_constraints.ruling`): the
+    risk its confirmation takes. A share of failed requests is 0 whenever none failed: never at a limit.
+    """
+    return {
+        name for name, size in trial.constraints.items() if size == 0.0 and not name.endswith(FAILED_SUFFIX)
+    }
+
+
 def finalists(
     record: SearchRecord, k: int | None = None, changes: Callable[[TrialRecord], int] | None = None
 ) -> list[TrialRecord]:
@@ -55,14 +67,28 @@ def finalists(
     :func:`~orchestrator.search.rules.best_trial`'s order (measured fully, none of their constraints
     broken), down to the baseline's own configuration (:func:`~orchestrator.search.rules.is_baseline`):
     it and every point the search ranked below it are not worth a confirmation; empty when it is the
-    best."""
+    best.
+
+    A runner-up hedges the finalists before it: where they were left at a requirement's limit
+    (:func:`at_limit`), the best point whose screen met that requirement inside its noise comes next, if
+    one was measured fully. Two points at the same limit (the demo's 8K budgets at prefill_10k's TTFT,
+    1.5% beyond it, where two screen runs cannot tell) stand or fall together; confirming both spends the
+    budget on one question (docs/search.md, "Several finalists")."""
     left = [t for t in record.trials if not broken_of(t)]
     out: list[TrialRecord] = []
+    risky: set[str] = set()
     while k is None or len(out) < k:
-        best = best_trial(record.model_copy(update={"trials": left}), changes)
+        best = None
+        if risky:  # the best point clear of the finalists' limits, unless none beats the baseline's
+            clear = [t for t in left if not at_limit(t) & risky]
+            best = best_trial(record.model_copy(update={"trials": clear}), changes)
+            best = None if best is None or is_baseline(best, changes) else best
+        if best is None:
+            best = best_trial(record.model_copy(update={"trials": left}), changes)
         if best is None or is_baseline(best, changes):
             break
         out.append(best)
+        risky |= at_limit(best)
         left = [t for t in left if _key(t) != _key(best)]
     return out
 

@@ -98,6 +98,38 @@ def _record(trials: list[TrialRecord], baseline: float | None = 168.0) -> Search
             ["s_t003", "s_t001"],
         ),
         ([], 2, []),
+        # a runner-up hedges the first finalist's risk: the best point clear of the requirement the first
+        # was left at the limit of (size 0: beyond or at it, within noise) comes before an equal risk
+        (
+            [
+                _trial(1, 181, broken={"prefill_10k TTFT": 0.0, "serial TTFT": -0.05}),
+                _trial(2, 181, broken={"prefill_10k TTFT": 0.0, "serial TTFT": -0.08}),
+                _trial(3, 173, broken={"prefill_10k TTFT": -0.011, "serial TTFT": 0.0}),
+            ],
+            None,
+            ["s_t001", "s_t003", "s_t002"],
+        ),
+        # a limit of another requirement is no shared risk; none failing shows as 0 and is none
+        (
+            [
+                _trial(1, 181, broken={"prefill_10k TTFT": 0.0, "decode_heavy failed requests": 0.0}),
+                _trial(2, 180, broken={"serial TTFT": 0.0, "decode_heavy failed requests": 0.0}),
+                _trial(3, 173, broken={"prefill_10k TTFT": -0.02}),
+            ],
+            2,
+            ["s_t001", "s_t002"],
+        ),
+        # no clear point beats the baseline's own configuration: the next at the same limit, not the baseline
+        (
+            [
+                _trial(0, 170, baseline=True, broken={"prefill_10k TTFT": -0.03}),
+                _trial(1, 181, broken={"prefill_10k TTFT": 0.0}),
+                _trial(2, 180, broken={"prefill_10k TTFT": 0.0}),
+                _trial(3, 150, broken={"prefill_10k TTFT": -0.03}),
+            ],
+            2,
+            ["s_t001", "s_t002"],
+        ),
     ],
 )
 def test_finalists_are_the_best_distinct_feasible_points(
