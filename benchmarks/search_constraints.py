@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.search.constrained import figures, truth_sizes
+from benchmarks.search.constrained import LAUNCHED_FRONT_END, figures, truth_sizes
 from benchmarks.search.runner import compose, engine_of, space_of, truth_for
 from benchmarks.search.scoring import point_text
 from benchmarks.search.surface import DEFAULT_CACHE
@@ -43,17 +43,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="where the brute force is kept")
     parser.add_argument("--top", type=int, default=8, help="rows of each table")
+    parser.add_argument(
+        "--front-end",
+        nargs=2,
+        type=float,
+        default=(LAUNCHED_FRONT_END[0] * 1e3, LAUNCHED_FRONT_END[1] * 1e6),
+        metavar=("MS", "US_PER_TOKEN"),
+        help="the server's front end: virtual ms a request, µs a prompt token (default: the launched "
+        "simulator's at 20x; 0 0: an instant wave)",
+    )
     parser.add_argument("overrides", nargs="*", default=["+experiment=demo_search"], help="Hydra overrides")
     args = parser.parse_args(argv)
     cfg = compose(args.overrides)
     if cfg.search is None:
         parser.error("the overrides select no search (add search=NAME)")
     start = time.perf_counter()
+    front = (args.front_end[0] / 1e3, args.front_end[1] / 1e6)
     truth, surface = truth_for(cfg, args.cache, say=print)
     profiles = constraint_profiles(cfg)
     reqs = requirements(profiles, cfg.gates)
     base_engine = engine_config(render_spec(cfg.service, cfg.baseline, cfg.host))
-    base = {p: figures(surface, base_engine, cfg.workloads[p]) for p in profiles}
+    base = {p: figures(surface, base_engine, cfg.workloads[p], front) for p in profiles}
     base_capacity = surface.capacity(base_engine)
     _points, pruned = space_of(cfg)
     to_engine = engine_of(cfg, pruned)
@@ -63,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         engine = to_engine(row["point"])
         assert not isinstance(engine, str)
-        mine = {p: figures(surface, engine, cfg.workloads[p]) for p in profiles}
+        mine = {p: figures(surface, engine, cfg.workloads[p], front) for p in profiles}
         sizes = truth_sizes(reqs, mine, base, cfg.gates)
         rows.append({"point": row["point"], "capacity": float(row["capacity"]), "sizes": sizes})
     print(f"baseline: capacity {base_capacity}; constraints: {', '.join(r.name for r in reqs)}")

@@ -30,7 +30,7 @@ from benchmarks.search.surface import Surface, Truth
 from contracts.results import ClientHealth, ProfileSummary, Stats
 from contracts.schema import GatesConfig, GauntletConfig, WorkloadConfig
 from launch.sim.model import EngineConfig
-from launch.sim.replay import ReplayRequest, replay_closed_loop
+from launch.sim.replay import FrontEnd, ReplayRequest, replay_closed_loop
 from orchestrator.measure.trial_constraints import (
     Requirement,
     broken,
@@ -43,14 +43,35 @@ from orchestrator.measure.trial_constraints import (
 #: One run's figures of one profile: median TTFT and e2e (host s), output tokens/s, share failed.
 Figures = dict[str, float | None]
 
+#: The launched simulator's front end at the demo's 20x (virtual seconds a request, a prompt token:
+#: :class:`launch.sim.replay.FrontEnd`): its own handling of a request (parse, count the prompt's tokens)
+#: is host time, 20x in virtual time, so a wave reaches its engine one request at a time. Measured with
+#: ``benchmarks/wave_arrival.py`` on the demo's baseline (2-core x86_64 box, 2026-12-07): 1.9 ms apart in
+#: decode_heavy's 128 wave, 15 ms in prefill_10k's 64 wave of 10K-token prompts. With data parallelism in
+#: lockstep the first step then holds one replica's work: prefill_10k's median TTFT is 9.59 s for the
+#: baseline where an instant wave gives 9.39 s, 10.22 s for the 8K budgets (9.49 s), as launched runs read.
+LAUNCHED_FRONT_END = (0.0019, 1.3e-6)
 
-def figures(surface: Surface, cfg: EngineConfig, wl: WorkloadConfig) -> Figures:
+
+def figures(
+    surface: Surface,
+    cfg: EngineConfig,
+    wl: WorkloadConfig,
+    front_end: tuple[float, float] = LAUNCHED_FRONT_END,
+) -> Figures:
     """One run of workload ``wl`` on engine ``cfg``, replayed: median TTFT and e2e (s), output tokens/s,
-    share of failed requests."""
+    share of failed requests. ``front_end`` is the server's (seconds a request, seconds a prompt token:
+    :class:`launch.sim.replay.FrontEnd`)."""
     request = ReplayRequest(
         prompt_tokens=int(wl.prompt_tokens.mean), max_tokens=int(wl.output_tokens.mean), ignore_eos=True
     )
-    result = replay_closed_loop(surface.profile, cfg, [request] * wl.num_requests, int(wl.concurrency or 1))
+    result = replay_closed_loop(
+        surface.profile,
+        cfg,
+        [request] * wl.num_requests,
+        int(wl.concurrency or 1),
+        front_end=FrontEnd(*front_end),
+    )
     done = [r for r in result.records if r.end is not None and r.ttft is not None]
     if not done:
         return {"ttft": None, "e2e": None, "tps": None, "failed": 1.0}
@@ -216,6 +237,7 @@ def constrained_for(
                 profiles,
                 [asdict(cfg.workloads[p]) for p in profiles],
                 asdict(cfg.gates),
+                LAUNCHED_FRONT_END,
             ],
             sort_keys=True,
             default=str,

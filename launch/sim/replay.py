@@ -96,6 +96,29 @@ def _record_end(done: list[float]) -> Sink:
     return sink
 
 
+@dataclass
+class FrontEnd:
+    """The server's front end taking requests in turn before the engine sees them (parse, tokenize).
+
+    A request handed over at ``at`` reaches the engine at ``max(at, the previous one's) + per_request_s +
+    per_prompt_token_s x its prompt tokens``. Zero (the default) is an instant front end: a wave of
+    requests reaches the engine at once. A launched server is never instant: it takes a wave's requests
+    one at a time, and with data parallelism in lockstep the first step then starts with one replica's
+    work (docs/simulator.md, "A wave of requests").
+    """
+
+    per_request_s: float = 0.0
+    per_prompt_token_s: float = 0.0
+    _free_at: float = field(default=0.0, repr=False)
+
+    def admit(self, at: float, prompt_tokens: int) -> float:
+        cost = self.per_request_s + self.per_prompt_token_s * prompt_tokens
+        if cost <= 0.0:
+            return at
+        self._free_at = max(at, self._free_at) + cost
+        return self._free_at
+
+
 def _add(host: Host, spec: ReplayRequest, request_id: str, *, key: str, at: float, sink: Sink) -> None:
     """Hand one request to the host at ``at``; its prompt digest is of ``spec.prompt_key``, else ``key``."""
     host.add(
@@ -119,8 +142,12 @@ def replay_closed_loop(
     concurrency: int,
     *,
     warmup: list[ReplayRequest] | None = None,
+    front_end: FrontEnd | None = None,
 ) -> ReplayResult:
-    """Run ``requests`` with ``concurrency`` in flight; warmup requests first, one at a time, unrecorded."""
+    """Run ``requests`` with ``concurrency`` in flight; warmup requests first, one at a time, unrecorded.
+
+    ``front_end`` delays each measured request's arrival at the engine (:class:`FrontEnd`); TTFT and
+    latency count from its send, as a client's do."""
     host = Host(profile, cfg, check_startup(profile, cfg))
     now = 0.0
     for i, spec in enumerate(warmup or []):
@@ -156,7 +183,8 @@ def replay_closed_loop(
                 record.finish_reason = finish
                 submit(t)
 
-        _add(host, spec, f"req-{index}", key=f"prompt-{index}", at=at, sink=sink)
+        arrival = at if front_end is None else front_end.admit(at, spec.prompt_tokens)
+        _add(host, spec, f"req-{index}", key=f"prompt-{index}", at=arrival, sink=sink)
 
     for _ in range(min(concurrency, len(requests))):
         submit(now)

@@ -9,7 +9,7 @@ import pytest
 from launch.sim.engine import Host, SimRequest
 from launch.sim.model import EngineConfig, check_startup
 from launch.sim.profile import Profile
-from launch.sim.replay import ReplayRequest, replay_closed_loop
+from launch.sim.replay import FrontEnd, ReplayRequest, replay_closed_loop
 from tests.unit.sim_fixtures import BASE, PROFILE
 
 Events = list[tuple[float, int, int, str | None]]
@@ -166,3 +166,34 @@ def test_sim_speed_stretches_latency(speed: float) -> None:
     base = replay_closed_loop(PROFILE, BASE, reqs, 1).e2e_p50
     slowed = replay_closed_loop(PROFILE, replace(BASE, speed=speed), reqs, 1).e2e_p50
     assert slowed == pytest.approx(base / speed, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("per_request", "per_token", "arrivals"),
+    [
+        (0.0, 0.0, [0.0, 0.0, 0.0]),  # instant: the wave reaches the engine at once
+        (0.002, 0.0, [0.002, 0.004, 0.006]),  # one request at a time
+        (0.002, 1e-6, [0.012, 0.024, 0.036]),  # its prompt's tokens counted too (10,000 each)
+    ],
+)
+def test_a_front_end_takes_a_wave_one_request_at_a_time(
+    per_request: float, per_token: float, arrivals: list[float]
+) -> None:
+    front = FrontEnd(per_request, per_token)
+    assert [front.admit(0.0, 10_000) for _ in range(3)] == pytest.approx(arrivals)
+    # a request handed over after the front end is free again waits only its own cost
+    assert front.admit(1.0, 10_000) == pytest.approx(1.0 + arrivals[0])
+
+
+def test_a_staggered_wave_starts_data_parallel_lockstep_with_one_replica_busy() -> None:
+    """A wave of long prompts on DP 4 in lockstep: an instant wave fills every replica's first step; one
+    that reaches the engine a request at a time starts it with the first replica's work alone, and every
+    later first token comes a step later, as launched runs read (docs/simulator.md, "A wave of requests")."""
+    reqs = [ReplayRequest(10_000, 16, 16, True, f"p{i}") for i in range(16)]
+    instant = replay_closed_loop(PROFILE, BASE, reqs, 16)
+    staggered = replay_closed_loop(PROFILE, BASE, reqs, 16, front_end=FrontEnd(0.0001))
+    at_once = sorted(r.ttft or 0.0 for r in instant.records)
+    first = sorted(r.ttft or 0.0 for r in staggered.records)
+    assert at_once[0] == pytest.approx(at_once[3])  # one request per replica in the first step
+    assert first[0] < at_once[0] < first[1]  # the first replica's alone, the others' a step later
+    assert staggered.ttft_p50 > 1.2 * instant.ttft_p50
