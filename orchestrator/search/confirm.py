@@ -60,8 +60,21 @@ def at_limit(trial: TrialRecord) -> set[str]:
     }
 
 
+def can_win(trial: TrialRecord, record: SearchRecord, min_gain: float) -> bool:
+    """Whether a capacity search's point could be a KEEP on its estimate: beyond the baseline's capacity
+    by more than ``min_gain`` (the gates' smallest gain; the capacity gate keeps no less). Any point of
+    another objective, or with no baseline figure, could."""
+    value = trial.values[0] if trial.values else None
+    if record.objective != "capacity" or not record.baseline or value is None:
+        return True
+    return value > record.baseline * (1 + min_gain)
+
+
 def finalists(
-    record: SearchRecord, k: int | None = None, changes: Callable[[TrialRecord], int] | None = None
+    record: SearchRecord,
+    k: int | None = None,
+    changes: Callable[[TrialRecord], int] | None = None,
+    min_gain: float = 0.0,
 ) -> list[TrialRecord]:
     """The ``k`` (None: all) best distinct feasible points, in
     :func:`~orchestrator.search.rules.best_trial`'s order (measured fully, none of their constraints
@@ -71,7 +84,8 @@ def finalists(
 
     A runner-up hedges the finalists before it: where they were left at a requirement's limit
     (:func:`at_limit`), the best point whose screen met that requirement inside its noise comes next, if
-    one was measured fully. Two points at the same limit (the demo's 8K budgets at prefill_10k's TTFT,
+    one was measured fully and can still win (:func:`can_win`: a capacity beyond the baseline's by the
+    gates' ``min_gain``). Two points at the same limit (the demo's 8K budgets at prefill_10k's TTFT,
     1.5% beyond it, where two screen runs cannot tell) stand or fall together; confirming both spends the
     budget on one question (docs/search.md, "Several finalists")."""
     left = [t for t in record.trials if not broken_of(t)]
@@ -79,8 +93,8 @@ def finalists(
     risky: set[str] = set()
     while k is None or len(out) < k:
         best = None
-        if risky:  # the best point clear of the finalists' limits, unless none beats the baseline's
-            clear = [t for t in left if not at_limit(t) & risky]
+        if risky:  # the best point clear of the finalists' limits, if it can still win
+            clear = [t for t in left if not at_limit(t) & risky and can_win(t, record, min_gain)]
             best = best_trial(record.model_copy(update={"trials": clear}), changes)
             best = None if best is None or is_baseline(best, changes) else best
         if best is None:

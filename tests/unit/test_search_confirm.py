@@ -139,6 +139,25 @@ def test_finalists_are_the_best_distinct_feasible_points(
 
 
 @pytest.mark.parametrize(
+    ("hedge", "min_gain", "expected"),
+    [
+        (173.0, 0.05, ["s_t001", "s_t003"]),  # 173 > 152 x 1.05: the hedge can win, it comes next
+        (159.0, 0.0, ["s_t001", "s_t003"]),
+        # the demo's k = 7 8K point on its 152 baseline: 159 is 1.046x, no gain the capacity gate keeps
+        # (min_gain 5%): the runner-up is the next best at the same limit, a point that can win
+        (159.0, 0.05, ["s_t001", "s_t002"]),
+    ],
+)
+def test_a_hedging_runner_up_must_be_able_to_win(hedge: float, min_gain: float, expected: list[str]) -> None:
+    trials = [
+        _trial(1, 181, broken={"serial latency": 0.0}),
+        _trial(2, 177, broken={"serial latency": 0.0}),
+        _trial(3, hedge, broken={"serial latency": -0.02, "prefill_10k TTFT": 0.0}),
+    ]
+    assert [t.name for t in finalists(_record(trials, baseline=152.0), 2, min_gain=min_gain)] == expected
+
+
+@pytest.mark.parametrize(
     ("decisions", "retained", "expected"),
     [
         (["keep", "reject"], "a", "a"),
