@@ -75,6 +75,7 @@ def finalists(
     k: int | None = None,
     changes: Callable[[TrialRecord], int] | None = None,
     min_gain: float = 0.0,
+    resolution: float = 0.0,
 ) -> list[TrialRecord]:
     """The ``k`` (None: all) best distinct feasible points, in
     :func:`~orchestrator.search.rules.best_trial`'s order (measured fully, none of their constraints
@@ -82,29 +83,48 @@ def finalists(
     it and every point the search ranked below it are not worth a confirmation; empty when it is the
     best.
 
-    A runner-up hedges the finalists before it: where they were left at a requirement's limit
-    (:func:`at_limit`), the best point whose screen met that requirement inside its noise comes next, if
-    one was measured fully and can still win (:func:`can_win`: a capacity beyond the baseline's by the
-    gates' ``min_gain``). Two points at the same limit (the demo's 8K budgets at prefill_10k's TTFT,
-    1.5% beyond it, where two screen runs cannot tell) stand or fall together; confirming both spends the
-    budget on one question (docs/search.md, "Several finalists")."""
+    Capacities within ``resolution`` of the best (``capacity.resolution``: the capacity search knows a
+    capacity to within it) are not told apart: among them the point its screen left at the fewest
+    requirements' limits (:func:`at_limit`) comes first. A runner-up hedges the finalists before it:
+    where they were left at a requirement's limit, the best point whose screen met that requirement
+    inside its noise comes next, if one was measured fully and can still win (:func:`can_win`: a capacity
+    beyond the baseline's by the gates' ``min_gain``). Two points at the same limit (the demo's 8K
+    budgets at prefill_10k's TTFT, 1.5% beyond it, where two screen runs cannot tell) stand or fall
+    together; confirming both spends the budget on one question (docs/search.md, "Several finalists")."""
     left = [t for t in record.trials if not broken_of(t)]
     out: list[TrialRecord] = []
     risky: set[str] = set()
+
+    def pick(pool: list[TrialRecord]) -> TrialRecord | None:
+        best = best_trial(record.model_copy(update={"trials": pool}), changes)
+        if best is None or is_baseline(best, changes) or record.objective != "capacity" or not best.values:
+            return best
+        floor = best.values[0] * (1 - resolution)
+        tied = [t for t in pool if _full(t, record) and t.values and t.values[0] >= floor]
+        tied = [t for t in tied if not is_baseline(t, changes)]
+        fewest = min(len(at_limit(t)) for t in tied)  # the best itself is among them
+        safest = [t for t in tied if len(at_limit(t)) == fewest]
+        return best_trial(record.model_copy(update={"trials": safest}), changes)
+
     while k is None or len(out) < k:
         best = None
         if risky:  # the best point clear of the finalists' limits, if it can still win
-            clear = [t for t in left if not at_limit(t) & risky and can_win(t, record, min_gain)]
-            best = best_trial(record.model_copy(update={"trials": clear}), changes)
+            best = pick([t for t in left if not at_limit(t) & risky and can_win(t, record, min_gain)])
             best = None if best is None or is_baseline(best, changes) else best
         if best is None:
-            best = best_trial(record.model_copy(update={"trials": left}), changes)
+            best = pick(left)
         if best is None or is_baseline(best, changes):
             break
         out.append(best)
         risky |= at_limit(best)
         left = [t for t in left if _key(t) != _key(best)]
     return out
+
+
+def _full(trial: TrialRecord, record: SearchRecord) -> bool:
+    """Measured fully and ranked (:func:`~orchestrator.search.rules.best_trial`'s own filter)."""
+    ranked = not record.pareto or trial.number in record.pareto
+    return trial.state == "complete" and bool(trial.values) and trial.same_as is None and ranked
 
 
 def estimate_of(trial: TrialRecord) -> float | None:

@@ -284,7 +284,8 @@ class SearchRun:
         (empty: nothing was measured fully and met every constraint, or the best is the baseline's own
         configuration, which is said and never confirmed against itself)."""
         self.say(launched_line(record.distinct_launched, record.space_size, reason))
-        self.queue = finalists(record, None, self._changes, self.cfg.gates.min_gain)
+        gates, capacity = self.cfg.gates, self.cfg.capacity
+        self.queue = finalists(record, None, self._changes, gates.min_gain, capacity.resolution)
         maximize = directions(self.search)[0] == "maximize"
         record.tradeoff = tradeoff(record, self.queue, self.cfg.gates, maximize)
         write_search(self.dir, record)
