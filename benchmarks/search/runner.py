@@ -38,7 +38,6 @@ from orchestrator.measure.capacity_search import SearchSettings, search
 from orchestrator.measure.trial import SCREEN_STEP, TrialOutcome, screen_estimate
 from orchestrator.measure.trial_constraints import broken, describe
 from orchestrator.search.budget import confirmation_launches, kept_launches
-from orchestrator.search.confirm import finalists
 from orchestrator.search.loop import SearchRun
 from orchestrator.search.point import baseline_point, candidate_at, grid, point_overrides
 from orchestrator.search.prune import Pruned, prune
@@ -268,7 +267,7 @@ def judge(
     best the gates accept recommended), else the baseline's own configuration when the best feasible
     trial is it; charged its trials' launches and that round's."""
     assert cfg.search is not None
-    queue = finalists(record, None, run._changes)
+    queue = run.ranked(record)
     round_ = [dict(t.params) for t in queue[: max(1, cfg.search.confirm_top)]]
     accepted_each = [constrained.accepted_capacity(p) for p in round_]
     chosen = recommended(accepted_each)

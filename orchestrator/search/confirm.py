@@ -75,7 +75,6 @@ def finalists(
     k: int | None = None,
     changes: Callable[[TrialRecord], int] | None = None,
     min_gain: float = 0.0,
-    resolution: float = 0.0,
 ) -> list[TrialRecord]:
     """The ``k`` (None: all) best distinct feasible points, in
     :func:`~orchestrator.search.rules.best_trial`'s order (measured fully, none of their constraints
@@ -83,9 +82,10 @@ def finalists(
     it and every point the search ranked below it are not worth a confirmation; empty when it is the
     best.
 
-    Capacities within ``resolution`` of the best (``capacity.resolution``: the capacity search knows a
-    capacity to within it) are not told apart: among them the point its screen left at the fewest
-    requirements' limits (:func:`at_limit`) comes first. A runner-up hedges the finalists before it:
+    Capacities within ``min_gain`` of the best (the gates' smallest gain: the demo's 181 and 173, one
+    level of the capacity search apart) are no gain over each other: among them the point its screen left
+    at the fewest requirements' limits (:func:`at_limit`) comes first. A runner-up hedges the finalists
+    before it:
     where they were left at a requirement's limit, the best point whose screen met that requirement
     inside its noise comes next, if one was measured fully and can still win (:func:`can_win`: a capacity
     beyond the baseline's by the gates' ``min_gain``). Two points at the same limit (the demo's 8K
@@ -99,7 +99,7 @@ def finalists(
         best = best_trial(record.model_copy(update={"trials": pool}), changes)
         if best is None or is_baseline(best, changes) or record.objective != "capacity" or not best.values:
             return best
-        floor = best.values[0] * (1 - resolution)
+        floor = best.values[0] * (1 - min_gain)
         tied = [t for t in pool if _full(t, record) and t.values and t.values[0] >= floor]
         tied = [t for t in tied if not is_baseline(t, changes)]
         fewest = min(len(at_limit(t)) for t in tied)  # the best itself is among them

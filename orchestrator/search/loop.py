@@ -279,13 +279,17 @@ class SearchRun:
             record.launches += item.launches
             self.done.add(number)
 
+    def ranked(self, record: SearchRecord) -> list[TrialRecord]:
+        """The points worth a confirmation, best first (:func:`~orchestrator.search.confirm.finalists` with
+        the gates' ``min_gain``): the sweep's and the search benchmark's one ranking."""
+        return finalists(record, None, self._changes, self.cfg.gates.min_gain)
+
     def _finish(self, record: SearchRecord, reason: str) -> list[TrialRecord]:
         """The search's end: its line, the trade-off found, and the points worth a confirmation, best first
         (empty: nothing was measured fully and met every constraint, or the best is the baseline's own
         configuration, which is said and never confirmed against itself)."""
         self.say(launched_line(record.distinct_launched, record.space_size, reason))
-        gates, capacity = self.cfg.gates, self.cfg.capacity
-        self.queue = finalists(record, None, self._changes, gates.min_gain, capacity.resolution)
+        self.queue = self.ranked(record)
         maximize = directions(self.search)[0] == "maximize"
         record.tradeoff = tradeoff(record, self.queue, self.cfg.gates, maximize)
         write_search(self.dir, record)

@@ -162,35 +162,35 @@ _AT_ONE = {"serial latency": 0.0, "prefill_10k TTFT": -0.02}
 
 
 @pytest.mark.parametrize(
-    ("trials", "resolution", "expected"),
+    ("trials", "min_gain", "expected"),
     [
-        # 181 and 173 are one capacity level apart, within the capacity search's 10% resolution: the
+        # 181 and 173 are one capacity level apart, no 5% gain over each other (the gates' min_gain): the
         # points its screen left at one limit go before the one it left at two
         (
             [_trial(1, 181, broken=_AT_TWO), _trial(2, 173, broken=_AT_ONE), _trial(3, 173, broken=_AT_ONE)],
-            0.1,
+            0.05,
             ["s_t002", "s_t003"],
         ),
-        # told apart (no resolution): the best estimate first
+        # told apart (no least gain): the best estimate first
         (
             [_trial(1, 181, broken=_AT_TWO), _trial(2, 173, broken=_AT_ONE), _trial(3, 173, broken=_AT_ONE)],
             0.0,
             ["s_t001", "s_t002"],
         ),
-        # beyond the resolution: the best estimate first, whatever its limits
-        ([_trial(1, 200, broken=_AT_TWO), _trial(2, 173, broken=_AT_ONE)], 0.1, ["s_t001", "s_t002"]),
-        # the baseline's own point within the resolution is never the one picked, and still ends the list
+        # beyond the least gain: the best estimate first, whatever its limits
+        ([_trial(1, 200, broken=_AT_TWO), _trial(2, 173, broken=_AT_ONE)], 0.05, ["s_t001", "s_t002"]),
+        # the baseline's own point within the least gain is never the one picked, and still ends the list
         (
             [_trial(0, 178, baseline=True, broken={}), _trial(1, 181, broken=_AT_TWO), _trial(2, 120)],
-            0.1,
+            0.05,
             ["s_t001"],
         ),
     ],
 )
-def test_capacities_within_the_resolution_go_to_the_point_at_fewer_limits(
-    trials: list[TrialRecord], resolution: float, expected: list[str]
+def test_capacities_within_the_least_gain_go_to_the_point_at_fewer_limits(
+    trials: list[TrialRecord], min_gain: float, expected: list[str]
 ) -> None:
-    chosen = finalists(_record(trials, baseline=168.0), 2, min_gain=0.05, resolution=resolution)
+    chosen = finalists(_record(trials, baseline=168.0), 2, min_gain=min_gain)
     assert [t.name for t in chosen] == expected
 
 
