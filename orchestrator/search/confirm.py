@@ -31,7 +31,7 @@ from contracts.trials import (
 )
 from contracts.verdicts import SweepVerdict, decision_label
 from orchestrator.measure.trial import measured_capacity
-from orchestrator.search.rules import best_trial, is_baseline
+from orchestrator.search.rules import best_trial, is_baseline, ranked_trials
 
 #: The line that opens the honest answer (``make demo-search`` ends with it or with a recommendation).
 NO_BETTER = "search: no configuration beats the baseline on every profile"
@@ -82,13 +82,12 @@ def finalists(
     it and every point the search ranked below it are not worth a confirmation; empty when it is the
     best.
 
-    Capacities within ``min_gain`` of the best (the gates' smallest gain: the demo's 181 and 173, one
-    level of the capacity search apart) are no gain over each other: among them the point its screen left
-    at the fewest requirements' limits (:func:`at_limit`) comes first. A runner-up hedges the finalists
-    before it:
-    where they were left at a requirement's limit, the best point whose screen met that requirement
-    inside its noise comes next, if one was measured fully and can still win (:func:`can_win`: a capacity
-    beyond the baseline's by the gates' ``min_gain``). Two points at the same limit (the demo's 8K
+    A capacity the best does not beat by the gates' ``min_gain`` (the demo's 173 against 181, one level
+    of the capacity search apart) is no worse: among those the point its screen left at the fewest
+    requirements' limits (:func:`at_limit`) comes first. A runner-up hedges the finalists before it: where
+    they were left at a requirement's limit, the best point whose screen met that requirement inside its
+    noise comes next, if one was measured fully and can still win (:func:`can_win`: a capacity beyond the
+    baseline's by the gates' ``min_gain``). Two points at the same limit (the demo's 8K
     budgets at prefill_10k's TTFT, 1.5% beyond it, where two screen runs cannot tell) stand or fall
     together; confirming both spends the budget on one question (docs/search.md, "Several finalists")."""
     left = [t for t in record.trials if not broken_of(t)]
@@ -99,8 +98,9 @@ def finalists(
         best = best_trial(record.model_copy(update={"trials": pool}), changes)
         if best is None or is_baseline(best, changes) or record.objective != "capacity" or not best.values:
             return best
-        floor = best.values[0] * (1 - min_gain)
-        tied = [t for t in pool if _full(t, record) and t.values and t.values[0] >= floor]
+        top = best.values[0]
+        ranked = ranked_trials(record.model_copy(update={"trials": pool}))
+        tied = [t for t in ranked if (t.values or [0.0])[0] * (1 + min_gain) >= top]
         tied = [t for t in tied if not is_baseline(t, changes)]
         fewest = min(len(at_limit(t)) for t in tied)  # the best itself is among them
         safest = [t for t in tied if len(at_limit(t)) == fewest]
@@ -119,12 +119,6 @@ def finalists(
         risky |= at_limit(best)
         left = [t for t in left if _key(t) != _key(best)]
     return out
-
-
-def _full(trial: TrialRecord, record: SearchRecord) -> bool:
-    """Measured fully and ranked (:func:`~orchestrator.search.rules.best_trial`'s own filter)."""
-    ranked = not record.pareto or trial.number in record.pareto
-    return trial.state == "complete" and bool(trial.values) and trial.same_as is None and ranked
 
 
 def estimate_of(trial: TrialRecord) -> float | None:

@@ -71,6 +71,13 @@ def stall_reason(record: SearchRecord, search: SearchConfig) -> str | None:
     return None
 
 
+def ranked_trials(record: SearchRecord) -> list[TrialRecord]:
+    """The trials a best point is chosen from: measured fully, not a repeat of a measured point, and on
+    the Pareto front when there is one."""
+    full = [t for t in record.trials if t.state == "complete" and t.values and t.same_as is None]
+    return [t for t in full if t.number in record.pareto] if record.pareto else full
+
+
 def best_trial(
     record: SearchRecord, changes: Callable[[TrialRecord], int] | None = None
 ) -> TrialRecord | None:
@@ -82,9 +89,7 @@ def best_trial(
     of the baseline's settings (``changes``; the baseline's point changes none), then to the earliest
     trial: a setting that bought nothing the search could see is not a change to confirm. When the best
     is the baseline's configuration (:func:`is_baseline`) there is nothing to confirm."""
-    full = [t for t in record.trials if t.state == "complete" and t.values and t.same_as is None]
-    if record.pareto:
-        full = [t for t in full if t.number in record.pareto]
+    full = ranked_trials(record)
     fewest = changes or (lambda _t: 0)
     sign = objective_sign(record)
     return max(
