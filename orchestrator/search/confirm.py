@@ -83,16 +83,21 @@ def finalists(
     best.
 
     A capacity the best does not beat by the gates' ``min_gain`` (the demo's 173 against 181, one level
-    of the capacity search apart) is no worse: among those the point its screen left at the fewest
-    requirements' limits (:func:`at_limit`) comes first. A runner-up hedges the finalists before it: where
-    they were left at a requirement's limit, the best point whose screen met that requirement inside its
-    noise comes next, if one was measured fully and can still win (:func:`can_win`: a capacity beyond the
-    baseline's by the gates' ``min_gain``). Two points at the same limit (the demo's 8K
-    budgets at prefill_10k's TTFT, 1.5% beyond it, where two screen runs cannot tell) stand or fall
-    together; confirming both spends the budget on one question (docs/search.md, "Several finalists")."""
+    of the capacity search apart) is no worse: among those the point its screen left at the fewest of the
+    finalists' limits, then at the fewest limits (:func:`at_limit`), comes first. A runner-up hedges the
+    finalists before it: where they were left at a requirement's limit, the best point whose screen met
+    that requirement inside its noise comes next, if one was measured fully and can still win
+    (:func:`can_win`: a capacity beyond the baseline's by the gates' ``min_gain``). Two points at the
+    same limit (the demo's 8K budgets at prefill_10k's TTFT, 1.5% beyond it, where two screen runs cannot
+    tell) stand or fall together; confirming both spends the budget on one question (docs/search.md,
+    "Several finalists")."""
     left = [t for t in record.trials if not broken_of(t)]
     out: list[TrialRecord] = []
     risky: set[str] = set()
+
+    def risk(t: TrialRecord) -> tuple[int, int]:
+        """The finalists' limits it shares, then its own."""
+        return len(at_limit(t) & risky), len(at_limit(t))
 
     def pick(pool: list[TrialRecord]) -> TrialRecord | None:
         best = best_trial(record.model_copy(update={"trials": pool}), changes)
@@ -102,8 +107,8 @@ def finalists(
         ranked = ranked_trials(record.model_copy(update={"trials": pool}))
         tied = [t for t in ranked if (t.values or [0.0])[0] * (1 + min_gain) >= top]
         tied = [t for t in tied if not is_baseline(t, changes)]
-        fewest = min(len(at_limit(t)) for t in tied)  # the best itself is among them
-        safest = [t for t in tied if len(at_limit(t)) == fewest]
+        least = min(risk(t) for t in tied)  # the best itself is among them
+        safest = [t for t in tied if risk(t) == least]
         return best_trial(record.model_copy(update={"trials": safest}), changes)
 
     while k is None or len(out) < k:

@@ -179,6 +179,17 @@ _AT_ONE = {"serial latency": 0.0, "prefill_10k TTFT": -0.02}
         ),
         # beyond the least gain: the best estimate first, whatever its limits
         ([_trial(1, 200, broken=_AT_TWO), _trial(2, 173, broken=_AT_ONE)], 0.05, ["s_t001", "s_t002"]),
+        # make demo-search at 12583bf: every point at two limits (the 16K ones at serial TTFT's by noise),
+        # and no 16K point clear of the first finalist's: the runner-up shares the fewest of its limits
+        (
+            [
+                _trial(1, 181, broken=_AT_TWO),
+                _trial(2, 181, broken=_AT_TWO),
+                _trial(3, 173, broken={"serial latency": 0.0, "serial TTFT": 0.0, "prefill_10k TTFT": -0.05}),
+            ],
+            0.05,
+            ["s_t001", "s_t003"],
+        ),
         # the baseline's own point within the least gain is never the one picked, and still ends the list
         (
             [_trial(0, 178, baseline=True, broken={}), _trial(1, 181, broken=_AT_TWO), _trial(2, 120)],
