@@ -38,19 +38,22 @@ def two_node_allocation(job_name: str) -> Iterator[tuple[str, str]]:
         )
     except (OSError, subprocess.SubprocessError) as exc:
         nodes = [f"sinfo: {exc}"]
-    usable = sorted({line.split()[0] for line in nodes if re.fullmatch(r"n[12] (idle|mixed)", line.strip())})
+    # A node still completing (or running) an earlier test's job is up: salloc waits for it (CI's stop 51
+    # failed here on `n2 completing` right after the previous test's scancel).
+    up = r"n[12] (idle|mixed|allocated|completing)"
+    usable = sorted({line.split()[0] for line in nodes if re.fullmatch(up, line.strip())})
     if usable != ["n1", "n2"]:
         message = (
-            f"no 2-node SLURM cluster with n1 and n2 free (sinfo: {[n for n in nodes if n]}); "
+            f"no 2-node SLURM cluster with n1 and n2 up (sinfo: {[n for n in nodes if n]}); "
             "start one: `scripts/slurm-local.sh start --nodes 2` (root)"
         )
         if os.environ.get("GAUNTLET_REQUIRE_SLURM") == "1":
             pytest.fail(f"GAUNTLET_REQUIRE_SLURM=1: {message}")
         pytest.skip(message)
     done = subprocess.run(
-        ["salloc", "--nodes=2", "--ntasks-per-node=1", "--no-shell", "--immediate=60",
+        ["salloc", "--nodes=2", "--ntasks-per-node=1", "--no-shell", "--immediate=120",
          f"--job-name={job_name}"],
-        capture_output=True, text=True, timeout=90, check=False,
+        capture_output=True, text=True, timeout=150, check=False,
     )  # fmt: skip
     granted = re.search(r"Granted job allocation (\d+)", done.stderr)
     assert done.returncode == 0 and granted, done.stderr
