@@ -29,6 +29,10 @@ from launch.preflight import Probes
 #: The study's user attribute holding its fingerprint, and a trial's holding its sweep's id.
 FINGERPRINT_ATTR = "gauntlet.fingerprint"
 SWEEP_ATTR = "gauntlet.sweep"
+#: How a study holds its points (:class:`orchestrator.search.study.Encoding`), part of the fingerprint's
+#: ``space``: a study that held them otherwise is refused (Optuna cannot mix two distributions of a field).
+ENCODING = "numeric choices as ordered indices"
+
 #: A fingerprint's fields, in the order a mismatch names them.
 FINGERPRINT_FIELDS = ("model", "vllm", "host", "slo", "workload", "objective", "space", "baseline")
 #: Launchers whose trial jobs run on other machines (their workers report to the study's storage).
@@ -65,7 +69,7 @@ def study_fingerprint(cfg: GauntletConfig, server: str) -> dict[str, str]:
         "slo": _text({k: v for k, v in asdict(cfg.slo).items() if k != "name"}),
         "workload": f"{profile}: {_text(measured)}",
         "objective": f"{search.objective} (load_level {search.load_level}, pareto {search.pareto})",
-        "space": _text({"space": search.space, "layouts": search.layouts}),
+        "space": _text({"space": search.space, "layouts": search.layouts, "encoding": ENCODING}),
         "baseline": _text(baseline),
     }
 

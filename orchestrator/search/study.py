@@ -238,14 +238,60 @@ class NoisePruner(optuna.pruners.BasePruner):
         return screen_outranked(trial.intermediate_values[step], others, self.noise)
 
 
+def ordered_values(values: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """A ``choice`` of three or more numbers, ascending: TPE models it as its values' positions (an
+    integer interval), so a point near a good value looks good; None: its values are not all numbers (a
+    layout, a flag's strings or booleans) or only two, and stay a categorical distribution, where every
+    value is as far from every other."""
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+    return tuple(sorted(set(values))) if numbers and len(set(values)) >= 3 else None
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """A space's points as Optuna holds them (the fingerprint's ``ENCODING``, :mod:`.shared`): an ordered
+    choice's value as its position in :func:`ordered_values`, every other field as itself."""
+
+    ordered: dict[str, tuple[Any, ...]]
+
+    @classmethod
+    def of(cls, space: Space) -> Encoding:
+        found = {d.name: ordered_values(d.values) if d.finite else None for d in space.dimensions}
+        return cls({name: values for name, values in found.items() if values is not None})
+
+    def to_study(self, point: dict[str, Any]) -> dict[str, Any]:
+        """``point`` as Optuna holds it (a value not among its choice's is refused, as Optuna would)."""
+        out = dict(point)
+        for name, values in self.ordered.items():
+            if name in out:
+                if out[name] not in values:
+                    raise ValueError(f"{name}={out[name]!r} is not one of the space's values {list(values)}")
+                out[name] = values.index(out[name])
+        return out
+
+    def from_study(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Optuna's ``params`` as the space's point."""
+        out = dict(params)
+        for name, values in self.ordered.items():
+            if name in out:
+                out[name] = values[int(out[name])]
+        return out
+
+
 def distributions(space: Space) -> dict[str, optuna.distributions.BaseDistribution]:
-    """Optuna's distribution of each dimension: a categorical of its values, or an interval: of the whole
+    """Optuna's distribution of each dimension: the positions of an ordered choice's values
+    (:class:`Encoding`), a categorical of any other choice's values, or an interval: of the whole
     numbers in it for an integer field (``INTEGER_FIELDS``: a float there is no candidate, or an extra
     flag's ``int(interval(a,b))``), else of floats."""
     out: dict[str, optuna.distributions.BaseDistribution] = {}
     for dim in space.dimensions:
         if dim.finite:
-            out[dim.name] = optuna.distributions.CategoricalDistribution(list(dim.values))
+            values = ordered_values(dim.values)
+            out[dim.name] = (
+                optuna.distributions.IntDistribution(0, len(values) - 1)
+                if values is not None
+                else optuna.distributions.CategoricalDistribution(list(dim.values))
+            )
             continue
         assert dim.low is not None and dim.high is not None
         if dim.integer or dim.name in INTEGER_FIELDS:  # parse_space refused one without a whole number
@@ -287,13 +333,14 @@ class SearchStudy:
         self.search, self.storage, self.sweep, self.noise = search, storage, sweep, noise
         self.study, left, self.rdb = _open(search, storage, sweep=sweep, fingerprint=fingerprint, noise=noise)
         #: Trials a crash left running (now failed): their numbers and points.
-        self.interrupted = [(t.number, dict(t.params)) for t in left]
         self.dists = distributions(space)
+        self.encoding = Encoding.of(space)
+        self.interrupted = [(t.number, self.encoding.from_study(t.params)) for t in left]
 
     def enqueue(self, params: dict[str, Any]) -> None:
         """Ask ``params`` next (the baseline's point, first); not again when the study holds it already (a
         resumed sweep, a shared study)."""
-        self.study.enqueue_trial(params, skip_if_exists=True)
+        self.study.enqueue_trial(self.encoding.to_study(params), skip_if_exists=True)
 
     def previous_winner(self) -> dict[str, Any] | None:
         """The best fully measured point of the study's other sweeps (a shared study's earlier sweeps,
@@ -316,19 +363,19 @@ class SearchStudy:
         params = dict(best.params)
         mine = (t for t in trials if t.user_attrs.get(SWEEP_ATTR) == self.sweep or t.state == state.WAITING)
         # a waiting trial holds its point as Optuna's "fixed_params" until it is asked
-        return (
-            None if any((t.params or t.system_attrs.get("fixed_params")) == params for t in mine) else params
-        )
+        if any((t.params or t.system_attrs.get("fixed_params")) == params for t in mine):
+            return None
+        return self.encoding.from_study(params)
 
     def enqueue_again(self, params: dict[str, Any]) -> None:
         """Ask ``params`` next although the study measured them (the previous winner, measured again here)."""
-        self.study.enqueue_trial(params, skip_if_exists=False)
+        self.study.enqueue_trial(self.encoding.to_study(params), skip_if_exists=False)
 
     def ask(self) -> Asked:
         """The next trial, tagged with this sweep's id (a resume fails only its own running trials)."""
         trial = self.study.ask(self.dists)
         trial.set_user_attr(SWEEP_ATTR, self.sweep)
-        return Asked(trial.number, dict(trial.params), trial)
+        return Asked(trial.number, self.encoding.from_study(trial.params), trial)
 
     def ticket(self, asked: Asked, level: float) -> TrialTicket:
         """What ``asked``'s job reports to the pruner with (pickled to a launcher's worker)."""

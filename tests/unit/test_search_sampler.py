@@ -24,7 +24,14 @@ from orchestrator.config.space import parse_space
 from orchestrator.measure.trial import TrialOutcome
 from orchestrator.search.loop import SearchRun
 from orchestrator.search.rules import best_trial, stop_reason
-from orchestrator.search.study import TrialTicket, distributions, make_sampler, open_study
+from orchestrator.search.study import (
+    SearchStudy,
+    TrialTicket,
+    distributions,
+    make_sampler,
+    open_study,
+    ordered_values,
+)
 from tests.unit.composed import load
 
 MEMORY = "sqlite:///:memory:"
@@ -299,3 +306,50 @@ def test_the_baselines_point_is_the_first_estimate_a_stall_is_counted_from(
     reason = stop_reason(record, SearchConfig(stall_trials=3, max_launches=10))
     assert (reason is not None and reason.startswith("improvement stalled: 3")) is stalled, reason
     assert best_trial(record) is not None and best_trial(record).number != 0  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------- ordered choices (issue 43 item 9)
+# Before: every `choice` was a categorical distribution, so TPE saw 48 sequences as far from 32 as from 256
+# and could not carry "near a good value" to an untried neighbour.
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ((32, 48, 64, 256), (32, 48, 64, 256)),
+        ((256, 32, 64), (32, 64, 256)),  # the positions are the values' order, not the list's
+        ((0.72, 0.81, 0.9), (0.72, 0.81, 0.9)),
+        ((1, 2.5, 4), (1, 2.5, 4)),
+        ((1, 3), None),  # two values: no neighbour to carry anything to
+        (("tp2_dp4", "tp4_dp2", "tp8_dp1"), None),  # names: no order
+        ((True, False, True), None),  # a flag's booleans are not numbers here
+        ((1, 2, "auto"), None),
+    ],
+)
+def test_a_choice_of_three_or_more_numbers_is_ordered(
+    values: tuple[Any, ...], expected: tuple[Any, ...] | None
+) -> None:
+    assert ordered_values(values) == expected
+
+
+def test_an_ordered_choice_is_held_by_optuna_as_its_position_and_asked_back_as_its_value() -> None:
+    search = SearchConfig(
+        name="ordered",
+        space={"layout": "choice(tp2_dp4,tp4_dp2)", "max_num_seqs": "choice(64,32,48,256)"},
+        layouts={"tp2_dp4": {"tensor_parallel_size": 2}, "tp4_dp2": {"tensor_parallel_size": 4}},
+    )
+    space = parse_space(search)
+    dists = distributions(space)
+    assert dists["max_num_seqs"] == optuna.distributions.IntDistribution(0, 3)
+    assert isinstance(dists["layout"], optuna.distributions.CategoricalDistribution)
+    study = SearchStudy(search, space, MEMORY, sweep="s")
+    point = {"layout": "tp4_dp2", "max_num_seqs": 48}
+    study.enqueue(point)
+    asked = study.ask()
+    assert asked.params == point
+    assert asked.trial.params == {"layout": "tp4_dp2", "max_num_seqs": 1}  # 48 is the second of 32..256
+    drawn = [study.ask().params["max_num_seqs"] for _ in range(12)]
+    assert set(drawn) <= {32, 48, 64, 256} and all(type(v) is int for v in drawn)
+    refused = r"max_num_seqs=40 is not one of the space's values \[32, 48, 64, 256\]"
+    with pytest.raises(ValueError, match=refused):
+        study.enqueue({"layout": "tp2_dp4", "max_num_seqs": 40})

@@ -9,6 +9,7 @@ SLURM was accepted."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from orchestrator.config.space import parse_space
 from orchestrator.measure.trial import TrialOutcome
 from orchestrator.search.loop import ask_tagged
 from orchestrator.search.shared import (
+    ENCODING,
     FINGERPRINT_FIELDS,
     SWEEP_ATTR,
     fingerprint_problems,
@@ -296,3 +298,18 @@ def test_an_interrupt_while_a_trial_is_asked_leaves_it_tagged_with_its_sweep(
     _study(url, "mine")  # this sweep resumes: a trial it tagged is failed, an untagged one left running
     expected = optuna.trial.TrialState.FAIL if held else optuna.trial.TrialState.RUNNING
     assert _state(url, 0) == expected
+
+
+def test_a_study_that_held_its_points_otherwise_is_refused_on_its_space(
+    tmp_path: Path, base: GauntletConfig
+) -> None:
+    """A study made before numeric choices were held as ordered positions (its fingerprint's space has no
+    encoding) is refused, not resumed: Optuna would fail its first ask on a field's changed distribution."""
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    ours = study_fingerprint(base, "vLLM 0.32.0")
+    assert ENCODING in ours["space"]
+    earlier = dict(ours, space=json.dumps({"layouts": base.search.layouts, "space": base.search.space}))
+    _study(url, "a", earlier)
+    with pytest.raises(ConfigError) as refused:
+        _study(url, "b", ours)
+    assert [p.field for p in refused.value.problems] == ["space"]
