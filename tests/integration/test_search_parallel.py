@@ -71,6 +71,9 @@ def test_two_trials_run_side_by_side_each_paired_with_its_nodes_baseline(
     nodes = []
     for trial in record.trials:
         assert trial.state in ("complete", "infeasible"), (trial.name, trial.state, trial.why)
+        if trial.same_as is not None:  # a point asked again: the earlier trial's result, nothing launched
+            assert trial.launches == 0 and trial.why.startswith(f"same point as trial {trial.same_as}")
+            continue
         run = read_model(paths.trial(trial.name).run_file, CandidateRun)
         assert run.node in NODES and run.paired_baseline == f"baseline@{run.node}", run
         assert f"on {run.node}, paired with baseline@{run.node}" in trial.why
