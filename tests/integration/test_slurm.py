@@ -328,6 +328,9 @@ def test_a_search_runs_its_trials_as_parallel_slurm_jobs_each_paired_with_its_no
     nodes = []
     for trial in record.trials:
         assert trial.state in ("complete", "infeasible"), (trial.name, trial.state, trial.why)
+        if trial.same_as is not None:  # a point asked again: the earlier trial's result, no job, no run
+            assert trial.launches == 0 and trial.why.startswith(f"same point as trial {trial.same_as}")
+            continue
         run = read_model(paths.trial(trial.name).run_file, CandidateRun)
         assert run.node is not None and run.paired_baseline == f"baseline@{run.node}", run
         nodes.append(run.node)
@@ -336,7 +339,7 @@ def test_a_search_runs_its_trials_as_parallel_slurm_jobs_each_paired_with_its_no
     launched = [t for t in record.trials if t.launches]
     # a job per trial (the batch's two: one array), then the confirmation's
     assert len(jobs) == len(launched) + confirmations, jobs
-    for trial in record.trials:  # each trial's SLURM id and final state as SLURM reports it
+    for trial in launched:  # each launched trial's SLURM id and final state as SLURM reports it
         assert re.search(rf"job \S+\s+{trial.name}\s+sim-node-\d\s+COMPLETED", out), out[-3000:]
     if complete:
         assert record.winner is not None and record.confirmation is not None
