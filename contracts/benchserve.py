@@ -31,16 +31,9 @@ from datetime import datetime
 from pathlib import Path
 
 from contracts.cost import run_usd_per_mtok
+from contracts.files import atomic_write_text, read_jsonl, read_model
 from contracts.layout import RepeatPaths
-from contracts.results import (
-    Pricing,
-    ProfileSummary,
-    RequestRecord,
-    RunEnergy,
-    atomic_write_text,
-    read_jsonl,
-    read_model,
-)
+from contracts.results import Pricing, ProfileSummary, RequestRecord, RunEnergy
 
 #: The vLLM source the field names were checked against.
 VLLM_CHECKED_COMMIT = "009e6d4a1cd6ba3fb2a9fc00f4ec06f5297232a1"

@@ -32,8 +32,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from contracts.files import read_model
 from contracts.layout import PromotionPaths, SweepPaths
-from contracts.results import RecoveryValidation, read_model
+from contracts.results import RecoveryValidation
 
 Outcome = Literal["promoted", "failed", "unfinished"]
 

@@ -21,6 +21,7 @@ import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from contracts.errors import ResultFileError
+from contracts.files import read_jsonl, read_model, write_model
 from contracts.layout import (
     BLOCK_PREFIX,
     BLOCKS_DIR,
@@ -42,9 +43,6 @@ from contracts.results import (
     RecoveryValidation,
     RequestRecord,
     SweepPlan,
-    read_jsonl,
-    read_model,
-    write_model,
 )
 from contracts.schema import GauntletConfig
 

@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from contracts.files import read_model, write_model
 from contracts.layout import SweepPaths
 from contracts.metrics import fmt_estimate
-from contracts.results import read_model, write_model
 
 TrialState = Literal["complete", "pruned", "infeasible", "failed", "running"]
 #: How far a trial was measured: nothing (pruned before it started), its start, the screening probe,

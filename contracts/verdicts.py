@@ -17,8 +17,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contracts.files import read_model, write_model
 from contracts.layout import SweepPaths
-from contracts.results import read_model, write_model
 
 VERDICTS_SCHEMA_VERSION = 3
 

@@ -22,8 +22,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from contracts.errors import GauntletError, ResultFileError
+from contracts.files import read_model
 from contracts.layout import CANDIDATES_DIR, SUMMARY_FILE, RepeatPaths
-from contracts.results import LoadSettings, ProfileSummary, read_model
+from contracts.results import LoadSettings, ProfileSummary
 from load.runner import new_salt, run_profile
 
 

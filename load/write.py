@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 
 from contracts.benchserve import bench_serve_result
+from contracts.files import atomic_write_text, write_jsonl, write_model
 from contracts.layout import RepeatPaths
-from contracts.results import atomic_write_text, write_jsonl, write_model
 from load.collect import RunResult
 
 

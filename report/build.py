@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contracts.errors import GauntletError, ResultFileError
+from contracts.files import write_model
 from contracts.layout import RECOVERY_ROOT, REPORT_JSON, REPORT_MD, VERDICTS_FILE, SweepPaths
-from contracts.results import write_model
 from contracts.schema import GauntletConfig
 from contracts.sweepdir import (
     candidate_names,

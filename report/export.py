@@ -24,8 +24,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from contracts.errors import GauntletError
+from contracts.files import read_model
 from contracts.layout import SweepPaths
-from contracts.results import ProfileSummary, Stats, read_model
+from contracts.results import ProfileSummary, Stats
 from contracts.sweepdir import Results
 from contracts.verdicts import SweepVerdict
 

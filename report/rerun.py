@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from contracts.files import read_model
 from contracts.layout import candidate_dir, summary_glob
-from contracts.results import ProfileSummary, read_model
+from contracts.results import ProfileSummary
 from contracts.schema import GauntletConfig
 
 

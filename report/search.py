@@ -18,10 +18,11 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
+from contracts.files import read_model
 from contracts.layout import PLOT_SEARCH, SweepPaths
 from contracts.metrics import fmt_estimate
 from contracts.promotion import baseline_state, live_facts, read_promotions
-from contracts.results import CapacityResult, read_model
+from contracts.results import CapacityResult
 from contracts.trials import (
     Confirmation,
     SearchRecord,

@@ -31,8 +31,9 @@ import numpy as np
 from benchmarks.decision.replays import derived_seed
 from benchmarks.decision.scenarios import CapacityPlan
 from benchmarks.noise_models import NoiseModel
+from contracts.files import write_model
 from contracts.layout import SUMMARY_FILE, LaunchPaths, capacity_run_root
-from contracts.results import CapacityPoint, CapacityResult, write_model
+from contracts.results import CapacityPoint, CapacityResult
 from load.goodput import censored_percentile, late_margin
 from orchestrator.measure.capacity import level_label
 from orchestrator.measure.capacity_search import SearchSettings, search

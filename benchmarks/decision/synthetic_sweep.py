@@ -21,6 +21,7 @@ from benchmarks.decision.capacity_runs import write_capacity
 from benchmarks.decision.replays import ReplayPool, derived_seed
 from benchmarks.decision.scenarios import ANSWER_PROFILE, PROFILES, CapacityPlan
 from benchmarks.noise_models import OUTLIER_SIDES, NoiseModel
+from contracts.files import write_jsonl, write_model
 from contracts.layout import (
     RECOVERY_ROOT,
     RepeatPaths,
@@ -40,8 +41,6 @@ from contracts.results import (
     RequestRecord,
     ServerMetrics,
     StartupRecord,
-    write_jsonl,
-    write_model,
 )
 from contracts.schema import GatesConfig
 from contracts.sweepdir import load_results

@@ -24,15 +24,8 @@ from pydantic import BaseModel, ConfigDict
 
 from contracts import layout
 from contracts.errors import GauntletError, ResultFileError
-from contracts.results import (
-    CandidateRun,
-    ProfileSummary,
-    RequestRecord,
-    atomic_write_text,
-    read_jsonl,
-    read_model,
-    write_model,
-)
+from contracts.files import atomic_write_text, read_jsonl, read_model, write_model
+from contracts.results import CandidateRun, ProfileSummary, RequestRecord
 from launch.sim.cli import parse_args
 from launch.sim.model import EngineConfig, StartupError, check_startup
 from launch.sim.profile import Profile, ProfileError, load_profile

@@ -42,8 +42,9 @@ from contracts.errors import (
     exit_code_for,
     sweep_dir_error,
 )
+from contracts.files import probe_writable
 from contracts.layout import candidates_dir
-from contracts.results import RecoveryValidation, probe_writable
+from contracts.results import RecoveryValidation
 from contracts.schema import CandidateConfig, GauntletConfig
 from contracts.secrets import redacted
 from contracts.sweepdir import record_planned

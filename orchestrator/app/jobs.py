@@ -39,8 +39,9 @@ from pathlib import Path
 from types import FrameType
 
 from contracts.errors import GauntletError
+from contracts.files import read_model
 from contracts.layout import RUN_FILE
-from contracts.results import CapacityResult, read_model
+from contracts.results import CapacityResult
 from contracts.schema import GauntletConfig
 from contracts.sweepdir import Results, with_blocks
 from gates.drift import evaluate_node_drift

@@ -19,8 +19,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from contracts.errors import PreflightError, SpecError
+from contracts.files import write_model
 from contracts.layout import LaunchPaths, point_latest
-from contracts.results import DoctorReport, write_model
+from contracts.results import DoctorReport
 from contracts.schema import CandidateConfig
 from launch.preflight import diagnose
 from launch.spec import LaunchSpec, diff_specs

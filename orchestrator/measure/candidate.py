@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import cast
 
 from contracts.candidate_file import write_candidate_record
+from contracts.files import read_model
 from contracts.layout import LaunchPaths
-from contracts.results import CandidateRun, DoctorReport, StartupRecord, read_model
+from contracts.results import CandidateRun, DoctorReport, StartupRecord
 from contracts.schema import CandidateConfig
 from contracts.sweepdir import Results, load_results
 from contracts.verdicts import Decision

@@ -22,17 +22,11 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from contracts.files import read_model, write_model
 from contracts.layout import SUMMARY_FILE, LaunchPaths, capacity_run_root, repeat_name
 from contracts.metrics import fmt_capacity, slo_text
 from contracts.pipeline import gpus_held
-from contracts.results import (
-    CapacityPoint,
-    CapacityResult,
-    ProfileSummary,
-    WatchEvent,
-    read_model,
-    write_model,
-)
+from contracts.results import CapacityPoint, CapacityResult, ProfileSummary, WatchEvent
 from contracts.schema import CandidateConfig, CapacityConfig, WorkloadConfig
 from load.goodput import margin_lag_undone
 from load.workload import scaled_counts

@@ -39,6 +39,7 @@ from contracts.benchserve import add_energy
 from contracts.cost import pricing_of
 from contracts.energy import with_throughput
 from contracts.errors import GauntletError, sweep_dir_error
+from contracts.files import probe_writable, read_model, write_model
 from contracts.layout import RUN_FILE, SUMMARY_FILE, LaunchPaths, repeat_dir, repeat_name
 from contracts.results import (
     CandidateRun,
@@ -48,9 +49,6 @@ from contracts.results import (
     RunEnergy,
     StartupRecord,
     WatchEvent,
-    probe_writable,
-    read_model,
-    write_model,
 )
 from contracts.sweepdir import Results, load_results
 from launch.gpu_select import used_gpus

@@ -32,9 +32,10 @@ from pathlib import Path
 from statistics import mean, median
 
 from contracts.cost import capacity_output_tps, usd_per_mtok
+from contracts.files import read_model
 from contracts.layout import LaunchPaths
 from contracts.pipeline import gpus_held
-from contracts.results import CapacityResult, ProfileSummary, WatchEvent, read_model
+from contracts.results import CapacityResult, ProfileSummary, WatchEvent
 from contracts.schema import CandidateConfig
 from contracts.search import SearchConfig
 from contracts.trials import Fidelity, TrialState

@@ -30,8 +30,9 @@ from math import sqrt
 from pathlib import Path
 from statistics import mean, median
 
+from contracts.files import read_model
 from contracts.layout import summary_glob
-from contracts.results import ProfileSummary, read_model
+from contracts.results import ProfileSummary
 from contracts.schema import GatesConfig, GauntletConfig
 
 

@@ -44,8 +44,9 @@ from contracts.errors import (
     exit_code_for,
     sweep_dir_error,
 )
+from contracts.files import read_model, write_model
 from contracts.layout import PROMOTIONS_DIR, PromotionPaths, SweepPaths, hydra_job_configs, promotion_dir
-from contracts.results import CandidateRun, RecoveryValidation, read_model, write_model
+from contracts.results import CandidateRun, RecoveryValidation
 from contracts.schema import CandidateConfig
 from contracts.verdicts import Verdict, decision_label, read_verdicts, spelled_reason
 from launch.spec import LaunchSpec

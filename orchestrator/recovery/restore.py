@@ -22,14 +22,9 @@ import httpx
 
 from contracts.candidate_file import read_candidate
 from contracts.errors import ResultFileError, RollbackError, SpecError
+from contracts.files import write_model
 from contracts.layout import LaunchPaths, recovery_dir
-from contracts.results import (
-    ProfileSummary,
-    RecoveryCheck,
-    RecoveryValidation,
-    WatchEvent,
-    write_model,
-)
+from contracts.results import ProfileSummary, RecoveryCheck, RecoveryValidation, WatchEvent
 from contracts.schema import CandidateConfig, ServiceConfig
 from launch.spec import LaunchSpec, diff_specs
 from orchestrator.ledger.events import (

@@ -21,9 +21,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from contracts.files import read_model
 from contracts.layout import SweepPaths
 from contracts.pipeline import gpus_held
-from contracts.results import CapacityResult, read_model
+from contracts.results import CapacityResult
 from contracts.schema import GauntletConfig
 from contracts.search import Space
 from contracts.trials import SearchRecord, TrialRecord, Winner, read_search, write_search

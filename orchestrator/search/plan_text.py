@@ -11,8 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from contracts.errors import GauntletError
+from contracts.files import read_model
 from contracts.layout import SweepPaths, previous_latest
-from contracts.results import CandidateRun, read_model
+from contracts.results import CandidateRun
 from contracts.schema import GauntletConfig
 from contracts.search import SearchConfig, Space
 from orchestrator.search.budget import kept_words

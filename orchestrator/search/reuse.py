@@ -24,7 +24,8 @@ import math
 from pathlib import Path
 from statistics import mean
 
-from contracts.results import CapacityResult, read_model
+from contracts.files import read_model
+from contracts.results import CapacityResult
 from contracts.search import SearchConfig
 from orchestrator.measure.trial import TrialOutcome, held_at, measured_capacity
 

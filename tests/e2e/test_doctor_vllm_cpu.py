@@ -6,7 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from contracts.results import CandidateRun, read_model
+from contracts.files import read_model
+from contracts.results import CandidateRun
 from launch.preflight import real_probes
 from orchestrator.config.compose import load
 from orchestrator.measure.begin import begin

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from contracts.results import ProfileSummary, RequestRecord, read_jsonl
+from contracts.files import read_jsonl
+from contracts.results import ProfileSummary, RequestRecord
 from contracts.schema import LengthConfig, WorkloadConfig
 from launch.supervisor import Server, Supervisor
 from launch.testmodels import MAX_REASONING_TOKENS, chain_completion_tokens, chain_prompt

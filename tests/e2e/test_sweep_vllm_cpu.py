@@ -28,7 +28,8 @@ import psutil
 import pytest
 
 from contracts import layout
-from contracts.results import CandidateRun, ProfileSummary, RecoveryValidation, read_model
+from contracts.files import read_model
+from contracts.results import CandidateRun, ProfileSummary, RecoveryValidation
 from contracts.verdicts import read_verdicts
 from launch.command import clear_rpc_dir, rpc_dir
 from launch.sim.profile import load_profile

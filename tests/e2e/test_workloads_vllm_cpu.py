@@ -15,8 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
+from contracts.files import read_jsonl
 from contracts.paths import CONF_DIR
-from contracts.results import ProfileSummary, RequestRecord, read_jsonl
+from contracts.results import ProfileSummary, RequestRecord
 from contracts.schema import WorkloadConfig
 from launch.supervisor import Server, Supervisor
 from load import run_profile

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from contracts.results import ProfileSummary, RequestRecord, read_jsonl
+from contracts.files import read_jsonl
+from contracts.results import ProfileSummary, RequestRecord
 from contracts.schema import LengthConfig, WorkloadConfig
 from load import run_profile
 from orchestrator.ledger.lock import LOCK_DIR_ENV

@@ -11,7 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from contracts.results import RequestRecord, read_jsonl
+from contracts.files import read_jsonl
+from contracts.results import RequestRecord
 from contracts.schema import LengthConfig, WorkloadConfig
 from load import run_profile
 

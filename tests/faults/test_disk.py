@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from contracts.errors import SweepDirError
+from contracts.files import read_jsonl
 from contracts.layout import profile_dir
-from contracts.results import RequestRecord, read_jsonl
+from contracts.results import RequestRecord
 from orchestrator.ledger.events import LoadStarted, Restoring
 from orchestrator.ledger.journal import Journal
 from tests.integration.sweep_helpers import (

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from contracts.results import CandidateRun, read_model
+from contracts.files import read_model
+from contracts.results import CandidateRun
 from launch.supervisor import HTTP_TIMEOUT_S, HUNG_AFTER_S
 from orchestrator.ledger.events import LoadFinished, TornDown
 from orchestrator.ledger.journal import Journal

@@ -17,7 +17,8 @@ import httpx
 import psutil
 import pytest
 
-from contracts.results import RequestRecord, read_jsonl
+from contracts.files import read_jsonl
+from contracts.results import RequestRecord
 from orchestrator.ledger.lock import LOCK_DIR_ENV
 from tests.integration.sweep_helpers import run_cli, run_sweep, sim_servers, start, sweep_dir
 

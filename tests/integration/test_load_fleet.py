@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from contracts.errors import LoadError
-from contracts.results import RequestRecord, read_jsonl
+from contracts.files import read_jsonl
+from contracts.results import RequestRecord
 from contracts.schema import LengthConfig, LoadConfig, WorkloadConfig
 from tests.integration.ref_load import Server, run
 

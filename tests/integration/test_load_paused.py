@@ -22,7 +22,8 @@ import psutil
 import pytest
 
 from contracts.errors import ClientPaused
-from contracts.results import ProfileSummary, read_model
+from contracts.files import read_model
+from contracts.results import ProfileSummary
 from contracts.schema import LengthConfig, LoadConfig, WorkloadConfig
 from load import run_profile
 from load.harness import PAUSE_MIN_S

@@ -16,7 +16,8 @@ from typing import Any
 import psutil
 import pytest
 
-from contracts.results import ProfileSummary, RequestRecord, read_jsonl
+from contracts.files import read_jsonl
+from contracts.results import ProfileSummary, RequestRecord
 from contracts.schema import LengthConfig, WorkloadConfig
 from load.metrics import parse_scrape
 from tests.integration.ref_load import Server, run

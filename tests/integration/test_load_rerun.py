@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from contracts.errors import ResultFileError
-from contracts.results import ProfileSummary, RequestRecord, read_jsonl, read_model, write_model
+from contracts.files import read_jsonl, read_model, write_model
+from contracts.results import ProfileSummary, RequestRecord
 from contracts.schema import LengthConfig, WorkloadConfig
 from load import run_profile
 from load.__main__ import main as load_main

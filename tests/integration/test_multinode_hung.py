@@ -18,7 +18,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from contracts.results import CandidateRun, read_model
+from contracts.files import read_model
+from contracts.results import CandidateRun
 from launch.stopped import STOPPED_AFTER_S
 from orchestrator.ledger.events import TornDown
 from orchestrator.ledger.journal import Journal

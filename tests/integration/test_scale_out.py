@@ -18,7 +18,8 @@ import httpx
 import psutil
 import pytest
 
-from contracts.results import CandidateRun, read_model
+from contracts.files import read_model
+from contracts.results import CandidateRun
 from contracts.sweepdir import load_results, read_sweep_config
 from contracts.verdicts import read_verdicts
 from gates.verdict import evaluate_sweep

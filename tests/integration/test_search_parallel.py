@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from contracts.files import read_model
 from contracts.layout import SweepPaths
-from contracts.results import CandidateRun, read_model
+from contracts.results import CandidateRun
 from contracts.trials import read_search
 from orchestrator.servers.scheduler import launcher_executor
 from tests.integration.sweep_helpers import assert_finished_capacity_open, kill_servers, run_sweep

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from contracts.files import read_model
 from contracts.layout import SweepPaths
-from contracts.results import CandidateRun, read_model
+from contracts.results import CandidateRun
 from contracts.trials import read_search
 from orchestrator.ledger.events import Started
 from orchestrator.ledger.journal import Journal

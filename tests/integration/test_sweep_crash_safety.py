@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from contracts.errors import RollbackError
-from contracts.results import CandidateRun, read_model
+from contracts.files import read_model
+from contracts.results import CandidateRun
 from orchestrator.ledger.journal import Journal
 from tests.integration.sweep_helpers import (
     assert_finished,

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from contracts.files import read_model
 from contracts.paths import CONF_DIR
-from contracts.results import ProfileSummary, read_model
+from contracts.results import ProfileSummary
 from tests.integration import sweep_helpers as h
 
 ROOT = Path(__file__).resolve().parents[2]

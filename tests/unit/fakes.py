@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from contracts.errors import StartupFailure
+from contracts.files import write_jsonl, write_model
 from contracts.layout import RECORDS_FILE, SUMMARY_FILE
 from contracts.results import (
     CensoredMedian,
@@ -22,8 +23,6 @@ from contracts.results import (
     Stats,
     TeardownRecord,
     WatchEvent,
-    write_jsonl,
-    write_model,
 )
 from contracts.schema import WorkloadConfig
 from launch.preflight import Probes

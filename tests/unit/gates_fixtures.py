@@ -15,6 +15,7 @@ from typing import Literal
 from omegaconf import OmegaConf
 from scipy.stats import norm
 
+from contracts.files import write_jsonl, write_model
 from contracts.metrics import censored_median, stats
 from contracts.results import (
     CandidateRun,
@@ -25,8 +26,6 @@ from contracts.results import (
     ServerMetrics,
     StartupRecord,
     WatchEvent,
-    write_jsonl,
-    write_model,
 )
 from contracts.schema import GauntletConfig
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from contracts.files import write_jsonl, write_model
 from contracts.layout import RECORDS_FILE, SUMMARY_FILE
-from contracts.results import write_jsonl, write_model
 from contracts.schema import WorkloadConfig
 from orchestrator.ledger.events import RepeatLooked, RepeatsSettled
 from orchestrator.measure.begin import begin

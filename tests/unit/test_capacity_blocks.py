@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from contracts.files import read_model
 from contracts.layout import CAPACITY_FILE, block_dir
-from contracts.results import CapacityResult, read_model
+from contracts.results import CapacityResult
 from contracts.sweepdir import load_baseline
 from orchestrator.ledger.events import RepeatLooked
 from orchestrator.measure.candidate import run_candidate

@@ -9,15 +9,9 @@ from typing import Any
 
 import pytest
 
+from contracts.files import read_model, write_model
 from contracts.layout import CAPACITY_FILE
-from contracts.results import (
-    CapacityResult,
-    ClientHealth,
-    ProfileSummary,
-    SloSummary,
-    read_model,
-    write_model,
-)
+from contracts.results import CapacityResult, ClientHealth, ProfileSummary, SloSummary
 from contracts.schema import WorkloadConfig
 from contracts.verdicts import GateResult
 from gates.verdict import decide

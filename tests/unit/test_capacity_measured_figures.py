@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from contracts.files import read_model, write_model
 from contracts.layout import CAPACITY_FILE, SweepPaths
-from contracts.results import CapacityResult, read_model, write_model
+from contracts.results import CapacityResult
 from contracts.trials import SearchRecord, TrialRecord, Winner, read_search, write_search
 from contracts.verdicts import DriftResult, SweepVerdict, Verdict
 from orchestrator.measure.candidate import run_candidate

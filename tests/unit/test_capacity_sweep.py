@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from contracts.errors import HarnessError
+from contracts.files import read_model, write_model
 from contracts.layout import CAPACITY_FILE
 from contracts.results import (
     CapacityPoint,
@@ -19,8 +20,6 @@ from contracts.results import (
     SloSummary,
     SpecDecodeMetrics,
     Stats,
-    read_model,
-    write_model,
 )
 from contracts.schema import GatesConfig, WorkloadConfig
 from contracts.sweepdir import Repeat, Results, load_results

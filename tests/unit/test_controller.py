@@ -244,7 +244,8 @@ def test_sigint_interrupts_the_sweep_even_when_the_parent_ignored_it(tmp_path: P
 
 def test_a_baseline_that_failed_to_start_is_not_launched_again_by_the_restore(tmp_path: Path) -> None:
     from contracts.errors import StartupFailure
-    from contracts.results import RecoveryValidation, read_model
+    from contracts.files import read_model
+    from contracts.results import RecoveryValidation
 
     failure = StartupFailure("exited", kind="out-of-memory", exit_code=1, matched_line="CUDA out of memory")
     sup = FakeSupervisor(failures={"baseline": failure})

@@ -17,16 +17,8 @@ from pathlib import Path
 import pytest
 
 from contracts.errors import EXIT_INCOMPLETE
-from contracts.results import (
-    LoadSettings,
-    ProfileSummary,
-    RequestRecord,
-    WatchEvent,
-    read_jsonl,
-    read_model,
-    write_jsonl,
-    write_model,
-)
+from contracts.files import read_jsonl, read_model, write_jsonl, write_model
+from contracts.results import LoadSettings, ProfileSummary, RequestRecord, WatchEvent
 from contracts.schema import GatesConfig
 from contracts.sweepdir import resume_command
 from contracts.verdicts import SweepVerdict, Verdict

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from contracts.errors import LaunchError, PreflightError
+from contracts.files import read_model
 from contracts.layout import DOCTOR_FILE
-from contracts.results import CandidateRun, DoctorReport, GpuMemory, HostProbe, read_model
+from contracts.results import CandidateRun, DoctorReport, GpuMemory, HostProbe
 from launch.flags import FlagInfo, check_args, parse_help, program_part
 from launch.memfit import fit, model_shape
 from launch.preflight import Probes, diagnose

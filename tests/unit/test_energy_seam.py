@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 from contracts.energy import Edge, EnergyMeter, EnergyWindow, run_energy
-from contracts.results import CandidateRun, Pricing, RunEnergy, read_model
+from contracts.files import read_model
+from contracts.results import CandidateRun, Pricing, RunEnergy
 from launch.sim.client import SimEnergy
 from launch.spec import render_spec
 from orchestrator.measure.begin import begin

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from contracts.results import atomic_write_text
+from contracts.files import atomic_write_text
 from orchestrator.ledger.events import SweepFinished
 from orchestrator.ledger.journal import Journal
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from contracts.errors import EXIT_INCOMPLETE
-from contracts.results import ProfileSummary, RequestRecord, WatchEvent, read_jsonl, read_model, write_jsonl
-from contracts.results import write_model as write_summary
+from contracts.files import read_jsonl, read_model, write_jsonl
+from contracts.files import write_model as write_summary
+from contracts.results import ProfileSummary, RequestRecord, WatchEvent
 from contracts.schema import GatesConfig
 from contracts.sweepdir import planned_names, resume_command
 from contracts.verdicts import Verdict

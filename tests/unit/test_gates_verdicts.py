@@ -12,7 +12,8 @@ from typing import Literal
 import pytest
 
 from contracts.errors import EXIT_INCOMPLETE, GateError, ResultFileError
-from contracts.results import CapacityResult, GpuMemory, HostProbe, WatchEvent, write_model
+from contracts.files import write_model
+from contracts.results import CapacityResult, GpuMemory, HostProbe, WatchEvent
 from contracts.schema import GatesConfig
 from contracts.sweepdir import record_planned, resume_command
 from contracts.verdicts import decision_label

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from contracts.errors import HarnessError, LoadError, RollbackError, StartupFailure
-from contracts.results import CandidateRun, RecoveryValidation, read_model
+from contracts.files import read_model
+from contracts.results import CandidateRun, RecoveryValidation
 from orchestrator.ledger.events import Started
 from orchestrator.measure.begin import begin
 from orchestrator.measure.candidate import is_complete, run_candidate

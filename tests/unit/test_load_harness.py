@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from contracts.errors import ClientPaused, HarnessError
-from contracts.results import CandidateRun, ProfileSummary, RequestRecord, read_jsonl, read_model
+from contracts.files import read_jsonl, read_model
+from contracts.results import CandidateRun, ProfileSummary, RequestRecord
 from contracts.sweepdir import Repeat, load_results
 from gates.evidence import Expected, evidence_gaps
 from gates.stability import _profile_stability

@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from contracts.results import ProfileSummary, RequestRecord, read_jsonl, read_model
+from contracts.files import read_jsonl, read_model
+from contracts.results import ProfileSummary, RequestRecord
 from contracts.schema import LengthConfig, WorkloadConfig
 from load import run_profile
 

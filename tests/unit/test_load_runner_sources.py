@@ -9,7 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from contracts.results import ProfileSummary, RequestRecord, read_jsonl
+from contracts.files import read_jsonl
+from contracts.results import ProfileSummary, RequestRecord
 from contracts.schema import DataSourceConfig, SharedPrefixConfig, SloConfig, WorkloadConfig
 from load import run_profile
 from tests.unit.test_load_runner import OVERHEAD, FakeServer, profile

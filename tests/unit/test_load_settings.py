@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from contracts.results import LoadSettings, ProfileSummary, read_model, write_model
+from contracts.files import read_model, write_model
+from contracts.results import LoadSettings, ProfileSummary
 from contracts.schema import GauntletConfig, RunConfig
 from report.rerun import rerun_section
 from tests.unit.fakes import summary

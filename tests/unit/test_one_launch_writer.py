@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from contracts.files import read_model
 from contracts.layout import RUN_FILE, SPEC_FILE, VALIDATION_FILE
-from contracts.results import CandidateRun, RecoveryValidation, read_model
+from contracts.results import CandidateRun, RecoveryValidation
 from orchestrator.recovery.rollback import rollback
 from tests.unit.fakes import FakeSupervisor
 from tests.unit.test_session import _config_yaml, restored_sweep

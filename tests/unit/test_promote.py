@@ -477,7 +477,8 @@ def test_the_sweeps_summary_never_reads_as_if_the_kept_candidate_were_serving(
 def test_each_validation_says_how_its_server_was_launched(tmp_path: Path, act: str, reason: str) -> None:
     """The sweep's restore and a rollback restored the retained configuration; a promotion launched a
     candidate that was never the retained one: its validation says so, in its file and on the console."""
-    from contracts.results import RecoveryValidation, read_model
+    from contracts.files import read_model
+    from contracts.results import RecoveryValidation
 
     if act == "sweep":
         ctx = kept_sweep(tmp_path, FakeSupervisor())

@@ -12,16 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from contracts.files import read_model, write_model
 from contracts.layout import PLOT_RANKING, PLOT_THROUGHPUT, PLOT_TTFT
-from contracts.results import (
-    CandidateRun,
-    HostProbe,
-    ProfileSummary,
-    RecoveryCheck,
-    RecoveryValidation,
-    read_model,
-    write_model,
-)
+from contracts.results import CandidateRun, HostProbe, ProfileSummary, RecoveryCheck, RecoveryValidation
 from contracts.schema import GauntletConfig
 from contracts.sweepdir import record_planned, resume_command
 from contracts.verdicts import Comparison

@@ -12,7 +12,8 @@ import pytest
 
 from contracts.benchserve import add_energy
 from contracts.energy import not_measured, run_energy
-from contracts.results import CandidateRun, Pricing, ProfileSummary, read_model, write_model
+from contracts.files import read_model, write_model
+from contracts.results import CandidateRun, Pricing, ProfileSummary
 from contracts.schema import GauntletConfig
 from report import ReportModel
 from report.markdown import render_terminal

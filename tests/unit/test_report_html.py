@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from contracts.files import read_model
 from contracts.layout import PLOT_PARETO, PLOT_SEARCH, SweepPaths
-from contracts.results import read_model
 from contracts.schema import GauntletConfig
 from contracts.trials import Confirmation, write_search
 from contracts.verdicts import read_verdicts

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from contracts.files import write_model
 from contracts.layout import PromotionPaths, SweepPaths, promotion_dir
-from contracts.results import RecoveryValidation, write_model
+from contracts.results import RecoveryValidation
 from contracts.schema import GauntletConfig
 from gates import judge
 from report import build

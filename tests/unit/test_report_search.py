@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from contracts.files import write_model
 from contracts.layout import PromotionPaths, SweepPaths, promotion_dir
-from contracts.results import CapacityResult, RecoveryValidation, write_model
+from contracts.results import CapacityResult, RecoveryValidation
 from contracts.trials import PrunedPoint, SearchRecord, Tradeoff, TrialRecord, Winner, write_search
 from contracts.verdicts import DriftResult, SweepVerdict, Verdict
 from orchestrator.search.lines import baseline_best_line

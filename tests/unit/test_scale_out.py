@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from contracts.errors import ConfigError
-from contracts.results import CandidateRun, ProfileSummary, read_model, write_model
+from contracts.files import read_model, write_model
+from contracts.results import CandidateRun, ProfileSummary
 from contracts.schema import GauntletConfig, RunConfig, WorkloadConfig
 from load.signals import PREEMPT_SIGNAL
 from orchestrator.app.jobs import run_job, scheduler_signals

@@ -10,7 +10,8 @@ from typing import Any
 import optuna
 import pytest
 
-from contracts.results import CapacityPoint, CapacityResult, WatchEvent, write_model
+from contracts.files import write_model
+from contracts.results import CapacityPoint, CapacityResult, WatchEvent
 from contracts.schema import CandidateConfig
 from contracts.search import Dimension, SearchConfig, Space
 from contracts.trials import SearchRecord, TrialRecord, read_search

@@ -16,8 +16,9 @@ import optuna
 import pytest
 
 from contracts.errors import ConfigError
+from contracts.files import write_model
 from contracts.layout import SweepPaths
-from contracts.results import CapacityResult, write_model
+from contracts.results import CapacityResult
 from contracts.search import INTEGER_FIELDS, SearchConfig
 from contracts.trials import SearchRecord, TrialRecord, read_search
 from orchestrator.config.space import parse_space

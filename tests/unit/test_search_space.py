@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from contracts.errors import ConfigError, LaunchError
+from contracts.files import write_model
 from contracts.layout import SweepPaths, point_latest
-from contracts.results import CandidateRun, StartupRecord, write_model
+from contracts.results import CandidateRun, StartupRecord
 from contracts.schema import (
     CandidateConfig,
     GauntletConfig,

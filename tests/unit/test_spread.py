@@ -13,7 +13,8 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from contracts.results import RequestRecord, read_jsonl
+from contracts.files import read_jsonl
+from contracts.results import RequestRecord
 from launch.api_servers import server_urls
 from launch.tracking import Server
 from load.metrics import parse_scrape
