@@ -11,11 +11,16 @@ machine and its load; copy them with the command, machine and date into docs/mea
 
     .venv/bin/python benchmarks/wave_arrival.py                      # decode_heavy and prefill_10k
     .venv/bin/python benchmarks/wave_arrival.py --profile short
+    .venv/bin/python benchmarks/wave_arrival.py --profile decode_heavy --repeats 12   # stalls and TTFT
+
+Each run's median TTFT is printed beside its gaps: a host stall while a wave arrives shows as a gap of
+tens or hundreds of virtual ms, and the requests after it miss a step.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import subprocess
@@ -49,12 +54,15 @@ def serve(argv: list[str]) -> int:
         submit(self, req)
 
     runtime.Runtime.submit = logged  # type: ignore[method-assign]
+    gc.collect()  # as ``python -m launch.sim`` does: its imports' heap frozen before it serves
+    gc.freeze()
     return sim_main(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--profile", action="append", help="profiles (default: decode_heavy, prefill_10k)")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each profile, one after another")
     parser.add_argument("--serve", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve is not None:
@@ -65,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     flags = list(spec.argv[next(i for i, a in enumerate(spec.argv) if a.startswith("--")) :])
     flags[flags.index("--port") + 1] = PORT
     scale = float(flags[flags.index("--sim-time-scale") + 1])
-    profiles = args.profile or ["decode_heavy", "prefill_10k"]
+    profiles = [p for p in args.profile or ["decode_heavy", "prefill_10k"] for _ in range(args.repeats)]
     with tempfile.TemporaryDirectory(prefix="gauntlet-wave-") as tmp:
         log = Path(tmp) / "arrivals.txt"
         env = dict(os.environ, WAVE_ARRIVALS=str(log), PYTHONPATH=str(ROOT))
@@ -83,13 +91,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             raise SystemExit("the simulator did not become ready")
         print(f"the demo's baseline at time scale {scale:g}; arrivals in virtual ms")
-        print("profile | wave | span ms | gap median ms | gap p90 ms | gap max ms")
+        print("profile | wave | span ms | gap median ms | gap p90 ms | gap max ms | median TTFT s")
         try:
             seen = 0
-            for profile in profiles:
+            for k, profile in enumerate(profiles, start=1):
                 wl = cfg.workloads[profile]
-                out = candidate_dir(Path(tmp), "baseline") / profile / "r1"
-                run_profile(
+                out = candidate_dir(Path(tmp), "baseline") / profile / f"r{k}"
+                summary = run_profile(
                     f"http://127.0.0.1:{PORT}",
                     cfg.service.served_model_name,
                     wl,
@@ -107,12 +115,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 wave = ours[wl.warmup_requests :][: int(wl.concurrency or 1)]
                 gaps = sorted((b - a) * 1e3 for a, b in pairwise(wave))
                 if not gaps:
-                    print(f"{profile} | {len(wave)} | - | - | - | -")
+                    print(f"{profile} | {len(wave)} | - | - | - | - | -")
                     continue
                 p90 = gaps[min(len(gaps) - 1, int(0.9 * len(gaps)))]
                 print(
                     f"{profile} | {len(wave)} | {(wave[-1] - wave[0]) * 1e3:.1f} | "
-                    f"{statistics.median(gaps):.2f} | {p90:.2f} | {gaps[-1]:.2f}",
+                    f"{statistics.median(gaps):.2f} | {p90:.2f} | {gaps[-1]:.2f} | "
+                    f"{summary.ttft.p50 if summary.ttft.p50 is not None else float('nan'):.3f}",
                     flush=True,
                 )
         finally:
