@@ -38,8 +38,8 @@ def two_node_allocation(job_name: str) -> Iterator[tuple[str, str]]:
         )
     except (OSError, subprocess.SubprocessError) as exc:
         nodes = [f"sinfo: {exc}"]
-    # A node still completing (or running) an earlier test's job is up: salloc waits for it (CI's stop 51
-    # failed here on `n2 completing` right after the previous test's scancel).
+    # A node still completing (or running) an earlier test's job is up: salloc waits for it (a node reads
+    # `completing` for a moment after the previous test's scancel).
     up = r"n[12] (idle|mixed|allocated|completing)"
     usable = sorted({line.split()[0] for line in nodes if re.fullmatch(up, line.strip())})
     if usable != ["n1", "n2"]:
