@@ -70,8 +70,9 @@ MIN_NOISE = 0.03
 #: screen is never measured fully nor confirmed, and the best points of a space sit 1-5% inside several
 #: limits at once. Letting a point on is the cheap one: its confirmation judges it with every repeat and
 #: interval. So the meeting side keeps one width (a point met on one run as before, no more second runs).
-#: On the search benchmark's tuning seeds 50-89 (10-49 are held out) its three spaces found 77 of 120 at
-#: one width, 92 at 1.5 and 96 at 2 (97 with two widths on the meeting side too):
+#: On the search benchmark's tuning seeds 50-89 its three spaces found 77 of 120 at one width, 92 at 1.5
+#: and 96 at 2 (97 with two widths on the meeting side too); on the held-out seeds 10-49, run once, 83 at
+#: one width and 89 at two, with more first finalists the gates refuse (42 against 31):
 #: docs/measurements/search-quality.md, 2026-12-07.
 REFUSE_WIDTHS = 2.0
 #: The most runs of one constraint profile a screen takes: a second only when the first left one of its
