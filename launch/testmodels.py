@@ -96,8 +96,9 @@ def chain_prompt(n: int) -> str:
 
 def expected_chain_output(n: int) -> tuple[list[str], str]:
     """Exactly what tiny-chain streams for :func:`chain_prompt` ``(n)``: the reasoning deltas, one per token
-    (``[" step5", " step4", ...]``, each with its leading space), and the content text (the concatenation of
-    its deltas, ``" The answer is 42"``)."""
+    (``[" step5", " step4", ...]``, each with its leading space; a busy vLLM front end sends the tokens it
+    has not sent yet as one delta, so a stream may hold fewer, their concatenation the same), and the
+    content text (the concatenation of its deltas, ``" The answer is 42"``)."""
     chain_prompt(n)
     return [f" step{i}" for i in range(n, 0, -1)], " " + CHAIN_CONTENT_TEXT
 

@@ -118,7 +118,10 @@ def test_stream_reasoning_then_content_exactly(
     _, server, _ = chain_server
     reasoning, content, usage, finish = stream_chat(server.base_url, TINY_CHAIN, f"please {chain_prompt(n)}")
     expected_reasoning, expected_content = expected_chain_output(n)
-    assert reasoning == expected_reasoning
+    # the text, not its chunking: vLLM streams a delta per token, but coalesces the tokens a busy front end
+    # has not sent yet into one (' step4 step3' on a loaded 2-core box: vllm-project/vllm#12298)
+    assert "".join(reasoning) == "".join(expected_reasoning)
+    assert len(reasoning) <= len(expected_reasoning)
     assert content == expected_content
     assert usage["completion_tokens"] == chain_completion_tokens(n)
     assert finish == "stop"
