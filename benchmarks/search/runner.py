@@ -105,6 +105,7 @@ def in_process_job(
     *,
     seed: int,
     noise: float,
+    ask_pruner: bool = True,
 ) -> Callable[[list[str], Any], Any]:
     """A trial's job measured on the engine model, as ``orchestrator.measure.trial.measure_trial`` measures
     it on a launched simulator: start (or infeasible), one screening run at the ticket's level, one run of
@@ -113,7 +114,8 @@ def in_process_job(
     pruner asked, then the capacity search with the experiment's settings. Every run's figures are the
     replay's times ``exp(N(0, noise))``, seeded per seed, point, profile and attempt. The accuracy probe
     is not modelled: the simulator's answers do not depend on the speculative settings these spaces vary
-    (the demo's launched runs: none broken)."""
+    (the demo's launched runs: none broken). ``ask_pruner`` False: every point that meets its constraints
+    is measured fully (``benchmarks/search_exhaustive.py``; the ticket then needs only its ``level``)."""
     assert cfg.search is not None
     layouts = cfg.search.layouts
     by_overrides: dict[tuple[str, ...], dict[str, Any]] = {}
@@ -162,7 +164,7 @@ def in_process_job(
                 f"screen breaks a constraint: {describe(outcome.constraints)}",
             )
             return outcome
-        if reporter(ticket)(SCREEN_STEP, screen):
+        if ask_pruner and reporter(ticket)(SCREEN_STEP, screen):
             outcome.state, outcome.values = "pruned", [screen]
             return outcome
         found = search(measured, settings)

@@ -27,6 +27,7 @@ from benchmarks.search.goals import (
 from benchmarks.search.ladder import budgets, prefix, ratio, reach
 from benchmarks.search.launched import CRASH, FIELD, NEVER, check
 from benchmarks.search.methods import grid_design, grid_levels, spread
+from benchmarks.search_exhaustive import found_by_top
 from contracts.schema import GatesConfig, GauntletConfig, HostConfig, RunConfig
 from contracts.search import Dimension, SearchConfig, Space
 from contracts.trials import SearchRecord, TrialRecord
@@ -188,6 +189,23 @@ def test_the_recommendation_is_the_best_finalist_the_gates_accept(
     accepted: list[float | None], chosen: int | None
 ) -> None:
     assert recommended(accepted) == chosen
+
+
+@pytest.mark.parametrize(
+    ("accepted", "found_"),
+    [
+        # the exhaustive reference's round: the first k finalists confirmed, the best accepted recommended
+        # the best estimate refused, the runner-up found
+        ([None, 190.0, 170.0], {1: False, 2: True, 3: True}),
+        ([170.0, None, 190.0], {1: False, 2: False, 3: True}),  # 170 is 88% of 193: found only at k = 3
+        ([184.0, 193.0], {1: True, 2: True, 3: True}),  # 184 >= 95% of 193; fewer finalists than k
+        ([], {1: False, 2: False, 3: False}),  # no finalist: nothing found
+    ],
+)
+def test_the_exhaustive_reference_confirms_the_first_k(
+    accepted: list[float | None], found_: dict[int, bool]
+) -> None:
+    assert found_by_top(accepted, (1, 2, 3), 193.0) == found_
 
 
 def _answers(accepted: list[float | None], launches: list[int], refused: int = 0) -> list[Answer]:
