@@ -44,6 +44,7 @@ from contracts.schema import GauntletConfig
 from contracts.trials import SearchRecord, TrialRecord
 from orchestrator.search.confirm import finalists
 from orchestrator.search.point import candidate_at, changed_fields, point_overrides
+from orchestrator.search.rules import trial_record
 
 
 def found_by_top(accepted: Sequence[float | None], tops: Sequence[int], best: float) -> dict[int, bool]:
@@ -93,19 +94,7 @@ def exhaustive_seed(
         )
         outcome = job(overrides, ticket)
         number = len(trials)
-        trials.append(
-            TrialRecord(
-                number=number,
-                name=f"x{number}",
-                params=dict(row["point"]),
-                state=outcome.state,
-                fidelity=outcome.fidelity,
-                values=outcome.values,
-                screen=outcome.screen,
-                constraints=outcome.constraints,
-                launches=1,
-            )
-        )
+        trials.append(trial_record(number, f"x{number}", dict(row["point"]), outcome, 0.0))
     record = SearchRecord(
         name=seeded.search.name,
         objective=seeded.search.objective,
